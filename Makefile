@@ -1,0 +1,76 @@
+# DaemonJob: every target provisions what it needs.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+NODES  ?= 3
+N      ?= 5000
+IMG    ?= daemonjob-controller:dev
+KUBECTL ?= kubectl
+CLUSTER_DIR := .cluster
+export KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kubeconfig
+
+.PHONY: help venv binaries test unit cluster-up cluster-down demo run bench bench-informer \
+        install uninstall deploy undeploy docker-build e2e-kind
+
+help:
+	@echo "make demo          run DaemonJob on a local control plane with simulated nodes"
+	@echo "make test          provision everything and run every test"
+	@echo "make cluster-up NODES=n / cluster-down   a background local cluster (.cluster/kubeconfig)"
+	@echo "make run           the controller against the cluster in KUBECONFIG"
+	@echo "make bench NODES=n / bench-informer N=n  benchmarks"
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+binaries:
+	bash hack/provision-binaries.sh >/dev/null
+
+test: venv binaries
+	$(PY) -m pytest -q
+
+unit: venv
+	$(PY) -m pytest -q test/unit
+
+cluster-up: venv binaries
+	$(PY) -m daemonjob.testing up --dir $(CLUSTER_DIR) --nodes $(NODES)
+
+cluster-down: venv
+	$(PY) -m daemonjob.testing down --dir $(CLUSTER_DIR)
+
+demo: venv binaries
+	$(PY) hack/demo.py
+
+run: venv
+	$(PY) -m daemonjob --kubeconfig "$(KUBECONFIG)" --log-format console
+
+bench-informer: venv binaries
+	$(PY) hack/bench_informer.py --n $(N)
+
+bench: venv binaries
+	$(PY) hack/bench.py --nodes $(NODES)
+
+install:
+	$(KUBECTL) apply -f manifests/crd.yaml
+
+uninstall:
+	$(KUBECTL) delete --ignore-not-found -f manifests/crd.yaml
+
+deploy:
+	cd manifests && $(KUBECTL) kustomize . | sed 's|image: daemonjob-controller:latest|image: $(IMG)|' | $(KUBECTL) apply -f -
+
+undeploy:
+	$(KUBECTL) delete --ignore-not-found -k manifests
+
+docker-build:
+	docker build -t $(IMG) .
+
+e2e-kind: docker-build
+	kind create cluster --name daemonjob-e2e
+	kind load docker-image $(IMG) --name daemonjob-e2e
+	$(MAKE) deploy IMG=$(IMG) KUBECONFIG=$$(kind get kubeconfig-path --name daemonjob-e2e 2>/dev/null || echo $$HOME/.kube/config)
+	DAEMONJOB_E2E_EXTERNAL=1 $(PY) -m pytest -q e2e

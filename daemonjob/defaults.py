@@ -1,0 +1,42 @@
+"""Every default of the controller in one place; flags and constructors read from here."""
+
+from __future__ import annotations
+
+# API client
+USER_AGENT = "daemonjob-controller"
+API_REQUEST_TIMEOUT = 30.0  # seconds, per request
+API_POOL_SIZE = 32  # HTTP connections kept to the API server
+KUBE_API_QPS = 50.0
+KUBE_API_BURST = 100
+
+# Watches (client-go reflector)
+WATCH_TIMEOUT_MIN = 300  # server-side timeoutSeconds is randomised in [MIN, 2*MIN)
+WATCH_READ_SLACK = 30.0  # client read timeout beyond the server-side timeout
+WATCH_BACKOFF_INITIAL = 0.8
+WATCH_BACKOFF_MAX = 30.0
+WATCH_BACKOFF_RESET = 120.0  # a watch healthy this long resets the backoff
+LIST_PAGE_SIZE = 500
+
+# Work queue (client-go DefaultControllerRateLimiter)
+QUEUE_BASE_DELAY = 0.005
+QUEUE_MAX_DELAY = 1000.0
+QUEUE_QPS = 10.0
+QUEUE_BURST = 100
+
+# Controller
+WORKERS = 4
+EXPECTATIONS_TTL = 300.0  # seconds, as the DaemonSet controller
+SLOW_START_INITIAL_BATCH = 1
+RESYNC_INTERVAL = 600.0  # seconds between full re-enqueues (0 disables)
+HISTORY_LIMIT = 1
+FAILED_NODE_NAMES_MAX = 20
+
+# Leader election (controller-runtime)
+LEASE_DURATION = 15.0
+RENEW_DEADLINE = 10.0
+RETRY_PERIOD = 2.0
+LEADER_ELECTION_ID = "daemonjob-controller"
+
+# Serving
+METRICS_BIND_ADDRESS = ":8080"
+HEALTH_PROBE_BIND_ADDRESS = ":8081"

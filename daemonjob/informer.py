@@ -1,0 +1,280 @@
+"""Reflector + informer: list, then watch, into a Store, calling handlers on each change.
+
+Follows client-go's reflector: list, watch from the list's resourceVersion with bookmarks,
+randomised server-side timeouts, relist on 410 Gone, re-watch with backoff on connection
+errors; deletes missed while disconnected come out of the relist as tombstones.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+import urllib3
+
+from . import defaults
+from .clock import Clock, RealClock
+from .kube import ApiError, Kube, WatchStream, path_for
+from .store import Store, freeze, meta_namespace_key
+
+log = structlog.get_logger("daemonjob.informer")
+
+Obj = Mapping[str, Any]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """A delete seen only through a relist: `obj` is the last state the cache knew."""
+
+    key: str
+    obj: Obj
+
+
+@dataclass
+class Handlers:
+    on_add: Callable[[Obj], None] | None = None
+    on_update: Callable[[Obj, Obj], None] | None = None
+    on_delete: Callable[[Obj | Tombstone], None] | None = None
+
+
+@dataclass
+class InformerHooks:
+    """Observation points for metrics; each gets the informer's name."""
+
+    on_list: Callable[[str], None] | None = None
+    on_relist: Callable[[str], None] | None = None
+    on_watch_restart: Callable[[str, str], None] | None = None  # name, cause
+
+
+def drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    obj.get("metadata", {}).pop("managedFields", None)
+    return obj
+
+
+class Backoff:
+    """Exponential backoff with jitter that resets after a healthy period (client-go's)."""
+
+    def __init__(self, clock: Clock, initial: float = defaults.WATCH_BACKOFF_INITIAL,
+                 cap: float = defaults.WATCH_BACKOFF_MAX, reset_after: float = defaults.WATCH_BACKOFF_RESET,
+                 jitter: float = 1.0, rng: random.Random | None = None):
+        self.clock, self.initial, self.cap, self.reset_after, self.jitter = clock, initial, cap, reset_after, jitter
+        self.rng = rng or random.Random()
+        self._current = 0.0
+        self._last = -float("inf")
+
+    def next(self) -> float:
+        now = self.clock.now()
+        if now - self._last > self.reset_after:
+            self._current = self.initial
+        else:
+            self._current = min(self._current * 2 or self.initial, self.cap)
+        self._last = now
+        return self._current * (1 + self.jitter * self.rng.random())
+
+
+class Informer:
+    """One resource kind, one thread, one Store."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        api_version: str,
+        plural: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform | None = None,
+        indexers: Mapping[str, Callable[[Obj], list[str]]] | None = None,
+        clock: Clock | None = None,
+        hooks: InformerHooks | None = None,
+        name: str | None = None,
+        watch_timeout_min: int = defaults.WATCH_TIMEOUT_MIN,
+    ):
+        self.kube = kube
+        self.path = path_for(api_version, plural, namespace)
+        self.name = name or plural
+        self.selectors = {"labelSelector": label_selector, "fieldSelector": field_selector}
+        self.transform = transform
+        self.store = Store(dict(indexers or {}))
+        self.clock = clock or RealClock()
+        self.hooks = hooks or InformerHooks()
+        self.watch_timeout_min = watch_timeout_min
+        self.handlers: list[Handlers] = []
+        self.resource_version = ""
+        self._synced = threading.Event()
+        self._stopped = threading.Event()
+        self._stream: WatchStream | None = None
+        self._thread: threading.Thread | None = None
+        self._backoff = Backoff(self.clock)
+        self._lists = 0
+
+    # -- public --------------------------------------------------------------------------
+    def add_handlers(self, handlers: Handlers) -> None:
+        """Register before start(): handlers see every object from the first list on."""
+        self.handlers.append(handlers)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name=f"informer-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopped.set()
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> None:
+        need_list = True
+        while not self._stopped.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                self._watch()
+            except ApiError as exc:
+                if exc.gone:
+                    log.info("watch expired, relisting", informer=self.name, message=exc.message)
+                    self._restart("expired")
+                    need_list = True
+                    continue
+                need_list = need_list or exc.status in (401, 403, 404)
+                self._pause(f"api-{exc.status}", exc)
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                if self._stopped.is_set():
+                    break
+                self._pause("connection", exc)
+
+    def _pause(self, cause: str, exc: BaseException) -> None:
+        delay = self._backoff.next()
+        log.warning("watch failed, retrying", informer=self.name, cause=cause, error=str(exc)[:300],
+                    retry_in=round(delay, 2))
+        self._restart(cause)
+        self._stopped.wait(delay)
+
+    def _restart(self, cause: str) -> None:
+        if self.hooks.on_watch_restart:
+            self.hooks.on_watch_restart(self.name, cause)
+
+    def _list(self) -> None:
+        """Paged consistent list on relist; the first list may come from the watch cache."""
+        params: dict[str, Any] = {**self.selectors}
+        if self._lists == 0:
+            params["resourceVersion"] = "0"
+        else:
+            params["limit"] = defaults.LIST_PAGE_SIZE
+            if self.hooks.on_relist:
+                self.hooks.on_relist(self.name)
+        if self.hooks.on_list:
+            self.hooks.on_list(self.name)
+        items: list[dict[str, Any]] = []
+        while True:
+            page = self.kube.get(self.path, **params)
+            items.extend(page.get("items") or [])
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                break
+            params = {**self.selectors, "limit": defaults.LIST_PAGE_SIZE, "continue": cont}
+        self._lists += 1
+        self._replace(items, page.get("metadata", {}).get("resourceVersion", ""))
+
+    def _replace(self, items: list[dict[str, Any]], resource_version: str) -> None:
+        prepared = [self._prepare(obj) for obj in items]
+        old = {key: self.store.get(key) for key in self.store.keys()}
+        self.store.replace(prepared)
+        self.resource_version = resource_version
+        for obj in prepared:
+            key = meta_namespace_key(obj)
+            before = old.pop(key, None)
+            now = self.store.get(key)
+            if before is None:
+                self._emit_add(now)
+            elif _rv(before) != _rv(now):
+                self._emit_update(before, now)
+        for key, before in old.items():
+            self._emit_delete(Tombstone(key, before))
+        self._synced.set()
+
+    def _watch(self) -> None:
+        timeout = random.randint(self.watch_timeout_min, 2 * self.watch_timeout_min - 1)
+        params = {
+            **self.selectors,
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout,
+        }
+        stream = self.kube.watch(self.path, params, read_timeout=timeout + defaults.WATCH_READ_SLACK)
+        self._stream = stream
+        if self._stopped.is_set():
+            stream.close()
+            return
+        for event in stream:
+            kind = event.get("type")
+            obj = event.get("object") or {}
+            if kind == "ERROR":
+                raise ApiError(int(obj.get("code") or 500), obj.get("reason", ""), obj.get("message", ""), obj)
+            rv = _rv(obj)
+            if kind == "BOOKMARK":
+                self.resource_version = rv or self.resource_version
+                continue
+            obj = self._prepare(obj)
+            key = meta_namespace_key(obj)
+            before = self.store.get(key)
+            if kind == "DELETED":
+                self.store.delete(obj)
+                self._emit_delete(before if before is not None else freeze(obj))
+            elif before is None:
+                self.store.add(obj)
+                self._emit_add(self.store.get(key))
+            else:
+                self.store.update(obj)
+                self._emit_update(before, self.store.get(key))
+            self.resource_version = rv or self.resource_version
+
+    def _prepare(self, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = drop_managed_fields(obj)
+        return self.transform(obj) if self.transform else obj
+
+    # -- handler fan-out: handler errors must not kill the reflector ------------------------
+    def _emit_add(self, obj: Obj) -> None:
+        for h in self.handlers:
+            if h.on_add:
+                _safe(h.on_add, self.name, obj)
+
+    def _emit_update(self, old: Obj, new: Obj) -> None:
+        for h in self.handlers:
+            if h.on_update:
+                _safe(h.on_update, self.name, old, new)
+
+    def _emit_delete(self, obj: Obj | Tombstone) -> None:
+        for h in self.handlers:
+            if h.on_delete:
+                _safe(h.on_delete, self.name, obj)
+
+
+def _rv(obj: Obj) -> str:
+    return (obj.get("metadata") or {}).get("resourceVersion", "")
+
+
+def _safe(fn: Callable[..., None], informer: str, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        log.exception("event handler failed", informer=informer)

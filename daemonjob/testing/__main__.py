@@ -1,0 +1,142 @@
+"""`python -m daemonjob.testing up|down|serve`: a local cluster with simulated nodes.
+
+`up` starts a detached supervisor (`serve`) and returns once every node is Ready; `down`
+stops it by its PID, then anything it started that is still recorded in `pids`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..kube import Kube
+from .cluster import ClusterOptions, LocalCluster, stop_pid
+from .kubelet import NodeSpec, SimKubelet
+
+SUPERVISOR_PID = "supervisor.pid"
+READY_MARK = "ready"
+
+
+def node_names(count: int, prefix: str = "sim-node") -> list[str]:
+    width = max(4, len(str(count)))
+    return [f"{prefix}-{i:0{width}d}" for i in range(1, count + 1)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def up(args: argparse.Namespace) -> int:
+    workdir = Path(args.dir).resolve()
+    pid = _read_pid(workdir / SUPERVISOR_PID)
+    if pid and _alive(pid):
+        print(f"a cluster is already running from {workdir} (supervisor PID {pid}); `make cluster-down` stops it",
+              file=sys.stderr)
+        return 1
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    log = open(workdir / "supervisor.log", "ab")
+    cmd = [sys.executable, "-m", "daemonjob.testing", "serve", "--dir", str(workdir), "--nodes", str(args.nodes)]
+    if args.no_node_lifecycle:
+        cmd.append("--no-node-lifecycle")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if (workdir / READY_MARK).exists():
+            print(f"cluster up: {args.nodes} Ready node(s); KUBECONFIG={workdir / 'kubeconfig'}")
+            return 0
+        if proc.poll() is not None:
+            print(f"cluster failed to start (exit {proc.returncode}); see {workdir / 'supervisor.log'}",
+                  file=sys.stderr)
+            return 1
+        time.sleep(0.3)
+    print(f"cluster not ready after {args.timeout}s; stopping it (see {workdir / 'supervisor.log'})", file=sys.stderr)
+    stop_pid(proc.pid, timeout=30)
+    return 1
+
+
+def down(args: argparse.Namespace) -> int:
+    workdir = Path(args.dir).resolve()
+    pid = _read_pid(workdir / SUPERVISOR_PID)
+    if pid and _alive(pid):
+        stop_pid(pid, timeout=30)
+    pids_file = workdir / "pids"
+    if pids_file.exists():
+        for line in pids_file.read_text().splitlines():
+            name, _, child = line.partition(" ")
+            if child.isdigit() and _alive(int(child)):
+                stop_pid(int(child))
+    for leftover in ("etcd", SUPERVISOR_PID, READY_MARK, "pids"):
+        path = workdir / leftover
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists():
+            path.unlink()
+    print("cluster down")
+    return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    workdir = Path(args.dir).resolve()
+    (workdir / SUPERVISOR_PID).write_text(f"{os.getpid()}\n")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    options = ClusterOptions(node_lifecycle=not args.no_node_lifecycle)
+    cluster = LocalCluster(workdir=workdir, options=options)
+    kubelet = None
+    try:
+        cluster.start()
+        kube = Kube.from_config(str(cluster.kubeconfig))
+        interval = 2.0 if args.nodes <= 200 else 10.0
+        kubelet = SimKubelet(kube, heartbeat_interval=interval, clear_not_ready_taint=args.no_node_lifecycle)
+        kubelet.start()
+        kubelet.add_nodes(NodeSpec(n) for n in node_names(args.nodes))
+        kubelet.wait_ready(timeout=300)
+        (workdir / READY_MARK).write_text("ready\n")
+        print(f"ready: {args.nodes} nodes, kubeconfig {cluster.kubeconfig}", flush=True)
+        stop.wait()
+    finally:
+        if kubelet is not None:
+            kubelet.stop()
+        cluster.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m daemonjob.testing")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    for name in ("up", "down", "serve"):
+        p = sub.add_parser(name)
+        p.add_argument("--dir", default=".cluster")
+        if name != "down":
+            p.add_argument("--nodes", type=int, default=3)
+            p.add_argument("--no-node-lifecycle", action="store_true",
+                           help="turn the node lifecycle controller off (large clusters: no heartbeats)")
+            p.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args(argv)
+    return {"up": up, "down": down, "serve": serve}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

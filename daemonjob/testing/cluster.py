@@ -1,0 +1,318 @@
+"""A real local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler.
+
+Everything listens on loopback ports in one directory. Each child gets PR_SET_PDEATHSIG so
+it dies with the process that started it, and its PID is recorded in `pids` so that a
+separate `down` can stop it; nothing outlives a crashed or interrupted test run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import urllib3
+
+ROOT = Path(__file__).resolve().parents[2]
+PROVISION_SCRIPT = ROOT / "hack" / "provision-binaries.sh"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+
+def provision_binaries() -> Path:
+    """Directory holding the control-plane binaries (provisioned on first use)."""
+    env_dir = os.environ.get("DAEMONJOB_KUBE_BIN")
+    if env_dir and all((Path(env_dir) / b).exists() for b in BINARIES):
+        return Path(env_dir)
+    out = subprocess.run(["bash", str(PROVISION_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"{PROVISION_SCRIPT} failed (exit {out.returncode}); its message is above")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def stop_pid(pid: int, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout`; tolerant of processes already gone."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return
+        except ChildProcessError:  # not our child: poll for its disappearance
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+@dataclass
+class ClusterOptions:
+    node_monitor_grace_period: str = "8s"
+    node_monitor_period: str = "1s"
+    node_lifecycle: bool = True
+    controllers: str = "*"
+    kcm_qps: int = 100
+    kcm_burst: int = 200
+    scheduler_qps: int = 200
+    scheduler_burst: int = 400
+    extra_apiserver_args: Sequence[str] = ()
+
+
+@dataclass
+class LocalCluster:
+    """Start with `start()`, stop with `stop()`; usable as a context manager."""
+
+    workdir: Path | None = None
+    options: ClusterOptions = field(default_factory=ClusterOptions)
+    bin_dir: Path | None = None
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.workdir is None:
+            base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+            self.workdir = Path(tempfile.mkdtemp(prefix="daemonjob-cluster-", dir=base))
+            self._owns_workdir = True
+        else:
+            self.workdir = Path(self.workdir)
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            self._owns_workdir = False
+        self.token = secrets.token_hex(16)
+        self.etcd_port = free_port()
+        self.apiserver_port = free_port()
+
+    # -- paths -----------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def pki(self) -> Path:
+        return self.workdir / "pki"
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> "LocalCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        try:
+            self.bin_dir = self.bin_dir or provision_binaries()
+            self._make_pki()
+            self._write_kubeconfig()
+            self._start_etcd()
+            self.start_apiserver()
+            self._start_controller_manager()
+            self._start_scheduler()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+            self._stop(name)
+        if getattr(self, "_owns_workdir", False):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def stop_apiserver(self) -> None:
+        self._stop("kube-apiserver")
+
+    def start_apiserver(self) -> None:
+        p = self.pki
+        args = [
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            "--insecure-port=0",
+            f"--cert-dir={p}",
+            f"--tls-cert-file={p / 'apiserver.crt'}",
+            f"--tls-private-key-file={p / 'apiserver.key'}",
+            f"--client-ca-file={p / 'ca.crt'}",
+            f"--token-auth-file={p / 'tokens.csv'}",
+            f"--service-account-key-file={p / 'sa.pub'}",
+            f"--service-account-signing-key-file={p / 'sa.key'}",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=RBAC",
+            # Pods need no API token here; the admission would race namespace creation.
+            "--disable-admission-plugins=ServiceAccount",
+            "--max-requests-inflight=1000",
+            "--max-mutating-requests-inflight=500",
+            "--profiling=false",
+            "--logtostderr=true",
+            "--v=0",
+            *self.options.extra_apiserver_args,
+        ]
+        self._spawn("kube-apiserver", args)
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        http = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=str(self.pki / "ca.crt"))
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            proc = self.procs.get("kube-apiserver")
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"kube-apiserver exited with {proc.returncode}; log: {self.log_path('kube-apiserver')}")
+            try:
+                r = http.request("GET", f"{self.server}/readyz", headers={"Authorization": f"Bearer {self.token}"},
+                                 timeout=2.0, retries=False)
+                if r.status == 200:
+                    return
+                last = f"HTTP {r.status}"
+            except urllib3.exceptions.HTTPError as exc:
+                last = str(exc)
+            time.sleep(0.25)
+        raise TimeoutError(f"kube-apiserver not ready after {timeout}s ({last}); log: {self.log_path('kube-apiserver')}")
+
+    def pids(self) -> dict[str, int]:
+        return {name: proc.pid for name, proc in self.procs.items() if proc.poll() is None}
+
+    def log_path(self, name: str) -> Path:
+        return self.workdir / "logs" / f"{name}.log"
+
+    # -- internals -------------------------------------------------------------------------
+    def _spawn(self, name: str, args: list[str]) -> None:
+        (self.workdir / "logs").mkdir(exist_ok=True)
+        log = open(self.log_path(name), "ab")
+        self.procs[name] = subprocess.Popen(
+            [str(self.bin_dir / name), *args],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent, cwd=self.workdir,
+        )
+        log.close()
+        self._write_pids()
+
+    def _stop(self, name: str) -> None:
+        proc = self.procs.pop(name, None)
+        if proc is not None:
+            stop_pid(proc.pid)
+            self._write_pids()
+
+    def _write_pids(self) -> None:
+        (self.workdir / "pids").write_text("".join(f"{n} {p}\n" for n, p in self.pids().items()))
+
+    def _start_etcd(self) -> None:
+        data = self.workdir / "etcd"
+        self._spawn("etcd", [
+            f"--data-dir={data}",
+            f"--listen-client-urls=http://127.0.0.1:{self.etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{self.etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{free_port()}",
+            "--quota-backend-bytes=4294967296",
+            "--log-level=warn",
+        ])
+        http = urllib3.PoolManager()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if http.request("GET", f"http://127.0.0.1:{self.etcd_port}/health", timeout=1.0, retries=False).status == 200:
+                    return
+            except urllib3.exceptions.HTTPError:
+                pass
+            if self.procs["etcd"].poll() is not None:
+                raise RuntimeError(f"etcd exited; log: {self.log_path('etcd')}")
+            time.sleep(0.1)
+        raise TimeoutError("etcd not healthy after 30s")
+
+    def _client_args(self) -> list[str]:
+        kc = str(self.kubeconfig)
+        return [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+                "--leader-elect=false", "--secure-port=0", "--port=0", "--logtostderr=true", "--v=0"]
+
+    def _start_controller_manager(self) -> None:
+        o = self.options
+        controllers = o.controllers if o.node_lifecycle else f"{o.controllers},-nodelifecycle"
+        self._spawn("kube-controller-manager", [
+            *self._client_args(),
+            f"--service-account-private-key-file={self.pki / 'sa.key'}",
+            f"--root-ca-file={self.pki / 'ca.crt'}",
+            f"--controllers={controllers}",
+            f"--node-monitor-grace-period={o.node_monitor_grace_period}",
+            f"--node-monitor-period={o.node_monitor_period}",
+            "--node-startup-grace-period=20s",
+            "--pod-eviction-timeout=5s",
+            f"--kube-api-qps={o.kcm_qps}",
+            f"--kube-api-burst={o.kcm_burst}",
+            "--concurrent-gc-syncs=20",
+            "--use-service-account-credentials=false",
+        ])
+
+    def _start_scheduler(self) -> None:
+        o = self.options
+        self._spawn("kube-scheduler", [*self._client_args(), f"--kube-api-qps={o.scheduler_qps}",
+                                        f"--kube-api-burst={o.scheduler_burst}"])
+
+    def _make_pki(self) -> None:
+        p = self.pki
+        p.mkdir(exist_ok=True)
+        if (p / "apiserver.crt").exists():
+            self.token = (p / "tokens.csv").read_text().split(",")[0]
+            return
+
+        def ssl(*args: str) -> None:
+            subprocess.run(["openssl", *args], cwd=p, check=True, capture_output=True)
+
+        ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-keyout", "ca.key", "-out", "ca.crt",
+            "-subj", "/CN=daemonjob-local-ca")
+        (p / "san.cnf").write_text(
+            "[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName=IP:127.0.0.1,DNS:localhost,"
+            "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1\n"
+            "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n")
+        ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key", "-out", "apiserver.csr",
+            "-subj", "/CN=kube-apiserver")
+        ssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "3650", "-out", "apiserver.crt", "-extfile", "san.cnf", "-extensions", "ext")
+        ssl("genrsa", "-out", "sa.key", "2048")
+        ssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+        (p / "tokens.csv").write_text(f"{self.token},admin,admin,system:masters\n")
+
+    def _write_kubeconfig(self) -> None:
+        self.kubeconfig.write_text(kubeconfig_text(self.server, self.pki / "ca.crt", self.token, "admin"))
+
+
+def kubeconfig_text(server: str, ca: Path, token: str, user: str) -> str:
+    return (
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\n"
+        f"users:\n- name: {user}\n  user:\n    token: {token}\n"
+        f"contexts:\n- name: local\n  context:\n    cluster: local\n    user: {user}\n"
+        "current-context: local\n"
+    )

@@ -1,0 +1,380 @@
+"""A simulated kubelet for many nodes at once, in the spirit of kwok.
+
+One pod watch serves every node; one timer thread and a small pool of writers do the rest,
+so thousands of nodes cost a few threads. Pods bound to its nodes go Pending -> Running ->
+Succeeded/Failed, as chosen by their annotations:
+
+- `sim.daemonjob.io/exit-code`: the container's exit code (default 0; non-zero ends the pod
+  Failed with a terminated container status carrying that code);
+- `sim.daemonjob.io/duration`: seconds spent Running (default 1).
+
+Pods being deleted are confirmed at once (grace period 0), as a kubelet does after the
+containers stop. A node's health is its Lease in kube-node-lease, renewed every
+`heartbeat_interval`; `stop_heartbeat(name)` lets the node lifecycle controller turn it NotReady.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import structlog
+
+from ..informer import Handlers, Informer, Tombstone
+from ..kube import PATCH_MERGE, PATCH_STRATEGIC, ApiError, Kube, path_for
+
+log = structlog.get_logger("daemonjob.sim")
+
+ANNOTATION_EXIT_CODE = "sim.daemonjob.io/exit-code"
+ANNOTATION_DURATION = "sim.daemonjob.io/duration"
+LABEL_MANAGED = "sim.daemonjob.io/managed"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+DEFAULT_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "250", "ephemeral-storage": "100Gi"}
+
+
+def now_rfc3339() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    unschedulable: bool = False
+    capacity: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CAPACITY))
+
+
+class Timers:
+    """One thread running callbacks at their due time (monotonic seconds)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="sim-timers", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        self._thread.join(5)
+
+    def at(self, due: float, fn: Callable[[], None]) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (due, next(self._seq), fn))
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    self._cond.wait(None if not self._heap else max(0.0, self._heap[0][0] - time.monotonic()))
+                if self._stopped:
+                    return
+                _, _, fn = heapq.heappop(self._heap)
+            fn()
+
+
+class SimKubelet:
+    """Registers nodes, keeps them healthy, and runs the pods bound to them."""
+
+    def __init__(self, kube: Kube, *, heartbeat_interval: float = 2.0, writers: int = 16,
+                 lease_duration: int = 40, clear_not_ready_taint: bool = False):
+        self.kube = kube
+        self.heartbeat_interval = heartbeat_interval
+        self.lease_duration = lease_duration
+        self.clear_not_ready_taint = clear_not_ready_taint
+        self.nodes: dict[str, NodeSpec] = {}
+        self.silenced: set[str] = set()
+        self._pods_seen: dict[str, str] = {}  # pod uid -> stage already scheduled
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="sim-writer")
+        self._timers = Timers()
+        self._stopped = threading.Event()
+        self._pods = Informer(kube, "v1", "pods", field_selector="spec.nodeName!=", name="sim-pods",
+                              transform=_pod_transform)
+        self._pods.add_handlers(Handlers(on_add=self._on_pod, on_update=lambda _o, n: self._on_pod(n),
+                                         on_delete=self._on_pod_gone))
+        self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="sim-heartbeat", daemon=True)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._timers.start()
+        self._pods.start()
+        self._heartbeat.start()
+        self._pods.wait_for_sync(30)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._pods.stop()
+        self._timers.stop()
+        self._heartbeat.join(5)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "SimKubelet":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- nodes -----------------------------------------------------------------------------
+    def add_nodes(self, specs: Iterable[NodeSpec]) -> None:
+        """Register nodes (concurrently); returns once every Node and Lease exists."""
+        specs = list(specs)
+        with self._lock:
+            for s in specs:
+                self.nodes[s.name] = s
+        list(self._pool.map(self._register, specs))
+
+    def add_node(self, name: str, **kw: Any) -> None:
+        self.add_nodes([NodeSpec(name, **kw)])
+
+    def delete_node(self, name: str) -> None:
+        with self._lock:
+            self.nodes.pop(name, None)
+            self.silenced.discard(name)
+        try:
+            self.kube.delete(path_for("v1", "nodes", name=name))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
+    def stop_heartbeat(self, name: str) -> None:
+        with self._lock:
+            self.silenced.add(name)
+
+    def resume_heartbeat(self, name: str) -> None:
+        with self._lock:
+            self.silenced.discard(name)
+        self._renew(name)
+        self._report_ready(name)
+
+    def wait_ready(self, names: Iterable[str] | None = None, timeout: float = 120.0) -> None:
+        """Until every named node is Ready and carries no not-ready taint."""
+        wanted = set(names if names is not None else self.nodes)
+        deadline = time.monotonic() + timeout
+        missing: set[str] = wanted
+        while time.monotonic() < deadline:
+            items = self.kube.get(path_for("v1", "nodes"), labelSelector=LABEL_MANAGED).get("items", [])
+            ready = {n["metadata"]["name"] for n in items if node_is_ready(n)}
+            missing = wanted - ready
+            if not missing:
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"{len(missing)} node(s) not Ready after {timeout}s, e.g. {sorted(missing)[:5]}")
+
+    def _register(self, spec: NodeSpec) -> None:
+        body = node_body(spec)
+        try:
+            self.kube.create(path_for("v1", "nodes"), body)
+        except ApiError as exc:
+            if not exc.already_exists:
+                raise
+            self.kube.patch(path_for("v1", "nodes", name=spec.name, subresource="status"), {"status": body["status"]})
+        if self.clear_not_ready_taint:
+            self.kube.patch(path_for("v1", "nodes", name=spec.name), {"spec": {"taints": spec.taints or None}})
+        self._renew(spec.name, create=True)
+
+    def _report_ready(self, name: str) -> None:
+        spec = self.nodes.get(name)
+        if spec is not None:
+            self.kube.patch(path_for("v1", "nodes", name=name, subresource="status"),
+                            {"status": {"conditions": node_conditions()}}, content_type=PATCH_STRATEGIC)
+
+    def _renew(self, name: str, create: bool = False) -> None:
+        path = path_for("coordination.k8s.io/v1", "leases", "kube-node-lease", name)
+        try:
+            self.kube.patch(path, {"spec": {"renewTime": now_micro(), "holderIdentity": name}})
+        except ApiError as exc:
+            if not (exc.not_found and name in self.nodes):
+                if not exc.not_found:
+                    log.warning("lease renewal failed", node=name, error=str(exc))
+                return
+            lease = {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": "kube-node-lease"},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": self.lease_duration,
+                         "renewTime": now_micro()},
+            }
+            try:
+                node = self.kube.get(path_for("v1", "nodes", name=name))
+                lease["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": name,
+                                                         "uid": node["metadata"]["uid"]}]
+                self.kube.create(path_for("coordination.k8s.io/v1", "leases", "kube-node-lease"), lease)
+            except ApiError as exc2:
+                if not (exc2.already_exists or exc2.not_found):
+                    raise
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stopped.wait(self.heartbeat_interval):
+            with self._lock:
+                names = [n for n in self.nodes if n not in self.silenced]
+            futures = [self._pool.submit(self._renew, n) for n in names]
+            for f in futures:
+                try:
+                    f.result()
+                except Exception as exc:  # a transient failure only delays one beat
+                    log.debug("heartbeat failed", error=str(exc))
+
+    # -- pods ------------------------------------------------------------------------------
+    def _on_pod(self, pod: Mapping[str, Any]) -> None:
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName") not in self.nodes:
+            return
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        if meta.get("deletionTimestamp"):
+            stage = "delete"
+        elif phase == "Pending":
+            stage = "start"
+        elif phase == "Running":
+            stage = "finish"
+        else:
+            return
+        with self._lock:
+            if self._pods_seen.get(uid) in (stage, "delete"):
+                return
+            self._pods_seen[uid] = stage
+        ns, name = meta["namespace"], meta["name"]
+        if stage == "delete":
+            self._pool.submit(self._confirm_delete, ns, name, uid)
+        elif stage == "start":
+            self._pool.submit(self._start_pod, pod)
+        else:
+            self._timers.at(time.monotonic() + _duration(pod), lambda: self._pool.submit(self._finish_pod, pod))
+
+    def _on_pod_gone(self, pod: Mapping[str, Any] | Tombstone) -> None:
+        obj = pod.obj if isinstance(pod, Tombstone) else pod
+        with self._lock:
+            self._pods_seen.pop(obj["metadata"]["uid"], None)
+
+    def _start_pod(self, pod: Mapping[str, Any]) -> None:
+        now = now_rfc3339()
+        statuses = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True, "started": True,
+                     "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                    for c in pod["spec"].get("containers", [])]
+        status = {"phase": "Running", "startTime": now, "hostIP": "10.0.0.1", "podIP": "10.244.0.1",
+                  "conditions": pod_conditions("True"), "containerStatuses": statuses}
+        self._patch_pod_status(pod, status)
+
+    def _finish_pod(self, pod: Mapping[str, Any]) -> None:
+        code = _exit_code(pod)
+        now = now_rfc3339()
+        started = (pod.get("status") or {}).get("startTime") or now
+        statuses = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "started": False,
+                     "restartCount": 0,
+                     "state": {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                              "startedAt": started, "finishedAt": now}}}
+                    for c in pod["spec"].get("containers", [])]
+        status = {"phase": "Succeeded" if code == 0 else "Failed", "conditions": pod_conditions("False"),
+                  "containerStatuses": statuses}
+        self._patch_pod_status(pod, status)
+
+    def _patch_pod_status(self, pod: Mapping[str, Any], status: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        try:
+            self.kube.patch(path_for("v1", "pods", meta["namespace"], meta["name"], "status"),
+                            {"metadata": {"uid": meta["uid"]}, "status": status}, content_type=PATCH_STRATEGIC)
+        except ApiError as exc:
+            if not (exc.not_found or exc.conflict):
+                log.warning("pod status update failed", pod=meta["name"], error=str(exc))
+
+    def _confirm_delete(self, ns: str, name: str, uid: str) -> None:
+        try:
+            self.kube.delete(path_for("v1", "pods", ns, name),
+                             {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+        except ApiError as exc:
+            if not (exc.not_found or exc.conflict):
+                log.warning("pod delete failed", pod=name, error=str(exc))
+
+
+def _pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
+    spec = pod.get("spec") or {}
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    return {
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+                     if k in meta} | {"annotations": {k: v for k, v in annotations.items() if k.startswith("sim.")}},
+        "spec": {"nodeName": spec.get("nodeName"),
+                 "containers": [{"name": c["name"], "image": c.get("image", "")} for c in spec.get("containers", [])]},
+        "status": {k: v for k, v in (pod.get("status") or {}).items() if k in ("phase", "startTime")},
+    }
+
+
+def _annotation(pod: Mapping[str, Any], key: str, default: str) -> str:
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(key, default)
+
+
+def _exit_code(pod: Mapping[str, Any]) -> int:
+    try:
+        return int(_annotation(pod, ANNOTATION_EXIT_CODE, "0"))
+    except ValueError:
+        return 1
+
+
+def _duration(pod: Mapping[str, Any]) -> float:
+    try:
+        return max(0.0, float(_annotation(pod, ANNOTATION_DURATION, "1")))
+    except ValueError:
+        return 1.0
+
+
+def node_conditions() -> list[dict[str, str]]:
+    now = now_rfc3339()
+
+    def cond(type_: str, status: str, reason: str) -> dict[str, str]:
+        return {"type": type_, "status": status, "reason": reason, "message": reason,
+                "lastHeartbeatTime": now, "lastTransitionTime": now}
+
+    return [cond("Ready", "True", "KubeletReady"), cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            cond("DiskPressure", "False", "KubeletHasNoDiskPressure"), cond("PIDPressure", "False", "KubeletHasSufficientPID")]
+
+
+def pod_conditions(ready: str) -> list[dict[str, str]]:
+    now = now_rfc3339()
+    return [{"type": t, "status": s, "lastTransitionTime": now}
+            for t, s in (("Initialized", "True"), ("Ready", ready), ("ContainersReady", ready), ("PodScheduled", "True"))]
+
+
+def node_body(spec: NodeSpec) -> dict[str, Any]:
+    labels = {"kubernetes.io/hostname": spec.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              LABEL_MANAGED: "true", **spec.labels}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": spec.name, "labels": labels},
+        "spec": {"taints": list(spec.taints), "unschedulable": spec.unschedulable},
+        "status": {
+            "capacity": dict(spec.capacity), "allocatable": dict(spec.capacity),
+            "conditions": node_conditions(),
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": spec.name}],
+            "nodeInfo": {"kubeletVersion": "v1.20.2", "kubeProxyVersion": "v1.20.2", "operatingSystem": "linux",
+                         "architecture": "amd64", "containerRuntimeVersion": "sim://1.0", "osImage": "simulated",
+                         "kernelVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
+        },
+    }
+
+
+def node_is_ready(node: Mapping[str, Any]) -> bool:
+    conds = (node.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    tainted = any(t.get("key") in (NOT_READY_TAINT, "node.kubernetes.io/unreachable")
+                  for t in (node.get("spec") or {}).get("taints") or [])
+    return ready and not tainted

@@ -1,0 +1,121 @@
+"""The test bed itself, against the real control plane and the simulated kubelet."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from daemonjob.kube import ApiError, Kube, path_for
+from daemonjob.testing.kubelet import ANNOTATION_EXIT_CODE, SimKubelet
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def pinned_job(name: str, node: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+        "spec": {"backoffLimit": 0, "template": {
+            "metadata": {"annotations": annotations or {}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}],
+                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                                   {"nodeSelectorTerms": [term]}}}}}},
+    }
+
+
+def job_condition(kube: Kube, ns: str, name: str) -> str | None:
+    job = kube.get(path_for("batch/v1", "jobs", ns, name))
+    for cond in job.get("status", {}).get("conditions") or []:
+        if cond["status"] == "True" and cond["type"] in ("Complete", "Failed"):
+            return cond["type"]
+    return None
+
+
+def test_pinned_job_completes_on_its_node(kube: Kube, namespace: str, make_nodes) -> None:
+    nodes = make_nodes(2)
+    kube.create(path_for("batch/v1", "jobs", namespace), pinned_job("pinned", nodes[1]))
+    assert wait_for(lambda: job_condition(kube, namespace, "pinned"), what="Job finished") == "Complete"
+    pods = kube.get(path_for("v1", "pods", namespace), labelSelector="job-name=pinned")["items"]
+    assert [p["spec"]["nodeName"] for p in pods] == [nodes[1]]
+    status = pods[0]["status"]
+    assert status["phase"] == "Succeeded"
+    assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
+def test_exit_code_annotation_fails_the_job(kube: Kube, namespace: str, make_nodes) -> None:
+    node = make_nodes(1)[0]
+    kube.create(path_for("batch/v1", "jobs", namespace), pinned_job("fails", node, {ANNOTATION_EXIT_CODE: "3"}))
+    assert wait_for(lambda: job_condition(kube, namespace, "fails"), what="Job finished") == "Failed"
+    pod = kube.get(path_for("v1", "pods", namespace), labelSelector="job-name=fails")["items"][0]
+    assert pod["status"]["phase"] == "Failed"
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+
+def test_daemonset_gets_a_pod_on_each_simulated_node(kube: Kube, namespace: str, make_nodes) -> None:
+    label = f"ds-{namespace}"
+    nodes = make_nodes(4, labels={"testbed": label})
+    ds = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "every"},
+        "spec": {"selector": {"matchLabels": {"app": "every"}}, "template": {
+            "metadata": {"labels": {"app": "every"}, "annotations": {"sim.daemonjob.io/duration": "3600"}},
+            "spec": {"nodeSelector": {"testbed": label}, "containers": [{"name": "main", "image": "busybox"}]}}},
+    }
+    kube.create(path_for("apps/v1", "daemonsets", namespace), ds)
+
+    def placed() -> list[str]:
+        pods = kube.get(path_for("v1", "pods", namespace), labelSelector="app=every")["items"]
+        return sorted(p["spec"].get("nodeName") or "" for p in pods if p.get("status", {}).get("phase") == "Running")
+
+    assert wait_for(lambda: placed() == sorted(nodes) and placed(), what="a running pod per node") == sorted(nodes)
+
+
+def test_silent_node_turns_not_ready_and_gets_tainted(kube: Kube, kubelet: SimKubelet, make_nodes) -> None:
+    node = make_nodes(1)[0]
+    kubelet.stop_heartbeat(node)
+
+    def unhealthy() -> bool:
+        obj = kube.get(path_for("v1", "nodes", name=node))
+        ready = [c for c in obj["status"]["conditions"] if c["type"] == "Ready"][0]
+        keys = {t["key"] for t in obj["spec"].get("taints") or []}
+        return ready["status"] != "True" and bool(keys & {"node.kubernetes.io/unreachable",
+                                                            "node.kubernetes.io/not-ready"})
+
+    wait_for(unhealthy, timeout=60, what="NotReady + taint")
+    kubelet.resume_heartbeat(node)
+    kubelet.wait_ready([node], timeout=60)
+
+
+def test_owner_deletion_cascades(kube: Kube, namespace: str) -> None:
+    owner = kube.create(path_for("v1", "configmaps", namespace), {"metadata": {"name": "owner"}})
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+    kube.create(path_for("v1", "configmaps", namespace), {"metadata": {"name": "child", "ownerReferences": [ref]}})
+    kube.delete(path_for("v1", "configmaps", namespace, "owner"))
+
+    def child_gone() -> bool:
+        try:
+            kube.get(path_for("v1", "configmaps", namespace, "child"))
+        except ApiError as exc:
+            return exc.not_found
+        return False
+
+    wait_for(child_gone, timeout=30, what="garbage collection of the child")
+
+
+def test_apiserver_restarts_in_place(cluster, kube: Kube) -> None:
+    cluster.stop_apiserver()
+    try:
+        kube.get("/version")
+        raise AssertionError("apiserver answered while stopped")
+    except Exception as exc:  # connection refused
+        assert not isinstance(exc, AssertionError)
+    cluster.start_apiserver()
+    assert kube.get("/version")["gitVersion"] == "v1.20.2"
