@@ -95,6 +95,7 @@ class Informer:
         hooks: InformerHooks | None = None,
         name: str | None = None,
         watch_timeout_min: int = defaults.WATCH_TIMEOUT_MIN,
+        backoff: Backoff | None = None,
     ):
         self.kube = kube
         self.path = path_for(api_version, plural, namespace)
@@ -111,7 +112,7 @@ class Informer:
         self._stopped = threading.Event()
         self._stream: WatchStream | None = None
         self._thread: threading.Thread | None = None
-        self._backoff = Backoff(self.clock)
+        self._backoff = backoff or Backoff(self.clock)
         self._lists = 0
 
     # -- public --------------------------------------------------------------------------

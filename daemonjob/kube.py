@@ -65,7 +65,7 @@ class ConfigError(Exception):
     """No usable credentials: said in one line by the entry point."""
 
 
-RequestHook = Callable[[str, str, int], None]  # verb, resource path, HTTP code (0 = no answer)
+RequestHook = Callable[[str, str, int], None]  # verb, resource, HTTP code (0 = no answer)
 
 
 @dataclass
@@ -152,7 +152,7 @@ class Kube:
             code = resp.status
         finally:
             if self.on_request is not None:
-                self.on_request(method, _resource_of(path), code)
+                self.on_request(*request_info(method, path), code)
         payload = resp.data
         if 200 <= resp.status < 300:
             return orjson.loads(payload) if payload else {}
@@ -190,7 +190,7 @@ class Kube:
             code = resp.status
         finally:
             if self.on_request is not None:
-                self.on_request("WATCH", _resource_of(path), code)
+                self.on_request(*request_info("WATCH", path), code)
         if resp.status != 200:
             payload = resp.read()
             resp.release_conn()
@@ -238,16 +238,18 @@ def _param(value: Any) -> str:
     return str(value)
 
 
-def _resource_of(path: str) -> str:
-    """Resource name of a path, for request metrics with bounded cardinality."""
+def request_info(method: str, path: str) -> tuple[str, str]:
+    """(Kubernetes verb, resource[/subresource]) of a request, for bounded-cardinality metrics."""
     parts = [p for p in path.split("?")[0].split("/") if p]
     # /api/v1/[namespaces/ns/]resource[/name[/sub]] or /apis/g/v/[namespaces/ns/]resource/...
     rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
-    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
+    if len(rest) > 2 and rest[0] == "namespaces":
         rest = rest[2:]
-    if not rest:
-        return ""
-    return rest[0] + ("/" + rest[2] if len(rest) > 2 else "")
+    resource = (rest[0] if rest else "") + ("/" + rest[2] if len(rest) > 2 else "")
+    named = len(rest) > 1
+    verb = {"GET": "get" if named else "list", "WATCH": "watch", "POST": "create", "PUT": "update",
+            "PATCH": "patch", "DELETE": "delete" if named else "deletecollection"}.get(method, method.lower())
+    return verb, resource
 
 
 def _error(status: int, payload: bytes) -> ApiError:

@@ -1,0 +1,198 @@
+"""Which nodes a DaemonJob should run on: the DaemonSet controller's rules.
+
+Mirrors `NodeShouldRunDaemonPod` (node affinity predicates plus untolerated
+NoSchedule/NoExecute taints) with one deliberate difference: no default
+tolerations are added, so a NotReady, unreachable or cordoned node is not
+eligible unless the template tolerates it. A Job started there would never run.
+
+Everything user-supplied is validated at compile time; `Eligibility.eligible`
+then does only dict lookups, since it runs for every node on every reconcile and
+twice per node event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from daemonjob.selectors import (
+    InvalidSelector,
+    LabelMatcher,
+    NodeMatcher,
+    compile_label_map,
+    compile_label_selector,
+    compile_node_selector,
+    validate_label_key,
+)
+
+__all__ = [
+    "InvalidSpec",
+    "Toleration",
+    "Eligibility",
+    "compile_eligibility",
+    "compile_tolerations",
+    "UNSCHEDULABLE_TAINT_KEY",
+]
+
+UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+TOLERATION_OPERATORS = ("Exists", "Equal")
+
+DJ_SELECTOR_PATH = "spec.nodeSelector"
+POD_SPEC_PATH = "spec.jobTemplate.spec.template.spec"
+REQUIRED_AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+class InvalidSpec(InvalidSelector):
+    """A DaemonJob spec that cannot be evaluated; `message` names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A validated core/v1 Toleration; `operator` is normalised ("" means Equal)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Mapping[str, Any]) -> bool:
+        """k8s `Toleration.ToleratesTaint`: empty effect/key are wildcards."""
+        if self.effect and self.effect != taint.get("effect"):
+            return False
+        if self.key and self.key != taint.get("key"):
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == (taint.get("value") or "")
+
+    @property
+    def tolerates_everything(self) -> bool:
+        return not self.key and self.operator == "Exists" and not self.effect
+
+
+def compile_tolerations(tolerations: Any, path: str = f"{POD_SPEC_PATH}.tolerations") -> tuple[Toleration, ...]:
+    """Validate tolerations as the API server would, so a typo fails loudly, not silently."""
+    if tolerations is None:
+        return ()
+    if not isinstance(tolerations, list):
+        raise InvalidSpec(f"{path}: Invalid value: must be a list")
+    out: list[Toleration] = []
+    for i, raw in enumerate(tolerations):
+        tpath = f"{path}[{i}]"
+        if not isinstance(raw, Mapping):
+            raise InvalidSpec(f"{tpath}: Invalid value: must be an object")
+        key = raw.get("key") or ""
+        operator = raw.get("operator") or "Equal"
+        value = raw.get("value") or ""
+        effect = raw.get("effect") or ""
+        if key:
+            try:
+                validate_label_key(key, f"{tpath}.key")
+            except InvalidSelector as e:
+                raise InvalidSpec(e.message) from None
+        if not isinstance(value, str):
+            raise InvalidSpec(f"{tpath}.value: Invalid value: {value!r}: must be a string")
+        if operator not in TOLERATION_OPERATORS:
+            allowed = ", ".join(f'"{o}"' for o in TOLERATION_OPERATORS)
+            raise InvalidSpec(f'{tpath}.operator: Unsupported value: "{operator}": supported values: {allowed}')
+        if not key and operator != "Exists":
+            raise InvalidSpec(f'{tpath}.operator: Invalid value: "{operator}": operator must be Exists when `key` is empty, which means "match all values and all keys"')
+        if operator == "Exists" and value:
+            raise InvalidSpec(f'{tpath}.operator: Invalid value: "{value}": value must be empty when `operator` is \'Exists\'')
+        if effect and effect not in TAINT_EFFECTS:
+            allowed = ", ".join(f'"{e}"' for e in TAINT_EFFECTS)
+            raise InvalidSpec(f'{tpath}.effect: Unsupported value: "{effect}": supported values: {allowed}')
+        out.append(Toleration(key=key, operator=operator, value=value, effect=effect))
+    return tuple(out)
+
+
+def _taint_str(taint: Mapping[str, Any]) -> str:
+    key, value, effect = taint.get("key", ""), taint.get("value"), taint.get("effect", "")
+    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+
+
+class Eligibility:
+    """Compiled eligibility rules of one DaemonJob (build with `compile_eligibility`)."""
+
+    __slots__ = ("_selector", "_pod_selector", "_affinity", "_tolerations", "_tolerates_all", "_tolerates_cordon")
+
+    def __init__(
+        self,
+        selector: LabelMatcher | None = None,
+        pod_selector: LabelMatcher | None = None,
+        affinity: NodeMatcher | None = None,
+        tolerations: tuple[Toleration, ...] = (),
+    ) -> None:
+        self._selector = selector
+        self._pod_selector = pod_selector
+        self._affinity = affinity
+        self._tolerations = tolerations
+        self._tolerates_all = any(t.tolerates_everything for t in tolerations)
+        cordon = {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}
+        self._tolerates_cordon = any(t.tolerates(cordon) for t in tolerations)
+
+    def eligible(self, node: Mapping[str, Any]) -> bool:
+        return self.reason(node) is None
+
+    def reason(self, node: Mapping[str, Any]) -> str | None:
+        """Why `node` is not eligible, or None if it is. Messages are built only on failure."""
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if self._selector is not None and not self._selector(labels):
+            return f"node does not match {DJ_SELECTOR_PATH}"
+        if self._pod_selector is not None and not self._pod_selector(labels):
+            return f"node does not match {POD_SPEC_PATH}.nodeSelector"
+        if self._affinity is not None and not self._affinity(labels, meta.get("name") or ""):
+            return f"node does not match {POD_SPEC_PATH}.affinity.nodeAffinity.{REQUIRED_AFFINITY}"
+        spec = node.get("spec") or {}
+        if spec.get("unschedulable") and not self._tolerates_cordon:
+            return f'node is cordoned (spec.unschedulable) and the pod template does not tolerate "{UNSCHEDULABLE_TAINT_KEY}:NoSchedule"'
+        if self._tolerates_all:
+            return None
+        for taint in spec.get("taints") or ():
+            if taint.get("effect") not in BLOCKING_EFFECTS:
+                continue
+            if not any(t.tolerates(taint) for t in self._tolerations):
+                return f'node has taint "{_taint_str(taint)}" that the pod template does not tolerate'
+        return None
+
+    def changed(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+        """Whether a node update flips eligibility (None stands for an absent node)."""
+        was = old is not None and self.eligible(old)
+        now = new is not None and self.eligible(new)
+        return was != now
+
+
+def _get(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def compile_eligibility(dj: Mapping[str, Any]) -> Eligibility:
+    """Compile the node rules of a DaemonJob; raises InvalidSpec on an unusable spec."""
+    spec = dj.get("spec") or {}
+    pod_spec = _get(spec, "jobTemplate", "spec", "template", "spec") or {}
+    if not isinstance(pod_spec, Mapping):
+        raise InvalidSpec(f"{POD_SPEC_PATH}: Invalid value: must be an object")
+    try:
+        raw_selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
+        selector = compile_label_selector(raw_selector, DJ_SELECTOR_PATH) if raw_selector else None
+        raw_pod_selector = pod_spec.get("nodeSelector")
+        pod_selector = (
+            compile_label_map(raw_pod_selector, f"{POD_SPEC_PATH}.nodeSelector") if raw_pod_selector else None
+        )
+        affinity_path = f"{POD_SPEC_PATH}.affinity.nodeAffinity.{REQUIRED_AFFINITY}"
+        raw_affinity = _get(pod_spec, "affinity", "nodeAffinity", REQUIRED_AFFINITY)
+        affinity = compile_node_selector(raw_affinity, affinity_path) if raw_affinity is not None else None
+    except InvalidSpec:
+        raise
+    except InvalidSelector as e:
+        raise InvalidSpec(e.message) from None
+    tolerations = compile_tolerations(pod_spec.get("tolerations"))
+    return Eligibility(selector, pod_selector, affinity, tolerations)

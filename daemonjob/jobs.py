@@ -1,0 +1,189 @@
+"""The contract between a DaemonJob and the Jobs it owns.
+
+A node Job is found by its labels (the Job informer watches `daemonjob.io/name`),
+tied to its node by an annotation (node names may exceed label value limits) and
+pinned there with `matchFields metadata.name`, which, unlike the hostname label,
+cannot be spoofed or differ from the node name.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from daemonjob.revision import job_name
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "LABEL_NAME",
+    "LABEL_REVISION",
+    "ANNOTATION_NODE",
+    "ACTIVE",
+    "SUCCEEDED",
+    "FAILED",
+    "TERMINATING",
+    "build_job",
+    "job_state",
+    "job_node",
+    "job_revision",
+    "job_created",
+    "job_finish_time",
+    "parse_time",
+    "format_time",
+]
+
+API_VERSION = "daemonjob.io/v1alpha1"
+KIND = "DaemonJob"
+LABEL_NAME = "daemonjob.io/name"
+LABEL_REVISION = "daemonjob.io/revision"
+ANNOTATION_NODE = "daemonjob.io/node"
+
+ACTIVE = "active"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+TERMINATING = "terminating"
+
+NODE_NAME_FIELD = "metadata.name"
+REQUIRED_AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def parse_time(value: Any) -> datetime | None:
+    """Parse an RFC3339 API timestamp to an aware UTC datetime; None if absent or malformed."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if not isinstance(value, str) or not value:
+        return None
+    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def format_time(value: datetime) -> str:
+    """RFC3339 in UTC at second precision, as metav1.Time serialises."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).strftime(TIME_FORMAT)
+
+
+def _meta(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    return job.get("metadata") or {}
+
+
+def job_node(job: Mapping[str, Any]) -> str | None:
+    return (_meta(job).get("annotations") or {}).get(ANNOTATION_NODE) or None
+
+
+def job_revision(job: Mapping[str, Any]) -> str | None:
+    return (_meta(job).get("labels") or {}).get(LABEL_REVISION) or None
+
+
+def job_created(job: Mapping[str, Any]) -> datetime | None:
+    return parse_time(_meta(job).get("creationTimestamp"))
+
+
+def _true_condition(job: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for cond in (job.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def job_state(job: Mapping[str, Any]) -> str:
+    """One of active, succeeded, failed, terminating.
+
+    Only the terminal Complete/Failed conditions count: until then the Job
+    controller may still have pods running on the node.
+    """
+    if _meta(job).get("deletionTimestamp"):
+        return TERMINATING
+    if _true_condition(job, "Complete") is not None:
+        return SUCCEEDED
+    if _true_condition(job, "Failed") is not None:
+        return FAILED
+    return ACTIVE
+
+
+def job_finish_time(job: Mapping[str, Any]) -> datetime | None:
+    """When the Job finished: completionTime (success only), else its terminal condition's time."""
+    done = parse_time((job.get("status") or {}).get("completionTime"))
+    if done is not None:
+        return done
+    for kind in ("Complete", "Failed"):
+        cond = _true_condition(job, kind)
+        if cond is not None:
+            return parse_time(cond.get("lastTransitionTime"))
+    return None
+
+
+def _pin_to_node(pod_spec: dict[str, Any], node_name: str) -> None:
+    """Replace required node affinity with `metadata.name In [node]`, keep the rest."""
+    affinity = pod_spec.get("affinity") or {}
+    node_affinity = affinity.get("nodeAffinity") or {}
+    node_affinity[REQUIRED_AFFINITY] = {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": NODE_NAME_FIELD, "operator": "In", "values": [node_name]}]}
+        ]
+    }
+    affinity["nodeAffinity"] = node_affinity
+    pod_spec["affinity"] = affinity
+
+
+def build_job(dj: Mapping[str, Any], node_name: str, revision: str) -> dict[str, Any]:
+    """The batch/v1 Job body that runs revision `revision` of `dj` on `node_name`.
+
+    Only labels and annotations of the template metadata are carried over (as the
+    CronJob controller does); the input is deep-copied, never mutated.
+    """
+    meta = dj.get("metadata") or {}
+    dj_name = meta.get("name") or ""
+    template = copy.deepcopy((dj.get("spec") or {}).get("jobTemplate") or {})
+    tmeta = template.get("metadata") or {}
+    labels = dict(tmeta.get("labels") or {})
+    labels[LABEL_NAME] = dj_name
+    labels[LABEL_REVISION] = revision
+    annotations = dict(tmeta.get("annotations") or {})
+    annotations[ANNOTATION_NODE] = node_name
+
+    spec = template.get("spec") or {}
+    spec["completions"] = 1
+    spec["parallelism"] = 1
+    pod_template = spec.get("template") or {}
+    pod_meta = pod_template.get("metadata") or {}
+    pod_labels = dict(pod_meta.get("labels") or {})
+    pod_labels[LABEL_NAME] = dj_name
+    pod_labels[LABEL_REVISION] = revision
+    pod_meta["labels"] = pod_labels
+    pod_template["metadata"] = pod_meta
+    pod_spec = pod_template.get("spec") or {}
+    _pin_to_node(pod_spec, node_name)
+    pod_template["spec"] = pod_spec
+    spec["template"] = pod_template
+
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(dj_name, node_name, revision),
+            "namespace": meta.get("namespace"),
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": KIND,
+                    "name": dj_name,
+                    "uid": meta.get("uid"),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }

@@ -1,0 +1,64 @@
+"""Template revisions and deterministic Job names.
+
+The revision is a content hash of `spec.jobTemplate`, so it is the same in every
+controller process and after every restart: a user re-runs all nodes by editing the
+template (even one annotation). Job names are derived from (DaemonJob, node,
+revision), so two racing creates of the same node Job collide on AlreadyExists
+instead of producing a duplicate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["template_revision", "job_name", "REVISION_LENGTH", "NAME_MAX"]
+
+REVISION_LENGTH = 10
+NAME_MAX = 63  # Job names end up in the job-name label of their pods
+NAME_HASH_LENGTH = 10
+# Share of the readable prefix the DaemonJob name may always claim, so a long
+# node name cannot push it out entirely (and vice versa).
+MIN_PART = 16
+_INVALID_CHARS = re.compile(r"[^a-z0-9-]+")
+_DASHES = re.compile(r"-{2,}")
+
+
+def _canonical_json(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def template_revision(job_template: Mapping[str, Any] | None) -> str:
+    """Stable 10-hex-char hash of a jobTemplate; key order does not matter, content does."""
+    digest = hashlib.sha256(_canonical_json(job_template if job_template is not None else {}))
+    return digest.hexdigest()[:REVISION_LENGTH]
+
+
+def _dns_part(text: str) -> str:
+    """Lowercase, map anything outside [a-z0-9-] (dots included) to '-', squeeze dashes."""
+    return _DASHES.sub("-", _INVALID_CHARS.sub("-", text.lower())).strip("-")
+
+
+def _trim(text: str, length: int) -> str:
+    return text[:length].rstrip("-")
+
+
+def job_name(dj_name: str, node_name: str, revision: str) -> str:
+    """`<dj>-<node>-<hash>`, a DNS-1123 label of at most 63 characters.
+
+    The readable parts are shortened as needed; the hash covers the full inputs so
+    shortened names of different nodes or revisions still differ.
+    """
+    digest = hashlib.sha256("\x00".join((dj_name, node_name, revision)).encode("utf-8"))
+    suffix = digest.hexdigest()[:NAME_HASH_LENGTH]
+    budget = NAME_MAX - NAME_HASH_LENGTH - 2  # two separating dashes
+    dj, node = _dns_part(dj_name), _dns_part(node_name)
+    if len(dj) + len(node) > budget:
+        dj_len = min(len(dj), max(MIN_PART, budget - len(node)))
+        dj = _trim(dj, dj_len)
+        node = _trim(node, budget - len(dj))
+    prefix = "-".join(p for p in (dj, node) if p)
+    return f"{prefix}-{suffix}" if prefix else suffix

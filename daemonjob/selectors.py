@@ -1,0 +1,306 @@
+"""Label and node selector matching, compiled once and evaluated per node.
+
+Selectors come from user input the CRD schema cannot fully check, so compilation
+validates them with the API server's rules and raises `InvalidSelector` carrying a
+kubectl-style message (field path, problem, offending value). The returned matchers
+are plain closures over frozensets: a reconcile evaluates them for every node.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = [
+    "InvalidSelector",
+    "LabelMatcher",
+    "NodeMatcher",
+    "compile_label_selector",
+    "compile_label_map",
+    "compile_node_selector",
+    "validate_label_key",
+    "validate_label_value",
+]
+
+LabelMatcher = Callable[[Mapping[str, str]], bool]
+# A node matcher sees (labels, node name): matchFields only knows metadata.name.
+NodeMatcher = Callable[[Mapping[str, str], str], bool]
+
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+NODE_FIELD_OPERATORS = ("In", "NotIn")
+NODE_FIELD_KEYS = ("metadata.name",)
+
+LABEL_NAME_MAX = 63
+LABEL_PREFIX_MAX = 253
+_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_INT_RE = re.compile(r"^[+-]?[0-9]+$")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+_NAME_HINT = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+    "with an alphanumeric character (e.g. 'MyName', or 'my.name', or '123-abc')"
+)
+
+
+class InvalidSelector(ValueError):
+    """A selector the API server would reject; `message` is meant for users."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _quote(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def _invalid(path: str, value: Any, detail: str) -> InvalidSelector:
+    return InvalidSelector(f"{path}: Invalid value: {_quote(value)}: {detail}")
+
+
+def _unsupported(path: str, value: Any, supported: tuple[str, ...]) -> InvalidSelector:
+    allowed = ", ".join(f'"{s}"' for s in supported)
+    return InvalidSelector(f"{path}: Unsupported value: {_quote(value)}: supported values: {allowed}")
+
+
+def validate_label_key(key: Any, path: str) -> str:
+    """Check a qualified label name (`[prefix/]name`) as the API server does."""
+    if not isinstance(key, str):
+        raise _invalid(path, key, "must be a string")
+    prefix, sep, name = key.rpartition("/")
+    if sep:
+        if not prefix:
+            raise _invalid(path, key, "prefix part must be non-empty")
+        if len(prefix) > LABEL_PREFIX_MAX:
+            raise _invalid(path, key, f"prefix part must be no more than {LABEL_PREFIX_MAX} characters")
+        if not _DNS1123_SUBDOMAIN_RE.match(prefix):
+            raise _invalid(
+                path,
+                key,
+                "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
+                "alphanumeric characters, '-' or '.', and must start and end with an "
+                "alphanumeric character (e.g. 'example.com')",
+            )
+    if not name:
+        raise _invalid(path, key, "name part must be non-empty")
+    if len(name) > LABEL_NAME_MAX:
+        raise _invalid(path, key, f"name part must be no more than {LABEL_NAME_MAX} characters")
+    if not _NAME_RE.match(name):
+        raise _invalid(path, key, f"name part {_NAME_HINT}")
+    return key
+
+
+def validate_label_value(value: Any, path: str) -> str:
+    """Check a label value: empty, or at most 63 name characters."""
+    if not isinstance(value, str):
+        raise _invalid(path, value, "must be a string")
+    if value == "":
+        return value
+    if len(value) > LABEL_NAME_MAX:
+        raise _invalid(path, value, f"must be no more than {LABEL_NAME_MAX} characters")
+    if not _NAME_RE.match(value):
+        raise _invalid(path, value, f"a valid label {_NAME_HINT}")
+    return value
+
+
+def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
+    if obj is None:
+        return {}
+    if not isinstance(obj, Mapping):
+        raise _invalid(path, type(obj).__name__, "must be an object")
+    return obj
+
+
+def _list(obj: Any, path: str) -> list[Any]:
+    if obj is None:
+        return []
+    if not isinstance(obj, list):
+        raise _invalid(path, type(obj).__name__, "must be a list")
+    return obj
+
+
+def _string_values(values: Any, path: str) -> list[str]:
+    values = _list(values, path)
+    for i, v in enumerate(values):
+        if not isinstance(v, str):
+            raise _invalid(f"{path}[{i}]", v, "must be a string")
+    return values
+
+
+def _check_value_count(op: str, values: list[str], path: str) -> None:
+    if op in ("In", "NotIn") and not values:
+        raise InvalidSelector(f"{path}: Required value: must be specified when `operator` is 'In' or 'NotIn'")
+    if op in ("Exists", "DoesNotExist") and values:
+        raise InvalidSelector(
+            f"{path}: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+        )
+    if op in ("Gt", "Lt") and len(values) != 1:
+        raise InvalidSelector(
+            f"{path}: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'"
+        )
+
+
+def _always(*_: Any) -> bool:
+    return True
+
+
+def _never(*_: Any) -> bool:
+    return False
+
+
+def _parse_int64(value: str) -> int | None:
+    if not _INT_RE.match(value):
+        return None
+    n = int(value)
+    return n if _INT64_MIN <= n <= _INT64_MAX else None
+
+
+def _requirement(key: str, op: str, values: list[str]) -> LabelMatcher:
+    """One `key op values` test over a label map (semantics of k8s labels.Requirement)."""
+    if op == "In":
+        allowed = frozenset(values)
+        return lambda labels: key in labels and labels[key] in allowed
+    if op == "NotIn":
+        denied = frozenset(values)
+        return lambda labels: key not in labels or labels[key] not in denied
+    if op == "Exists":
+        return lambda labels: key in labels
+    if op == "DoesNotExist":
+        return lambda labels: key not in labels
+    bound = _parse_int64(values[0])
+    assert bound is not None  # validated by the caller
+
+    def compare(labels: Mapping[str, str]) -> bool:
+        raw = labels.get(key)
+        n = _parse_int64(raw) if isinstance(raw, str) else None
+        if n is None:
+            return False
+        return n > bound if op == "Gt" else n < bound
+
+    return compare
+
+
+def _all_of(tests: list[LabelMatcher]) -> LabelMatcher:
+    if not tests:
+        return _always
+    if len(tests) == 1:
+        return tests[0]
+    tests_t = tuple(tests)
+    return lambda labels: all(t(labels) for t in tests_t)
+
+
+def compile_label_map(selector: Any, path: str = "nodeSelector") -> LabelMatcher:
+    """Compile an equality map such as a pod's `spec.nodeSelector`: every pair must match."""
+    pairs = _mapping(selector, path)
+    for key, value in pairs.items():
+        validate_label_key(key, path)
+        validate_label_value(value, f"{path}[{key}]")
+    if not pairs:
+        return _always
+    items = tuple(pairs.items())
+    return lambda labels: all(labels.get(k) == v for k, v in items)
+
+
+def compile_label_selector(selector: Any, path: str = "selector") -> LabelMatcher:
+    """Compile a metav1.LabelSelector. None and `{}` both match every label set."""
+    if selector is None:
+        return _always
+    sel = _mapping(selector, path)
+    unknown = sorted(set(sel) - {"matchLabels", "matchExpressions"})
+    if unknown:
+        raise InvalidSelector(f'{path}: Invalid value: unknown field "{unknown[0]}"')
+    tests: list[LabelMatcher] = []
+    match_labels = _mapping(sel.get("matchLabels"), f"{path}.matchLabels")
+    if match_labels:
+        tests.append(compile_label_map(match_labels, f"{path}.matchLabels"))
+    for i, expr in enumerate(_list(sel.get("matchExpressions"), f"{path}.matchExpressions")):
+        epath = f"{path}.matchExpressions[{i}]"
+        expr = _mapping(expr, epath)
+        key = validate_label_key(expr.get("key"), f"{epath}.key")
+        op = expr.get("operator")
+        if op not in LABEL_SELECTOR_OPERATORS:
+            raise _unsupported(f"{epath}.operator", op, LABEL_SELECTOR_OPERATORS)
+        values = _string_values(expr.get("values"), f"{epath}.values")
+        _check_value_count(op, values, f"{epath}.values")
+        for j, v in enumerate(values):
+            validate_label_value(v, f"{epath}.values[{j}]")
+        tests.append(_requirement(key, op, values))
+    return _all_of(tests)
+
+
+def _compile_node_expressions(exprs: Any, path: str) -> list[LabelMatcher]:
+    tests: list[LabelMatcher] = []
+    for i, expr in enumerate(_list(exprs, path)):
+        epath = f"{path}[{i}]"
+        expr = _mapping(expr, epath)
+        key = validate_label_key(expr.get("key"), f"{epath}.key")
+        op = expr.get("operator")
+        if op not in NODE_SELECTOR_OPERATORS:
+            raise _unsupported(f"{epath}.operator", op, NODE_SELECTOR_OPERATORS)
+        values = _string_values(expr.get("values"), f"{epath}.values")
+        _check_value_count(op, values, f"{epath}.values")
+        if op in ("Gt", "Lt") and _parse_int64(values[0]) is None:
+            raise _invalid(f"{epath}.values[0]", values[0], "must be an integer")
+        tests.append(_requirement(key, op, values))
+    return tests
+
+
+def _compile_node_fields(fields: Any, path: str) -> list[Callable[[str], bool]]:
+    tests: list[Callable[[str], bool]] = []
+    for i, expr in enumerate(_list(fields, path)):
+        epath = f"{path}[{i}]"
+        expr = _mapping(expr, epath)
+        key = expr.get("key")
+        if key not in NODE_FIELD_KEYS:
+            raise _unsupported(f"{epath}.key", key, NODE_FIELD_KEYS)
+        op = expr.get("operator")
+        if op not in NODE_FIELD_OPERATORS:
+            raise _unsupported(f"{epath}.operator", op, NODE_FIELD_OPERATORS)
+        values = _string_values(expr.get("values"), f"{epath}.values")
+        if len(values) != 1:
+            raise InvalidSelector(
+                f"{epath}.values: Required value: must be only one value when `operator` is "
+                "'In' or 'NotIn' for node field selector"
+            )
+        name = values[0]
+        tests.append((lambda n, v=name: n == v) if op == "In" else (lambda n, v=name: n != v))
+    return tests
+
+
+def compile_node_selector(selector: Any, path: str = "nodeSelector") -> NodeMatcher:
+    """Compile a core/v1 NodeSelector: terms are ORed, requirements in a term ANDed.
+
+    A term with neither matchExpressions nor matchFields matches no node, and a
+    selector with no terms is rejected, both as in the API server and scheduler.
+    None matches every node (no required affinity).
+    """
+    if selector is None:
+        return _always
+    sel = _mapping(selector, path)
+    terms = _list(sel.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")
+    if not terms:
+        raise InvalidSelector(
+            f"{path}.nodeSelectorTerms: Required value: must have at least one node selector term"
+        )
+    compiled: list[tuple[tuple[LabelMatcher, ...], tuple[Callable[[str], bool], ...]]] = []
+    for i, term in enumerate(terms):
+        tpath = f"{path}.nodeSelectorTerms[{i}]"
+        term = _mapping(term, tpath)
+        label_tests = _compile_node_expressions(term.get("matchExpressions"), f"{tpath}.matchExpressions")
+        field_tests = _compile_node_fields(term.get("matchFields"), f"{tpath}.matchFields")
+        if label_tests or field_tests:
+            compiled.append((tuple(label_tests), tuple(field_tests)))
+    if not compiled:
+        return _never
+    terms_t = tuple(compiled)
+
+    def match(labels: Mapping[str, str], name: str) -> bool:
+        return any(
+            all(t(labels) for t in label_tests) and all(f(name) for f in field_tests)
+            for label_tests, field_tests in terms_t
+        )
+
+    return match

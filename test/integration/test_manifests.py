@@ -1,0 +1,353 @@
+"""The deployment manifests against a real API server.
+
+The CRD is applied for real and left in place (it is cluster-scoped and shared by other
+tests); so are the daemonjob-system namespace and the RBAC objects, which are needed to
+ask the API server what the controller's ServiceAccount may do. Applying is idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from daemonjob.kube import ApiError, Kube, path_for
+from daemonjob.testing.cluster import LocalCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+SAMPLES = sorted((MANIFESTS / "samples").glob("*.yaml"))
+CONTROLLER_NS = "daemonjob-system"
+SERVICE_ACCOUNT = f"system:serviceaccount:{CONTROLLER_NS}:daemonjob-controller"
+CRD_NAME = "daemonjobs.daemonjob.io"
+GROUP_VERSION = "daemonjob.io/v1alpha1"
+
+pytestmark = pytest.mark.cluster
+
+
+# -- helpers ------------------------------------------------------------------------------
+def kubectl(cluster: LocalCluster, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    assert cluster.bin_dir is not None
+    cmd = [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={cluster.kubeconfig}", *args]
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd[1:])} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def load_all(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def table_row(header: str, line: str) -> dict[str, str]:
+    """One row of kubectl's table output, cut at the header's column starts (cells may be empty)."""
+    starts = [i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 1] == " ")]
+    bounds = [*starts[1:], None]
+    return {header[a:b].strip(): line[a:b].strip() for a, b in zip(starts, bounds)}
+
+
+def daemonjob(name: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}],
+        }}}},
+        **spec,
+    }
+    return {"apiVersion": GROUP_VERSION, "kind": "DaemonJob", "metadata": {"name": name}, "spec": body}
+
+
+def wait_for_crd(cluster: LocalCluster, timeout: float = 60.0) -> None:
+    kubectl(cluster, "wait", "--for=condition=Established", f"--timeout={int(timeout)}s", f"crd/{CRD_NAME}")
+    # Discovery (used by kubectl to map "dj" and "daemonjobs") can trail the condition.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = kubectl(cluster, "api-resources", "--api-group=daemonjob.io", "-o", "name", check=False)
+        if out.returncode == 0 and CRD_NAME in out.stdout.split():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"{CRD_NAME} not in discovery after {timeout}s")
+
+
+@pytest.fixture(scope="module")
+def crd(cluster: LocalCluster) -> None:
+    """The CRD, applied for real (never deleted: other tests share it)."""
+    kubectl(cluster, "apply", "-f", str(MANIFESTS / "crd.yaml"))
+    wait_for_crd(cluster)
+
+
+@pytest.fixture(scope="module")
+def rbac(cluster: LocalCluster, crd: None) -> None:
+    """The controller's namespace, ServiceAccount and roles, applied for real."""
+    kubectl(cluster, "apply", "-f", str(MANIFESTS / "namespace.yaml"))
+    kubectl(cluster, "apply", "-f", str(MANIFESTS / "rbac.yaml"))
+
+
+# -- static checks ------------------------------------------------------------------------
+def test_every_manifest_parses() -> None:
+    for path in [*MANIFESTS.glob("*.yaml"), *SAMPLES]:
+        docs = load_all(path)
+        assert docs, f"{path} holds no document"
+        for doc in docs:
+            assert doc.get("apiVersion") and doc.get("kind"), f"{path}: a document without apiVersion/kind"
+    assert {p.name for p in SAMPLES} >= {
+        "node-setup-all-linux.yaml", "audit-not-control-plane.yaml", "rolling-cleanup.yaml"}
+
+
+def test_deploy_target_can_replace_the_image() -> None:
+    # `make deploy` seds this exact line; the Deployment must keep it verbatim.
+    assert (MANIFESTS / "deployment.yaml").read_text().count("image: daemonjob-controller:latest") == 1
+
+
+# -- (a) server-side dry-run ----------------------------------------------------------------
+def test_controller_manifests_pass_server_dry_run(cluster: LocalCluster, rbac: None) -> None:
+    for name in ("crd.yaml", "namespace.yaml", "rbac.yaml", "deployment.yaml", "service.yaml"):
+        out = kubectl(cluster, "apply", "--dry-run=server", "-f", str(MANIFESTS / name))
+        assert "(server dry run)" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[p.stem for p in SAMPLES])
+def test_sample_passes_server_dry_run(cluster: LocalCluster, crd: None, namespace: str, sample: Path) -> None:
+    out = kubectl(cluster, "apply", "--dry-run=server", "-n", namespace, "-o", "json", "-f", str(sample))
+    applied = json.loads(out.stdout)
+    original = load_all(sample)[0]
+    spec = applied["spec"]
+    # Defaults from the schema are filled in...
+    assert spec["rerunPolicy"] in ("OnTemplateChange", "Never")
+    assert spec["suspend"] is False
+    assert isinstance(spec["historyLimit"], int)
+    # ...and nothing of the Job template is pruned.
+    assert spec["jobTemplate"] == original["spec"]["jobTemplate"]
+    assert spec.get("nodeSelector") == original["spec"].get("nodeSelector")
+    annotations = spec["jobTemplate"]["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["sim.daemonjob.io/duration"] == "2"
+
+
+def test_sample_defaults(cluster: LocalCluster, crd: None, namespace: str) -> None:
+    out = kubectl(cluster, "apply", "--dry-run=server", "-n", namespace, "-o", "json",
+                  "-f", str(MANIFESTS / "samples" / "node-setup-all-linux.yaml"))
+    spec = json.loads(out.stdout)["spec"]
+    assert (spec["rerunPolicy"], spec["suspend"], spec["historyLimit"]) == ("OnTemplateChange", False, 1)
+    out = kubectl(cluster, "apply", "--dry-run=server", "-n", namespace, "-o", "json",
+                  "-f", str(MANIFESTS / "samples" / "rolling-cleanup.yaml"))
+    spec = json.loads(out.stdout)["spec"]
+    assert (spec["maxParallel"], spec["maxFailedNodes"]) == ("25%", 1)
+
+
+# -- (b) kustomize --------------------------------------------------------------------------
+def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None:
+    out = kubectl(cluster, "kustomize", str(MANIFESTS))
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert kinds == sorted([
+        ("CustomResourceDefinition", CRD_NAME),
+        ("Namespace", CONTROLLER_NS),
+        ("ServiceAccount", "daemonjob-controller"),
+        ("ClusterRole", "daemonjob-controller"),
+        ("ClusterRoleBinding", "daemonjob-controller"),
+        ("Role", "daemonjob-leader-election"),
+        ("RoleBinding", "daemonjob-leader-election"),
+        ("Deployment", "daemonjob-controller"),
+        ("Service", "daemonjob-controller-metrics"),
+    ])
+    assert "image: daemonjob-controller:latest" in out.stdout
+    # What `make deploy` applies is valid as a whole, too.
+    kubectl(cluster, "apply", "--dry-run=server", "-f", "-", stdin=out.stdout)
+
+
+# -- (c) RBAC -------------------------------------------------------------------------------
+CAN: list[tuple[str, ...]] = [
+    ("list", "daemonjobs.daemonjob.io", "--all-namespaces"),
+    ("watch", "daemonjobs.daemonjob.io", "--all-namespaces"),
+    ("get", "daemonjobs.daemonjob.io", "-n", "default"),
+    ("patch", "daemonjobs.daemonjob.io", "--subresource=status", "-n", "default"),
+    ("update", "daemonjobs.daemonjob.io", "--subresource=status", "-n", "default"),
+    ("list", "jobs.batch", "--all-namespaces"),
+    ("watch", "jobs.batch", "--all-namespaces"),
+    ("create", "jobs.batch", "-n", "default"),
+    ("delete", "jobs.batch", "-n", "default"),
+    ("list", "nodes"),
+    ("watch", "nodes"),
+    ("get", "nodes"),
+    ("create", "events", "-n", "default"),
+    ("patch", "events", "-n", "default"),
+    ("create", "events.events.k8s.io", "-n", "default"),
+    ("get", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
+    ("create", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
+    ("update", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
+]
+
+CANNOT: list[tuple[str, ...]] = [
+    ("get", "secrets", "-n", CONTROLLER_NS),
+    ("list", "secrets", "--all-namespaces"),
+    ("get", "configmaps", "-n", "default"),
+    ("create", "pods", "-n", "default"),
+    ("create", "pods", "-n", CONTROLLER_NS),
+    ("update", "leases.coordination.k8s.io", "-n", "kube-system"),
+    ("update", "leases.coordination.k8s.io", "-n", "default"),
+    ("create", "leases.coordination.k8s.io", "-n", "kube-node-lease"),
+    ("delete", "nodes"),
+    ("patch", "nodes"),
+    ("update", "daemonjobs.daemonjob.io", "-n", "default"),
+    ("patch", "daemonjobs.daemonjob.io", "-n", "default"),
+    ("create", "daemonjobs.daemonjob.io", "-n", "default"),
+    ("delete", "daemonjobs.daemonjob.io", "-n", "default"),
+    ("update", "jobs.batch", "-n", "default"),
+    ("create", "deployments.apps", "-n", CONTROLLER_NS),
+    ("create", "rolebindings.rbac.authorization.k8s.io", "-n", CONTROLLER_NS),
+]
+
+
+def can_i(cluster: LocalCluster, check: tuple[str, ...]) -> bool:
+    out = kubectl(cluster, "auth", "can-i", *check, f"--as={SERVICE_ACCOUNT}", check=False)
+    answer = out.stdout.strip()
+    if answer not in ("yes", "no"):
+        raise AssertionError(f"kubectl auth can-i {' '.join(check)}: {out.stdout}{out.stderr}")
+    return answer == "yes"
+
+
+def test_service_account_has_what_the_controller_needs(cluster: LocalCluster, rbac: None) -> None:
+    denied = [" ".join(c) for c in CAN if not can_i(cluster, c)]
+    assert not denied, f"{SERVICE_ACCOUNT} lacks: {denied}"
+
+
+def test_service_account_has_nothing_more(cluster: LocalCluster, rbac: None) -> None:
+    allowed = [" ".join(c) for c in CANNOT if can_i(cluster, c)]
+    assert not allowed, f"{SERVICE_ACCOUNT} may: {allowed}"
+
+
+def test_explain_prints_every_field(cluster: LocalCluster, crd: None) -> None:
+    out = kubectl(cluster, "explain", "dj", "--recursive").stdout
+    for field in ("jobTemplate", "nodeSelector", "matchExpressions", "rerunPolicy", "maxParallel",
+                  "maxFailedNodes", "suspend", "historyLimit", "failedNodeNames", "conditions"):
+        assert field in out
+    for field in ("spec.maxParallel", "spec.maxFailedNodes", "spec.jobTemplate", "spec.nodeSelector"):
+        text = kubectl(cluster, "explain", f"dj.{field}").stdout
+        assert "DESCRIPTION" in text and "MISSING" not in text and "%!" not in text, text
+
+
+# -- (d) kubectl get dj -----------------------------------------------------------------------
+def test_short_name_and_printer_columns(cluster: LocalCluster, kube: Kube, crd: None, namespace: str) -> None:
+    name = f"cols-{uuid.uuid4().hex[:6]}"
+    # Selects no node, so a controller running in this cluster has nothing to start.
+    kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace),
+                daemonjob(name, nodeSelector={"matchLabels": {"daemonjob.io/test-no-such-node": "true"}}))
+    status = {
+        "desiredNodes": 7, "activeNodes": 2, "succeededNodes": 4, "failedNodes": 1, "pendingNodes": 0,
+        "conditions": [{"type": "Complete", "status": "False", "reason": "InProgress", "message": "4/7",
+                        "lastTransitionTime": "2024-01-01T00:00:00Z"}],
+    }
+    kube.patch(path_for(GROUP_VERSION, "daemonjobs", namespace, name, "status"), {"status": status})
+
+    lines = kubectl(cluster, "get", "dj", "-n", namespace).stdout.splitlines()
+    header = lines[0].split()
+    assert header == ["NAME", "DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "COMPLETE", "AGE"]
+    rows = {row["NAME"]: row for row in (table_row(lines[0], line) for line in lines[1:])}
+    # The row shows whatever the status is when read: normally the values patched above,
+    # or a controller's own if one reconciled the object in between.
+    current = kube.get(path_for(GROUP_VERSION, "daemonjobs", namespace, name)).get("status") or {}
+    complete = [c["status"] for c in current.get("conditions") or [] if c["type"] == "Complete"]
+    expected = {column: str(current.get(field, "")) for column, field in (
+        ("DESIRED", "desiredNodes"), ("ACTIVE", "activeNodes"), ("SUCCEEDED", "succeededNodes"),
+        ("FAILED", "failedNodes"))}
+    expected["COMPLETE"] = complete[0] if complete else ""
+    assert {k: rows[name][k] for k in expected} == expected
+    assert rows[name]["AGE"]
+
+    # The full name and the kind name work as well as the short name.
+    for resource in ("daemonjobs", "daemonjob", "daemonjobs.daemonjob.io"):
+        assert name in kubectl(cluster, "get", resource, "-n", namespace, "-o", "name").stdout
+
+
+def test_status_is_a_subresource(kube: Kube, crd: None, namespace: str) -> None:
+    name = f"sub-{uuid.uuid4().hex[:6]}"
+    body = daemonjob(name)
+    body["status"] = {"desiredNodes": 99}
+    created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), body)
+    assert "desiredNodes" not in (created.get("status") or {})  # status is ignored on create
+    patched = kube.patch(path_for(GROUP_VERSION, "daemonjobs", namespace, name, "status"),
+                         {"spec": {"suspend": True}, "status": {"desiredNodes": 3, "failedNodeNames": ["a"]}})
+    assert patched["spec"]["suspend"] is False  # spec is ignored through /status
+    assert patched["status"]["desiredNodes"] == 3
+    assert patched["metadata"]["generation"] == created["metadata"]["generation"]
+
+
+# -- (e) schema validation ----------------------------------------------------------------------
+def _without_job_template(name: str) -> dict[str, Any]:
+    body = daemonjob(name)
+    del body["spec"]["jobTemplate"]
+    return body
+
+
+def _without_pod_template(name: str) -> dict[str, Any]:
+    body = daemonjob(name)
+    body["spec"]["jobTemplate"]["spec"] = {"backoffLimit": 1}
+    return body
+
+
+REJECTED: list[tuple[str, Any, list[str]]] = [
+    ("rerun-policy", lambda n: daemonjob(n, rerunPolicy="Sometimes"),
+     ["spec.rerunPolicy", "Unsupported value", '"Sometimes"', '"OnTemplateChange"', '"Never"']),
+    ("max-parallel-text", lambda n: daemonjob(n, maxParallel="abc"),
+     ["spec.maxParallel", '"abc"', "should match"]),
+    ("max-parallel-percent", lambda n: daemonjob(n, maxParallel="150%"), ["spec.maxParallel", '"150%"']),
+    ("max-parallel-zero", lambda n: daemonjob(n, maxParallel=0),
+     ["spec.maxParallel", "greater than or equal to 1"]),
+    ("max-failed-negative", lambda n: daemonjob(n, maxFailedNodes=-1),
+     ["spec.maxFailedNodes", "greater than or equal to 0"]),
+    ("max-failed-type", lambda n: daemonjob(n, maxFailedNodes=1.5), ["spec.maxFailedNodes"]),
+    ("history-limit", lambda n: daemonjob(n, historyLimit=-1),
+     ["spec.historyLimit", "-1", "greater than or equal to 0"]),
+    ("suspend-type", lambda n: daemonjob(n, suspend="yes"), ["spec.suspend", "boolean"]),
+    ("no-job-template", _without_job_template, ["spec.jobTemplate", "Required value"]),
+    ("no-pod-template", _without_pod_template, ["spec.jobTemplate.spec.template", "Required value"]),
+    ("selector-operator", lambda n: daemonjob(n, nodeSelector={"matchExpressions": [{"key": "a", "operator": "Is"}]}),
+     ["spec.nodeSelector.matchExpressions", "operator", "Unsupported value", '"Is"']),
+    ("selector-no-key", lambda n: daemonjob(n, nodeSelector={"matchExpressions": [{"operator": "Exists"}]}),
+     ["spec.nodeSelector.matchExpressions", "key", "Required value"]),
+]
+
+
+@pytest.mark.parametrize(("case", "make", "phrases"), REJECTED, ids=[r[0] for r in REJECTED])
+def test_schema_rejects_bad_input(kube: Kube, crd: None, namespace: str, case: str, make: Any,
+                                  phrases: list[str]) -> None:
+    with pytest.raises(ApiError) as info:
+        kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), make(f"bad-{case}"))
+    err = info.value
+    assert (err.status, err.reason) == (422, "Invalid"), str(err)
+    for phrase in phrases:
+        assert phrase in err.message, f"{phrase!r} not in: {err.message}"
+
+
+ACCEPTED: list[tuple[str, dict[str, Any]]] = [
+    ("percentages", {"maxParallel": "25%", "maxFailedNodes": "0%"}),
+    ("bounds", {"maxParallel": "100%", "maxFailedNodes": 0, "historyLimit": 0}),
+    ("integers", {"maxParallel": 1, "maxFailedNodes": 10, "rerunPolicy": "Never", "suspend": True}),
+    ("selector", {"nodeSelector": {"matchLabels": {"kubernetes.io/os": "linux"}, "matchExpressions": [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"},
+        {"key": "zone", "operator": "In", "values": ["a", "b"]}]}}),
+]
+
+
+@pytest.mark.parametrize(("case", "spec"), ACCEPTED, ids=[a[0] for a in ACCEPTED])
+def test_schema_accepts_good_input(kube: Kube, crd: None, namespace: str, case: str, spec: dict[str, Any]) -> None:
+    created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), daemonjob(f"ok-{case}", **spec))
+    for key, value in spec.items():
+        assert created["spec"][key] == value
+
+
+def test_unknown_spec_fields_are_pruned_but_job_spec_is_kept(kube: Kube, crd: None, namespace: str) -> None:
+    body = daemonjob("pruning", bogus=True)
+    job_spec = body["spec"]["jobTemplate"]["spec"]
+    job_spec["backoffLimit"] = 3
+    job_spec["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+    body["spec"]["jobTemplate"]["metadata"] = {"labels": {"a": "b"}, "annotations": {"c": "d"}}
+    created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), body)
+    assert "bogus" not in created["spec"]
+    assert created["spec"]["jobTemplate"] == body["spec"]["jobTemplate"]

@@ -1,0 +1,278 @@
+"""Safety properties of `decide` over random clusters, Job states and rollout settings."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from daemonjob.decide import Decision, decide
+from daemonjob.eligibility import InvalidSpec, compile_eligibility
+from daemonjob.jobs import build_job, format_time, job_node, job_revision, job_state
+from daemonjob.revision import template_revision
+
+NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+POOL = [f"node-{i}" for i in range(8)]
+OLD_REVISIONS = ["0ld0000001", "0ld0000002"]
+TAINTS = [
+    {"key": "gpu", "value": "a100", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+    {"key": "soft", "effect": "PreferNoSchedule"},
+]
+TOLERATIONS = [
+    {"key": "gpu", "operator": "Exists"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+]
+SELECTORS = [
+    None,
+    {},
+    {"matchLabels": {"role": "worker"}},
+    {"matchExpressions": [{"key": "role", "operator": "NotIn", "values": ["infra"]}]},
+    {"matchExpressions": [{"key": "role", "operator": "In"}]},  # invalid
+]
+SETTINGS = dict(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def node_strategy(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    labels = {}
+    role = draw(st.sampled_from([None, "worker", "infra"]))
+    if role:
+        labels["role"] = role
+    spec: dict[str, Any] = {"taints": draw(st.lists(st.sampled_from(TAINTS), unique_by=lambda t: t["key"], max_size=2))}
+    if draw(st.booleans()):
+        spec["unschedulable"] = draw(st.booleans())
+    return {"metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+@st.composite
+def daemonjob_strategy(draw: st.DrawFn) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "jobTemplate": {
+            "metadata": {"annotations": {"run": draw(st.sampled_from(["1", "2"]))}},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": draw(st.sampled_from(["Never", "Never", "OnFailure", "Always"])),
+                        "containers": [{"name": "c", "image": "busybox"}],
+                        "tolerations": draw(st.lists(st.sampled_from(TOLERATIONS), unique_by=lambda t: t["key"])),
+                    }
+                }
+            },
+        },
+    }
+    selector = draw(st.sampled_from(SELECTORS))
+    if selector is not None:
+        spec["nodeSelector"] = selector
+    for key, values in {
+        "maxParallel": st.one_of(st.integers(1, 6), st.sampled_from(["1%", "25%", "50%", "100%"])),
+        "maxFailedNodes": st.one_of(st.integers(0, 3), st.sampled_from(["0%", "10%", "50%"])),
+        "suspend": st.booleans(),
+        "rerunPolicy": st.sampled_from(["OnTemplateChange", "Never"]),
+        "historyLimit": st.integers(0, 2),
+    }.items():
+        if draw(st.booleans()):
+            spec[key] = draw(values)
+    return {"metadata": {"name": "dj", "namespace": "ns", "uid": "u", "generation": 1}, "spec": spec, "status": {}}
+
+
+def make_job(dj: dict[str, Any], node: str, revision: str, state: str, created: int) -> dict[str, Any]:
+    body = build_job(dj, node, revision)
+    ts = format_time(NOW - timedelta(hours=created))
+    body["metadata"]["creationTimestamp"] = ts
+    body["status"] = {"conditions": []}
+    if state == "succeeded":
+        body["status"]["conditions"].append({"type": "Complete", "status": "True", "lastTransitionTime": ts})
+        body["status"]["completionTime"] = ts
+    elif state == "failed":
+        body["status"]["conditions"].append({"type": "Failed", "status": "True", "lastTransitionTime": ts})
+    elif state == "terminating":
+        body["metadata"]["deletionTimestamp"] = ts
+    return body
+
+
+@st.composite
+def cluster(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], tuple[str, str] | None]:
+    dj = draw(daemonjob_strategy())
+    current = template_revision(dj["spec"]["jobTemplate"])
+    present = draw(st.lists(st.sampled_from(POOL), unique=True))
+    nodes = [draw(node_strategy(name)) for name in sorted(present)]
+    jobs: list[dict[str, Any]] = []
+    for name in POOL:  # nodes not in `present` are deleted nodes that may still have Jobs
+        revisions = draw(st.lists(st.sampled_from([current, *OLD_REVISIONS]), unique=True, max_size=3))
+        live_left = 1  # reachable states: at most one active or terminating Job per node
+        for revision in revisions:
+            states = ["succeeded", "failed"] + (["active", "terminating"] if live_left else [])
+            state = draw(st.sampled_from(states))
+            live_left -= state in ("active", "terminating")
+            jobs.append(make_job(dj, name, revision, state, draw(st.integers(0, 48))))
+    stalled = draw(st.one_of(st.none(), st.just(("Invalid", "the API server said no"))))
+    return dj, jobs, nodes, stalled
+
+
+def apply(decision: Decision, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    gone = {d.name for d in decision.deletes}
+    out = []
+    for j in jobs:
+        j = copy.deepcopy(j)
+        if j["metadata"]["name"] in gone:
+            j["metadata"]["deletionTimestamp"] = format_time(NOW)
+        out.append(j)
+    for c in decision.creates:
+        body = copy.deepcopy(c.body)
+        body["metadata"]["creationTimestamp"] = format_time(NOW)
+        out.append(body)
+    return out
+
+
+def may_run_pods(job: dict[str, Any]) -> bool:
+    """Active, or being deleted without having finished (its pods may still be running)."""
+    finished = any(
+        c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in job.get("status", {}).get("conditions", [])
+    )
+    return job_state(job) == "active" or (job_state(job) == "terminating" and not finished)
+
+
+def scaled(value: int | str, total: int, round_up: bool) -> int:
+    if isinstance(value, int):
+        return value
+    exact = total * int(value[:-1]) / 100
+    return -int(-exact // 1) if round_up else int(exact // 1)
+
+
+def eligible_names(dj: dict[str, Any], nodes: list[dict[str, Any]]) -> set[str] | None:
+    try:
+        e = compile_eligibility(dj)
+    except InvalidSpec:
+        return None
+    return {n["metadata"]["name"] for n in nodes if e.eligible(n)}
+
+
+def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, Any]],
+          stalled: tuple[str, str] | None) -> Decision:
+    spec = dj["spec"]
+    before = copy.deepcopy((dj, jobs, nodes))
+    d = decide(dj, jobs, nodes, NOW, stalled)
+    assert (dj, jobs, nodes) == before, "decide mutated its inputs"
+    current = template_revision(spec["jobTemplate"])
+    node_names = {n["metadata"]["name"] for n in nodes}
+    eligible = eligible_names(dj, nodes)
+    by_name = {j["metadata"]["name"]: j for j in jobs}
+
+    # creates: eligible nodes only, sorted, fresh names, no node twice
+    created = [c.node for c in d.creates]
+    assert created == sorted(created) and len(set(created)) == len(created)
+    assert all(c.name not in by_name for c in d.creates)
+    if eligible is None:
+        assert not d.creates
+    else:
+        assert set(created) <= eligible
+    for c in d.creates:
+        assert job_node(c.body) == c.node and job_revision(c.body) == current
+
+    # no creates while suspended, stalled by the spec, or over the failure threshold
+    desired = d.status["desiredNodes"]
+    if spec.get("suspend"):
+        assert not d.creates
+    if spec["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] == "Always":
+        assert not d.creates
+    if "maxFailedNodes" in spec and d.status["failedNodes"] > scaled(spec["maxFailedNodes"], desired, round_up=False):
+        assert not d.creates
+        failed = next(c for c in d.status["conditions"] if c["type"] == "Failed")
+        assert failed["status"] == "True" and failed["reason"] == "FailureThresholdExceeded"
+    if stalled is not None:
+        assert len(d.creates) <= 1
+
+    # maxParallel: active current-revision Jobs plus creates stay within the limit
+    if "maxParallel" in spec and d.creates:
+        limit = max(1, scaled(spec["maxParallel"], desired, round_up=True))
+        active_current = sum(1 for j in jobs if job_revision(j) == current and job_state(j) == "active")
+        assert active_current + len(d.creates) <= limit
+
+    # deletes: existing, not already terminating, never a current Job of an existing node
+    assert len({x.name for x in d.deletes}) == len(d.deletes)
+    for x in d.deletes:
+        j = by_name[x.name]
+        assert job_state(j) != "terminating"
+        if job_node(j) in node_names:
+            assert job_revision(j) != current
+            assert x.reason in ("OldRevision", "History")
+        else:
+            assert x.reason == "NodeGone"
+        if x.reason == "OldRevision":
+            assert spec.get("rerunPolicy") != "Never"
+            assert not spec.get("suspend") and stalled is None
+    assert {job_node(by_name[x.name]) for x in d.deletes if x.reason == "NodeGone"} <= set(POOL) - node_names
+
+    # at most one Job per node may have pods (active, or terminating before it finished)
+    live = Counter(job_node(j) for j in apply(d, jobs) if may_run_pods(j))
+    assert max(live.values(), default=0) <= 1
+
+    # status arithmetic
+    s = d.status
+    counts = (s["activeNodes"], s["succeededNodes"], s["failedNodes"], s["pendingNodes"])
+    assert all(n >= 0 for n in counts)
+    assert s["desiredNodes"] == sum(counts)
+    assert s["desiredNodes"] == len(eligible or ())
+    assert s["failedNodeNames"] == sorted(s["failedNodeNames"])
+    assert len(s["failedNodeNames"]) == min(s["failedNodes"], 20)
+    assert set(s["failedNodeNames"]) <= (eligible or set())
+    conditions = {c["type"]: c["status"] for c in s["conditions"]}
+    assert set(conditions) == {"Complete", "Failed", "Reconciling", "Stalled"}
+    if conditions["Complete"] == "True":
+        assert s["pendingNodes"] == s["activeNodes"] == s["failedNodes"] == 0 and "completionTime" in s
+    else:
+        assert "completionTime" not in s
+    if conditions["Reconciling"] == "True":
+        assert conditions["Stalled"] == "False" and not spec.get("suspend")
+    return d
+
+
+@settings(**SETTINGS)
+@given(cluster())
+def test_single_decision_is_safe(case: tuple[Any, ...]) -> None:
+    check(*case)
+
+
+@settings(**SETTINGS)
+@given(cluster(), st.data())
+def test_rollouts_stay_safe_over_many_steps(case: tuple[Any, ...], data: st.DataObject) -> None:
+    """Apply decisions while Jobs finish and deletions complete at random."""
+    dj, jobs, nodes, stalled = case
+    for _ in range(4):
+        d = check(dj, jobs, nodes, stalled)
+        dj = {**dj, "status": d.status}
+        jobs = apply(d, jobs)
+        evolved = []
+        for j in jobs:
+            state = job_state(j)
+            if state == "terminating" and data.draw(st.booleans()):
+                continue  # deletion completed
+            if state == "active":
+                outcome = data.draw(st.sampled_from(["active", "succeeded", "failed"]))
+                if outcome != "active":
+                    j = copy.deepcopy(j)
+                    kind = "Complete" if outcome == "succeeded" else "Failed"
+                    j["status"] = {"conditions": [{"type": kind, "status": "True", "lastTransitionTime": format_time(NOW)}]}
+            evolved.append(j)
+        jobs = evolved
+        if data.draw(st.booleans()):
+            stalled = None
+
+
+@settings(**SETTINGS)
+@given(cluster())
+def test_suspended_or_api_stalled_rollouts_never_tear_down_old_revisions(case: tuple[Any, ...]) -> None:
+    dj, jobs, nodes, _ = case
+    dj = copy.deepcopy(dj)
+    dj["spec"]["suspend"] = True
+    d = decide(dj, jobs, nodes, NOW)
+    assert not d.creates and all(x.reason != "OldRevision" for x in d.deletes)
+    dj["spec"]["suspend"] = False
+    d = decide(dj, jobs, nodes, NOW, stalled=("Forbidden", "quota"))
+    assert all(x.reason != "OldRevision" for x in d.deletes)

@@ -1,0 +1,40 @@
+from daemonjob.expectations import Expectations
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_unsatisfied_until_every_create_and_delete_is_observed() -> None:
+    exp = Expectations(ttl=300, timer=Timer())
+    assert exp.satisfied("ns/a")
+    exp.expect_creations("ns/a", ["j1", "j2"])
+    exp.expect_deletions("ns/a", ["old"])
+    assert not exp.satisfied("ns/a") and exp.pending("ns/a") == (2, 1)
+    exp.creation_observed("ns/a", "j1")
+    exp.creation_observed("ns/a", "j2")
+    assert not exp.satisfied("ns/a")
+    exp.deletion_observed("ns/a", "old")
+    assert exp.satisfied("ns/a")
+    assert exp.satisfied("ns/other")
+
+
+def test_expectations_expire_after_ttl() -> None:
+    timer = Timer()
+    exp = Expectations(ttl=300, timer=timer)
+    exp.expect_creations("ns/a", ["j1"])
+    timer.t = 299
+    assert not exp.satisfied("ns/a")
+    timer.t = 301
+    assert exp.satisfied("ns/a")
+
+
+def test_forget_drops_everything_for_the_key() -> None:
+    exp = Expectations(timer=Timer())
+    exp.expect_creations("ns/a", ["j1"])
+    exp.forget("ns/a")
+    assert exp.satisfied("ns/a")

@@ -1,0 +1,257 @@
+import copy
+import json
+import pickle
+import threading
+
+import orjson
+import pytest
+
+from daemonjob.store import (
+    NAMESPACE_INDEX,
+    FrozenDict,
+    Store,
+    freeze,
+    meta_namespace_key,
+    namespace_index_func,
+    split_key,
+    thaw,
+)
+
+
+def job(name: str, owner: str | None = None, ns: str = "ops", node: str = "n1") -> dict:
+    meta: dict = {"name": name, "namespace": ns, "annotations": {"daemonjob.io/node": node}}
+    if owner:
+        meta["ownerReferences"] = [{"uid": owner, "controller": True}]
+    return {"metadata": meta, "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
+
+
+def by_owner(obj) -> list[str]:
+    return [r["uid"] for r in obj["metadata"].get("ownerReferences", ()) if r.get("controller")]
+
+
+def by_node(obj) -> list[str]:
+    return [obj["metadata"]["annotations"]["daemonjob.io/node"]]
+
+
+@pytest.fixture
+def store() -> Store:
+    return Store({"owner": by_owner, "node": by_node, NAMESPACE_INDEX: namespace_index_func})
+
+
+# --- keys ---
+
+
+def test_keys():
+    assert meta_namespace_key({"metadata": {"name": "j", "namespace": "ops"}}) == "ops/j"
+    assert meta_namespace_key({"metadata": {"name": "node-1"}}) == "node-1"
+    assert meta_namespace_key({"metadata": {"name": "node-1", "namespace": ""}}) == "node-1"
+    with pytest.raises(ValueError):
+        meta_namespace_key({"metadata": {}})
+    assert split_key("ops/j") == ("ops", "j")
+    assert split_key("node-1") == ("", "node-1")
+    with pytest.raises(ValueError):
+        split_key("a/b/c")
+
+
+# --- freezing ---
+
+
+def test_frozen_objects_reject_mutation():
+    obj = freeze({"a": {"b": [1, {"c": 2}]}})
+    assert isinstance(obj, dict) and isinstance(obj["a"], FrozenDict)
+    assert obj["a"]["b"] == (1, {"c": 2})
+    mutations = [
+        lambda: obj.__setitem__("x", 1),
+        lambda: obj.__delitem__("a"),
+        lambda: obj.update(x=1),
+        lambda: obj.setdefault("x", 1),
+        lambda: obj.pop("a"),
+        lambda: obj.popitem(),
+        lambda: obj.clear(),
+        lambda: obj["a"].__setitem__("b", None),
+        lambda: obj["a"]["b"][1].__setitem__("c", 3),
+    ]
+    for mutate in mutations:
+        with pytest.raises(TypeError):
+            mutate()
+    with pytest.raises(TypeError):
+        obj["a"]["b"][0] = 5  # lists became tuples
+    with pytest.raises(AttributeError):
+        obj["a"]["b"].append(3)
+    inner = obj["a"]
+    with pytest.raises(TypeError):
+        inner |= {"x": 1}
+    obj.__init__({"x": 1})
+    assert obj == freeze({"a": {"b": [1, {"c": 2}]}})
+
+
+def test_freeze_is_deep_and_idempotent_and_leaves_the_input_alone():
+    raw = {"a": [1, [2, {"b": [3]}]]}
+    frozen = freeze(raw)
+    assert frozen == {"a": (1, (2, {"b": (3,)}))}
+    assert freeze(frozen) is frozen
+    assert FrozenDict({"x": [1]})["x"] == (1,)
+    raw["a"].append(9)
+    assert len(frozen["a"]) == 2
+
+
+def test_thaw_gives_an_independent_mutable_copy():
+    frozen = freeze({"a": {"b": [1, {"c": 2}]}})
+    plain = thaw(frozen)
+    assert type(plain) is dict and type(plain["a"]) is dict and type(plain["a"]["b"]) is list
+    assert type(plain["a"]["b"][1]) is dict
+    plain["a"]["b"][1]["c"] = 99
+    plain["new"] = 1
+    assert frozen["a"]["b"][1]["c"] == 2 and "new" not in frozen
+    assert plain == {"a": {"b": [1, {"c": 99}]}, "new": 1}
+
+
+def test_orjson_and_json_serialize_frozen_objects():
+    raw = {"metadata": {"name": "j", "labels": {"a": "b"}}, "items": [1, {"x": [True, None]}]}
+    frozen = freeze(raw)
+    assert orjson.dumps(frozen) == orjson.dumps(raw)
+    assert orjson.loads(orjson.dumps(frozen)) == raw
+    assert json.loads(json.dumps(frozen)) == raw
+
+
+def test_copy_pickle_and_hash():
+    frozen = freeze({"a": [1, {"b": 2}]})
+    assert copy.copy(frozen) is frozen
+    assert copy.deepcopy(frozen) is frozen
+    assert copy.deepcopy({"wrap": frozen})["wrap"] == frozen
+    restored = pickle.loads(pickle.dumps(frozen))
+    assert restored == frozen and type(restored) is FrozenDict
+    assert type(restored["a"][1]) is FrozenDict
+    with pytest.raises(TypeError):
+        restored["x"] = 1
+    assert hash(frozen) == hash(freeze({"a": [1, {"b": 2}]}))
+    assert len({frozen, freeze({"a": [1, {"b": 2}]})}) == 1
+    assert FrozenDict.fromkeys(["a", "b"], [1]) == {"a": (1,), "b": (1,)}
+
+
+# --- store ---
+
+
+def test_add_get_list_keys_len(store):
+    assert store.add(job("a", "u1")) is None
+    store.add(job("b", "u1", ns="other"))
+    assert len(store) == 2 and store.len() == 2
+    assert set(store.keys()) == {"ops/a", "other/b"}
+    assert {o["metadata"]["name"] for o in store.list()} == {"a", "b"}
+    assert store.get("ops/a")["metadata"]["name"] == "a"
+    assert store.get("ops/missing") is None
+    assert "ops/a" in store
+
+
+def test_reads_cannot_mutate_the_cache(store):
+    raw = job("a", "u1")
+    store.add(raw)
+    raw["metadata"]["name"] = "changed"  # the caller's copy is not the cached one
+    got = store.get("ops/a")
+    assert got["metadata"]["name"] == "a"
+    with pytest.raises(TypeError):
+        got["metadata"]["name"] = "x"
+    with pytest.raises(TypeError):
+        store.list()[0]["spec"].clear()
+    # Reads share one object instead of copying.
+    assert store.get("ops/a") is got
+
+
+def test_update_returns_old_object_and_moves_index_entries(store):
+    store.add(job("a", "u1", node="n1"))
+    store.add(job("b", "u1", node="n1"))
+    old = store.update(job("a", "u2", node="n2"))
+    assert old is not None and by_owner(old) == ["u1"]
+    assert store.index_keys("owner", "u1") == ["ops/b"]
+    assert store.index_keys("owner", "u2") == ["ops/a"]
+    assert store.index_keys("node", "n1") == ["ops/b"]
+    assert [o["metadata"]["name"] for o in store.by_index("node", "n2")] == ["a"]
+    assert sorted(store.list_index_values("owner")) == ["u1", "u2"]
+
+
+def test_delete_by_object_or_key_cleans_indexes(store):
+    store.add(job("a", "u1"))
+    store.add(job("b", "u1"))
+    removed = store.delete(job("a", "u1"))
+    assert removed is not None and removed["metadata"]["name"] == "a"
+    assert store.index_keys("owner", "u1") == ["ops/b"]
+    assert store.delete("ops/b") is not None
+    assert store.index_keys("owner", "u1") == []
+    assert store.list_index_values("owner") == []
+    assert store.delete("ops/b") is None
+    assert len(store) == 0
+
+
+def test_by_index_orders_by_key_and_unknown_index_raises(store):
+    for name in ["c", "a", "b"]:
+        store.add(job(name, "u1"))
+    assert store.index_keys("owner", "u1") == ["ops/a", "ops/b", "ops/c"]
+    assert [o["metadata"]["name"] for o in store.by_index("owner", "u1")] == ["a", "b", "c"]
+    assert store.by_index("owner", "nobody") == []
+    with pytest.raises(KeyError):
+        store.by_index("nope", "x")
+    assert store.index_keys(NAMESPACE_INDEX, "ops") == ["ops/a", "ops/b", "ops/c"]
+
+
+def test_multi_valued_index():
+    s = Store({"label": lambda o: [f"{k}={v}" for k, v in o["metadata"]["labels"].items()]})
+    s.add({"metadata": {"name": "n1", "labels": {"zone": "a", "gpu": "yes"}}})
+    s.add({"metadata": {"name": "n2", "labels": {"zone": "a"}}})
+    assert s.index_keys("label", "zone=a") == ["n1", "n2"]
+    assert s.index_keys("label", "gpu=yes") == ["n1"]
+
+
+def test_replace_returns_vanished_and_rebuilds_indexes(store):
+    store.add(job("a", "u1"))
+    store.add(job("b", "u1"))
+    store.add(job("c", "u2"))
+    vanished = store.replace([job("b", "u3"), job("d", "u2")])
+    assert set(vanished) == {"ops/a", "ops/c"}
+    assert vanished["ops/c"]["metadata"]["name"] == "c"
+    assert sorted(store.keys()) == ["ops/b", "ops/d"]
+    assert store.index_keys("owner", "u1") == []
+    assert store.index_keys("owner", "u2") == ["ops/d"]
+    assert store.index_keys("owner", "u3") == ["ops/b"]
+    assert store.replace([]).keys() == {"ops/b", "ops/d"}
+    assert len(store) == 0
+
+
+def test_failing_index_function_leaves_the_store_unchanged():
+    def picky(obj):
+        if obj["metadata"]["name"] == "bad":
+            raise RuntimeError("boom")
+        return ["v"]
+
+    s = Store({"picky": picky})
+    s.add({"metadata": {"name": "ok"}})
+    with pytest.raises(RuntimeError):
+        s.add({"metadata": {"name": "bad"}})
+    with pytest.raises(RuntimeError):
+        s.replace([{"metadata": {"name": "bad"}}])
+    assert s.keys() == ["ok"] and s.index_keys("picky", "v") == ["ok"]
+
+
+def test_add_indexers_indexes_existing_objects(store):
+    store.add(job("a", "u1", node="n9"))
+    store.add_indexers({"name": lambda o: [o["metadata"]["name"]]})
+    assert store.index_keys("name", "a") == ["ops/a"]
+    with pytest.raises(ValueError):
+        store.add_indexers({"owner": by_owner})
+
+
+def test_concurrent_writers_keep_indexes_consistent(store):
+    def writer(i: int) -> None:
+        for n in range(200):
+            store.update(job(f"j{n % 20}", owner=f"u{(n + i) % 3}"))
+            if n % 7 == 0:
+                store.delete(f"ops/j{(n + i) % 20}")
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    indexed = [k for u in ("u0", "u1", "u2") for k in store.index_keys("owner", u)]
+    assert sorted(indexed) == sorted(store.keys())
+    for key in store.keys():
+        assert store.index_keys("owner", by_owner(store.get(key))[0]).count(key) == 1
