@@ -73,7 +73,9 @@ class Toleration:
         return not self.key and self.operator == "Exists" and not self.effect
 
 
-def compile_tolerations(tolerations: Any, path: str = f"{POD_SPEC_PATH}.tolerations") -> tuple[Toleration, ...]:
+def compile_tolerations(
+    tolerations: Any, path: str = f"{POD_SPEC_PATH}.tolerations"
+) -> tuple[Toleration, ...]:
     """Validate tolerations as the API server would, so a typo fails loudly, not silently."""
     if tolerations is None:
         return ()
@@ -99,9 +101,14 @@ def compile_tolerations(tolerations: Any, path: str = f"{POD_SPEC_PATH}.tolerati
             allowed = ", ".join(f'"{o}"' for o in TOLERATION_OPERATORS)
             raise InvalidSpec(f'{tpath}.operator: Unsupported value: "{operator}": supported values: {allowed}')
         if not key and operator != "Exists":
-            raise InvalidSpec(f'{tpath}.operator: Invalid value: "{operator}": operator must be Exists when `key` is empty, which means "match all values and all keys"')
+            raise InvalidSpec(
+                f'{tpath}.operator: Invalid value: "{operator}": operator must be Exists when `key` is empty, '
+                'which means "match all values and all keys"'
+            )
         if operator == "Exists" and value:
-            raise InvalidSpec(f'{tpath}.operator: Invalid value: "{value}": value must be empty when `operator` is \'Exists\'')
+            raise InvalidSpec(
+                f'{tpath}.operator: Invalid value: "{value}": value must be empty when `operator` is \'Exists\''
+            )
         if effect and effect not in TAINT_EFFECTS:
             allowed = ", ".join(f'"{e}"' for e in TAINT_EFFECTS)
             raise InvalidSpec(f'{tpath}.effect: Unsupported value: "{effect}": supported values: {allowed}')
@@ -117,7 +124,14 @@ def _taint_str(taint: Mapping[str, Any]) -> str:
 class Eligibility:
     """Compiled eligibility rules of one DaemonJob (build with `compile_eligibility`)."""
 
-    __slots__ = ("_selector", "_pod_selector", "_affinity", "_tolerations", "_tolerates_all", "_tolerates_cordon")
+    __slots__ = (
+        "_selector",
+        "_pod_selector",
+        "_affinity",
+        "_tolerations",
+        "_tolerates_all",
+        "_tolerates_cordon",
+    )
 
     def __init__(
         self,
@@ -149,7 +163,10 @@ class Eligibility:
             return f"node does not match {POD_SPEC_PATH}.affinity.nodeAffinity.{REQUIRED_AFFINITY}"
         spec = node.get("spec") or {}
         if spec.get("unschedulable") and not self._tolerates_cordon:
-            return f'node is cordoned (spec.unschedulable) and the pod template does not tolerate "{UNSCHEDULABLE_TAINT_KEY}:NoSchedule"'
+            return (
+                "node is cordoned (spec.unschedulable) and the pod template does not tolerate "
+                f'"{UNSCHEDULABLE_TAINT_KEY}:NoSchedule"'
+            )
         if self._tolerates_all:
             return None
         for taint in spec.get("taints") or ():
