@@ -329,7 +329,7 @@ class Controller:
         decision = decide(dj, jobs, nodes, self.now(), stalled=stalled_arg)
         try:
             self._delete_jobs(key, dj, decision, rlog)
-            self._create_jobs(key, dj, decision, generation, rlog)
+            failure = self._create_jobs(key, dj, decision, generation, rlog)
         finally:
             for ev in decision.events:
                 self._event(dj, ev.type, ev.reason, ev.message)
@@ -337,6 +337,8 @@ class Controller:
             decision = decide(dj, jobs, nodes, self.now(), stalled=self._stalled_arg(key, generation))
         self._write_status(dj, decision.status, rlog)
         self.metrics.set_status(namespace, name, decision.status)
+        if failure is not None:
+            raise failure  # retried with per-key backoff: quotas free up, webhooks come back
         return decision
 
     def _stalled_arg(self, key: str, generation: int) -> tuple[str, str] | None:
@@ -375,9 +377,10 @@ class Controller:
         if errors:
             raise errors[0]
 
-    def _create_jobs(self, key: str, dj: Obj, decision: Decision, generation: int, rlog: Any) -> None:
+    def _create_jobs(self, key: str, dj: Obj, decision: Decision, generation: int, rlog: Any) -> Exception | None:
+        """Slow-start batches (1, 2, 4, ...): a systematic failure costs a handful of calls."""
         if not decision.creates:
-            return
+            return None
         namespace = dj["metadata"]["namespace"]
         path = path_for("batch/v1", "jobs", namespace)
         remaining = list(decision.creates)
@@ -412,17 +415,15 @@ class Controller:
             self._event(dj, "Normal", "SuccessfulCreate", f"Created {len(created)} Job(s) for revision "
                         f"{decision.status.get('currentRevision')}: {_names(created)}")
         if failure is None:
-            if key in self._stalled:
-                self._stalled.pop(key, None)
-            return
+            self._stalled.pop(key, None)
+            return None
         self.metrics.job_create_errors.inc()
         message = failure.message if isinstance(failure, ApiError) else str(failure)
         self._event(dj, "Warning", "FailedCreate", f"Error creating Job: {message}")
         if isinstance(failure, ApiError) and failure.invalid:
             rlog.warning("the API server rejected the Job", error=message)
             self._stalled[key] = (generation, "JobRejected", f"the API server rejected the Job: {message}")
-            return  # retried when the spec changes, or on resync
-        raise failure
+        return failure
 
     def _write_status(self, dj: Obj, status: dict[str, Any], rlog: Any) -> None:
         old = thaw(dj.get("status") or {})

@@ -1,0 +1,125 @@
+"""The controller in-process: what it enqueues, what it caches, what it writes when idle."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from daemonjob.controller import Controller
+from daemonjob.kube import PATCH_STRATEGIC, Kube, path_for
+from daemonjob.metrics import Metrics
+from daemonjob.testing.cluster import ROOT, LocalCluster
+from daemonjob.testing.kubelet import node_conditions
+
+DJ_API = "daemonjob.io/v1alpha1"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def installed_crd(cluster: LocalCluster) -> None:
+    kubectl = [str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(cluster.kubeconfig)]
+    subprocess.run([*kubectl, "apply", "-f", str(ROOT / "manifests" / "crd.yaml")], check=True, capture_output=True)
+    subprocess.run([*kubectl, "wait", "--for=condition=Established", "crd/daemonjobs.daemonjob.io"], check=True,
+                   capture_output=True)
+
+
+@pytest.fixture
+def controller(cluster: LocalCluster, namespace: str, installed_crd: None) -> Iterator[Controller]:
+    metrics = Metrics()
+    kube = Kube.from_config(str(cluster.kubeconfig), on_request=metrics.on_request)
+    ctl = Controller(kube, namespace=namespace, workers=2, metrics=metrics)
+    ctl.start_informers()
+    assert ctl.wait_synced(30)
+    ctl.start_workers()
+    yield ctl
+    ctl.stop()
+    assert ctl.healthy() is None or "worker" not in (ctl.healthy() or "")
+
+
+def sample(m: Metrics, metric: str, /, **labels: str) -> float:
+    return m.registry.get_sample_value(metric, labels) or 0.0
+
+
+def api_calls(m: Metrics, verbs: tuple[str, ...]) -> float:
+    total = 0.0
+    for family in m.registry.collect():
+        for s in family.samples:
+            if s.name == "daemonjob_api_requests_total" and s.labels.get("verb") in verbs:
+                total += s.value
+    return total
+
+
+def make_dj(kube: Kube, ns: str, name: str, label: str) -> None:
+    kube.create(path_for(DJ_API, "daemonjobs", ns), {
+        "apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": name},
+        "spec": {"nodeSelector": {"matchLabels": {"ctl-test": label}},
+                 "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
+                     "metadata": {"annotations": {"sim.daemonjob.io/duration": "0"}},
+                     "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}}}}},
+    })
+
+
+def complete(kube: Kube, ns: str, name: str) -> bool:
+    st = kube.get(path_for(DJ_API, "daemonjobs", ns, name)).get("status") or {}
+    return any(c["type"] == "Complete" and c["status"] == "True" for c in st.get("conditions") or [])
+
+
+def test_heartbeats_enqueue_nothing_and_idle_costs_nothing(kube: Kube, namespace: str, make_nodes,
+                                                           controller: Controller) -> None:
+    m = controller.metrics
+    nodes = make_nodes(3, labels={"ctl-test": namespace})
+    others = make_nodes(1, labels={"ctl-test": "someone-else"})
+    make_dj(kube, namespace, "quiet", namespace)
+    wait_for(lambda: complete(kube, namespace, "quiet"), what="rollout")
+    time.sleep(1.0)  # let the last Job events drain
+    adds = sample(m, "workqueue_adds_total", name="daemonjob")
+    writes = api_calls(m, ("create", "update", "patch", "delete"))
+    lists = api_calls(m, ("list",))
+    for node in nodes + others:  # heartbeats: status-only changes, several times
+        for _ in range(3):
+            kube.patch(path_for("v1", "nodes", name=node, subresource="status"),
+                       {"status": {"conditions": node_conditions()}}, content_type=PATCH_STRATEGIC)
+    kube.patch(path_for("v1", "nodes", name=others[0]), {"metadata": {"labels": {"unrelated": "x"}}})
+    time.sleep(2.0)
+    assert sample(m, "workqueue_adds_total", name="daemonjob") == adds, "a heartbeat enqueued a DaemonJob"
+    assert api_calls(m, ("create", "update", "patch", "delete")) == writes, "idle controller wrote"
+    assert api_calls(m, ("list",)) == lists, "idle controller listed"
+
+    # A change that matters to this DaemonJob enqueues it: a node now matches its selector.
+    kube.patch(path_for("v1", "nodes", name=others[0]), {"metadata": {"labels": {"ctl-test": namespace}}})
+    wait_for(lambda: sample(m, "workqueue_adds_total", name="daemonjob") > adds, what="enqueue on relevant change")
+    wait_for(lambda: kube.get(path_for(DJ_API, "daemonjobs", namespace, "quiet"))["status"].get("desiredNodes") == 4,
+             what="the new node counted")
+
+
+def test_unrelated_jobs_are_not_cached(kube: Kube, namespace: str, controller: Controller) -> None:
+    kube.create(path_for("batch/v1", "jobs", namespace), {
+        "metadata": {"name": "plain"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "nodeSelector": {"nowhere": "x"},
+                                       "containers": [{"name": "c", "image": "busybox:1.36"}]}}}})
+    time.sleep(1.0)
+    assert controller.jobs.store.get(f"{namespace}/plain") is None
+    assert len(controller.jobs.store) == 0
+
+
+def test_cached_objects_are_trimmed(kube: Kube, namespace: str, make_nodes, controller: Controller) -> None:
+    nodes = make_nodes(1, labels={"ctl-test": namespace})
+    make_dj(kube, namespace, "trim", namespace)
+    wait_for(lambda: complete(kube, namespace, "trim"), what="rollout")
+    node = controller.nodes.store.get(nodes[0])
+    assert set(node) == {"metadata", "spec"} and "status" not in node
+    job = controller.jobs.store.list()[0]
+    assert "spec" not in job and "managedFields" not in job["metadata"]
