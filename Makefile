@@ -7,7 +7,13 @@ N      ?= 5000
 IMG    ?= daemonjob-controller:dev
 KUBECTL ?= kubectl
 CLUSTER_DIR := .cluster
-export KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kubeconfig
+# The local cluster of `make cluster-up` when it is running, else the usual kubectl default.
+KUBECONFIG ?= $(if $(wildcard $(CLUSTER_DIR)/kubeconfig),$(abspath $(CLUSTER_DIR))/kubeconfig,)
+ifneq ($(KUBECONFIG),)
+export KUBECONFIG
+endif
+KIND_CLUSTER ?= daemonjob-e2e
+KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 
 .PHONY: help venv binaries test unit cluster-up cluster-down demo run bench bench-informer \
         install uninstall deploy undeploy docker-build e2e-kind
@@ -46,7 +52,7 @@ demo: venv binaries
 	$(PY) hack/demo.py
 
 run: venv
-	$(PY) -m daemonjob --kubeconfig "$(KUBECONFIG)" --log-format console
+	$(PY) -m daemonjob $(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)") --log-format console
 
 bench-informer: venv binaries
 	$(PY) hack/bench_informer.py --n $(N)
@@ -69,8 +75,10 @@ undeploy:
 docker-build:
 	docker build -t $(IMG) .
 
-e2e-kind: docker-build
-	kind create cluster --name daemonjob-e2e
-	kind load docker-image $(IMG) --name daemonjob-e2e
-	$(MAKE) deploy IMG=$(IMG) KUBECONFIG=$$(kind get kubeconfig-path --name daemonjob-e2e 2>/dev/null || echo $$HOME/.kube/config)
-	DAEMONJOB_E2E_EXTERNAL=1 $(PY) -m pytest -q e2e
+e2e-kind: docker-build venv
+	mkdir -p $(CLUSTER_DIR)
+	kind create cluster --name $(KIND_CLUSTER) --kubeconfig $(KIND_KUBECONFIG)
+	kind load docker-image $(IMG) --name $(KIND_CLUSTER)
+	$(MAKE) deploy IMG=$(IMG) KUBECONFIG=$(KIND_KUBECONFIG)
+	KUBECONFIG=$(KIND_KUBECONFIG) $(KUBECTL) -n daemonjob-system rollout status deployment/daemonjob-controller --timeout=180s
+	KUBECONFIG=$(KIND_KUBECONFIG) DAEMONJOB_E2E_EXTERNAL=1 $(PY) -m pytest -q e2e

@@ -86,7 +86,7 @@ def down(args: argparse.Namespace) -> int:
             name, _, child = line.partition(" ")
             if child.isdigit() and _alive(int(child)):
                 stop_pid(int(child))
-    for leftover in ("etcd", SUPERVISOR_PID, READY_MARK, "pids"):
+    for leftover in ("etcd", "pki", "kubeconfig", SUPERVISOR_PID, READY_MARK, "pids"):
         path = workdir / leftover
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
