@@ -198,3 +198,22 @@ def test_wrong_token_is_reported(tmp_path: Path, cluster: LocalCluster) -> None:
     kc.write_text(kubeconfig_text(cluster.server, cluster.pki / "ca.crt", "wrong-token", "nobody"))
     out = run_cli("--kubeconfig", str(kc), "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
     assert out.returncode == 1 and "refused" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_leader_that_cannot_renew_exits_non_zero(kube: Kube, namespace: str, controllers) -> None:
+    proc = controllers("--leader-elect", "--leader-election-namespace", namespace, "--leader-election-id", "dj-lost")
+    wait_for(lambda: proc.metric("daemonjob_leader") == 1, what="leadership")
+    path = path_for("coordination.k8s.io/v1", "leases", namespace, "dj-lost")
+    deadline = time.monotonic() + 40
+    while proc.running() and time.monotonic() < deadline:  # another holder keeps the lease fresh
+        lease = kube.get(path)
+        lease["spec"]["holderIdentity"] = "usurper"
+        lease["spec"]["renewTime"] = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        try:
+            kube.put(path, lease)
+        except Exception:
+            pass
+        time.sleep(0.5)
+    assert not proc.running(), "the deposed leader kept running"
+    assert proc.proc is not None and proc.proc.returncode == 1
+    assert "leadership lost" in proc.log_tail()
