@@ -7,7 +7,7 @@ Tests isolate themselves with a namespace and node names of their own. Set KUBEC
 from __future__ import annotations
 
 import itertools
-import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 
@@ -66,3 +66,14 @@ def make_nodes(kubelet: SimKubelet) -> Iterator:
     yield make
     for name in created:
         kubelet.delete_node(name)
+
+
+@pytest.fixture(scope="session")
+def installed_crd(cluster: LocalCluster) -> None:
+    """The DaemonJob CRD, applied once (idempotent) and served before tests use it."""
+    from .cluster import ROOT
+
+    kubectl = [str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(cluster.kubeconfig)]
+    subprocess.run([*kubectl, "apply", "-f", str(ROOT / "manifests" / "crd.yaml")], check=True, capture_output=True)
+    subprocess.run([*kubectl, "wait", "--for=condition=Established", "crd/daemonjobs.daemonjob.io"], check=True,
+                   capture_output=True)

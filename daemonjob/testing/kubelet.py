@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 
 from ..informer import Handlers, Informer, Tombstone
-from ..kube import PATCH_MERGE, PATCH_STRATEGIC, ApiError, Kube, path_for
+from ..kube import PATCH_STRATEGIC, ApiError, Kube, path_for
 
 log = structlog.get_logger("daemonjob.sim")
 

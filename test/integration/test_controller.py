@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
 from daemonjob.controller import Controller
+from daemonjob.testing.waiting import wait_for
 from daemonjob.kube import PATCH_STRATEGIC, Kube, path_for
 from daemonjob.metrics import Metrics
-from daemonjob.testing.cluster import ROOT, LocalCluster
+from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.kubelet import node_conditions
 
 DJ_API = "daemonjob.io/v1alpha1"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-@pytest.fixture(scope="module")
-def installed_crd(cluster: LocalCluster) -> None:
-    kubectl = [str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(cluster.kubeconfig)]
-    subprocess.run([*kubectl, "apply", "-f", str(ROOT / "manifests" / "crd.yaml")], check=True, capture_output=True)
-    subprocess.run([*kubectl, "wait", "--for=condition=Established", "crd/daemonjobs.daemonjob.io"], check=True,
-                   capture_output=True)
 
 
 @pytest.fixture

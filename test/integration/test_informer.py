@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import urllib3
 
 from daemonjob.informer import Backoff, Handlers, Informer, Tombstone
+from daemonjob.testing.waiting import wait_for
 from daemonjob.kube import Kube, path_for
 from daemonjob.clock import RealClock
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class Recorder:

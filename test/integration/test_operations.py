@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import time
@@ -13,29 +12,12 @@ from typing import Any
 import pytest
 
 from daemonjob.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
+from daemonjob.testing.waiting import wait_for
 from daemonjob.kube import Kube, path_for
 from daemonjob.testing.cluster import ROOT, LocalCluster, kubeconfig_text
 from daemonjob.testing.process import ControllerProcess
 
 DJ_API = "daemonjob.io/v1alpha1"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-@pytest.fixture(scope="module")
-def installed_crd(cluster: LocalCluster) -> None:
-    kubectl = [str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(cluster.kubeconfig)]
-    subprocess.run([*kubectl, "apply", "-f", str(ROOT / "manifests" / "crd.yaml")], check=True, capture_output=True)
-    subprocess.run([*kubectl, "wait", "--for=condition=Established", "crd/daemonjobs.daemonjob.io"], check=True,
-                   capture_output=True)
 
 
 @pytest.fixture
@@ -164,7 +146,7 @@ def test_metrics_and_probes_during_a_rollout(kube: Kube, namespace: str, make_no
                  "workqueue_retries_total", "daemonjob_watch_restarts_total", "daemonjob_relists_total"):
         assert f"# TYPE {name}" in text or f"# HELP {name}" in text, name
     kube.delete(path_for(DJ_API, "daemonjobs", namespace, "observed"))
-    wait_for(lambda: f'name="observed"' not in proc.metrics_text(), what="series of a deleted DaemonJob removed")
+    wait_for(lambda: 'name="observed"' not in proc.metrics_text(), what="series of a deleted DaemonJob removed")
     assert proc.terminate() == 0
 
 

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
+from daemonjob.testing.waiting import wait_for
 from daemonjob.kube import ApiError, Kube, path_for
 from daemonjob.testing.kubelet import ANNOTATION_EXIT_CODE, SimKubelet
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def pinned_job(name: str, node: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
