@@ -197,7 +197,7 @@ class Controller:
             if cached is not None and cached[0] == rv:
                 return cached[1]
         try:
-            elig: Eligibility | None = compile_eligibility(dj)
+            elig: Eligibility | None = compile_eligibility(thaw(dj))  # the compiler reads plain lists
         except InvalidSpec:
             elig = None  # decide() reports it as Stalled
         with self._elig_lock:
@@ -388,14 +388,15 @@ class Controller:
         created: list[str] = []
         failure: Exception | None = None
 
-        def create(c: Any) -> Exception | None:
+        def create(c: Any) -> Exception | bool:
+            """True when created, False when it already existed, else the error."""
             try:
                 self.kube.create(path, c.body)
                 self.metrics.jobs_created.inc()
-                return None
+                return True
             except ApiError as exc:
                 self.expectations.creation_observed(key, c.name)
-                return None if exc.already_exists else exc
+                return False if exc.already_exists else exc
             except Exception as exc:
                 self.expectations.creation_observed(key, c.name)
                 return exc
@@ -404,11 +405,11 @@ class Controller:
             chunk, remaining = remaining[:batch], remaining[batch:]
             self.expectations.expect_creations(key, [c.name for c in chunk])
             results = list(self._pool.map(create, chunk))
-            for c, err in zip(chunk, results):
-                if err is None:
+            for c, result in zip(chunk, results):
+                if result is True:
                     created.append(c.node)
-                elif failure is None:
-                    failure = err
+                elif isinstance(result, Exception) and failure is None:
+                    failure = result
             batch *= 2
         if created:
             rlog.info("created jobs", count=len(created), revision=decision.status.get("currentRevision"))

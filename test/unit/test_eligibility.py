@@ -189,3 +189,15 @@ def test_eligibility_does_not_mutate_inputs() -> None:
     e = compile_eligibility(spec)
     assert e.eligible(n)
     assert spec == spec_copy and n == node_copy
+
+
+def test_compiles_from_a_thawed_cached_daemonjob() -> None:
+    """Cached objects are frozen (tuples for lists); the controller compiles from a thawed copy."""
+    from daemonjob.store import freeze, thaw
+
+    dj = freeze({"spec": {"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
+                          "jobTemplate": {"spec": {"template": {"spec": {
+                              "tolerations": [{"operator": "Exists"}]}}}}}})
+    elig = compile_eligibility(thaw(dj))
+    assert elig.eligible({"metadata": {"name": "n", "labels": {"a": "1"}}, "spec": {}})
+    assert not elig.eligible({"metadata": {"name": "n", "labels": {}}, "spec": {}})

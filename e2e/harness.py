@@ -1,0 +1,628 @@
+"""Building blocks of the end-to-end suite: DaemonJob bodies, polling, a Job watcher, the
+controller as a process, and a handle on a controller deployed in another cluster.
+
+Tests import this module by name (e2e/conftest.py puts this directory on sys.path); the
+fixtures that wire it to a cluster live in e2e/conftest.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+from daemonjob.kube import PATCH_MERGE, ApiError, Kube, WatchStream, path_for
+
+GROUP_VERSION = "daemonjob.io/v1alpha1"
+PLURAL = "daemonjobs"
+LABEL_NAME = "daemonjob.io/name"
+LABEL_REVISION = "daemonjob.io/revision"
+ANNOTATION_NODE = "daemonjob.io/node"
+SIM_EXIT_CODE = "sim.daemonjob.io/exit-code"
+SIM_DURATION = "sim.daemonjob.io/duration"
+GROUP_LABEL = "e2e.daemonjob.io/group"
+RERUN_ANNOTATION = "e2e.daemonjob.io/rerun"
+CONTROLLER_NS = "daemonjob-system"
+IMAGE = "busybox:1.36"
+# Against a cluster where the controller is deployed (`make deploy`), not a local process.
+EXTERNAL = os.environ.get("DAEMONJOB_E2E_EXTERNAL") == "1"
+
+T = TypeVar("T")
+
+
+# -- DaemonJob bodies -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Workload:
+    """A real busybox command and the simulated kubelet's annotations that mirror it."""
+
+    command: tuple[str, ...]
+    exit_code: int = 0
+    duration: float = 1
+
+    def annotations(self) -> dict[str, str]:
+        return {SIM_EXIT_CODE: str(self.exit_code), SIM_DURATION: f"{self.duration:g}"}
+
+
+OK = Workload(("sh", "-c", "echo ok"))
+FAIL = Workload(("sh", "-c", "exit 3"), exit_code=3)
+
+
+def sleep(seconds: int) -> Workload:
+    return Workload(("sleep", str(seconds)), duration=seconds)
+
+
+def daemonjob(name: str, group: str, workload: Workload = OK, *, backoff_limit: int | None = None,
+              pod_spec: Mapping[str, Any] | None = None, job_spec: Mapping[str, Any] | None = None,
+              container: Mapping[str, Any] | None = None, node_selector: Mapping[str, Any] | None = None,
+              **spec: Any) -> dict[str, Any]:
+    """A DaemonJob whose spec.nodeSelector selects only the nodes labelled with `group`.
+
+    A failing workload gets backoffLimit 0 unless told otherwise: the Job controller would
+    otherwise retry it with backoffs far longer than a test.
+    """
+    if backoff_limit is None and workload.exit_code != 0:
+        backoff_limit = 0
+    main = {"name": "main", "image": IMAGE, "command": list(workload.command), **(container or {})}
+    pod = {"restartPolicy": "Never", "containers": [main], **(pod_spec or {})}
+    jspec: dict[str, Any] = {"template": {"metadata": {"annotations": workload.annotations()}, "spec": pod},
+                             **(job_spec or {})}
+    if backoff_limit is not None:
+        jspec["backoffLimit"] = backoff_limit
+    selector = dict(node_selector) if node_selector is not None else {"matchLabels": {GROUP_LABEL: group}}
+    return {
+        "apiVersion": GROUP_VERSION, "kind": "DaemonJob", "metadata": {"name": name},
+        "spec": {"jobTemplate": {"spec": jspec}, "nodeSelector": selector, **spec},
+    }
+
+
+def with_workload(body: Mapping[str, Any], workload: Workload) -> dict[str, Any]:
+    """`body` with its container command and simulated outcome replaced."""
+    out = copy.deepcopy(dict(body))
+    jspec = out["spec"]["jobTemplate"]["spec"]
+    jspec["template"]["metadata"]["annotations"].update(workload.annotations())
+    jspec["template"]["spec"]["containers"][0]["command"] = list(workload.command)
+    if workload.exit_code != 0:
+        jspec.setdefault("backoffLimit", 0)
+    return out
+
+
+# -- polling ----------------------------------------------------------------------------------
+def wait_for(predicate: Callable[[], T], timeout: float = 90.0, what: str = "condition",
+             interval: float = 0.25, describe: Callable[[], Any] | None = None) -> T:
+    """Poll until `predicate()` is truthy and return it; the failure names what was last seen."""
+    deadline = time.monotonic() + timeout
+    value: Any = None
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            seen = describe() if describe is not None else value
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}; last seen: {seen!r}")
+        time.sleep(interval)
+
+
+def holds(predicate: Callable[[], Any], seconds: float, what: str = "condition", interval: float = 0.25,
+          describe: Callable[[], Any] | None = None) -> None:
+    """Assert `predicate()` stays truthy for `seconds`: how a test shows that nothing happens."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = predicate()
+        if not value:
+            seen = describe() if describe is not None else value
+            raise AssertionError(f"{what} stopped holding; seen: {seen!r}")
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(interval)
+
+
+# -- reading objects --------------------------------------------------------------------------
+def condition(obj: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or ():
+        if cond.get("type") == kind:
+            return cond
+    return {}
+
+
+def is_true(obj: Mapping[str, Any] | None, kind: str) -> bool:
+    return condition(obj, kind).get("status") == "True"
+
+
+def job_node(job: Mapping[str, Any]) -> str:
+    return (job["metadata"].get("annotations") or {}).get(ANNOTATION_NODE, "")
+
+
+def job_revision(job: Mapping[str, Any]) -> str:
+    return (job["metadata"].get("labels") or {}).get(LABEL_REVISION, "")
+
+
+def job_finished(job: Mapping[str, Any]) -> str | None:
+    """"Complete" or "Failed" once the Job controller says so, else None."""
+    for kind in ("Complete", "Failed"):
+        if is_true(job, kind):
+            return kind
+    return None
+
+
+def job_active(job: Mapping[str, Any]) -> bool:
+    """Not finished. A Job being deleted still counts: its pod may run until it is gone."""
+    return job_finished(job) is None
+
+
+@dataclass
+class Cluster:
+    """One test's view of the API: its namespace, typed helpers, nothing cached."""
+
+    kube: Kube
+    namespace: str
+
+    # DaemonJobs
+    def dj_path(self, name: str | None = None, subresource: str | None = None) -> str:
+        return path_for(GROUP_VERSION, PLURAL, self.namespace, name, subresource)
+
+    def apply(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create the DaemonJob, or replace the spec of an existing one."""
+        fresh = {"apiVersion": GROUP_VERSION, "kind": "DaemonJob",
+                 "metadata": {"name": body["metadata"]["name"]}, "spec": copy.deepcopy(body["spec"])}
+        try:
+            return self.kube.create(self.dj_path(), fresh)
+        except ApiError as exc:
+            if not exc.already_exists:
+                raise
+        for _ in range(10):
+            current = self.kube.get(self.dj_path(body["metadata"]["name"]))
+            current["spec"] = copy.deepcopy(body["spec"])
+            try:
+                return self.kube.put(self.dj_path(body["metadata"]["name"]), current)
+            except ApiError as exc:
+                if not exc.conflict:
+                    raise
+        raise AssertionError(f"could not update DaemonJob {body['metadata']['name']}: conflicts")
+
+    def patch(self, name: str, spec_patch: Mapping[str, Any]) -> dict[str, Any]:
+        """JSON merge patch of the spec (None removes a field)."""
+        return self.kube.patch(self.dj_path(name), {"spec": spec_patch}, content_type=PATCH_MERGE)
+
+    def rerun(self, name: str, value: str) -> dict[str, Any]:
+        """Edit an annotation of jobTemplate: the documented way to re-run every node."""
+        return self.patch(name, {"jobTemplate": {"metadata": {"annotations": {RERUN_ANNOTATION: value}}}})
+
+    def get(self, name: str) -> dict[str, Any]:
+        return self.kube.get(self.dj_path(name))
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.get(name).get("status") or {}
+
+    def delete(self, name: str) -> None:
+        self.kube.delete(self.dj_path(name))
+
+    def wait_status(self, name: str, predicate: Callable[[dict[str, Any]], Any], what: str,
+                    timeout: float = 90.0) -> dict[str, Any]:
+        """Wait until predicate(DaemonJob) holds for a status of the current generation."""
+        last: dict[str, Any] = {}
+
+        def check() -> dict[str, Any] | None:
+            nonlocal last
+            last = self.get(name)
+            current = last.get("status", {}).get("observedGeneration") == last["metadata"]["generation"]
+            return last if current and predicate(last) else None
+
+        return wait_for(check, timeout, f"{name}: {what}", describe=lambda: last.get("status"))
+
+    def wait_complete(self, name: str, desired: int, timeout: float = 90.0) -> dict[str, Any]:
+        return self.wait_status(
+            name, lambda dj: is_true(dj, "Complete") and dj["status"].get("desiredNodes") == desired,
+            f"Complete=True on {desired} nodes", timeout)
+
+    # Jobs
+    def jobs(self, name: str) -> list[dict[str, Any]]:
+        items = self.kube.get(path_for("batch/v1", "jobs", self.namespace),
+                              labelSelector=f"{LABEL_NAME}={name}")["items"]
+        return sorted(items, key=lambda j: (job_node(j), j["metadata"]["creationTimestamp"], j["metadata"]["name"]))
+
+    def jobs_by_node(self, name: str) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for job in self.jobs(name):
+            out.setdefault(job_node(job), []).append(job)
+        return out
+
+    def job_nodes(self, name: str) -> list[str]:
+        return sorted(job_node(j) for j in self.jobs(name))
+
+    def delete_job(self, job_name: str) -> None:
+        self.kube.delete(path_for("batch/v1", "jobs", self.namespace, job_name),
+                         {"propagationPolicy": "Background"})
+
+    def pods(self, job_name: str) -> list[dict[str, Any]]:
+        return self.kube.get(path_for("v1", "pods", self.namespace), labelSelector=f"job-name={job_name}")["items"]
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return self.kube.get(path_for("v1", "events", self.namespace),
+                             fieldSelector=f"involvedObject.kind=DaemonJob,involvedObject.name={name}")["items"]
+
+    def wait_event(self, name: str, predicate: Callable[[dict[str, Any]], bool], what: str,
+                   timeout: float = 60.0) -> dict[str, Any]:
+        found: list[dict[str, Any]] = []
+
+        def check() -> dict[str, Any] | None:
+            found[:] = self.events(name)
+            return next((e for e in found if predicate(e)), None)
+
+        return wait_for(check, timeout, f"event on {name}: {what}",
+                        describe=lambda: [(e.get("type"), e.get("reason"), e.get("message")) for e in found])
+
+    # Nodes
+    def patch_node(self, node: str, body: Mapping[str, Any]) -> None:
+        self.kube.patch(path_for("v1", "nodes", name=node), dict(body), content_type=PATCH_MERGE)
+
+    def node(self, node: str) -> dict[str, Any]:
+        return self.kube.get(path_for("v1", "nodes", name=node))
+
+
+# -- a Job watch recording the peaks rollout limits bound ---------------------------------------
+@dataclass
+class Created:
+    node: str
+    revision: str
+    name: str
+    uid: str
+
+
+@dataclass
+class JobWatcher:
+    """Follows one DaemonJob's Jobs through a watch (every change, in resourceVersion order).
+
+    Records creation order, the maximum number of active Jobs at once (overall and per
+    node) and every Job ever created per (node, revision). A Job counts as active from its
+    creation until it finishes or is gone: one being deleted may still have a running pod.
+    """
+
+    kube: Kube
+    namespace: str
+    name: str
+    created: list[Created] = field(default_factory=list)
+    max_active: int = 0
+    max_active_per_node: dict[str, int] = field(default_factory=dict)
+    max_active_per_revision: dict[str, int] = field(default_factory=dict)
+    relists: int = 0
+    _jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _rv: str = ""
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _stream: WatchStream | None = None
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _errors: list[str] = field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        return path_for("batch/v1", "jobs", self.namespace)
+
+    def start(self) -> JobWatcher:
+        self._list()
+        self._thread = threading.Thread(target=self._run, name=f"watch-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            stream.close()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # what it saw
+    def creation_order(self) -> list[str]:
+        with self._lock:
+            return [c.node for c in self.created]
+
+    def uids_per_node_revision(self) -> dict[tuple[str, str], list[str]]:
+        out: dict[tuple[str, str], list[str]] = {}
+        with self._lock:
+            for c in self.created:
+                out.setdefault((c.node, c.revision), []).append(c.uid)
+        return out
+
+    def active_now(self) -> int:
+        with self._lock:
+            return sum(1 for j in self._jobs.values() if job_active(j))
+
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            return {"created": [(c.node, c.revision) for c in self.created], "max_active": self.max_active,
+                    "max_active_per_node": dict(self.max_active_per_node),
+                    "max_active_per_revision": dict(self.max_active_per_revision), "relists": self.relists,
+                    "errors": self._errors[-3:]}
+
+    # internals
+    def _list(self) -> None:
+        listed = self.kube.get(self.path, labelSelector=f"{LABEL_NAME}={self.name}")
+        seen = {j["metadata"]["uid"]: j for j in listed["items"]}
+        with self._lock:
+            for uid in list(self._jobs):
+                if uid not in seen:
+                    del self._jobs[uid]
+            for uid, job in seen.items():
+                self._observe(job)
+            self._rv = listed["metadata"]["resourceVersion"]
+
+    def _observe(self, job: dict[str, Any], deleted: bool = False) -> None:
+        uid = job["metadata"]["uid"]
+        if deleted:
+            self._jobs.pop(uid, None)
+        else:
+            if uid not in self._jobs and all(c.uid != uid for c in self.created):
+                self.created.append(Created(job_node(job), job_revision(job), job["metadata"]["name"], uid))
+            self._jobs[uid] = job
+        per_node: dict[str, int] = {}
+        per_revision: dict[str, int] = {}
+        for j in self._jobs.values():
+            if job_active(j):
+                per_node[job_node(j)] = per_node.get(job_node(j), 0) + 1
+                per_revision[job_revision(j)] = per_revision.get(job_revision(j), 0) + 1
+        self.max_active = max(self.max_active, sum(per_node.values()))
+        for node, count in per_node.items():
+            self.max_active_per_node[node] = max(self.max_active_per_node.get(node, 0), count)
+        for revision, count in per_revision.items():
+            self.max_active_per_revision[revision] = max(self.max_active_per_revision.get(revision, 0), count)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                stream = self.kube.watch(self.path, {"labelSelector": f"{LABEL_NAME}={self.name}",
+                                                     "resourceVersion": self._rv, "allowWatchBookmarks": True,
+                                                     "timeoutSeconds": 120}, read_timeout=150)
+                with self._lock:
+                    self._stream = stream
+                if self._stop.is_set():
+                    stream.close()
+                    return
+                for event in stream:
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:
+                            self.relists += 1
+                            self._list()
+                        break
+                    with self._lock:
+                        self._rv = obj["metadata"]["resourceVersion"]
+                        if kind in ("ADDED", "MODIFIED"):
+                            self._observe(obj)
+                        elif kind == "DELETED":
+                            self._observe(obj, deleted=True)
+            except Exception as exc:  # noqa: BLE001 (connection trouble: re-watch from the last resourceVersion)
+                if self._stop.is_set():
+                    return
+                self._errors.append(repr(exc))
+                time.sleep(0.2)
+
+
+# -- the controller as a local process -------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def metric_value(text: str, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+    """The value of one sample in Prometheus text format (labels: a subset to match)."""
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        metric, _, label_text = head.partition("{")
+        if metric != name:
+            continue
+        found = dict(part.split("=", 1) for part in label_text.rstrip("}").split(",") if "=" in part)
+        found = {k: v.strip('"') for k, v in found.items()}
+        if all(found.get(k) == v for k, v in (labels or {}).items()):
+            return float(value)
+    return None
+
+
+class ControllerProcess:
+    """`python -m daemonjob` for one namespace, its output in a log file that survives restarts."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, log_path: Path, extra_args: Sequence[str] = ()):
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.log_path = log_path
+        self.extra_args = list(extra_args)
+        self.lease = f"dj-{namespace}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.exit_codes: list[int] = []
+        self.metrics_port = 0
+        self.health_port = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def args(self) -> list[str]:
+        return [sys.executable, "-m", "daemonjob", "--kubeconfig", str(self.kubeconfig),
+                "--namespace", self.namespace, "--leader-elect",
+                "--leader-election-namespace", CONTROLLER_NS, "--leader-election-id", self.lease,
+                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+                "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
+                "--log-format", "json", *self.extra_args]
+
+    def start(self, wait: bool = True) -> ControllerProcess:
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.metrics_port, self.health_port = free_port(), free_port()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        if wait:
+            self.wait_ready()
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the caches are synced (/readyz answers 200)."""
+        def ready() -> bool:
+            if not self.alive():
+                raise AssertionError(f"the controller exited with {self.proc and self.proc.returncode}:\n"
+                                     f"{self.tail()}")
+            try:
+                return http_get(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2)[0] == 200
+            except OSError:
+                return False
+
+        wait_for(ready, timeout, "the controller to be ready", interval=0.2)
+
+    def wait_leader(self, timeout: float = 60.0) -> None:
+        wait_for(lambda: metric_value(self.metrics(), "daemonjob_leader") == 1.0, timeout,
+                 "the controller to lead", interval=0.3)
+
+    def kill(self, sig: int = signal.SIGKILL, timeout: float = 30.0) -> int:
+        """Send `sig` and wait for the exit; returns the exit code (negative: killed by a signal)."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout)
+        self.exit_codes.append(code)
+        return code
+
+    def restart(self, wait: bool = True) -> ControllerProcess:
+        if self.alive():
+            self.kill(signal.SIGTERM)
+        return self.start(wait=wait)
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM, then SIGKILL; returns the exit code of the SIGTERM'd process."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(10)
+        self.exit_codes.append(code)
+        return code
+
+    def metrics(self) -> str:
+        return http_get(f"http://127.0.0.1:{self.metrics_port}/metrics")[1]
+
+    def health(self, path: str = "/healthz") -> int:
+        return http_get(f"http://127.0.0.1:{self.health_port}{path}")[0]
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_records(self) -> list[dict[str, Any]]:
+        """Every log line, parsed; a line that is not a JSON object fails the test."""
+        out = []
+        for line in self.log_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                assert isinstance(record, dict), line
+                out.append(record)
+        return out
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+class DeployedController:
+    """The controller `make deploy` runs in an external cluster, behind the same interface.
+
+    Liveness is its leader Lease being renewed; kill() deletes its pods (the Deployment
+    replaces them, SIGKILL as a forced delete); metrics() and tail() read the leader pod
+    through the API server.
+    """
+
+    selector = "app.kubernetes.io/name=daemonjob-controller"
+    lease = "daemonjob-controller"
+
+    def __init__(self, kube: Kube, kubectl: Callable[..., subprocess.CompletedProcess[str]]):
+        self.kube = kube
+        self.kubectl = kubectl
+        self.log_path = Path("(in-cluster)")
+
+    def _lease(self) -> dict[str, Any]:
+        try:
+            return self.kube.get(path_for("coordination.k8s.io/v1", "leases", CONTROLLER_NS, self.lease))
+        except ApiError as exc:
+            if exc.not_found:
+                return {}
+            raise
+
+    def _leader_pod(self) -> str:
+        return (self._lease().get("spec", {}).get("holderIdentity") or "").rsplit("_", 1)[0]
+
+    def _renewing(self, within: float) -> bool:
+        """Whether a holder renews the Lease within `within` seconds (the retry period is 2 s)."""
+        first = self._lease().get("spec", {})
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = self._lease().get("spec", {})
+            if now.get("holderIdentity") and now.get("renewTime") != first.get("renewTime"):
+                return True
+        return False
+
+    def start(self, wait: bool = True) -> DeployedController:
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        wait_for(lambda: self._renewing(5.0), timeout, "the deployed controller to lead", interval=0.5)
+
+    def kill(self, sig: int = signal.SIGKILL, timeout: float = 60.0) -> int | None:
+        grace = ["--grace-period=0", "--force"] if sig == signal.SIGKILL else []
+        self.kubectl("delete", "pod", "-n", CONTROLLER_NS, "-l", self.selector, "--wait=false", *grace)
+        return None
+
+    def restart(self, wait: bool = True) -> DeployedController:
+        return self.start(wait=wait)
+
+    def stop(self) -> None:
+        return None
+
+    def alive(self) -> bool:
+        return self._renewing(8.0)
+
+    def metrics(self) -> str:
+        path = path_for("v1", "pods", CONTROLLER_NS, f"{self._leader_pod()}:8080", "proxy") + "/metrics"
+        return self.kubectl("get", "--raw", path).stdout
+
+    def tail(self, lines: int = 60) -> str:
+        try:
+            return self.kubectl("logs", "-n", CONTROLLER_NS, self._leader_pod(), f"--tail={lines}",
+                                check=False).stdout
+        except Exception as exc:  # noqa: BLE001 (only ever used to explain a failure)
+            return f"(no log: {exc})"
