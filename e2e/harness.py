@@ -8,12 +8,9 @@ fixtures that wire it to a cluster live in e2e/conftest.py.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -24,6 +21,7 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from daemonjob.kube import PATCH_MERGE, ApiError, Kube, WatchStream, path_for
+from daemonjob.testing import process, waiting
 
 GROUP_VERSION = "daemonjob.io/v1alpha1"
 PLURAL = "daemonjobs"
@@ -101,31 +99,11 @@ def with_workload(body: Mapping[str, Any], workload: Workload) -> dict[str, Any]
 # -- polling ----------------------------------------------------------------------------------
 def wait_for(predicate: Callable[[], T], timeout: float = 90.0, what: str = "condition",
              interval: float = 0.25, describe: Callable[[], Any] | None = None) -> T:
-    """Poll until `predicate()` is truthy and return it; the failure names what was last seen."""
-    deadline = time.monotonic() + timeout
-    value: Any = None
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            seen = describe() if describe is not None else value
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}; last seen: {seen!r}")
-        time.sleep(interval)
+    """The shared poller with the suite's longer default timeout."""
+    return waiting.wait_for(predicate, timeout, what, interval, describe)
 
 
-def holds(predicate: Callable[[], Any], seconds: float, what: str = "condition", interval: float = 0.25,
-          describe: Callable[[], Any] | None = None) -> None:
-    """Assert `predicate()` stays truthy for `seconds`: how a test shows that nothing happens."""
-    deadline = time.monotonic() + seconds
-    while True:
-        value = predicate()
-        if not value:
-            seen = describe() if describe is not None else value
-            raise AssertionError(f"{what} stopped holding; seen: {seen!r}")
-        if time.monotonic() >= deadline:
-            return
-        time.sleep(interval)
+holds = waiting.holds
 
 
 # -- reading objects --------------------------------------------------------------------------
@@ -417,12 +395,6 @@ class JobWatcher:
 
 
 # -- the controller as a local process -------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
@@ -447,110 +419,37 @@ def metric_value(text: str, name: str, labels: Mapping[str, str] | None = None) 
     return None
 
 
-class ControllerProcess:
-    """`python -m daemonjob` for one namespace, its output in a log file that survives restarts."""
+class ControllerProcess(process.ControllerProcess):
+    """The controller for one namespace, as the manifests run it: leader election on, JSON logs."""
 
     def __init__(self, kubeconfig: Path, namespace: str, log_path: Path, extra_args: Sequence[str] = ()):
-        self.kubeconfig = kubeconfig
         self.namespace = namespace
-        self.log_path = log_path
-        self.extra_args = list(extra_args)
         self.lease = f"dj-{namespace}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.exit_codes: list[int] = []
-        self.metrics_port = 0
-        self.health_port = 0
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    def args(self) -> list[str]:
-        return [sys.executable, "-m", "daemonjob", "--kubeconfig", str(self.kubeconfig),
-                "--namespace", self.namespace, "--leader-elect",
-                "--leader-election-namespace", CONTROLLER_NS, "--leader-election-id", self.lease,
-                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
-                "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
-                "--log-format", "json", *self.extra_args]
+        super().__init__(kubeconfig, log_path, "--namespace", namespace, "--leader-elect",
+                         "--leader-election-namespace", CONTROLLER_NS, "--leader-election-id", self.lease,
+                         "--log-format", "json", *extra_args)
 
     def start(self, wait: bool = True) -> ControllerProcess:
-        assert self.proc is None or self.proc.poll() is not None, "already running"
-        self.metrics_port, self.health_port = free_port(), free_port()
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        if wait:
-            self.wait_ready()
+        super().start(wait)
         return self
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until the caches are synced (/readyz answers 200)."""
-        def ready() -> bool:
-            if not self.alive():
-                raise AssertionError(f"the controller exited with {self.proc and self.proc.returncode}:\n"
-                                     f"{self.tail()}")
-            try:
-                return http_get(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2)[0] == 200
-            except OSError:
-                return False
-
-        wait_for(ready, timeout, "the controller to be ready", interval=0.2)
+        return self.running()
 
     def wait_leader(self, timeout: float = 60.0) -> None:
         wait_for(lambda: metric_value(self.metrics(), "daemonjob_leader") == 1.0, timeout,
                  "the controller to lead", interval=0.3)
 
-    def kill(self, sig: int = signal.SIGKILL, timeout: float = 30.0) -> int:
-        """Send `sig` and wait for the exit; returns the exit code (negative: killed by a signal)."""
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        code = self.proc.wait(timeout)
-        self.exit_codes.append(code)
-        return code
-
     def restart(self, wait: bool = True) -> ControllerProcess:
-        if self.alive():
-            self.kill(signal.SIGTERM)
+        if self.running():
+            self.terminate()
         return self.start(wait=wait)
 
-    def stop(self, timeout: float = 20.0) -> int | None:
-        """SIGTERM, then SIGKILL; returns the exit code of the SIGTERM'd process."""
-        if self.proc is None or self.proc.poll() is not None:
-            return None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait(10)
-        self.exit_codes.append(code)
-        return code
-
     def metrics(self) -> str:
-        return http_get(f"http://127.0.0.1:{self.metrics_port}/metrics")[1]
+        return self.metrics_text()
 
     def health(self, path: str = "/healthz") -> int:
-        return http_get(f"http://127.0.0.1:{self.health_port}{path}")[0]
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def log_records(self) -> list[dict[str, Any]]:
-        """Every log line, parsed; a line that is not a JSON object fails the test."""
-        out = []
-        for line in self.log_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                assert isinstance(record, dict), line
-                out.append(record)
-        return out
+        return self.get(self.health_port, path)[0]
 
     def tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])

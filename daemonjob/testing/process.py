@@ -2,37 +2,47 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import urllib3
 
-from .cluster import ROOT, _die_with_parent, free_port, stop_pid
+from .cluster import ROOT, _die_with_parent, free_port
+from .waiting import wait_for
 
 
 class ControllerProcess:
-    """`python -m daemonjob` with metrics and probes on free loopback ports."""
+    """`python -m daemonjob` with metrics and probes on free loopback ports (new ones per start)."""
 
     def __init__(self, kubeconfig: str | Path, log_path: str | Path, *extra_args: str):
         self.kubeconfig = str(kubeconfig)
         self.log_path = Path(log_path)
         self.extra_args = list(extra_args)
-        self.metrics_port = free_port()
-        self.health_port = free_port()
-        self.proc: subprocess.Popen | None = None
+        self.metrics_port = 0
+        self.health_port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.exit_codes: list[int] = []
         self._http = urllib3.PoolManager()
 
-    def start(self) -> "ControllerProcess":
-        args = [sys.executable, "-m", "daemonjob", "--kubeconfig", self.kubeconfig,
+    def args(self) -> list[str]:
+        return [sys.executable, "-m", "daemonjob", "--kubeconfig", self.kubeconfig,
                 "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
                 "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", *self.extra_args]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+
+    def start(self, wait: bool = False) -> "ControllerProcess":
+        assert not self.running(), "already running"
+        self.metrics_port, self.health_port = free_port(), free_port()
+        with open(self.log_path, "ab") as log:  # appended: the log survives restarts
+            self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                          preexec_fn=_die_with_parent)
+        if wait:
+            self.wait_ready()
         return self
 
     @property
@@ -43,25 +53,27 @@ class ControllerProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def signal(self, sig: int) -> None:
-        if self.running():
-            os.kill(self.pid, sig)
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, nothing cleaned up."""
-        self.signal(signal.SIGKILL)
-        if self.proc is not None:
-            self.proc.wait(10)
+    def kill(self, sig: int = signal.SIGKILL, timeout: float = 30.0) -> int:
+        """Send `sig` (default: a crash) and wait; returns the exit code (negative: killed by a signal)."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout)
+        self.exit_codes.append(code)
+        return code
 
     def terminate(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait; returns the exit code."""
-        assert self.proc is not None
-        self.signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        return self.kill(signal.SIGTERM, timeout)
 
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop_pid(self.proc.pid)
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM, then SIGKILL; returns the exit code of the SIGTERM'd process, if it was running."""
+        if not self.running():
+            return None
+        try:
+            return self.terminate(timeout)
+        except subprocess.TimeoutExpired:
+            return self.kill(signal.SIGKILL, 10)
 
     def get(self, port: int, path: str) -> tuple[int, str]:
         try:
@@ -85,18 +97,31 @@ class ControllerProcess:
                     total += sample.value
         return total
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the caches are synced (/readyz answers 200)."""
+        def ready() -> bool:
             if not self.running():
-                raise RuntimeError(f"controller exited with {self.proc.returncode}: {self.log_tail()}")
-            if self.get(self.health_port, "/readyz")[0] == 200:
-                return
-            time.sleep(0.2)
-        raise TimeoutError(f"controller not ready after {timeout}s: {self.log_tail()}")
+                raise AssertionError(f"the controller exited with {self.proc and self.proc.returncode}:\n"
+                                     f"{self.log_tail()}")
+            return self.get(self.health_port, "/readyz")[0] == 200
+
+        wait_for(ready, timeout, "the controller to be ready")
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
 
     def log_tail(self, chars: int = 4000) -> str:
-        try:
-            return self.log_path.read_text()[-chars:]
-        except OSError:
-            return ""
+        return self.log_text()[-chars:]
+
+    def log_records(self) -> list[dict[str, Any]]:
+        """Every log line, parsed; a line that is not a JSON object fails the caller."""
+        out = []
+        for line in self.log_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                assert isinstance(record, dict), line
+                out.append(record)
+        return out
