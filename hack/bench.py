@@ -1,0 +1,367 @@
+"""End-to-end benchmark of the controller against the built-in DaemonSet controller.
+
+On one local control plane with N simulated nodes, in one run:
+  (a) a DaemonSet over the nodes: seconds until N pods exist (the baseline), then its deletion;
+  (b) the controller as a subprocess, one DaemonJob over the same nodes: seconds until N Jobs
+      exist and until its Complete condition, with the controller's CPU and peak RSS;
+  (c) node-join latency with D DaemonJobs converged: seconds from a node's registration until
+      its D Jobs exist, over J joins;
+  (d) idle cost once converged: API writes and lists per minute from the controller's metrics.
+Both controllers run unthrottled (QPS/burst 5000), so the comparison is of work per object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import benchlib
+import urllib3
+
+from daemonjob.jobs import ANNOTATION_NODE, API_VERSION, KIND
+from daemonjob.kube import Kube, path_for
+from daemonjob.testing.cluster import ClusterOptions, LocalCluster, free_port
+from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
+
+POOL_LABEL = "bench.daemonjob.io/pool"
+POOL = "bench"
+DS_NAMESPACE = "bench-ds"
+DJ_NAMESPACE = "bench-dj"
+DJ_PLURAL = "daemonjobs"
+UNTHROTTLED = 5000
+
+
+@dataclass
+class Results:
+    rows: list[tuple[str, str, str]] = field(default_factory=list)  # (figure, value, target)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, figure: str, value: float | str, target: str = "", fmt: str = "{:.2f}") -> None:
+        text = fmt.format(value) if isinstance(value, (int, float)) else value
+        self.rows.append((figure, text, target))
+        print(f"  {figure}: {text}", flush=True)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        print(f"  {text}", flush=True)
+
+    def table(self) -> str:
+        w0 = max(len(r[0]) for r in self.rows)
+        w1 = max(len(r[1]) for r in self.rows)
+        lines = [f"{'figure':<{w0}}  {'value':>{w1}}  target", "-" * (w0 + w1 + 12)]
+        lines += [f"{a:<{w0}}  {b:>{w1}}  {c}" for a, b, c in self.rows]
+        return "\n".join(lines + self.notes)
+
+
+# -- bodies -------------------------------------------------------------------------------
+def daemonset_body(seconds_running: int) -> dict[str, Any]:
+    labels = {"app": "bench-ds"}
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "bench", "namespace": DS_NAMESPACE},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                # Pods keep running for the whole measurement: a finished pod would be replaced.
+                "metadata": {"labels": labels, "annotations": {ANNOTATION_DURATION: str(seconds_running)}},
+                "spec": {"nodeSelector": {POOL_LABEL: POOL}, "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "work", "image": "registry.k8s.io/pause:3.2"}]},
+            },
+        },
+    }
+
+
+def daemonjob_body(name: str, duration: float) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION, "kind": KIND,
+        "metadata": {"name": name, "namespace": DJ_NAMESPACE},
+        "spec": {
+            "nodeSelector": {"matchLabels": {POOL_LABEL: POOL}},
+            "jobTemplate": {
+                "metadata": {"labels": {"app": "bench-dj"}},
+                "spec": {"backoffLimit": 0, "template": {
+                    "metadata": {"annotations": {ANNOTATION_DURATION: str(duration)}},
+                    "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                             "containers": [{"name": "work", "image": "busybox:1.36", "command": ["true"]}]},
+                }},
+            },
+        },
+    }
+
+
+def job_node(obj: Mapping[str, Any]) -> str | None:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE)
+
+
+# -- the controller process ---------------------------------------------------------------
+class ControllerProcess:
+    """`python -m daemonjob` with its metrics and probes on loopback ports."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, workers: int | None):
+        self.metrics_port, self.health_port = free_port(), free_port()
+        self.log_path = log_path
+        cmd = [sys.executable, "-m", "daemonjob", "--kubeconfig", str(kubeconfig),
+               "--kube-api-qps", str(UNTHROTTLED), "--kube-api-burst", str(UNTHROTTLED),
+               "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+               "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", "--log-level", "warning"]
+        if workers:
+            cmd += ["--workers", str(workers)]
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         cwd=benchlib.ROOT,
+                                         preexec_fn=benchlib.die_with_parent)  # noqa: PLW1509 (prctl only)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def check(self) -> None:
+        """Raise if the controller died: every wait calls this, so a crash fails fast."""
+        if self.proc.poll() is not None:
+            tail = self.log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the controller exited with {self.proc.returncode}; log tail:\n{tail}")
+
+    def wait_ready(self, timeout: float) -> float:
+        def ready() -> bool:
+            self.check()
+            try:
+                return benchlib.http_get(f"http://127.0.0.1:{self.health_port}/readyz", timeout=1.0)[0] == 200
+            except urllib3.exceptions.HTTPError:  # not listening yet
+                return False
+        return benchlib.wait_until(ready, timeout, "the controller's /readyz", interval=0.1)
+
+    def requests(self) -> dict[tuple[str, str], float]:
+        return benchlib.api_requests(benchlib.scrape(self.metrics_url))
+
+    def stop(self) -> None:
+        benchlib.stop_process(self.proc)
+
+
+# -- phases -------------------------------------------------------------------------------
+def bench_daemonset(kube: Kube, n: int, timeout: float, res: Results) -> float:
+    """(a): seconds until the DaemonSet controller has created N pods."""
+    benchlib.create_namespace(kube, DS_NAMESPACE)
+    pods = benchlib.ObjectWatch(kube, path_for("v1", "pods", DS_NAMESPACE)).start()
+    try:
+        ds_path = path_for("apps/v1", "daemonsets", DS_NAMESPACE)
+        started = time.monotonic()
+        kube.create(ds_path, daemonset_body(seconds_running=86400))
+        pods.wait(lambda w: len(w.first_seen) >= n, timeout, f"{n} DaemonSet pods")
+        seconds = pods.time_of_nth(n) - started
+        res.add(f"daemonset: seconds to {n} pods", seconds)
+        started = time.monotonic()
+        kube.delete(f"{ds_path}/bench", {"propagationPolicy": "Background"})
+        gone = pods.wait(lambda w: not w.live, timeout, "the DaemonSet's pods to be gone")
+        res.add("daemonset: seconds until its pods are gone", gone - started)
+        return seconds
+    finally:
+        pods.stop()
+
+
+def wait_complete(kube: Kube, names: list[str], desired: int, timeout: float, check: Callable[[], None]) -> float:
+    """Until every named DaemonJob is Complete over `desired` nodes; returns that time."""
+    path = path_for(API_VERSION, DJ_PLURAL, DJ_NAMESPACE)
+    wanted = set(names)
+
+    def done() -> bool:
+        check()
+        items = kube.get(path).get("items") or []
+        ok = {d["metadata"]["name"] for d in items
+              if benchlib.condition_true(d, "Complete") and (d.get("status") or {}).get("desiredNodes") == desired}
+        return wanted <= ok
+
+    return benchlib.wait_until(done, timeout, f"{len(names)} DaemonJob(s) Complete over {desired} nodes",
+                               interval=0.1 if len(names) == 1 else 0.5)
+
+
+def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results) -> float:
+    """(b) and (e): one DaemonJob over N nodes; seconds to N Jobs, to Complete; CPU and RSS."""
+    jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs", DJ_NAMESPACE)).start()
+    try:
+        before = ctl.requests()
+        cpu0 = benchlib.cpu_seconds(ctl.pid)
+        with benchlib.PySpy(ctl.pid, args.py_spy / "rollout.json" if args.py_spy else None):
+            started = time.monotonic()
+            kube.create(path_for(API_VERSION, DJ_PLURAL, DJ_NAMESPACE), daemonjob_body("bench-00", args.duration))
+
+            def enough(w: benchlib.ObjectWatch) -> bool:
+                ctl.check()
+                return len(w.first_seen) >= n
+
+            jobs.wait(enough, args.timeout, f"{n} Jobs")
+            seconds = jobs.time_of_nth(n) - started
+            complete = wait_complete(kube, ["bench-00"], n, args.timeout, ctl.check)
+        cpu = benchlib.cpu_seconds(ctl.pid) - cpu0
+        delta = benchlib.request_delta(before, ctl.requests())
+    finally:
+        jobs.stop()
+    res.add(f"daemonjob: seconds to {n} Jobs", seconds)
+    res.add("daemonjob: seconds to Complete", complete - started)
+    res.add("controller CPU seconds for the rollout", cpu)
+    res.add("controller peak RSS so far, startup included (MB)", benchlib.hwm_mb(ctl.pid), fmt="{:.1f}")
+    res.note(f"controller requests during the rollout: {_requests_text(delta)}")
+    return seconds
+
+
+def bench_joins(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, n: int, args: argparse.Namespace,
+                res: Results) -> None:
+    """(c): with D DaemonJobs converged, seconds from a node's registration to its D Jobs."""
+    d = args.daemonjobs
+    names = [f"bench-{i:02d}" for i in range(d)]
+    started = time.monotonic()
+    for name in names[1:]:
+        kube.create(path_for(API_VERSION, DJ_PLURAL, DJ_NAMESPACE), daemonjob_body(name, args.duration))
+    convergence_timeout = max(args.timeout, 0.2 * n * d)
+    wait_complete(kube, names, n, convergence_timeout, ctl.check)
+    res.add(f"{d} DaemonJobs Complete after (s)", time.monotonic() - started)
+
+    jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs", DJ_NAMESPACE), group=job_node).start(
+        include_existing=False)
+    latencies: list[float] = []
+    before, cpu0 = benchlib.scrape(ctl.metrics_url), benchlib.cpu_seconds(ctl.pid)
+    try:
+        with benchlib.PySpy(ctl.pid, args.py_spy / "joins.json" if args.py_spy else None):
+            for i in range(args.joins):
+                node = f"bench-join-{i:03d}"
+                # From the start of registration: the node is eligible once the simulated
+                # kubelet has cleared its not-ready taint, a few milliseconds later.
+                started = time.monotonic()
+                kubelet.add_nodes([NodeSpec(node, labels={POOL_LABEL: POOL})])
+
+                def joined(w: benchlib.ObjectWatch, node: str = node) -> bool:
+                    ctl.check()
+                    return len(w.groups.get(node, ())) >= d
+
+                jobs.wait(joined, 60, f"{d} Jobs on {node}")
+                latencies.append(jobs.time_of_nth(d, jobs.groups[node]) - started)
+                time.sleep(args.join_interval)
+    finally:
+        jobs.stop()
+    cpu, after = benchlib.cpu_seconds(ctl.pid) - cpu0, benchlib.scrape(ctl.metrics_url)
+    wait_complete(kube, names, n + args.joins, args.timeout, ctl.check)
+    p = benchlib.percentile
+    res.add(f"join latency p50 (s, {d} Jobs, {len(latencies)} joins)", p(latencies, 50))
+    res.add(f"join latency p99 (s, {d} Jobs, {len(latencies)} joins)", p(latencies, 99), "< 1 (N=1000)")
+    res.note("join latencies (s): " + " ".join(f"{x:.2f}" for x in latencies))
+    count = benchlib.sample_value(after, "daemonjob_reconcile_duration_seconds_count") - \
+        benchlib.sample_value(before, "daemonjob_reconcile_duration_seconds_count")
+    total = benchlib.sample_value(after, "daemonjob_reconcile_duration_seconds_sum") - \
+        benchlib.sample_value(before, "daemonjob_reconcile_duration_seconds_sum")
+    res.note(f"during the joins: {count:.0f} reconciles ({count / max(1, len(latencies)):.1f} per join), "
+             f"mean {1000 * total / max(1, count):.0f} ms wall each, controller CPU {cpu:.1f}s")
+
+
+def bench_idle(ctl: ControllerProcess, args: argparse.Namespace, res: Results) -> None:
+    """(d): API requests of a converged controller over a quiet window."""
+    time.sleep(args.settle)
+    before = ctl.requests()
+    time.sleep(args.idle_seconds)
+    ctl.check()
+    delta = benchlib.request_delta(before, ctl.requests())
+    per_min = 60.0 / args.idle_seconds
+    writes = sum(v for (verb, _), v in delta.items() if verb in benchlib.WRITE_VERBS)
+    lists = sum(v for (verb, _), v in delta.items() if verb == "list")
+    res.add(f"idle writes per minute (over {args.idle_seconds:.0f}s)", writes * per_min, "0")
+    res.add("idle lists per minute", lists * per_min, "0")
+    if delta:
+        res.note(f"controller requests while idle: {_requests_text(delta)}")
+
+
+def _requests_text(delta: Mapping[tuple[str, str], float]) -> str:
+    return ", ".join(f"{verb} {resource or '-'} {v:.0f}" for (verb, resource), v in sorted(delta.items())) or "none"
+
+
+# -- main ---------------------------------------------------------------------------------
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", type=int, default=1000, help="simulated nodes (N)")
+    p.add_argument("--daemonjobs", type=int, default=10, help="DaemonJobs converged during the join test (D)")
+    p.add_argument("--joins", type=int, default=20, help="nodes joined one at a time (J)")
+    p.add_argument("--join-interval", type=float, default=0.5, help="seconds between two joins")
+    p.add_argument("--duration", type=float, default=1.0, help="seconds each Job's pod runs")
+    p.add_argument("--idle-seconds", type=float, default=120.0, help="idle window for the request counts")
+    p.add_argument("--settle", type=float, default=5.0, help="seconds after convergence before the idle window")
+    p.add_argument("--workers", type=int, default=None, help="controller --workers (default: its own)")
+    p.add_argument("--writers", type=int, default=16, help="simulated kubelet's API writer threads")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for each wait")
+    p.add_argument("--skip-daemonset", action="store_true", help="no DaemonSet baseline (no ratio)")
+    p.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
+                   help="record py-spy profiles of the controller (rollout, joins) into DIR")
+    return p.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    n = args.nodes
+    res = Results()
+    workdir = Path(tempfile.mkdtemp(prefix="daemonjob-bench-"))
+    cluster = LocalCluster(options=ClusterOptions(node_lifecycle=False, kcm_qps=UNTHROTTLED, kcm_burst=UNTHROTTLED,
+                                                  scheduler_qps=UNTHROTTLED, scheduler_burst=UNTHROTTLED))
+    kubelet: SimKubelet | None = None
+    ctl: ControllerProcess | None = None
+    ok = False
+    ds_seconds = dj_seconds = float("nan")
+    try:
+        cluster.start()
+        kube = Kube.from_config(str(cluster.kubeconfig))
+        # Node heartbeats off (lifecycle controller off): at scale they would load the apiserver.
+        kubelet = SimKubelet(kube, heartbeat_interval=3600, clear_not_ready_taint=True, writers=args.writers)
+        kubelet.start()
+        started = time.monotonic()
+        names = [f"bench-{i:05d}" for i in range(n)]
+        kubelet.add_nodes(NodeSpec(name, labels={POOL_LABEL: POOL}) for name in names)
+        kubelet.wait_ready(names, timeout=args.timeout)
+        print(f"{n} nodes Ready in {time.monotonic() - started:.1f}s", flush=True)
+        benchlib.apply_crd(kube)
+        benchlib.create_namespace(kube, DJ_NAMESPACE)
+
+        if not args.skip_daemonset:
+            ds_seconds = bench_daemonset(kube, n, args.timeout, res)
+        ctl = ControllerProcess(cluster.kubeconfig, workdir / "controller.log", args.workers)
+        ctl.wait_ready(120)
+        # The informers' share: all nodes cached, no DaemonJob yet. VmHWM here is the sync's peak.
+        res.add("controller RSS / peak RSS when ready, no DaemonJob yet (MB)",
+                f"{benchlib.rss_mb(ctl.pid):.1f} / {benchlib.hwm_mb(ctl.pid):.1f}")
+        dj_seconds = bench_rollout(kube, ctl, n, args, res)
+        if args.joins > 0:
+            bench_joins(kube, kubelet, ctl, n, args, res)
+        if args.idle_seconds > 0:
+            bench_idle(ctl, args, res)
+        ctl.check()
+        res.add("controller peak RSS over the run (MB)", benchlib.hwm_mb(ctl.pid), "< 150 (N=5000)", fmt="{:.1f}")
+        ok = True
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if ctl is not None:
+            ctl.stop()
+        if kubelet is not None:
+            kubelet.stop()
+        cluster.stop()
+        if ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"logs kept in {workdir}", file=sys.stderr)
+    ratio = dj_seconds / ds_seconds
+    res.rows.insert(0, ("ratio daemonjob/daemonset (seconds to N Jobs / to N pods)", f"{ratio:.2f}", "<= 1.0"))
+    print()
+    print(res.table())
+    print(f"ratio daemonjob/daemonset: {ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
