@@ -175,29 +175,30 @@ class Informer:
             self.hooks.on_watch_restart(self.name, cause)
 
     def _list(self) -> None:
-        """Paged consistent list on relist; the first list may come from the watch cache."""
-        params: dict[str, Any] = {**self.selectors}
-        if self._lists == 0:
-            params["resourceVersion"] = "0"
-        else:
-            params["limit"] = defaults.LIST_PAGE_SIZE
-            if self.hooks.on_relist:
-                self.hooks.on_relist(self.name)
+        """A paged, consistent list, each page trimmed before the next is fetched.
+
+        Decoding a whole unpaged list (tens of MB at thousands of Nodes) would leave a
+        heap many times the size of the trimmed cache, which CPython never hands back.
+        """
+        if self._lists > 0 and self.hooks.on_relist:
+            self.hooks.on_relist(self.name)
         if self.hooks.on_list:
             self.hooks.on_list(self.name)
-        items: list[dict[str, Any]] = []
+        params: dict[str, Any] = {**self.selectors, "limit": defaults.LIST_PAGE_SIZE}
+        prepared: list[dict[str, Any]] = []
         while True:
             page = self.kube.get(self.path, **params)
-            items.extend(page.get("items") or [])
-            cont = (page.get("metadata") or {}).get("continue")
+            prepared.extend(freeze(self._prepare(obj)) for obj in page.get("items") or ())
+            meta = page.get("metadata") or {}
+            cont = meta.get("continue")
+            del page
             if not cont:
                 break
             params = {**self.selectors, "limit": defaults.LIST_PAGE_SIZE, "continue": cont}
         self._lists += 1
-        self._replace(items, page.get("metadata", {}).get("resourceVersion", ""))
+        self._replace(prepared, meta.get("resourceVersion", ""))
 
-    def _replace(self, items: list[dict[str, Any]], resource_version: str) -> None:
-        prepared = [self._prepare(obj) for obj in items]
+    def _replace(self, prepared: list[dict[str, Any]], resource_version: str) -> None:
         old = {key: self.store.get(key) for key in self.store.keys()}
         self.store.replace(prepared)
         self.resource_version = resource_version

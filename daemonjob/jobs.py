@@ -8,7 +8,7 @@ cannot be spoofed or differ from the node name.
 
 from __future__ import annotations
 
-import copy
+import orjson
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -143,7 +143,8 @@ def build_job(dj: Mapping[str, Any], node_name: str, revision: str) -> dict[str,
     """
     meta = dj.get("metadata") or {}
     dj_name = meta.get("name") or ""
-    template = copy.deepcopy((dj.get("spec") or {}).get("jobTemplate") or {})
+    # A JSON round trip: a deep copy of plain data several times faster than copy.deepcopy.
+    template = orjson.loads(orjson.dumps((dj.get("spec") or {}).get("jobTemplate") or {}))
     tmeta = template.get("metadata") or {}
     labels = dict(tmeta.get("labels") or {})
     labels[LABEL_NAME] = dj_name

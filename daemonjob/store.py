@@ -83,8 +83,26 @@ class FrozenDict(dict):
         return f"FrozenDict({dict.__repr__(self)})"
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _freeze_plain(obj: dict[str, Any]) -> FrozenDict:
+    """Fast path for decoded JSON (exact dict/list/scalar types): most of a cache fill."""
+    frozen = dict.__new__(FrozenDict)
+    dict.update(frozen, {k: (v if type(v) in _SCALARS else freeze(v)) for k, v in obj.items()})
+    frozen._hash = None
+    return frozen
+
+
 def freeze(obj: Any) -> Any:
     """Return an immutable equivalent of decoded JSON: dicts to FrozenDict, lists to tuples."""
+    kind = type(obj)
+    if kind is dict:
+        return _freeze_plain(obj)
+    if kind is list:
+        return tuple([v if type(v) in _SCALARS else freeze(v) for v in obj])
+    if kind in _SCALARS:
+        return obj
     if isinstance(obj, FrozenDict):
         return obj
     if isinstance(obj, Mapping):
