@@ -77,7 +77,7 @@ def stop_pid(pid: int, timeout: float = 10.0) -> None:
 
 @dataclass
 class ClusterOptions:
-    node_monitor_grace_period: str = "8s"
+    node_monitor_grace_period: str = "16s"
     node_monitor_period: str = "1s"
     node_lifecycle: bool = True
     controllers: str = "*"

@@ -95,10 +95,11 @@ class SimKubelet:
     """Registers nodes, keeps them healthy, and runs the pods bound to them."""
 
     def __init__(self, kube: Kube, *, heartbeat_interval: float = 2.0, writers: int = 16,
-                 lease_duration: int = 40, clear_not_ready_taint: bool = False):
+                 lease_duration: int = 40, clear_not_ready_taint: bool = False, status_every: int = 5):
         self.kube = kube
         self.heartbeat_interval = heartbeat_interval
         self.lease_duration = lease_duration
+        self.status_every = status_every
         self.clear_not_ready_taint = clear_not_ready_taint
         self.nodes: dict[str, NodeSpec] = {}
         self.silenced: set[str] = set()
@@ -222,11 +223,24 @@ class SimKubelet:
                 if not (exc2.already_exists or exc2.not_found):
                     raise
 
+    def _beat(self, name: str, with_status: bool) -> None:
+        self._renew(name)
+        if with_status:
+            self._report_ready(name)
+
     def _heartbeat_loop(self) -> None:
-        while not self._stopped.wait(self.heartbeat_interval):
+        """Leases every beat; Ready status every `status_every` beats, as a kubelet reports it.
+
+        The node lifecycle controller marks a node Unknown when beats are late (a loaded
+        machine) but never marks it Ready again: only the kubelet's status report does.
+        """
+        for beat in itertools.count(1):
+            if self._stopped.wait(self.heartbeat_interval):
+                return
+            with_status = beat % self.status_every == 0
             with self._lock:
                 names = [n for n in self.nodes if n not in self.silenced]
-            futures = [self._pool.submit(self._renew, n) for n in names]
+            futures = [self._pool.submit(self._beat, n, with_status) for n in names]
             for f in futures:
                 try:
                     f.result()

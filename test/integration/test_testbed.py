@@ -110,3 +110,15 @@ def test_apiserver_restarts_in_place(cluster, kube: Kube) -> None:
         assert not isinstance(exc, AssertionError)
     cluster.start_apiserver()
     assert kube.get("/version")["gitVersion"] == "v1.20.2"
+
+
+def test_a_beating_node_reports_ready_again(kube: Kube, make_nodes) -> None:
+    """After a late beat marks it Unknown, the simulated kubelet's status report restores Ready."""
+    from daemonjob.testing.kubelet import node_is_ready
+
+    node = make_nodes(1)[0]
+    unknown = [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "late"}]
+    kube.patch(path_for("v1", "nodes", name=node, subresource="status"), {"status": {"conditions": unknown}},
+               content_type="application/strategic-merge-patch+json")
+    assert not node_is_ready(kube.get(path_for("v1", "nodes", name=node)))
+    wait_for(lambda: node_is_ready(kube.get(path_for("v1", "nodes", name=node))), timeout=40, what="Ready again")
