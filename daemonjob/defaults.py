@@ -40,7 +40,7 @@ LEADER_ELECTION_ID = "daemonjob-controller"
 # Serving
 METRICS_BIND_ADDRESS = ":8080"
 HEALTH_PROBE_BIND_ADDRESS = ":8081"
-CREATE_CONCURRENCY = 16  # parallel Job creates/deletes within one slow-start batch
+CREATE_CONCURRENCY = 32  # parallel Job creates/deletes within one slow-start batch
 
 # Logging
 LOG_LEVEL = "info"
