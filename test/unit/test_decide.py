@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from daemonjob.testing.decisions import apply as apply_decision
 from daemonjob.decide import Decision, decide
 from daemonjob.jobs import ANNOTATION_NODE, LABEL_REVISION, build_job, format_time
 from daemonjob.revision import job_name, template_revision
@@ -93,19 +94,7 @@ def event_reasons(decision: Decision) -> list[str]:
 
 
 def apply(decision: Decision, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The cluster after the act layer: deletes start terminating, creates appear active."""
-    gone = {d.name for d in decision.deletes}
-    out = []
-    for j in jobs:
-        j = copy.deepcopy(j)
-        if j["metadata"]["name"] in gone:
-            j["metadata"]["deletionTimestamp"] = format_time(NOW)
-        out.append(j)
-    for c in decision.creates:
-        body = copy.deepcopy(c.body)
-        body["metadata"]["creationTimestamp"] = format_time(NOW)
-        out.append(body)
-    return out
+    return apply_decision(decision, jobs, NOW)
 
 
 def finish_deletes(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:

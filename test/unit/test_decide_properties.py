@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from daemonjob.testing.decisions import apply as apply_decision
 from daemonjob.decide import Decision, decide
 from daemonjob.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.jobs import build_job, format_time, job_node, job_revision, job_state
@@ -116,18 +117,7 @@ def cluster(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]], list
 
 
 def apply(decision: Decision, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    gone = {d.name for d in decision.deletes}
-    out = []
-    for j in jobs:
-        j = copy.deepcopy(j)
-        if j["metadata"]["name"] in gone:
-            j["metadata"]["deletionTimestamp"] = format_time(NOW)
-        out.append(j)
-    for c in decision.creates:
-        body = copy.deepcopy(c.body)
-        body["metadata"]["creationTimestamp"] = format_time(NOW)
-        out.append(body)
-    return out
+    return apply_decision(decision, jobs, NOW)
 
 
 def may_run_pods(job: dict[str, Any]) -> bool:
