@@ -34,10 +34,13 @@ GROUP_VERSION = API_VERSION
 PLURAL = "daemonjobs"
 OWNER_INDEX = "owner"
 NODE_INDEX = "node"
-# Job status changes arrive in bursts during a rollout; one reconcile per DaemonJob per
-# this many seconds absorbs them (the delaying queue keeps a key once).
-JOB_EVENT_DELAY = 0.25
 EVENT_NAMES_SHOWN = 5
+
+
+def job_event_delay(decide_seconds: float) -> float:
+    """Seconds to wait after a Job event before reconciling its DaemonJob."""
+    scaled = defaults.JOB_EVENT_COST_FACTOR * decide_seconds
+    return min(defaults.JOB_EVENT_DELAY_MAX, max(defaults.JOB_EVENT_DELAY, scaled))
 
 
 # -- cache transforms: keep only what decide() and the handlers read ---------------------------
@@ -135,6 +138,7 @@ class Controller:
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
         self._elig_lock = threading.Lock()
         self._stalled: dict[str, tuple[int, str, str]] = {}
+        self._decide_seconds: dict[str, float] = {}  # per DaemonJob, of its last decision
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self.daemonjobs.add_handlers(Handlers(self._dj_added, self._dj_updated, self._dj_deleted))
@@ -225,6 +229,7 @@ class Controller:
             self._eligibility.pop(key, None)
         self.expectations.forget(key)
         self._stalled.pop(key, None)
+        self._decide_seconds.pop(key, None)
         self.metrics.forget(dj["metadata"].get("namespace", ""), dj["metadata"]["name"])
         self.queue.add(key)
 
@@ -235,7 +240,7 @@ class Controller:
         self.expectations.creation_observed(key, job["metadata"]["name"])
         if job["metadata"].get("deletionTimestamp"):
             self.expectations.deletion_observed(key, job["metadata"]["name"])
-        self.queue.add_after(key, JOB_EVENT_DELAY)
+        self.queue.add_after(key, self._job_event_delay(key))
 
     def _job_updated(self, old: Obj, new: Obj) -> None:
         key = owner_key(new)
@@ -245,7 +250,7 @@ class Controller:
             self.expectations.deletion_observed(key, new["metadata"]["name"])
         if old.get("status") != new.get("status") or old["metadata"].get("deletionTimestamp") != new["metadata"].get(
                 "deletionTimestamp"):
-            self.queue.add_after(key, JOB_EVENT_DELAY)
+            self.queue.add_after(key, self._job_event_delay(key))
 
     def _job_deleted(self, obj: Obj | Tombstone) -> None:
         job = _obj(obj)
@@ -253,7 +258,10 @@ class Controller:
         if key is None:
             return
         self.expectations.deletion_observed(key, job["metadata"]["name"])
-        self.queue.add_after(key, JOB_EVENT_DELAY)
+        self.queue.add_after(key, self._job_event_delay(key))
+
+    def _job_event_delay(self, key: str) -> float:
+        return job_event_delay(self._decide_seconds.get(key, 0.0))
 
     def _dj_items(self) -> list[tuple[str, Eligibility | None]]:
         with self._elig_lock:
@@ -326,7 +334,9 @@ class Controller:
         generation = int(dj["metadata"].get("generation") or 0)
         stalled = self._stalled.get(key)
         stalled_arg = (stalled[1], stalled[2]) if stalled and stalled[0] == generation else None
+        started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
         decision = decide(dj, jobs, nodes, self.now(), stalled=stalled_arg)
+        self._decide_seconds[key] = time.thread_time() - started
         try:
             self._delete_jobs(key, dj, decision, rlog)
             failure = self._create_jobs(key, dj, decision, generation, rlog)

@@ -41,6 +41,7 @@ from daemonjob.jobs import (
 )
 from daemonjob.revision import template_revision
 from daemonjob.selectors import InvalidSelector, validate_label_value
+from daemonjob.store import derived
 
 __all__ = [
     "CreateJob",
@@ -260,8 +261,10 @@ def _validate(dj: Mapping[str, Any]) -> tuple[_Settings, list[_Problem], Eligibi
 # ---------------------------------------------------------------- per-node plan
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Job:
+    """What decide needs of one Job; kept on the cached Job object, so parsed once per version."""
+
     name: str
     uid: str | None
     node: str | None
@@ -283,6 +286,10 @@ class _Job:
             finished=job_finish_time(job),
         )
 
+    @staticmethod
+    def cached(job: Mapping[str, Any]) -> _Job:
+        return derived(job, _JOB_OF)
+
     @property
     def age_key(self) -> tuple[datetime, str]:
         return (self.created, self.name)
@@ -290,6 +297,9 @@ class _Job:
     @property
     def history_key(self) -> tuple[datetime, datetime, str]:
         return (self.finished or self.created, self.created, self.name)
+
+
+_JOB_OF = _Job.of
 
 
 @dataclass(slots=True)
@@ -337,7 +347,7 @@ def _plan(
     never = settings.rerun_policy == RERUN_NEVER
     by_node: dict[str, list[_Job]] = {}
     for raw in jobs:
-        job = _Job.of(raw)
+        job = _Job.cached(raw)
         if job.revision == revision and job.state == ACTIVE:
             plan.active_current += 1  # counted even on gone nodes: it runs until deleted
         if job.node:
@@ -348,19 +358,21 @@ def _plan(
             plan.deletes.extend(DeleteJob(j.name, node, NODE_GONE, j.uid) for j in node_jobs if j.state != TERMINATING)
             continue
         record = _record(node_jobs, revision, never)
-        history = sorted(
-            (j for j in node_jobs if j is not record and j.revision != revision and j.state in (SUCCEEDED, FAILED)),
-            key=lambda j: j.history_key,
-            reverse=True,
-        )
-        plan.deletes.extend(DeleteJob(j.name, node, HISTORY, j.uid) for j in history[settings.history_limit :])
+        older = [j for j in node_jobs if j.revision != revision]  # usually none: the steady state
+        if older:
+            history = sorted(
+                (j for j in older if j is not record and j.state in (SUCCEEDED, FAILED)),
+                key=lambda j: j.history_key,
+                reverse=True,
+            )
+            plan.deletes.extend(DeleteJob(j.name, node, HISTORY, j.uid) for j in history[settings.history_limit :])
         if node not in eligible:
             continue  # an ineligible node keeps a running Job to completion and gets nothing new
-        if not never:
+        if older and not never:
             plan.old_running.extend(
                 DeleteJob(j.name, node, OLD_REVISION, j.uid)
-                for j in node_jobs
-                if j.revision != revision and j.state == ACTIVE
+                for j in older
+                if j.state == ACTIVE
             )
         if record is not None:
             if record.state == ACTIVE:

@@ -29,6 +29,12 @@ EXPECTATIONS_TTL = 300.0  # seconds, as the DaemonSet controller
 SLOW_START_INITIAL_BATCH = 1
 RESYNC_INTERVAL = 600.0  # seconds between full re-enqueues (0 disables)
 HISTORY_LIMIT = 1
+# Job status changes arrive in bursts during a rollout; a DaemonJob is reconciled at most
+# once per delay after a Job event (the delaying queue keeps a key once). The delay grows
+# with the cost of a decision so that these reconciles take at most 1/FACTOR of a worker.
+JOB_EVENT_DELAY = 0.25
+JOB_EVENT_DELAY_MAX = 2.0
+JOB_EVENT_COST_FACTOR = 10.0
 FAILED_NODE_NAMES_MAX = 20
 
 # Leader election (controller-runtime)

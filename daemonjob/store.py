@@ -10,12 +10,15 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
+
+_T = TypeVar("_T")
 
 __all__ = [
     "FrozenDict",
     "freeze",
     "thaw",
+    "derived",
     "meta_namespace_key",
     "split_key",
     "NAMESPACE_INDEX",
@@ -38,12 +41,13 @@ class FrozenDict(dict):
     equal to a plain one containing lists: compare `thaw()`ed copies instead.
     """
 
-    __slots__ = ("_hash",)
+    __slots__ = ("_hash", "_derived")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> FrozenDict:
         self = dict.__new__(cls)
         dict.update(self, ((k, freeze(v)) for k, v in dict(*args, **kwargs).items()))
         self._hash = None
+        self._derived = None
         return self
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -91,6 +95,7 @@ def _freeze_plain(obj: dict[str, Any]) -> FrozenDict:
     frozen = dict.__new__(FrozenDict)
     dict.update(frozen, {k: (v if type(v) in _SCALARS else freeze(v)) for k, v in obj.items()})
     frozen._hash = None
+    frozen._derived = None
     return frozen
 
 
@@ -112,6 +117,25 @@ def freeze(obj: Any) -> Any:
     if isinstance(obj, (set, frozenset)):
         return frozenset(freeze(item) for item in obj)
     return obj
+
+
+def derived(obj: Mapping[str, Any], fn: Callable[[Any], _T]) -> _T:
+    """`fn(obj)`, computed once per frozen object and kept on it.
+
+    A frozen object never changes, so a value derived from it never goes stale;
+    a new version of the object is a new object. Plain mappings are not cached.
+    Two threads may both compute a missing value: `fn` must be pure.
+    """
+    if type(obj) is not FrozenDict:
+        return fn(obj)
+    memo = obj._derived
+    if memo is None:
+        memo = obj._derived = {}
+    try:
+        return memo[fn]
+    except KeyError:
+        value = memo[fn] = fn(obj)
+        return value
 
 
 def thaw(obj: Any) -> Any:

@@ -15,6 +15,7 @@ from daemonjob.decide import Decision, decide
 from daemonjob.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.jobs import build_job, format_time, job_node, job_revision, job_state
 from daemonjob.revision import template_revision
+from daemonjob.store import freeze
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 POOL = [f"node-{i}" for i in range(8)]
@@ -253,6 +254,17 @@ def test_rollouts_stay_safe_over_many_steps(case: tuple[Any, ...], data: st.Data
         jobs = evolved
         if data.draw(st.booleans()):
             stalled = None
+
+
+@settings(**SETTINGS)
+@given(cluster())
+def test_cached_objects_decide_like_plain_ones(case: tuple[Any, ...]) -> None:
+    """What decide keeps on frozen Jobs (parsed once per version) must not change any answer."""
+    dj, jobs, nodes, stalled = case
+    frozen_jobs = [freeze(j) for j in jobs]
+    plain = decide(dj, jobs, nodes, NOW, stalled=stalled)
+    for _ in range(2):  # the second pass reads the values kept by the first
+        assert decide(dj, frozen_jobs, [freeze(n) for n in nodes], NOW, stalled=stalled) == plain
 
 
 @settings(**SETTINGS)

@@ -10,6 +10,7 @@ from daemonjob.store import (
     NAMESPACE_INDEX,
     FrozenDict,
     Store,
+    derived,
     freeze,
     meta_namespace_key,
     namespace_index_func,
@@ -127,6 +128,26 @@ def test_copy_pickle_and_hash():
     assert hash(frozen) == hash(freeze({"a": [1, {"b": 2}]}))
     assert len({frozen, freeze({"a": [1, {"b": 2}]})}) == 1
     assert FrozenDict.fromkeys(["a", "b"], [1]) == {"a": (1,), "b": (1,)}
+
+
+def test_derived_values_are_computed_once_per_frozen_object():
+    calls: list[str] = []
+
+    def name_of(obj) -> str:
+        calls.append(obj["metadata"]["name"])
+        return obj["metadata"]["name"].upper()
+
+    v1 = freeze(job("a"))
+    assert derived(v1, name_of) == "A" and derived(v1, name_of) == "A"
+    assert calls == ["a"]
+    v2 = freeze(job("b"))  # a new version is a new object with its own values
+    assert derived(v2, name_of) == "B" and calls == ["a", "b"]
+    assert derived(v1, len) == 2 and derived(v1, name_of) == "A" and calls == ["a", "b"]
+    plain = job("c")  # mutable: never cached
+    assert derived(plain, name_of) == "C" and derived(plain, name_of) == "C"
+    assert calls == ["a", "b", "c", "c"]
+    assert derived(v1, name_of) == "A" and v1 == freeze(job("a"))  # the memo is not content
+    assert pickle.loads(pickle.dumps(v1)) == v1
 
 
 # --- store ---
