@@ -153,6 +153,10 @@ class LocalCluster:
     def stop_apiserver(self) -> None:
         self._stop("kube-apiserver")
 
+    def stop_scheduler(self) -> None:
+        """Stop kube-scheduler alone: pods are then bound only by whoever else binds them."""
+        self._stop("kube-scheduler")
+
     def start_apiserver(self) -> None:
         p = self.pki
         args = [
