@@ -25,6 +25,7 @@ from .jobs import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME, job_node
 from .kube import PATCH_MERGE, ApiError, Kube, path_for
 from .metrics import Metrics
 from .store import meta_namespace_key, thaw
+from .transforms import job_transform, node_transform
 from .workqueue import RateLimitingQueue, default_controller_rate_limiter
 
 log = structlog.get_logger("daemonjob.controller")
@@ -41,34 +42,6 @@ def job_event_delay(decide_seconds: float) -> float:
     """Seconds to wait after a Job event before reconciling its DaemonJob."""
     scaled = defaults.JOB_EVENT_COST_FACTOR * decide_seconds
     return min(defaults.JOB_EVENT_DELAY_MAX, max(defaults.JOB_EVENT_DELAY, scaled))
-
-
-# -- cache transforms: keep only what decide() and the handlers read ---------------------------
-def node_transform(node: dict[str, Any]) -> dict[str, Any]:
-    meta = node.get("metadata") or {}
-    spec = node.get("spec") or {}
-    return {
-        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels") if k in meta},
-        "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
-    }
-
-
-def job_transform(job: dict[str, Any]) -> dict[str, Any]:
-    meta = job.get("metadata") or {}
-    status = job.get("status") or {}
-    kept = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences",
-                                 "creationTimestamp", "deletionTimestamp") if k in meta}
-    node = (meta.get("annotations") or {}).get(ANNOTATION_NODE)
-    if node is not None:
-        kept["annotations"] = {ANNOTATION_NODE: node}
-    return {
-        "metadata": kept,
-        "status": {
-            **{k: status[k] for k in ("startTime", "completionTime", "active", "succeeded", "failed") if k in status},
-            "conditions": [{k: c[k] for k in ("type", "status", "lastTransitionTime") if k in c}
-                           for c in status.get("conditions") or ()],
-        },
-    }
 
 
 def owner_key(job: Obj) -> str | None:

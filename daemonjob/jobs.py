@@ -8,10 +8,12 @@ cannot be spoofed or differ from the node name.
 
 from __future__ import annotations
 
-import orjson
+import functools
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
+
+import orjson
 
 from daemonjob.revision import job_name
 
@@ -57,6 +59,12 @@ def parse_time(value: Any) -> datetime | None:
         return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
     if not isinstance(value, str) or not value:
         return None
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> datetime | None:
+    """Cached: timestamps have second precision, so thousands of Jobs share each one."""
     text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
     try:
         parsed = datetime.fromisoformat(text)

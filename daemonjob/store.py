@@ -128,9 +128,15 @@ def derived(obj: Mapping[str, Any], fn: Callable[[Any], _T]) -> _T:
     """
     if type(obj) is not FrozenDict:
         return fn(obj)
-    memo = obj._derived
+    memo = obj._derived  # None, one (fn, value) pair, or a dict of them: most objects need one
     if memo is None:
-        memo = obj._derived = {}
+        value = fn(obj)
+        obj._derived = (fn, value)
+        return value
+    if type(memo) is tuple:
+        if memo[0] == fn:
+            return memo[1]
+        memo = obj._derived = {memo[0]: memo[1]}
     try:
         return memo[fn]
     except KeyError:

@@ -27,10 +27,9 @@ from daemonjob.controller import (
     NODE_INDEX,
     OWNER_INDEX,
     job_node_index,
-    job_transform,
-    node_transform,
     owner_uid_index,
 )
+from daemonjob.transforms import job_transform, node_transform
 from daemonjob.informer import Informer
 from daemonjob.jobs import (
     ANNOTATION_NODE,
