@@ -39,7 +39,7 @@ from daemonjob.jobs import (
     job_revision,
     job_state,
 )
-from daemonjob.revision import template_revision
+from daemonjob.revision import job_name, template_revision
 from daemonjob.selectors import InvalidSelector, validate_label_value
 from daemonjob.store import derived
 
@@ -101,9 +101,17 @@ _OLDEST = datetime.min.replace(tzinfo=timezone.utc)
 
 @dataclass(frozen=True, slots=True)
 class CreateJob:
+    """A Job to create; its body is built when read, so thousands of creates hold no bodies."""
+
     node: str
     name: str
-    body: dict[str, Any]
+    revision: str
+    dj: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """A fresh Job body on each read (the caller may change it)."""
+        return build_job(self.dj, self.node, self.revision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,9 +486,9 @@ def decide(
             budget = min(budget, max(0, limit - plan.active_current))
         if stalled is not None:
             budget = min(budget, STALLED_CREATE_PROBES)
-        for node_name in plan.candidates[:budget]:
-            body = build_job(dj, node_name, revision)
-            creates.append(CreateJob(node_name, body["metadata"]["name"], body))
+        dj_name = meta.get("name") or ""
+        creates = [CreateJob(node, job_name(dj_name, node, revision), revision, dj)
+                   for node in plan.candidates[:budget]]
     deletes = list(plan.deletes)
     if not (settings.suspend or problems or stalled is not None or failure_stop):
         deletes.extend(plan.old_running)

@@ -12,12 +12,15 @@ Both controllers run unthrottled (QPS/burst 5000), so the comparison is of work 
 After (b), kube-scheduler is stopped and the simulated kubelet binds the pinned pods itself:
 the join latency is time to Jobs, in which the scheduler plays no part, while at N=5000 it
 would take 15 minutes or more to place the other DaemonJobs' pods (which run for 0 s) first.
+Each DaemonJob lives in a namespace of its own: the 1.20 Job controller lists all pods of a
+Job's namespace on each sync of that Job, which is quadratic with 50,000 pods in one namespace.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +33,7 @@ from typing import Any
 import benchlib
 import urllib3
 
-from daemonjob.jobs import ANNOTATION_NODE, API_VERSION, KIND
+from daemonjob.jobs import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME
 from daemonjob.kube import Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, free_port
 from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
@@ -38,7 +41,7 @@ from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
 POOL_LABEL = "bench.daemonjob.io/pool"
 POOL = "bench"
 DS_NAMESPACE = "bench-ds"
-DJ_NAMESPACE = "bench-dj"
+DJ_NAMESPACE_PREFIX = "bench-dj-"
 DJ_PLURAL = "daemonjobs"
 UNTHROTTLED = 5000
 CONVERGENCE_DURATION = 0.0  # pods of bench-01.. finish at once: only their Jobs' completion matters
@@ -87,7 +90,7 @@ def daemonset_body(seconds_running: int) -> dict[str, Any]:
 def daemonjob_body(name: str, duration: float) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION, "kind": KIND,
-        "metadata": {"name": name, "namespace": DJ_NAMESPACE},
+        "metadata": {"name": name, "namespace": dj_namespace(name)},
         "spec": {
             "nodeSelector": {"matchLabels": {POOL_LABEL: POOL}},
             "jobTemplate": {
@@ -100,6 +103,15 @@ def daemonjob_body(name: str, duration: float) -> dict[str, Any]:
             },
         },
     }
+
+
+def dj_namespace(name: str) -> str:
+    return DJ_NAMESPACE_PREFIX + name
+
+
+def create_daemonjob(kube: Kube, name: str, duration: float) -> None:
+    benchlib.create_namespace(kube, dj_namespace(name))
+    kube.create(path_for(API_VERSION, DJ_PLURAL, dj_namespace(name)), daemonjob_body(name, duration))
 
 
 def job_node(obj: Mapping[str, Any]) -> str | None:
@@ -177,7 +189,7 @@ def bench_daemonset(kube: Kube, n: int, timeout: float, res: Results) -> float:
 
 def wait_complete(kube: Kube, names: list[str], desired: int, timeout: float, check: Callable[[], None]) -> float:
     """Until every named DaemonJob is Complete over `desired` nodes; returns that time."""
-    path = path_for(API_VERSION, DJ_PLURAL, DJ_NAMESPACE)
+    path = path_for(API_VERSION, DJ_PLURAL)
     wanted = set(names)
 
     def done() -> bool:
@@ -193,13 +205,14 @@ def wait_complete(kube: Kube, names: list[str], desired: int, timeout: float, ch
 
 def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results) -> float:
     """(b) and (e): one DaemonJob over N nodes; seconds to N Jobs, to Complete; CPU and RSS."""
-    jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs", DJ_NAMESPACE)).start()
+    benchlib.create_namespace(kube, dj_namespace("bench-00"))
+    jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs", dj_namespace("bench-00"))).start()
     try:
         before = ctl.requests()
         cpu0 = benchlib.cpu_seconds(ctl.pid)
         with benchlib.PySpy(ctl.pid, args.py_spy / "rollout.json" if args.py_spy else None):
             started = time.monotonic()
-            kube.create(path_for(API_VERSION, DJ_PLURAL, DJ_NAMESPACE), daemonjob_body("bench-00", args.duration))
+            create_daemonjob(kube, "bench-00", args.duration)
 
             def enough(w: benchlib.ObjectWatch) -> bool:
                 ctl.check()
@@ -227,12 +240,12 @@ def bench_joins(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, n: int,
     names = [f"bench-{i:02d}" for i in range(d)]
     started = time.monotonic()
     for name in names[1:]:
-        kube.create(path_for(API_VERSION, DJ_PLURAL, DJ_NAMESPACE), daemonjob_body(name, CONVERGENCE_DURATION))
+        create_daemonjob(kube, name, CONVERGENCE_DURATION)
     convergence_timeout = max(args.timeout, 0.2 * n * d)
     wait_complete(kube, names, n, convergence_timeout, ctl.check)
     res.add(f"{d} DaemonJobs Complete after (s)", time.monotonic() - started)
 
-    jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs", DJ_NAMESPACE), group=job_node).start(
+    jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs"), label_selector=LABEL_NAME, group=job_node).start(
         include_existing=False)
     latencies: list[float] = []
     before, cpu0 = benchlib.scrape(ctl.metrics_url), benchlib.cpu_seconds(ctl.pid)
@@ -307,8 +320,13 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")  # so that the cluster and controller are stopped
+
+
 def main() -> int:
     args = parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)
     n = args.nodes
     res = Results()
     workdir = Path(tempfile.mkdtemp(prefix="daemonjob-bench-"))
@@ -330,7 +348,6 @@ def main() -> int:
         kubelet.wait_ready(names, timeout=args.timeout)
         print(f"{n} nodes Ready in {time.monotonic() - started:.1f}s", flush=True)
         benchlib.apply_crd(kube)
-        benchlib.create_namespace(kube, DJ_NAMESPACE)
 
         if not args.skip_daemonset:
             ds_seconds = bench_daemonset(kube, n, args.timeout, res)
