@@ -18,6 +18,7 @@ import uuid
 import structlog
 
 from . import __version__, defaults, logsetup
+from .allocator import limit_malloc_arenas
 from .controller import GROUP_VERSION, PLURAL, Controller
 from .events import EventRecorder
 from .kube import ApiError, ConfigError, Kube
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         return fail(str(exc))
     logsetup.configure(args.log_level, args.log_format)
+    limit_malloc_arenas()  # before any thread starts
 
     metrics = Metrics()
     try:

@@ -48,5 +48,8 @@ METRICS_BIND_ADDRESS = ":8080"
 HEALTH_PROBE_BIND_ADDRESS = ":8081"
 CREATE_CONCURRENCY = 32  # parallel Job creates/deletes within one slow-start batch
 
+# Memory
+MALLOC_ARENAS = 2  # glibc malloc arenas (MALLOC_ARENA_MAX overrides)
+
 # Logging
 LOG_LEVEL = "info"

@@ -22,7 +22,8 @@ from .store import freeze
 __all__ = ["Interner", "job_transform", "node_transform"]
 
 INTERNED_VALUES = 16384  # distinct shared parts kept; more only costs sharing, not correctness
-_JOB_META_KEYS = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
+# No resourceVersion: nothing reads it (the informer takes it from the watch events).
+_JOB_META_KEYS = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp")
 _JOB_LABELS = (LABEL_NAME, LABEL_REVISION)
 _TERMINAL_CONDITIONS = ("Complete", "Failed")
 _CONDITION_KEYS = ("type", "status", "lastTransitionTime")

@@ -153,9 +153,11 @@ class LocalCluster:
     def stop_apiserver(self) -> None:
         self._stop("kube-apiserver")
 
-    def stop_scheduler(self) -> None:
-        """Stop kube-scheduler alone: pods are then bound only by whoever else binds them."""
-        self._stop("kube-scheduler")
+    def restart_controller_manager(self, controllers: str) -> None:
+        """Run kube-controller-manager again with another `--controllers` list (e.g. "*,-job")."""
+        self._stop("kube-controller-manager")
+        self.options.controllers = controllers
+        self._start_controller_manager()
 
     def start_apiserver(self) -> None:
         p = self.pki

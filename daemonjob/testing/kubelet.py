@@ -12,12 +12,6 @@ Succeeded/Failed, as chosen by their annotations:
 Pods being deleted are confirmed at once (grace period 0), as a kubelet does after the
 containers stop. A node's health is its Lease in kube-node-lease, renewed every
 `heartbeat_interval`; `stop_heartbeat(name)` lets the node lifecycle controller turn it NotReady.
-
-`bind_pinned_pods()` makes it bind, in kube-scheduler's place, the unscheduled pods that required
-node affinity pins to one of its nodes (as DaemonSet pods and DaemonJob Jobs are pinned), whatever
-their schedulerName: kube-scheduler runs its filters over every node for each such pod, which
-limits it to tens of pods a second at thousands of nodes. Nothing else (taints, resources,
-nodeSelector) is checked.
 """
 
 from __future__ import annotations
@@ -120,8 +114,6 @@ class SimKubelet:
         self._pods.add_handlers(Handlers(on_add=self._on_pod, on_update=lambda _o, n: self._on_pod(n),
                                          on_delete=self._on_pod_gone))
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="sim-heartbeat", daemon=True)
-        self._binder: Informer | None = None
-        self._bound: set[str] = set()  # uids of the pods a Binding was sent for
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -132,8 +124,6 @@ class SimKubelet:
 
     def stop(self) -> None:
         self._stopped.set()
-        if self._binder is not None:
-            self._binder.stop()
         self._pods.stop()
         self._timers.stop()
         self._heartbeat.join(5)
@@ -154,10 +144,6 @@ class SimKubelet:
             for s in specs:
                 self.nodes[s.name] = s
         list(self._pool.map(self._register, specs))
-        binder = self._binder
-        if binder is not None:  # pods pinned to these nodes before they were ours
-            for pod in binder.store.list():
-                self._on_unbound(pod)
 
     def add_node(self, name: str, **kw: Any) -> None:
         self.add_nodes([NodeSpec(name, **kw)])
@@ -288,7 +274,7 @@ class SimKubelet:
         elif stage == "start":
             self._pool.submit(self._start_pod, pod)
         else:
-            self._timers.at(time.monotonic() + _duration(pod), lambda: self._pool.submit(self._finish_pod, pod))
+            self._timers.at(time.monotonic() + sim_duration(pod), lambda: self._pool.submit(self._finish_pod, pod))
 
     def _on_pod_gone(self, pod: Mapping[str, Any] | Tombstone) -> None:
         obj = pod.obj if isinstance(pod, Tombstone) else pod
@@ -297,7 +283,7 @@ class SimKubelet:
 
     def _start_pod(self, pod: Mapping[str, Any]) -> None:
         now = now_rfc3339()
-        if _duration(pod) == 0:  # no time Running: its end at once, in one write instead of two
+        if sim_duration(pod) == 0:  # no time Running: its end at once, in one write instead of two
             status = {"startTime": now, "hostIP": "10.0.0.1", "podIP": "10.244.0.1", **_end_status(pod, now, now)}
             self._patch_pod_status(pod, status)
             return
@@ -330,49 +316,6 @@ class SimKubelet:
             if not (exc.not_found or exc.conflict):
                 log.warning("pod delete failed", pod=name, error=str(exc))
 
-    # -- binding ---------------------------------------------------------------------------
-    def bind_pinned_pods(self, timeout: float = 30.0) -> None:
-        """From now on, bind each unscheduled pod pinned to one of these nodes (idempotent)."""
-        with self._lock:
-            if self._binder is not None:
-                return
-            self._binder = Informer(self.kube, "v1", "pods", field_selector="spec.nodeName=", name="sim-binder",
-                                    transform=_unbound_transform)
-        self._binder.add_handlers(Handlers(on_add=self._on_unbound, on_update=lambda _o, n: self._on_unbound(n),
-                                           on_delete=self._on_unbound_gone))
-        self._binder.start()
-        if not self._binder.wait_for_sync(timeout):
-            raise TimeoutError(f"the binder's pod informer did not sync in {timeout}s")
-
-    def _on_unbound(self, pod: Mapping[str, Any]) -> None:
-        node = pod.get("pinnedNode")
-        meta = pod["metadata"]
-        if node not in self.nodes or meta.get("deletionTimestamp") or (pod.get("spec") or {}).get("nodeName"):
-            return
-        uid = meta["uid"]
-        with self._lock:
-            if uid in self._bound:
-                return
-            self._bound.add(uid)
-        self._pool.submit(self._bind, meta["namespace"], meta["name"], uid, node)
-
-    def _on_unbound_gone(self, pod: Mapping[str, Any] | Tombstone) -> None:
-        """Bound or deleted: it leaves the unscheduled pods, and the uid can be forgotten."""
-        obj = pod.obj if isinstance(pod, Tombstone) else pod
-        with self._lock:
-            self._bound.discard(obj["metadata"]["uid"])
-
-    def _bind(self, ns: str, name: str, uid: str, node: str) -> None:
-        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "uid": uid},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-        try:
-            self.kube.create(path_for("v1", "pods", ns, name, "binding"), body)
-        except ApiError as exc:
-            if not (exc.not_found or exc.conflict):  # deleted, or bound by someone else
-                log.warning("pod binding failed", pod=name, node=node, error=str(exc))
-                with self._lock:  # the next event for the pod tries again
-                    self._bound.discard(uid)
-
 
 def _pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
     spec = pod.get("spec") or {}
@@ -387,41 +330,9 @@ def _pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _unbound_transform(pod: dict[str, Any]) -> dict[str, Any]:
-    spec = pod.get("spec") or {}
-    meta = pod.get("metadata") or {}
-    return {
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
-                     if k in meta},
-        "spec": {"nodeName": spec.get("nodeName")},
-        "pinnedNode": pinned_node(spec),
-    }
-
-
-def pinned_node(spec: Mapping[str, Any]) -> str | None:
-    """The node that required node affinity alone allows, if it names exactly one.
-
-    That is one term holding only `matchFields: [{key: metadata.name, operator: In,
-    values: [<node>]}]`, the shape the DaemonSet and DaemonJob controllers give their pods.
-    """
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = required.get("nodeSelectorTerms") or []
-    if len(terms) != 1 or (terms[0] or {}).get("matchExpressions"):
-        return None
-    fields = terms[0].get("matchFields") or []
-    if len(fields) != 1:
-        return None
-    req = fields[0] or {}
-    values = req.get("values") or []
-    if req.get("key") != "metadata.name" or req.get("operator") != "In" or len(values) != 1:
-        return None
-    return values[0]
-
-
 def _end_status(pod: Mapping[str, Any], started: str, now: str) -> dict[str, Any]:
     """Succeeded or Failed, as the exit-code annotation says, with terminated containers."""
-    code = _exit_code(pod)
+    code = sim_exit_code(pod)
     statuses = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "started": False,
                  "restartCount": 0,
                  "state": {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
@@ -435,14 +346,14 @@ def _annotation(pod: Mapping[str, Any], key: str, default: str) -> str:
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(key, default)
 
 
-def _exit_code(pod: Mapping[str, Any]) -> int:
+def sim_exit_code(pod: Mapping[str, Any]) -> int:
     try:
         return int(_annotation(pod, ANNOTATION_EXIT_CODE, "0"))
     except ValueError:
         return 1
 
 
-def _duration(pod: Mapping[str, Any]) -> float:
+def sim_duration(pod: Mapping[str, Any]) -> float:
     try:
         return max(0.0, float(_annotation(pod, ANNOTATION_DURATION, "1")))
     except ValueError:

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-import pytest
 
 from daemonjob.informer import Handlers, Informer
 from daemonjob.kube import ApiError, Kube, path_for
+from daemonjob.testing.jobcontroller import SimJobController
 from daemonjob.testing.kubelet import (
     ANNOTATION_DURATION,
     ANNOTATION_EXIT_CODE,
     SimKubelet,
-    pinned_node,
 )
-from daemonjob.testing.waiting import holds, wait_for
+from daemonjob.testing.waiting import wait_for
 
 
 def pin(node: str) -> dict[str, Any]:
@@ -35,38 +32,8 @@ def pinned_job(name: str, node: str, annotations: dict[str, str] | None = None) 
     }
 
 
-def unscheduled_pod(name: str, node: str) -> dict[str, Any]:
-    """A pod no scheduler serves: only a binder can place it."""
-    return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"schedulerName": "no-such-scheduler", "restartPolicy": "Never", "affinity": pin(node),
-                 "containers": [{"name": "main", "image": "busybox"}]},
-    }
-
-
-def node_of(kube: Kube, ns: str, name: str) -> str | None:
-    return kube.get(path_for("v1", "pods", ns, name))["spec"].get("nodeName")
-
-
 def phase(pod: Mapping[str, Any]) -> str:
     return (pod.get("status") or {}).get("phase") or ""
-
-
-@pytest.fixture(scope="module")
-def binder(kube: Kube) -> Iterator[tuple[SimKubelet, str]]:
-    """A second simulated kubelet that binds pinned pods, with one node of its own.
-
-    Not the shared kubelet: other tests rely on kube-scheduler honouring taints and cordons.
-    """
-    node = f"bind-{uuid.uuid4().hex[:6]}"
-    with SimKubelet(kube) as kubelet:
-        kubelet.bind_pinned_pods()
-        kubelet.add_node(node)
-        try:
-            kubelet.wait_ready([node], timeout=60)
-            yield kubelet, node
-        finally:
-            kubelet.delete_node(node)
 
 
 def job_condition(kube: Kube, ns: str, name: str) -> str | None:
@@ -170,43 +137,6 @@ def test_a_beating_node_reports_ready_again(kube: Kube, make_nodes) -> None:
     wait_for(lambda: node_is_ready(kube.get(path_for("v1", "nodes", name=node))), timeout=40, what="Ready again")
 
 
-def test_pinned_node_reads_only_a_one_name_pin() -> None:
-    assert pinned_node({"affinity": pin("a")}) == "a"
-    assert pinned_node({}) is None
-    two = pin("a")
-    two["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
-        "matchFields"][0]["values"] = ["a", "b"]
-    assert pinned_node({"affinity": two}) is None
-    narrowed = pin("a")
-    narrowed["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
-        "matchExpressions"] = [{"key": "zone", "operator": "In", "values": ["z1"]}]
-    assert pinned_node({"affinity": narrowed}) is None
-
-
-def test_binder_places_a_pinned_pod_whatever_its_scheduler(kube: Kube, namespace: str,
-                                                          binder: tuple[SimKubelet, str]) -> None:
-    """kube-scheduler ignores this pod: the binder places it, and the kubelet then runs it."""
-    _, node = binder
-    kube.create(path_for("v1", "pods", namespace), unscheduled_pod("bound", node))
-    pod = wait_for(lambda: (p := kube.get(path_for("v1", "pods", namespace, "bound"))) and phase(p) == "Succeeded"
-                   and p, what="the pod bound and Succeeded")
-    assert pod["spec"]["nodeName"] == node
-
-
-def test_binder_leaves_pods_pinned_to_other_nodes(kube: Kube, namespace: str, make_nodes,
-                                                  binder: tuple[SimKubelet, str]) -> None:
-    """A node of the shared kubelet is not the binder's: its pod stays unbound."""
-    _, own = binder
-    other = make_nodes(1)[0]
-    kube.create(path_for("v1", "pods", namespace), unscheduled_pod("elsewhere", other))
-    kube.create(path_for("v1", "pods", namespace), unscheduled_pod("here", own))
-    # The binder sees the pods in order: once the second is bound, it has passed over the first.
-    wait_for(lambda: node_of(kube, namespace, "here"), what="the binder's own pod bound")
-    holds(lambda: not node_of(kube, namespace, "elsewhere"), seconds=2,
-          what="the pod pinned to another kubelet's node unbound",
-          describe=lambda: node_of(kube, namespace, "elsewhere"))
-
-
 def test_zero_duration_pod_goes_straight_to_its_end(kube: Kube, namespace: str, make_nodes) -> None:
     """Duration 0: one status write from Pending to Succeeded, never Running; the Job counts it."""
     node = make_nodes(1)[0]
@@ -226,3 +156,25 @@ def test_zero_duration_pod_goes_straight_to_its_end(kube: Kube, namespace: str, 
     pod = kube.get(path_for("v1", "pods", namespace), labelSelector="job-name=instant")["items"][0]
     assert pod["status"]["startTime"]
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
+def test_simulated_job_controller_ends_jobs_without_pods(kube: Kube, namespace: str) -> None:
+    """Parallelism 0 keeps the real Job controller from making pods, so only the stand-in acts."""
+    tag = namespace  # unique per test: the stand-in watches only these Jobs
+
+    def job(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+        body = pinned_job(name, "nowhere", {ANNOTATION_DURATION: "0", **annotations})
+        body["metadata"]["labels"] = {"sim-job": tag}
+        body["spec"]["parallelism"] = 0
+        return body
+
+    with SimJobController(kube, label_selector=f"sim-job={tag}"):
+        kube.create(path_for("batch/v1", "jobs", namespace), job("ok", {}))
+        kube.create(path_for("batch/v1", "jobs", namespace), job("bad", {ANNOTATION_EXIT_CODE: "3"}))
+        assert wait_for(lambda: job_condition(kube, namespace, "ok"), what="ok finished") == "Complete"
+        assert wait_for(lambda: job_condition(kube, namespace, "bad"), what="bad finished") == "Failed"
+    ok = kube.get(path_for("batch/v1", "jobs", namespace, "ok"))["status"]
+    assert ok["succeeded"] == 1 and ok["completionTime"] and ok["startTime"]
+    bad = kube.get(path_for("batch/v1", "jobs", namespace, "bad"))["status"]
+    assert bad["failed"] == 1 and "completionTime" not in bad
+    assert kube.get(path_for("v1", "pods", namespace))["items"] == []

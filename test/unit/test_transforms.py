@@ -30,7 +30,7 @@ def test_a_job_keeps_what_decide_reads_and_nothing_else():
     job = server_job("n1", finished="2026-11-02T10:00:05Z")
     kept = job_transform(copy.deepcopy(job))
     meta = kept["metadata"]
-    assert set(meta) == {"name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels",
+    assert set(meta) == {"name", "namespace", "uid", "creationTimestamp", "labels",
                          "ownerReferences", "annotations"}
     assert dict(meta["labels"]) == {"daemonjob.io/name": "audit", "daemonjob.io/revision": "rev1"}
     assert [dict(r) for r in meta["ownerReferences"]] == [
