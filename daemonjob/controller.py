@@ -21,7 +21,7 @@ from .eligibility import Eligibility, InvalidSpec, compile_eligibility
 from .events import EventRecorder
 from .expectations import Expectations
 from .informer import Handlers, Informer, InformerHooks, Tombstone
-from .jobs import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME, job_node
+from .jobs import API_VERSION, KIND, LABEL_NAME, job_node
 from .kube import PATCH_MERGE, ApiError, Kube, path_for
 from .metrics import Metrics
 from .store import meta_namespace_key, thaw

@@ -24,7 +24,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob import defaults
-from daemonjob.eligibility import POD_SPEC_PATH, Eligibility, InvalidSpec, compile_eligibility
+from daemonjob.eligibility import (
+    POD_SPEC_PATH,
+    Eligibility,
+    InvalidSpec,
+    compile_eligibility,
+)
 from daemonjob.jobs import (
     ACTIVE,
     FAILED,
@@ -469,7 +474,7 @@ def decide(
         name = (node.get("metadata") or {}).get("name")
         if name:
             node_names.add(name)
-            if eligibility is not None and eligibility.eligible(node):
+            if eligibility is not None and eligibility.eligible_cached(node):
                 eligible.add(name)
     plan = _plan(jobs, node_names, eligible, revision, settings)
     desired, active, succeeded, failed, pending = plan.desired, plan.active, plan.succeeded, plan.failed, plan.pending

@@ -12,9 +12,11 @@ twice per node event.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from daemonjob.selectors import (
     InvalidSelector,
@@ -25,6 +27,9 @@ from daemonjob.selectors import (
     compile_node_selector,
     validate_label_key,
 )
+from daemonjob.store import derived
+
+_RULES = "eligibility"  # tags the memo key of eligibility answers on cached nodes
 
 __all__ = [
     "InvalidSpec",
@@ -131,6 +136,7 @@ class Eligibility:
         "_tolerations",
         "_tolerates_all",
         "_tolerates_cordon",
+        "rules",
     )
 
     def __init__(
@@ -139,7 +145,9 @@ class Eligibility:
         pod_selector: LabelMatcher | None = None,
         affinity: NodeMatcher | None = None,
         tolerations: tuple[Toleration, ...] = (),
+        rules: Hashable = None,
     ) -> None:
+        self.rules = rules  # the rules' source, canonical: equal rules, equal answers
         self._selector = selector
         self._pod_selector = pod_selector
         self._affinity = affinity
@@ -150,6 +158,12 @@ class Eligibility:
 
     def eligible(self, node: Mapping[str, Any]) -> bool:
         return self.reason(node) is None
+
+    def eligible_cached(self, node: Mapping[str, Any]) -> bool:
+        """`eligible`, kept on a frozen node per set of rules: DaemonJobs ask it of every node."""
+        if self.rules is None:
+            return self.eligible(node)
+        return derived(node, self.eligible, key=self.rules)
 
     def reason(self, node: Mapping[str, Any]) -> str | None:
         """Why `node` is not eligible, or None if it is. Messages are built only on failure."""
@@ -212,4 +226,9 @@ def compile_eligibility(dj: Mapping[str, Any]) -> Eligibility:
     except InvalidSelector as e:
         raise InvalidSpec(e.message) from None
     tolerations = compile_tolerations(pod_spec.get("tolerations"))
-    return Eligibility(selector, pod_selector, affinity, tolerations)
+    try:
+        rules: Hashable = (_RULES, orjson.dumps([raw_selector, raw_pod_selector, raw_affinity,
+                                                pod_spec.get("tolerations")], option=orjson.OPT_SORT_KEYS))
+    except TypeError:  # not JSON (e.g. an integer beyond 64 bits): answers are not kept
+        rules = None
+    return Eligibility(selector, pod_selector, affinity, tolerations, rules)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 _T = TypeVar("_T")
@@ -119,28 +119,31 @@ def freeze(obj: Any) -> Any:
     return obj
 
 
-def derived(obj: Mapping[str, Any], fn: Callable[[Any], _T]) -> _T:
-    """`fn(obj)`, computed once per frozen object and kept on it.
+def derived(obj: Mapping[str, Any], fn: Callable[[Any], _T], key: Hashable | None = None) -> _T:
+    """`fn(obj)`, computed once per frozen object and kept on it under `key` (default: `fn`).
 
     A frozen object never changes, so a value derived from it never goes stale;
     a new version of the object is a new object. Plain mappings are not cached.
-    Two threads may both compute a missing value: `fn` must be pure.
+    Two threads may both compute a missing value: `fn` must be pure, and every `fn`
+    given one `key` must give the same answers.
     """
     if type(obj) is not FrozenDict:
         return fn(obj)
-    memo = obj._derived  # None, one (fn, value) pair, or a dict of them: most objects need one
+    if key is None:
+        key = fn
+    memo = obj._derived  # None, one (key, value) pair, or a dict of them: most objects need one
     if memo is None:
         value = fn(obj)
-        obj._derived = (fn, value)
+        obj._derived = (key, value)
         return value
     if type(memo) is tuple:
-        if memo[0] == fn:
+        if memo[0] == key:
             return memo[1]
         memo = obj._derived = {memo[0]: memo[1]}
     try:
-        return memo[fn]
+        return memo[key]
     except KeyError:
-        value = memo[fn] = fn(obj)
+        value = memo[key] = fn(obj)
         return value
 
 

@@ -6,8 +6,14 @@ from typing import Any
 
 import pytest
 
-from daemonjob.eligibility import InvalidSpec, Toleration, compile_eligibility, compile_tolerations
+from daemonjob.eligibility import (
+    InvalidSpec,
+    Toleration,
+    compile_eligibility,
+    compile_tolerations,
+)
 from daemonjob.selectors import InvalidSelector
+from daemonjob.store import freeze
 
 
 def dj(selector: Any = None, **pod_spec: Any) -> dict[str, Any]:
@@ -201,3 +207,19 @@ def test_compiles_from_a_thawed_cached_daemonjob() -> None:
     elig = compile_eligibility(thaw(dj))
     assert elig.eligible({"metadata": {"name": "n", "labels": {"a": "1"}}, "spec": {}})
     assert not elig.eligible({"metadata": {"name": "n", "labels": {}}, "spec": {}})
+
+
+def test_answers_kept_on_cached_nodes_follow_the_rules_that_asked() -> None:
+    """Each set of rules gets its own answer on a frozen node; equal rules share one."""
+    nodes = [freeze(node("a", labels={"pool": "x"})), freeze(node("b", labels={"pool": "y"},
+                                                                  taints=[{"key": "k", "effect": "NoSchedule"}]))]
+    only_x = compile_eligibility(dj({"matchLabels": {"pool": "x"}}))
+    tolerant = compile_eligibility(dj(tolerations=[{"operator": "Exists"}]))
+    also_x = compile_eligibility(dj({"matchLabels": {"pool": "x"}}))
+    for _ in range(2):  # the second round reads the kept answers
+        assert [only_x.eligible_cached(n) for n in nodes] == [True, False]
+        assert [tolerant.eligible_cached(n) for n in nodes] == [True, True]
+        assert [also_x.eligible_cached(n) for n in nodes] == [True, False]
+    assert only_x.rules == also_x.rules != tolerant.rules
+    plain = node("b", labels={"pool": "y"}, taints=[{"key": "k", "effect": "NoSchedule"}])
+    assert tolerant.eligible_cached(plain) and not only_x.eligible_cached(plain)
