@@ -119,6 +119,9 @@ def freeze(obj: Any) -> Any:
     return obj
 
 
+DERIVED_MAX = 32  # values kept per object; past it the memo starts over
+
+
 def derived(obj: Mapping[str, Any], fn: Callable[[Any], _T], key: Hashable | None = None) -> _T:
     """`fn(obj)`, computed once per frozen object and kept on it under `key` (default: `fn`).
 
@@ -143,6 +146,8 @@ def derived(obj: Mapping[str, Any], fn: Callable[[Any], _T], key: Hashable | Non
     try:
         return memo[key]
     except KeyError:
+        if len(memo) >= DERIVED_MAX:  # keys that change (e.g. edited rules) must not pile up
+            memo.clear()
         value = memo[key] = fn(obj)
         return value
 

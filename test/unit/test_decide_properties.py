@@ -10,12 +10,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemonjob.testing.decisions import apply as apply_decision
 from daemonjob.decide import Decision, decide
 from daemonjob.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.jobs import build_job, format_time, job_node, job_revision, job_state
 from daemonjob.revision import template_revision
 from daemonjob.store import freeze
+from daemonjob.testing.decisions import apply as apply_decision
 from daemonjob.transforms import job_transform, node_transform
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)

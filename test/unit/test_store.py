@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from daemonjob.store import (
+    DERIVED_MAX,
     NAMESPACE_INDEX,
     FrozenDict,
     Store,
@@ -148,6 +149,14 @@ def test_derived_values_are_computed_once_per_frozen_object():
     assert calls == ["a", "b", "c", "c"]
     assert derived(v1, name_of) == "A" and v1 == freeze(job("a"))  # the memo is not content
     assert pickle.loads(pickle.dumps(v1)) == v1
+
+
+def test_derived_values_per_object_are_bounded():
+    obj = freeze(job("a"))
+    for i in range(DERIVED_MAX * 3):
+        assert derived(obj, len, key=("k", i)) == 2
+    assert len(obj._derived) <= DERIVED_MAX
+    assert derived(obj, lambda o: "again", key=("k", 0)) == "again"  # recomputed after the reset
 
 
 # --- store ---
