@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 from . import defaults
@@ -22,11 +21,8 @@ def limit_malloc_arenas(arenas: int = defaults.MALLOC_ARENAS) -> bool:
     """
     if os.environ.get("MALLOC_ARENA_MAX"):
         return False
-    name = ctypes.util.find_library("c")
     try:
-        mallopt = ctypes.CDLL(name).mallopt if name else None
+        mallopt = ctypes.CDLL(None).mallopt  # the C library already loaded: no lookup at start-up
     except (OSError, AttributeError):
-        return False
-    if mallopt is None:
         return False
     return bool(mallopt(_M_ARENA_MAX, arenas))

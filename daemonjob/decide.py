@@ -299,10 +299,6 @@ class _Job:
             finished=job_finish_time(job),
         )
 
-    @staticmethod
-    def cached(job: Mapping[str, Any]) -> _Job:
-        return derived(job, _JOB_OF)
-
     @property
     def age_key(self) -> tuple[datetime, str]:
         return (self.created, self.name)
@@ -312,7 +308,7 @@ class _Job:
         return (self.finished or self.created, self.created, self.name)
 
 
-_JOB_OF = _Job.of
+_JOB_OF = _Job.of  # one object, so it serves as the key of the parsed Job kept on each cached Job
 
 
 @dataclass(slots=True)
@@ -360,7 +356,7 @@ def _plan(
     never = settings.rerun_policy == RERUN_NEVER
     by_node: dict[str, list[_Job]] = {}
     for raw in jobs:
-        job = _Job.cached(raw)
+        job = derived(raw, _JOB_OF)
         if job.revision == revision and job.state == ACTIVE:
             plan.active_current += 1  # counted even on gone nodes: it runs until deleted
         if job.node:
