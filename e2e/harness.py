@@ -37,6 +37,7 @@ IMAGE = "busybox:1.36"
 # Against a cluster where the controller is deployed (`make deploy`), not a local process.
 EXTERNAL = os.environ.get("DAEMONJOB_E2E_EXTERNAL") == "1"
 
+Nodes = Callable[..., list[str]]  # the `nodes` fixture: nodes(count, **NodeSpec fields) -> names
 T = TypeVar("T")
 
 

@@ -3,20 +3,18 @@ no Jobs, the other DaemonJobs unaffected, and a fixed spec clears it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from harness import (
     GROUP_LABEL,
     OK,
     Cluster,
+    Nodes,
     condition,
     daemonjob,
     holds,
     is_true,
 )
-
-Nodes = Callable[..., list[str]]
 
 
 def assert_stalled(api: Cluster, name: str, *phrases: str) -> dict[str, Any]:

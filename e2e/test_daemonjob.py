@@ -19,6 +19,7 @@ from harness import (
     LABEL_REVISION,
     OK,
     Cluster,
+    Nodes,
     condition,
     daemonjob,
     holds,
@@ -31,8 +32,6 @@ from harness import (
 )
 
 from daemonjob.testing.kubelet import NodeSpec, SimKubelet
-
-Nodes = Callable[..., list[str]]
 
 
 def table_row(header: str, line: str) -> dict[str, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from harness import (
@@ -10,6 +9,7 @@ from harness import (
     OK,
     Cluster,
     JobWatcher,
+    Nodes,
     condition,
     daemonjob,
     holds,
@@ -25,7 +25,6 @@ from harness import (
 
 from daemonjob.testing.kubelet import SimKubelet
 
-Nodes = Callable[..., list[str]]
 ZONE = "e2e.daemonjob.io/zone"
 SKIP = "e2e.daemonjob.io/skip"
 UNREACHABLE = "node.kubernetes.io/unreachable"

@@ -13,6 +13,7 @@ from harness import (
     Cluster,
     ControllerProcess,
     JobWatcher,
+    Nodes,
     daemonjob,
     metric_value,
     sleep,
@@ -20,8 +21,6 @@ from harness import (
 )
 
 from daemonjob.kube import path_for
-
-Nodes = Callable[..., list[str]]
 
 
 def test_killed_mid_rollout_the_controller_resumes_without_duplicates(api: Cluster, nodes: Nodes, group: str,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from harness import (
@@ -10,6 +9,7 @@ from harness import (
     OK,
     Cluster,
     JobWatcher,
+    Nodes,
     condition,
     daemonjob,
     holds,
@@ -22,8 +22,6 @@ from harness import (
     wait_for,
     with_workload,
 )
-
-Nodes = Callable[..., list[str]]
 
 
 def revisions_by_node(api: Cluster, name: str) -> dict[str, list[str]]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from harness import (
     OK,
     Cluster,
     JobWatcher,
+    Nodes,
     condition,
     daemonjob,
     holds,
@@ -20,8 +20,6 @@ from harness import (
     wait_for,
     with_workload,
 )
-
-Nodes = Callable[..., list[str]]
 
 
 def test_max_parallel_one_runs_nodes_one_at_a_time_in_name_order(api: Cluster, nodes: Nodes, group: str,
