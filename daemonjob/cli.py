@@ -17,15 +17,15 @@ import uuid
 
 import structlog
 
-from . import __version__, defaults, logsetup
-from .allocator import limit_malloc_arenas
-from .controller import GROUP_VERSION, PLURAL, Controller
-from .events import EventRecorder
-from .kube import ApiError, ConfigError, Kube
-from .leaderelection import LeaderElector
-from .metrics import Metrics
-from .ratelimit import TokenBucket
-from .serving import Server, check_route, metrics_route, parse_bind_address
+from daemonjob import __version__, defaults, logsetup
+from daemonjob.machinery.malloc import limit_malloc_arenas
+from daemonjob.controller.controller import GROUP_VERSION, PLURAL, Controller
+from daemonjob.controller.events import EventRecorder
+from daemonjob.machinery.kube import ApiError, ConfigError, Kube
+from daemonjob.machinery.leaderelection import LeaderElector
+from daemonjob.controller.metrics import Metrics
+from daemonjob.machinery.ratelimit import TokenBucket
+from daemonjob.machinery.serving import Server, check_route, metrics_route, parse_bind_address
 
 log = structlog.get_logger("daemonjob")
 

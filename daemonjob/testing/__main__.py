@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..kube import Kube
+from daemonjob.machinery.kube import Kube
 from .cluster import ClusterOptions, LocalCluster, stop_pid
 from .kubelet import NodeSpec, SimKubelet
 

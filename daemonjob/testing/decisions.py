@@ -7,8 +7,8 @@ import copy
 from datetime import datetime
 from typing import Any
 
-from ..decide import Decision
-from ..jobs import format_time
+from daemonjob.domain.decide import Decision
+from daemonjob.domain.jobs import format_time
 
 
 def apply(decision: Decision, jobs: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:

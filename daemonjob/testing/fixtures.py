@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..kube import ApiError, Kube, path_for
+from daemonjob.machinery.kube import ApiError, Kube, path_for
 from .cluster import LocalCluster
 from .kubelet import NodeSpec, SimKubelet
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import structlog
 
-from ..informer import Handlers, Informer, Tombstone
-from ..kube import PATCH_MERGE, ApiError, Kube, path_for
+from daemonjob.machinery.informer import Handlers, Informer, Tombstone
+from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
 from .kubelet import Timers, now_rfc3339, sim_duration, sim_exit_code
 
 log = structlog.get_logger("daemonjob.sim")

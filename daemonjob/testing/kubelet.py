@@ -28,8 +28,8 @@ from typing import Any
 
 import structlog
 
-from ..informer import Handlers, Informer, Tombstone
-from ..kube import PATCH_STRATEGIC, ApiError, Kube, path_for
+from daemonjob.machinery.informer import Handlers, Informer, Tombstone
+from daemonjob.machinery.kube import PATCH_STRATEGIC, ApiError, Kube, path_for
 
 log = structlog.get_logger("daemonjob.sim")
 

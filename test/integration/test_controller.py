@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from daemonjob.controller import Controller
+from daemonjob.controller.controller import Controller
 from daemonjob.testing.waiting import wait_for
-from daemonjob.kube import PATCH_STRATEGIC, Kube, path_for
-from daemonjob.metrics import Metrics
+from daemonjob.machinery.kube import PATCH_STRATEGIC, Kube, path_for
+from daemonjob.controller.metrics import Metrics
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.kubelet import node_conditions
 

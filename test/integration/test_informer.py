@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import urllib3
 
-from daemonjob.informer import Backoff, Handlers, Informer, Tombstone
+from daemonjob.machinery.informer import Backoff, Handlers, Informer, Tombstone
 from daemonjob.testing.waiting import wait_for
-from daemonjob.kube import Kube, path_for
-from daemonjob.clock import RealClock
+from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.machinery.clock import RealClock
 
 
 
@@ -141,7 +141,7 @@ def test_expired_resource_version_relists_with_tombstones(cluster, kube: Kube, n
         kube.create(path, cm(n))
     flaky = FlakyKube(kube)
     relists: list[str] = []
-    from daemonjob.informer import InformerHooks
+    from daemonjob.machinery.informer import InformerHooks
 
     inf = Informer(flaky, "v1", "configmaps", namespace=namespace,  # type: ignore[arg-type]
                    label_selector="informer-test=yes", backoff=fast_backoff,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from daemonjob.kube import ApiError, Kube, path_for
+from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from daemonjob.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
+from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
 from daemonjob.testing.waiting import wait_for
-from daemonjob.kube import Kube, path_for
+from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.cluster import ROOT, LocalCluster, kubeconfig_text
 from daemonjob.testing.process import ControllerProcess
 

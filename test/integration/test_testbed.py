@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from daemonjob.informer import Handlers, Informer
-from daemonjob.kube import ApiError, Kube, path_for
+from daemonjob.machinery.informer import Handlers, Informer
+from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.jobcontroller import SimJobController
 from daemonjob.testing.kubelet import (
     ANNOTATION_DURATION,

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from daemonjob.testing.decisions import apply as apply_decision
-from daemonjob.decide import Decision, decide
-from daemonjob.jobs import ANNOTATION_NODE, LABEL_REVISION, build_job, format_time
-from daemonjob.revision import job_name, template_revision
+from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_REVISION, build_job, format_time
+from daemonjob.domain.revision import job_name, template_revision
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 EARLIER = "2024-03-01T10:00:00Z"

@@ -10,13 +10,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemonjob.decide import Decision, decide
-from daemonjob.eligibility import InvalidSpec, compile_eligibility
-from daemonjob.jobs import build_job, format_time, job_node, job_revision, job_state
-from daemonjob.revision import template_revision
-from daemonjob.store import freeze
+from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
+from daemonjob.domain.jobs import build_job, format_time, job_node, job_revision, job_state
+from daemonjob.domain.revision import template_revision
+from daemonjob.machinery.store import freeze
 from daemonjob.testing.decisions import apply as apply_decision
-from daemonjob.transforms import job_transform, node_transform
+from daemonjob.controller.transforms import job_transform, node_transform
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 POOL = [f"node-{i}" for i in range(8)]

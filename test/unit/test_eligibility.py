@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from daemonjob.eligibility import (
+from daemonjob.domain.eligibility import (
     InvalidSpec,
     Toleration,
     compile_eligibility,
     compile_tolerations,
 )
-from daemonjob.selectors import InvalidSelector
-from daemonjob.store import freeze
+from daemonjob.domain.selectors import InvalidSelector
+from daemonjob.machinery.store import freeze
 
 
 def dj(selector: Any = None, **pod_spec: Any) -> dict[str, Any]:
@@ -199,7 +199,7 @@ def test_eligibility_does_not_mutate_inputs() -> None:
 
 def test_compiles_from_a_thawed_cached_daemonjob() -> None:
     """Cached objects are frozen (tuples for lists); the controller compiles from a thawed copy."""
-    from daemonjob.store import freeze, thaw
+    from daemonjob.machinery.store import freeze, thaw
 
     dj = freeze({"spec": {"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
                           "jobTemplate": {"spec": {"template": {"spec": {

@@ -1,4 +1,4 @@
-from daemonjob.expectations import Expectations
+from daemonjob.controller.expectations import Expectations
 
 
 class Timer:

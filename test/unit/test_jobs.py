@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.jobs import (
+from daemonjob.domain.jobs import (
     ANNOTATION_NODE,
     LABEL_NAME,
     LABEL_REVISION,
@@ -21,7 +21,7 @@ from daemonjob.jobs import (
     job_state,
     parse_time,
 )
-from daemonjob.revision import job_name
+from daemonjob.domain.revision import job_name
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 

@@ -2,8 +2,8 @@ import threading
 
 import pytest
 
-from daemonjob.clock import FakeClock
-from daemonjob.ratelimit import TokenBucket
+from daemonjob.machinery.clock import FakeClock
+from daemonjob.machinery.ratelimit import TokenBucket
 
 
 def test_burst_then_qps():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemonjob.selectors import (
+from daemonjob.domain.selectors import (
     InvalidSelector,
     compile_label_map,
     compile_label_selector,

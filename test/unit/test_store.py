@@ -6,7 +6,7 @@ import threading
 import orjson
 import pytest
 
-from daemonjob.store import (
+from daemonjob.machinery.store import (
     DERIVED_MAX,
     NAMESPACE_INDEX,
     FrozenDict,

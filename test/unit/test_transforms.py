@@ -1,8 +1,8 @@
 import copy
 
-from daemonjob.jobs import build_job, job_finish_time, job_node, job_revision, job_state
-from daemonjob.store import freeze, thaw
-from daemonjob.transforms import Interner, job_transform, node_transform
+from daemonjob.domain.jobs import build_job, job_finish_time, job_node, job_revision, job_state
+from daemonjob.machinery.store import freeze, thaw
+from daemonjob.controller.transforms import Interner, job_transform, node_transform
 
 DJ = {
     "apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",

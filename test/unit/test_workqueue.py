@@ -5,8 +5,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from daemonjob.clock import FakeClock
-from daemonjob.workqueue import (
+from daemonjob.machinery.clock import FakeClock
+from daemonjob.machinery.workqueue import (
     BucketRateLimiter,
     DelayingQueue,
     ItemExponentialFailureRateLimiter,

@@ -15,20 +15,20 @@ from typing import Any
 
 import structlog
 
-from . import defaults
-from .decide import Decision, decide
-from .eligibility import Eligibility, InvalidSpec, compile_eligibility
-from .events import EventRecorder
-from .expectations import Expectations
-from .informer import Handlers, Informer, InformerHooks, Tombstone
-from .jobs import API_VERSION, KIND, LABEL_NAME, job_node
-from .kube import PATCH_MERGE, ApiError, Kube, path_for
-from .metrics import Metrics
-from .store import meta_namespace_key, thaw
-from .transforms import job_transform, node_transform
-from .workqueue import RateLimitingQueue, default_controller_rate_limiter
+from daemonjob import defaults
+from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
+from daemonjob.controller.events import EventRecorder
+from daemonjob.controller.expectations import Expectations
+from daemonjob.machinery.informer import Handlers, Informer, InformerHooks, Tombstone
+from daemonjob.domain.jobs import API_VERSION, KIND, LABEL_NAME, job_node
+from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
+from daemonjob.controller.metrics import Metrics
+from daemonjob.machinery.store import meta_namespace_key, thaw
+from daemonjob.controller.transforms import job_transform, node_transform
+from daemonjob.machinery.workqueue import RateLimitingQueue, default_controller_rate_limiter
 
-log = structlog.get_logger("daemonjob.controller")
+log = structlog.get_logger("daemonjob.controller.controller")
 
 Obj = Mapping[str, Any]
 GROUP_VERSION = API_VERSION

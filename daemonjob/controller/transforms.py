@@ -16,8 +16,8 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from .jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
-from .store import freeze
+from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
+from daemonjob.machinery.store import freeze
 
 __all__ = ["Interner", "job_transform", "node_transform"]
 

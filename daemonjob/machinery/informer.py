@@ -16,12 +16,12 @@ from typing import Any
 import structlog
 import urllib3
 
-from . import defaults
-from .clock import Clock, RealClock
-from .kube import ApiError, Kube, WatchStream, path_for
-from .store import Store, freeze, meta_namespace_key
+from daemonjob import defaults
+from daemonjob.machinery.clock import Clock, RealClock
+from daemonjob.machinery.kube import ApiError, Kube, WatchStream, path_for
+from daemonjob.machinery.store import Store, freeze, meta_namespace_key
 
-log = structlog.get_logger("daemonjob.informer")
+log = structlog.get_logger("daemonjob.machinery.informer")
 
 Obj = Mapping[str, Any]
 Transform = Callable[[dict[str, Any]], dict[str, Any]]

@@ -24,13 +24,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob import defaults
-from daemonjob.eligibility import (
+from daemonjob.domain.eligibility import (
     POD_SPEC_PATH,
     Eligibility,
     InvalidSpec,
     compile_eligibility,
 )
-from daemonjob.jobs import (
+from daemonjob.domain.jobs import (
     ACTIVE,
     FAILED,
     LABEL_NAME,
@@ -44,9 +44,9 @@ from daemonjob.jobs import (
     job_revision,
     job_state,
 )
-from daemonjob.revision import job_name, template_revision
-from daemonjob.selectors import InvalidSelector, validate_label_value
-from daemonjob.store import derived
+from daemonjob.domain.revision import job_name, template_revision
+from daemonjob.domain.selectors import InvalidSelector, validate_label_value
+from daemonjob.machinery.store import derived
 
 __all__ = [
     "CreateJob",

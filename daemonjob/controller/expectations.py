@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from cachetools import TTLCache
 
-from . import defaults
+from daemonjob import defaults
 
 
 @dataclass

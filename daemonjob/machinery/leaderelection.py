@@ -18,10 +18,10 @@ from typing import Any
 
 import structlog
 
-from . import defaults
-from .kube import ApiError, Kube, path_for
+from daemonjob import defaults
+from daemonjob.machinery.kube import ApiError, Kube, path_for
 
-log = structlog.get_logger("daemonjob.leaderelection")
+log = structlog.get_logger("daemonjob.machinery.leaderelection")
 
 
 def _micro_now() -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from daemonjob.clock import Clock, RealClock
+from daemonjob.machinery.clock import Clock, RealClock
 
 __all__ = ["TokenBucket"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from daemonjob.selectors import (
+from daemonjob.domain.selectors import (
     InvalidSelector,
     LabelMatcher,
     NodeMatcher,
@@ -27,7 +27,7 @@ from daemonjob.selectors import (
     compile_node_selector,
     validate_label_key,
 )
-from daemonjob.store import derived
+from daemonjob.machinery.store import derived
 
 _RULES = "eligibility"  # tags the memo key of eligibility answers on cached nodes
 

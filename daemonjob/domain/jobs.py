@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from daemonjob.revision import job_name
+from daemonjob.domain.revision import job_name
 
 __all__ = [
     "API_VERSION",

@@ -7,8 +7,8 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from . import __version__
-from .workqueue import PrometheusMetricsProvider
+from daemonjob import __version__
+from daemonjob.machinery.workqueue import PrometheusMetricsProvider
 
 NODE_STATES = ("desired", "active", "succeeded", "failed", "pending")
 STATUS_FIELDS = {"desired": "desiredNodes", "active": "activeNodes", "succeeded": "succeededNodes",

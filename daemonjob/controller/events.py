@@ -17,9 +17,9 @@ from typing import Any
 import structlog
 from cachetools import TTLCache
 
-from .kube import ApiError, Kube, path_for
+from daemonjob.machinery.kube import ApiError, Kube, path_for
 
-log = structlog.get_logger("daemonjob.events")
+log = structlog.get_logger("daemonjob.controller.events")
 COMPONENT = "daemonjob-controller"
 DEDUP_WINDOW = 600.0
 MAX_QUEUED = 10_000

@@ -19,8 +19,8 @@ from collections.abc import Hashable
 from typing import Any, Protocol
 
 from daemonjob import defaults
-from daemonjob.clock import Clock, RealClock
-from daemonjob.ratelimit import TokenBucket
+from daemonjob.machinery.clock import Clock, RealClock
+from daemonjob.machinery.ratelimit import TokenBucket
 
 __all__ = [
     "DEFAULT_BASE_DELAY",

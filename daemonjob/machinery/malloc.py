@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from . import defaults
+from daemonjob import defaults
 
 _M_ARENA_MAX = -8  # mallopt parameter, from glibc's malloc.h
 

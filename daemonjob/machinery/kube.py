@@ -20,7 +20,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
 
-from . import defaults
+from daemonjob import defaults
 
 JSON = dict[str, Any]
 
