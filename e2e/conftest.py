@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.kube import ApiError, Kube, path_for
+from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import kubeconfig_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `import harness`, here and in the tests

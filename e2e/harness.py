@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from daemonjob.kube import PATCH_MERGE, ApiError, Kube, WatchStream, path_for
+from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, WatchStream, path_for
 from daemonjob.testing import process, waiting
 
 GROUP_VERSION = "daemonjob.io/v1alpha1"

@@ -34,8 +34,8 @@ from typing import Any
 import benchlib
 import urllib3
 
-from daemonjob.jobs import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME
-from daemonjob.kube import Kube, path_for
+from daemonjob.domain.jobs import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME
+from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, free_port
 from daemonjob.testing.jobcontroller import SimJobController
 from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet

@@ -23,22 +23,22 @@ from typing import Any
 
 import benchlib
 
-from daemonjob.controller import (
+from daemonjob.controller.controller import (
     NODE_INDEX,
     OWNER_INDEX,
     job_node_index,
     owner_uid_index,
 )
-from daemonjob.transforms import job_transform, node_transform
-from daemonjob.informer import Informer
-from daemonjob.jobs import (
+from daemonjob.controller.transforms import job_transform, node_transform
+from daemonjob.machinery.informer import Informer
+from daemonjob.domain.jobs import (
     ANNOTATION_NODE,
     API_VERSION,
     KIND,
     LABEL_NAME,
     LABEL_REVISION,
 )
-from daemonjob.kube import ApiError, Kube, path_for
+from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster
 
 NAMESPACE = "bench"

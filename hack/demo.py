@@ -19,8 +19,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from daemonjob.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION, job_state  # noqa: E402
-from daemonjob.kube import ApiError, Kube, path_for  # noqa: E402
+from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION, job_state  # noqa: E402
+from daemonjob.machinery.kube import ApiError, Kube, path_for  # noqa: E402
 from daemonjob.testing.cluster import LocalCluster, free_port, stop_pid  # noqa: E402
 from daemonjob.testing.kubelet import NodeSpec, SimKubelet  # noqa: E402
 
