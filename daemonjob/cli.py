@@ -12,24 +12,26 @@ import os
 import signal
 import socket
 import sys
-import threading
 import uuid
 
 import structlog
 
 from daemonjob import __version__, defaults, logsetup
-from daemonjob.machinery.malloc import limit_malloc_arenas
-from daemonjob.controller.controller import GROUP_VERSION, PLURAL, Controller
+from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
+from daemonjob.controller.jobcontrol import always
+from daemonjob.controller.metrics import Metrics
+from daemonjob.domain.jobs import API_VERSION, GROUP
+from daemonjob.machinery.clock import RealClock
 from daemonjob.machinery.kube import ApiError, ConfigError, Kube
 from daemonjob.machinery.leaderelection import LeaderElector
-from daemonjob.controller.metrics import Metrics
+from daemonjob.machinery.malloc import limit_malloc_arenas
 from daemonjob.machinery.ratelimit import TokenBucket
 from daemonjob.machinery.serving import Server, check_route, metrics_route, parse_bind_address
+from daemonjob.manager import Manager
 
 log = structlog.get_logger("daemonjob")
 
-EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
 
@@ -86,105 +88,81 @@ def fail(message: str) -> int:
     return EXIT_FAILURE
 
 
+def _check_api(kube: Kube) -> str | None:
+    """One line saying why the controller cannot work against this API server, if it cannot."""
+    try:
+        kube.request("GET", "/version", timeout=10)
+        kube.request("GET", f"/apis/{API_VERSION}", timeout=10)
+    except ApiError as exc:
+        if exc.not_found:
+            return (f"the DaemonJob CRD (daemonjobs.{GROUP}) is not installed on {kube.host}: "
+                    "kubectl apply -f manifests/crd.yaml")
+        return f"the API server at {kube.host} refused the controller: {exc}"
+    except Exception as exc:
+        return f"cannot reach the Kubernetes API server at {kube.host}: {exc}"
+    return None
+
+
+def _servers(args: argparse.Namespace, metrics: Metrics, controller: Controller) -> list[Server]:
+    """Start /metrics and the probes; OSError when an address is taken (nothing left running)."""
+    servers: list[Server] = []
+    try:
+        if args.metrics_addr:
+            servers.append(Server(args.metrics_addr, {"/metrics": metrics_route(metrics.registry)}, "metrics").start())
+        if args.health_addr:
+            servers.append(Server(args.health_addr, {"/healthz": check_route(controller.healthy),
+                                                     "/readyz": check_route(controller.ready)}, "health").start())
+    except OSError:
+        for s in servers:
+            s.stop()
+        raise
+    return servers
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        metrics_addr = parse_bind_address(args.metrics_bind_address)
-        health_addr = parse_bind_address(args.health_probe_bind_address)
+        args.metrics_addr = parse_bind_address(args.metrics_bind_address)
+        args.health_addr = parse_bind_address(args.health_probe_bind_address)
     except ValueError as exc:
         return fail(str(exc))
     logsetup.configure(args.log_level, args.log_format)
     limit_malloc_arenas()  # before any thread starts
 
+    clock = RealClock()
     metrics = Metrics()
     try:
         kube = Kube.from_config(args.kubeconfig, limiter=TokenBucket(args.kube_api_qps, args.kube_api_burst),
                                 on_request=metrics.on_request)
     except ConfigError as exc:
         return fail(str(exc))
-    try:
-        kube.request("GET", "/version", timeout=10)
-        kube.request("GET", f"/apis/{GROUP_VERSION}", timeout=10)
-    except ApiError as exc:
-        if exc.not_found:
-            return fail(f"the DaemonJob CRD ({PLURAL}.daemonjob.io) is not installed on {kube.host}: "
-                        "kubectl apply -f manifests/crd.yaml")
-        return fail(f"the API server at {kube.host} refused the controller: {exc}")
-    except Exception as exc:
-        return fail(f"cannot reach the Kubernetes API server at {kube.host}: {exc}")
+    problem = _check_api(kube)
+    if problem:
+        return fail(problem)
 
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-    events = EventRecorder(kube, host=socket.gethostname())
-    controller = Controller(kube, namespace=args.namespace, workers=args.workers, metrics=metrics, events=events)
-    servers: list[Server] = []
+    elector: LeaderElector | None = None
+    fence = always
+    if args.leader_elect:
+        try:
+            elector = LeaderElector(kube, _lease_namespace(args.leader_election_namespace),
+                                    args.leader_election_id, identity)
+        except ValueError as exc:
+            return fail(str(exc))
+        fence = elector.holds_lease
+    events = EventRecorder(kube, host=socket.gethostname(), clock=clock, fence=fence)
+    controller = Controller.for_kube(kube, namespace=args.namespace, workers=args.workers, metrics=metrics,
+                                     events=events, fence=fence, clock=clock)
     try:
-        if metrics_addr:
-            servers.append(Server(metrics_addr, {"/metrics": metrics_route(metrics.registry)}, "metrics").start())
-        if health_addr:
-            servers.append(Server(health_addr, {"/healthz": check_route(controller.healthy),
-                                                "/readyz": check_route(controller.ready)}, "health").start())
+        servers = _servers(args, metrics, controller)
     except OSError as exc:
-        for s in servers:
-            s.stop()
         return fail(f"cannot listen: {exc}")
-
-    stop = threading.Event()
+    manager = Manager(controller, events, metrics, elector=elector, servers=servers)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-
-    events.start()
-    controller.start_informers()
+        signal.signal(sig, lambda *_: manager.request_stop())
     log.info("starting", version=__version__, namespace=args.namespace or "(all)", workers=args.workers,
              leader_elect=args.leader_elect, identity=identity)
-    exit_code = 0
-    elector: LeaderElector | None = None
-    lost = threading.Event()
-
-    def lead() -> None:
-        while not controller.wait_synced(timeout=1.0):
-            if stop.is_set():
-                return
-        if stop.is_set() or (elector is not None and not elector.is_leader):
-            return
-        controller.start_workers()
-        log.info("workers started", workers=args.workers)
-
-    try:
-        if args.leader_elect:
-            try:
-                elector = LeaderElector(kube, _lease_namespace(args.leader_election_namespace),
-                                        args.leader_election_id, identity, on_leading=lead)
-            except ValueError as exc:
-                return fail(str(exc))
-            metrics.leader.set(0)
-
-            def elect() -> None:
-                if not elector.run():  # type: ignore[union-attr]
-                    lost.set()
-                stop.set()
-
-            threading.Thread(target=elect, name="leader-election", daemon=True).start()
-            while not stop.wait(0.5):
-                metrics.leader.set(1 if elector.is_leader else 0)
-        else:
-            metrics.leader.set(1)
-            threading.Thread(target=lead, name="start", daemon=True).start()
-            stop.wait()
-    finally:
-        log.info("shutting down")
-        if elector is not None:
-            elector.stop()
-        controller.stop()
-        if elector is not None and not lost.is_set():
-            elector.release()
-        events.stop()
-        for s in servers:
-            s.stop()
-        metrics.leader.set(0)
-    if lost.is_set():
-        exit_code = EXIT_FAILURE
-    log.info("stopped", exit_code=exit_code)
-    return exit_code
+    return manager.run()
 
 
 if __name__ == "__main__":

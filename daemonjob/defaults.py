@@ -42,6 +42,9 @@ LEASE_DURATION = 15.0
 RENEW_DEADLINE = 10.0
 RETRY_PERIOD = 2.0
 LEADER_ELECTION_ID = "daemonjob-controller"
+# On SIGTERM, in-flight reconciles get this long before they are abandoned and the Lease is
+# released: well inside the lease, so a successor never acts while this process still writes.
+GRACEFUL_SHUTDOWN_TIMEOUT = 5.0
 
 # Serving
 METRICS_BIND_ADDRESS = ":8080"

@@ -1,41 +1,43 @@
 """The DaemonJob controller: informers feed a rate-limited queue; workers decide and act.
 
 Data flows one way: watch -> cache -> queue -> decide (pure) -> act. Handlers only enqueue
-keys; a node event enqueues only the DaemonJobs whose answer for that node changed.
+keys; a node event enqueues only the DaemonJobs whose answer for that node changed. The
+controller receives what it reads (Informers), what it writes through (a JobControl) and
+one Clock, so the act layer runs in unit tests without a cluster.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from daemonjob import defaults
-from daemonjob.domain.decide import Decision, decide
-from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
+from daemonjob.controller.act import Act, Conflict, error_message, names_shown
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.expectations import Expectations
-from daemonjob.machinery.informer import Handlers, Informer, InformerHooks, Tombstone
-from daemonjob.domain.jobs import API_VERSION, KIND, LABEL_NAME, job_node
-from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
+from daemonjob.controller.informers import NAME_INDEX, NODE_INDEX, OWNER_INDEX, Informers, dj_name_index
+from daemonjob.controller.jobcontrol import JobControl, KubeJobControl, NotLeader, always
 from daemonjob.controller.metrics import Metrics
+from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
+from daemonjob.domain.jobs import controller_ref, daemonjob_ref, owner_reference
+from daemonjob.machinery.clock import Clock, RealClock
+from daemonjob.machinery.informer import Handlers, InformerHooks, Tombstone, deleted_object
+from daemonjob.machinery.kube import ApiError, Kube
 from daemonjob.machinery.store import meta_namespace_key, thaw
-from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.machinery.workqueue import RateLimitingQueue, default_controller_rate_limiter
 
-log = structlog.get_logger("daemonjob.controller.controller")
+__all__ = ["Controller", "job_event_delay", "owner_key", "ReconcileError"]
+
+log = structlog.get_logger("daemonjob.controller")
 
 Obj = Mapping[str, Any]
-GROUP_VERSION = API_VERSION
-PLURAL = "daemonjobs"
-OWNER_INDEX = "owner"
-NODE_INDEX = "node"
-EVENT_NAMES_SHOWN = 5
 
 
 def job_event_delay(decide_seconds: float) -> float:
@@ -46,120 +48,129 @@ def job_event_delay(decide_seconds: float) -> float:
 
 def owner_key(job: Obj) -> str | None:
     """namespace/name of the DaemonJob controlling this Job, if any."""
-    for ref in (job.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("kind") == KIND and ref.get("apiVersion", "").startswith("daemonjob.io/"):
-            return f"{job['metadata'].get('namespace', '')}/{ref.get('name')}"
-    return None
+    ref = daemonjob_ref(job)
+    return None if ref is None else f"{job['metadata'].get('namespace', '')}/{ref.get('name')}"
 
 
-def owner_uid_index(job: Obj) -> list[str]:
-    for ref in (job.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("kind") == KIND:
-            return [ref.get("uid", "")]
-    return []
+def _owner_uid(job: Obj) -> str:
+    ref = daemonjob_ref(job)
+    return (ref.get("uid") or "") if ref is not None else ""
 
 
-def job_node_index(job: Obj) -> list[str]:
-    node = job_node(job)
-    return [node] if node else []
+class ReconcileError(Exception):
+    """Some actions of a pass failed; the rest were carried out and the status written."""
+
+    def __init__(self, errors: list[Exception]):
+        self.errors = errors
+        shown = "; ".join(error_message(e) for e in errors[:3])
+        super().__init__(f"{len(errors)} action(s) failed: {shown}")
 
 
-def _obj(obj: Obj | Tombstone) -> Obj:
-    return obj.obj if isinstance(obj, Tombstone) else obj
+@dataclass(frozen=True, slots=True)
+class _Stall:
+    """An API-side reason the current generation cannot progress, kept per DaemonJob uid."""
 
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _names(names: list[str]) -> str:
-    shown = ", ".join(names[:EVENT_NAMES_SHOWN])
-    return shown + (f" (+{len(names) - EVENT_NAMES_SHOWN} more)" if len(names) > EVENT_NAMES_SHOWN else "")
+    generation: int
+    reason: str
+    message: str
 
 
 class Controller:
     def __init__(
         self,
-        kube: Kube,
+        informers: Informers,
+        control: JobControl,
         *,
-        namespace: str | None = None,
+        clock: Clock | None = None,
         workers: int = defaults.WORKERS,
         metrics: Metrics | None = None,
-        events: EventRecorder | None = None,
         create_concurrency: int = defaults.CREATE_CONCURRENCY,
         resync_interval: float = defaults.RESYNC_INTERVAL,
-        now: Callable[[], datetime] = _now,
     ):
-        self.kube = kube
-        self.namespace = namespace
+        self.informers = informers
+        self.control = control
+        self.clock = clock or RealClock()
         self.workers = workers
         self.metrics = metrics or Metrics()
-        self.events = events
         self.resync_interval = resync_interval
-        self.now = now
-        self.expectations = Expectations()
-        self.queue = RateLimitingQueue(default_controller_rate_limiter(), name="daemonjob",
-                                       metrics_provider=self.metrics.queue_provider)
+        self.expectations = Expectations(timer=self.clock.now)  # keyed by DaemonJob uid
+        self.queue = RateLimitingQueue(default_controller_rate_limiter(self.clock), name="daemonjob",
+                                       clock=self.clock, metrics_provider=self.metrics.queue_provider)
         self._pool = ThreadPoolExecutor(max_workers=create_concurrency, thread_name_prefix="api-writer")
-        hooks = InformerHooks(on_list=self.metrics.on_list, on_relist=self.metrics.on_relist,
-                              on_watch_restart=self.metrics.on_watch_restart)
-        self.daemonjobs = Informer(kube, GROUP_VERSION, PLURAL, namespace=namespace, hooks=hooks, name="daemonjobs")
-        self.jobs = Informer(kube, "batch/v1", "jobs", namespace=namespace, label_selector=LABEL_NAME,
-                             transform=job_transform, hooks=hooks, name="jobs",
-                             indexers={OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index})
-        self.nodes = Informer(kube, "v1", "nodes", transform=node_transform, hooks=hooks, name="nodes")
+        self.act = Act(control, self.expectations, self.metrics, self._pool)
+        self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
         self._elig_lock = threading.Lock()
-        self._stalled: dict[str, tuple[int, str, str]] = {}
-        self._decide_seconds: dict[str, float] = {}  # per DaemonJob, of its last decision
+        self._stalled: dict[str, _Stall] = {}  # by uid
+        self._decide_seconds: dict[str, float] = {}  # by key, of its last decision
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
+        self._resync_wake = threading.Condition()
         self.daemonjobs.add_handlers(Handlers(self._dj_added, self._dj_updated, self._dj_deleted))
         self.jobs.add_handlers(Handlers(self._job_added, self._job_updated, self._job_deleted))
         self.nodes.add_handlers(Handlers(self._node_added, self._node_updated, self._node_deleted))
 
+    @classmethod
+    def for_kube(cls, kube: Kube, *, namespace: str | None = None, events: EventRecorder | None = None,
+                 fence: Any = always, metrics: Metrics | None = None, clock: Clock | None = None,
+                 **kw: Any) -> Controller:
+        """The production wiring: real informers on `kube`, writes through a fenced KubeJobControl."""
+        metrics = metrics or Metrics()
+        hooks = InformerHooks(on_list=metrics.on_list, on_relist=metrics.on_relist,
+                              on_watch_restart=metrics.on_watch_restart)
+        informers = Informers.for_kube(kube, namespace=namespace, hooks=hooks, clock=clock)
+        return cls(informers, KubeJobControl(kube, events, fence), metrics=metrics, clock=clock, **kw)
+
     # -- lifecycle -------------------------------------------------------------------------
     def start_informers(self) -> None:
-        for inf in (self.nodes, self.jobs, self.daemonjobs):
+        for inf in self.informers.all():
             inf.start()
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
-        for inf in (self.nodes, self.jobs, self.daemonjobs):
+        for inf in self.informers.all():
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not inf.wait_for_sync(left):
                 return False
         return True
 
     def synced(self) -> bool:
-        return all(inf.has_synced() for inf in (self.nodes, self.jobs, self.daemonjobs))
+        return all(inf.has_synced() for inf in self.informers.all())
 
     def start_workers(self) -> None:
         """Only with synced caches: a node missing from the cache would look deleted."""
         if not self.synced():
             raise RuntimeError("start_workers() before the caches synced")
         for i in range(self.workers):
-            t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
-            t.start()
-            self._threads.append(t)
+            self._spawn(self._worker, f"worker-{i}")
         if self.resync_interval > 0:
-            t = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
-            t.start()
-            self._threads.append(t)
+            self._spawn(self._resync_loop, "resync")
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Finish in-flight reconciles, then stop the threads."""
+    def _spawn(self, target: Any, name: str) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def stop_workers(self, timeout: float = 30.0) -> bool:
+        """Stop taking keys, then wait up to `timeout` for in-flight reconciles; True if all ended."""
         self._stopping.set()
         self.queue.shutdown()
+        with self._resync_wake:
+            self._resync_wake.notify_all()
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
-        for inf in (self.daemonjobs, self.jobs, self.nodes):
+        return not any(t.is_alive() for t in self._threads)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the workers, then the informers and the writer pool."""
+        self.stop_workers(timeout)
+        for inf in self.informers.all():
             inf.stop()
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def healthy(self) -> str | None:
-        dead = [inf.name for inf in (self.daemonjobs, self.jobs, self.nodes) if inf._thread and not inf.alive()]
+        dead = [inf.name for inf in self.informers.all() if not inf.alive()]
         dead += [t.name for t in self._threads if not t.is_alive() and not self._stopping.is_set()]
         return f"threads not running: {', '.join(dead)}" if dead else None
 
@@ -168,17 +179,17 @@ class Controller:
 
     # -- event handlers: cheap, enqueue only -----------------------------------------------
     def _eligibility_for(self, key: str, dj: Obj) -> Eligibility | None:
-        rv = str(dj["metadata"].get("generation", "")) + "/" + str(dj["metadata"].get("uid", ""))
+        version = f"{dj['metadata'].get('generation', '')}/{dj['metadata'].get('uid', '')}"
         with self._elig_lock:
             cached = self._eligibility.get(key)
-            if cached is not None and cached[0] == rv:
+            if cached is not None and cached[0] == version:
                 return cached[1]
         try:
             elig: Eligibility | None = compile_eligibility(thaw(dj))  # the compiler reads plain lists
         except InvalidSpec:
             elig = None  # decide() reports it as Stalled
         with self._elig_lock:
-            self._eligibility[key] = (rv, elig)
+            self._eligibility[key] = (version, elig)
         return elig
 
     def _dj_added(self, dj: Obj) -> None:
@@ -188,50 +199,67 @@ class Controller:
 
     def _dj_updated(self, old: Obj, new: Obj) -> None:
         om, nm = old["metadata"], new["metadata"]
-        if (om.get("generation") == nm.get("generation") and om.get("labels") == nm.get("labels")
-                and om.get("deletionTimestamp") == nm.get("deletionTimestamp") and om.get("uid") == nm.get("uid")):
-            return  # our own status write: nothing to decide
+        if om.get("uid") != nm.get("uid"):
+            self._forget_uid(om.get("uid") or "")  # deleted and re-created: nothing carries over
+        elif (om.get("generation") == nm.get("generation") and om.get("labels") == nm.get("labels")
+              and om.get("annotations") == nm.get("annotations")
+              and om.get("deletionTimestamp") == nm.get("deletionTimestamp")):
+            return  # a status write: nothing to decide
         key = meta_namespace_key(new)
         self._eligibility_for(key, new)
         self.queue.add(key)
 
     def _dj_deleted(self, obj: Obj | Tombstone) -> None:
-        dj = _obj(obj)
+        dj = deleted_object(obj)
         key = meta_namespace_key(dj)
         with self._elig_lock:
             self._eligibility.pop(key, None)
-        self.expectations.forget(key)
-        self._stalled.pop(key, None)
+        self._forget_uid(dj["metadata"].get("uid") or "")
         self._decide_seconds.pop(key, None)
         self.metrics.forget(dj["metadata"].get("namespace", ""), dj["metadata"]["name"])
         self.queue.add(key)
 
+    def _forget_uid(self, uid: str) -> None:
+        self.expectations.forget(uid)
+        self._stalled.pop(uid, None)
+
     def _job_added(self, job: Obj) -> None:
         key = owner_key(job)
         if key is None:
+            self._maybe_orphan(job)
             return
-        self.expectations.creation_observed(key, job["metadata"]["name"])
+        uid = _owner_uid(job)
+        self.expectations.creation_observed(uid, job["metadata"]["name"])
         if job["metadata"].get("deletionTimestamp"):
-            self.expectations.deletion_observed(key, job["metadata"]["name"])
+            self.expectations.deletion_observed(uid, job["metadata"]["name"])
         self.queue.add_after(key, self._job_event_delay(key))
 
     def _job_updated(self, old: Obj, new: Obj) -> None:
         key = owner_key(new)
         if key is None:
+            self._maybe_orphan(new)
             return
         if new["metadata"].get("deletionTimestamp"):
-            self.expectations.deletion_observed(key, new["metadata"]["name"])
-        if old.get("status") != new.get("status") or old["metadata"].get("deletionTimestamp") != new["metadata"].get(
-                "deletionTimestamp"):
+            self.expectations.deletion_observed(_owner_uid(new), new["metadata"]["name"])
+        if (old.get("status") != new.get("status") or owner_key(old) != key
+                or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")):
             self.queue.add_after(key, self._job_event_delay(key))
 
     def _job_deleted(self, obj: Obj | Tombstone) -> None:
-        job = _obj(obj)
+        job = deleted_object(obj)
         key = owner_key(job)
         if key is None:
             return
-        self.expectations.deletion_observed(key, job["metadata"]["name"])
+        self.expectations.deletion_observed(_owner_uid(job), job["metadata"]["name"])
         self.queue.add_after(key, self._job_event_delay(key))
+
+    def _maybe_orphan(self, job: Obj) -> None:
+        """A Job with no controller that names a DaemonJob: that DaemonJob may adopt it."""
+        if controller_ref(job) is not None:
+            return
+        for key in dj_name_index(job):
+            if self.daemonjobs.store.get(key) is not None:
+                self.queue.add(key)
 
     def _job_event_delay(self, key: str) -> float:
         return job_event_delay(self._decide_seconds.get(key, 0.0))
@@ -253,7 +281,7 @@ class Controller:
                 self.queue.add(key)
 
     def _node_deleted(self, obj: Obj | Tombstone) -> None:
-        node = _obj(obj)
+        node = deleted_object(obj)
         name = node["metadata"]["name"]
         keys = {owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)}
         for key, elig in self._dj_items():
@@ -263,9 +291,13 @@ class Controller:
             self.queue.add(key)  # type: ignore[arg-type]
 
     def _resync_loop(self) -> None:
-        while not self._stopping.wait(self.resync_interval):
-            for key in self.daemonjobs.store.keys():
-                self.queue.add(key)
+        with self._resync_wake:
+            while not self._stopping.is_set():
+                self.clock.wait(self._resync_wake, self.resync_interval)
+                if self._stopping.is_set():
+                    return
+                for key in self.daemonjobs.store.keys():
+                    self.queue.add(key)
 
     # -- workers ---------------------------------------------------------------------------
     def _worker(self) -> None:
@@ -273,158 +305,133 @@ class Controller:
             key, shutdown = self.queue.get()
             if shutdown:
                 return
-            started = time.monotonic()
+            started = self.clock.now()
             try:
-                self.reconcile(key)
+                self.reconcile(key)  # type: ignore[arg-type]
                 self.queue.forget(key)
                 self.metrics.reconciles.labels("success").inc()
+            except NotLeader as exc:
+                log.info("stopped writing", daemonjob=key, reason=str(exc))
             except Exception as exc:
                 self.metrics.reconciles.labels("error").inc()
-                log.warning("reconcile failed, retrying", daemonjob=key, error=str(exc)[:500],
-                            retries=self.queue.num_requeues(key))
+                conflict = isinstance(exc, ApiError) and exc.conflict
+                (log.debug if conflict else log.warning)(
+                    "reconcile failed, retrying", daemonjob=key, error=str(exc)[:500],
+                    retries=self.queue.num_requeues(key))
                 self.queue.add_rate_limited(key)
             finally:
-                self.metrics.reconcile_seconds.observe(time.monotonic() - started)
+                self.metrics.reconcile_seconds.observe(self.clock.now() - started)
                 self.queue.done(key)
 
     def reconcile(self, key: str) -> Decision | None:
+        """One pass for one DaemonJob: decide, act on all of it, write the status, then raise errors."""
         namespace, _, name = key.rpartition("/")
         rlog = log.bind(namespace=namespace, name=name)
         cached = self.daemonjobs.store.get(key)
         if cached is None:
-            self.expectations.forget(key)
             return None
         dj = thaw(cached)  # decide() builds Job bodies from its template
-        if dj["metadata"].get("deletionTimestamp"):
+        meta = dj["metadata"]
+        if meta.get("deletionTimestamp"):
             return None  # the garbage collector removes its Jobs
-        if not self.expectations.satisfied(key):
-            creates, deletes = self.expectations.pending(key)
+        uid = meta.get("uid") or ""
+        if not self.expectations.satisfied(uid):
+            creates, deletes = self.expectations.pending(uid)
             rlog.debug("waiting for the cache", pending_creates=creates, pending_deletes=deletes)
             return None
-        uid = dj["metadata"].get("uid", "")
-        jobs = self.jobs.store.by_index(OWNER_INDEX, uid)
+        jobs = list(self.jobs.store.by_index(OWNER_INDEX, uid))
+        owner = owner_reference(dj)
+        jobs += self.act.adopt(dj, self.jobs.store.by_index(NAME_INDEX, key), owner)
         nodes = self.nodes.store.list()
-        generation = int(dj["metadata"].get("generation") or 0)
-        stalled = self._stalled.get(key)
-        stalled_arg = (stalled[1], stalled[2]) if stalled and stalled[0] == generation else None
+        generation = int(meta.get("generation") or 0)
+        stall_before = self._stall_arg(uid, generation)
+
         started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
-        decision = decide(dj, jobs, nodes, self.now(), stalled=stalled_arg)
+        decision = decide(dj, jobs, nodes, self.clock.wall(), stalled=stall_before)
         self._decide_seconds[key] = time.thread_time() - started
+
+        errors: list[Exception] = []
         try:
-            self._delete_jobs(key, dj, decision, rlog)
-            failure = self._create_jobs(key, dj, decision, generation, rlog)
+            errors += self._delete(dj, decision, rlog)
+            errors += self._create(dj, decision, generation, owner, rlog)
         finally:
             for ev in decision.events:
-                self._event(dj, ev.type, ev.reason, ev.message)
-        if self._stalled.get(key) != stalled:  # this pass hit or cleared an API rejection
-            decision = decide(dj, jobs, nodes, self.now(), stalled=self._stalled_arg(key, generation))
-        self._write_status(dj, decision.status, rlog)
+                self.control.record_event(dj, ev.type, ev.reason, ev.message)
+        stall_after = self._stall_arg(uid, generation)
+        if stall_after != stall_before:  # this pass hit or cleared an API rejection
+            decision = decide(dj, jobs, nodes, self.clock.wall(), stalled=stall_after)
+        if self.act.write_status(dj, thaw(cached.get("status") or {}), decision.status):
+            rlog.debug("status updated", desired=decision.status.get("desiredNodes"),
+                       active=decision.status.get("activeNodes"), succeeded=decision.status.get("succeededNodes"),
+                       failed=decision.status.get("failedNodes"))
         self.metrics.set_status(namespace, name, decision.status)
-        if failure is not None:
-            raise failure  # retried with per-key backoff: quotas free up, webhooks come back
+        if errors:
+            raise ReconcileError(errors)  # retried with per-key backoff: quotas free up, webhooks come back
         return decision
 
-    def _stalled_arg(self, key: str, generation: int) -> tuple[str, str] | None:
-        stalled = self._stalled.get(key)
-        return (stalled[1], stalled[2]) if stalled and stalled[0] == generation else None
+    def _stall_arg(self, uid: str, generation: int) -> tuple[str, str] | None:
+        stall = self._stalled.get(uid)
+        return (stall.reason, stall.message) if stall is not None and stall.generation == generation else None
 
     # -- act -------------------------------------------------------------------------------
-    def _delete_jobs(self, key: str, dj: Obj, decision: Decision, rlog: Any) -> None:
-        if not decision.deletes:
-            return
-        namespace = dj["metadata"]["namespace"]
-        self.expectations.expect_deletions(key, [d.name for d in decision.deletes])
-
-        def delete(d: Any) -> ApiError | None:
-            body: dict[str, Any] = {"propagationPolicy": "Foreground"}
-            if d.uid:
-                body["preconditions"] = {"uid": d.uid}
-            try:
-                self.kube.delete(path_for("batch/v1", "jobs", namespace, d.name), body)
-                self.metrics.jobs_deleted.labels(d.reason).inc()
-                return None
-            except ApiError as exc:
-                self.expectations.deletion_observed(key, d.name)
-                return None if exc.not_found or exc.conflict else exc
-            except Exception:
-                self.expectations.deletion_observed(key, d.name)
-                raise
-
-        errors = [e for e in self._pool.map(delete, decision.deletes) if e is not None]
+    def _delete(self, dj: Obj, decision: Decision, rlog: Any) -> list[Exception]:
+        meta = dj["metadata"]
+        outcome = self.act.delete_jobs(meta["uid"], meta["namespace"], decision.deletes)
         done: dict[str, list[str]] = {}
-        for d in decision.deletes:
+        for d in outcome.deleted:
             done.setdefault(d.reason, []).append(d.node or d.name)
         for reason, nodes in done.items():
             rlog.info("deleted jobs", reason=reason, count=len(nodes))
-            self._event(dj, "Normal", "SuccessfulDelete", f"Deleted {len(nodes)} Job(s) ({reason}): {_names(nodes)}")
-        if errors:
-            raise errors[0]
+            self.control.record_event(dj, "Normal", "SuccessfulDelete",
+                                      f"Deleted {len(nodes)} Job(s) ({reason}): {names_shown(nodes)}")
+        errors = [e for _, e in outcome.failed]
+        fenced = [e for e in errors if isinstance(e, NotLeader)]
+        if fenced:
+            raise fenced[0]
+        if outcome.failed:
+            failed_names = [d.name for d, _ in outcome.failed]
+            rlog.warning("deleting jobs failed", count=len(failed_names), error=error_message(errors[0]))
+            self.control.record_event(dj, "Warning", "FailedDelete",
+                                      f"Error deleting {len(failed_names)} Job(s) ({names_shown(failed_names)}): "
+                                      f"{error_message(errors[0])}")
+        return errors
 
-    def _create_jobs(self, key: str, dj: Obj, decision: Decision, generation: int, rlog: Any) -> Exception | None:
-        """Slow-start batches (1, 2, 4, ...): a systematic failure costs a handful of calls."""
-        if not decision.creates:
-            return None
-        namespace = dj["metadata"]["namespace"]
-        path = path_for("batch/v1", "jobs", namespace)
-        remaining = list(decision.creates)
-        batch = defaults.SLOW_START_INITIAL_BATCH
-        created: list[str] = []
-        failure: Exception | None = None
-
-        def create(c: Any) -> Exception | bool:
-            """True when created, False when it already existed, else the error."""
-            try:
-                self.kube.create(path, c.body)
-                self.metrics.jobs_created.inc()
-                return True
-            except ApiError as exc:
-                self.expectations.creation_observed(key, c.name)
-                return False if exc.already_exists else exc
-            except Exception as exc:
-                self.expectations.creation_observed(key, c.name)
-                return exc
-
-        while remaining and failure is None:
-            chunk, remaining = remaining[:batch], remaining[batch:]
-            self.expectations.expect_creations(key, [c.name for c in chunk])
-            results = list(self._pool.map(create, chunk))
-            for c, result in zip(chunk, results):
-                if result is True:
-                    created.append(c.node)
-                elif isinstance(result, Exception) and failure is None:
-                    failure = result
-            batch *= 2
-        if created:
-            rlog.info("created jobs", count=len(created), revision=decision.status.get("currentRevision"))
-            self._event(dj, "Normal", "SuccessfulCreate", f"Created {len(created)} Job(s) for revision "
-                        f"{decision.status.get('currentRevision')}: {_names(created)}")
-        if failure is None:
-            self._stalled.pop(key, None)
-            return None
-        self.metrics.job_create_errors.inc()
-        message = failure.message if isinstance(failure, ApiError) else str(failure)
-        self._event(dj, "Warning", "FailedCreate", f"Error creating Job: {message}")
-        if isinstance(failure, ApiError) and failure.invalid:
-            rlog.warning("the API server rejected the Job", error=message)
-            self._stalled[key] = (generation, "JobRejected", f"the API server rejected the Job: {message}")
-        return failure
-
-    def _write_status(self, dj: Obj, status: dict[str, Any], rlog: Any) -> None:
-        old = thaw(dj.get("status") or {})
-        if old == status:
-            return
-        patch = {**{k: None for k in old if k not in status}, **status}
+    def _create(self, dj: Obj, decision: Decision, generation: int, owner: Obj, rlog: Any) -> list[Exception]:
         meta = dj["metadata"]
-        try:
-            self.kube.patch(path_for(GROUP_VERSION, PLURAL, meta["namespace"], meta["name"], "status"),
-                            {"status": patch}, content_type=PATCH_MERGE)
-        except ApiError as exc:
-            if exc.not_found:
-                return
-            raise
-        rlog.debug("status updated", desired=status.get("desiredNodes"), active=status.get("activeNodes"),
-                   succeeded=status.get("succeededNodes"), failed=status.get("failedNodes"))
+        uid = meta["uid"]
+        outcome = self.act.create_jobs(uid, meta["namespace"], decision.creates)
+        revision = decision.status.get("currentRevision")
+        if outcome.created:
+            nodes = [c.node for c in outcome.created]
+            rlog.info("created jobs", count=len(nodes), revision=revision)
+            self.control.record_event(dj, "Normal", "SuccessfulCreate",
+                                      f"Created {len(nodes)} Job(s) for revision {revision}: {names_shown(nodes)}")
+        conflicts = self.act.resolve_existing(dj, outcome.existed, owner) if outcome.existed else []
+        if isinstance(outcome.error, NotLeader):
+            raise outcome.error
+        if conflicts:
+            self._report_conflicts(dj, conflicts, generation, rlog)
+        elif outcome.error is None:
+            self._stalled.pop(uid, None)
+            return []
+        if outcome.error is None:
+            return []
+        message = error_message(outcome.error)
+        self.control.record_event(dj, "Warning", "FailedCreate", f"Error creating Job: {message}")
+        if outcome.rejected is not None:
+            rlog.warning("the API server rejected the Job", error=message)
+            self._stalled[uid] = _Stall(generation, "JobRejected", f"the API server rejected the Job: {message}")
+        return [outcome.error]
 
-    def _event(self, dj: Obj, type_: str, reason: str, message: str) -> None:
-        if self.events is not None:
-            self.events.event(dj, type_, reason, message)
+    def _report_conflicts(self, dj: Obj, conflicts: list[Conflict], generation: int, rlog: Any) -> None:
+        shown = "; ".join(f"Job {c.job} for node {c.node} exists and is controlled by {c.owner}"
+                          for c in conflicts[:3])
+        message = f"cannot create {len(conflicts)} Job(s): {shown}; delete or rename them"
+        rlog.warning("job name conflict", count=len(conflicts), first=conflicts[0].job)
+        self.control.record_event(dj, "Warning", "JobConflict", message)
+        self._stalled[dj["metadata"]["uid"]] = _Stall(generation, "JobConflict", message)
+
+    # -- for tests and tools ---------------------------------------------------------------
+    def decide_seconds(self, key: str) -> float:
+        return self._decide_seconds.get(key, 0.0)
+

@@ -11,12 +11,14 @@ import queue
 import threading
 import uuid
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 from cachetools import TTLCache
 
+from daemonjob.domain.jobs import API_VERSION, KIND, format_time
+from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 
 log = structlog.get_logger("daemonjob.controller.events")
@@ -26,9 +28,12 @@ MAX_QUEUED = 10_000
 
 
 class EventRecorder:
-    def __init__(self, kube: Kube, host: str = ""):
+    def __init__(self, kube: Kube, host: str = "", *, clock: Clock | None = None,
+                 fence: Callable[[], bool] = lambda: True):
         self.kube = kube
         self.host = host
+        self.clock = clock or RealClock()
+        self.fence = fence  # checked again when posting: the queue may outlive leadership
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(MAX_QUEUED)
         self._seen: TTLCache[tuple[str, str, str], bool] = TTLCache(maxsize=100_000, ttl=DEDUP_WINDOW)
         self._lock = threading.Lock()
@@ -51,12 +56,12 @@ class EventRecorder:
             if key in self._seen:
                 return
             self._seen[key] = True
-        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = format_time(self.clock.wall())
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": obj.get("apiVersion", "daemonjob.io/v1alpha1"),
-                               "kind": obj.get("kind", "DaemonJob"), "name": meta["name"],
+            "involvedObject": {"apiVersion": obj.get("apiVersion", API_VERSION),
+                               "kind": obj.get("kind", KIND), "name": meta["name"],
                                "namespace": meta["namespace"], "uid": meta.get("uid", ""),
                                "resourceVersion": meta.get("resourceVersion", "")},
             "type": type_, "reason": reason, "message": message[:1024],
@@ -74,6 +79,8 @@ class EventRecorder:
             body = self._queue.get()
             if body is None:
                 return
+            if not self.fence():
+                continue
             try:
                 self.kube.create(path_for("v1", "events", body["metadata"]["namespace"]), body)
             except ApiError as exc:

@@ -28,6 +28,9 @@ __all__ = [
     "FAILED",
     "TERMINATING",
     "build_job",
+    "controller_ref",
+    "daemonjob_ref",
+    "owner_reference",
     "job_state",
     "job_node",
     "job_revision",
@@ -37,7 +40,8 @@ __all__ = [
     "format_time",
 ]
 
-API_VERSION = "daemonjob.io/v1alpha1"
+GROUP = "daemonjob.io"
+API_VERSION = f"{GROUP}/v1alpha1"
 KIND = "DaemonJob"
 LABEL_NAME = "daemonjob.io/name"
 LABEL_REVISION = "daemonjob.io/revision"
@@ -130,6 +134,29 @@ def job_finish_time(job: Mapping[str, Any]) -> datetime | None:
     return None
 
 
+def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ownerReference marked controller, whoever it names."""
+    for ref in _meta(obj).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def daemonjob_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The controller reference if it names a DaemonJob (any version of the group)."""
+    ref = controller_ref(obj)
+    if ref is None or ref.get("kind") != KIND or (ref.get("apiVersion") or "").split("/")[0] != GROUP:
+        return None
+    return ref
+
+
+def owner_reference(dj: Mapping[str, Any]) -> dict[str, Any]:
+    """The controller reference of a DaemonJob's Jobs; blockOwnerDeletion for Foreground deletes."""
+    meta = dj.get("metadata") or {}
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": meta.get("name"), "uid": meta.get("uid"),
+            "controller": True, "blockOwnerDeletion": True}
+
+
 def _pin_to_node(pod_spec: dict[str, Any], node_name: str) -> None:
     """Replace required node affinity with `metadata.name In [node]`, keep the rest."""
     affinity = pod_spec.get("affinity") or {}
@@ -183,16 +210,7 @@ def build_job(dj: Mapping[str, Any], node_name: str, revision: str) -> dict[str,
             "namespace": meta.get("namespace"),
             "labels": labels,
             "annotations": annotations,
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": KIND,
-                    "name": dj_name,
-                    "uid": meta.get("uid"),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owner_reference(dj)],
         },
         "spec": spec,
     }

@@ -11,7 +11,7 @@ import random
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 import urllib3
@@ -35,6 +35,11 @@ class Tombstone:
     obj: Obj
 
 
+def deleted_object(obj: Obj | Tombstone) -> Obj:
+    """The object a delete handler was given, whether seen by the watch or by a relist."""
+    return obj.obj if isinstance(obj, Tombstone) else obj
+
+
 @dataclass
 class Handlers:
     on_add: Callable[[Obj], None] | None = None
@@ -49,6 +54,27 @@ class InformerHooks:
     on_list: Callable[[str], None] | None = None
     on_relist: Callable[[str], None] | None = None
     on_watch_restart: Callable[[str, str], None] | None = None  # name, cause
+
+
+class SharedInformer(Protocol):
+    """What a consumer of an informer uses; `Informer` is the real one, tests pass fakes."""
+
+    name: str
+    store: Store
+
+    def add_handlers(self, handlers: Handlers) -> None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 5.0) -> None: ...
+
+    def has_synced(self) -> bool: ...
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool: ...
+
+    def alive(self) -> bool:
+        """False when started and its thread has died."""
+        ...
 
 
 def drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -139,7 +165,7 @@ class Informer:
         return self._synced.wait(timeout)
 
     def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread is None or self._thread.is_alive()
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> None:

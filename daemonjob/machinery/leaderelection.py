@@ -58,6 +58,10 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return self._leading.is_set()
 
+    def holds_lease(self) -> bool:
+        """The write fence: True only while this process surely holds the Lease."""
+        return self._leading.is_set()
+
     def stop(self) -> None:
         self._stop.set()
 

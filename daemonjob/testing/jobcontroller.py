@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from daemonjob.machinery.informer import Handlers, Informer, Tombstone
+from daemonjob.machinery.informer import Handlers, Informer, Tombstone, deleted_object
 from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
 from .kubelet import Timers, now_rfc3339, sim_duration, sim_exit_code
 
@@ -72,7 +72,7 @@ class SimJobController:
         self._timers.at(time.monotonic() + sim_duration(job["template"]), lambda: self._pool.submit(self._finish, job))
 
     def _on_job_gone(self, job: Mapping[str, Any] | Tombstone) -> None:
-        obj = job.obj if isinstance(job, Tombstone) else job
+        obj = deleted_object(job)
         with self._lock:
             self._seen.discard(obj["metadata"]["uid"])
 

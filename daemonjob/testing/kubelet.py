@@ -28,7 +28,7 @@ from typing import Any
 
 import structlog
 
-from daemonjob.machinery.informer import Handlers, Informer, Tombstone
+from daemonjob.machinery.informer import Handlers, Informer, Tombstone, deleted_object
 from daemonjob.machinery.kube import PATCH_STRATEGIC, ApiError, Kube, path_for
 
 log = structlog.get_logger("daemonjob.sim")
@@ -277,7 +277,7 @@ class SimKubelet:
             self._timers.at(time.monotonic() + sim_duration(pod), lambda: self._pool.submit(self._finish_pod, pod))
 
     def _on_pod_gone(self, pod: Mapping[str, Any] | Tombstone) -> None:
-        obj = pod.obj if isinstance(pod, Tombstone) else pod
+        obj = deleted_object(pod)
         with self._lock:
             self._pods_seen.pop(obj["metadata"]["uid"], None)
 

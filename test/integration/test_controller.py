@@ -21,7 +21,7 @@ DJ_API = "daemonjob.io/v1alpha1"
 def controller(cluster: LocalCluster, namespace: str, installed_crd: None) -> Iterator[Controller]:
     metrics = Metrics()
     kube = Kube.from_config(str(cluster.kubeconfig), on_request=metrics.on_request)
-    ctl = Controller(kube, namespace=namespace, workers=2, metrics=metrics)
+    ctl = Controller.for_kube(kube, namespace=namespace, workers=2, metrics=metrics)
     ctl.start_informers()
     assert ctl.wait_synced(30)
     ctl.start_workers()

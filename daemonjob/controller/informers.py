@@ -1,0 +1,68 @@
+"""The three caches the controller reads, and how the real ones are built.
+
+The controller takes an `Informers` in its constructor, the way the Kubernetes controllers
+take informers from a factory, so unit tests hand it fakes (`daemonjob.testing.fakes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from daemonjob.controller.transforms import job_transform, node_transform
+from daemonjob.domain.jobs import API_VERSION, LABEL_NAME, daemonjob_ref, job_node
+from daemonjob.machinery.clock import Clock
+from daemonjob.machinery.informer import Informer, InformerHooks, SharedInformer
+from daemonjob.machinery.kube import Kube
+
+__all__ = ["Informers", "OWNER_INDEX", "NODE_INDEX", "NAME_INDEX", "owner_uid_index", "job_node_index",
+           "dj_name_index", "DAEMONJOB_PLURAL"]
+
+DAEMONJOB_PLURAL = "daemonjobs"
+OWNER_INDEX = "owner"  # Jobs by the uid of the DaemonJob that controls them
+NODE_INDEX = "node"  # Jobs by node name
+NAME_INDEX = "name"  # Jobs by namespace/<daemonjob.io/name label>: finds orphans to adopt
+
+Obj = Mapping[str, Any]
+
+
+def owner_uid_index(job: Obj) -> list[str]:
+    ref = daemonjob_ref(job)
+    return [ref.get("uid") or ""] if ref is not None else []
+
+
+def job_node_index(job: Obj) -> list[str]:
+    node = job_node(job)
+    return [node] if node else []
+
+
+def dj_name_index(job: Obj) -> list[str]:
+    meta = job.get("metadata") or {}
+    name = (meta.get("labels") or {}).get(LABEL_NAME)
+    return [f"{meta.get('namespace', '')}/{name}"] if name else []
+
+
+JOB_INDEXERS = {OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index, NAME_INDEX: dj_name_index}
+
+
+@dataclass(frozen=True)
+class Informers:
+    daemonjobs: SharedInformer
+    jobs: SharedInformer
+    nodes: SharedInformer
+
+    def all(self) -> tuple[SharedInformer, SharedInformer, SharedInformer]:
+        """In start order: nodes and Jobs before DaemonJobs, so a first decision sees them."""
+        return (self.nodes, self.jobs, self.daemonjobs)
+
+    @classmethod
+    def for_kube(cls, kube: Kube, *, namespace: str | None = None, hooks: InformerHooks | None = None,
+                 clock: Clock | None = None) -> Informers:
+        return cls(
+            daemonjobs=Informer(kube, API_VERSION, DAEMONJOB_PLURAL, namespace=namespace, hooks=hooks,
+                                clock=clock, name="daemonjobs"),
+            jobs=Informer(kube, "batch/v1", "jobs", namespace=namespace, label_selector=LABEL_NAME,
+                          transform=job_transform, hooks=hooks, clock=clock, name="jobs", indexers=JOB_INDEXERS),
+            nodes=Informer(kube, "v1", "nodes", transform=node_transform, hooks=hooks, clock=clock, name="nodes"),
+        )

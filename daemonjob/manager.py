@@ -1,0 +1,102 @@
+"""The process lifecycle around a controller, in the manner of controller-runtime's Manager.
+
+Start order: serving, Event posting, informers; then, once elected (or at once without
+leader election) and with synced caches, the workers. Stop order matters for "one leader
+at a time": workers stop taking keys and in-flight work ends (or is abandoned) within a
+bound shorter than the lease, and only then is the Lease released for a successor.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import structlog
+
+from daemonjob import defaults
+from daemonjob.controller.controller import Controller
+from daemonjob.controller.events import EventRecorder
+from daemonjob.controller.metrics import Metrics
+from daemonjob.machinery.leaderelection import LeaderElector
+from daemonjob.machinery.serving import Server
+
+log = structlog.get_logger("daemonjob.manager")
+
+EXIT_OK = 0
+EXIT_LOST_LEADERSHIP = 1
+
+
+@dataclass
+class Manager:
+    controller: Controller
+    events: EventRecorder
+    metrics: Metrics
+    elector: LeaderElector | None = None
+    servers: list[Server] = field(default_factory=list)
+    shutdown_timeout: float = defaults.GRACEFUL_SHUTDOWN_TIMEOUT
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+    _lost: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        if self.elector is not None:
+            self.elector.on_leading = self.start_workers_when_synced
+
+    def request_stop(self) -> None:
+        """From a signal handler: a clean stop (exit 0)."""
+        self.stop_requested.set()
+
+    def lost_leadership(self) -> None:
+        """Leadership ended or is in doubt: stop at once and exit non-zero."""
+        self._lost.set()
+        self.stop_requested.set()
+
+    def run(self) -> int:
+        self.events.start()
+        self.controller.start_informers()
+        try:
+            if self.elector is None:
+                self.metrics.leader.set(1)
+                threading.Thread(target=self.start_workers_when_synced, name="start", daemon=True).start()
+                self.stop_requested.wait()
+            else:
+                self.metrics.leader.set(0)
+                threading.Thread(target=self._elect, name="leader-election", daemon=True).start()
+                while not self.stop_requested.wait(0.5):
+                    self.metrics.leader.set(1 if self.elector.is_leader else 0)
+        finally:
+            self._shutdown()
+        code = EXIT_LOST_LEADERSHIP if self._lost.is_set() else EXIT_OK
+        log.info("stopped", exit_code=code)
+        return code
+
+    def _elect(self) -> None:
+        assert self.elector is not None
+        if not self.elector.run():
+            self.lost_leadership()
+        else:
+            self.stop_requested.set()
+
+    def start_workers_when_synced(self) -> None:
+        """Called when leading: wait for the caches, then work."""
+        while not self.controller.wait_synced(timeout=1.0):
+            if self.stop_requested.is_set():
+                return
+        if self.stop_requested.is_set() or (self.elector is not None and not self.elector.is_leader):
+            return
+        self.controller.start_workers()
+        log.info("workers started", workers=self.controller.workers)
+
+    def _shutdown(self) -> None:
+        log.info("shutting down", lost_leadership=self._lost.is_set())
+        finished = self.controller.stop_workers(self.shutdown_timeout)
+        if not finished:
+            log.warning("in-flight work abandoned", timeout=self.shutdown_timeout)
+        if self.elector is not None:
+            self.elector.stop()
+            if not self._lost.is_set():
+                self.elector.release()  # only now may a successor act
+        self.controller.stop(timeout=0)
+        self.events.stop()
+        for server in self.servers:
+            server.stop()
+        self.metrics.leader.set(0)

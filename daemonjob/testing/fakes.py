@@ -1,0 +1,209 @@
+"""In-memory stand-ins for the controller's informers and writes, for unit tests.
+
+`FakeInformer` is a Store with handlers and no thread: a test delivers changes when it
+wants the cache to catch up. `FakeJobControl` records every write, can refuse chosen calls
+with an ApiError, and can apply Job writes to a FakeInformer as the API server would.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemonjob.machinery.informer import Handlers, Tombstone
+from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.store import Store, freeze, meta_namespace_key, thaw
+
+__all__ = ["FakeInformer", "FakeJobControl", "Call", "api_error"]
+
+
+def api_error(status: int, reason: str = "", message: str = "") -> ApiError:
+    """An ApiError as the API server would send it (409 AlreadyExists, 422 Invalid, ...)."""
+    default_reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 422: "Invalid",
+                      429: "TooManyRequests", 500: "InternalError"}.get(status, "")
+    return ApiError(status, reason or default_reason, message or f"HTTP {status}")
+
+
+class FakeInformer:
+    """A synced informer whose changes the test delivers with add/update/delete."""
+
+    def __init__(self, name: str, indexers: Mapping[str, Callable[[Any], list[str]]] | None = None,
+                 transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        self.name = name
+        self.store = Store(dict(indexers or {}))
+        self.transform = transform
+        self.handlers: list[Handlers] = []
+        self.started = False
+
+    def add_handlers(self, handlers: Handlers) -> None:
+        self.handlers.append(handlers)
+
+    def start(self) -> None:
+        self.started = True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.started = False
+
+    def has_synced(self) -> bool:
+        return True
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return True
+
+    def alive(self) -> bool:
+        return True
+
+    def _prepare(self, obj: Mapping[str, Any]) -> Any:
+        plain = thaw(obj)
+        return freeze(self.transform(plain) if self.transform else plain)
+
+    def add(self, obj: Mapping[str, Any]) -> None:
+        """Deliver a create (or an update, if the key is cached)."""
+        new = self._prepare(obj)
+        old = self.store.get(meta_namespace_key(new))
+        self.store.update(new)
+        for h in self.handlers:
+            if old is None and h.on_add:
+                h.on_add(new)
+            elif old is not None and h.on_update:
+                h.on_update(old, new)
+
+    update = add
+
+    def delete(self, key_or_obj: str | Mapping[str, Any], tombstone: bool = False) -> None:
+        key = key_or_obj if isinstance(key_or_obj, str) else meta_namespace_key(key_or_obj)
+        old = self.store.delete(key)
+        if old is None:
+            return
+        for h in self.handlers:
+            if h.on_delete:
+                h.on_delete(Tombstone(key, old) if tombstone else old)
+
+
+@dataclass
+class Call:
+    verb: str  # create, delete, adopt, status, event, get_job, get_daemonjob
+    namespace: str
+    name: str
+    body: Any = None
+    extra: Any = None
+
+
+@dataclass
+class FakeJobControl:
+    """Records writes; `errors[(verb, name)]` (or `(verb, "*")`) is raised instead of writing.
+
+    With `jobs` set, created Jobs are kept in `self.objects` and delivered to that informer
+    only when the test calls `deliver()`, so "the cache has not caught up" is explicit.
+    """
+
+    jobs: FakeInformer | None = None
+    errors: dict[tuple[str, str], Exception] = field(default_factory=dict)
+    fence: Callable[[], bool] = lambda: True
+    calls: list[Call] = field(default_factory=list)
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)  # Jobs the API server holds, by ns/name
+    daemonjobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # fresh reads, by ns/name
+    _pending: list[tuple[str, Any]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def may_write(self) -> bool:
+        return self.fence()
+
+    def _maybe_fail(self, verb: str, name: str) -> None:
+        exc = self.errors.get((verb, name)) or self.errors.get((verb, "*"))
+        if exc is not None:
+            raise exc
+
+    def _record(self, verb: str, namespace: str, name: str, body: Any = None, extra: Any = None) -> None:
+        with self._lock:
+            self.calls.append(Call(verb, namespace, name, body, extra))
+
+    def create_job(self, namespace: str, body: Mapping[str, Any]) -> None:
+        name = body["metadata"]["name"]
+        self._record("create", namespace, name, body)
+        self._maybe_fail("create", name)
+        key = f"{namespace}/{name}"
+        with self._lock:
+            if key in self.objects:
+                raise api_error(409, "AlreadyExists", f'jobs.batch "{name}" already exists')
+            job = thaw(body)
+            job["metadata"].update(namespace=namespace, uid=str(uuid.uuid4()),
+                                   creationTimestamp="2024-01-01T00:00:00Z")
+            self.objects[key] = job
+            self._pending.append(("add", job))
+
+    def delete_job(self, namespace: str, name: str, uid: str | None) -> None:
+        self._record("delete", namespace, name, extra=uid)
+        self._maybe_fail("delete", name)
+        key = f"{namespace}/{name}"
+        with self._lock:
+            job = self.objects.pop(key, None)
+            if job is None:
+                raise api_error(404, "NotFound", f'jobs.batch "{name}" not found')
+            self._pending.append(("delete", job))
+
+    def get_job(self, namespace: str, name: str) -> Mapping[str, Any]:
+        self._record("get_job", namespace, name)
+        with self._lock:
+            job = self.objects.get(f"{namespace}/{name}")
+        if job is None:
+            raise api_error(404, "NotFound", f'jobs.batch "{name}" not found')
+        return job
+
+    def adopt_job(self, namespace: str, name: str, job_uid: str, owner: Mapping[str, Any]) -> None:
+        self._record("adopt", namespace, name, dict(owner), job_uid)
+        self._maybe_fail("adopt", name)
+        with self._lock:
+            job = self.objects.get(f"{namespace}/{name}")
+            if job is None:
+                raise api_error(404)
+            if job["metadata"].get("uid") != job_uid:
+                raise api_error(422, "Invalid", "metadata.uid: Invalid value: field is immutable")
+            job["metadata"]["ownerReferences"] = [dict(owner)]
+            self._pending.append(("add", job))
+
+    def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:
+        self._record("get_daemonjob", namespace, name)
+        dj = self.daemonjobs.get(f"{namespace}/{name}")
+        if dj is None:
+            raise api_error(404)
+        return dj
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any],
+                     resource_version: str | None) -> None:
+        self._record("status", namespace, name, thaw(status), resource_version)
+        self._maybe_fail("status", name)
+
+    def record_event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        self._record("event", obj["metadata"].get("namespace", ""), obj["metadata"]["name"], (type_, reason),
+                     message)
+
+    # -- for tests ---------------------------------------------------------------------------
+    def put_job(self, job: Mapping[str, Any]) -> None:
+        """A Job that exists in the API server already (made by someone else, or orphaned)."""
+        meta = job["metadata"]
+        with self._lock:
+            self.objects[f"{meta['namespace']}/{meta['name']}"] = thaw(job)
+
+    def deliver(self) -> None:
+        """Let the cache catch up with every write so far."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        if self.jobs is None:
+            return
+        for op, job in pending:
+            if op == "add":
+                self.jobs.add(job)
+            else:
+                self.jobs.delete(job)
+
+    def of(self, verb: str) -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls if c.verb == verb]
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()

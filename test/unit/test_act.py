@@ -1,0 +1,333 @@
+"""The act layer without a cluster: a Controller on fake informers, a fake JobControl and a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from daemonjob.controller.controller import Controller, ReconcileError
+from daemonjob.controller.informers import JOB_INDEXERS
+from daemonjob.controller.jobcontrol import NotLeader
+from daemonjob.controller.transforms import job_transform, node_transform
+from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, build_job
+from daemonjob.controller.informers import Informers
+from daemonjob.domain.revision import template_revision
+from daemonjob.machinery.clock import FakeClock
+from daemonjob.testing.fakes import FakeInformer, FakeJobControl, api_error
+
+NS = "ops"
+KEY = f"{NS}/audit"
+
+
+def make_dj(uid: str = "dj-uid", generation: int = 1, resource_version: str = "10", **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}
+    body.update(spec)
+    return {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
+            "metadata": {"name": "audit", "namespace": NS, "uid": uid, "generation": generation,
+                         "resourceVersion": resource_version},
+            "spec": body}
+
+
+def node(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {}}, "spec": {}, "status": {"conditions": [
+        {"type": "Ready", "status": "True"}]}}
+
+
+@dataclass
+class Bed:
+    ctl: Controller
+    control: FakeJobControl
+    djs: FakeInformer
+    jobs: FakeInformer
+    nodes: FakeInformer
+    clock: FakeClock
+
+    def add_dj(self, dj: dict[str, Any]) -> None:
+        self.djs.add(dj)
+        self.control.daemonjobs[f"{NS}/{dj['metadata']['name']}"] = dj
+
+    def add_nodes(self, count: int) -> list[str]:
+        names = [f"node-{i:02d}" for i in range(count)]
+        for n in names:
+            self.nodes.add(node(n))
+        return names
+
+    def statuses(self) -> list[dict[str, Any]]:
+        return [c.body for c in self.control.of("status")]
+
+    def events(self, reason: str) -> list[str]:
+        return [c.extra for c in self.control.of("event") if c.body[1] == reason]
+
+
+@pytest.fixture
+def bed() -> Iterator[Bed]:
+    clock = FakeClock()
+    djs = FakeInformer("daemonjobs")
+    jobs = FakeInformer("jobs", indexers=JOB_INDEXERS, transform=job_transform)
+    nodes = FakeInformer("nodes", transform=node_transform)
+    control = FakeJobControl(jobs=jobs)
+    ctl = Controller(Informers(djs, jobs, nodes), control, clock=clock, create_concurrency=4, resync_interval=0)
+    yield Bed(ctl, control, djs, jobs, nodes, clock)
+    ctl.stop(timeout=1)
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == kind)
+
+
+def test_creates_one_job_per_node_and_writes_status(bed: Bed) -> None:
+    bed.add_nodes(3)
+    bed.add_dj(make_dj())
+    bed.ctl.reconcile(KEY)
+    assert sorted(c.name for c in bed.control.of("create")) == sorted(k.split("/")[1] for k in bed.control.objects)
+    assert len(bed.control.objects) == 3
+    (status,) = bed.statuses()
+    assert status["activeNodes"] == 0 and status["pendingNodes"] == 3  # the cache has not shown them yet
+    assert bed.events("SuccessfulCreate") and "3 Job(s)" in bed.events("SuccessfulCreate")[0]
+
+
+def test_slow_start_batches_stop_at_the_first_failure(bed: Bed) -> None:
+    names = bed.add_nodes(10)
+    dj = make_dj()
+    bed.add_dj(dj)
+    revision = template_revision(dj["spec"]["jobTemplate"])
+    failing = build_job(dj, names[2], revision)["metadata"]["name"]  # in the second batch (1, then 2)
+    bed.control.errors[("create", failing)] = api_error(500, message="etcd is sad")
+    with pytest.raises(ReconcileError, match="etcd is sad"):
+        bed.ctl.reconcile(KEY)
+    assert len(bed.control.of("create")) == 3  # batch of 1, batch of 2, nothing after the failure
+    assert len(bed.control.objects) == 2
+    assert bed.events("FailedCreate") == ["Error creating Job: etcd is sad"]
+    assert len(bed.statuses()) == 1  # the status is written even when an action failed
+
+
+def test_expectations_block_a_second_pass_until_the_cache_catches_up(bed: Bed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(make_dj())
+    bed.ctl.reconcile(KEY)
+    assert len(bed.control.of("create")) == 2
+    bed.control.reset()
+    assert bed.ctl.reconcile(KEY) is None  # waits: the two creates are not in the cache
+    assert bed.control.calls == []
+    bed.control.deliver()
+    decision = bed.ctl.reconcile(KEY)
+    assert decision is not None and not decision.creates
+    assert bed.control.of("create") == []
+    assert bed.statuses()[-1]["activeNodes"] == 2
+
+
+def test_expectations_expire_on_the_clock_when_an_event_is_lost(bed: Bed) -> None:
+    bed.add_nodes(1)
+    bed.add_dj(make_dj())
+    bed.ctl.reconcile(KEY)
+    bed.control.reset()
+    assert bed.ctl.reconcile(KEY) is None
+    bed.clock.step(301)
+    bed.ctl.reconcile(KEY)  # the lost event no longer wedges the DaemonJob
+    assert bed.control.of("create")  # AlreadyExists then: it is ours, nothing else happens
+    assert not bed.events("JobConflict")
+
+
+def test_a_create_rejected_as_invalid_sets_stalled(bed: Bed) -> None:
+    bed.add_nodes(4)
+    bed.add_dj(make_dj())
+    bed.control.errors[("create", "*")] = api_error(422, message='Job.batch "x" is invalid: spec.template: bad')
+    with pytest.raises(ReconcileError):
+        bed.ctl.reconcile(KEY)
+    assert len(bed.control.of("create")) == 1
+    stalled = condition(bed.statuses()[-1], "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "JobRejected"
+    assert "spec.template: bad" in stalled["message"]
+
+
+def test_stalled_is_keyed_by_uid_so_a_recreated_daemonjob_starts_clean(bed: Bed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(make_dj())
+    bed.control.errors[("create", "*")] = api_error(422, message="rejected")
+    with pytest.raises(ReconcileError):
+        bed.ctl.reconcile(KEY)
+    del bed.control.errors[("create", "*")]
+    bed.add_dj(make_dj(uid="dj-uid-2"))  # deleted and re-created, seen as an update through a relist
+    bed.control.reset()
+    bed.ctl.reconcile(KEY)
+    assert len(bed.control.of("create")) == 2  # no leftover single-probe limit
+    assert condition(bed.statuses()[-1], "Stalled")["status"] == "False"
+
+
+def test_already_exists_for_our_own_job_is_not_a_conflict(bed: Bed) -> None:
+    names = bed.add_nodes(1)
+    dj = make_dj()
+    bed.add_dj(dj)
+    body = build_job(dj, names[0], template_revision(dj["spec"]["jobTemplate"]))
+    body["metadata"]["uid"] = "job-uid"
+    bed.control.put_job(body)  # created by an earlier pass; the cache has not shown it
+    bed.ctl.reconcile(KEY)
+    assert len(bed.control.of("create")) == 1
+    assert bed.control.of("adopt") == [] and not bed.events("JobConflict")
+    assert condition(bed.statuses()[-1], "Stalled")["status"] == "False"
+
+
+def test_a_name_taken_by_another_controller_is_reported_and_other_nodes_go_on(bed: Bed) -> None:
+    names = bed.add_nodes(3)
+    dj = make_dj()
+    bed.add_dj(dj)
+    body = build_job(dj, names[1], template_revision(dj["spec"]["jobTemplate"]))
+    body["metadata"].update(uid="foreign", ownerReferences=[
+        {"apiVersion": "batch/v1", "kind": "CronJob", "name": "someone", "uid": "x", "controller": True}])
+    bed.control.put_job(body)
+    bed.ctl.reconcile(KEY)
+    assert len(bed.control.objects) == 3  # the two other nodes got their Jobs
+    (message,) = bed.events("JobConflict")
+    assert body["metadata"]["name"] in message and "CronJob/someone" in message
+    stalled = condition(bed.statuses()[-1], "Stalled")
+    assert stalled["reason"] == "JobConflict" and body["metadata"]["name"] in stalled["message"]
+    assert bed.control.of("adopt") == []  # never touched
+
+
+def orphan(dj: dict[str, Any], node_name: str, uid: str = "orphan-uid") -> dict[str, Any]:
+    body = build_job(dj, node_name, template_revision(dj["spec"]["jobTemplate"]))
+    body["metadata"]["ownerReferences"] = []
+    body["metadata"].update(uid=uid, creationTimestamp="2024-01-01T00:00:00Z")
+    body["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    return body
+
+
+def test_orphans_with_our_labels_are_adopted_after_a_fresh_read(bed: Bed) -> None:
+    names = bed.add_nodes(2)
+    dj = make_dj()
+    bed.add_dj(dj)
+    job = orphan(dj, names[0])
+    bed.control.put_job(job)
+    bed.jobs.add(job)  # the Job informer sees it: labelled, no controller
+    bed.ctl.reconcile(KEY)
+    (adopt,) = bed.control.of("adopt")
+    assert adopt.name == job["metadata"]["name"] and adopt.extra == "orphan-uid"
+    assert adopt.body["uid"] == "dj-uid" and adopt.body["controller"] is True
+    assert bed.control.of("get_daemonjob")  # the fresh read came first
+    assert [c.name for c in bed.control.of("create")] != [job["metadata"]["name"]]
+    assert len(bed.control.of("create")) == 1  # only the other node
+    assert bed.statuses()[-1]["succeededNodes"] == 1
+
+
+def test_orphans_are_not_adopted_by_a_namesake_with_another_uid(bed: Bed) -> None:
+    names = bed.add_nodes(1)
+    dj = make_dj()
+    bed.add_dj(dj)
+    bed.control.daemonjobs[KEY] = make_dj(uid="someone-else")  # the fresh read disagrees with the cache
+    job = orphan(dj, names[0])
+    bed.control.put_job(job)
+    bed.jobs.add(job)
+    bed.ctl.reconcile(KEY)
+    assert bed.control.of("adopt") == []
+
+
+def test_an_orphan_found_through_already_exists_is_adopted(bed: Bed) -> None:
+    names = bed.add_nodes(1)
+    dj = make_dj()
+    bed.add_dj(dj)
+    bed.control.put_job(orphan(dj, names[0]))  # not in the cache yet
+    bed.ctl.reconcile(KEY)
+    assert [c.verb for c in bed.control.calls if c.verb in ("create", "get_job", "adopt")] == [
+        "create", "get_job", "adopt"]
+    assert not bed.events("JobConflict")
+
+
+def test_status_is_written_only_when_it_changes_and_carries_the_resource_version(bed: Bed) -> None:
+    bed.add_nodes(1)
+    bed.add_dj(make_dj(resource_version="42"))
+    bed.ctl.reconcile(KEY)
+    (first,) = bed.control.of("status")
+    assert first.extra == "42"
+    status = first.body
+    bed.control.deliver()
+    bed.djs.add({**make_dj(resource_version="43"), "status": status})
+    bed.control.reset()
+    bed.ctl.reconcile(KEY)  # the Job now shows as active: a new status
+    (second,) = bed.control.of("status")
+    bed.djs.add({**make_dj(resource_version="44"), "status": second.body})
+    bed.control.reset()
+    bed.ctl.reconcile(KEY)
+    assert bed.control.of("status") == []
+
+
+def test_a_status_conflict_is_raised_for_a_requeue(bed: Bed) -> None:
+    bed.add_nodes(1)
+    bed.add_dj(make_dj())
+    bed.control.errors[("status", "audit")] = api_error(409, message="the object has been modified")
+    with pytest.raises(Exception, match="modified"):
+        bed.ctl.reconcile(KEY)
+
+
+def test_one_failed_delete_does_not_stop_the_other_actions(bed: Bed) -> None:
+    names = bed.add_nodes(3)
+    dj = make_dj()
+    bed.add_dj(dj)
+    for n in names:  # Jobs on nodes that are then deleted
+        body = build_job(dj, n, template_revision(dj["spec"]["jobTemplate"]))
+        body["metadata"].update(uid=f"uid-{n}", creationTimestamp="2024-01-01T00:00:00Z")
+        bed.control.put_job(body)
+        bed.jobs.add(body)
+    bed.nodes.delete(names[0])
+    bed.nodes.delete(names[1])
+    bed.nodes.add(node("node-new"))
+    doomed = [j["metadata"]["name"] for j in bed.jobs.store.list()
+              if j["metadata"]["annotations"][ANNOTATION_NODE] in names[:2]]
+    bed.control.errors[("delete", doomed[0])] = api_error(403, message="denied by policy")
+    with pytest.raises(ReconcileError, match="denied by policy"):
+        bed.ctl.reconcile(KEY)
+    assert sorted(c.name for c in bed.control.of("delete")) == sorted(doomed)  # both attempted
+    assert len(bed.control.of("create")) == 1  # the new node still got its Job
+    (deleted,) = bed.events("SuccessfulDelete")  # counts only what was really deleted
+    assert deleted.startswith("Deleted 1 Job(s) (NodeGone): ")
+    assert "denied by policy" in bed.events("FailedDelete")[0]
+    assert len(bed.statuses()) == 1
+
+
+def test_a_lost_fence_abandons_the_remaining_creates_and_writes_nothing_more(bed: Bed) -> None:
+    bed.add_nodes(8)
+    bed.add_dj(make_dj())
+    allowed = iter([True, True, True])  # three checks pass, then leadership is in doubt
+    bed.control.fence = lambda: next(allowed, False)
+    with pytest.raises(NotLeader):
+        bed.ctl.reconcile(KEY)
+    assert len(bed.control.objects) <= 3
+    assert bed.control.of("status") == []
+
+
+def test_a_worker_stops_on_not_leader_without_requeueing(bed: Bed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(make_dj())
+    bed.control.fence = lambda: False
+    bed.ctl.start_workers()
+    bed.ctl.queue.add(KEY)
+    bed.ctl.stop_workers(timeout=2)
+    assert bed.control.objects == {}
+    assert bed.ctl.queue.num_requeues(KEY) == 0
+
+
+def test_node_events_enqueue_only_daemonjobs_whose_answer_changed(bed: Bed) -> None:
+    bed.add_dj(make_dj(nodeSelector={"matchLabels": {"role": "db"}}))
+    while len(bed.ctl.queue):
+        key, _ = bed.ctl.queue.get()
+        bed.ctl.queue.done(key)
+    bed.nodes.add(node("web-1"))
+    assert len(bed.ctl.queue) == 0
+    db = node("db-1")
+    db["metadata"]["labels"] = {"role": "db"}
+    bed.nodes.add(db)
+    assert len(bed.ctl.queue) == 1
+
+
+def test_an_orphan_event_enqueues_the_daemonjob_it_names(bed: Bed) -> None:
+    dj = make_dj()
+    bed.add_dj(dj)
+    key, _ = bed.ctl.queue.get()
+    bed.ctl.queue.done(key)
+    job = orphan(dj, "node-00")
+    assert job["metadata"]["labels"][LABEL_NAME] == "audit"
+    bed.jobs.add(job)
+    assert len(bed.ctl.queue) == 1
