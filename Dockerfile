@@ -8,6 +8,8 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml setup.cfg README.md LICENSE ./
 COPY daemonjob ./daemonjob
+# daemonjob/testing/data/crd.yaml links to it
+COPY manifests/crd.yaml ./manifests/crd.yaml
 RUN pip wheel --wheel-dir /wheels .
 
 # -- runtime ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import pytest
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import kubeconfig_text
+from daemonjob.testing.crd import install_crd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `import harness`, here and in the tests
 
@@ -32,12 +33,10 @@ from harness import (
     CONTROLLER_NS,
     EXTERNAL,
     GROUP_LABEL,
-    GROUP_VERSION,
     PLURAL,
     Cluster,
     ControllerProcess,
     DeployedController,
-    wait_for,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,14 +64,18 @@ def kube(admin_kubeconfig: Path) -> Kube:
 
 
 @pytest.fixture(scope="session")
-def kubectl(request: pytest.FixtureRequest, admin_kubeconfig: Path) -> Kubectl:
+def kubectl_command(request: pytest.FixtureRequest, admin_kubeconfig: Path) -> list[str]:
     if EXTERNAL:
         binary = os.environ.get("KUBECTL") or shutil.which("kubectl") or "kubectl"
     else:
         binary = str(request.getfixturevalue("cluster").bin_dir / "kubectl")
+    return [binary, f"--kubeconfig={admin_kubeconfig}"]
 
+
+@pytest.fixture(scope="session")
+def kubectl(kubectl_command: list[str]) -> Kubectl:
     def run(*args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        cmd = [binary, f"--kubeconfig={admin_kubeconfig}", *args]
+        cmd = [*kubectl_command, *args]
         proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120, check=False)
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -82,21 +85,9 @@ def kubectl(request: pytest.FixtureRequest, admin_kubeconfig: Path) -> Kubectl:
 
 
 @pytest.fixture(scope="session")
-def crd(kube: Kube, kubectl: Kubectl) -> None:
+def crd(kubectl_command: list[str]) -> None:
     """The CRD, applied for real and never deleted (shared by every test)."""
-    kubectl("apply", "-f", str(MANIFESTS / "crd.yaml"))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{CRD_NAME}")
-
-    def served() -> bool:
-        try:
-            resources = kube.get(f"/apis/{GROUP_VERSION}").get("resources") or []
-        except ApiError:
-            return False
-        # kubectl resolves "dj" through discovery, which can trail the API itself.
-        listed = kubectl("api-resources", "--api-group=daemonjob.io", "-o", "name", check=False).stdout.split()
-        return any(r.get("name") == PLURAL for r in resources) and CRD_NAME in listed
-
-    wait_for(served, 60, f"{GROUP_VERSION} to serve {PLURAL}")
+    install_crd(kubectl_command, MANIFESTS / "crd.yaml")
 
 
 def _service_account_token(kube: Kube) -> str:

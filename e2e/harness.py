@@ -22,6 +22,7 @@ from typing import Any, Self, TypeVar
 
 from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, WatchStream, path_for
 from daemonjob.testing import process, waiting
+from daemonjob.testing.prom import metric_value
 
 GROUP_VERSION = "daemonjob.io/v1alpha1"
 PLURAL = "daemonjobs"
@@ -402,22 +403,6 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
-
-
-def metric_value(text: str, name: str, labels: Mapping[str, str] | None = None) -> float | None:
-    """The value of one sample in Prometheus text format (labels: a subset to match)."""
-    for line in text.splitlines():
-        if line.startswith("#") or not line.startswith(name):
-            continue
-        head, _, value = line.rpartition(" ")
-        metric, _, label_text = head.partition("{")
-        if metric != name:
-            continue
-        found = dict(part.split("=", 1) for part in label_text.rstrip("}").split(",") if "=" in part)
-        found = {k: v.strip('"') for k, v in found.items()}
-        if all(found.get(k) == v for k, v in (labels or {}).items()):
-            return float(value)
-    return None
 
 
 class ControllerProcess(process.ControllerProcess):

@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION, job_state  # noqa: E402
 from daemonjob.machinery.kube import ApiError, Kube, path_for  # noqa: E402
 from daemonjob.testing.cluster import LocalCluster, free_port, stop_pid  # noqa: E402
+from daemonjob.testing.crd import install_crd  # noqa: E402
 from daemonjob.testing.kubelet import NodeSpec, SimKubelet  # noqa: E402
 
 NAMESPACE = "demo"
@@ -116,18 +117,15 @@ def main() -> int:
                 names = [f"node-{i:02d}" for i in range(1, args.nodes + 1)]
                 kubelet.add_nodes(NodeSpec(n) for n in names)
                 kubelet.wait_ready(names)
-                kubectl = [str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(cluster.kubeconfig)]
-                subprocess.run([*kubectl, "apply", "-f", str(ROOT / "manifests" / "crd.yaml")], check=True,
-                               stdout=subprocess.DEVNULL)
-                subprocess.run([*kubectl, "wait", "--for=condition=Established", "crd/daemonjobs.daemonjob.io"],
-                               check=True, stdout=subprocess.DEVNULL)
+                kubectl = cluster.kubectl_command()
+                install_crd(kubectl, ROOT / "manifests" / "crd.yaml")
                 log_path = cluster.workdir / "controller.log"
                 with open(log_path, "wb") as log:
                     controller = subprocess.Popen(
                         [sys.executable, "-m", "daemonjob", "--kubeconfig", str(cluster.kubeconfig),
                          "--metrics-bind-address", f"127.0.0.1:{free_port()}",
                          "--health-probe-bind-address", f"127.0.0.1:{free_port()}", "--log-format", "json"],
-                        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+                        stdout=log, stderr=subprocess.STDOUT)
                 kube.create(path_for("v1", "namespaces"), {"metadata": {"name": NAMESPACE}})
                 kube.create(path_for("daemonjob.io/v1alpha1", "daemonjobs", NAMESPACE), DAEMONJOB)
                 watch_rollout(kube, names, "first run, at most 2 nodes at a time", args.timeout)

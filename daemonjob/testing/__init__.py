@@ -1,0 +1,12 @@
+"""A local Kubernetes control plane with simulated nodes, for testing DaemonJobs without a cluster.
+
+Ships with the package, the way envtest ships inside controller-runtime:
+
+- `python -m daemonjob.testing up --nodes 3` / `down`: a background cluster (etcd,
+  kube-apiserver, kube-controller-manager, kube-scheduler) with the DaemonJob CRD installed
+  and simulated nodes; the binaries are provisioned on first use (see `cluster.py`).
+- `LocalCluster`, `SimKubelet`: the same in-process.
+- a pytest plugin (`pip install daemonjob[testing]`): fixtures `cluster`, `kube`, `kubelet`,
+  `namespace`, `make_nodes`, `installed_crd`.
+- `fakes`: in-memory informers and Job writes for unit tests of the controller.
+"""

@@ -1,4 +1,4 @@
-"""`python -m daemonjob.testing up|down|serve`: a local cluster with simulated nodes.
+"""`python -m daemonjob.testing up|down|serve`: a local cluster with simulated nodes and the CRD.
 
 `up` starts a detached supervisor (`serve`) and returns once every node is Ready; `down`
 stops it by its PID, then anything it started that is still recorded in `pids`.
@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 
 from daemonjob.machinery.kube import Kube
-from .cluster import ClusterOptions, LocalCluster, stop_pid
-from .kubelet import NodeSpec, SimKubelet
+from daemonjob.testing.cluster import ClusterOptions, LocalCluster, stop_pid
+from daemonjob.testing.crd import install_crd
+from daemonjob.testing.kubelet import NodeSpec, SimKubelet
 
 SUPERVISOR_PID = "supervisor.pid"
 READY_MARK = "ready"
@@ -113,6 +114,7 @@ def serve(args: argparse.Namespace) -> int:
         kubelet.start()
         kubelet.add_nodes(NodeSpec(n) for n in node_names(args.nodes))
         kubelet.wait_ready(timeout=300)
+        install_crd(cluster.kubectl_command())
         (workdir / READY_MARK).write_text("ready\n")
         print(f"ready: {args.nodes} nodes, kubeconfig {cluster.kubeconfig}", flush=True)
         stop.wait()

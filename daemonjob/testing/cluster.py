@@ -22,8 +22,9 @@ from pathlib import Path
 
 import urllib3
 
-ROOT = Path(__file__).resolve().parents[2]
-PROVISION_SCRIPT = ROOT / "hack" / "provision-binaries.sh"
+DATA_DIR = Path(__file__).resolve().parent / "data"  # shipped in the package: works from a wheel
+PROVISION_SCRIPT = DATA_DIR / "provision-binaries.sh"
+CRD_PATH = DATA_DIR / "crd.yaml"  # the same file as manifests/crd.yaml
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
@@ -118,6 +119,11 @@ class LocalCluster:
     @property
     def server(self) -> str:
         return f"https://127.0.0.1:{self.apiserver_port}"
+
+    def kubectl_command(self) -> list[str]:
+        """kubectl (provisioned with the other binaries) pointed at this cluster."""
+        assert self.bin_dir is not None, "start() the cluster first"
+        return [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig)]
 
     @property
     def pki(self) -> Path:

@@ -12,7 +12,8 @@ from typing import Any
 
 import urllib3
 
-from .cluster import ROOT, _die_with_parent, free_port
+from .cluster import _die_with_parent, free_port
+from .prom import metric_value
 from .waiting import wait_for
 
 
@@ -39,7 +40,7 @@ class ControllerProcess:
         self.metrics_port, self.health_port = free_port(), free_port()
         with open(self.log_path, "ab") as log:  # appended: the log survives restarts
             self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                          preexec_fn=_die_with_parent)
         if wait:
             self.wait_ready()
@@ -88,14 +89,7 @@ class ControllerProcess:
 
     def metric(self, metric: str, /, **labels: str) -> float:
         """Sum of the samples of `metric` whose labels include `labels` (0 if none)."""
-        from prometheus_client.parser import text_string_to_metric_families
-
-        total = 0.0
-        for family in text_string_to_metric_families(self.metrics_text()):
-            for sample in family.samples:
-                if sample.name == metric and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    total += sample.value
-        return total
+        return metric_value(self.metrics_text(), metric, labels) or 0.0
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until the caches are synced (/readyz answers 200)."""

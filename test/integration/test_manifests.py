@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import yaml
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
+from daemonjob.testing.crd import install_crd
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -63,23 +63,10 @@ def daemonjob(name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": GROUP_VERSION, "kind": "DaemonJob", "metadata": {"name": name}, "spec": body}
 
 
-def wait_for_crd(cluster: LocalCluster, timeout: float = 60.0) -> None:
-    kubectl(cluster, "wait", "--for=condition=Established", f"--timeout={int(timeout)}s", f"crd/{CRD_NAME}")
-    # Discovery (used by kubectl to map "dj" and "daemonjobs") can trail the condition.
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = kubectl(cluster, "api-resources", "--api-group=daemonjob.io", "-o", "name", check=False)
-        if out.returncode == 0 and CRD_NAME in out.stdout.split():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"{CRD_NAME} not in discovery after {timeout}s")
-
-
 @pytest.fixture(scope="module")
 def crd(cluster: LocalCluster) -> None:
     """The CRD, applied for real (never deleted: other tests share it)."""
-    kubectl(cluster, "apply", "-f", str(MANIFESTS / "crd.yaml"))
-    wait_for_crd(cluster)
+    install_crd(cluster.kubectl_command(), MANIFESTS / "crd.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,10 @@ import pytest
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
 from daemonjob.testing.waiting import wait_for
 from daemonjob.machinery.kube import Kube, path_for
-from daemonjob.testing.cluster import ROOT, LocalCluster, kubeconfig_text
+from daemonjob.testing.cluster import LocalCluster, kubeconfig_text
 from daemonjob.testing.process import ControllerProcess
 
+ROOT = Path(__file__).resolve().parents[2]
 DJ_API = "daemonjob.io/v1alpha1"
 
 

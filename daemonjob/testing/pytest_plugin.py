@@ -1,21 +1,23 @@
-"""pytest fixtures: one local cluster and one simulated kubelet per test session.
+"""The pytest plugin of the test bed: one local cluster and one simulated kubelet per session.
 
-Tests isolate themselves with a namespace and node names of their own. Set KUBECONFIG_E2E
-(or DAEMONJOB_E2E_EXTERNAL=1 with KUBECONFIG) to run the e2e suite against another cluster.
+Installed with the package (entry point `pytest11`), so a project that tests its own
+DaemonJobs gets the fixtures `cluster`, `kube`, `kubelet`, `namespace`, `make_nodes` and
+`installed_crd` by installing `daemonjob[testing]`. Tests isolate themselves with a
+namespace and node names of their own.
 """
 
 from __future__ import annotations
 
 import itertools
-import subprocess
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
-from .cluster import LocalCluster
-from .kubelet import NodeSpec, SimKubelet
+from daemonjob.testing.cluster import LocalCluster
+from daemonjob.testing.crd import install_crd
+from daemonjob.testing.kubelet import NodeSpec, SimKubelet
 
 _counter = itertools.count()
 
@@ -71,9 +73,4 @@ def make_nodes(kubelet: SimKubelet) -> Iterator:
 @pytest.fixture(scope="session")
 def installed_crd(cluster: LocalCluster) -> None:
     """The DaemonJob CRD, applied once (idempotent) and served before tests use it."""
-    from .cluster import ROOT
-
-    kubectl = [str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(cluster.kubeconfig)]
-    subprocess.run([*kubectl, "apply", "-f", str(ROOT / "manifests" / "crd.yaml")], check=True, capture_output=True)
-    subprocess.run([*kubectl, "wait", "--for=condition=Established", "crd/daemonjobs.daemonjob.io"], check=True,
-                   capture_output=True)
+    install_crd(cluster.kubectl_command())

@@ -1,0 +1,34 @@
+"""Installing the DaemonJob CRD with kubectl, the way a user does, for tests, the demo and benchmarks."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from daemonjob.testing.cluster import CRD_PATH
+
+CRD_NAME = "daemonjobs.daemonjob.io"
+
+
+def install_crd(kubectl: Sequence[str], path: Path = CRD_PATH, timeout: float = 60.0) -> None:
+    """Apply the CRD (idempotent) and wait until kubectl can use it.
+
+    Established means the endpoint is served; discovery, through which kubectl maps "dj"
+    and "daemonjobs", can trail it, so that is waited for too. `kubectl` is the command with
+    its connection flags, e.g. [kubectl, "--kubeconfig", path].
+    """
+    for args in (["apply", "-f", str(path)],
+                 ["wait", "--for=condition=Established", f"--timeout={int(timeout)}s", f"crd/{CRD_NAME}"]):
+        out = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False, timeout=timeout + 30)
+        if out.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed: {out.stderr.strip() or out.stdout.strip()}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run([*kubectl, "api-resources", "--api-group=daemonjob.io", "-o", "name"],
+                             capture_output=True, text=True, check=False, timeout=timeout)
+        if out.returncode == 0 and CRD_NAME in out.stdout.split():
+            return
+        time.sleep(0.3)
+    raise RuntimeError(f"{CRD_NAME} is Established but not in discovery after {timeout:.0f}s")
