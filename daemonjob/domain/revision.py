@@ -46,13 +46,16 @@ def _trim(text: str, length: int) -> str:
     return text[:length].rstrip("-")
 
 
-def job_name(dj_name: str, node_name: str, revision: str) -> str:
+def job_name(dj_name: str, node_name: str, revision: str, run: str | None = None) -> str:
     """`<dj>-<node>-<hash>`, a DNS-1123 label of at most 63 characters.
 
-    The readable parts are shortened as needed; the hash covers the full inputs so
-    shortened names of different nodes or revisions still differ.
+    The readable parts are shortened as needed; the hash covers the full inputs (the run
+    too, when there is one) so shortened names of different nodes, revisions or runs
+    still differ. Without a run the name is what it was before runs existed, so the Jobs
+    of unscheduled DaemonJobs keep their names across the upgrade.
     """
-    digest = hashlib.sha256("\x00".join((dj_name, node_name, revision)).encode("utf-8"))
+    parts = (dj_name, node_name, revision) if run is None else (dj_name, node_name, revision, run)
+    digest = hashlib.sha256("\x00".join(parts).encode("utf-8"))
     suffix = digest.hexdigest()[:NAME_HASH_LENGTH]
     budget = NAME_MAX - NAME_HASH_LENGTH - 2  # two separating dashes
     dj, node = _dns_part(dj_name), _dns_part(node_name)

@@ -8,6 +8,7 @@ ask the API server what the controller's ServiceAccount may do. Applying is idem
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -46,8 +47,11 @@ def load_all(path: Path) -> list[dict[str, Any]]:
 
 
 def table_row(header: str, line: str) -> dict[str, str]:
-    """One row of kubectl's table output, cut at the header's column starts (cells may be empty)."""
-    starts = [i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 1] == " ")]
+    """One row of kubectl's table output, cut at the header's column starts (cells may be empty).
+
+    A column name may hold single spaces (LAST SCHEDULE); columns are apart by more.
+    """
+    starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", header)]
     bounds = [*starts[1:], None]
     return {header[a:b].strip(): line[a:b].strip() for a, b in zip(starts, bounds)}
 
@@ -84,7 +88,8 @@ def test_every_manifest_parses() -> None:
         for doc in docs:
             assert doc.get("apiVersion") and doc.get("kind"), f"{path}: a document without apiVersion/kind"
     assert {p.name for p in SAMPLES} >= {
-        "node-setup-all-linux.yaml", "audit-not-control-plane.yaml", "rolling-cleanup.yaml"}
+        "node-setup-all-linux.yaml", "audit-not-control-plane.yaml", "rolling-cleanup.yaml",
+        "nightly-image-cleanup.yaml"}
 
 
 def test_deploy_target_can_replace_the_image() -> None:
@@ -125,6 +130,11 @@ def test_sample_defaults(cluster: LocalCluster, crd: None, namespace: str) -> No
                   "-f", str(MANIFESTS / "samples" / "rolling-cleanup.yaml"))
     spec = json.loads(out.stdout)["spec"]
     assert (spec["maxParallel"], spec["maxFailedNodes"]) == ("25%", 1)
+    out = kubectl(cluster, "apply", "--dry-run=server", "-n", namespace, "-o", "json",
+                  "-f", str(MANIFESTS / "samples" / "nightly-image-cleanup.yaml"))
+    spec = json.loads(out.stdout)["spec"]
+    assert (spec["schedule"], spec["timeZone"], spec["startingDeadlineSeconds"]) == ("0 3 * * *", "Europe/Berlin", 3600)
+    assert (spec["concurrencyPolicy"], spec["rerunOnConfigChange"]) == ("Forbid", False)
 
 
 # -- (b) kustomize --------------------------------------------------------------------------
@@ -162,6 +172,9 @@ CAN: list[tuple[str, ...]] = [
     ("list", "nodes"),
     ("watch", "nodes"),
     ("get", "nodes"),
+    ("get", "configmaps", "-n", "default"),
+    ("list", "configmaps", "--all-namespaces"),
+    ("watch", "configmaps", "--all-namespaces"),
     ("create", "events", "-n", "default"),
     ("patch", "events", "-n", "default"),
     ("create", "events.events.k8s.io", "-n", "default"),
@@ -173,7 +186,10 @@ CAN: list[tuple[str, ...]] = [
 CANNOT: list[tuple[str, ...]] = [
     ("get", "secrets", "-n", CONTROLLER_NS),
     ("list", "secrets", "--all-namespaces"),
-    ("get", "configmaps", "-n", "default"),
+    ("update", "configmaps", "-n", "default"),
+    ("patch", "configmaps", "-n", "default"),
+    ("create", "configmaps", "-n", "default"),
+    ("delete", "configmaps", "-n", "default"),
     ("create", "pods", "-n", "default"),
     ("create", "pods", "-n", CONTROLLER_NS),
     ("update", "leases.coordination.k8s.io", "-n", "kube-system"),
@@ -212,9 +228,12 @@ def test_service_account_has_nothing_more(cluster: LocalCluster, rbac: None) -> 
 def test_explain_prints_every_field(cluster: LocalCluster, crd: None) -> None:
     out = kubectl(cluster, "explain", "dj", "--recursive").stdout
     for field in ("jobTemplate", "nodeSelector", "matchExpressions", "rerunPolicy", "maxParallel",
-                  "maxFailedNodes", "suspend", "historyLimit", "failedNodeNames", "conditions"):
+                  "maxFailedNodes", "suspend", "historyLimit", "failedNodeNames", "conditions",
+                  "schedule", "timeZone", "startingDeadlineSeconds", "concurrencyPolicy", "rerunOnConfigChange",
+                  "currentRun", "lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime"):
         assert field in out
-    for field in ("spec.maxParallel", "spec.maxFailedNodes", "spec.jobTemplate", "spec.nodeSelector"):
+    for field in ("spec.maxParallel", "spec.maxFailedNodes", "spec.jobTemplate", "spec.nodeSelector",
+                  "spec.schedule", "spec.timeZone", "spec.concurrencyPolicy", "spec.rerunOnConfigChange"):
         text = kubectl(cluster, "explain", f"dj.{field}").stdout
         assert "DESCRIPTION" in text and "MISSING" not in text and "%!" not in text, text
 
@@ -224,17 +243,19 @@ def test_short_name_and_printer_columns(cluster: LocalCluster, kube: Kube, crd: 
     name = f"cols-{uuid.uuid4().hex[:6]}"
     # Selects no node, so a controller running in this cluster has nothing to start.
     kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace),
-                daemonjob(name, nodeSelector={"matchLabels": {"daemonjob.io/test-no-such-node": "true"}}))
+                daemonjob(name, nodeSelector={"matchLabels": {"daemonjob.io/test-no-such-node": "true"}},
+                          schedule="0 3 * * *"))
     status = {
         "desiredNodes": 7, "activeNodes": 2, "succeededNodes": 4, "failedNodes": 1, "pendingNodes": 0,
+        "lastScheduleTime": "2024-01-01T03:00:00Z",
         "conditions": [{"type": "Complete", "status": "False", "reason": "InProgress", "message": "4/7",
                         "lastTransitionTime": "2024-01-01T00:00:00Z"}],
     }
     kube.patch(path_for(GROUP_VERSION, "daemonjobs", namespace, name, "status"), {"status": status})
 
     lines = kubectl(cluster, "get", "dj", "-n", namespace).stdout.splitlines()
-    header = lines[0].split()
-    assert header == ["NAME", "DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "COMPLETE", "AGE"]
+    header = re.split(r"\s{2,}", lines[0].strip())
+    assert header == ["NAME", "DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "COMPLETE", "SCHEDULE", "LAST SCHEDULE", "AGE"]
     rows = {row["NAME"]: row for row in (table_row(lines[0], line) for line in lines[1:])}
     # The row shows whatever the status is when read: normally the values patched above,
     # or a controller's own if one reconciled the object in between.
@@ -244,8 +265,11 @@ def test_short_name_and_printer_columns(cluster: LocalCluster, kube: Kube, crd: 
         ("DESIRED", "desiredNodes"), ("ACTIVE", "activeNodes"), ("SUCCEEDED", "succeededNodes"),
         ("FAILED", "failedNodes"))}
     expected["COMPLETE"] = complete[0] if complete else ""
+    expected["SCHEDULE"] = "0 3 * * *"
     assert {k: rows[name][k] for k in expected} == expected
     assert rows[name]["AGE"]
+    # An age, as the CronJob shows its last schedule.
+    assert re.fullmatch(r"[0-9]+[smhdy].*", rows[name]["LAST SCHEDULE"]), rows[name]
 
     # The full name and the kind name work as well as the short name.
     for resource in ("daemonjobs", "daemonjob", "daemonjobs.daemonjob.io"):
@@ -258,10 +282,18 @@ def test_status_is_a_subresource(kube: Kube, crd: None, namespace: str) -> None:
     body["status"] = {"desiredNodes": 99}
     created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), body)
     assert "desiredNodes" not in (created.get("status") or {})  # status is ignored on create
+    schedule_status = {
+        "currentRun": "20261123t030000z", "lastScheduleTime": "2026-11-23T03:00:00Z",
+        "nextScheduleTime": "2026-11-24T03:00:00Z", "lastSuccessfulTime": "2026-11-23T03:04:00Z",
+        "lastSkippedTime": "2026-11-22T03:00:00Z", "lastSkipReason": "ConcurrencyForbid",
+        "lastRunNowTrigger": "1", "observedSchedule": "0 3 * * * (UTC)",
+    }
     patched = kube.patch(path_for(GROUP_VERSION, "daemonjobs", namespace, name, "status"),
-                         {"spec": {"suspend": True}, "status": {"desiredNodes": 3, "failedNodeNames": ["a"]}})
+                         {"spec": {"suspend": True},
+                          "status": {"desiredNodes": 3, "failedNodeNames": ["a"], **schedule_status}})
     assert patched["spec"]["suspend"] is False  # spec is ignored through /status
     assert patched["status"]["desiredNodes"] == 3
+    assert {k: patched["status"].get(k) for k in schedule_status} == schedule_status  # none pruned
     assert patched["metadata"]["generation"] == created["metadata"]["generation"]
 
 
@@ -293,6 +325,12 @@ REJECTED: list[tuple[str, Any, list[str]]] = [
      ["spec.historyLimit", "-1", "greater than or equal to 0"]),
     ("suspend-type", lambda n: daemonjob(n, suspend="yes"), ["spec.suspend", "boolean"]),
     ("no-job-template", _without_job_template, ["spec.jobTemplate", "Required value"]),
+    ("concurrency-policy", lambda n: daemonjob(n, schedule="0 3 * * *", concurrencyPolicy="Allow"),
+     ["spec.concurrencyPolicy", "Unsupported value", '"Allow"', '"Forbid"', '"Replace"']),
+    ("deadline-negative", lambda n: daemonjob(n, schedule="0 3 * * *", startingDeadlineSeconds=-1),
+     ["spec.startingDeadlineSeconds", "greater than or equal to 0"]),
+    ("schedule-type", lambda n: daemonjob(n, schedule=3), ["spec.schedule", "string"]),
+    ("rerun-on-config-type", lambda n: daemonjob(n, rerunOnConfigChange="yes"), ["spec.rerunOnConfigChange", "boolean"]),
     ("no-pod-template", _without_pod_template, ["spec.jobTemplate.spec.template", "Required value"]),
     ("selector-operator", lambda n: daemonjob(n, nodeSelector={"matchExpressions": [{"key": "a", "operator": "Is"}]}),
      ["spec.nodeSelector.matchExpressions", "operator", "Unsupported value", '"Is"']),
@@ -319,6 +357,9 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("selector", {"nodeSelector": {"matchLabels": {"kubernetes.io/os": "linux"}, "matchExpressions": [
         {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"},
         {"key": "zone", "operator": "In", "values": ["a", "b"]}]}}),
+    ("schedule", {"schedule": "0 3 * * *", "timeZone": "Europe/Berlin", "startingDeadlineSeconds": 0,
+                  "concurrencyPolicy": "Replace", "rerunOnConfigChange": True}),
+    ("schedule-macro", {"schedule": "@daily", "concurrencyPolicy": "Forbid"}),
 ]
 
 

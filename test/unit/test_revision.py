@@ -78,3 +78,31 @@ def test_job_name_is_always_a_dns1123_label(dj: str, node: str, revision: str) -
 @given(st.lists(name_text, min_size=2, max_size=2, unique=True), name_text)
 def test_distinct_nodes_get_distinct_names(nodes: list[str], dj: str) -> None:
     assert job_name(dj, nodes[0], "r") != job_name(dj, nodes[1], "r")
+
+
+def test_job_name_without_run_is_unchanged() -> None:
+    # Pinned: Jobs created before runs existed keep their names (no duplicate on upgrade).
+    assert job_name("audit", "node-1", "5f9c2a0b1d") == job_name("audit", "node-1", "5f9c2a0b1d", None)
+    assert job_name("audit", "node-1", "5f9c2a0b1d") == "audit-node-1-" + _legacy_suffix("audit", "node-1", "5f9c2a0b1d")
+
+
+def _legacy_suffix(*parts: str) -> str:
+    import hashlib
+
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:10]
+
+
+def test_job_name_with_run_is_deterministic_distinct_and_short() -> None:
+    runs = ["20261123t030000z", "20261124t030000z", "now-1-0123456789"]
+    names = {job_name("audit", "node-1", "5f9c2a0b1d", run) for run in runs}
+    assert len(names) == 3
+    assert job_name("audit", "node-1", "5f9c2a0b1d") not in names
+    assert job_name("audit", "node-1", "5f9c2a0b1d", runs[0]) == job_name("audit", "node-1", "5f9c2a0b1d", runs[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(dj=st.text(min_size=1, max_size=253), node=st.text(min_size=1, max_size=253),
+       run=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=63))
+def test_job_name_with_run_is_a_dns_label(dj: str, node: str, run: str) -> None:
+    name = job_name(dj, node, "5f9c2a0b1d", run)
+    assert len(name) <= 63 and DNS1123_LABEL.match(name)

@@ -1,0 +1,496 @@
+"""Scheduled and on-demand runs: when a DaemonJob starts a new run on every node.
+
+Pure: the time is passed in (aware datetimes), nothing is read or written. `schedule_step`
+is the one entry point for `decide` and the controller; the smaller functions are its
+parts, public so that each rule is a unit test.
+
+Semantics follow the Kubernetes CronJob where they apply (getMostRecentScheduleTime:
+only the latest missed tick runs, never a burst; a tick later than
+startingDeadlineSeconds is skipped). They differ on purpose where the CronJob surprises:
+the zone defaults to UTC (not the controller's zone), daylight-saving changes follow
+Debian cron (a tick in a spring-forward gap fires when the clock jumps, a fixed-time tick
+in a repeated autumn hour fires once), a tick skipped by Forbid or while suspended is
+consumed (it never starts late), and a schedule edit takes effect from its next tick.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from daemonjob.domain.jobs import format_time, parse_time
+
+__all__ = [
+    "ANNOTATION_RUN_NOW",
+    "LABEL_RUN",
+    "FORBID",
+    "REPLACE",
+    "CONCURRENCY_POLICIES",
+    "DEFAULT_TIME_ZONE",
+    "MISSED_COUNT_LIMIT",
+    "SKIP_FORBID",
+    "SKIP_DEADLINE",
+    "SKIP_MISSED",
+    "SKIP_SUSPENDED",
+    "InvalidSchedule",
+    "Schedule",
+    "parse_schedule",
+    "DueTick",
+    "due_tick",
+    "tick_run_id",
+    "trigger_run_id",
+    "job_run",
+    "RunStart",
+    "SkippedTicks",
+    "ScheduleEvent",
+    "ScheduleStep",
+    "schedule_step",
+    "replaces_other_runs",
+]
+
+ANNOTATION_RUN_NOW = "daemonjob.io/run-now"
+LABEL_RUN = "daemonjob.io/run"
+
+FORBID = "Forbid"
+REPLACE = "Replace"
+CONCURRENCY_POLICIES = (FORBID, REPLACE)
+DEFAULT_CONCURRENCY_POLICY = FORBID
+DEFAULT_TIME_ZONE = "UTC"
+
+# Missed ticks are counted one by one up to this many (for the Event); past it the count
+# says "more than", and the latest tick is found without walking every one of them.
+MISSED_COUNT_LIMIT = 1000
+
+# Why a tick did not start a run (the reason of its Event, a metric label).
+SKIP_FORBID = "ConcurrencyForbid"
+SKIP_DEADLINE = "MissedDeadline"
+SKIP_MISSED = "Missed"
+SKIP_SUSPENDED = "Suspended"
+
+INVALID_SCHEDULE = "InvalidSchedule"
+INVALID_TIME_ZONE = "InvalidTimeZone"
+INVALID_SCHEDULE_SPEC = "InvalidSpec"
+
+EVENT_RUN_STARTED = "RunStarted"
+EVENT_RUN_NOW_WAITING = "RunNowWaiting"
+NORMAL = "Normal"
+WARNING = "Warning"
+
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_RUN_ID_FORMAT = "%Y%m%dt%H%M%Sz"
+_TRIGGER_TEXT = re.compile(r"[^a-z0-9]+")
+_TRIGGER_PREFIX_MAX = 40
+_HASH_LENGTH = 10
+_ONE_SECOND = timedelta(seconds=1)
+
+
+def _show(value: Any) -> str:
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+class InvalidSchedule(ValueError):
+    """A schedule or zone that cannot be used; `message` is fit for a Stalled condition."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+# ---------------------------------------------------------------- parsing and ticks
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A parsed cron expression in a zone; every instant in and out is aware, out in UTC."""
+
+    expression: str  # as written in spec.schedule
+    cron: str  # the 5-field form (macros expanded)
+    zone_name: str
+    zone: tzinfo = field(repr=False, compare=False)
+
+    def next_after(self, instant: datetime) -> datetime | None:
+        """The first tick strictly after `instant` (None if there is none within 50 years)."""
+        start = _aware(instant).astimezone(self.zone)
+        try:
+            it = CronSim(self.cron, start)
+            # Guard for wall-clock arithmetic across a repeated hour: a tick is only ever
+            # accepted if it lies after the instant on the real (UTC) time line.
+            for _ in range(8):
+                tick = next(it).astimezone(timezone.utc)
+                if tick > instant:
+                    return tick
+        except StopIteration:
+            return None
+        return None
+
+    def latest_at_or_before(self, instant: datetime) -> datetime | None:
+        """The last tick at or before `instant`, confirmed by forward iteration (None if none)."""
+        start = (_aware(instant).replace(microsecond=0) + _ONE_SECOND).astimezone(self.zone)
+        try:
+            candidate = next(CronSim(self.cron, start, reverse=True)).astimezone(timezone.utc)
+        except StopIteration:
+            return None
+        # Reverse iteration can disagree with forward iteration around a DST change (it may
+        # land a day early, or on a time forward iteration never yields); forward iteration
+        # is the definition, so walk forward from just before the candidate.
+        latest = None
+        tick = self.next_after(candidate - _ONE_SECOND)
+        for _ in range(MISSED_COUNT_LIMIT):
+            if tick is None or tick > instant:
+                break
+            latest = tick
+            tick = self.next_after(tick)
+        return latest
+
+def _aware(instant: datetime) -> datetime:
+    if instant.tzinfo is None:
+        raise ValueError("schedule times must be timezone-aware")
+    return instant
+
+
+def _zone(name: Any) -> tuple[str, tzinfo]:
+    if name is None or name == "":
+        return DEFAULT_TIME_ZONE, timezone.utc
+    if not isinstance(name, str):
+        raise InvalidSchedule(INVALID_TIME_ZONE, f"spec.timeZone: Invalid value: {_show(name)}: must be a string")
+    if name == "UTC":
+        return name, timezone.utc
+    try:
+        # Local (the machine's zone) is refused: the point of the field is not to depend on it.
+        if name == "Local" or name.startswith(("/", ".")) or ".." in name:
+            raise ValueError(name)
+        return name, ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidSchedule(
+            INVALID_TIME_ZONE,
+            f"spec.timeZone: Invalid value: {_show(name)}: unknown time zone (use an IANA name such as "
+            '"Europe/Berlin" or "UTC")',
+        ) from None
+
+
+def parse_schedule(expression: Any, time_zone: Any = None) -> Schedule:
+    """Validate `spec.schedule` (5 fields or a macro) and `spec.timeZone` (IANA, default UTC)."""
+    zone_name, zone = _zone(time_zone)
+    if not isinstance(expression, str) or not expression.strip():
+        raise InvalidSchedule(
+            INVALID_SCHEDULE, f"spec.schedule: Invalid value: {_show(expression)}: must be a cron expression"
+        )
+    text = " ".join(expression.split())
+    if text.upper().startswith(("TZ=", "CRON_TZ=")):
+        raise InvalidSchedule(
+            INVALID_SCHEDULE,
+            f"spec.schedule: Invalid value: {_show(expression)}: TZ and CRON_TZ are not supported "
+            "in spec.schedule, use spec.timeZone",
+        )
+    cron = _MACROS.get(text.lower(), text)
+    if cron.startswith("@"):
+        macros = ", ".join(sorted(_MACROS))
+        raise InvalidSchedule(
+            INVALID_SCHEDULE, f"spec.schedule: Invalid value: {_show(expression)}: unknown macro (one of {macros})"
+        )
+    if len(cron.split()) != 5:
+        raise InvalidSchedule(
+            INVALID_SCHEDULE,
+            f"spec.schedule: Invalid value: {_show(expression)}: expected exactly 5 fields "
+            f"(minute hour day-of-month month day-of-week), found {len(cron.split())}",
+        )
+    try:
+        CronSim(cron, datetime(2000, 1, 1, tzinfo=timezone.utc))
+    except CronSimError as e:
+        raise InvalidSchedule(INVALID_SCHEDULE, f"spec.schedule: Invalid value: {_show(expression)}: {e}") from None
+    schedule = Schedule(expression=expression, cron=cron, zone_name=zone_name, zone=zone)
+    return schedule
+
+
+@dataclass(frozen=True, slots=True)
+class DueTick:
+    """The ticks in (base, now]: `tick` is the one to run now, if any."""
+
+    tick: datetime | None  # the latest tick, when within the starting deadline
+    latest: datetime | None  # the latest tick, run or not
+    count: int  # ticks in (base, now], counted up to MISSED_COUNT_LIMIT
+    more: bool  # there were more than `count`
+    previous: datetime | None = None  # the tick before the latest, if after base
+
+    @property
+    def superseded(self) -> int:
+        """Ticks older than the latest: missed, never run (only the latest may run)."""
+        return self.count if self.more else max(0, self.count - 1)
+
+
+def due_tick(schedule: Schedule, base: datetime, now: datetime, deadline_seconds: int | None) -> DueTick:
+    """The CronJob's getMostRecentScheduleTime: the latest tick after `base` and not after `now`.
+
+    Ticks are strictly after `base` (the last tick handled), so a clock that jumps back
+    never yields a tick at or before it, and a tick is never run twice.
+    """
+    if now <= base:
+        return DueTick(None, None, 0, False)
+    latest: datetime | None = None
+    previous: datetime | None = None
+    count = 0
+    tick = schedule.next_after(base)
+    while tick is not None and tick <= now and count < MISSED_COUNT_LIMIT:
+        previous, latest, count = latest, tick, count + 1
+        tick = schedule.next_after(tick)
+    more = False
+    if tick is not None and tick <= now:  # the count limit was reached
+        jump = schedule.latest_at_or_before(now)
+        if jump is not None and (latest is None or jump > latest):
+            before = schedule.latest_at_or_before(jump - _ONE_SECOND)
+            previous, latest, more = (before if before and before > base else latest), jump, True
+    if latest is None:
+        return DueTick(None, None, 0, False)
+    late = deadline_seconds is not None and latest + timedelta(seconds=deadline_seconds) < now
+    return DueTick(None if late else latest, latest, count, more, previous)
+
+
+# ---------------------------------------------------------------- run identity
+
+
+def tick_run_id(tick: datetime) -> str:
+    """`20261123t030000z`: the tick in UTC, a label value that sorts by time."""
+    return _aware(tick).astimezone(timezone.utc).strftime(_RUN_ID_FORMAT)
+
+
+def trigger_run_id(previous_run: str | None, trigger: str) -> str:
+    """`now-<readable trigger>-<hash>`: deterministic, so a restart mid-start finds the same run.
+
+    The hash covers the previous run too, so reusing an old trigger value later is a new run.
+    """
+    readable = _TRIGGER_TEXT.sub("-", trigger.lower()).strip("-")[:_TRIGGER_PREFIX_MAX].strip("-")
+    digest = hashlib.sha256(f"{previous_run or ''}\x00{trigger}".encode()).hexdigest()[:_HASH_LENGTH]
+    return f"now-{readable}-{digest}" if readable else f"now-{digest}"
+
+
+def job_run(job: Mapping[str, Any]) -> str | None:
+    """The run a Job belongs to (None for Jobs of a DaemonJob that never had a run)."""
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    value = labels.get(LABEL_RUN)
+    return value if isinstance(value, str) and value else None
+
+
+# ---------------------------------------------------------------- the step
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """A new run to start on every eligible node."""
+
+    run: str  # the daemonjob.io/run label value; also status.currentRun
+    scheduled_time: datetime | None  # the tick (UTC), None for a run-now run
+    trigger: str | None  # the run-now value that started it, if any
+    replace: bool  # Replace: the previous run's active Jobs are to be deleted
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedTicks:
+    reason: str  # SKIP_*
+    count: int
+    latest: datetime
+    more: bool = False  # more than `count` (a long downtime)
+
+    @property
+    def message(self) -> str:
+        n = f"more than {self.count}" if self.more else str(self.count)
+        ticks = "tick" if self.count == 1 and not self.more else "ticks"
+        why = {
+            SKIP_FORBID: "the previous run is still active (concurrencyPolicy Forbid)",
+            SKIP_DEADLINE: "missed by more than startingDeadlineSeconds",
+            SKIP_MISSED: "missed while the controller was not running; only the latest runs",
+            SKIP_SUSPENDED: "the DaemonJob is suspended",
+        }[self.reason]
+        return f"skipped {n} {ticks} up to {format_time(self.latest)}: {why}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleEvent:
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleStep:
+    """What the schedule wants of this reconcile; `status` merges into the DaemonJob's status."""
+
+    start: RunStart | None = None
+    skipped: tuple[SkippedTicks, ...] = ()
+    current_run: str | None = None  # the run decide converges to (None: Jobs carry no run)
+    status: dict[str, Any] = field(default_factory=dict)  # None values remove a field
+    requeue_at: datetime | None = None  # the next tick: reconcile then, never poll
+    waiting: str | None = None  # a run-now trigger that waits (for a note in a condition)
+    problem: InvalidSchedule | None = None  # set Stalled with problem.reason/message
+
+    def requeue_after(self, now: datetime) -> float | None:
+        """Seconds until the next tick (at least 0), or None when nothing is scheduled."""
+        if self.requeue_at is None:
+            return None
+        return max(0.0, (self.requeue_at - now).total_seconds())
+
+    @property
+    def events(self) -> tuple[ScheduleEvent, ...]:
+        out = [ScheduleEvent(WARNING if s.reason != SKIP_SUSPENDED else NORMAL, s.reason, s.message)
+               for s in self.skipped]
+        if self.start is not None:
+            if self.start.scheduled_time is not None:
+                what = f"the tick of {format_time(self.start.scheduled_time)}"
+            else:
+                what = f"{ANNOTATION_RUN_NOW}={_show(self.start.trigger)}"
+            replaced = "; the previous run's active Jobs are replaced" if self.start.replace else ""
+            out.append(ScheduleEvent(NORMAL, EVENT_RUN_STARTED, f"run {self.start.run} started for {what}{replaced}"))
+        if self.waiting is not None:
+            out.append(ScheduleEvent(NORMAL, EVENT_RUN_NOW_WAITING, self.waiting))
+        return tuple(out)
+
+
+def replaces_other_runs(spec: Mapping[str, Any]) -> bool:
+    """Replace: an active Job of another run than status.currentRun is deleted (its node then
+    starts the current run). Forbid: no new run starts while one is active, so none exists
+    unless the policy changed mid-run; such a Job is left to finish and its node waits."""
+    return spec.get("concurrencyPolicy") == REPLACE
+
+
+def _deadline(spec: Mapping[str, Any]) -> int | None:
+    value = spec.get("startingDeadlineSeconds")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if value is None:
+        return None
+    raise InvalidSchedule(
+        INVALID_SCHEDULE_SPEC,
+        f"spec.startingDeadlineSeconds: Invalid value: {_show(value)}: must be an integer >= 0",
+    )
+
+
+def _policy(spec: Mapping[str, Any]) -> str:
+    value = spec.get("concurrencyPolicy")
+    if value is None:
+        return DEFAULT_CONCURRENCY_POLICY
+    if value in CONCURRENCY_POLICIES:
+        return str(value)
+    supported = ", ".join(_show(p) for p in CONCURRENCY_POLICIES)
+    raise InvalidSchedule(
+        INVALID_SCHEDULE_SPEC, f"spec.concurrencyPolicy: Unsupported value: {_show(value)}: supported values: {supported}"
+    )
+
+
+def observed_schedule(schedule: Schedule) -> str:
+    """What status.observedSchedule records: an edit of either field changes it."""
+    return f"{schedule.expression} ({schedule.zone_name})"
+
+
+def _base(schedule: Schedule, meta: Mapping[str, Any], status: Mapping[str, Any], now: datetime) -> datetime:
+    """The last instant whose ticks are handled: ticks strictly after it are due.
+
+    The last run or skip; for a new DaemonJob its creation (a tick missed before the first
+    reconcile still runs); for a schedule added or edited later, now (missed ticks of
+    another schedule never run under this one).
+    """
+    handled = [t for t in (parse_time(status.get("lastScheduleTime")), parse_time(status.get("lastSkippedTime"))) if t]
+    seen = status.get("observedSchedule")
+    if seen is not None and seen != observed_schedule(schedule):
+        return max([now, *handled])
+    if handled:
+        return max(handled)
+    if seen is None and status.get("observedGeneration") is not None:
+        return now
+    return parse_time(meta.get("creationTimestamp")) or now
+
+
+def schedule_step(dj: Mapping[str, Any], now: datetime, active_runs: Collection[str | None]) -> ScheduleStep:
+    """The schedule's part of one reconcile of `dj` at `now`.
+
+    `active_runs`: the runs (`job_run` of each Job, None for Jobs without the label) that
+    have an active Job of this DaemonJob. A run's own active Jobs never block or replace
+    it, so a restart after creating some of its Jobs but before the status write starts
+    the same run again rather than skipping or replacing it. Call it on every
+    reconcile, scheduled or not (run-now works without a schedule). Apply `start` by making
+    `current_run` the run decide converges to; write `status` in the same status patch as
+    the rest, so a restart before the write recomputes the same run (same Job names).
+    """
+    _aware(now)
+    spec = dj.get("spec") or {}
+    status = dj.get("status") or {}
+    meta = dj.get("metadata") or {}
+    current = status.get("currentRun") if isinstance(status.get("currentRun"), str) else None
+    try:
+        policy = _policy(spec)
+        deadline = _deadline(spec)
+        expression = spec.get("schedule")
+        schedule = parse_schedule(expression, spec.get("timeZone")) if expression is not None else None
+        if schedule is None and spec.get("timeZone") is not None:
+            _zone(spec.get("timeZone"))
+    except InvalidSchedule as e:
+        return ScheduleStep(current_run=current, status={"nextScheduleTime": None}, problem=e)
+    suspended = spec.get("suspend") is True
+
+    def other_active(run: str) -> bool:
+        return any(r != run for r in active_runs)
+
+    start: RunStart | None = None
+    skipped: list[SkippedTicks] = []
+    out: dict[str, Any] = {}
+    requeue_at: datetime | None = None
+    if schedule is not None:
+        base = _base(schedule, meta, status, now)
+        due = due_tick(schedule, base, now, deadline)
+        if due.latest is not None:
+            if due.previous is not None:
+                skipped.append(SkippedTicks(SKIP_MISSED, due.superseded, due.previous, due.more))
+            if due.tick is None:
+                skipped.append(SkippedTicks(SKIP_DEADLINE, 1, due.latest))
+            elif suspended:
+                skipped.append(SkippedTicks(SKIP_SUSPENDED, 1, due.tick))
+            elif policy == FORBID and other_active(tick_run_id(due.tick)):
+                skipped.append(SkippedTicks(SKIP_FORBID, 1, due.tick))
+            else:
+                run = tick_run_id(due.tick)
+                start = RunStart(run, due.tick, None, policy == REPLACE and other_active(run))
+            if start is not None:
+                out["lastScheduleTime"] = format_time(due.latest)
+            else:
+                out["lastSkippedTime"] = format_time(due.latest)
+                out["lastSkipReason"] = skipped[-1].reason
+        # Requeued at every tick, suspended too: a tick passing while suspended is consumed then.
+        requeue_at = schedule.next_after(max(now, base, due.latest or base))
+        out["nextScheduleTime"] = None if suspended or requeue_at is None else format_time(requeue_at)
+        out["observedSchedule"] = observed_schedule(schedule)
+    elif status.get("nextScheduleTime") is not None:
+        out["nextScheduleTime"] = None
+
+    waiting: str | None = None
+    trigger = (meta.get("annotations") or {}).get(ANNOTATION_RUN_NOW)
+    if isinstance(trigger, str) and trigger and trigger != status.get("lastRunNowTrigger"):
+        run = trigger_run_id(current, trigger)
+        if start is not None:
+            out["lastRunNowTrigger"] = trigger  # the tick's run is the run asked for
+        elif suspended:
+            waiting = f"{ANNOTATION_RUN_NOW}={_show(trigger)} waits: the DaemonJob is suspended"
+        elif policy == FORBID and other_active(run):
+            waiting = (f"{ANNOTATION_RUN_NOW}={_show(trigger)} waits for the active run to finish "
+                       "(concurrencyPolicy Forbid)")
+        else:
+            start = RunStart(run, None, trigger, policy == REPLACE and other_active(run))
+            out["lastRunNowTrigger"] = trigger
+    if start is not None:
+        out["currentRun"] = start.run
+        current = start.run
+    return ScheduleStep(start, tuple(skipped), current, out, requeue_at, waiting)
