@@ -10,9 +10,11 @@ Succeeded/Failed, as chosen by their annotations:
   Pending straight to its end, in one status write;
 - `sim.daemonjob.io/output`: what the container prints, served by the kubelet log endpoint
   (`{node}` stands for the node's name, so one template gives per-node output);
-- `sim.daemonjob.io/message`: the container's termination message;
+- `sim.daemonjob.io/message`: the container's termination message (`{node}` as above);
 - `sim.daemonjob.io/reason`: the terminated container's reason (e.g. OOMKilled, whose exit
-  code is 137 unless the exit-code annotation says otherwise).
+  code is 137 unless the exit-code annotation says otherwise);
+- `sim.daemonjob.io/fail-on`: comma-separated node names; when set, exit-code (default 1
+  here), reason and message apply on these nodes only and the container succeeds elsewhere.
 
 Nodes carry InternalIP 127.0.0.1 and the log server's port as their kubelet endpoint, so the
 API server proxies `pods/log` (`kubectl logs`) to it.
@@ -46,6 +48,7 @@ ANNOTATION_EXIT_CODE = "sim.daemonjob.io/exit-code"
 ANNOTATION_DURATION = "sim.daemonjob.io/duration"
 ANNOTATION_MESSAGE = "sim.daemonjob.io/message"
 ANNOTATION_REASON = "sim.daemonjob.io/reason"
+ANNOTATION_FAIL_ON = "sim.daemonjob.io/fail-on"
 OOM_EXIT_CODE = 137
 DEFAULT_KUBELET_PORT = 10250
 NODE_ADDRESS = "127.0.0.1"
@@ -363,8 +366,9 @@ def _pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
 def _end_status(pod: Mapping[str, Any], started: str, now: str) -> dict[str, Any]:
     """Succeeded or Failed, as the exit-code annotation says, with terminated containers."""
     code = sim_exit_code(pod)
-    reason = _annotation(pod, ANNOTATION_REASON, "") or ("Completed" if code == 0 else "Error")
-    message = _annotation(pod, ANNOTATION_MESSAGE, "")
+    spared = _spared(pod)
+    reason = ("" if spared else _annotation(pod, ANNOTATION_REASON, "")) or ("Completed" if code == 0 else "Error")
+    message = "" if spared else _annotation(pod, ANNOTATION_MESSAGE, "").replace("{node}", _node_of(pod))
     statuses = []
     for c in pod["spec"].get("containers", []):
         terminated = {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now}
@@ -383,8 +387,21 @@ def _annotation(pod: Mapping[str, Any], key: str, default: str) -> str:
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(key, default)
 
 
+def _node_of(pod: Mapping[str, Any]) -> str:
+    return (pod.get("spec") or {}).get("nodeName") or ""
+
+
+def _spared(pod: Mapping[str, Any]) -> bool:
+    """True when fail-on names nodes and this pod's node is not one of them."""
+    fail_on = _annotation(pod, ANNOTATION_FAIL_ON, "")
+    return bool(fail_on) and _node_of(pod) not in {n.strip() for n in fail_on.split(",")}
+
+
 def sim_exit_code(pod: Mapping[str, Any]) -> int:
-    default = str(OOM_EXIT_CODE) if _annotation(pod, ANNOTATION_REASON, "") == "OOMKilled" else "0"
+    if _spared(pod):
+        return 0
+    oom = _annotation(pod, ANNOTATION_REASON, "") == "OOMKilled"
+    default = str(OOM_EXIT_CODE) if oom else "1" if _annotation(pod, ANNOTATION_FAIL_ON, "") else "0"
     try:
         return int(_annotation(pod, ANNOTATION_EXIT_CODE, default))
     except ValueError:
