@@ -159,9 +159,9 @@ def _flatten(values: list[list[str]] | None) -> list[str] | None:
     return None if values is None else [n for group in values for n in group]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    # Everything after `--` is the container's command, as for `kubectl create job`.
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse the command line; everything after `--` is the container's command (`create`)."""
+    argv = list(argv)
     trailing = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = build_parser()
@@ -172,6 +172,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.command_line = [*args.args, *trailing]
     if getattr(args, "node", None) is not None:
         args.node = _flatten(args.node)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
     target: client.Target | None = None
     try:
         if args.command == "create" and args.dry_run == "client":
