@@ -71,7 +71,7 @@ def env(cluster: LocalCluster, kube: Kube, kubelet: SimKubelet, installed_crd: N
     labels = {"plugin-test": ns}
     kubelet.add_nodes([NodeSpec(n, labels=labels, unschedulable=(i == 3)) for i, n in enumerate(nodes)])
     kubelet.wait_ready(nodes, timeout=60)
-    ctl = Controller(Kube.from_config(str(cluster.kubeconfig)), namespace=ns, workers=2)
+    ctl = Controller.for_kube(Kube.from_config(str(cluster.kubeconfig)), namespace=ns, workers=2)
     ctl.start_informers()
     assert ctl.wait_synced(30)
     ctl.start_workers()
