@@ -56,3 +56,10 @@ MALLOC_ARENAS = 2  # glibc malloc arenas (MALLOC_ARENA_MAX overrides)
 
 # Logging
 LOG_LEVEL = "info"
+
+# kubectl daemonjob plugin
+PLUGIN_LOG_CONCURRENCY = 16  # log requests in flight at once (each is proxied to a kubelet)
+PLUGIN_LOG_TIMEOUT = 60.0  # seconds per node's log
+PLUGIN_POLL_INTERVAL = 1.0  # seconds between DaemonJob reads while waiting
+PLUGIN_PLAIN_PROGRESS_EVERY = 10.0  # seconds between unchanged progress lines off a terminal
+PLUGIN_MESSAGE_WIDTH = 60  # termination messages are cut to this in tables (not in -o wide)

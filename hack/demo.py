@@ -2,7 +2,9 @@
 
 Starts etcd, kube-apiserver, the controller-manager and the scheduler, registers a handful
 of simulated nodes, runs the controller, applies a DaemonJob and shows its rollout node by
-node; then edits the template to show a re-run everywhere, and stops everything it started.
+node; then edits the template to show a re-run everywhere, shows the per-node answers of
+`kubectl daemonjob status` and `kubectl daemonjob logs` (one node fails on purpose), and stops
+everything it started.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ NAMESPACE = "demo"
 NAME = "node-setup"
 
 # The embedded default: configure every Linux node, two at a time. The sim.daemonjob.io
-# annotations tell the simulated nodes how long the container runs and how it exits.
+# annotations tell the simulated nodes how long the container runs, what it prints and how
+# it exits: node-04 fails with exit code 3 and a termination message.
+FAILING_NODE = "node-04"
 DAEMONJOB: dict[str, Any] = {
     "apiVersion": "daemonjob.io/v1alpha1",
     "kind": "DaemonJob",
@@ -38,7 +42,13 @@ DAEMONJOB: dict[str, Any] = {
         "nodeSelector": {"matchLabels": {"kubernetes.io/os": "linux"}},
         "maxParallel": 2,
         "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
-            "metadata": {"annotations": {"sim.daemonjob.io/duration": "2"}},
+            "metadata": {"annotations": {
+                "sim.daemonjob.io/duration": "2",
+                "sim.daemonjob.io/output": "configuring {node}\npackages up to date on {node}",
+                "sim.daemonjob.io/fail-on": FAILING_NODE,
+                "sim.daemonjob.io/exit-code": "3",
+                "sim.daemonjob.io/message": "could not get lock /var/lib/dpkg/lock on {node}",
+            }},
             "spec": {"restartPolicy": "Never", "containers": [{
                 "name": "setup", "image": "busybox:1.36",
                 "command": ["sh", "-c", "echo configuring $(hostname); sleep 2"]}]}}}},
@@ -74,11 +84,12 @@ def frame(kube: Kube, nodes: list[str], title: str) -> tuple[str, bool]:
         by_node.setdefault(job["metadata"].get("annotations", {}).get(ANNOTATION_NODE, "?"), []).append(job)
     conds = {c["type"]: c for c in status.get("conditions") or []}
     observed = status.get("observedGeneration") == dj["metadata"].get("generation")
-    complete = observed and conds.get("Complete", {}).get("status") == "True"
+    finished = observed and any(conds.get(kind, {}).get("status") == "True" for kind in ("Complete", "Failed"))
     lines = [f"DaemonJob {NAMESPACE}/{NAME}: {title}",
              f"revision {rev or '-'}   desired {status.get('desiredNodes', 0)}   active {status.get('activeNodes', 0)}"
              f"   succeeded {status.get('succeededNodes', 0)}   failed {status.get('failedNodes', 0)}"
-             f"   pending {status.get('pendingNodes', 0)}   Complete={conds.get('Complete', {}).get('status', '-')}",
+             f"   pending {status.get('pendingNodes', 0)}   Complete={conds.get('Complete', {}).get('status', '-')}"
+             f"   Failed={conds.get('Failed', {}).get('status', '-')}",
              "", f"{'NODE':<16} {'CURRENT REVISION':<18} {'EARLIER REVISIONS':<20} JOB"]
     for node in nodes:
         current = [j for j in by_node.get(node, []) if j["metadata"]["labels"].get(LABEL_REVISION) == rev]
@@ -86,19 +97,19 @@ def frame(kube: Kube, nodes: list[str], title: str) -> tuple[str, bool]:
         state = job_state(current[0]) if current else "pending"
         old = ",".join(sorted(job_state(j) for j in older)) or "-"
         lines.append(f"{node:<16} {state:<18} {old:<20} {current[0]['metadata']['name'] if current else ''}")
-    return "\n".join(lines), complete
+    return "\n".join(lines), finished
 
 
 def watch_rollout(kube: Kube, nodes: list[str], title: str, timeout: float) -> None:
     screen = Screen()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text, complete = frame(kube, nodes, title)
+        text, finished = frame(kube, nodes, title)
         screen.show(text)
-        if complete:
+        if finished:
             return
         time.sleep(0.5)
-    raise TimeoutError(f"the rollout did not complete within {timeout}s")
+    raise TimeoutError(f"the rollout did not finish within {timeout}s")
 
 
 def main() -> int:
@@ -140,6 +151,13 @@ def main() -> int:
                 print("\n$ kubectl get events -n demo --field-selector involvedObject.kind=DaemonJob")
                 subprocess.run([*kubectl, "get", "events", "-n", NAMESPACE, "--sort-by=.metadata.creationTimestamp",
                                 "--field-selector", "involvedObject.kind=DaemonJob"])
+                # The plugin as users run it: kubectl finds kubectl-daemonjob on PATH.
+                env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
+                       "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(cluster.bin_dir),
+                                                os.environ.get("PATH", "")])}
+                for words in (["status", NAME], ["logs", NAME]):
+                    print(f"\n$ kubectl daemonjob {' '.join(words)} -n {NAMESPACE}", flush=True)
+                    subprocess.run(["kubectl", "daemonjob", *words, "-n", NAMESPACE], env=env)
                 print("\ndemo finished; stopping the controller and the cluster")
             except KeyboardInterrupt:
                 print("\ninterrupted; stopping everything", flush=True)

@@ -161,6 +161,23 @@ class Kube:
     def get(self, path: str, **params: Any) -> JSON:
         return self.request("GET", path, params=params)
 
+    def get_text(self, path: str, timeout: float | None = None, **params: Any) -> str:
+        """A plain-text answer (pods/log), decoded leniently: logs are not always UTF-8."""
+        if self.limiter is not None:
+            self.limiter.accept()
+        code = 0
+        try:
+            resp = self._pool.request("GET", self.url(path, params), headers=self._headers(None),
+                                      timeout=urllib3.Timeout(total=timeout or self.timeout),
+                                      preload_content=True, retries=False)
+            code = resp.status
+        finally:
+            if self.on_request is not None:
+                self.on_request(*request_info("GET", path), code)
+        if 200 <= resp.status < 300:
+            return resp.data.decode("utf-8", "replace")
+        raise _error(resp.status, resp.data)
+
     def create(self, path: str, body: JSON, **params: Any) -> JSON:
         return self.request("POST", path, body=body, params=params)
 

@@ -188,6 +188,8 @@ class LocalCluster:
             "--max-requests-inflight=1000",
             "--max-mutating-requests-inflight=500",
             "--profiling=false",
+            # Simulated nodes' kubelet endpoint (logs) is on their InternalIP, 127.0.0.1.
+            "--kubelet-preferred-address-types=InternalIP",
             "--logtostderr=true",
             "--v=0",
             *self.options.extra_apiserver_args,

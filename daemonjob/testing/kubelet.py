@@ -7,7 +7,17 @@ Succeeded/Failed, as chosen by their annotations:
 - `sim.daemonjob.io/exit-code`: the container's exit code (default 0; non-zero ends the pod
   Failed with a terminated container status carrying that code);
 - `sim.daemonjob.io/duration`: seconds spent Running (default 1); at 0 the pod goes from
-  Pending straight to its end, in one status write.
+  Pending straight to its end, in one status write;
+- `sim.daemonjob.io/output`: what the container prints, served by the kubelet log endpoint
+  (`{node}` stands for the node's name, so one template gives per-node output);
+- `sim.daemonjob.io/message`: the container's termination message (`{node}` as above);
+- `sim.daemonjob.io/reason`: the terminated container's reason (e.g. OOMKilled, whose exit
+  code is 137 unless the exit-code annotation says otherwise);
+- `sim.daemonjob.io/fail-on`: comma-separated node names; when set, exit-code (default 1
+  here), reason and message apply on these nodes only and the container succeeds elsewhere.
+
+Nodes carry InternalIP 127.0.0.1 and the log server's port as their kubelet endpoint, so the
+API server proxies `pods/log` (`kubectl logs`) to it.
 
 Pods being deleted are confirmed at once (grace period 0), as a kubelet does after the
 containers stop. A node's health is its Lease in kube-node-lease, renewed every
@@ -30,11 +40,18 @@ import structlog
 
 from daemonjob.machinery.informer import Handlers, Informer, Tombstone, deleted_object
 from daemonjob.machinery.kube import PATCH_STRATEGIC, ApiError, Kube, path_for
+from daemonjob.testing.kubelet_logs import ANNOTATION_OUTPUT, LogServer, pod_output  # noqa: F401 - documented here
 
 log = structlog.get_logger("daemonjob.sim")
 
 ANNOTATION_EXIT_CODE = "sim.daemonjob.io/exit-code"
 ANNOTATION_DURATION = "sim.daemonjob.io/duration"
+ANNOTATION_MESSAGE = "sim.daemonjob.io/message"
+ANNOTATION_REASON = "sim.daemonjob.io/reason"
+ANNOTATION_FAIL_ON = "sim.daemonjob.io/fail-on"
+OOM_EXIT_CODE = 137
+DEFAULT_KUBELET_PORT = 10250
+NODE_ADDRESS = "127.0.0.1"
 LABEL_MANAGED = "sim.daemonjob.io/managed"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 DEFAULT_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "250", "ephemeral-storage": "100Gi"}
@@ -114,10 +131,13 @@ class SimKubelet:
         self._pods.add_handlers(Handlers(on_add=self._on_pod, on_update=lambda _o, n: self._on_pod(n),
                                          on_delete=self._on_pod_gone))
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="sim-heartbeat", daemon=True)
+        self._logs = LogServer(self._find_pod)
+        self.kubelet_port = self._logs.port
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         self._timers.start()
+        self._logs.start()
         self._pods.start()
         self._heartbeat.start()
         self._pods.wait_for_sync(30)
@@ -126,6 +146,7 @@ class SimKubelet:
         self._stopped.set()
         self._pods.stop()
         self._timers.stop()
+        self._logs.stop()
         self._heartbeat.join(5)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -183,7 +204,7 @@ class SimKubelet:
         raise TimeoutError(f"{len(missing)} node(s) not Ready after {timeout}s, e.g. {sorted(missing)[:5]}")
 
     def _register(self, spec: NodeSpec) -> None:
-        body = node_body(spec)
+        body = node_body(spec, self.kubelet_port)
         try:
             self.kube.create(path_for("v1", "nodes"), body)
         except ApiError as exc:
@@ -276,6 +297,16 @@ class SimKubelet:
         else:
             self._timers.at(time.monotonic() + sim_duration(pod), lambda: self._pool.submit(self._finish_pod, pod))
 
+    def _find_pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The pod a log request names: from the watch cache, else a fresh read (the cache may lag)."""
+        pod = self._pods.store.get(f"{namespace}/{name}")
+        if pod is None:
+            try:
+                pod = _pod_transform(self.kube.get(path_for("v1", "pods", namespace, name)))
+            except ApiError:
+                return None
+        return pod if (pod.get("spec") or {}).get("nodeName") in self.nodes else None
+
     def _on_pod_gone(self, pod: Mapping[str, Any] | Tombstone) -> None:
         obj = deleted_object(pod)
         with self._lock:
@@ -325,7 +356,9 @@ def _pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
         "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
                      if k in meta} | {"annotations": {k: v for k, v in annotations.items() if k.startswith("sim.")}},
         "spec": {"nodeName": spec.get("nodeName"),
-                 "containers": [{"name": c["name"], "image": c.get("image", "")} for c in spec.get("containers", [])]},
+                 "containers": [{"name": c["name"], "image": c.get("image", ""),
+                                 "terminationMessagePolicy": c.get("terminationMessagePolicy", "File")}
+                                for c in spec.get("containers", [])]},
         "status": {k: v for k, v in (pod.get("status") or {}).items() if k in ("phase", "startTime")},
     }
 
@@ -333,11 +366,19 @@ def _pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
 def _end_status(pod: Mapping[str, Any], started: str, now: str) -> dict[str, Any]:
     """Succeeded or Failed, as the exit-code annotation says, with terminated containers."""
     code = sim_exit_code(pod)
-    statuses = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "started": False,
-                 "restartCount": 0,
-                 "state": {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                          "startedAt": started, "finishedAt": now}}}
-                for c in pod["spec"].get("containers", [])]
+    spared = _spared(pod)
+    reason = ("" if spared else _annotation(pod, ANNOTATION_REASON, "")) or ("Completed" if code == 0 else "Error")
+    message = "" if spared else _annotation(pod, ANNOTATION_MESSAGE, "").replace("{node}", _node_of(pod))
+    statuses = []
+    for c in pod["spec"].get("containers", []):
+        terminated = {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now}
+        text = message
+        if not text and code != 0 and c.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            text = "".join(pod_output(pod).splitlines(keepends=True)[-80:])[-2048:]  # the kubelet's bounds
+        if text:
+            terminated["message"] = text
+        statuses.append({"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
+                         "started": False, "restartCount": 0, "state": {"terminated": terminated}})
     return {"phase": "Succeeded" if code == 0 else "Failed", "conditions": pod_conditions("False"),
             "containerStatuses": statuses}
 
@@ -346,9 +387,23 @@ def _annotation(pod: Mapping[str, Any], key: str, default: str) -> str:
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(key, default)
 
 
+def _node_of(pod: Mapping[str, Any]) -> str:
+    return (pod.get("spec") or {}).get("nodeName") or ""
+
+
+def _spared(pod: Mapping[str, Any]) -> bool:
+    """True when fail-on names nodes and this pod's node is not one of them."""
+    fail_on = _annotation(pod, ANNOTATION_FAIL_ON, "")
+    return bool(fail_on) and _node_of(pod) not in {n.strip() for n in fail_on.split(",")}
+
+
 def sim_exit_code(pod: Mapping[str, Any]) -> int:
+    if _spared(pod):
+        return 0
+    oom = _annotation(pod, ANNOTATION_REASON, "") == "OOMKilled"
+    default = str(OOM_EXIT_CODE) if oom else "1" if _annotation(pod, ANNOTATION_FAIL_ON, "") else "0"
     try:
-        return int(_annotation(pod, ANNOTATION_EXIT_CODE, "0"))
+        return int(_annotation(pod, ANNOTATION_EXIT_CODE, default))
     except ValueError:
         return 1
 
@@ -377,7 +432,7 @@ def pod_conditions(ready: str) -> list[dict[str, str]]:
             for t, s in (("Initialized", "True"), ("Ready", ready), ("ContainersReady", ready), ("PodScheduled", "True"))]
 
 
-def node_body(spec: NodeSpec) -> dict[str, Any]:
+def node_body(spec: NodeSpec, kubelet_port: int = DEFAULT_KUBELET_PORT) -> dict[str, Any]:
     labels = {"kubernetes.io/hostname": spec.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
               LABEL_MANAGED: "true", **spec.labels}
     return {
@@ -387,7 +442,8 @@ def node_body(spec: NodeSpec) -> dict[str, Any]:
         "status": {
             "capacity": dict(spec.capacity), "allocatable": dict(spec.capacity),
             "conditions": node_conditions(),
-            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": spec.name}],
+            "addresses": [{"type": "InternalIP", "address": NODE_ADDRESS}, {"type": "Hostname", "address": spec.name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
             "nodeInfo": {"kubeletVersion": "v1.20.2", "kubeProxyVersion": "v1.20.2", "operatingSystem": "linux",
                          "architecture": "amd64", "containerRuntimeVersion": "sim://1.0", "osImage": "simulated",
                          "kernelVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},

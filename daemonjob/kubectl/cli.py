@@ -1,0 +1,209 @@
+"""`kubectl daemonjob`: per-node answers about DaemonJobs (kubectl finds `kubectl-daemonjob` on PATH).
+
+Exit status: 0 fine; 1 an error (bad input, no such DaemonJob, no cluster, timeout);
+2 the DaemonJob has failed nodes (`status`) or its rollout failed (`wait`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+import urllib3
+
+from daemonjob import defaults
+from daemonjob.machinery.kube import ApiError
+from daemonjob.kubectl import client, create, listing, logs, rerun, status, wait
+from daemonjob.kubectl.client import PluginError
+
+Command = Callable[[argparse.Namespace, client.Target], int]
+
+EXAMPLES = {
+    "status": """examples:
+  kubectl daemonjob status node-setup             # header and one row per node
+  kubectl daemonjob status node-setup --failed    # only failed nodes; exit 2 if any
+  kubectl daemonjob status node-setup -o wide     # full messages, pods, revisions
+  kubectl daemonjob status node-setup -l zone=a   # nodes with this label only
+  kubectl daemonjob status node-setup -o json | jq '.nodes[] | select(.state=="failed")'
+""",
+    "wait": """examples:
+  kubectl daemonjob wait node-setup --timeout 10m   # exit 0 Complete, 2 Failed, 1 timeout
+  kubectl daemonjob rollout status node-setup       # the same, in kubectl rollout's words
+""",
+    "logs": """examples:
+  kubectl daemonjob logs node-setup                       # every node's output, [node] prefixed
+  kubectl daemonjob logs node-setup --failed --tail 20    # the last words of failed nodes
+  kubectl daemonjob logs node-setup --output-dir out/     # out/<node>.log, one file per node
+  kubectl daemonjob logs node-setup --node node-07 -c setup
+""",
+    "rerun": """examples:
+  kubectl daemonjob rerun node-setup                   # every node again (a new revision)
+  kubectl daemonjob rerun node-setup --failed --yes    # only the nodes that failed
+  kubectl daemonjob rerun node-setup --node node-03 --node node-07
+""",
+    "create": """examples:
+  kubectl daemonjob create collect-dmesg --image busybox:1.36 -- sh -c 'dmesg | tail'
+  kubectl daemonjob create upgrade --image tool:1.2 -l pool=gpu --max-parallel 10% -- upgrade.sh
+  kubectl daemonjob create nightly --image tool:1.2 --schedule '0 3 * * *' -- cleanup
+  kubectl daemonjob create x --image busybox:1.36 --dry-run=client -o yaml -- true
+""",
+    "list": """examples:
+  kubectl daemonjob list -A
+  kubectl daemonjob list -n ops -l team=storage
+""",
+}
+
+
+def _connection_flags(parser: argparse.ArgumentParser, top: bool) -> None:
+    """kubectl's global flags, accepted before and after the command (later ones win)."""
+    d = {} if top else {"default": argparse.SUPPRESS}
+    parser.add_argument("-n", "--namespace", help="the namespace (default: the context's, else default)", **d)
+    parser.add_argument("-A", "--all-namespaces", action="store_true",
+                        help="look in every namespace (for NAME: the one namespace holding it)", **d)
+    parser.add_argument("--context", help="the kubeconfig context to use", **d)
+    parser.add_argument("--kubeconfig", help="path to the kubeconfig file", **d)
+
+
+def _output_flag(parser: argparse.ArgumentParser, choices: Sequence[str]) -> None:
+    parser.add_argument("-o", "--output", choices=list(choices), help="output format")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubectl daemonjob", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    _connection_flags(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    common = argparse.ArgumentParser(add_help=False)
+    _connection_flags(common, top=False)
+
+    def command(name: str, help_: str, run: Command, **kw: object) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_, parents=[common], epilog=EXAMPLES.get(name),
+                           formatter_class=argparse.RawDescriptionHelpFormatter, **kw)  # type: ignore[arg-type]
+        p.set_defaults(run=run)
+        return p
+
+    def node_filters(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--node", action="append", metavar="NODE", type=_node_list,
+                       help="only this node (repeat, or comma-separated)")
+        p.add_argument("--failed", action="store_true", help="only nodes whose Job of this revision failed")
+        p.add_argument("-l", "--selector", help="only nodes with these labels (kubectl -l syntax)")
+
+    p = command("status", "Show each node's state, Job, exit code, reason and message.", status.run)
+    p.add_argument("name", metavar="NAME")
+    node_filters(p)
+    p.add_argument("--all-nodes", action="store_true", help="also list nodes the DaemonJob does not select")
+    _output_flag(p, ("wide", "json", "yaml"))
+
+    p = command("wait", "Follow a rollout until Complete (exit 0), Failed (exit 2) or the timeout (exit 1).",
+                wait.run)
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--timeout", help="give up after this long (e.g. 30s, 10m); default: never")
+    rollout = sub.add_parser("rollout", help="kubectl rollout's verbs: `rollout status NAME` waits like `wait`")
+    rollout_sub = rollout.add_subparsers(dest="verb", metavar="VERB")
+    rollout_sub.required = True
+    p = rollout_sub.add_parser("status", parents=[common], help="the same as `wait`", epilog=EXAMPLES["wait"],
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(run=wait.run)
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--timeout", help="give up after this long (e.g. 30s, 10m); default: never")
+
+    p = command("logs", "Print every node's output, each line prefixed by its node.", logs.run)
+    p.add_argument("name", metavar="NAME")
+    node_filters(p)
+    p.add_argument("-c", "--container", help="this container only (default: every container of the pod)")
+    p.add_argument("--tail", type=int, default=-1, help="the last N lines of each node's log")
+    p.add_argument("--since", help="only lines newer than this (e.g. 10s, 5m, 1h)")
+    p.add_argument("--timestamps", action="store_true", help="add the time to every line")
+    p.add_argument("--output-dir", metavar="DIR", help="write DIR/<node>.log per node instead of printing")
+    p.add_argument("--no-prefix", action="store_true", help="print lines without the [node] prefix")
+    p.add_argument("--max-concurrent", type=int, default=defaults.PLUGIN_LOG_CONCURRENCY,
+                   help="log requests in flight at once (default %(default)s)")
+
+    p = command("rerun", "Run again everywhere (a new revision), or only failed or named nodes.", rerun.run)
+    p.add_argument("name", metavar="NAME")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--failed", action="store_true", help="re-run the nodes whose Job failed")
+    group.add_argument("--node", action="append", metavar="NODE", type=_node_list,
+                       help="re-run this node (repeat, or comma-separated)")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+
+    p = command("create", "Create a DaemonJob running COMMAND on every selected node.", create.run)
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--image", help="the container image (required)")
+    p.add_argument("-l", "--selector", dest="node_selector", help="nodes to run on, by label (kubectl -l syntax)")
+    p.add_argument("--max-parallel", help="nodes running at once: N or a percentage (e.g. 25%%)")
+    p.add_argument("--max-failed-nodes", help="stop starting nodes once more have failed: N or a percentage")
+    p.add_argument("--schedule", help="a cron schedule: a new run on every node at each tick")
+    p.add_argument("--restart", choices=["Never", "OnFailure"], default="Never", help="the pod's restartPolicy")
+    p.add_argument("--backoff-limit", type=int, default=0, help="retries per node (default %(default)s)")
+    p.add_argument("--container-name", help="the container's name (default: NAME)")
+    p.add_argument("--pod-annotation", action="append", metavar="KEY=VALUE", help="an annotation on every pod")
+    p.add_argument("--dry-run", nargs="?", const="client", default="none", choices=["none", "client", "server"],
+                   help="client: print without creating; server: let the API server check it")
+    _output_flag(p, ("json", "yaml"))
+    p.add_argument("args", nargs="*", metavar="-- COMMAND", help="the command and its arguments")
+
+    p = command("list", "List DaemonJobs with their counts.", listing.run)
+    p.add_argument("-l", "--selector", help="DaemonJobs with these labels")
+    _output_flag(p, ("json", "yaml"))
+    return parser
+
+
+def _node_list(text: str) -> list[str]:
+    return [n for n in (s.strip() for s in text.split(",")) if n]
+
+
+def _flatten(values: list[list[str]] | None) -> list[str] | None:
+    return None if values is None else [n for group in values for n in group]
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse the command line; everything after `--` is the container's command (`create`)."""
+    argv = list(argv)
+    trailing = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if trailing and args.command != "create":
+        parser.error(f"unexpected arguments after --: {' '.join(trailing)}")
+    if args.command == "create":
+        args.command_line = [*args.args, *trailing]
+    if getattr(args, "node", None) is not None:
+        args.node = _flatten(args.node)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    target: client.Target | None = None
+    try:
+        if args.command == "create" and args.dry_run == "client":
+            target = client.Target(None, args.namespace or client.context_namespace(args.kubeconfig, args.context))
+        else:
+            target = client.connect(args.kubeconfig, args.context, args.namespace, args.all_namespaces)
+        return args.run(args, target)
+    except PluginError as exc:
+        print(f"error: {exc.message}" if not exc.message.startswith("Error from server") else exc.message,
+              file=sys.stderr)
+        return exc.code
+    except ApiError as exc:
+        print(client.api_error_line(exc), file=sys.stderr)
+        return 1
+    except urllib3.exceptions.HTTPError as exc:
+        assert target is not None
+        print(f"error: {client.describe_connection_error(target.kube, exc)}", file=sys.stderr)  # type: ignore[union-attr]
+        return 1
+    except ValueError as exc:  # a duration or number the user typed
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `| head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Connection and namespace as kubectl resolves them, and the few reads every command shares.
+
+`--kubeconfig`, `--context` and `-n` win; otherwise KUBECONFIG (several files merged) or
+~/.kube/config, the context's namespace, then "default"; in a pod, its service account.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import config as k8s_config
+
+from daemonjob.domain.jobs import API_VERSION, LABEL_NAME
+from daemonjob.machinery.kube import ApiError, ConfigError, Kube, path_for
+
+PLURAL = "daemonjobs"
+RESOURCE = "daemonjobs.daemonjob.io"
+IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+class PluginError(Exception):
+    """A problem said in one line on stderr, with the command's exit status."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@dataclass
+class Target:
+    """Where a command acts; `kube` is None only for `create --dry-run=client`, which needs no server."""
+
+    client: Kube | None
+    namespace: str
+    all_namespaces: bool = False
+
+    @property
+    def kube(self) -> Kube:
+        if self.client is None:
+            raise PluginError("no cluster connection")
+        return self.client
+
+
+def context_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace of the kubeconfig context in use, else "default"."""
+    try:
+        contexts, active = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
+    except Exception:  # in a pod, or no kubeconfig: the loader has already said why
+        if os.path.exists(IN_CLUSTER_NAMESPACE):
+            with open(IN_CLUSTER_NAMESPACE) as f:
+                return f.read().strip() or "default"
+        return "default"
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+    return ((chosen or {}).get("context") or {}).get("namespace") or "default"
+
+
+def connect(kubeconfig: str | None, context: str | None, namespace: str | None,
+            all_namespaces: bool = False) -> Target:
+    try:
+        kube = Kube.from_config(kubeconfig, context=context)
+    except ConfigError as exc:
+        raise PluginError(str(exc)) from None
+    kube.configuration.connection_pool_maxsize = max(kube.configuration.connection_pool_maxsize, 32)
+    return Target(kube, namespace or context_namespace(kubeconfig, context), all_namespaces)
+
+
+def describe_connection_error(kube: Kube, exc: urllib3.exceptions.HTTPError) -> str:
+    text = str(getattr(exc, "reason", None) or exc)
+    errno = re.search(r"\[Errno -?\d+\] ([^')]*)", text)
+    return f"cannot reach the API server at {kube.host}: {errno.group(1) if errno else text}"
+
+
+def api_error_line(exc: ApiError) -> str:
+    """kubectl's wording: `Error from server (NotFound): ...`."""
+    reason = exc.reason or str(exc.status)
+    return f"Error from server ({reason}): {exc.message or exc}"
+
+
+def get_daemonjob(target: Target, name: str) -> dict[str, Any]:
+    """The DaemonJob; with -A, the one of that name in whichever namespace holds it."""
+    if target.all_namespaces:
+        items = target.kube.get(path_for(API_VERSION, PLURAL), fieldSelector=f"metadata.name={name}")["items"]
+        if not items:
+            raise PluginError(f'Error from server (NotFound): {RESOURCE} "{name}" not found in any namespace')
+        if len(items) > 1:
+            where = ", ".join(sorted(i["metadata"]["namespace"] for i in items))
+            raise PluginError(f'{RESOURCE} "{name}" exists in several namespaces ({where}): choose one with -n')
+        target.namespace = items[0]["metadata"]["namespace"]
+        return items[0]
+    try:
+        return target.kube.get(path_for(API_VERSION, PLURAL, target.namespace, name))
+    except ApiError as exc:
+        if exc.not_found:
+            raise PluginError(
+                f'Error from server (NotFound): {RESOURCE} "{name}" not found in namespace "{target.namespace}"'
+            ) from None
+        raise
+
+
+def list_jobs(target: Target, name: str) -> list[dict[str, Any]]:
+    return target.kube.get(path_for("batch/v1", "jobs", target.namespace),
+                           labelSelector=f"{LABEL_NAME}={name}")["items"]
+
+
+def list_pods(target: Target, name: str) -> list[dict[str, Any]]:
+    """Every pod of the DaemonJob's Jobs in one request: the controller labels the pod template too."""
+    return target.kube.get(path_for("v1", "pods", target.namespace), labelSelector=f"{LABEL_NAME}={name}")["items"]
+
+
+def list_nodes(target: Target, selector: str | None = None) -> list[dict[str, Any]]:
+    params: Mapping[str, Any] = {"labelSelector": selector} if selector else {}
+    return target.kube.get(path_for("v1", "nodes"), **params)["items"]

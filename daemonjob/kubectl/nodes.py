@@ -1,0 +1,270 @@
+"""The per-node view of a DaemonJob, built from three lists: its Jobs, their pods, the Nodes.
+
+Pure: no I/O, so it is unit-tested and costs one pass over each list (5000 nodes in
+milliseconds). A node's row describes its Job of the current revision (and run, for a
+scheduled DaemonJob) and that Job's newest pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
+from daemonjob.domain.jobs import (
+    ACTIVE,
+    FAILED,
+    LABEL_REVISION,
+    SUCCEEDED,
+    TERMINATING,
+    format_time,
+    job_created,
+    job_finish_time,
+    job_node,
+    job_revision,
+    job_state,
+    parse_time,
+)
+from daemonjob.domain.revision import template_revision
+
+LABEL_RUN = "daemonjob.io/run"
+PENDING = "pending"
+INELIGIBLE = "ineligible"
+STATES = (PENDING, ACTIVE, SUCCEEDED, FAILED, TERMINATING, INELIGIBLE)
+
+# Short words for why a node is not eligible (the full sentence is kept in `detail`).
+NOT_SELECTED = "not selected"
+CORDONED = "cordoned"
+TAINTED = "tainted"
+NOT_READY = "NotReady"
+NODE_GONE = "node gone"
+_NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    node: str
+    state: str
+    job: str = ""
+    job_uid: str = ""
+    pod: str = ""
+    revision: str = ""
+    started: datetime | None = None
+    finished: datetime | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+    ineligible: str = ""  # a short word when the node is not eligible now (NOT_SELECTED...)
+    detail: str = ""  # the full eligibility sentence
+    containers: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["started"] = format_time(self.started) if self.started else None
+        out["finished"] = format_time(self.finished) if self.finished else None
+        out["containers"] = list(self.containers)
+        return out
+
+
+@dataclass
+class NodeView:
+    revision: str
+    run: str | None
+    rows: list[NodeRow]
+    hidden_not_selected: int = 0  # nodes not selected and never run on, left out of `rows`
+    spec_error: str = ""  # eligibility could not be computed: the spec is invalid
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def current_run(dj: Mapping[str, Any]) -> str | None:
+    """The run being reported by a scheduled DaemonJob (`status.currentRun`), if any."""
+    value = (dj.get("status") or {}).get("currentRun")
+    if isinstance(value, Mapping):
+        value = value.get("name") or value.get("id") or value.get("run")
+    return str(value) if value else None
+
+
+def current_revision(dj: Mapping[str, Any]) -> str:
+    """The controller's `status.currentRevision`; before its first status, the template's hash."""
+    status = dj.get("status") or {}
+    return status.get("currentRevision") or template_revision((dj.get("spec") or {}).get("jobTemplate"))
+
+
+def ineligible_word(reason: str) -> str:
+    """Map an eligibility sentence to one word a table can hold."""
+    if "does not match" in reason:
+        return NOT_SELECTED
+    if "cordoned" in reason:
+        return CORDONED
+    if any(f'taint "{key}' in reason for key in _NOT_READY_TAINTS):
+        return NOT_READY
+    if "taint" in reason:
+        return TAINTED
+    return reason
+
+
+def node_ready(node: Mapping[str, Any]) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def _owner_uid(pod: Mapping[str, Any]) -> str | None:
+    meta = pod.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller") and ref.get("kind") == "Job":
+            return ref.get("uid")
+    labels = meta.get("labels") or {}
+    return labels.get("controller-uid") or labels.get("batch.kubernetes.io/controller-uid")
+
+
+def pods_by_job(pods: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Job uid -> its newest pod (the latest attempt says the most)."""
+    newest: dict[str, Mapping[str, Any]] = {}
+    for pod in pods:
+        uid = _owner_uid(pod)
+        if not uid:
+            continue
+        meta = pod.get("metadata") or {}
+        key = (meta.get("creationTimestamp") or "", meta.get("name") or "")
+        old = newest.get(uid)
+        if old is None or key >= ((old["metadata"].get("creationTimestamp") or ""), old["metadata"].get("name") or ""):
+            newest[uid] = pod
+    return newest
+
+
+def _terminated(pod: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
+    """(a terminated state, a waiting state) of the pod's containers, failures first."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or ()
+    terminated = [s["state"]["terminated"] for s in statuses if (s.get("state") or {}).get("terminated")]
+    terminated.sort(key=lambda t: t.get("exitCode") == 0)
+    waiting = [s["state"]["waiting"] for s in statuses if ((s.get("state") or {}).get("waiting") or {}).get("reason")]
+    return (terminated[0] if terminated else None), (waiting[0] if waiting else None)
+
+
+def _job_condition(job: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for cond in (job.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def _unschedulable(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return cond
+    return None
+
+
+def job_row(node: str, job: Mapping[str, Any], pod: Mapping[str, Any] | None) -> NodeRow:
+    """A node's row from its current Job and that Job's newest pod (None when gone)."""
+    state = job_state(job)
+    status = job.get("status") or {}
+    started = parse_time(status.get("startTime")) or job_created(job)
+    finished = job_finish_time(job) if state in (SUCCEEDED, FAILED) else None
+    exit_code: int | None = None
+    reason = message = ""
+    containers: tuple[str, ...] = ()
+    if pod is not None:
+        containers = tuple(c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or ())
+        terminated, waiting = _terminated(pod)
+        if terminated is not None:
+            exit_code = terminated.get("exitCode")
+            reason = terminated.get("reason") or ""
+            message = (terminated.get("message") or "").strip()
+        elif waiting is not None:
+            reason, message = waiting.get("reason") or "", (waiting.get("message") or "").strip()
+        elif (cond := _unschedulable(pod)) is not None:
+            reason, message = cond.get("reason") or "Unschedulable", cond.get("message") or ""
+    failed = _job_condition(job, "Failed")
+    if failed is not None:
+        job_reason = failed.get("reason") or ""
+        # The Job's reason explains more than the container's when the Job ended the pod.
+        if job_reason == "DeadlineExceeded" or not reason or reason == "Completed":
+            reason = job_reason
+            message = message or (failed.get("message") or "")
+    return NodeRow(
+        node=node, state=state, job=(job.get("metadata") or {}).get("name") or "",
+        job_uid=(job.get("metadata") or {}).get("uid") or "",
+        pod=((pod or {}).get("metadata") or {}).get("name") or "", revision=job_revision(job) or "",
+        started=started, finished=finished, exit_code=exit_code, reason=reason, message=message,
+        containers=containers,
+    )
+
+
+def build_view(
+    dj: Mapping[str, Any],
+    jobs: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    nodes: Iterable[Mapping[str, Any]],
+    *,
+    all_nodes: bool = False,
+) -> NodeView:
+    """Every node's row, sorted by node name.
+
+    Nodes the DaemonJob does not select and never ran on are counted in
+    `hidden_not_selected` rather than listed, unless `all_nodes`: on a big cluster they
+    would bury the nodes that matter.
+    """
+    revision = current_revision(dj)
+    run = current_run(dj)
+    current: dict[str, Mapping[str, Any]] = {}
+    for job in jobs:
+        labels = (job.get("metadata") or {}).get("labels") or {}
+        node = job_node(job)
+        if node is None or labels.get(LABEL_REVISION) != revision:
+            continue
+        if run is not None and labels.get(LABEL_RUN) != run:
+            continue
+        old = current.get(node)
+        if old is None or (job_created(job) or _EPOCH) >= (job_created(old) or _EPOCH):
+            current[node] = job
+    newest_pod = pods_by_job(pods)
+
+    spec_error = ""
+    try:
+        rules = compile_eligibility(dj)
+    except InvalidSpec as exc:
+        rules, spec_error = None, exc.message
+    rows: list[NodeRow] = []
+    hidden = 0
+    seen: set[str] = set()
+    for node in nodes:
+        name = (node.get("metadata") or {}).get("name") or ""
+        seen.add(name)
+        detail = rules.reason(node) if rules is not None else None
+        word = ineligible_word(detail) if detail else ""
+        if word == TAINTED and not node_ready(node):
+            word = NOT_READY
+        job = current.get(name)
+        if job is not None:
+            row = job_row(name, job, newest_pod.get((job.get("metadata") or {}).get("uid") or ""))
+            rows.append(_with_eligibility(row, word, detail or ""))
+        elif detail:
+            if word == NOT_SELECTED and not all_nodes:
+                hidden += 1
+                continue
+            rows.append(NodeRow(node=name, state=INELIGIBLE, reason=word, message=detail, ineligible=word,
+                                detail=detail))
+        else:
+            rows.append(NodeRow(node=name, state=PENDING))
+    for name, job in current.items():  # Jobs whose node was deleted
+        if name not in seen:
+            row = job_row(name, job, newest_pod.get((job.get("metadata") or {}).get("uid") or ""))
+            rows.append(_with_eligibility(row, NODE_GONE, "the node no longer exists"))
+    rows.sort(key=lambda r: r.node)
+    counts = {state: 0 for state in STATES}
+    for row in rows:
+        counts[row.state] += 1
+    counts["desired"] = sum(1 for r in rows if not r.ineligible)
+    counts[INELIGIBLE] += hidden
+    return NodeView(revision=revision, run=run, rows=rows, hidden_not_selected=hidden, spec_error=spec_error,
+                    counts=counts)
+
+
+def _with_eligibility(row: NodeRow, word: str, detail: str) -> NodeRow:
+    return replace(row, ineligible=word, detail=detail) if word else row

@@ -1,0 +1,122 @@
+"""`status NAME`: the rollout in words, then one row per node; exit 2 when a shown node failed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from daemonjob import defaults
+from daemonjob.domain.jobs import FAILED, parse_time
+from daemonjob.kubectl import client, output
+from daemonjob.kubectl.nodes import NodeRow, NodeView, build_view
+from daemonjob.kubectl.timefmt import between, human_duration
+
+EXIT_FAILED_NODES = 2
+HEADERS = ["NODE", "STATE", "JOB", "STARTED", "DURATION", "EXIT CODE", "REASON", "MESSAGE"]
+WIDE_HEADERS = [*HEADERS, "POD", "REVISION", "ELIGIBILITY"]
+CONDITION_WORDS = {"Complete": "complete", "Failed": "failed", "Stalled": "stalled", "Reconciling": "rolling out"}
+
+
+def load_view(target: client.Target, name: str, node_selector: str | None = None,
+              all_nodes: bool = False) -> tuple[dict[str, Any], NodeView]:
+    """One read of the DaemonJob and one list each of its Jobs, their pods and the Nodes."""
+    dj = client.get_daemonjob(target, name)
+    jobs = client.list_jobs(target, name)
+    pods = client.list_pods(target, name)
+    nodes = client.list_nodes(target, node_selector)
+    if node_selector:  # only the selected nodes, also among those whose Node is gone
+        names = {n["metadata"]["name"] for n in nodes}
+        view = build_view(dj, jobs, pods, nodes, all_nodes=all_nodes)
+        view.rows = [r for r in view.rows if r.node in names]
+        return dj, view
+    return dj, build_view(dj, jobs, pods, nodes, all_nodes=all_nodes)
+
+
+def select_rows(rows: list[NodeRow], nodes: list[str] | None, failed: bool) -> list[NodeRow]:
+    if nodes:
+        wanted = set(nodes)
+        rows = [r for r in rows if r.node in wanted]
+    if failed:
+        rows = [r for r in rows if r.state == FAILED]
+    return rows
+
+
+def header_lines(dj: Mapping[str, Any], view: NodeView) -> list[str]:
+    meta = dj.get("metadata") or {}
+    status = dj.get("status") or {}
+    c = view.counts
+    title = f'daemonjob "{meta.get("name")}" in namespace "{meta.get("namespace")}": revision {view.revision}'
+    if view.run:
+        title += f", run {view.run}"
+    started = parse_time(status.get("startTime"))
+    if started is not None:
+        title += f", started {human_duration((datetime.now(timezone.utc) - started).total_seconds())} ago"
+    lines = [title]
+    counts = (f"{c['desired']} desired, {c['succeeded']} succeeded, {c['failed']} failed, {c['active']} active, "
+              f"{c['pending']} pending")
+    if c["terminating"]:
+        counts += f", {c['terminating']} terminating"
+    if c["ineligible"]:
+        counts += f"; {c['ineligible']} nodes not eligible"
+    lines.append(counts)
+    observed = status.get("observedGeneration")
+    if observed is None or observed != meta.get("generation"):
+        lines.append(f"waiting for the controller to observe generation {meta.get('generation')}")
+    for cond in status.get("conditions") or ():
+        if cond.get("status") == "True" and cond.get("type") in CONDITION_WORDS:
+            lines.append(f"{CONDITION_WORDS[cond['type']]}: {cond.get('message') or cond.get('reason') or ''}")
+    if (dj.get("spec") or {}).get("suspend"):
+        lines.append("suspended: no new node is started")
+    if view.spec_error:
+        lines.append(f"invalid spec: {view.spec_error}")
+    return lines
+
+
+def table_row(row: NodeRow, now: datetime, wide: bool) -> list[str]:
+    started = f"{human_duration((now - row.started).total_seconds())} ago" if row.started else ""
+    duration = between(row.started, row.finished or (now if row.state == "active" else None))
+    message = row.message if wide else output.shorten(row.message, defaults.PLUGIN_MESSAGE_WIDTH)
+    cells = [row.node, row.state, row.job, started, duration,
+             "" if row.exit_code is None else str(row.exit_code), row.reason, message]
+    if wide:
+        cells += [row.pod, row.revision, row.ineligible]
+    return cells
+
+
+def document(dj: Mapping[str, Any], view: NodeView, rows: list[NodeRow]) -> dict[str, Any]:
+    meta = dj.get("metadata") or {}
+    return {
+        "name": meta.get("name"), "namespace": meta.get("namespace"), "revision": view.revision, "run": view.run,
+        "generation": meta.get("generation"), "observedGeneration": (dj.get("status") or {}).get("observedGeneration"),
+        "counts": view.counts, "conditions": (dj.get("status") or {}).get("conditions") or [],
+        "nodes": [r.to_dict() for r in rows],
+    }
+
+
+def run(args: argparse.Namespace, target: client.Target) -> int:
+    dj, view = load_view(target, args.name, args.selector, args.all_nodes)
+    rows = select_rows(view.rows, args.node, args.failed)
+    if args.node:
+        missing = sorted(set(args.node) - {r.node for r in view.rows})
+        for node in missing:
+            print(f'node "{node}" is not known to this DaemonJob (no such node, or not selected and never run on)',
+                  file=sys.stderr)
+    if args.output in ("json", "yaml"):
+        output.dump(document(dj, view, rows), args.output)
+    else:
+        print("\n".join(header_lines(dj, view)))
+        print()
+        now = datetime.now(timezone.utc)
+        wide = args.output == "wide"
+        if rows:
+            output.print_table(WIDE_HEADERS if wide else HEADERS, [table_row(r, now, wide) for r in rows],
+                               state_column=1)
+        else:
+            print("No nodes to show.")
+        if view.hidden_not_selected and not args.node and not args.failed:
+            print(f"\n{view.hidden_not_selected} other nodes are not selected by the DaemonJob "
+                  "(--all-nodes lists them).")
+    return EXIT_FAILED_NODES if any(r.state == FAILED for r in rows) else 0

@@ -1,0 +1,252 @@
+"""`kubectl daemonjob ...` through kubectl itself, against DaemonJobs run by the controller.
+
+One namespace, four nodes (one cordoned) and three DaemonJobs are set up once for the
+module: `collect` fails on one node with exit code 3 and a message, `oom` is OOMKilled on
+another, `fine` succeeds everywhere. The plugin's answers are compared with the API server's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from daemonjob.controller.controller import Controller
+from daemonjob.domain.jobs import LABEL_NAME, job_node, job_state
+from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.testing.cluster import LocalCluster
+from daemonjob.testing.kubelet import NodeSpec, SimKubelet
+from daemonjob.testing.waiting import wait_for
+
+DJ_API = "daemonjob.io/v1alpha1"
+
+
+class Env:
+    def __init__(self, cluster: LocalCluster, kube: Kube, ns: str, nodes: list[str]) -> None:
+        self.cluster, self.kube, self.ns, self.nodes = cluster, kube, ns, nodes
+        self.eligible = nodes[:3]
+        self.cordoned = nodes[3]
+        path = os.pathsep.join([str(Path(sys.executable).parent), str(cluster.bin_dir), os.environ.get("PATH", "")])
+        self.environ = {**os.environ, "PATH": path, "KUBECONFIG": str(cluster.kubeconfig)}
+
+    def kubectl(self, *args: str, ns: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        cut = args.index("--") if "--" in args else len(args)  # after `--` is the container's command
+        argv = ["kubectl", *args[:cut], *(["-n", self.ns] if ns else []), *args[cut:]]
+        return subprocess.run(argv, env=self.environ, capture_output=True, text=True, timeout=120, input=input)
+
+    def jobs(self, name: str) -> list[dict[str, Any]]:
+        return self.kube.get(path_for("batch/v1", "jobs", self.ns), labelSelector=f"{LABEL_NAME}={name}")["items"]
+
+
+def daemonjob(name: str, label: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": name},
+        "spec": {"nodeSelector": {"matchLabels": {"plugin-test": label}},
+                 "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
+                     "metadata": {"annotations": {"sim.daemonjob.io/duration": "0", **annotations}},
+                     "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}},
+    }
+
+
+def finished(kube: Kube, ns: str, name: str) -> bool:
+    dj = kube.get(path_for(DJ_API, "daemonjobs", ns, name))
+    st = dj.get("status") or {}
+    return st.get("observedGeneration") == dj["metadata"]["generation"] and any(
+        c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in st.get("conditions") or [])
+
+
+@pytest.fixture(scope="module")
+def env(cluster: LocalCluster, kube: Kube, kubelet: SimKubelet, installed_crd: None) -> Iterator[Env]:
+    ns = f"plugin-{uuid.uuid4().hex[:6]}"
+    kube.create(path_for("v1", "namespaces"), {"metadata": {"name": ns}})
+    nodes = [f"{ns}-n{i}" for i in range(4)]
+    labels = {"plugin-test": ns}
+    kubelet.add_nodes([NodeSpec(n, labels=labels, unschedulable=(i == 3)) for i, n in enumerate(nodes)])
+    kubelet.wait_ready(nodes, timeout=60)
+    ctl = Controller.for_kube(Kube.from_config(str(cluster.kubeconfig)), namespace=ns, workers=2)
+    ctl.start_informers()
+    assert ctl.wait_synced(30)
+    ctl.start_workers()
+    e = Env(cluster, kube, ns, nodes)
+    try:
+        output = "hello from {node}\nsecond line of {node}"
+        for body in (
+            daemonjob("collect", ns, {"sim.daemonjob.io/output": output, "sim.daemonjob.io/fail-on": nodes[0],
+                                      "sim.daemonjob.io/exit-code": "3",
+                                      "sim.daemonjob.io/message": "disk full on {node}"}),
+            daemonjob("oom", ns, {"sim.daemonjob.io/fail-on": nodes[1], "sim.daemonjob.io/reason": "OOMKilled"}),
+            daemonjob("fine", ns, {"sim.daemonjob.io/output": "ok"}),
+        ):
+            kube.create(path_for(DJ_API, "daemonjobs", ns), body)
+        for name in ("collect", "oom", "fine"):
+            wait_for(lambda: finished(kube, ns, name), timeout=60, what=f"{name} finished")
+        yield e
+    finally:
+        ctl.stop()
+        kube.delete(path_for("v1", "namespaces", name=ns))
+        for n in nodes:
+            kubelet.delete_node(n)
+
+
+def status_json(env: Env, name: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    out = env.kubectl("daemonjob", "status", name, "-o", "json", *extra)
+    assert out.stdout, out.stderr
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_status_shows_each_node_as_the_api_server_has_it(env: Env) -> None:
+    code, doc = status_json(env, "collect")
+    assert code == 2, "failed nodes give a non-zero exit"
+    rows = {r["node"]: r for r in doc["nodes"]}
+    assert set(rows) == set(env.nodes)
+    failing, ok = env.eligible[0], env.eligible[1:]
+    assert (rows[failing]["state"], rows[failing]["exit_code"], rows[failing]["reason"]) == ("failed", 3, "Error")
+    assert rows[failing]["message"] == f"disk full on {failing}"
+    for n in ok:
+        assert (rows[n]["state"], rows[n]["exit_code"], rows[n]["reason"]) == ("succeeded", 0, "Completed")
+    assert rows[env.cordoned]["state"] == "ineligible" and rows[env.cordoned]["reason"] == "cordoned"
+    jobs = {job_node(j): j for j in env.jobs("collect")}
+    for n in env.eligible:
+        assert rows[n]["job"] == jobs[n]["metadata"]["name"]
+        assert rows[n]["state"] == job_state(jobs[n])
+    assert doc["counts"]["failed"] == 1 and doc["counts"]["succeeded"] == 2 and doc["counts"]["desired"] == 3
+
+    table = env.kubectl("daemonjob", "status", "collect")
+    assert table.returncode == 2
+    lines = table.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("NODE"))
+    assert header.split() == ["NODE", "STATE", "JOB", "STARTED", "DURATION", "EXIT", "CODE", "REASON", "MESSAGE"]
+    failed_line = next(line for line in lines if line.startswith(failing))
+    assert "failed" in failed_line and " 3 " in failed_line and "Error" in failed_line and "disk full" in failed_line
+    assert "1 failed" in table.stdout and "failed:" in table.stdout  # counts and the Failed condition in words
+
+    only_failed = env.kubectl("daemonjob", "status", "collect", "--failed", "-o", "json")
+    assert [r["node"] for r in json.loads(only_failed.stdout)["nodes"]] == [failing]
+    fine = env.kubectl("daemonjob", "status", "fine", "--node", ok[0])
+    assert fine.returncode == 0, fine.stderr
+    assert [line.split()[0] for line in fine.stdout.splitlines()[-1:]] == [ok[0]]
+
+
+def test_status_reports_oomkilled(env: Env) -> None:
+    code, doc = status_json(env, "oom")
+    assert code == 2
+    row = next(r for r in doc["nodes"] if r["node"] == env.eligible[1])
+    assert (row["state"], row["exit_code"], row["reason"]) == ("failed", 137, "OOMKilled")
+
+
+def test_kubectl_logs_reaches_the_simulated_kubelet(env: Env) -> None:
+    job = next(j for j in env.jobs("collect") if job_node(j) == env.eligible[1])
+    out = env.kubectl("logs", f"job/{job['metadata']['name']}")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"hello from {env.eligible[1]}\nsecond line of {env.eligible[1]}\n"
+
+
+def test_logs_prefix_every_line_and_write_a_file_per_node(env: Env, tmp_path: Path) -> None:
+    out = env.kubectl("daemonjob", "logs", "collect")
+    assert out.returncode == 0, out.stderr
+    expected = sorted(f"[{n}] {text} {n}" for n in env.eligible for text in ("hello from", "second line of"))
+    assert sorted(out.stdout.splitlines()) == expected
+
+    tail = env.kubectl("daemonjob", "logs", "collect", "--failed", "--tail", "1")
+    assert tail.stdout.splitlines() == [f"[{env.eligible[0]}] second line of {env.eligible[0]}"]
+
+    out = env.kubectl("daemonjob", "logs", "collect", "--output-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.log" for n in env.eligible)
+    for n in env.eligible:
+        assert (tmp_path / f"{n}.log").read_text() == f"hello from {n}\nsecond line of {n}\n"
+
+
+def test_logs_report_a_node_whose_pod_is_gone(env: Env) -> None:
+    job = next(j for j in env.jobs("fine") if job_node(j) == env.eligible[2])
+    pods = env.kube.get(path_for("v1", "pods", env.ns), labelSelector=f"job-name={job['metadata']['name']}")["items"]
+    for pod in pods:
+        env.kube.delete(path_for("v1", "pods", env.ns, pod["metadata"]["name"]), {"gracePeriodSeconds": 0})
+    wait_for(lambda: not env.kube.get(path_for("v1", "pods", env.ns),
+                                      labelSelector=f"job-name={job['metadata']['name']}")["items"], what="pod gone")
+    out = env.kubectl("daemonjob", "logs", "fine")
+    assert out.returncode == 0
+    assert sorted(out.stdout.splitlines()) == sorted(f"[{n}] ok" for n in env.eligible[:2])
+    assert f"{env.eligible[2]}: no log" in out.stderr
+
+
+def test_wait_exits_zero_on_complete_and_non_zero_on_failed(env: Env) -> None:
+    ok = env.kubectl("daemonjob", "wait", "fine", "--timeout", "30s")
+    assert ok.returncode == 0, ok.stderr
+    assert "successfully rolled out" in ok.stdout and "3/3 nodes done" in ok.stdout
+    failed = env.kubectl("daemonjob", "rollout", "status", "collect", "--timeout", "30s")
+    assert failed.returncode == 2
+    assert "failed" in failed.stderr and env.eligible[0] in failed.stderr
+
+
+def test_rerun_failed_reruns_exactly_the_failed_nodes(env: Env) -> None:
+    before = {job_node(j): j["metadata"]["uid"] for j in env.jobs("collect")}
+    out = env.kubectl("daemonjob", "rerun", "collect", "--failed", "--yes")
+    assert out.returncode == 0, out.stderr
+    assert env.eligible[0] in out.stdout and "deleted" in out.stdout
+
+    def rerun_done() -> bool:
+        now = {job_node(j): j for j in env.jobs("collect")}
+        return (set(now) == set(before) and now[env.eligible[0]]["metadata"]["uid"] != before[env.eligible[0]]
+                and job_state(now[env.eligible[0]]) == "failed")
+
+    wait_for(rerun_done, timeout=60, what="the failed node re-ran")
+    after = {job_node(j): j["metadata"]["uid"] for j in env.jobs("collect")}
+    assert {n for n in after if after[n] != before[n]} == {env.eligible[0]}
+
+
+def test_rerun_everything_makes_a_new_revision(env: Env) -> None:
+    path = path_for(DJ_API, "daemonjobs", env.ns, "fine")
+    revision = env.kube.get(path)["status"]["currentRevision"]
+    out = env.kubectl("daemonjob", "rerun", "fine")
+    assert out.returncode == 0, out.stderr
+    dj = env.kube.get(path)
+    assert "daemonjob.io/rerun-at" in dj["spec"]["jobTemplate"]["metadata"]["annotations"]
+    wait_for(lambda: env.kube.get(path).get("status", {}).get("currentRevision") != revision, timeout=30,
+             what="a new revision")
+
+
+def test_create_dry_run_yields_a_daemonjob_the_api_server_accepts(env: Env) -> None:
+    out = env.kubectl("daemonjob", "create", "adhoc", "--image", "busybox:1.36", "-l", f"plugin-test={env.ns}",
+                      "--max-parallel", "50%", "--dry-run=client", "-o", "yaml", "--", "sh", "-c", "uname -a")
+    assert out.returncode == 0, out.stderr
+    manifest = yaml.safe_load(out.stdout)
+    assert manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"] == [
+        "sh", "-c", "uname -a"]
+    applied = env.kubectl("apply", "-f", "-", input=out.stdout)
+    assert applied.returncode == 0, applied.stderr
+    stored = env.kube.get(path_for(DJ_API, "daemonjobs", env.ns, "adhoc"))
+    assert stored["spec"]["nodeSelector"] == {"matchLabels": {"plugin-test": env.ns}}
+    assert stored["spec"]["maxParallel"] == "50%"
+    wait_for(lambda: finished(env.kube, env.ns, "adhoc"), timeout=60, what="adhoc finished")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["daemonjob", "status", "no-such-dj"], "not found"),
+    (["daemonjob", "logs", "no-such-dj"], "not found"),
+    (["daemonjob", "status", "collect", "-l", "a in ("], "unable to parse"),
+    (["daemonjob", "create", "bad", "--image", "x", "-l", "a in (", "--dry-run=client"], "invalid selector"),
+    (["daemonjob", "wait", "fine", "--timeout", "soon"], "invalid duration"),
+])
+def test_bad_input_gives_one_clear_line(env: Env, argv: list[str], words: str) -> None:
+    out = env.kubectl(*argv)
+    assert out.returncode == 1
+    assert len(out.stderr.strip().splitlines()) == 1 and words in out.stderr, out.stderr
+
+
+def test_no_cluster_gives_one_clear_line(env: Env, tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(env.cluster.kubeconfig.read_text().replace(env.cluster.server, "https://127.0.0.1:9"))
+    out = subprocess.run(["kubectl", "daemonjob", "--kubeconfig", str(config), "status", "collect"],
+                         env=env.environ, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [f"error: cannot reach the API server at https://127.0.0.1:9: "
+                                               "Connection refused"]

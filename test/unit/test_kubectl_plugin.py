@@ -1,0 +1,191 @@
+"""Pure parts of `kubectl daemonjob`: the node view, durations, manifests, log selection."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
+from daemonjob.kubectl.cli import parse
+from daemonjob.kubectl.client import PluginError
+from daemonjob.kubectl.create import build_manifest, parse_selector
+from daemonjob.kubectl.logs import requests_for
+from daemonjob.kubectl.nodes import build_view
+from daemonjob.kubectl.output import plain_table, shorten
+from daemonjob.kubectl.timefmt import human_duration, parse_duration
+from daemonjob.kubectl.wait import progress_of
+from daemonjob.testing.kubelet_logs import select_log
+
+REV = "abc123"
+
+
+def dj(**spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "dj", "namespace": "ns", "generation": 1},
+            "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}, **spec},
+            "status": {"currentRevision": REV, "observedGeneration": 1}}
+
+
+def node(name: str, labels: dict[str, str] | None = None, ready: bool = True, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec,
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def job(node_name: str, state: str | None, rev: str = REV, uid: str | None = None, created: str = "2026-01-01T00:00:00Z",
+        reason: str = "BackoffLimitExceeded") -> dict[str, Any]:
+    conds = []
+    if state == "succeeded":
+        conds = [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T00:01:05Z"}]
+    elif state == "failed":
+        conds = [{"type": "Failed", "status": "True", "reason": reason, "message": "Job failed",
+                  "lastTransitionTime": "2026-01-01T00:00:30Z"}]
+    return {"metadata": {"name": f"dj-{node_name}-{rev}", "uid": uid or f"uid-{node_name}-{rev}",
+                         "creationTimestamp": created, "labels": {LABEL_NAME: "dj", LABEL_REVISION: rev},
+                         "annotations": {ANNOTATION_NODE: node_name}},
+            "status": {"startTime": "2026-01-01T00:00:00Z", "conditions": conds,
+                       **({"completionTime": "2026-01-01T00:01:05Z"} if state == "succeeded" else {})}}
+
+
+def pod(job_uid: str, name: str, created: str = "2026-01-01T00:00:01Z", **terminated: Any) -> dict[str, Any]:
+    state = {"terminated": terminated} if terminated else {"running": {}}
+    return {"metadata": {"name": name, "creationTimestamp": created,
+                         "ownerReferences": [{"kind": "Job", "controller": True, "uid": job_uid}]},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"containerStatuses": [{"name": "c", "state": state}]}}
+
+
+def test_view_gives_each_node_its_state_exit_code_reason_and_message() -> None:
+    nodes = [node("a"), node("b"), node("c"), node("d"), node("e", unschedulable=True),
+             node("f", taints=[{"key": "gpu", "effect": "NoSchedule"}]),
+             node("g", ready=False, taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}])]
+    jobs = [job("a", "succeeded"), job("b", "failed"), job("c", None), job("b", "succeeded", rev="old")]
+    pods = [pod("uid-a-" + REV, "pa", exitCode=0, reason="Completed"),
+            pod("uid-b-" + REV, "pb-old", created="2026-01-01T00:00:01Z", exitCode=1, reason="Error"),
+            pod("uid-b-" + REV, "pb", created="2026-01-01T00:00:09Z", exitCode=137, reason="OOMKilled",
+                message="out of memory\nsecond line"),
+            pod("uid-c-" + REV, "pc")]
+    view = build_view(dj(), jobs, pods, nodes)
+    rows = {r.node: r for r in view.rows}
+    assert (rows["a"].state, rows["a"].exit_code, rows["a"].reason, rows["a"].pod) == ("succeeded", 0, "Completed", "pa")
+    assert rows["a"].finished - rows["a"].started == timedelta(seconds=65)
+    # the newest pod of the current revision's Job, not the older attempt nor the old revision
+    assert (rows["b"].state, rows["b"].exit_code, rows["b"].reason, rows["b"].pod) == ("failed", 137, "OOMKilled", "pb")
+    assert rows["b"].message == "out of memory\nsecond line"
+    assert (rows["c"].state, rows["c"].exit_code, rows["c"].pod) == ("active", None, "pc")
+    assert rows["d"].state == "pending" and rows["d"].job == ""
+    assert (rows["e"].state, rows["e"].reason) == ("ineligible", "cordoned")
+    assert (rows["f"].state, rows["f"].reason) == ("ineligible", "tainted")
+    assert (rows["g"].state, rows["g"].reason) == ("ineligible", "NotReady")
+    assert [r.node for r in view.rows] == sorted(rows)
+    assert {k: view.counts[k] for k in ("desired", "succeeded", "failed", "active", "pending", "ineligible")} == {
+        "desired": 4, "succeeded": 1, "failed": 1, "active": 1, "pending": 1, "ineligible": 3}
+
+
+def test_view_hides_unselected_nodes_unless_asked_and_keeps_jobs_of_gone_nodes() -> None:
+    d = dj(nodeSelector={"matchLabels": {"pool": "x"}})
+    nodes = [node("in", {"pool": "x"}), node("out"), node("was-in")]
+    jobs = [job("in", "succeeded"), job("was-in", "succeeded"), job("deleted", "failed")]
+    view = build_view(d, jobs, [], nodes)
+    rows = {r.node: r for r in view.rows}
+    assert set(rows) == {"in", "was-in", "deleted"} and view.hidden_not_selected == 1
+    assert rows["was-in"].state == "succeeded" and rows["was-in"].ineligible == "not selected"
+    assert rows["deleted"].state == "failed" and rows["deleted"].ineligible == "node gone"
+    assert rows["deleted"].reason == "BackoffLimitExceeded"  # no pod left: the Job's reason
+    assert view.counts["desired"] == 1
+    everything = build_view(d, jobs, [], nodes, all_nodes=True)
+    assert {r.node: r.reason for r in everything.rows}["out"] == "not selected"
+
+
+def test_view_prefers_deadline_exceeded_and_filters_by_run() -> None:
+    d = dj()
+    d["status"]["currentRun"] = "r2"
+    j_old = job("a", "succeeded")
+    j_old["metadata"]["labels"]["daemonjob.io/run"] = "r1"
+    j_new = job("a", "failed", reason="DeadlineExceeded", uid="new", created="2026-01-02T00:00:00Z")
+    j_new["metadata"]["labels"]["daemonjob.io/run"] = "r2"
+    view = build_view(d, [j_old, j_new], [pod("new", "p", exitCode=137, reason="Error")], [node("a")])
+    assert view.run == "r2"
+    assert (view.rows[0].state, view.rows[0].reason, view.rows[0].exit_code) == ("failed", "DeadlineExceeded", 137)
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (-5, "<invalid>"), (0, "0s"), (59, "59s"), (119, "119s"), (125, "2m5s"), (600, "10m"), (179 * 60, "179m"),
+    (3 * 3600 + 300, "3h5m"), (10 * 3600, "10h"), (50 * 3600, "2d2h"), (30 * 86400, "30d"), (3 * 365 * 86400, "3y"),
+])
+def test_human_duration_matches_kubectl(seconds: float, text: str) -> None:
+    assert human_duration(seconds) == text
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("90") == 90 and parse_duration("1h30m") == 5400 and parse_duration("500ms") == 0.5
+    for bad in ("", "soon", "5x", "-3"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def test_parse_selector_covers_kubectl_syntax() -> None:
+    assert parse_selector("a=b,c==d,e!=f,g in (x, y),h notin (z),i,!j") == {
+        "matchLabels": {"a": "b", "c": "d"},
+        "matchExpressions": [{"key": "e", "operator": "NotIn", "values": ["f"]},
+                             {"key": "g", "operator": "In", "values": ["x", "y"]},
+                             {"key": "h", "operator": "NotIn", "values": ["z"]},
+                             {"key": "i", "operator": "Exists"}, {"key": "j", "operator": "DoesNotExist"}]}
+    with pytest.raises(PluginError):
+        parse_selector("a in (")
+
+
+def create_args(*argv: str) -> argparse.Namespace:
+    return parse(["create", *argv])
+
+
+def test_create_builds_a_daemonjob_and_refuses_what_the_controller_would() -> None:
+    m = build_manifest(create_args("x", "--image", "img:1", "-l", "pool=gpu", "--max-parallel", "10%",
+                                   "--schedule", "0 3 * * *", "--pod-annotation", "a=b", "--", "echo", "hi"), "ns")
+    assert m["metadata"] == {"name": "x", "namespace": "ns"}
+    assert m["spec"]["maxParallel"] == "10%" and m["spec"]["schedule"] == "0 3 * * *"
+    assert m["spec"]["nodeSelector"] == {"matchLabels": {"pool": "gpu"}}
+    template = m["spec"]["jobTemplate"]["spec"]["template"]
+    assert template["metadata"] == {"annotations": {"a": "b"}}
+    assert template["spec"] == {"restartPolicy": "Never",
+                                "containers": [{"name": "x", "image": "img:1", "command": ["echo", "hi"]}]}
+    assert build_manifest(create_args("y", "--image", "i", "--max-parallel", "3"), "ns")["spec"]["maxParallel"] == 3
+    for bad in (["--max-parallel", "0"], ["--max-parallel", "101%"], ["-l", "Bad Key=1"], ["--pod-annotation", "x"]):
+        with pytest.raises(PluginError):
+            build_manifest(create_args("z", "--image", "i", *bad), "ns")
+
+
+def test_logs_ask_only_nodes_that_ran_and_report_those_without_a_pod() -> None:
+    view = build_view(dj(), [job("a", "succeeded"), job("b", "failed")], [pod("uid-a-" + REV, "pa")],
+                      [node("a"), node("b"), node("c")])
+    wanted, missing = requests_for(view.rows, None)
+    assert [(r.node, c) for r, c in wanted] == [("a", "c")]
+    assert [(m.node, "no pod" in m.error) for m in missing] == [("b", True)]
+    _, missing = requests_for(view.rows, "other")
+    assert {m.node for m in missing} == {"a", "b"}
+
+
+def test_wait_verdict_needs_the_current_generation_observed() -> None:
+    d = dj()
+    d["status"].update(desiredNodes=3, succeededNodes=2, failedNodes=1,
+                       conditions=[{"type": "Failed", "status": "True", "message": "1 of 3 failed"}])
+    assert progress_of(d).verdict == "Failed" and progress_of(d).done == 3
+    d["metadata"]["generation"] = 2
+    assert progress_of(d).verdict is None
+
+
+def test_plain_table_and_shorten() -> None:
+    assert plain_table(["A", "BB"], [["xyz", "1"], ["q", ""]]) == "A     BB\nxyz   1\nq"
+    assert shorten("one\ntwo", 20) == "one..." and shorten("x" * 10, 5) == "xx..." and shorten("", 5) == ""
+
+
+def test_simulated_kubelet_log_query() -> None:
+    p = {"metadata": {"annotations": {"sim.daemonjob.io/output": "1 {node}\n2\n3"}},
+         "spec": {"nodeName": "n"}, "status": {"startTime": "2026-01-01T00:00:00Z"}}
+    assert select_log(p, {}) == "1 n\n2\n3\n"
+    assert select_log(p, {"tailLines": ["2"]}) == "2\n3\n"
+    assert select_log(p, {"timestamps": ["true"], "tailLines": ["1"]}) == "2026-01-01T00:00:00.000000000Z 3\n"
+    now = datetime(2026, 1, 1, 0, 1, tzinfo=timezone.utc)
+    assert select_log(p, {"sinceSeconds": ["30"]}, now=now) == ""
+    assert select_log(p, {"sinceSeconds": ["120"]}, now=now) == "1 n\n2\n3\n"
