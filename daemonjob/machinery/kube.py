@@ -26,7 +26,6 @@ JSON = dict[str, Any]
 
 PATCH_MERGE = "application/merge-patch+json"
 PATCH_STRATEGIC = "application/strategic-merge-patch+json"
-PATCH_JSON = "application/json-patch+json"
 
 
 class ApiError(Exception):

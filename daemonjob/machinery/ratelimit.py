@@ -32,14 +32,6 @@ class TokenBucket:
         self._last = self._clock.now()
 
     @property
-    def qps(self) -> float:
-        return self._qps
-
-    @property
-    def burst(self) -> int:
-        return self._burst
-
-    @property
     def unlimited(self) -> bool:
         return self._qps <= 0
 
@@ -48,17 +40,6 @@ class TokenBucket:
         elapsed = max(0.0, now - self._last)
         self._tokens = min(float(self._burst), self._tokens + elapsed * self._qps)
         self._last = max(self._last, now)
-
-    def try_accept(self) -> bool:
-        """Take a token only if one is available now; never waits."""
-        if self.unlimited:
-            return True
-        with self._lock:
-            self._refill(self._clock.now())
-            if self._tokens >= 1.0 - _EPSILON:
-                self._tokens -= 1.0
-                return True
-            return False
 
     def reserve(self) -> float:
         """Take a token now and return how many seconds the caller must wait before using it.
@@ -80,14 +61,6 @@ class TokenBucket:
         delay = self.reserve()
         if delay > 0:
             self._clock.sleep(delay)
-
-    def tokens(self) -> float:
-        """Tokens available now (negative while reservations are outstanding)."""
-        if self.unlimited:
-            return float("inf")
-        with self._lock:
-            self._refill(self._clock.now())
-            return self._tokens
 
     def __repr__(self) -> str:
         return f"TokenBucket(qps={self._qps!r}, burst={self._burst!r})"

@@ -9,23 +9,24 @@ from daemonjob.machinery.ratelimit import TokenBucket
 def test_burst_then_qps():
     clock = FakeClock()
     bucket = TokenBucket(qps=10, burst=100, clock=clock)
-    assert all(bucket.try_accept() for _ in range(100))
-    assert not bucket.try_accept()
+    assert [bucket.reserve() for _ in range(100)] == [0.0] * 100
     clock.step(0.05)
-    assert not bucket.try_accept()
     clock.step(0.05)
-    assert bucket.try_accept()
-    assert not bucket.try_accept()
+    # Two half tokens of float refill make one whole token: no wait at all.
+    assert bucket.reserve() == 0.0
+    assert bucket.reserve() == pytest.approx(0.1)
+    clock.step(0.1)  # pays back the reservation above
     clock.step(1.0)
-    assert sum(bucket.try_accept() for _ in range(20)) == 10
+    assert [bucket.reserve() for _ in range(10)] == [0.0] * 10
+    assert bucket.reserve() == pytest.approx(0.1)
 
 
 def test_refill_never_exceeds_burst():
     clock = FakeClock()
     bucket = TokenBucket(qps=10, burst=5, clock=clock)
     clock.step(3600)
-    assert bucket.tokens() == 5
-    assert sum(bucket.try_accept() for _ in range(10)) == 5
+    assert [bucket.reserve() for _ in range(5)] == [0.0] * 5
+    assert bucket.reserve() == pytest.approx(0.1)
 
 
 def test_reserve_returns_growing_delays():
@@ -38,15 +39,14 @@ def test_reserve_returns_growing_delays():
     clock.step(0.3)
     # The outstanding reservations used up the refill.
     assert bucket.reserve() == pytest.approx(0.1)
-    assert not bucket.try_accept()
+    assert bucket.reserve() == pytest.approx(0.2)
 
 
 def test_unlimited_when_qps_not_positive():
     for qps in (0, -1):
         bucket = TokenBucket(qps=qps, burst=0, clock=FakeClock())
         assert bucket.unlimited
-        assert all(bucket.try_accept() for _ in range(10_000))
-        assert bucket.reserve() == 0.0
+        assert all(bucket.reserve() == 0.0 for _ in range(10_000))
         bucket.accept()
 
 
@@ -70,19 +70,21 @@ def test_accept_blocks_until_the_clock_provides_a_token():
     t.join(2)
 
 
-def test_concurrent_try_accept_hands_out_exactly_burst():
+def test_concurrent_reservations_hand_out_burst_then_queue_fairly():
     bucket = TokenBucket(qps=1, burst=100, clock=FakeClock())
-    wins: list[int] = []
+    delays: list[float] = []
     lock = threading.Lock()
 
     def worker():
-        n = sum(bucket.try_accept() for _ in range(50))
+        mine = [bucket.reserve() for _ in range(50)]
         with lock:
-            wins.append(n)
+            delays.extend(mine)
 
     threads = [threading.Thread(target=worker) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(5)
-    assert sum(wins) == 100
+    # Exactly the burst goes out without waiting; every later reservation waits one
+    # interval longer than the one before it, whichever thread made it.
+    assert sorted(delays) == [0.0] * 100 + [float(n) for n in range(1, 301)]
