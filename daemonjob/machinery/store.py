@@ -20,9 +20,6 @@ __all__ = [
     "thaw",
     "derived",
     "meta_namespace_key",
-    "split_key",
-    "NAMESPACE_INDEX",
-    "namespace_index_func",
     "IndexFunc",
     "KeyFunc",
     "Store",
@@ -166,8 +163,6 @@ def thaw(obj: Any) -> Any:
 KeyFunc = Callable[[Mapping[str, Any]], str]
 IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
 
-NAMESPACE_INDEX = "namespace"
-
 
 def meta_namespace_key(obj: Mapping[str, Any]) -> str:
     """`namespace/name`, or `name` for cluster-scoped objects."""
@@ -177,20 +172,6 @@ def meta_namespace_key(obj: Mapping[str, Any]) -> str:
     namespace = metadata.get("namespace")
     name = metadata["name"]
     return f"{namespace}/{name}" if namespace else name
-
-
-def split_key(key: str) -> tuple[str, str]:
-    """Inverse of `meta_namespace_key`: (namespace, name), namespace "" if cluster-scoped."""
-    parts = key.split("/")
-    if len(parts) == 1:
-        return "", parts[0]
-    if len(parts) == 2:
-        return parts[0], parts[1]
-    raise ValueError(f"unexpected key format: {key!r}")
-
-
-def namespace_index_func(obj: Mapping[str, Any]) -> list[str]:
-    return [obj.get("metadata", {}).get("namespace") or ""]
 
 
 class Store:
@@ -262,20 +243,6 @@ class Store:
             self._indices = indices
             return vanished
 
-    def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
-        """Add indexes later (before heavy use); existing objects are indexed now."""
-        with self._lock:
-            clash = set(indexers) & set(self._indexers)
-            if clash:
-                raise ValueError(f"indexers already exist: {sorted(clash)}")
-            for name, func in indexers.items():
-                index: dict[str, set[str]] = {}
-                for key, obj in self._items.items():
-                    for value in set(func(obj)):
-                        index.setdefault(value, set()).add(key)
-                self._indexers[name] = func
-                self._indices[name] = index
-
     # --- reads ---
 
     def get(self, key: str) -> FrozenDict | None:
@@ -293,24 +260,12 @@ class Store:
     def by_index(self, index_name: str, value: str) -> builtins.list[FrozenDict]:
         """Objects whose index function yields `value`, ordered by key."""
         with self._lock:
-            keys = self._index_keys_locked(index_name, value)
+            keys = sorted(self._index_for(index_name).get(value, ()))
             return [self._items[k] for k in keys]
-
-    def index_keys(self, index_name: str, value: str) -> builtins.list[str]:
-        """Keys of the objects whose index function yields `value`, sorted."""
-        with self._lock:
-            return self._index_keys_locked(index_name, value)
-
-    def list_index_values(self, index_name: str) -> builtins.list[str]:
-        with self._lock:
-            return sorted(self._index_for(index_name))
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
-
-    def len(self) -> int:
-        return len(self)
 
     def __contains__(self, key: object) -> bool:
         with self._lock:
@@ -323,9 +278,6 @@ class Store:
             return self._indices[index_name]
         except KeyError:
             raise KeyError(f"index {index_name!r} does not exist") from None
-
-    def _index_keys_locked(self, index_name: str, value: str) -> builtins.list[str]:
-        return sorted(self._index_for(index_name).get(value, ()))
 
     def _index_values(self, obj: FrozenDict) -> dict[str, set[str]]:
         # Computed before any change, so a failing index function leaves the store as it was.

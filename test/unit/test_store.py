@@ -8,14 +8,11 @@ import pytest
 
 from daemonjob.machinery.store import (
     DERIVED_MAX,
-    NAMESPACE_INDEX,
     FrozenDict,
     Store,
     derived,
     freeze,
     meta_namespace_key,
-    namespace_index_func,
-    split_key,
     thaw,
 )
 
@@ -35,9 +32,17 @@ def by_node(obj) -> list[str]:
     return [obj["metadata"]["annotations"]["daemonjob.io/node"]]
 
 
+def by_namespace(obj) -> list[str]:
+    return [obj["metadata"].get("namespace") or ""]
+
+
+def keys_of(objs) -> list[str]:
+    return [meta_namespace_key(o) for o in objs]
+
+
 @pytest.fixture
 def store() -> Store:
-    return Store({"owner": by_owner, "node": by_node, NAMESPACE_INDEX: namespace_index_func})
+    return Store({"owner": by_owner, "node": by_node, "namespace": by_namespace})
 
 
 # --- keys ---
@@ -49,10 +54,6 @@ def test_keys():
     assert meta_namespace_key({"metadata": {"name": "node-1", "namespace": ""}}) == "node-1"
     with pytest.raises(ValueError):
         meta_namespace_key({"metadata": {}})
-    assert split_key("ops/j") == ("ops", "j")
-    assert split_key("node-1") == ("", "node-1")
-    with pytest.raises(ValueError):
-        split_key("a/b/c")
 
 
 # --- freezing ---
@@ -165,7 +166,7 @@ def test_derived_values_per_object_are_bounded():
 def test_add_get_list_keys_len(store):
     assert store.add(job("a", "u1")) is None
     store.add(job("b", "u1", ns="other"))
-    assert len(store) == 2 and store.len() == 2
+    assert len(store) == 2
     assert set(store.keys()) == {"ops/a", "other/b"}
     assert {o["metadata"]["name"] for o in store.list()} == {"a", "b"}
     assert store.get("ops/a")["metadata"]["name"] == "a"
@@ -192,11 +193,10 @@ def test_update_returns_old_object_and_moves_index_entries(store):
     store.add(job("b", "u1", node="n1"))
     old = store.update(job("a", "u2", node="n2"))
     assert old is not None and by_owner(old) == ["u1"]
-    assert store.index_keys("owner", "u1") == ["ops/b"]
-    assert store.index_keys("owner", "u2") == ["ops/a"]
-    assert store.index_keys("node", "n1") == ["ops/b"]
-    assert [o["metadata"]["name"] for o in store.by_index("node", "n2")] == ["a"]
-    assert sorted(store.list_index_values("owner")) == ["u1", "u2"]
+    assert keys_of(store.by_index("owner", "u1")) == ["ops/b"]
+    assert keys_of(store.by_index("owner", "u2")) == ["ops/a"]
+    assert keys_of(store.by_index("node", "n1")) == ["ops/b"]
+    assert keys_of(store.by_index("node", "n2")) == ["ops/a"]
 
 
 def test_delete_by_object_or_key_cleans_indexes(store):
@@ -204,10 +204,10 @@ def test_delete_by_object_or_key_cleans_indexes(store):
     store.add(job("b", "u1"))
     removed = store.delete(job("a", "u1"))
     assert removed is not None and removed["metadata"]["name"] == "a"
-    assert store.index_keys("owner", "u1") == ["ops/b"]
+    assert keys_of(store.by_index("owner", "u1")) == ["ops/b"]
     assert store.delete("ops/b") is not None
-    assert store.index_keys("owner", "u1") == []
-    assert store.list_index_values("owner") == []
+    assert store.by_index("owner", "u1") == []
+    assert not store._indices["owner"]  # emptied values are dropped, not kept as empty sets
     assert store.delete("ops/b") is None
     assert len(store) == 0
 
@@ -215,20 +215,19 @@ def test_delete_by_object_or_key_cleans_indexes(store):
 def test_by_index_orders_by_key_and_unknown_index_raises(store):
     for name in ["c", "a", "b"]:
         store.add(job(name, "u1"))
-    assert store.index_keys("owner", "u1") == ["ops/a", "ops/b", "ops/c"]
     assert [o["metadata"]["name"] for o in store.by_index("owner", "u1")] == ["a", "b", "c"]
     assert store.by_index("owner", "nobody") == []
     with pytest.raises(KeyError):
         store.by_index("nope", "x")
-    assert store.index_keys(NAMESPACE_INDEX, "ops") == ["ops/a", "ops/b", "ops/c"]
+    assert keys_of(store.by_index("namespace", "ops")) == ["ops/a", "ops/b", "ops/c"]
 
 
 def test_multi_valued_index():
     s = Store({"label": lambda o: [f"{k}={v}" for k, v in o["metadata"]["labels"].items()]})
     s.add({"metadata": {"name": "n1", "labels": {"zone": "a", "gpu": "yes"}}})
     s.add({"metadata": {"name": "n2", "labels": {"zone": "a"}}})
-    assert s.index_keys("label", "zone=a") == ["n1", "n2"]
-    assert s.index_keys("label", "gpu=yes") == ["n1"]
+    assert keys_of(s.by_index("label", "zone=a")) == ["n1", "n2"]
+    assert keys_of(s.by_index("label", "gpu=yes")) == ["n1"]
 
 
 def test_replace_returns_vanished_and_rebuilds_indexes(store):
@@ -239,9 +238,9 @@ def test_replace_returns_vanished_and_rebuilds_indexes(store):
     assert set(vanished) == {"ops/a", "ops/c"}
     assert vanished["ops/c"]["metadata"]["name"] == "c"
     assert sorted(store.keys()) == ["ops/b", "ops/d"]
-    assert store.index_keys("owner", "u1") == []
-    assert store.index_keys("owner", "u2") == ["ops/d"]
-    assert store.index_keys("owner", "u3") == ["ops/b"]
+    assert keys_of(store.by_index("owner", "u1")) == []
+    assert keys_of(store.by_index("owner", "u2")) == ["ops/d"]
+    assert keys_of(store.by_index("owner", "u3")) == ["ops/b"]
     assert store.replace([]).keys() == {"ops/b", "ops/d"}
     assert len(store) == 0
 
@@ -258,15 +257,7 @@ def test_failing_index_function_leaves_the_store_unchanged():
         s.add({"metadata": {"name": "bad"}})
     with pytest.raises(RuntimeError):
         s.replace([{"metadata": {"name": "bad"}}])
-    assert s.keys() == ["ok"] and s.index_keys("picky", "v") == ["ok"]
-
-
-def test_add_indexers_indexes_existing_objects(store):
-    store.add(job("a", "u1", node="n9"))
-    store.add_indexers({"name": lambda o: [o["metadata"]["name"]]})
-    assert store.index_keys("name", "a") == ["ops/a"]
-    with pytest.raises(ValueError):
-        store.add_indexers({"owner": by_owner})
+    assert s.keys() == ["ok"] and keys_of(s.by_index("picky", "v")) == ["ok"]
 
 
 def test_concurrent_writers_keep_indexes_consistent(store):
@@ -281,7 +272,7 @@ def test_concurrent_writers_keep_indexes_consistent(store):
         t.start()
     for t in threads:
         t.join(10)
-    indexed = [k for u in ("u0", "u1", "u2") for k in store.index_keys("owner", u)]
+    indexed = [k for u in ("u0", "u1", "u2") for k in keys_of(store.by_index("owner", u))]
     assert sorted(indexed) == sorted(store.keys())
     for key in store.keys():
-        assert store.index_keys("owner", by_owner(store.get(key))[0]).count(key) == 1
+        assert keys_of(store.by_index("owner", by_owner(store.get(key))[0])).count(key) == 1
