@@ -317,13 +317,11 @@ class Queue:
         # One lock for every condition, so the delaying thread can move keys atomically.
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
-        self._drained = threading.Condition(self._lock)
         self._ticker = threading.Condition(self._lock)
         self._queue: deque[Hashable] = deque()
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
         self._shutting_down = False
-        self._drain = False
         self._unfinished_work_update_period = unfinished_work_update_period
 
         provider = metrics_provider if metrics_provider is not None else NoopMetricsProvider()
@@ -378,43 +376,20 @@ class Queue:
             if key in self._dirty:
                 self._queue.append(key)
                 self._ready.notify()
-            elif not self._processing:
-                self._drained.notify_all()
 
     def __len__(self) -> int:
+        """Keys ready to be handed out (not those being processed or delayed)."""
         with self._lock:
             return len(self._queue)
-
-    def len(self) -> int:
-        """Keys ready to be handed out (not those being processed or delayed)."""
-        return len(self)
 
     def shutdown(self) -> None:
         """Stop accepting keys and wake every blocked `get()`."""
         with self._lock:
-            self._drain = False
             self._shutting_down = True
             self._wake_all_locked()
-
-    def shutdown_with_drain(self) -> None:
-        """Shut down, then wait until every key handed out has been `done()`.
-
-        A concurrent `shutdown()` cuts the wait short.
-        """
-        with self._lock:
-            self._drain = True
-            self._shutting_down = True
-            self._wake_all_locked()
-            while self._processing and self._drain:
-                self._drained.wait()
-
-    def shutting_down(self) -> bool:
-        with self._lock:
-            return self._shutting_down
 
     def _wake_all_locked(self) -> None:
         self._ready.notify_all()
-        self._drained.notify_all()
         self._ticker.notify_all()
 
     def _update_unfinished_work_loop(self) -> None:
@@ -495,11 +470,6 @@ class DelayingQueue(Queue):
             self._waiting[key] = entry
             heapq.heappush(self._heap, entry)
             self._waiter_changed.notify()
-
-    def waiting_len(self) -> int:
-        """Keys whose delay has not yet elapsed."""
-        with self._lock:
-            return len(self._waiting)
 
     def _wake_all_locked(self) -> None:
         super()._wake_all_locked()

@@ -72,6 +72,21 @@ def wait_for(predicate: Callable[[], bool]) -> None:
         time.sleep(0.001)
 
 
+PROBE = "probe"
+
+
+def assert_nothing_due_within(q: DelayingQueue, clock: FakeClock, seconds: float) -> None:
+    """No delayed key fires in the next `seconds`: a probe due at their end comes out first.
+
+    The waiting thread moves due keys in deadline order, so anything still waiting
+    with an earlier deadline would reach the queue before the probe.
+    """
+    q.add_after(PROBE, seconds)
+    clock.step(seconds)
+    assert Getter(q).wait() == (PROBE, False)
+    q.done(PROBE)
+
+
 # --- Queue ---
 
 
@@ -79,7 +94,7 @@ def test_fifo_and_duplicates_collapse(make):
     q = make()
     for key in ["a", "b", "a", "c", "b"]:
         q.add(key)
-    assert len(q) == 3 and q.len() == 3
+    assert len(q) == 3
     assert [q.get()[0] for _ in range(3)] == ["a", "b", "c"]
     assert len(q) == 0
 
@@ -126,7 +141,8 @@ def test_shutdown_wakes_every_blocked_getter(make):
     assert not any(g.done.is_set() for g in getters)
     q.shutdown()
     assert [g.wait() for g in getters] == [(None, True)] * 5
-    assert q.shutting_down()
+    q.add("late")
+    assert q.get() == (None, True)
 
 
 def test_shutdown_hands_out_remaining_keys_then_stops_and_ignores_adds(make):
@@ -138,27 +154,16 @@ def test_shutdown_hands_out_remaining_keys_then_stops_and_ignores_adds(make):
     assert q.get() == (None, True)
 
 
-def test_shutdown_with_drain_waits_for_processing_keys(make):
+def test_a_key_re_added_while_processing_survives_shutdown(make):
     q = make()
     q.add("a")
     q.get()
-    drained = threading.Event()
-    t = threading.Thread(target=lambda: (q.shutdown_with_drain(), drained.set()), daemon=True)
-    t.start()
-    assert not drained.wait(SHORT)
-    q.done("a")
-    assert drained.wait(TIMEOUT)
-
-
-def test_shutdown_cuts_a_drain_short(make):
-    q = make()
-    q.add("a")
-    q.get()
-    drained = threading.Event()
-    threading.Thread(target=lambda: (q.shutdown_with_drain(), drained.set()), daemon=True).start()
-    assert not drained.wait(SHORT)
+    q.add("a")  # accepted before shutdown: must still be handed out once
     q.shutdown()
-    assert drained.wait(TIMEOUT)
+    q.done("a")
+    assert q.get() == ("a", False)
+    q.done("a")
+    assert q.get() == (None, True)
 
 
 def test_many_workers_never_process_a_key_concurrently(make):
@@ -189,7 +194,7 @@ def test_many_workers_never_process_a_key_concurrently(make):
     for i in range(300):
         q.add(f"k{i % 5}")
     wait_for(lambda: len(q) == 0 and not active)
-    q.shutdown_with_drain()
+    q.shutdown()
     for w in workers:
         w.join(TIMEOUT)
     assert overlaps == []
@@ -212,7 +217,7 @@ def test_add_after_waits_for_the_clock_and_orders_by_deadline(make, clock):
     clock.step(2)
     assert q.get() == ("b", False)
     assert q.get() == ("c", False)
-    assert q.waiting_len() == 0
+    assert_nothing_due_within(q, clock, 100)
 
 
 def test_add_after_zero_adds_immediately(make, clock):
@@ -226,13 +231,10 @@ def test_earlier_deadline_wins_when_it_comes_second(make, clock):
     q = make(DelayingQueue, clock=clock)
     q.add_after("a", 10)
     q.add_after("a", 1)
-    assert q.waiting_len() == 1
     clock.step(1)
     assert q.get() == ("a", False)
     q.done("a")
-    assert q.waiting_len() == 0  # the 10s entry was replaced, not kept
-    clock.step(20)
-    assert len(q) == 0
+    assert_nothing_due_within(q, clock, 20)  # the 10s entry was replaced, not kept
 
 
 def test_earlier_deadline_wins_when_it_comes_first(make, clock):
@@ -242,7 +244,8 @@ def test_earlier_deadline_wins_when_it_comes_first(make, clock):
     clock.block_until_waiters(1)
     clock.step(1)
     assert q.get() == ("a", False)
-    assert q.waiting_len() == 0
+    q.done("a")
+    assert_nothing_due_within(q, clock, 20)  # the 10s add was dropped
 
 
 def test_a_new_earliest_deadline_wakes_the_waiting_thread(make, clock):
@@ -252,7 +255,8 @@ def test_a_new_earliest_deadline_wakes_the_waiting_thread(make, clock):
     q.add_after("soon", 1)
     clock.step(1)
     assert q.get() == ("soon", False)
-    assert q.waiting_len() == 1
+    clock.step(99)
+    assert q.get() == ("late", False)
 
 
 def test_delayed_key_while_processing_is_requeued_on_done(make, clock):
@@ -260,8 +264,9 @@ def test_delayed_key_while_processing_is_requeued_on_done(make, clock):
     q.add("a")
     q.get()
     q.add_after("a", 1)
+    q.add_after(PROBE, 1)  # same deadline, added later: moved after "a"
     clock.step(1)
-    wait_for(lambda: q.waiting_len() == 0)
+    assert q.get() == (PROBE, False)  # "a" was due first but is still being processed
     assert len(q) == 0
     q.done("a")
     assert q.get() == ("a", False)
