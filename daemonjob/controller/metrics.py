@@ -8,8 +8,12 @@ import threading
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemonjob import __version__
+from daemonjob.domain.jobs import parse_time
+from daemonjob.domain.schedule import SKIP_DEADLINE, SKIP_FORBID, SKIP_MISSED, SKIP_SUSPENDED
 from daemonjob.machinery.workqueue import PrometheusMetricsProvider
 
+SKIP_REASONS = (SKIP_FORBID, SKIP_DEADLINE, SKIP_MISSED, SKIP_SUSPENDED)
+RUN_RESULTS = ("succeeded", "failed")
 NODE_STATES = ("desired", "active", "succeeded", "failed", "pending")
 STATUS_FIELDS = {"desired": "desiredNodes", "active": "activeNodes", "succeeded": "succeededNodes",
                  "failed": "failedNodes", "pending": "pendingNodes"}
@@ -40,6 +44,18 @@ class Metrics:
         self.build_info = Gauge("daemonjob_build_info", "Build information.", ["version", "python_version"],
                                 registry=r)
         self.build_info.labels(__version__, platform.python_version()).set(1)
+        per_dj = ["namespace", "name"]
+        self.runs_started = Counter("daemonjob_runs_started_total", "Runs started (scheduled ticks and run-now).",
+                                    per_dj, registry=r)
+        self.runs_skipped = Counter("daemonjob_runs_skipped_total", "Scheduled ticks skipped, by reason.",
+                                    [*per_dj, "reason"], registry=r)
+        self.runs_finished = Counter("daemonjob_runs_finished_total", "Runs finished, by result (succeeded, failed).",
+                                     [*per_dj, "result"], registry=r)
+        self.next_schedule = Gauge("daemonjob_next_schedule_time_seconds",
+                                   "Unix time of the next scheduled tick.", per_dj, registry=r)
+        self.last_success = Gauge("daemonjob_last_successful_time_seconds",
+                                  "Unix time the last run reached Complete: alert when it is older than a day.",
+                                  per_dj, registry=r)
         self.queue_provider = PrometheusMetricsProvider(registry=r)
         self._dj_lock = threading.Lock()
         self._known: set[tuple[str, str]] = set()
@@ -59,6 +75,10 @@ class Metrics:
     def set_status(self, namespace: str, name: str, status: dict) -> None:
         with self._dj_lock:
             self._known.add((namespace, name))
+            for gauge, fld in ((self.next_schedule, "nextScheduleTime"), (self.last_success, "lastSuccessfulTime")):
+                when = parse_time(status.get(fld))
+                if when is not None:
+                    gauge.labels(namespace, name).set(when.timestamp())
             for state, fld in STATUS_FIELDS.items():
                 self.nodes.labels(namespace, name, state).set(status.get(fld, 0) or 0)
 
@@ -73,3 +93,17 @@ class Metrics:
                     self.nodes.remove(namespace, name, state)
                 except KeyError:
                     pass
+            _remove_series(self.runs_started, namespace, name)
+            _remove_series(self.runs_skipped, namespace, name, SKIP_REASONS)
+            _remove_series(self.runs_finished, namespace, name, RUN_RESULTS)
+            _remove_series(self.next_schedule, namespace, name)
+            _remove_series(self.last_success, namespace, name)
+
+
+def _remove_series(family: Counter | Gauge, namespace: str, name: str, *extra: tuple[str, ...]) -> None:
+    """Drop one DaemonJob's series; `extra` lists the values of a family's further label."""
+    for values in (extra[0] if extra else [()]):
+        try:
+            family.remove(namespace, name, *((values,) if isinstance(values, str) else values))
+        except KeyError:
+            pass

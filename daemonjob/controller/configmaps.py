@@ -1,0 +1,104 @@
+"""The ConfigMaps that DaemonJobs with `rerunOnConfigChange` read, and nothing more.
+
+Watching every ConfigMap of a cluster would cost memory and traffic proportional to all of
+them; instead each referenced ConfigMap gets a watch of its own (a field selector on its
+name), started when the first DaemonJob references it and stopped with the last. A change
+enqueues the DaemonJobs that reference it. No polling.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from daemonjob.machinery.informer import Handlers, Informer, InformerHooks, SharedInformer
+from daemonjob.machinery.kube import Kube
+
+__all__ = ["ConfigMapTracker", "kube_configmap_informer"]
+
+Ref = tuple[str, str]  # namespace, name
+InformerFactory = Callable[[str, str], SharedInformer]
+
+
+def kube_configmap_informer(kube: Kube, hooks: InformerHooks | None = None) -> InformerFactory:
+    def make(namespace: str, name: str) -> SharedInformer:
+        return Informer(kube, "v1", "configmaps", namespace=namespace, field_selector=f"metadata.name={name}",
+                        hooks=hooks, name=f"configmap-{namespace}-{name}")
+    return make
+
+
+class ConfigMapTracker:
+    """Reference-counted watches of single ConfigMaps; `enqueue` gets the DaemonJob keys to wake."""
+
+    def __init__(self, make_informer: InformerFactory, enqueue: Callable[[str], None]) -> None:
+        self._make = make_informer
+        self._enqueue = enqueue
+        self._lock = threading.Lock()
+        self._informers: dict[Ref, SharedInformer] = {}
+        self._users: dict[Ref, set[str]] = {}  # ref -> DaemonJob keys
+        self._refs_of: dict[str, set[Ref]] = {}  # DaemonJob key -> refs
+
+    def track(self, key: str, namespace: str, names: Iterable[str]) -> None:
+        """Make `key`'s references exactly `names` (empty: it references none)."""
+        wanted = {(namespace, n) for n in names}
+        to_start: list[SharedInformer] = []
+        to_stop: list[SharedInformer] = []
+        with self._lock:
+            before = self._refs_of.get(key, set())
+            for ref in wanted - before:
+                users = self._users.setdefault(ref, set())
+                users.add(key)
+                if ref not in self._informers:
+                    informer = self._make(*ref)
+                    informer.add_handlers(Handlers(lambda obj, r=ref: self._changed(r),
+                                                   lambda old, new, r=ref: self._changed(r),
+                                                   lambda obj, r=ref: self._changed(r)))
+                    self._informers[ref] = informer
+                    to_start.append(informer)
+            for ref in before - wanted:
+                users = self._users.get(ref, set())
+                users.discard(key)
+                if not users:
+                    self._users.pop(ref, None)
+                    informer = self._informers.pop(ref, None)
+                    if informer is not None:
+                        to_stop.append(informer)
+            if wanted:
+                self._refs_of[key] = wanted
+            else:
+                self._refs_of.pop(key, None)
+        for informer in to_start:
+            informer.start()
+        for informer in to_stop:
+            informer.stop(timeout=0)
+
+    def forget(self, key: str) -> None:
+        self.track(key, "", ())
+
+    def get(self, namespace: str, name: str) -> tuple[bool, Mapping[str, Any] | None]:
+        """(synced, the ConfigMap or None if it does not exist); not synced: not yet known."""
+        with self._lock:
+            informer = self._informers.get((namespace, name))
+        if informer is None or not informer.has_synced():
+            return False, None
+        return True, informer.store.get(f"{namespace}/{name}")
+
+    def watched(self) -> int:
+        with self._lock:
+            return len(self._informers)
+
+    def stop(self) -> None:
+        with self._lock:
+            informers = list(self._informers.values())
+            self._informers.clear()
+            self._users.clear()
+            self._refs_of.clear()
+        for informer in informers:
+            informer.stop()
+
+    def _changed(self, ref: Ref) -> None:
+        with self._lock:
+            keys = sorted(self._users.get(ref, ()))
+        for key in keys:
+            self._enqueue(key)
