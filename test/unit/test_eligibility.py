@@ -13,7 +13,7 @@ from daemonjob.domain.eligibility import (
     compile_tolerations,
 )
 from daemonjob.domain.selectors import InvalidSelector
-from daemonjob.machinery.store import freeze
+from daemonjob.machinery.store import derived, freeze
 
 
 def dj(selector: Any = None, **pod_spec: Any) -> dict[str, Any]:
@@ -217,9 +217,9 @@ def test_answers_kept_on_cached_nodes_follow_the_rules_that_asked() -> None:
     tolerant = compile_eligibility(dj(tolerations=[{"operator": "Exists"}]))
     also_x = compile_eligibility(dj({"matchLabels": {"pool": "x"}}))
     for _ in range(2):  # the second round reads the kept answers
-        assert [only_x.eligible_cached(n) for n in nodes] == [True, False]
-        assert [tolerant.eligible_cached(n) for n in nodes] == [True, True]
-        assert [also_x.eligible_cached(n) for n in nodes] == [True, False]
+        assert [only_x.eligible_cached(n, derived) for n in nodes] == [True, False]
+        assert [tolerant.eligible_cached(n, derived) for n in nodes] == [True, True]
+        assert [also_x.eligible_cached(n, derived) for n in nodes] == [True, False]
     assert only_x.rules == also_x.rules != tolerant.rules
     plain = node("b", labels={"pool": "y"}, taints=[{"key": "k", "effect": "NoSchedule"}])
-    assert tolerant.eligible_cached(plain) and not only_x.eligible_cached(plain)
+    assert tolerant.eligible_cached(plain, derived) and not only_x.eligible_cached(plain, derived)
