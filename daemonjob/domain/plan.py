@@ -123,8 +123,6 @@ class Plan:
         return self.desired - self.active - self.succeeded - self.failed
 
     @property
-
-    @property
     def held_slots(self) -> int:
         return self.active + self.waiting + self.gone_active
 
