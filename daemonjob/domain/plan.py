@@ -109,6 +109,7 @@ class Plan:
     held: list[Held] = field(default_factory=list)
     waiting: int = 0  # eligible nodes without a record, waiting for a terminating Job to go
     gone_active: int = 0  # active current-revision Jobs on deleted nodes (deleted in this decision)
+    stray_active: int = 0  # nodes with an active current-revision Job that does not stand for them
     turns: list[Turn] = field(default_factory=list)
     deletes: list[DeleteJob] = field(default_factory=list)  # always safe: NodeGone, History
     extra_old: list[DeleteJob] = field(default_factory=list)  # running older Jobs beside a current one
@@ -124,7 +125,7 @@ class Plan:
 
     @property
     def held_slots(self) -> int:
-        return self.active + self.waiting + self.gone_active
+        return self.active + self.waiting + self.gone_active + self.stray_active
 
 
 def classify_nodes(nodes: Iterable[Mapping[str, Any]], eligibility: Eligibility | None, memo: Memo = compute) -> Nodes:
@@ -177,6 +178,10 @@ def plan_nodes(
             plan.gone_active += sum(1 for j in node_jobs if j.revision == revision and j.state == ACTIVE)
             continue
         record = _record(node_jobs, revision, never)
+        if (record is None or record.state != ACTIVE) and any(
+            j.revision == revision and j.state == ACTIVE for j in node_jobs
+        ):
+            plan.stray_active += 1  # not a state decide creates, but running work holds a slot all the same
         older = [j for j in node_jobs if j.revision != revision]  # usually none: the steady state
         if older:
             history = sorted(
