@@ -65,10 +65,12 @@ def node_transform(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def job_transform(job: dict[str, Any], shared: Interner = _shared) -> dict[str, Any]:
-    """A Job as decide() sees it: identity, node, revision, owner, terminal state.
+    """A Job as decide() sees it: identity, node, revision, owner, terminal state, and a TTL.
 
     Progress counts (active, succeeded, ...) and non-terminal conditions are left out:
     decide() reads only the terminal conditions, so a Job's progress is no event for it.
+    `spec.ttlSecondsAfterFinished` is kept (only when set): the template never sets it,
+    so on our Job it means an admission policy added it, which decide() refuses.
     """
     meta = job.get("metadata") or {}
     kept: dict[str, Any] = {k: meta[k] for k in _JOB_META_KEYS if k in meta}
@@ -90,4 +92,8 @@ def job_transform(job: dict[str, Any], shared: Interner = _shared) -> dict[str, 
     kept_status: dict[str, Any] = {"conditions": conditions}
     if "completionTime" in status:
         kept_status["completionTime"] = status["completionTime"]
-    return {"metadata": kept, "status": shared(kept_status)}
+    out: dict[str, Any] = {"metadata": kept, "status": shared(kept_status)}
+    ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
+    if ttl is not None:
+        out["spec"] = shared({"ttlSecondsAfterFinished": ttl})
+    return out

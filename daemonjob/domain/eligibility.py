@@ -1,7 +1,7 @@
 """Which nodes a DaemonJob should run on: the DaemonSet controller's rules.
 
-Mirrors `NodeShouldRunDaemonPod` (node affinity predicates plus untolerated
-NoSchedule/NoExecute taints) with one deliberate difference: no default
+Mirrors `NodeShouldRunDaemonPod` (the template's `nodeName` first, then node affinity
+predicates plus untolerated NoSchedule/NoExecute taints) with one deliberate difference: no default
 tolerations are added, so a NotReady, unreachable or cordoned node is not
 eligible unless the template tolerates it. A Job started there would never run.
 
@@ -27,7 +27,8 @@ from daemonjob.domain.selectors import (
     compile_node_selector,
     validate_label_key,
 )
-from daemonjob.machinery.store import derived
+from daemonjob.domain.jobs import REQUIRED_AFFINITY
+from daemonjob.domain.memo import Memo, compute
 
 _RULES = "eligibility"  # tags the memo key of eligibility answers on cached nodes
 
@@ -47,7 +48,6 @@ TOLERATION_OPERATORS = ("Exists", "Equal")
 
 DJ_SELECTOR_PATH = "spec.nodeSelector"
 POD_SPEC_PATH = "spec.jobTemplate.spec.template.spec"
-REQUIRED_AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 class InvalidSpec(InvalidSelector):
@@ -130,6 +130,7 @@ class Eligibility:
     """Compiled eligibility rules of one DaemonJob (build with `compile_eligibility`)."""
 
     __slots__ = (
+        "_node_name",
         "_selector",
         "_pod_selector",
         "_affinity",
@@ -146,8 +147,10 @@ class Eligibility:
         affinity: NodeMatcher | None = None,
         tolerations: tuple[Toleration, ...] = (),
         rules: Hashable = None,
+        node_name: str | None = None,
     ) -> None:
         self.rules = rules  # the rules' source, canonical: equal rules, equal answers
+        self._node_name = node_name
         self._selector = selector
         self._pod_selector = pod_selector
         self._affinity = affinity
@@ -159,15 +162,17 @@ class Eligibility:
     def eligible(self, node: Mapping[str, Any]) -> bool:
         return self.reason(node) is None
 
-    def eligible_cached(self, node: Mapping[str, Any]) -> bool:
-        """`eligible`, kept on a frozen node per set of rules: DaemonJobs ask it of every node."""
+    def eligible_cached(self, node: Mapping[str, Any], memo: Memo = compute) -> bool:
+        """`eligible`, kept by `memo` per set of rules: DaemonJobs ask it of every node."""
         if self.rules is None:
             return self.eligible(node)
-        return derived(node, self.eligible, key=self.rules)
+        return memo(node, self.eligible, self.rules)
 
     def reason(self, node: Mapping[str, Any]) -> str | None:
         """Why `node` is not eligible, or None if it is. Messages are built only on failure."""
         meta = node.get("metadata") or {}
+        if self._node_name is not None and self._node_name != meta.get("name"):
+            return f'node is not "{self._node_name}", the {POD_SPEC_PATH}.nodeName'
         labels = meta.get("labels") or {}
         if self._selector is not None and not self._selector(labels):
             return f"node does not match {DJ_SELECTOR_PATH}"
@@ -226,9 +231,14 @@ def compile_eligibility(dj: Mapping[str, Any]) -> Eligibility:
     except InvalidSelector as e:
         raise InvalidSpec(e.message) from None
     tolerations = compile_tolerations(pod_spec.get("tolerations"))
+    node_name = pod_spec.get("nodeName")
+    if node_name is not None and not isinstance(node_name, str):
+        raise InvalidSpec(f"{POD_SPEC_PATH}.nodeName: Invalid value: {node_name!r}: must be a string")
+    node_name = node_name or None  # "" means unset, as for the DaemonSet controller
     try:
         rules: Hashable = (_RULES, orjson.dumps([raw_selector, raw_pod_selector, raw_affinity,
-                                                pod_spec.get("tolerations")], option=orjson.OPT_SORT_KEYS))
+                                                pod_spec.get("tolerations"), node_name],
+                                               option=orjson.OPT_SORT_KEYS))
     except TypeError:  # not JSON (e.g. an integer beyond 64 bits): answers are not kept
         rules = None
-    return Eligibility(selector, pod_selector, affinity, tolerations, rules)
+    return Eligibility(selector, pod_selector, affinity, tolerations, rules, node_name)

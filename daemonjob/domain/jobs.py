@@ -19,7 +19,9 @@ from daemonjob.domain.revision import job_name
 
 __all__ = [
     "API_VERSION",
+    "GROUP",
     "KIND",
+    "REQUIRED_AFFINITY",
     "LABEL_NAME",
     "LABEL_REVISION",
     "ANNOTATION_NODE",
@@ -36,6 +38,7 @@ __all__ = [
     "job_revision",
     "job_created",
     "job_finish_time",
+    "job_ttl",
     "parse_time",
     "format_time",
 ]
@@ -105,6 +108,12 @@ def _true_condition(job: Mapping[str, Any], kind: str) -> Mapping[str, Any] | No
         if cond.get("type") == kind and cond.get("status") == "True":
             return cond
     return None
+
+
+def job_ttl(job: Mapping[str, Any]) -> Any:
+    """`spec.ttlSecondsAfterFinished` as set on the Job (by us never; by an admission policy maybe)."""
+    spec = job.get("spec")
+    return spec.get("ttlSecondsAfterFinished") if isinstance(spec, Mapping) else None
 
 
 def job_state(job: Mapping[str, Any]) -> str:

@@ -1,7 +1,11 @@
 """Template revisions and deterministic Job names.
 
-The revision is a content hash of `spec.jobTemplate`, so it is the same in every
-controller process and after every restart: a user re-runs all nodes by editing the
+The template hash is a content hash of `spec.jobTemplate`. The revision that labels the
+Jobs starts as that hash; when the hash changes, the new revision is the hash salted
+with the `metadata.generation` of the change, and both are kept in the status
+(`templateHash`, `currentRevision`). So every template change, a revert to an earlier
+template included, is a new revision that runs once on every node, while a change to
+anything else in the spec keeps the revision. A user re-runs all nodes by editing the
 template (even one annotation). Job names are derived from (DaemonJob, node,
 revision), so two racing creates of the same node Job collide on AlreadyExists
 instead of producing a duplicate.
@@ -15,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["template_revision", "job_name", "REVISION_LENGTH", "NAME_MAX"]
+__all__ = ["template_revision", "current_revision", "salted_revision", "job_name", "REVISION_LENGTH", "NAME_MAX"]
 
 REVISION_LENGTH = 10
 NAME_MAX = 63  # Job names end up in the job-name label of their pods
@@ -35,6 +39,31 @@ def template_revision(job_template: Mapping[str, Any] | None) -> str:
     """Stable 10-hex-char hash of a jobTemplate; key order does not matter, content does."""
     digest = hashlib.sha256(_canonical_json(job_template if job_template is not None else {}))
     return digest.hexdigest()[:REVISION_LENGTH]
+
+
+def salted_revision(template_hash: str, generation: Any) -> str:
+    """The revision of a template that changed at `generation`: differs for each change."""
+    digest = hashlib.sha256(f"{template_hash}\x00{generation}".encode("utf-8"))
+    return digest.hexdigest()[:REVISION_LENGTH]
+
+
+def current_revision(template_hash: str, generation: Any, status: Mapping[str, Any]) -> str:
+    """The revision for `template_hash`, given the status the controller last wrote.
+
+    Same template hash as recorded: the recorded revision. No revision recorded (a new
+    DaemonJob, or one re-created without its status): the template hash itself, so a
+    DaemonJob re-created with its first template finds its earlier Jobs current. A status
+    written before `templateHash` was kept records only a revision equal to the hash.
+    Otherwise the template changed: a new revision salted by this generation.
+    """
+    kept = status.get("currentRevision")
+    known = status.get("templateHash")
+    if not isinstance(kept, str) or not kept:
+        if known is None:
+            return template_hash
+    elif known == template_hash or (known is None and kept == template_hash):
+        return kept
+    return salted_revision(template_hash, generation)
 
 
 def _dns_part(text: str) -> str:

@@ -238,7 +238,8 @@ def test_current_revision_jobs_are_kept_even_on_ineligible_nodes() -> None:
     jobs = [job(dj, "a", "succeeded"), job(dj, "b", "failed"), job(dj, "c", "active")]
     d = decide(dj, jobs, nodes("a", "b", "c"), NOW)
     assert d.deletes == [] and d.creates == []
-    assert d.status["desiredNodes"] == 0
+    # c's Job still runs: c stays desired and active (holding its slot) until it finishes
+    assert (d.status["desiredNodes"], d.status["activeNodes"], d.status["pendingNodes"]) == (1, 1, 0)
 
 
 def test_annotation_change_is_a_new_revision_everywhere() -> None:
@@ -321,7 +322,8 @@ def test_node_turning_ineligible_keeps_running_job_and_gets_no_new_one() -> None
     running_new = job(new, "b", "active")
     d = decide(new, [running_old, running_new], nodes("a", "b"), NOW)
     assert d.deletes == [] and d.creates == []
-    assert d.status["desiredNodes"] == 0 and d.status["activeNodes"] == 0
+    # b's current Job is counted (desired, active) while it runs; a's older one is not
+    assert d.status["desiredNodes"] == 1 and d.status["activeNodes"] == 1
 
 
 def test_cordoned_node_keeps_running_job() -> None:
@@ -347,11 +349,11 @@ def test_max_parallel_counts_active_current_jobs_on_any_node() -> None:
     assert created_nodes(d) == ["c"]
 
 
-def test_max_parallel_ignores_active_old_revision_jobs() -> None:
-    old, new = make_dj(annotation="1"), make_dj(annotation="2", maxParallel=1)
+def test_running_old_revision_job_holds_no_slot_but_its_replacement_takes_one() -> None:
+    old, new = make_dj(annotation="1"), make_dj(annotation="2", maxParallel=2)
     d = decide(new, [job(old, "a", "active")], nodes("a", "b", "c"), NOW)
     assert created_nodes(d) == ["b"]
-    assert [x.reason for x in d.deletes] == ["OldRevision"]
+    assert [(x.node, x.reason) for x in d.deletes] == [("a", "OldRevision")]
 
 
 @pytest.mark.parametrize(("value", "nodes_count", "expected"), [("25%", 10, 3), ("1%", 10, 1), ("100%", 4, 4), ("50%", 0, 0)])

@@ -14,7 +14,7 @@ from daemonjob.domain.decide import Decision, decide
 from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import build_job, format_time, job_node, job_revision, job_state
 from daemonjob.domain.revision import template_revision
-from daemonjob.machinery.store import freeze
+from daemonjob.machinery.store import derived, freeze
 from daemonjob.testing.decisions import apply as apply_decision
 from daemonjob.controller.transforms import job_transform, node_transform
 
@@ -145,6 +145,14 @@ def eligible_names(dj: dict[str, Any], nodes: list[dict[str, Any]]) -> set[str] 
     return {n["metadata"]["name"] for n in nodes if e.eligible(n)}
 
 
+def standing(dj: dict[str, Any], jobs: list[dict[str, Any]], node: str, current: str) -> dict[str, Any] | None:
+    """The Job that stands for a node: its newest non-terminating one of the current revision (any with Never)."""
+    never = dj["spec"].get("rerunPolicy") == "Never"
+    mine = [j for j in jobs if job_node(j) == node and job_state(j) != "terminating"
+            and (never or job_revision(j) == current)]
+    return max(mine, key=lambda j: (j["metadata"]["creationTimestamp"], j["metadata"]["name"]), default=None)
+
+
 def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, Any]],
           stalled: tuple[str, str] | None) -> Decision:
     spec = dj["spec"]
@@ -173,18 +181,27 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
         assert not d.creates
     if spec["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] == "Always":
         assert not d.creates
-    if "maxFailedNodes" in spec and d.status["failedNodes"] > scaled(spec["maxFailedNodes"], desired, round_up=False):
+    # only failures of the current revision's Jobs spend the failure budget
+    failed_current = 0
+    for name in eligible or ():
+        record = standing(dj, jobs, name, current)
+        failed_current += record is not None and job_state(record) == "failed" and job_revision(record) == current
+    if "maxFailedNodes" in spec and failed_current > scaled(spec["maxFailedNodes"], desired, round_up=False):
         assert not d.creates
         failed = next(c for c in d.status["conditions"] if c["type"] == "Failed")
         assert failed["status"] == "True" and failed["reason"] == "FailureThresholdExceeded"
     if stalled is not None:
         assert len(d.creates) <= 1
 
-    # maxParallel: active current-revision Jobs plus creates stay within the limit
-    if "maxParallel" in spec and d.creates:
+    # maxParallel: active current-revision Jobs plus creates stay within the limit, and so do the
+    # active nodes plus the nodes whose turn came (a create, or the delete of a running older Job)
+    turns = len(d.creates) + len({x.node for x in d.deletes if x.reason == "OldRevision"
+                                  and standing(dj, jobs, x.node or "", current) is None})
+    if "maxParallel" in spec and turns:
         limit = max(1, scaled(spec["maxParallel"], desired, round_up=True))
         active_current = sum(1 for j in jobs if job_revision(j) == current and job_state(j) == "active")
         assert active_current + len(d.creates) <= limit
+        assert d.status["activeNodes"] + turns <= limit
 
     # deletes: existing, not already terminating, never a current Job of an existing node
     assert len({x.name for x in d.deletes}) == len(d.deletes)
@@ -210,7 +227,10 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
     counts = (s["activeNodes"], s["succeededNodes"], s["failedNodes"], s["pendingNodes"])
     assert all(n >= 0 for n in counts)
     assert s["desiredNodes"] == sum(counts)
-    assert s["desiredNodes"] == len(eligible or ())
+    # a node no longer eligible stays desired (and active) while the Job standing for it is active
+    held = {n for n in node_names - (eligible or set())
+            if (r := standing(dj, jobs, n, current)) is not None and job_state(r) == "active"}
+    assert s["desiredNodes"] == len(eligible or ()) + len(held)
     assert s["failedNodeNames"] == sorted(s["failedNodeNames"])
     assert len(s["failedNodeNames"]) == min(s["failedNodes"], 20)
     assert set(s["failedNodeNames"]) <= (eligible or set())
@@ -222,6 +242,10 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
         assert "completionTime" not in s
     if conditions["Reconciling"] == "True":
         assert conditions["Stalled"] == "False" and not spec.get("suspend")
+    if conditions["Complete"] == "True":
+        assert conditions["Stalled"] == conditions["Reconciling"] == "False"
+    if conditions["Failed"] == "True":
+        assert conditions["Stalled"] == "True"  # kstatus reads the failed rollout as Failed, not Current
     return d
 
 
@@ -266,7 +290,7 @@ def test_cached_objects_decide_like_plain_ones(case: tuple[Any, ...]) -> None:
     cached_nodes = [freeze(node_transform(copy.deepcopy(n))) for n in nodes]
     plain = decide(dj, jobs, nodes, NOW, stalled=stalled)
     for _ in range(2):  # the second pass reads the values kept by the first
-        assert decide(dj, cached_jobs, cached_nodes, NOW, stalled=stalled) == plain
+        assert decide(dj, cached_jobs, cached_nodes, NOW, stalled=stalled, memo=derived) == plain
 
 
 @settings(**SETTINGS)

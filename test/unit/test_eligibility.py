@@ -13,7 +13,7 @@ from daemonjob.domain.eligibility import (
     compile_tolerations,
 )
 from daemonjob.domain.selectors import InvalidSelector
-from daemonjob.machinery.store import freeze
+from daemonjob.machinery.store import derived, freeze
 
 
 def dj(selector: Any = None, **pod_spec: Any) -> dict[str, Any]:
@@ -217,9 +217,20 @@ def test_answers_kept_on_cached_nodes_follow_the_rules_that_asked() -> None:
     tolerant = compile_eligibility(dj(tolerations=[{"operator": "Exists"}]))
     also_x = compile_eligibility(dj({"matchLabels": {"pool": "x"}}))
     for _ in range(2):  # the second round reads the kept answers
-        assert [only_x.eligible_cached(n) for n in nodes] == [True, False]
-        assert [tolerant.eligible_cached(n) for n in nodes] == [True, True]
-        assert [also_x.eligible_cached(n) for n in nodes] == [True, False]
+        assert [only_x.eligible_cached(n, derived) for n in nodes] == [True, False]
+        assert [tolerant.eligible_cached(n, derived) for n in nodes] == [True, True]
+        assert [also_x.eligible_cached(n, derived) for n in nodes] == [True, False]
     assert only_x.rules == also_x.rules != tolerant.rules
     plain = node("b", labels={"pool": "y"}, taints=[{"key": "k", "effect": "NoSchedule"}])
-    assert tolerant.eligible_cached(plain) and not only_x.eligible_cached(plain)
+    assert tolerant.eligible_cached(plain, derived) and not only_x.eligible_cached(plain, derived)
+
+
+def test_template_node_name_is_checked_first_as_by_the_daemonset_controller() -> None:
+    rules = compile_eligibility({"spec": {"jobTemplate": {"spec": {"template": {"spec": {
+        "nodeName": "b", "tolerations": [{"operator": "Exists"}]}}}}}})
+    a, b = node("a"), node("b", unschedulable=True)
+    assert not rules.eligible(a) and 'node is not "b"' in (rules.reason(a) or "")
+    assert rules.eligible(b)  # the other rules still apply: it tolerates the cordon
+    assert compile_eligibility({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"nodeName": ""}}}}}}).eligible(a)
+    with pytest.raises(InvalidSpec, match="nodeName"):
+        compile_eligibility({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"nodeName": 3}}}}}})

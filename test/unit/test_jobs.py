@@ -13,6 +13,7 @@ from daemonjob.domain.jobs import (
     LABEL_NAME,
     LABEL_REVISION,
     build_job,
+    daemonjob_ref,
     format_time,
     job_created,
     job_finish_time,
@@ -163,3 +164,20 @@ def test_time_helpers() -> None:
     assert parse_time("garbage") is None and parse_time(None) is None
     assert format_time(datetime(2024, 5, 6, 7, 8, 9, 999, tzinfo=timezone.utc)) == "2024-05-06T07:08:09Z"
     assert format_time(datetime(2024, 5, 6, 7, 8, 9)) == "2024-05-06T07:08:09Z"
+
+
+@pytest.mark.parametrize(
+    ("ref", "ours"),
+    [
+        ({"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob", "controller": True}, True),
+        ({"apiVersion": "daemonjob.io/v1", "kind": "DaemonJob", "controller": True}, True),
+        ({"apiVersion": "example.com/v1", "kind": "DaemonJob", "controller": True}, False),
+        ({"apiVersion": "daemonjob.io.example.com/v1", "kind": "DaemonJob", "controller": True}, False),
+        ({"apiVersion": "daemonjob.io/v1alpha1", "kind": "CronJob", "controller": True}, False),
+        ({"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob"}, False),
+        ({"kind": "DaemonJob", "controller": True}, False),
+    ],
+)
+def test_daemonjob_ref_is_a_daemonjob_of_our_group_in_any_version(ref: dict, ours: bool) -> None:
+    job = {"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x"}, ref]}}
+    assert (daemonjob_ref(job) is ref) is ours

@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemonjob.domain.revision import job_name, template_revision
+from daemonjob.domain.revision import REVISION_LENGTH, current_revision, job_name, salted_revision, template_revision
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -106,3 +106,19 @@ def test_job_name_with_run_is_deterministic_distinct_and_short() -> None:
 def test_job_name_with_run_is_a_dns_label(dj: str, node: str, run: str) -> None:
     name = job_name(dj, node, "5f9c2a0b1d", run)
     assert len(name) <= 63 and DNS1123_LABEL.match(name)
+
+
+def test_current_revision_starts_as_the_template_hash_and_is_kept_while_the_hash_is() -> None:
+    assert current_revision("aaaa", 7, {}) == "aaaa"  # new, or re-created without its status
+    kept = {"currentRevision": "r1", "templateHash": "aaaa"}
+    assert current_revision("aaaa", 9, kept) == "r1"  # only a change outside the template
+    assert current_revision("aaaa", 9, {"currentRevision": "aaaa"}) == "aaaa"  # status of an older controller
+
+
+def test_every_template_change_is_a_new_revision_a_revert_included() -> None:
+    first = current_revision("aaaa", 1, {})
+    second = current_revision("bbbb", 2, {"currentRevision": first, "templateHash": "aaaa"})
+    back = current_revision("aaaa", 3, {"currentRevision": second, "templateHash": "bbbb"})
+    assert len({first, second, back}) == 3
+    assert back == salted_revision("aaaa", 3) and len(back) == REVISION_LENGTH
+    assert current_revision("bbbb", 2, {"currentRevision": "aaaa"}) == salted_revision("bbbb", 2)

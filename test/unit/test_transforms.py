@@ -1,6 +1,6 @@
 import copy
 
-from daemonjob.domain.jobs import build_job, job_finish_time, job_node, job_revision, job_state
+from daemonjob.domain.jobs import build_job, job_finish_time, job_node, job_revision, job_state, job_ttl
 from daemonjob.machinery.store import freeze, thaw
 from daemonjob.controller.transforms import Interner, job_transform, node_transform
 
@@ -40,6 +40,16 @@ def test_a_job_keeps_what_decide_reads_and_nothing_else():
         {"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-02T10:00:05Z"}]}
     for read in (job_node, job_revision, job_state, job_finish_time):
         assert read(freeze(kept)) == read(job)
+
+
+def test_a_ttl_set_on_the_job_is_kept_for_decide():
+    """An admission policy may add ttlSecondsAfterFinished to our Jobs; decide() must see it."""
+    job = server_job("n1")
+    assert "spec" not in job_transform(copy.deepcopy(job))
+    job["spec"]["ttlSecondsAfterFinished"] = 100
+    kept = freeze(job_transform(copy.deepcopy(job)))
+    assert thaw(kept["spec"]) == {"ttlSecondsAfterFinished": 100}
+    assert job_ttl(kept) == job_ttl(job) == 100
 
 
 def test_progress_is_not_a_change():

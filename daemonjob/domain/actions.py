@@ -1,0 +1,108 @@
+"""Step 3 of a decision: which Jobs to create and delete, within the rollout's slots.
+
+The slot rule (`maxParallel`): every node counted in `activeNodes` holds a slot (an
+active Job of the current revision, on an eligible node or on one that stopped being
+eligible; with rerunPolicy Never, an active Job of any revision), and so does every
+node whose turn has come: a create, the delete of its running older Job before the
+create, or a Job of it still terminating. An active Job on a deleted node holds its slot
+until its delete is issued. Nodes take their turns in name order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemonjob.domain.jobs import build_job
+from daemonjob.domain.revision import job_name
+
+__all__ = ["CreateJob", "DeleteJob", "Turn", "Gate", "Actions", "choose_actions"]
+
+# While the API server keeps rejecting creates, try one node per reconcile, not all.
+STALLED_CREATE_PROBES = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CreateJob:
+    """A Job to create; its body is built when read, so thousands of creates hold no bodies."""
+
+    node: str
+    name: str
+    revision: str
+    dj: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """A fresh Job body on each read (the caller may change it)."""
+        return build_job(self.dj, self.node, self.revision)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteJob:
+    """`uid` lets the act layer delete with a UID precondition (never a newer namesake)."""
+
+    name: str
+    node: str | None
+    reason: str
+    uid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """An eligible node that needs the current revision: a create, or first `replace` (deletes)."""
+
+    node: str
+    replace: tuple[DeleteJob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """What holds the rollout back. `blocked`: nothing starts and nothing running is torn down;
+    `probing`: the API server rejects creates, so one create probes and nothing is torn down."""
+
+    blocked: bool = False
+    probing: bool = False
+
+
+@dataclass(slots=True)
+class Actions:
+    creates: list[CreateJob] = field(default_factory=list)
+    deletes: list[DeleteJob] = field(default_factory=list)
+    free_slots: int | None = None  # None: no maxParallel
+    waiting_turns: int = 0  # nodes whose turn did not come in this decision
+
+
+def choose_actions(
+    dj: Mapping[str, Any],
+    revision: str,
+    turns: list[Turn],
+    always: list[DeleteJob],
+    extra_old: list[DeleteJob],
+    slots: int | None,
+    held: int,
+    gate: Gate,
+) -> Actions:
+    """`always`: deletes that are always safe (NodeGone, History); `extra_old`: running older
+    Jobs on nodes that already have their current Job; `slots`: the maxParallel limit; `held`:
+    slots already held."""
+    free = None if slots is None else max(0, slots - held)
+    out = Actions(free_slots=free)
+    deletes = list(always)
+    if gate.blocked:
+        chosen: list[Turn] = []
+    elif gate.probing:
+        chosen = [t for t in turns if not t.replace][: min(STALLED_CREATE_PROBES, len(turns) if free is None else free)]
+    else:
+        chosen = turns if free is None else turns[:free]
+        deletes.extend(extra_old)
+    dj_name = (dj.get("metadata") or {}).get("name") or ""
+    for turn in chosen:
+        if turn.replace:
+            deletes.extend(turn.replace)
+        else:
+            out.creates.append(CreateJob(turn.node, job_name(dj_name, turn.node, revision), revision, dj))
+    deletes.sort(key=lambda d: (d.node or "", d.name))
+    out.deletes = deletes
+    out.waiting_turns = len(turns) - len(chosen)
+    return out

@@ -1,0 +1,259 @@
+"""Step 4 of a decision: the four conditions, as kstatus-aware tools read them.
+
+kstatus reads `Reconciling=True` as InProgress and `Stalled=True` as Failed, whichever
+comes first in the list, and otherwise the resource as Current. So: Reconciling is True
+only while work is in progress; Stalled is True when Complete cannot be reached without
+a user acting (a refused spec, Jobs the API server rejects, a TTL an admission policy
+adds, the failure budget exhausted, failed nodes in a finished rollout); never both, and
+neither when Complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from daemonjob import defaults
+from daemonjob.domain.actions import Actions
+from daemonjob.domain.jobs import LABEL_NAME
+from daemonjob.domain.plan import Held, JobView, Plan
+from daemonjob.domain.validate import Problem, Settings, is_int, scaled
+
+__all__ = [
+    "Condition",
+    "Conditions",
+    "Stall",
+    "FailureBudget",
+    "failure_budget",
+    "stall_for",
+    "evaluate",
+    "render",
+    "turned_true",
+]
+
+# Condition types, in the order they appear in the status
+COMPLETE = "Complete"
+FAILED_CONDITION = "Failed"
+RECONCILING = "Reconciling"
+STALLED = "Stalled"
+
+DEFAULT_STALLED_REASON = "ApplyFailed"
+TTL_INJECTED = "TTLInjected"
+FAILURE_THRESHOLD_EXCEEDED = "FailureThresholdExceeded"
+NODES_FAILED = "NodesFailed"
+WAITING_FOR_INELIGIBLE_NODES = "WaitingForIneligibleNodes"
+EVENT_INVALID_SPEC = "InvalidSpec"
+
+FAILED_NODE_NAMES_MAX = defaults.FAILED_NODE_NAMES_MAX
+HELD_SHOWN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    status: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """Why the rollout cannot go on by itself. `event`: the Warning Event reason announcing it
+    (None: another condition's Event does); `on_message`: announce a changed message too."""
+
+    condition: Condition
+    event: str | None = None
+    on_message: bool = False
+    blocks: bool = False  # nothing starts, nothing running is torn down
+    probing: bool = False  # the API server rejects creates: one probe, nothing torn down
+
+
+@dataclass(frozen=True, slots=True)
+class FailureBudget:
+    limit: int | None  # maxFailedNodes scaled; None: unlimited
+    exceeded: bool  # more nodes failed the current revision than the limit
+
+
+@dataclass(frozen=True, slots=True)
+class Conditions:
+    complete: Condition
+    failed: Condition
+    reconciling: Condition
+    stalled: Stall
+
+    def by_type(self) -> tuple[tuple[str, Condition], ...]:
+        return (
+            (COMPLETE, self.complete),
+            (FAILED_CONDITION, self.failed),
+            (RECONCILING, self.reconciling),
+            (STALLED, self.stalled.condition),
+        )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def failure_budget(plan: Plan, settings: Settings) -> FailureBudget:
+    """Only failures of the current revision's Jobs spend the budget (with rerunPolicy Never,
+    nodes keep the failed Jobs of earlier revisions, which a fixed template did not cause)."""
+    if settings.max_failed is None:
+        return FailureBudget(None, False)
+    limit = scaled(settings.max_failed, plan.desired, round_up=False)
+    return FailureBudget(limit, len(plan.failed_current_names) > limit)
+
+
+def _injected_ttl(ttl_jobs: Sequence[JobView], previous: Mapping[str, Any] | None, generation: Any) -> Stall | None:
+    """A TTL on our Jobs that the template does not set: an admission policy adds it.
+
+    Such Jobs vanish once finished, and their nodes would re-run forever; the stall is kept
+    for the rest of this generation, since the Jobs that showed it may be gone already.
+    """
+    if ttl_jobs:
+        first = min(ttl_jobs, key=lambda j: j.name)
+        message = (
+            f"Job {first.name} (node {first.node}) has spec.ttlSecondsAfterFinished {first.ttl}, which "
+            "spec.jobTemplate does not set: an admission policy (a mutating webhook or a policy engine) adds it. "
+            "A Job deleted by its TTL would look like a node that never ran and the node would run again, "
+            f"so no new Job is started. Exempt Jobs labelled {LABEL_NAME} from that policy, then change "
+            "this DaemonJob's spec to resume"
+        )
+        return Stall(Condition(True, TTL_INJECTED, message), event=TTL_INJECTED, blocks=True)
+    if (
+        previous is not None
+        and previous.get("status") == "True"
+        and previous.get("reason") == TTL_INJECTED
+        and previous.get("observedGeneration") == generation
+    ):
+        return Stall(Condition(True, TTL_INJECTED, str(previous.get("message") or "")), event=TTL_INJECTED,
+                     blocks=True)
+    return None
+
+
+def stall_for(
+    problems: Sequence[Problem],
+    api_error: tuple[str, str] | None,
+    ttl_jobs: Sequence[JobView],
+    template_has_ttl: bool,
+    previous: Mapping[str, Any] | None,
+    generation: Any,
+) -> Stall | None:
+    """The stall that blocks actions, from the spec, the act layer or the Jobs (failures come later)."""
+    if problems:
+        message = "; ".join(p.message for p in problems)
+        return Stall(Condition(True, problems[0].reason, message), event=EVENT_INVALID_SPEC, on_message=True,
+                     blocks=True)
+    if not template_has_ttl:
+        injected = _injected_ttl(ttl_jobs, previous, generation)
+        if injected is not None:
+            return injected
+    if api_error is not None:
+        reason = str(api_error[0] or DEFAULT_STALLED_REASON)
+        return Stall(Condition(True, reason, str(api_error[1] or "")), event=reason, on_message=True, probing=True)
+    return None
+
+
+def _held_text(held: Sequence[Held]) -> str:
+    shown = "; ".join(f"Job {h.job} on node {h.node} ({h.why})" for h in held[:HELD_SHOWN])
+    more = f" (+{len(held) - HELD_SHOWN} more)" if len(held) > HELD_SHOWN else ""
+    return (
+        f"; waiting for {_plural(len(held), 'Job')} of nodes no longer eligible, each holding a maxParallel "
+        f"slot until it finishes or is deleted: {shown}{more}"
+    )
+
+
+def evaluate(
+    plan: Plan,
+    settings: Settings,
+    actions: Actions,
+    revision: str,
+    stall: Stall | None,
+    budget: FailureBudget,
+) -> Conditions:
+    desired, active, succeeded, failed, pending = plan.desired, plan.active, plan.succeeded, plan.failed, plan.pending
+    progress = f"{succeeded} of {desired} eligible nodes succeeded, {active} active, {failed} failed, {pending} pending"
+    if plan.held:
+        progress += _held_text(plan.held)
+    finished = pending == 0 and active == 0
+
+    if budget.exceeded:
+        failed_now = plan.failed_current_names
+        limit_text = str(budget.limit)
+        if not is_int(settings.max_failed):
+            limit_text += f" ({settings.max_failed} of {desired})"
+        failure = Condition(
+            True,
+            FAILURE_THRESHOLD_EXCEEDED,
+            f"{_plural(len(failed_now), 'node')} failed revision {revision}, more than maxFailedNodes {limit_text}; "
+            f"no new node is started. Failed: {', '.join(failed_now[:FAILED_NODE_NAMES_MAX])}",
+        )
+    elif finished and failed > 0:
+        which = f"revision {revision}" if len(plan.failed_current_names) == failed else "their Job"
+        failure = Condition(
+            True,
+            NODES_FAILED,
+            f"{failed} of {desired} eligible nodes failed {which}: "
+            f"{', '.join(plan.failed_names[:FAILED_NODE_NAMES_MAX])}; delete a node's Job to run it again",
+        )
+    elif failed > 0:
+        failure = Condition(False, "WithinThreshold", f"{_plural(failed, 'node')} failed so far; {progress}")
+    else:
+        failure = Condition(False, "NoFailedNodes", "no node has failed")
+
+    if stall is not None:
+        complete_reason = STALLED
+    elif failure.status:
+        complete_reason = failure.reason
+        stall = Stall(Condition(True, failure.reason, failure.message))  # announced by the Failed Event
+    else:
+        stall = Stall(Condition(False, "NoErrors", "the spec is valid and the last changes were applied"))
+
+    if finished and failed == 0 and not stall.condition.status:
+        complete = Condition(True, "AllNodesSucceeded", f"revision {revision} succeeded on all {desired} eligible nodes")
+    elif stall.condition.status:
+        complete = Condition(False, complete_reason, progress)
+    elif settings.suspend:
+        complete = Condition(False, "Suspended", progress)
+    else:
+        complete = Condition(False, "InProgress", progress)
+
+    if finished:
+        reconciling = Condition(False, "RolloutFinished", progress)
+    elif settings.suspend:
+        reconciling = Condition(False, "Suspended", f"suspended, no new node is started; {progress}")
+    elif stall.condition.status:
+        reconciling = Condition(False, stall.condition.reason, progress)
+    elif plan.held and actions.waiting_turns and actions.free_slots == 0:
+        reconciling = Condition(True, WAITING_FOR_INELIGIBLE_NODES, progress)
+    else:
+        reconciling = Condition(True, "RollingOut", progress)
+    return Conditions(complete, failure, reconciling, stall)
+
+
+def render(
+    previous: Mapping[str, Mapping[str, Any]], kind: str, cond: Condition, now: str, generation: Any
+) -> dict[str, Any]:
+    """The API form; lastTransitionTime is kept while the status stays the same."""
+    status = "True" if cond.status else "False"
+    prev = previous.get(kind) or {}
+    since = prev.get("lastTransitionTime") if prev.get("status") == status else None
+    out: dict[str, Any] = {
+        "type": kind,
+        "status": status,
+        "reason": cond.reason,
+        "message": cond.message,
+        "lastTransitionTime": since or now,
+    }
+    if generation is not None:
+        out["observedGeneration"] = generation
+    return out
+
+
+def turned_true(previous: Mapping[str, Mapping[str, Any]], kind: str, cond: Condition, on_message: bool = False) -> bool:
+    """True when `cond` is True now and was not, or was True for another reason (or message)."""
+    prev = previous.get(kind) or {}
+    if not cond.status:
+        return False
+    if prev.get("status") != "True" or prev.get("reason") != cond.reason:
+        return True
+    return on_message and prev.get("message") != cond.message

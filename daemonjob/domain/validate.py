@@ -1,0 +1,190 @@
+"""Step 1 of a decision: what in a DaemonJob's spec makes it unusable, collected, not raised.
+
+The schema catches most mistakes; these are the ones it cannot (a selector the API server
+would reject, a restart policy a Job cannot run with, a TTL that would erase the record).
+An invalid rollout knob keeps its safe default and adds a problem, so a decision is always
+possible and the problems surface as `Stalled`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemonjob import defaults
+from daemonjob.domain.eligibility import POD_SPEC_PATH, Eligibility, InvalidSpec, compile_eligibility
+from daemonjob.domain.jobs import LABEL_NAME
+from daemonjob.domain.selectors import InvalidSelector, validate_label_value
+
+__all__ = [
+    "Problem",
+    "Settings",
+    "Validation",
+    "validate",
+    "scaled",
+    "is_int",
+    "RERUN_ON_TEMPLATE_CHANGE",
+    "RERUN_NEVER",
+]
+
+RERUN_ON_TEMPLATE_CHANGE = "OnTemplateChange"
+RERUN_NEVER = "Never"
+RERUN_POLICIES = (RERUN_ON_TEMPLATE_CHANGE, RERUN_NEVER)
+DEFAULT_RERUN_POLICY = RERUN_ON_TEMPLATE_CHANGE
+ALLOWED_RESTART_POLICIES = ("Never", "OnFailure")
+
+# Stalled reasons for specs the schema cannot catch
+INVALID_SELECTOR = "InvalidSelector"
+TTL_NOT_ALLOWED = "TTLNotAllowed"
+INVALID_RESTART_POLICY = "InvalidRestartPolicy"
+INVALID_NAME = "InvalidName"
+INVALID_SPEC = "InvalidSpec"
+
+_PERCENT_RE = re.compile(r"^([0-9]+)%$")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class Settings:
+    """The rollout knobs, defaulted."""
+
+    rerun_policy: str = DEFAULT_RERUN_POLICY
+    max_parallel: int | str | None = None
+    max_failed: int | str | None = None
+    suspend: bool = False
+    history_limit: int = defaults.HISTORY_LIMIT
+
+    @property
+    def never(self) -> bool:
+        return self.rerun_policy == RERUN_NEVER
+
+
+@dataclass(slots=True)
+class Validation:
+    """What step 1 found: the usable settings, the problems, and the node rules if they compile."""
+
+    settings: Settings = field(default_factory=Settings)
+    problems: list[Problem] = field(default_factory=list)
+    eligibility: Eligibility | None = None
+    template_has_ttl: bool = False
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def scaled(value: int | str, total: int, round_up: bool) -> int:
+    """IntOrString against `total`, as k8s GetScaledValueFromIntOrPercent (integer maths)."""
+    if is_int(value):
+        return int(value)
+    hundredths = total * int(str(value)[:-1])
+    return -(-hundredths // 100) if round_up else hundredths // 100
+
+
+def _int_or_percent(spec: Mapping[str, Any], key: str, minimum: int, problems: list[Problem]) -> int | str | None:
+    value = spec.get(key)
+    if value is None:
+        return None
+    if is_int(value) and value >= minimum:
+        return value
+    if isinstance(value, str) and _PERCENT_RE.match(value):
+        return value
+    detail = f"must be at least {minimum}" if is_int(value) else 'must be an integer or a percentage such as "25%"'
+    if key == "maxParallel" and value == 0:
+        detail += " (use spec.suspend to start nothing)"
+    problems.append(Problem(INVALID_SPEC, f"spec.{key}: Invalid value: {_show(value)}: {detail}"))
+    return None
+
+
+def _check_template(spec: Mapping[str, Any], problems: list[Problem]) -> bool:
+    """Checks the Job template; True if it sets a TTL."""
+    template = spec.get("jobTemplate")
+    job_spec = template.get("spec") if isinstance(template, Mapping) else None
+    if not isinstance(job_spec, Mapping):
+        problems.append(Problem(INVALID_SPEC, "spec.jobTemplate.spec: Required value"))
+        job_spec = {}
+    has_ttl = job_spec.get("ttlSecondsAfterFinished") is not None
+    if has_ttl:
+        problems.append(
+            Problem(
+                TTL_NOT_ALLOWED,
+                "spec.jobTemplate.spec.ttlSecondsAfterFinished: Forbidden: the Jobs are the record of what "
+                "ran on each node, and a Job deleted by its TTL would look like a node that never ran; "
+                "remove it (spec.historyLimit bounds how many old Jobs are kept)",
+            )
+        )
+    pod_template = job_spec.get("template")
+    pod_spec = pod_template.get("spec") if isinstance(pod_template, Mapping) else None
+    restart = pod_spec.get("restartPolicy") if isinstance(pod_spec, Mapping) else None
+    if restart not in ALLOWED_RESTART_POLICIES:
+        shown = _show(restart) if restart is not None else '"Always" (the pod default)'
+        problems.append(
+            Problem(
+                INVALID_RESTART_POLICY,
+                f"{POD_SPEC_PATH}.restartPolicy: Unsupported value: {shown}: "
+                'supported values: "Never", "OnFailure"',
+            )
+        )
+    return has_ttl
+
+
+def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> Validation:
+    """Everything that can make a spec unusable; `eligibility`, if given, is not compiled again."""
+    out = Validation()
+    spec = dj.get("spec")
+    if not isinstance(spec, Mapping):
+        out.problems.append(Problem(INVALID_SPEC, "spec: Required value"))
+        return out
+    problems = out.problems
+    settings = out.settings
+
+    if eligibility is None:
+        try:
+            eligibility = compile_eligibility(dj)
+        except InvalidSpec as e:
+            problems.append(Problem(INVALID_SELECTOR, e.message))
+    out.eligibility = eligibility
+
+    name = (dj.get("metadata") or {}).get("name") or ""
+    try:
+        validate_label_value(name, "metadata.name")
+    except InvalidSelector as e:
+        problems.append(Problem(INVALID_NAME, f"{e.message} (it is the value of the {LABEL_NAME} label)"))
+
+    out.template_has_ttl = _check_template(spec, problems)
+
+    policy = spec.get("rerunPolicy")
+    if policy in RERUN_POLICIES:
+        settings.rerun_policy = policy
+    elif policy is not None:
+        supported = ", ".join(_show(p) for p in RERUN_POLICIES)
+        message = f"spec.rerunPolicy: Unsupported value: {_show(policy)}: supported values: {supported}"
+        problems.append(Problem(INVALID_SPEC, message))
+    settings.max_parallel = _int_or_percent(spec, "maxParallel", 1, problems)
+    settings.max_failed = _int_or_percent(spec, "maxFailedNodes", 0, problems)
+    suspend = spec.get("suspend")
+    if suspend is None or isinstance(suspend, bool):
+        settings.suspend = bool(suspend)
+    else:
+        settings.suspend = True  # fail safe: start nothing
+        problems.append(Problem(INVALID_SPEC, f"spec.suspend: Invalid value: {_show(suspend)}: must be a boolean"))
+    history = spec.get("historyLimit")
+    if is_int(history) and history >= 0:
+        settings.history_limit = history
+    elif history is not None:
+        problems.append(
+            Problem(INVALID_SPEC, f"spec.historyLimit: Invalid value: {_show(history)}: must be an integer >= 0")
+        )
+    return out
