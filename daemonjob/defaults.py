@@ -36,6 +36,8 @@ JOB_EVENT_DELAY = 0.25
 JOB_EVENT_DELAY_MAX = 2.0
 JOB_EVENT_COST_FACTOR = 10.0
 FAILED_NODE_NAMES_MAX = 20
+# A Job name held by another owner: its removal sends this controller no event, so look again.
+CONFLICT_RECHECK_INTERVAL = 30.0
 
 # Leader election (controller-runtime)
 LEASE_DURATION = 15.0

@@ -67,6 +67,10 @@ class Conflict:
     job: str
     owner: str
 
+    @property
+    def text(self) -> str:
+        return f"Job {self.job} for node {self.node} exists and is controlled by {self.owner}"
+
 
 class Act:
     """Writes for one controller; `run_all` maps over a bounded pool of writer threads."""

@@ -24,13 +24,13 @@ from daemonjob.controller.expectations import Expectations
 from daemonjob.controller.informers import NAME_INDEX, NODE_INDEX, OWNER_INDEX, Informers, dj_name_index
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl, NotLeader, always
 from daemonjob.controller.metrics import Metrics
-from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.decide import CreateJob, Decision, decide
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import controller_ref, daemonjob_ref, owner_reference
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import Handlers, InformerHooks, Tombstone, deleted_object
 from daemonjob.machinery.kube import ApiError, Kube
-from daemonjob.machinery.store import meta_namespace_key, thaw
+from daemonjob.machinery.store import derived, meta_namespace_key, thaw
 from daemonjob.machinery.workqueue import RateLimitingQueue, default_controller_rate_limiter
 
 __all__ = ["Controller", "job_event_delay", "owner_key", "ReconcileError"]
@@ -102,6 +102,7 @@ class Controller:
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
         self._elig_lock = threading.Lock()
         self._stalled: dict[str, _Stall] = {}  # by uid
+        self._conflicts: dict[str, tuple[Conflict, ...]] = {}  # by uid: Job names another owner holds
         self._decide_seconds: dict[str, float] = {}  # by key, of its last decision
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
@@ -222,6 +223,7 @@ class Controller:
     def _forget_uid(self, uid: str) -> None:
         self.expectations.forget(uid)
         self._stalled.pop(uid, None)
+        self._conflicts.pop(uid, None)
 
     def _job_added(self, job: Obj) -> None:
         key = owner_key(job)
@@ -345,21 +347,23 @@ class Controller:
         nodes = self.nodes.store.list()
         generation = int(meta.get("generation") or 0)
         stall_before = self._stall_arg(uid, generation)
+        conflicts = self._recheck_conflicts(dj, owner)
+
+        def decision_for(stalled: tuple[str, str] | None) -> Decision:
+            return decide(dj, jobs, nodes, self.clock.wall(), stalled, eligibility=self._eligibility_for(key, cached),
+                          memo=derived, conflicts={c.node: c.text for c in conflicts})
 
         started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
-        decision = decide(dj, jobs, nodes, self.clock.wall(), stalled=stall_before)
+        decision = decision_for(stall_before)
         self._decide_seconds[key] = time.thread_time() - started
 
-        errors: list[Exception] = []
-        try:
-            errors += self._delete(dj, decision, rlog)
-            errors += self._create(dj, decision, generation, owner, rlog)
-        finally:
-            for ev in decision.events:
-                self.control.record_event(dj, ev.type, ev.reason, ev.message)
+        errors = self._delete(dj, decision, rlog) + self._create(dj, decision, generation, owner, rlog)
         stall_after = self._stall_arg(uid, generation)
-        if stall_after != stall_before:  # this pass hit or cleared an API rejection
-            decision = decide(dj, jobs, nodes, self.clock.wall(), stalled=stall_after)
+        if stall_after != stall_before or self._conflicts.get(uid, ()) != conflicts:
+            conflicts = self._conflicts.get(uid, ())  # this pass hit or cleared an API rejection or a clash
+            decision = decision_for(stall_after)
+        for ev in decision.events:
+            self.control.record_event(dj, ev.type, ev.reason, ev.message)
         if self.act.write_status(dj, thaw(cached.get("status") or {}), decision.status):
             rlog.debug("status updated", desired=decision.status.get("desiredNodes"),
                        active=decision.status.get("activeNodes"), succeeded=decision.status.get("succeededNodes"),
@@ -367,6 +371,8 @@ class Controller:
         self.metrics.set_status(namespace, name, decision.status)
         if errors:
             raise ReconcileError(errors)  # retried with per-key backoff: quotas free up, webhooks come back
+        if self._conflicts.get(uid):  # a foreign Job's removal sends no event here: look again later
+            self.queue.add_after(key, defaults.CONFLICT_RECHECK_INTERVAL)
         return decision
 
     def _stall_arg(self, uid: str, generation: int) -> tuple[str, str] | None:
@@ -406,15 +412,17 @@ class Controller:
             rlog.info("created jobs", count=len(nodes), revision=revision)
             self.control.record_event(dj, "Normal", "SuccessfulCreate",
                                       f"Created {len(nodes)} Job(s) for revision {revision}: {names_shown(nodes)}")
-        conflicts = self.act.resolve_existing(dj, outcome.existed, owner) if outcome.existed else []
+        if outcome.existed:
+            found = self.act.resolve_existing(dj, outcome.existed, owner)
+            if found:
+                rlog.warning("job name conflict", count=len(found), first=found[0].job)
+                known = {c.node: c for c in self._conflicts.get(uid, ())}
+                known.update({c.node: c for c in found})
+                self._conflicts[uid] = tuple(sorted(known.values(), key=lambda c: c.node))
         if isinstance(outcome.error, NotLeader):
             raise outcome.error
-        if conflicts:
-            self._report_conflicts(dj, conflicts, generation, rlog)
-        elif outcome.error is None:
-            self._stalled.pop(uid, None)
-            return []
         if outcome.error is None:
+            self._stalled.pop(uid, None)
             return []
         message = error_message(outcome.error)
         self.control.record_event(dj, "Warning", "FailedCreate", f"Error creating Job: {message}")
@@ -423,13 +431,18 @@ class Controller:
             self._stalled[uid] = _Stall(generation, "JobRejected", f"the API server rejected the Job: {message}")
         return [outcome.error]
 
-    def _report_conflicts(self, dj: Obj, conflicts: list[Conflict], generation: int, rlog: Any) -> None:
-        shown = "; ".join(f"Job {c.job} for node {c.node} exists and is controlled by {c.owner}"
-                          for c in conflicts[:3])
-        message = f"cannot create {len(conflicts)} Job(s): {shown}; delete or rename them"
-        rlog.warning("job name conflict", count=len(conflicts), first=conflicts[0].job)
-        self.control.record_event(dj, "Warning", "JobConflict", message)
-        self._stalled[dj["metadata"]["uid"]] = _Stall(generation, "JobConflict", message)
+    def _recheck_conflicts(self, dj: Obj, owner: Obj) -> tuple[Conflict, ...]:
+        """Conflicts still standing: a fresh read of each clashing Job (rare, and few)."""
+        uid = dj["metadata"]["uid"]
+        known = self._conflicts.get(uid, ())
+        if not known:
+            return ()
+        still = tuple(self.act.resolve_existing(dj, [CreateJob(c.node, c.job, "", dj) for c in known], owner))
+        if still:
+            self._conflicts[uid] = still
+        else:
+            self._conflicts.pop(uid, None)
+        return still
 
     # -- for tests and tools ---------------------------------------------------------------
     def decide_seconds(self, key: str) -> float:

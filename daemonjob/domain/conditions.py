@@ -40,6 +40,7 @@ STALLED = "Stalled"
 
 DEFAULT_STALLED_REASON = "ApplyFailed"
 TTL_INJECTED = "TTLInjected"
+JOB_CONFLICT = "JobConflict"
 FAILURE_THRESHOLD_EXCEEDED = "FailureThresholdExceeded"
 NODES_FAILED = "NodesFailed"
 WAITING_FOR_INELIGIBLE_NODES = "WaitingForIneligibleNodes"
@@ -137,6 +138,7 @@ def stall_for(
     template_has_ttl: bool,
     previous: Mapping[str, Any] | None,
     generation: Any,
+    conflicts: Mapping[str, str] | None = None,
 ) -> Stall | None:
     """The stall that blocks actions, from the spec, the act layer or the Jobs (failures come later)."""
     if problems:
@@ -150,7 +152,18 @@ def stall_for(
     if api_error is not None:
         reason = str(api_error[0] or DEFAULT_STALLED_REASON)
         return Stall(Condition(True, reason, str(api_error[1] or "")), event=reason, on_message=True, probing=True)
+    if conflicts:
+        return conflict_stall(conflicts)
     return None
+
+
+def conflict_stall(conflicts: Mapping[str, str]) -> Stall:
+    """Nodes whose Job name another owner holds: the rest of the rollout goes on without them."""
+    shown = "; ".join(conflicts[node] for node in sorted(conflicts)[:HELD_SHOWN])
+    more = f" (+{len(conflicts) - HELD_SHOWN} more)" if len(conflicts) > HELD_SHOWN else ""
+    message = (f"{_plural(len(conflicts), 'node')} cannot get a Job: {shown}{more}; "
+               "delete or rename those Jobs, the other nodes go on")
+    return Stall(Condition(True, JOB_CONFLICT, message), event=JOB_CONFLICT, on_message=True)
 
 
 def _held_text(held: Sequence[Held]) -> str:

@@ -132,6 +132,7 @@ def decide(
     *,
     eligibility: Eligibility | None = None,
     memo: Memo = compute,
+    conflicts: Mapping[str, str] | None = None,
 ) -> Decision:
     """Compute the Jobs to create and delete, the new status and the events for `dj`.
 
@@ -140,6 +141,8 @@ def decide(
     and limits creates to a single probe until it clears. `eligibility`: the node rules
     already compiled from this `dj` (compiled here if None). `memo`: keeps values derived
     from cached objects (the caches' `derived`); the default computes them each time.
+    `conflicts`: node -> why its Job name is held by a Job this DaemonJob may not adopt;
+    those nodes get no create, the others go on, and Stalled names them.
     """
     observed = _Observed.of(dj)
     revision = _revision(dj, observed)
@@ -149,8 +152,10 @@ def decide(
     plan = plan_nodes(jobs, node_set, checked.eligibility, revision.name, settings.never,
                       settings.history_limit, memo)
     budget = failure_budget(plan, settings)
+    if conflicts:
+        plan.turns = [t for t in plan.turns if t.node not in conflicts]
     stall = stall_for(checked.problems, stalled, plan.ttl_jobs, checked.template_has_ttl,
-                      observed.conditions.get(STALLED), observed.generation)
+                      observed.conditions.get(STALLED), observed.generation, conflicts)
     actions = _actions(dj, revision, plan, checked, stall, budget.exceeded)
     conditions = evaluate(plan, settings, actions, revision.name, stall, budget)
     now_s = format_time(now)

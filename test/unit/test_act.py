@@ -331,3 +331,22 @@ def test_an_orphan_event_enqueues_the_daemonjob_it_names(bed: Bed) -> None:
     assert job["metadata"]["labels"][LABEL_NAME] == "audit"
     bed.jobs.add(job)
     assert len(bed.ctl.queue) == 1
+
+
+def test_a_conflict_clears_once_the_foreign_job_is_gone(bed: Bed) -> None:
+    names = bed.add_nodes(2)
+    dj = make_dj()
+    bed.add_dj(dj)
+    body = build_job(dj, names[0], template_revision(dj["spec"]["jobTemplate"]))
+    body["metadata"].update(uid="foreign", ownerReferences=[
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "holder", "uid": "x", "controller": True}])
+    bed.control.put_job(body)
+    bed.ctl.reconcile(KEY)
+    assert condition(bed.statuses()[-1], "Stalled")["reason"] == "JobConflict"
+    bed.control.deliver()
+    del bed.control.objects[f"{NS}/{body['metadata']['name']}"]  # the user removed the clashing Job
+    bed.djs.add({**make_dj(resource_version="11"), "status": bed.statuses()[-1]})
+    bed.control.reset()
+    bed.ctl.reconcile(KEY)  # the re-check finds the name free: the node gets its Job
+    assert [c.name for c in bed.control.of("create")] == [body["metadata"]["name"]]
+    assert condition(bed.statuses()[-1], "Stalled")["status"] == "False"
