@@ -9,7 +9,6 @@ resourceVersion.
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 import uuid
@@ -25,7 +24,8 @@ from daemonjob.domain.jobs import LABEL_NAME
 from daemonjob.machinery.clock import RealClock
 from daemonjob.machinery.informer import Backoff, Handlers, Informer, InformerHooks
 from daemonjob.machinery.kube import PATCH_STRATEGIC, Kube, path_for
-from daemonjob.testing.cluster import ROOT, ClusterOptions, LocalCluster, kubeconfig_text
+from daemonjob.testing.cluster import ClusterOptions, LocalCluster, kubeconfig_text
+from daemonjob.testing.crd import install_crd
 from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet, now_rfc3339
 from daemonjob.testing.netcut import CuttableLink
 from daemonjob.testing.waiting import wait_for
@@ -167,13 +167,6 @@ def test_job_informer_emits_the_update_after_a_410_relist(uncached: LocalCluster
         inf.stop()
 
 
-def install_crd(cluster: LocalCluster) -> None:
-    kubectl = [str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(cluster.kubeconfig)]
-    subprocess.run([*kubectl, "apply", "-f", str(ROOT / "manifests" / "crd.yaml")], check=True, capture_output=True)
-    subprocess.run([*kubectl, "wait", "--for=condition=Established", "crd/daemonjobs.daemonjob.io"], check=True,
-                   capture_output=True)
-
-
 def dj_complete(kube: Kube, ns: str, name: str) -> bool:
     status = kube.get(path_for(DJ_API, "daemonjobs", ns, name)).get("status") or {}
     return any(c["type"] == "Complete" and c["status"] == "True" for c in status.get("conditions") or ())
@@ -181,11 +174,11 @@ def dj_complete(kube: Kube, ns: str, name: str) -> bool:
 
 def test_daemonjob_completes_after_the_relist_without_the_resync(uncached: LocalCluster, direct: Kube, ns: str,
                                                                  node: str, link: tuple[CuttableLink, str]) -> None:
-    install_crd(uncached)
+    install_crd([str(uncached.bin_dir / "kubectl"), "--kubeconfig", str(uncached.kubeconfig)])
     cut, kubeconfig = link
     metrics = Metrics()
-    ctl = Controller(Kube.from_config(kubeconfig, on_request=metrics.on_request), namespace=ns, workers=2,
-                     metrics=metrics, resync_interval=600.0)
+    ctl = Controller.for_kube(Kube.from_config(kubeconfig, on_request=metrics.on_request), namespace=ns,
+                              workers=2, metrics=metrics, resync_interval=600.0)
     ctl.start_informers()
     assert ctl.wait_synced(30)
     ctl.start_workers()
