@@ -23,12 +23,7 @@ from typing import Any
 
 import benchlib
 
-from daemonjob.controller.controller import (
-    NODE_INDEX,
-    OWNER_INDEX,
-    job_node_index,
-    owner_uid_index,
-)
+from daemonjob.controller.informers import JOB_INDEXERS
 from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.machinery.informer import Handlers, Informer
 from daemonjob.domain.jobs import (
@@ -203,7 +198,7 @@ def measure(kube: Kube, timeout: float) -> tuple[float, float, float]:
     before = benchlib.rss_mb()
     nodes = Informer(kube, "v1", "nodes", transform=node_transform, name="nodes")
     jobs = Informer(kube, "batch/v1", "jobs", label_selector=LABEL_NAME, transform=job_transform, name="jobs",
-                    indexers={OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index})
+                    indexers=JOB_INDEXERS)
     synced_at: dict[str, float] = {}
 
     def wait(inf: Informer) -> None:
