@@ -193,7 +193,7 @@ def test_daemonjob_completes_after_the_relist_without_the_resync(uncached: Local
         jobs = wait_for(lambda: direct.get(path_for("batch/v1", "jobs", ns))["items"], what="the node's Job")
         job = jobs[0]["metadata"]["name"]
         wait_for(lambda: running(direct, ns, job), what="the Job's pod running")
-        wait_for(lambda: ctl.queue.len() == 0 and (direct.get(path_for(DJ_API, "daemonjobs", ns, "once"))
+        wait_for(lambda: len(ctl.queue) == 0 and (direct.get(path_for(DJ_API, "daemonjobs", ns, "once"))
                                                    .get("status") or {}).get("conditions"),
                  what="the controller idle with a status written")
         time.sleep(1.0)  # the Job's own status updates (active: 1) drain
