@@ -23,14 +23,9 @@ from typing import Any
 
 import benchlib
 
-from daemonjob.controller.controller import (
-    NODE_INDEX,
-    OWNER_INDEX,
-    job_node_index,
-    owner_uid_index,
-)
+from daemonjob.controller.informers import JOB_INDEXERS
 from daemonjob.controller.transforms import job_transform, node_transform
-from daemonjob.machinery.informer import Informer
+from daemonjob.machinery.informer import Handlers, Informer
 from daemonjob.domain.jobs import (
     ANNOTATION_NODE,
     API_VERSION,
@@ -197,13 +192,13 @@ def populate(kube: Kube, n: int, threads: int) -> None:
     print(f"created {n} jobs (with status) in {time.monotonic() - started:.1f}s", flush=True)
 
 
-def measure(kube: Kube, timeout: float) -> tuple[float, float]:
-    """(seconds until both informers synced, MB of RSS they added)."""
+def measure(kube: Kube, timeout: float) -> tuple[float, float, float]:
+    """(seconds until both informers synced, MB of RSS they added, seconds of a relist right after)."""
     gc.collect()
     before = benchlib.rss_mb()
     nodes = Informer(kube, "v1", "nodes", transform=node_transform, name="nodes")
     jobs = Informer(kube, "batch/v1", "jobs", label_selector=LABEL_NAME, transform=job_transform, name="jobs",
-                    indexers={OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index})
+                    indexers=JOB_INDEXERS)
     synced_at: dict[str, float] = {}
 
     def wait(inf: Informer) -> None:
@@ -228,10 +223,34 @@ def measure(kube: Kube, timeout: float) -> tuple[float, float]:
         gc.collect()
         after = benchlib.rss_mb()
         print(f"rss before {before:.1f} MB, after {after:.1f} MB (process peak {peak:.1f} MB)")
-        return seconds, after - before
+        relist = relist_seconds(nodes, jobs)
+        return seconds, after - before, relist
     finally:
         nodes.stop()
         jobs.stop()
+
+
+def relist_seconds(*informers: Informer) -> float:
+    """A relist of every informer right after its sync: list, trim and compare with the cache.
+
+    Events are real changes made since the sync (e.g. the TTL controller annotating Nodes).
+    """
+    events: dict[str, int] = {inf.name: 0 for inf in informers}
+
+    def count(name: str) -> Handlers:
+        def inc(*_args: Any) -> None:
+            events[name] += 1
+        return Handlers(on_add=inc, on_update=inc, on_delete=inc)
+
+    for inf in informers:
+        inf.stop()
+        inf.add_handlers(count(inf.name))
+    started = time.monotonic()
+    for inf in informers:
+        inf._list()
+    seconds = time.monotonic() - started
+    print(f"relist after the sync: events {events}, {seconds:.2f}s")
+    return seconds
 
 
 def main() -> int:
@@ -252,7 +271,7 @@ def main() -> int:
         populate(kube, args.n, args.threads)
         time.sleep(args.settle)
         with benchlib.PySpy(os.getpid(), args.py_spy):
-            seconds, cache_mb = measure(kube, args.timeout)
+            seconds, cache_mb, relist = measure(kube, args.timeout)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -260,6 +279,7 @@ def main() -> int:
         cluster.stop()
     print(f"sync_seconds={seconds:.2f}")
     print(f"cache_rss_mb={cache_mb:.1f}")
+    print(f"relist_seconds={relist:.2f}")
     return 0
 
 

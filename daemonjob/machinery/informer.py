@@ -3,6 +3,9 @@
 Follows client-go's reflector: list, watch from the list's resourceVersion with bookmarks,
 randomised server-side timeouts, relist on 410 Gone, re-watch with backoff on connection
 errors; deletes missed while disconnected come out of the relist as tombstones.
+
+A relist compares content, not resourceVersions: a transform may drop the resourceVersion
+to save memory, and a change missed while the watch was down must still be delivered.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import urllib3
 from daemonjob import defaults
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.kube import ApiError, Kube, WatchStream, path_for
-from daemonjob.machinery.store import Store, freeze, meta_namespace_key
+from daemonjob.machinery.store import FrozenDict, Store, freeze, meta_namespace_key
 
 log = structlog.get_logger("daemonjob.machinery.informer")
 
@@ -75,6 +78,36 @@ class SharedInformer(Protocol):
     def alive(self) -> bool:
         """False when started and its thread has died."""
         ...
+
+
+@dataclass
+class RelistDiff:
+    """What a relist changed: the new cache content and the events it owes the handlers."""
+
+    objects: list[FrozenDict]  # unchanged objects are the cached instances, kept with their memos
+    changes: list[tuple[FrozenDict | None, FrozenDict]]  # (before, now) in list order; before None: added
+    deleted: list[Tombstone]
+
+
+def diff_relist(cached: Mapping[str, FrozenDict], listed: list[FrozenDict]) -> RelistDiff:
+    """Compare a fresh list with the cache by content (what handlers read), key by key.
+
+    Cached objects are frozen and share interned parts, so comparing equal ones mostly
+    stops at identical sub-objects. Equal content keeps the cached instance: values
+    derived from it stay memoised and the listed copy can be freed at once.
+    """
+    remaining = dict(cached)
+    objects: list[FrozenDict] = []
+    changes: list[tuple[FrozenDict | None, FrozenDict]] = []
+    for obj in listed:
+        before = remaining.pop(meta_namespace_key(obj), None)
+        if before is not None and before == obj:
+            objects.append(before)
+            continue
+        objects.append(obj)
+        changes.append((before, obj))
+    deleted = [Tombstone(key, before) for key, before in remaining.items()]
+    return RelistDiff(objects, changes, deleted)
 
 
 def drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -211,7 +244,7 @@ class Informer:
         if self.hooks.on_list:
             self.hooks.on_list(self.name)
         params: dict[str, Any] = {**self.selectors, "limit": defaults.LIST_PAGE_SIZE}
-        prepared: list[dict[str, Any]] = []
+        prepared: list[FrozenDict] = []
         while True:
             page = self.kube.get(self.path, **params)
             prepared.extend(freeze(self._prepare(obj)) for obj in page.get("items") or ())
@@ -224,20 +257,17 @@ class Informer:
         self._lists += 1
         self._replace(prepared, meta.get("resourceVersion", ""))
 
-    def _replace(self, prepared: list[dict[str, Any]], resource_version: str) -> None:
-        old = {key: self.store.get(key) for key in self.store.keys()}
-        self.store.replace(prepared)
+    def _replace(self, prepared: list[FrozenDict], resource_version: str) -> None:
+        diff = diff_relist(dict(self.store.items()), prepared)
+        self.store.replace(diff.objects)
         self.resource_version = resource_version
-        for obj in prepared:
-            key = meta_namespace_key(obj)
-            before = old.pop(key, None)
-            now = self.store.get(key)
+        for before, now in diff.changes:
             if before is None:
                 self._emit_add(now)
-            elif _rv(before) != _rv(now):
+            else:
                 self._emit_update(before, now)
-        for key, before in old.items():
-            self._emit_delete(Tombstone(key, before))
+        for tombstone in diff.deleted:
+            self._emit_delete(tombstone)
         self._synced.set()
 
     def _watch(self) -> None:

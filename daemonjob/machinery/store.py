@@ -257,6 +257,11 @@ class Store:
         with self._lock:
             return list(self._items)
 
+    def items(self) -> builtins.list[tuple[str, FrozenDict]]:
+        """A consistent snapshot of (key, object) pairs."""
+        with self._lock:
+            return list(self._items.items())
+
     def by_index(self, index_name: str, value: str) -> builtins.list[FrozenDict]:
         """Objects whose index function yields `value`, ordered by key."""
         with self._lock:
