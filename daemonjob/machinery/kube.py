@@ -144,7 +144,7 @@ class Kube:
                 self.url(path, params),
                 body=data,
                 headers=self._headers(content_type),
-                timeout=urllib3.Timeout(total=timeout or self.timeout),
+                timeout=urllib3.Timeout(total=self.timeout if timeout is None else timeout),
                 preload_content=True,
                 retries=False,
             )
@@ -157,8 +157,11 @@ class Kube:
             return orjson.loads(payload) if payload else {}
         raise _error(resp.status, payload)
 
-    def get(self, path: str, **params: Any) -> JSON:
-        return self.request("GET", path, params=params)
+    # `request_timeout` (seconds, whole request) overrides `self.timeout` for one call: a caller
+    # with a deadline of its own (the Lease renewal) must not wait out the default. Keyword-only
+    # and not a query parameter: the rest of `params` goes to the URL.
+    def get(self, path: str, *, request_timeout: float | None = None, **params: Any) -> JSON:
+        return self.request("GET", path, params=params, timeout=request_timeout)
 
     def get_text(self, path: str, timeout: float | None = None, **params: Any) -> str:
         """A plain-text answer (pods/log), decoded leniently: logs are not always UTF-8."""
@@ -177,17 +180,20 @@ class Kube:
             return resp.data.decode("utf-8", "replace")
         raise _error(resp.status, resp.data)
 
-    def create(self, path: str, body: JSON, **params: Any) -> JSON:
-        return self.request("POST", path, body=body, params=params)
+    def create(self, path: str, body: JSON, *, request_timeout: float | None = None, **params: Any) -> JSON:
+        return self.request("POST", path, body=body, params=params, timeout=request_timeout)
 
-    def delete(self, path: str, body: JSON | None = None, **params: Any) -> JSON:
-        return self.request("DELETE", path, body=body, params=params)
+    def delete(self, path: str, body: JSON | None = None, *, request_timeout: float | None = None,
+               **params: Any) -> JSON:
+        return self.request("DELETE", path, body=body, params=params, timeout=request_timeout)
 
-    def patch(self, path: str, body: Any, content_type: str = PATCH_MERGE, **params: Any) -> JSON:
-        return self.request("PATCH", path, body=body, params=params, content_type=content_type)
+    def patch(self, path: str, body: Any, content_type: str = PATCH_MERGE, *, request_timeout: float | None = None,
+              **params: Any) -> JSON:
+        return self.request("PATCH", path, body=body, params=params, content_type=content_type,
+                            timeout=request_timeout)
 
-    def put(self, path: str, body: JSON, **params: Any) -> JSON:
-        return self.request("PUT", path, body=body, params=params)
+    def put(self, path: str, body: JSON, *, request_timeout: float | None = None, **params: Any) -> JSON:
+        return self.request("PUT", path, body=body, params=params, timeout=request_timeout)
 
     def watch(self, path: str, params: Mapping[str, Any], read_timeout: float) -> "WatchStream":
         """Open a watch; iterate the result for event dicts, close() it from any thread."""
