@@ -131,9 +131,15 @@ class Kube:
         params: Mapping[str, Any] | None = None,
         content_type: str | None = None,
         timeout: float | None = None,
+        guard: Callable[[], None] | None = None,
     ) -> JSON:
+        """One request; `guard` runs after the rate limiter's wait, right before sending, and
+        cancels the request by raising (a leader's fence: a check made before a long wait
+        for a token would be stale)."""
         if self.limiter is not None:
             self.limiter.accept()
+        if guard is not None:
+            guard()
         data = None if body is None else orjson.dumps(body)
         if data is not None and content_type is None:
             content_type = "application/json"
@@ -180,20 +186,22 @@ class Kube:
             return resp.data.decode("utf-8", "replace")
         raise _error(resp.status, resp.data)
 
-    def create(self, path: str, body: JSON, *, request_timeout: float | None = None, **params: Any) -> JSON:
-        return self.request("POST", path, body=body, params=params, timeout=request_timeout)
+    def create(self, path: str, body: JSON, *, request_timeout: float | None = None,
+               guard: Callable[[], None] | None = None, **params: Any) -> JSON:
+        return self.request("POST", path, body=body, params=params, timeout=request_timeout, guard=guard)
 
     def delete(self, path: str, body: JSON | None = None, *, request_timeout: float | None = None,
-               **params: Any) -> JSON:
-        return self.request("DELETE", path, body=body, params=params, timeout=request_timeout)
+               guard: Callable[[], None] | None = None, **params: Any) -> JSON:
+        return self.request("DELETE", path, body=body, params=params, timeout=request_timeout, guard=guard)
 
     def patch(self, path: str, body: Any, content_type: str = PATCH_MERGE, *, request_timeout: float | None = None,
-              **params: Any) -> JSON:
+              guard: Callable[[], None] | None = None, **params: Any) -> JSON:
         return self.request("PATCH", path, body=body, params=params, content_type=content_type,
-                            timeout=request_timeout)
+                            timeout=request_timeout, guard=guard)
 
-    def put(self, path: str, body: JSON, *, request_timeout: float | None = None, **params: Any) -> JSON:
-        return self.request("PUT", path, body=body, params=params, timeout=request_timeout)
+    def put(self, path: str, body: JSON, *, request_timeout: float | None = None,
+            guard: Callable[[], None] | None = None, **params: Any) -> JSON:
+        return self.request("PUT", path, body=body, params=params, timeout=request_timeout, guard=guard)
 
     def watch(self, path: str, params: Mapping[str, Any], read_timeout: float) -> "WatchStream":
         """Open a watch; iterate the result for event dicts, close() it from any thread."""
