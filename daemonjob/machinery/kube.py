@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 
 import orjson
 import urllib3
+import urllib3.connection
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
@@ -66,6 +67,36 @@ class ConfigError(Exception):
 
 RequestHook = Callable[[str, str, int], None]  # verb, resource, HTTP code (0 = no answer)
 
+_send_guard = threading.local()
+
+
+class _GuardedSend:
+    """The calling thread's guard runs once more just before a request's first byte is written:
+    a process stopped (SIGSTOP, a long pause) after the first check sends nothing unchecked."""
+
+    def send(self, data: Any) -> None:
+        guard = getattr(_send_guard, "fn", None)
+        if guard is not None:
+            _send_guard.fn = None
+            guard()
+        super().send(data)  # type: ignore[misc]
+
+
+class _GuardedHTTPConnection(_GuardedSend, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _GuardedHTTPSConnection(_GuardedSend, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _GuardedHTTPConnectionPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _GuardedHTTPConnection
+
+
+class _GuardedHTTPSConnectionPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _GuardedHTTPSConnection
+
 
 @dataclass
 class Kube:
@@ -83,6 +114,7 @@ class Kube:
             self.configuration.connection_pool_maxsize or 0, defaults.API_POOL_SIZE
         )
         self._pool = k8s_client.ApiClient(self.configuration).rest_client.pool_manager
+        self._pool.pool_classes_by_scheme = {"http": _GuardedHTTPConnectionPool, "https": _GuardedHTTPSConnectionPool}
         self.host = self.configuration.host.rstrip("/")
 
     # -- construction -------------------------------------------------------------------
@@ -133,13 +165,14 @@ class Kube:
         timeout: float | None = None,
         guard: Callable[[], None] | None = None,
     ) -> JSON:
-        """One request; `guard` runs after the rate limiter's wait, right before sending, and
-        cancels the request by raising (a leader's fence: a check made before a long wait
-        for a token would be stale)."""
+        """One request. `guard` cancels it by raising (not an OSError, which would read as a
+        network failure): it runs after the rate limiter's wait, and again right before the
+        first byte is written, so a leader's fence is checked as late as it can be."""
         if self.limiter is not None:
             self.limiter.accept()
         if guard is not None:
             guard()
+            _send_guard.fn = guard
         data = None if body is None else orjson.dumps(body)
         if data is not None and content_type is None:
             content_type = "application/json"
@@ -156,6 +189,7 @@ class Kube:
             )
             code = resp.status
         finally:
+            _send_guard.fn = None
             if self.on_request is not None:
                 self.on_request(*request_info(method, path), code)
         payload = resp.data

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+
 import pytest
 from kubernetes.client import Configuration
 
@@ -44,10 +47,63 @@ def test_guard_runs_after_the_rate_limit_and_cancels_before_sending() -> None:
     assert sent == []  # nothing reached the wire
 
 
+class Sink:
+    """A TCP server that records the bytes of one connection (nothing is answered)."""
+
+    def __init__(self) -> None:
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(1)
+        self.server.settimeout(1.5)  # a request cancelled before connecting never comes
+        self.received: list[bytes] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        conn.settimeout(1)
+        try:
+            while data := conn.recv(4096):
+                self.received.append(data)
+        except OSError:
+            pass
+        conn.close()
+
+    def close(self) -> bytes:
+        self.thread.join(5)
+        self.server.close()
+        return b"".join(self.received)
+
+
 def test_a_passing_guard_lets_the_request_go() -> None:
-    order: list[str] = []
-    sent: list[tuple[str, str, int]] = []
-    client = kube(order, sent)
-    with pytest.raises(Exception):  # connection refused: it was sent
-        client.create("/api/v1/namespaces/ns/events", {}, guard=lambda: order.append("guard"), request_timeout=2)
-    assert order == ["token", "guard"] and sent == [("create", "events", 0)]
+    sink = Sink()
+    checks: list[str] = []
+    with pytest.raises(Exception):  # no answer: the sink closes after a second
+        Kube(Configuration(host=sink.url)).create("/api/v1/namespaces/ns/events", {}, request_timeout=3,
+                                                  guard=lambda: checks.append("check"))
+    assert sink.close().startswith(b"POST /api/v1/namespaces/ns/events ")
+    assert checks == ["check", "check"]  # after the rate limit, then at the first byte
+
+
+def test_guard_is_checked_again_when_the_first_byte_is_written() -> None:
+    """A fence that lapses between the first check and the send (a stopped process) stops the send."""
+    sink = Sink()
+    checks: list[str] = []
+
+    def guard() -> None:  # holds at the first check, has lapsed at the second
+        checks.append("check")
+        if len(checks) > 1:
+            raise Fenced()
+
+    with pytest.raises(Fenced):
+        Kube(Configuration(host=sink.url)).create("/api/v1/namespaces/ns/events", {"a": 1}, guard=guard,
+                                                  request_timeout=2)
+    assert sink.close() == b""  # not one byte of the request was written
+    assert checks == ["check", "check"]
