@@ -17,7 +17,7 @@ import pytest
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog, AuditRecord
-from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, ROOT, LocalCluster, _die_with_parent, stop_pid
+from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster, _die_with_parent, stop_pid
 from daemonjob.testing.faults import FaultProxy, paused, proxied_kubeconfig
 from daemonjob.testing.waiting import wait_for
 
@@ -34,7 +34,7 @@ class Writer:
                  "--namespace", namespace, "--lease", lease, "--identity", user,
                  "--lease-duration", str(LEASE_DURATION), "--renew-deadline", str(RENEW_DEADLINE),
                  "--retry-period", str(RETRY_PERIOD)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=log.parent,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=_die_with_parent)
 
     def wait(self, timeout: float) -> int:
