@@ -43,6 +43,7 @@ CONFLICT_RECHECK_INTERVAL = 30.0
 LEASE_DURATION = 15.0
 RENEW_DEADLINE = 10.0
 RETRY_PERIOD = 2.0
+LEADER_ELECTION_JITTER = 0.2  # a stand-by retries every RETRY_PERIOD * (1 + [0, JITTER))
 LEADER_ELECTION_ID = "daemonjob-controller"
 # On SIGTERM, in-flight reconciles get this long before they are abandoned and the Lease is
 # released: well inside the lease, so a successor never acts while this process still writes.

@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 
 import orjson
 import urllib3
+import urllib3.connection
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
@@ -66,6 +67,36 @@ class ConfigError(Exception):
 
 RequestHook = Callable[[str, str, int], None]  # verb, resource, HTTP code (0 = no answer)
 
+_send_guard = threading.local()
+
+
+class _GuardedSend:
+    """The calling thread's guard runs once more just before a request's first byte is written:
+    a process stopped (SIGSTOP, a long pause) after the first check sends nothing unchecked."""
+
+    def send(self, data: Any) -> None:
+        guard = getattr(_send_guard, "fn", None)
+        if guard is not None:
+            _send_guard.fn = None
+            guard()
+        super().send(data)  # type: ignore[misc]
+
+
+class _GuardedHTTPConnection(_GuardedSend, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _GuardedHTTPSConnection(_GuardedSend, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _GuardedHTTPConnectionPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _GuardedHTTPConnection
+
+
+class _GuardedHTTPSConnectionPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _GuardedHTTPSConnection
+
 
 @dataclass
 class Kube:
@@ -83,6 +114,7 @@ class Kube:
             self.configuration.connection_pool_maxsize or 0, defaults.API_POOL_SIZE
         )
         self._pool = k8s_client.ApiClient(self.configuration).rest_client.pool_manager
+        self._pool.pool_classes_by_scheme = {"http": _GuardedHTTPConnectionPool, "https": _GuardedHTTPSConnectionPool}
         self.host = self.configuration.host.rstrip("/")
 
     # -- construction -------------------------------------------------------------------
@@ -131,9 +163,16 @@ class Kube:
         params: Mapping[str, Any] | None = None,
         content_type: str | None = None,
         timeout: float | None = None,
+        guard: Callable[[], None] | None = None,
     ) -> JSON:
+        """One request. `guard` cancels it by raising (not an OSError, which would read as a
+        network failure): it runs after the rate limiter's wait, and again right before the
+        first byte is written, so a leader's fence is checked as late as it can be."""
         if self.limiter is not None:
             self.limiter.accept()
+        if guard is not None:
+            guard()
+            _send_guard.fn = guard
         data = None if body is None else orjson.dumps(body)
         if data is not None and content_type is None:
             content_type = "application/json"
@@ -144,12 +183,13 @@ class Kube:
                 self.url(path, params),
                 body=data,
                 headers=self._headers(content_type),
-                timeout=urllib3.Timeout(total=timeout or self.timeout),
+                timeout=urllib3.Timeout(total=self.timeout if timeout is None else timeout),
                 preload_content=True,
                 retries=False,
             )
             code = resp.status
         finally:
+            _send_guard.fn = None
             if self.on_request is not None:
                 self.on_request(*request_info(method, path), code)
         payload = resp.data
@@ -157,8 +197,11 @@ class Kube:
             return orjson.loads(payload) if payload else {}
         raise _error(resp.status, payload)
 
-    def get(self, path: str, **params: Any) -> JSON:
-        return self.request("GET", path, params=params)
+    # `request_timeout` (seconds, whole request) overrides `self.timeout` for one call: a caller
+    # with a deadline of its own (the Lease renewal) must not wait out the default. Keyword-only
+    # and not a query parameter: the rest of `params` goes to the URL.
+    def get(self, path: str, *, request_timeout: float | None = None, **params: Any) -> JSON:
+        return self.request("GET", path, params=params, timeout=request_timeout)
 
     def get_text(self, path: str, timeout: float | None = None, **params: Any) -> str:
         """A plain-text answer (pods/log), decoded leniently: logs are not always UTF-8."""
@@ -177,17 +220,22 @@ class Kube:
             return resp.data.decode("utf-8", "replace")
         raise _error(resp.status, resp.data)
 
-    def create(self, path: str, body: JSON, **params: Any) -> JSON:
-        return self.request("POST", path, body=body, params=params)
+    def create(self, path: str, body: JSON, *, request_timeout: float | None = None,
+               guard: Callable[[], None] | None = None, **params: Any) -> JSON:
+        return self.request("POST", path, body=body, params=params, timeout=request_timeout, guard=guard)
 
-    def delete(self, path: str, body: JSON | None = None, **params: Any) -> JSON:
-        return self.request("DELETE", path, body=body, params=params)
+    def delete(self, path: str, body: JSON | None = None, *, request_timeout: float | None = None,
+               guard: Callable[[], None] | None = None, **params: Any) -> JSON:
+        return self.request("DELETE", path, body=body, params=params, timeout=request_timeout, guard=guard)
 
-    def patch(self, path: str, body: Any, content_type: str = PATCH_MERGE, **params: Any) -> JSON:
-        return self.request("PATCH", path, body=body, params=params, content_type=content_type)
+    def patch(self, path: str, body: Any, content_type: str = PATCH_MERGE, *, request_timeout: float | None = None,
+              guard: Callable[[], None] | None = None, **params: Any) -> JSON:
+        return self.request("PATCH", path, body=body, params=params, content_type=content_type,
+                            timeout=request_timeout, guard=guard)
 
-    def put(self, path: str, body: JSON, **params: Any) -> JSON:
-        return self.request("PUT", path, body=body, params=params)
+    def put(self, path: str, body: JSON, *, request_timeout: float | None = None,
+            guard: Callable[[], None] | None = None, **params: Any) -> JSON:
+        return self.request("PUT", path, body=body, params=params, timeout=request_timeout, guard=guard)
 
     def watch(self, path: str, params: Mapping[str, Any], read_timeout: float) -> "WatchStream":
         """Open a watch; iterate the result for event dicts, close() it from any thread."""

@@ -28,8 +28,34 @@ import urllib3
 DATA_DIR = Path(__file__).resolve().parent / "data"  # shipped in the package: works from a wheel
 PROVISION_SCRIPT = DATA_DIR / "provision-binaries.sh"
 CRD_PATH = DATA_DIR / "crd.yaml"  # the same file as manifests/crd.yaml
+RBAC_PATH = DATA_DIR / "rbac.yaml"  # manifests/rbac.yaml
+NAMESPACE_PATH = DATA_DIR / "namespace.yaml"  # manifests/namespace.yaml
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+# Static-token users of ClusterOptions.users are in this group, which is bound to the
+# controller's own ClusterRole and leader-election Role (manifests/rbac.yaml).
+CONTROLLER_USERS_GROUP = "daemonjob:controllers"
+CONTROLLER_NAMESPACE = "daemonjob-system"
+# Writes that tell who acted (controller replicas, tests): Metadata level, one JSON line per
+# request once answered. Node heartbeats (kube-node-lease) are left out: they are most requests.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
+  namespaces: [kube-node-lease]
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+  resources:
+  - {group: batch, resources: [jobs]}
+  - {group: daemonjob.io, resources: [daemonjobs, daemonjobs/status]}
+  - {group: "", resources: [events]}
+  - {group: events.k8s.io, resources: [events]}
+  - {group: coordination.k8s.io, resources: [leases]}
+- level: None
+"""
 
 
 def provision_binaries() -> Path:
@@ -93,6 +119,8 @@ class ClusterOptions:
     # Resources served without the API server's watch cache, e.g. "jobs.batch": their watches
     # read etcd directly, so after compact_etcd() an older resourceVersion gets 410 Gone.
     uncached_resources: Sequence[str] = ()
+    audit: bool = False  # AUDIT_POLICY's records in LocalCluster.audit_log_path (daemonjob.testing.audit)
+    users: Sequence[str] = ()  # static-token users with the controller's RBAC: LocalCluster.kubeconfig_for(user)
 
 
 @dataclass
@@ -114,6 +142,7 @@ class LocalCluster:
             self.workdir.mkdir(parents=True, exist_ok=True)
             self._owns_workdir = False
         self.token = secrets.token_hex(16)
+        self.user_tokens: dict[str, str] = {}
         self.etcd_port = free_port()
         self.apiserver_port = free_port()
 
@@ -135,6 +164,17 @@ class LocalCluster:
     def pki(self) -> Path:
         return self.workdir / "pki"
 
+    @property
+    def audit_log_path(self) -> Path:
+        return self.workdir / "audit.log"
+
+    def kubeconfig_for(self, user: str) -> Path:
+        """A kubeconfig authenticating as one of `options.users`."""
+        path = self.workdir / f"kubeconfig-{user}"
+        path.write_text(kubeconfig_text(self.server, self.pki / "ca.crt", self.user_tokens[user], user))
+        path.chmod(0o600)
+        return path
+
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> "LocalCluster":
         self.start()
@@ -147,9 +187,12 @@ class LocalCluster:
         try:
             self.bin_dir = self.bin_dir or provision_binaries()
             self._make_pki()
+            self._write_tokens()
             self._write_kubeconfig()
             self._start_etcd()
             self.start_apiserver()
+            if self.options.users:
+                self._grant_controller_role()
             self._start_controller_manager()
             self._start_scheduler()
         except BaseException:
@@ -199,6 +242,7 @@ class LocalCluster:
             "--logtostderr=true",
             "--v=0",
             *self._watch_cache_args(),
+            *self._audit_args(),
             *self.options.extra_apiserver_args,
         ]
         self._spawn("kube-apiserver", args)
@@ -348,6 +392,44 @@ class LocalCluster:
         ssl("genrsa", "-out", "sa.key", "2048")
         ssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
         (p / "tokens.csv").write_text(f"{self.token},admin,admin,system:masters\n")
+
+    def _write_tokens(self) -> None:
+        lines = [f"{self.token},admin,admin,system:masters"]
+        for user in self.options.users:
+            token = self.user_tokens.setdefault(user, secrets.token_hex(16))
+            lines.append(f'{token},{user},{user},"{CONTROLLER_USERS_GROUP}"')
+        (self.pki / "tokens.csv").write_text("\n".join(lines) + "\n")
+
+    def _audit_args(self) -> list[str]:
+        if not self.options.audit:
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        # Blocking mode: a request's record is written before the next request of its client.
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log_path}",
+                "--audit-log-format=json", "--audit-log-mode=blocking", "--audit-log-maxsize=0"]
+
+    def _grant_controller_role(self) -> None:
+        """manifests/rbac.yaml, with its roles bound to CONTROLLER_USERS_GROUP as well."""
+        kubectl = self.kubectl_command()
+        bindings = f"""\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: daemonjob-controller-users}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: daemonjob-controller}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: daemonjob-leader-election-users, namespace: {CONTROLLER_NAMESPACE}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-leader-election}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
+"""
+        for source, stdin in ((NAMESPACE_PATH, None), (RBAC_PATH, None), ("-", bindings)):
+            out = subprocess.run([*kubectl, "apply", "-f", str(source)], input=stdin, text=True,
+                                 capture_output=True, check=False, timeout=60)
+            if out.returncode != 0:
+                raise RuntimeError(f"kubectl apply -f {source} failed: {out.stderr.strip()}")
 
     def _write_kubeconfig(self) -> None:
         self.kubeconfig.write_text(kubeconfig_text(self.server, self.pki / "ca.crt", self.token, "admin"))

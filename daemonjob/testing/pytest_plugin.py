@@ -15,17 +15,27 @@ from collections.abc import Iterator
 import pytest
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.testing.cluster import LocalCluster
+from daemonjob.testing.audit import AuditLog
+from daemonjob.testing.cluster import ClusterOptions, LocalCluster
 from daemonjob.testing.crd import install_crd
 from daemonjob.testing.kubelet import NodeSpec, SimKubelet
 
 _counter = itertools.count()
 
 
+# Two controller replicas authenticate as different users, so the audit log tells their writes apart.
+CONTROLLER_USERS = ("daemonjob-a", "daemonjob-b")
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster() as c:
+    with LocalCluster(options=ClusterOptions(audit=True, users=CONTROLLER_USERS)) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def audit_log(cluster: LocalCluster) -> AuditLog:
+    return AuditLog(cluster.audit_log_path)
 
 
 @pytest.fixture(scope="session")
