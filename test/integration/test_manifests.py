@@ -169,6 +169,7 @@ CAN: list[tuple[str, ...]] = [
     ("watch", "jobs.batch", "--all-namespaces"),
     ("create", "jobs.batch", "-n", "default"),
     ("delete", "jobs.batch", "-n", "default"),
+    ("patch", "jobs.batch", "-n", "default"),
     ("list", "nodes"),
     ("watch", "nodes"),
     ("get", "nodes"),
