@@ -1,0 +1,64 @@
+"""Every rollout either progresses or says why, and kstatus-aware tools read the right verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness import FAIL, OK, Cluster, Nodes, condition, daemonjob, job_node, sleep, wait_for
+
+from daemonjob.testing.kstatus import CURRENT, FAILED, IN_PROGRESS, verdict as kstatus_verdict
+
+
+def verdict(api: Cluster, name: str) -> str:
+    return kstatus_verdict(api.get(name)).status
+
+
+def test_a_job_stuck_on_a_cordoned_node_holds_its_slot_and_is_named(api: Cluster, nodes: Nodes, group: str,
+                                                                   controller: Any) -> None:
+    """maxParallel 1: the first node's pod cannot be scheduled, then a drain cordons the node."""
+    names = sorted(nodes(3))
+    first = names[0]
+    api.kube.patch(f"/api/v1/nodes/{first}/status", {"status": {"capacity": {"cpu": "1"},
+                                                                 "allocatable": {"cpu": "1"}}})
+    body = daemonjob("drained", group, sleep(1), maxParallel=1,
+                     container={"resources": {"requests": {"cpu": "2"}}})
+    api.apply(body)
+    stuck = wait_for(lambda: next((j for j in api.jobs("drained") if job_node(j) == first), None), 60,
+                     "the first node's Job")
+    api.patch_node(first, {"spec": {"unschedulable": True}})  # kubectl drain's cordon
+
+    def named(dj: dict[str, Any]) -> bool:
+        message = condition(dj, "Reconciling").get("message", "")
+        return stuck["metadata"]["name"] in message and first in message and "cordoned" in message
+
+    held = api.wait_status("drained", named, "Reconciling to name the Job on the cordoned node")
+    status = held["status"]
+    assert status["activeNodes"] == 1 and status["desiredNodes"] == 3, "the slot holder is counted, not hidden"
+    assert verdict(api, "drained") == IN_PROGRESS
+
+    api.delete_job(stuck["metadata"]["name"])  # the user acts on what the condition said
+    done = api.wait_complete("drained", desired=2, timeout=90)
+    assert sorted(job_node(j) for j in api.jobs("drained")) == names[1:]
+    assert done["status"]["succeededNodes"] == 2
+    assert verdict(api, "drained") == CURRENT
+
+
+def test_a_failed_rollout_reads_as_stalled(api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
+    nodes(2)
+    api.apply(daemonjob("broken", group, FAIL, maxFailedNodes=0))
+    failed = api.wait_status("broken", lambda d: condition(d, "Stalled").get("status") == "True",
+                             "Stalled=True", timeout=90)
+    assert condition(failed, "Stalled")["reason"] in ("FailureThresholdExceeded", "NodesFailed")
+    assert condition(failed, "Reconciling")["status"] == "False"
+    assert verdict(api, "broken") == FAILED
+
+
+def test_a_template_node_name_does_not_pin_every_nodes_job_to_one_node(api: Cluster, nodes: Nodes, group: str,
+                                                                       controller: Any) -> None:
+    names = nodes(3)
+    api.apply(daemonjob("pinned", group, OK, pod_spec={"nodeName": names[1]}))
+    done = api.wait_complete("pinned", desired=1)
+    assert [job_node(j) for j in api.jobs("pinned")] == [names[1]]
+    assert done["status"]["desiredNodes"] == 1
+    pods = api.pods(api.jobs("pinned")[0]["metadata"]["name"])
+    assert [p["spec"]["nodeName"] for p in pods] == [names[1]]
