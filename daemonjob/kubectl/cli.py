@@ -45,7 +45,7 @@ EXAMPLES = {
     "create": """examples:
   kubectl daemonjob create collect-dmesg --image busybox:1.36 -- sh -c 'dmesg | tail'
   kubectl daemonjob create upgrade --image tool:1.2 -l pool=gpu --max-parallel 10% -- upgrade.sh
-  kubectl daemonjob create nightly --image tool:1.2 --schedule '0 3 * * *' -- cleanup
+  kubectl daemonjob create nightly --image tool:1.2 --schedule '0 3 * * *' --time-zone Europe/Berlin -- cleanup
   kubectl daemonjob create x --image busybox:1.36 --dry-run=client -o yaml -- true
 """,
     "list": """examples:
@@ -100,10 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
                 wait.run)
     p.add_argument("name", metavar="NAME")
     p.add_argument("--timeout", help="give up after this long (e.g. 30s, 10m); default: never")
-    rollout = sub.add_parser("rollout", help="kubectl rollout's verbs: `rollout status NAME` waits like `wait`")
+    rollout = sub.add_parser("rollout", help="kubectl rollout's verbs: `rollout status NAME` waits like `wait`",
+                             description="kubectl rollout's verbs: `rollout status NAME` waits like `wait`")
     rollout_sub = rollout.add_subparsers(dest="verb", metavar="VERB")
     rollout_sub.required = True
-    p = rollout_sub.add_parser("status", parents=[common], help="the same as `wait`", epilog=EXAMPLES["wait"],
+    p = rollout_sub.add_parser("status", parents=[common], help="the same as `wait`", description="The same as `wait`",
+                               epilog=EXAMPLES["wait"],
                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(run=wait.run)
     p.add_argument("name", metavar="NAME")
@@ -136,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-parallel", help="nodes running at once: N or a percentage (e.g. 25%%)")
     p.add_argument("--max-failed-nodes", help="stop starting nodes once more have failed: N or a percentage")
     p.add_argument("--schedule", help="a cron schedule: a new run on every node at each tick")
+    p.add_argument("--time-zone", help="the IANA time zone of --schedule, e.g. Europe/Berlin (default UTC)")
+    p.add_argument("--concurrency-policy", choices=["Forbid", "Replace"],
+                   help="a tick while the last run is still active: skip it (Forbid, the default) or Replace")
     p.add_argument("--restart", choices=["Never", "OnFailure"], default="Never", help="the pod's restartPolicy")
     p.add_argument("--backoff-limit", type=int, default=0, help="retries per node (default %(default)s)")
     p.add_argument("--container-name", help="the container's name (default: NAME)")

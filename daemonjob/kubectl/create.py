@@ -12,6 +12,7 @@ from typing import Any
 
 from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import API_VERSION, KIND
+from daemonjob.domain.schedule import InvalidSchedule, parse_schedule
 from daemonjob.machinery.kube import path_for
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.client import PluginError
@@ -111,6 +112,16 @@ def build_manifest(args: argparse.Namespace, namespace: str) -> dict[str, Any]:
         spec["maxFailedNodes"] = parse_int_or_percent(args.max_failed_nodes, "--max-failed-nodes", 0)
     if args.schedule:
         spec["schedule"] = args.schedule
+        if args.time_zone:
+            spec["timeZone"] = args.time_zone
+        if args.concurrency_policy:
+            spec["concurrencyPolicy"] = args.concurrency_policy
+        try:  # the controller's parser: a bad schedule would only show up as Stalled later
+            parse_schedule(args.schedule, args.time_zone)
+        except InvalidSchedule as exc:
+            raise PluginError(f"invalid DaemonJob: {exc.message}") from None
+    elif args.time_zone or args.concurrency_policy:
+        raise PluginError("--time-zone and --concurrency-policy need --schedule")
     manifest = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": args.name, "namespace": namespace},
                 "spec": spec}
     try:

@@ -21,18 +21,17 @@ CONDITION_WORDS = {"Complete": "complete", "Failed": "failed", "Stalled": "stall
 
 
 def load_view(target: client.Target, name: str, node_selector: str | None = None,
-              all_nodes: bool = False) -> tuple[dict[str, Any], NodeView]:
-    """One read of the DaemonJob and one list each of its Jobs, their pods and the Nodes."""
-    dj = client.get_daemonjob(target, name)
-    jobs = client.list_jobs(target, name)
-    pods = client.list_pods(target, name)
-    nodes = client.list_nodes(target, node_selector)
+              all_nodes: bool = False, cached: bool = False) -> tuple[dict[str, Any], NodeView]:
+    """One read of the DaemonJob and one list each of its Jobs, their pods and the Nodes, at once.
+
+    `cached` lets the API server answer the lists from its watch cache: right for a view,
+    not for deciding what to delete (`rerun`)."""
+    snap = client.read_snapshot(target, name, node_selector, cached=cached)
+    view = build_view(snap.daemonjob, snap.jobs, snap.pods, snap.nodes, all_nodes=all_nodes)
     if node_selector:  # only the selected nodes, also among those whose Node is gone
-        names = {n["metadata"]["name"] for n in nodes}
-        view = build_view(dj, jobs, pods, nodes, all_nodes=all_nodes)
+        names = {n["metadata"]["name"] for n in snap.nodes}
         view.rows = [r for r in view.rows if r.node in names]
-        return dj, view
-    return dj, build_view(dj, jobs, pods, nodes, all_nodes=all_nodes)
+    return snap.daemonjob, view
 
 
 def select_rows(rows: list[NodeRow], nodes: list[str] | None, failed: bool) -> list[NodeRow]:
@@ -68,11 +67,35 @@ def header_lines(dj: Mapping[str, Any], view: NodeView) -> list[str]:
     for cond in status.get("conditions") or ():
         if cond.get("status") == "True" and cond.get("type") in CONDITION_WORDS:
             lines.append(f"{CONDITION_WORDS[cond['type']]}: {cond.get('message') or cond.get('reason') or ''}")
+    if (line := schedule_line(dj, datetime.now(timezone.utc))) is not None:
+        lines.append(line)
     if (dj.get("spec") or {}).get("suspend"):
         lines.append("suspended: no new node is started")
     if view.spec_error:
         lines.append(f"invalid spec: {view.spec_error}")
     return lines
+
+
+def _ago(then: datetime | None, now: datetime) -> str:
+    if then is None:
+        return "never"
+    seconds = (now - then).total_seconds()
+    return f"in {human_duration(-seconds)}" if seconds < 0 else f"{human_duration(seconds)} ago"
+
+
+def schedule_line(dj: Mapping[str, Any], now: datetime) -> str | None:
+    """SCHEDULE, LAST SCHEDULE and NEXT of a scheduled DaemonJob in one line, as `kubectl get cronjob` has them."""
+    spec = dj.get("spec") or {}
+    if not spec.get("schedule"):
+        return None
+    status = dj.get("status") or {}
+    line = f"schedule {spec['schedule']!r} ({spec.get('timeZone') or 'UTC'})"
+    line += f", last schedule {_ago(parse_time(status.get('lastScheduleTime')), now)}"
+    nxt = parse_time(status.get("nextScheduleTime"))
+    line += f", next {_ago(nxt, now)}" if nxt else (", next: none while suspended" if spec.get("suspend") else "")
+    if status.get("lastSuccessfulTime"):
+        line += f", last successful run {_ago(parse_time(status['lastSuccessfulTime']), now)}"
+    return line
 
 
 def table_row(row: NodeRow, now: datetime, wide: bool) -> list[str]:
@@ -92,12 +115,21 @@ def document(dj: Mapping[str, Any], view: NodeView, rows: list[NodeRow]) -> dict
         "name": meta.get("name"), "namespace": meta.get("namespace"), "revision": view.revision, "run": view.run,
         "generation": meta.get("generation"), "observedGeneration": (dj.get("status") or {}).get("observedGeneration"),
         "counts": view.counts, "conditions": (dj.get("status") or {}).get("conditions") or [],
+        **_schedule_fields(dj),
         "nodes": [r.to_dict() for r in rows],
     }
 
 
+def _schedule_fields(dj: Mapping[str, Any]) -> dict[str, Any]:
+    spec, status = dj.get("spec") or {}, dj.get("status") or {}
+    if not spec.get("schedule"):
+        return {}
+    return {"schedule": spec["schedule"], "timeZone": spec.get("timeZone") or "UTC",
+            **{k: status.get(k) for k in ("lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime")}}
+
+
 def run(args: argparse.Namespace, target: client.Target) -> int:
-    dj, view = load_view(target, args.name, args.selector, args.all_nodes)
+    dj, view = load_view(target, args.name, args.selector, args.all_nodes, cached=True)
     rows = select_rows(view.rows, args.node, args.failed)
     if args.node:
         missing = sorted(set(args.node) - {r.node for r in view.rows})

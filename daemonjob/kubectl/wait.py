@@ -12,12 +12,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemonjob import defaults
 from daemonjob.kubectl import client
 from daemonjob.kubectl.output import is_terminal
 from daemonjob.kubectl.timefmt import human_duration, parse_duration
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_FAILED = 2
 EXIT_TIMEOUT = 1
@@ -126,14 +129,14 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
 class _Bar:
     """A rich progress bar: nodes done of desired, failed count, pace and time left."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Console | None = None) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
 
         self._progress = RichProgress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("[red]{task.fields[failed]} failed"), TextColumn("{task.fields[active]} active"),
             TextColumn("{task.fields[rate]:.1f} nodes/s"), TextColumn("{task.fields[left]} left"),
-            transient=False,
+            transient=False, console=console,
         )
         self._task = self._progress.add_task("nodes", total=None, failed=0, active=0, rate=0.0, left="?")
         self._progress.start()

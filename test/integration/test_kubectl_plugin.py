@@ -7,10 +7,17 @@ another, `fine` succeeds everywhere. The plugin's answers are compared with the 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import re
+import select
+import struct
 import subprocess
 import sys
+import termios
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +48,35 @@ class Env:
         cut = args.index("--") if "--" in args else len(args)  # after `--` is the container's command
         argv = ["kubectl", *args[:cut], *(["-n", self.ns] if ns else []), *args[cut:]]
         return subprocess.run(argv, env=self.environ, capture_output=True, text=True, timeout=120, input=input)
+
+    def kubectl_tty(self, *args: str, columns: int = 100, timeout: float = 120) -> tuple[int, str]:
+        """Run `kubectl ...` with a terminal as stdout and stderr, as a user at a shell would."""
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+        environ = {k: v for k, v in self.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "TERM")}
+        proc = subprocess.Popen(["kubectl", *args, "-n", self.ns], env={**environ, "TERM": "xterm-256color"},
+                                stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
+        os.close(slave)
+        chunks, deadline = [], time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                if select.select([master], [], [], 0.2)[0]:
+                    try:
+                        data = os.read(master, 65536)
+                    except OSError:  # EIO: the process closed the terminal
+                        break
+                    if not data:
+                        break
+                    chunks.append(data)
+                elif proc.poll() is not None:
+                    break
+            code = proc.wait(timeout=max(deadline - time.monotonic(), 1))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            os.close(master)
+        return code, b"".join(chunks).decode("utf-8", "replace")
 
     def jobs(self, name: str) -> list[dict[str, Any]]:
         return self.kube.get(path_for("batch/v1", "jobs", self.ns), labelSelector=f"{LABEL_NAME}={name}")["items"]
@@ -250,3 +286,67 @@ def test_no_cluster_gives_one_clear_line(env: Env, tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stderr.strip().splitlines() == [f"error: cannot reach the API server at https://127.0.0.1:9: "
                                                "Connection refused"]
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def test_status_on_a_terminal_colours_states_in_kubectl_columns(env: Env) -> None:
+    code, screen = env.kubectl_tty("daemonjob", "status", "collect", columns=80)
+    assert code == 2, screen
+    assert "\x1b[1;31mfailed" in screen and "\x1b[32msucceeded" in screen
+    lines = ANSI.sub("", screen).replace("\r\n", "\n").splitlines()
+    header = next(line for line in lines if line.startswith("NODE"))
+    assert header.split() == ["NODE", "STATE", "JOB", "STARTED", "DURATION", "EXIT", "CODE", "REASON", "MESSAGE"]
+    failing = env.eligible[0]
+    row = next(line for line in lines if line.startswith(failing))  # one line per node, never folded at 80 columns
+    assert row.split()[1] == "failed" and " 3 " in row and f"disk full on {failing}" in row
+    assert {line.split()[0] for line in lines[lines.index(header) + 1:] if line.strip()} == set(env.nodes)
+
+
+def test_wait_on_a_terminal_draws_a_progress_bar_to_the_end(env: Env, kube: Kube) -> None:
+    body = daemonjob("slow", env.ns, {"sim.daemonjob.io/duration": "2", "sim.daemonjob.io/output": "x"})
+    kube.create(path_for(DJ_API, "daemonjobs", env.ns), body)
+    code, screen = env.kubectl_tty("daemonjob", "wait", "slow", "--timeout", "60s", columns=120)
+    assert code == 0, screen
+    text = ANSI.sub("", screen).replace("\r", "\n")
+    frames = [line for line in text.splitlines() if line.strip().startswith("nodes")]
+    assert frames, screen
+    assert "3/3" in frames[-1] and "0 failed" in frames[-1] and "\u2501" in frames[-1]
+    assert 'daemonjob "slow" successfully rolled out' in text
+
+    code, screen = env.kubectl_tty("daemonjob", "rollout", "status", "collect", "--timeout", "30s")
+    text = ANSI.sub("", screen)
+    assert code == 2 and "1 failed" in text and 'daemonjob "collect" failed' in text
+
+
+def test_create_with_a_schedule_keeps_it_through_kubectl_apply(env: Env) -> None:
+    out = env.kubectl("daemonjob", "create", "nightly", "--image", "busybox:1.36", "-l", f"plugin-test={env.ns}",
+                      "--schedule", "30 3 * * *", "--time-zone", "Europe/Berlin", "--concurrency-policy", "Replace",
+                      "--dry-run=client", "-o", "yaml", "--", "true")
+    assert out.returncode == 0, out.stderr
+    applied = env.kubectl("apply", "-f", "-", input=out.stdout)
+    assert applied.returncode == 0, applied.stderr
+    stored = env.kube.get(path_for(DJ_API, "daemonjobs", env.ns, "nightly"))["spec"]
+    assert (stored["schedule"], stored["timeZone"], stored["concurrencyPolicy"]) == (
+        "30 3 * * *", "Europe/Berlin", "Replace")
+    status = env.kubectl("daemonjob", "status", "nightly")
+    assert status.returncode == 0, status.stderr
+    assert "schedule '30 3 * * *' (Europe/Berlin), last schedule never" in status.stdout
+    doc = json.loads(env.kubectl("daemonjob", "status", "nightly", "-o", "json").stdout)
+    assert (doc["schedule"], doc["timeZone"], doc["lastScheduleTime"]) == ("30 3 * * *", "Europe/Berlin", None)
+
+
+def test_completion_executable_names_the_daemonjobs(env: Env) -> None:
+    def complete(*words: str) -> list[str]:
+        out = subprocess.run(["kubectl_complete-daemonjob", *words], env=env.environ, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()
+
+    names = sorted(d["metadata"]["name"] for d in env.kube.get(path_for(DJ_API, "daemonjobs", env.ns))["items"])
+    assert {"collect", "fine", "oom"} <= set(names)
+    assert complete("-n", env.ns, "status", "") == [*names, ":4"]
+    assert complete("logs", "-n", env.ns, "co") == [*(n for n in names if n.startswith("co")), ":4"]
+    assert env.ns in complete("status", "-n", "")
+    assert complete("status", "--kubeconfig", "/nonexistent", "") == [":4"]  # no cluster: nothing, quietly

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import io
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -10,13 +12,15 @@ import pytest
 
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
 from daemonjob.kubectl.cli import parse
+from daemonjob.kubectl.complete import FILTER_DIRS, NO_FILE, complete
 from daemonjob.kubectl.client import PluginError
 from daemonjob.kubectl.create import build_manifest, parse_selector
 from daemonjob.kubectl.logs import requests_for
 from daemonjob.kubectl.nodes import build_view
-from daemonjob.kubectl.output import plain_table, shorten
+from daemonjob.kubectl.output import plain_table, print_table, shorten
+from daemonjob.kubectl.status import schedule_line
 from daemonjob.kubectl.timefmt import human_duration, parse_duration
-from daemonjob.kubectl.wait import progress_of
+from daemonjob.kubectl.wait import Progress, Rate, _Bar, progress_of
 from daemonjob.testing.kubelet_logs import select_log
 
 REV = "abc123"
@@ -189,3 +193,103 @@ def test_simulated_kubelet_log_query() -> None:
     now = datetime(2026, 1, 1, 0, 1, tzinfo=timezone.utc)
     assert select_log(p, {"sinceSeconds": ["30"]}, now=now) == ""
     assert select_log(p, {"sinceSeconds": ["120"]}, now=now) == "1 n\n2\n3\n"
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def test_terminal_table_keeps_kubectl_columns_and_colours_the_state() -> None:
+    headers = ["NODE", "STATE", "MESSAGE"]
+    rows = [["node-01", "succeeded", ""], ["node-04", "failed", "disk full on node-04, a long message that runs on"]]
+    out = io.StringIO()
+    print_table(headers, rows, state_column=1, stream=out, force_terminal=True)
+    text = out.getvalue()
+    assert "\x1b[1mNODE" in text  # a bold header
+    assert "\x1b[1;31mfailed" in text and "\x1b[32msucceeded" in text  # each state in its colour
+    # once the colours are gone: exactly the plain columns, one line per row however narrow the terminal
+    assert ANSI.sub("", text) == plain_table(headers, rows) + "\n"
+    piped = io.StringIO()
+    print_table(headers, rows, state_column=1, stream=piped)
+    assert piped.getvalue() == plain_table(headers, rows) + "\n"
+
+
+def test_progress_bar_renders_done_of_desired_failed_pace_and_time_left() -> None:
+    from rich.console import Console
+
+    out = io.StringIO()
+    bar = _Bar(Console(file=out, force_terminal=True, width=120))
+    rate = Rate(0.0, 0)
+    bar.update(Progress(desired=10, succeeded=5, failed=2, active=3, pending=0, verdict=None, message=""), rate, 7.0)
+    bar.stop()
+    screen = ANSI.sub("", out.getvalue())
+    last = [line for line in screen.replace("\r", "\n").splitlines() if line.strip()][-1]
+    assert "nodes" in last and "7/10" in last and "2 failed" in last and "3 active" in last
+    assert "1.0 nodes/s" in last and "3s left" in last
+    assert "\u2501" in last  # the bar itself
+
+
+def no_cluster(what: str, connection: argparse.Namespace) -> list[str]:
+    raise AssertionError(f"no list call expected, asked for {what}")
+
+
+def test_completion_offers_commands_flags_and_choices_without_a_cluster() -> None:
+    names, directive = complete(["st"], no_cluster)
+    assert names == ["status\tShow each node's state, Job, exit code, reason and message"] and directive == NO_FILE
+    assert {c.split("\t")[0] for c in complete([""], no_cluster)[0]} == {
+        "status", "wait", "rollout", "logs", "rerun", "create", "list"}
+    assert complete(["rollout", ""], no_cluster)[0] == ["status\tThe same as `wait`"]
+    assert complete(["status", "x", "--f"], no_cluster)[0] == ["--failed"]
+    assert complete(["status", "x", "-o", ""], no_cluster)[0] == ["wide", "json", "yaml"]
+    assert complete(["status", "x", "--output=j"], no_cluster)[0] == ["--output=wide", "--output=json",
+                                                                      "--output=yaml"]
+    assert complete(["create", "x", "--dry-run", ""], no_cluster)[0] == ["none", "client", "server"]
+    assert complete(["create", "x", "--concurrency-policy", "R"], no_cluster)[0] == ["Replace"]
+    assert complete(["logs", "x", "--output-dir", ""], no_cluster) == ([], FILTER_DIRS)
+    assert complete(["create", "x", "--image", ""], no_cluster) == ([], NO_FILE)
+    assert complete(["create", "x", "--", "sh", ""], no_cluster) == ([], 0)  # the shell's own (files)
+    assert complete(["status", "x", ""], no_cluster) == ([], NO_FILE)  # NAME given already
+
+
+def test_completion_names_daemonjobs_and_namespaces_with_one_lookup_in_the_right_place() -> None:
+    asked: list[tuple[str, str | None, bool, str | None]] = []
+
+    def lookup(what: str, c: argparse.Namespace) -> list[str]:
+        asked.append((what, c.namespace, c.all_namespaces, c.context))
+        return {"daemonjobs": ["collect", "fine", "oom"], "namespaces": ["ops", "default"],
+                "contexts": ["dev", "prod"]}[what]
+
+    assert complete(["-n", "ops", "logs", "--failed", "f"], lookup) == (["fine"], NO_FILE)
+    assert complete(["rollout", "status", "--context", "dev", "-A", ""], lookup)[0] == ["collect", "fine", "oom"]
+    assert complete(["status", "--namespace", "o"], lookup)[0] == ["ops"]
+    assert complete(["wait", "--context", "p"], lookup)[0] == ["prod"]
+    assert asked == [("daemonjobs", "ops", False, None), ("daemonjobs", None, True, "dev"),
+                     ("namespaces", None, False, None), ("contexts", None, False, None)]
+
+    def unreachable(what: str, c: argparse.Namespace) -> list[str]:
+        raise ConnectionError("no cluster")
+
+    assert complete(["status", ""], unreachable) == ([], NO_FILE)  # nothing offered, no traceback
+
+
+def test_create_keeps_schedule_time_zone_and_policy_and_refuses_a_bad_one() -> None:
+    m = build_manifest(create_args("n", "--image", "i", "--schedule", "0 3 * * *", "--time-zone", "Europe/Berlin",
+                                   "--concurrency-policy", "Replace"), "ns")
+    assert {k: m["spec"][k] for k in ("schedule", "timeZone", "concurrencyPolicy")} == {
+        "schedule": "0 3 * * *", "timeZone": "Europe/Berlin", "concurrencyPolicy": "Replace"}
+    for bad, words in ((["--schedule", "0 3 * *"], "5 fields"), (["--schedule", "@daily", "--time-zone", "Mars/Base"],
+                                                                 "unknown time zone"),
+                       (["--time-zone", "UTC"], "need --schedule")):
+        with pytest.raises(PluginError, match=words):
+            build_manifest(create_args("n", "--image", "i", *bad), "ns")
+
+
+def test_status_header_names_schedule_last_and_next() -> None:
+    now = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
+    d = dj(schedule="0 3 * * *", timeZone="Europe/Berlin")
+    d["status"].update(lastScheduleTime="2026-11-23T02:00:00Z", nextScheduleTime="2026-11-24T02:00:00Z",
+                       lastSuccessfulTime="2026-11-23T02:05:00Z", currentRun="20261123t020000z")
+    assert schedule_line(d, now) == ("schedule '0 3 * * *' (Europe/Berlin), last schedule 10h ago, next in 14h, "
+                                     "last successful run 9h ago")
+    never = dj(schedule="@hourly", suspend=True)
+    assert schedule_line(never, now) == "schedule '@hourly' (UTC), last schedule never, next: none while suspended"
+    assert schedule_line(dj(), now) is None
