@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import signal
 import socket
 import sys
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     limit_malloc_arenas()  # before any thread starts
 
     clock = RealClock()
+    rng = random.Random()  # the one source of jitter: watch timeouts, backoffs, lease retries
     metrics = Metrics()
     try:
         kube = Kube.from_config(args.kubeconfig, limiter=TokenBucket(args.kube_api_qps, args.kube_api_burst),
@@ -146,13 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.leader_elect:
         try:
             elector = LeaderElector(kube, _lease_namespace(args.leader_election_namespace),
-                                    args.leader_election_id, identity)
+                                    args.leader_election_id, identity, clock=clock, rng=rng)
         except ValueError as exc:
             return fail(str(exc))
         fence = elector.holds_lease
     events = EventRecorder(kube, host=socket.gethostname(), clock=clock, fence=fence)
     controller = Controller.for_kube(kube, namespace=args.namespace, workers=args.workers, metrics=metrics,
-                                     events=events, fence=fence, clock=clock)
+                                     events=events, fence=fence, clock=clock, rng=rng)
     try:
         servers = _servers(args, metrics, controller)
     except OSError as exc:

@@ -8,6 +8,7 @@ one Clock, so the act layer runs in unit tests without a cluster.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Mapping
@@ -114,12 +115,12 @@ class Controller:
     @classmethod
     def for_kube(cls, kube: Kube, *, namespace: str | None = None, events: EventRecorder | None = None,
                  fence: Any = always, metrics: Metrics | None = None, clock: Clock | None = None,
-                 **kw: Any) -> Controller:
+                 rng: random.Random | None = None, **kw: Any) -> Controller:
         """The production wiring: real informers on `kube`, writes through a fenced KubeJobControl."""
         metrics = metrics or Metrics()
         hooks = InformerHooks(on_list=metrics.on_list, on_relist=metrics.on_relist,
                               on_watch_restart=metrics.on_watch_restart)
-        informers = Informers.for_kube(kube, namespace=namespace, hooks=hooks, clock=clock)
+        informers = Informers.for_kube(kube, namespace=namespace, hooks=hooks, clock=clock, rng=rng)
         return cls(informers, KubeJobControl(kube, events, fence), metrics=metrics, clock=clock, **kw)
 
     # -- lifecycle -------------------------------------------------------------------------

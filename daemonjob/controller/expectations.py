@@ -9,13 +9,13 @@ DaemonJob forever.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from cachetools import TTLCache
 
 from daemonjob import defaults
+from daemonjob.machinery.clock import RealClock
 
 
 @dataclass
@@ -27,7 +27,7 @@ class _Pending:
 class Expectations:
     """Per-DaemonJob sets of Job names whose creation or deletion is still unobserved."""
 
-    def __init__(self, ttl: float = defaults.EXPECTATIONS_TTL, timer: Callable[[], float] = time.monotonic,
+    def __init__(self, ttl: float = defaults.EXPECTATIONS_TTL, timer: Callable[[], float] = RealClock().now,
                  maxsize: int = 1_000_000):
         self._cache: TTLCache[str, _Pending] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._lock = threading.Lock()

@@ -6,6 +6,7 @@ take informers from a factory, so unit tests hand it fakes (`daemonjob.testing.f
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,11 +59,11 @@ class Informers:
 
     @classmethod
     def for_kube(cls, kube: Kube, *, namespace: str | None = None, hooks: InformerHooks | None = None,
-                 clock: Clock | None = None) -> Informers:
+                 clock: Clock | None = None, rng: random.Random | None = None) -> Informers:
+        common: dict[str, Any] = {"hooks": hooks, "clock": clock, "rng": rng}
         return cls(
-            daemonjobs=Informer(kube, API_VERSION, DAEMONJOB_PLURAL, namespace=namespace, hooks=hooks,
-                                clock=clock, name="daemonjobs"),
+            daemonjobs=Informer(kube, API_VERSION, DAEMONJOB_PLURAL, namespace=namespace, name="daemonjobs", **common),
             jobs=Informer(kube, "batch/v1", "jobs", namespace=namespace, label_selector=LABEL_NAME,
-                          transform=job_transform, hooks=hooks, clock=clock, name="jobs", indexers=JOB_INDEXERS),
-            nodes=Informer(kube, "v1", "nodes", transform=node_transform, hooks=hooks, clock=clock, name="nodes"),
+                          transform=job_transform, name="jobs", indexers=JOB_INDEXERS, **common),
+            nodes=Informer(kube, "v1", "nodes", transform=node_transform, name="nodes", **common),
         )

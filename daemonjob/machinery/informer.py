@@ -155,6 +155,7 @@ class Informer:
         name: str | None = None,
         watch_timeout_min: int = defaults.WATCH_TIMEOUT_MIN,
         backoff: Backoff | None = None,
+        rng: random.Random | None = None,
     ):
         self.kube = kube
         self.path = path_for(api_version, plural, namespace)
@@ -171,7 +172,8 @@ class Informer:
         self._stopped = threading.Event()
         self._stream: WatchStream | None = None
         self._thread: threading.Thread | None = None
-        self._backoff = backoff or Backoff(self.clock)
+        self.rng = rng if rng is not None else random.Random()  # jitter: backoff and watch timeouts
+        self._backoff = backoff or Backoff(self.clock, rng=self.rng)
         self._lists = 0
 
     # -- public --------------------------------------------------------------------------
@@ -271,7 +273,7 @@ class Informer:
         self._synced.set()
 
     def _watch(self) -> None:
-        timeout = random.randint(self.watch_timeout_min, 2 * self.watch_timeout_min - 1)
+        timeout = self.rng.randint(self.watch_timeout_min, 2 * self.watch_timeout_min - 1)
         params = {
             **self.selectors,
             "resourceVersion": self.resource_version,
