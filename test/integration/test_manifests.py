@@ -254,7 +254,10 @@ def test_short_name_and_printer_columns(cluster: LocalCluster, kube: Kube, crd: 
     }
     kube.patch(path_for(GROUP_VERSION, "daemonjobs", namespace, name, "status"), {"status": status})
 
-    lines = kubectl(cluster, "get", "dj", "-n", namespace).stdout.splitlines()
+    plain = kubectl(cluster, "get", "dj", "-n", namespace).stdout.splitlines()
+    assert re.split(r"\s{2,}", plain[0].strip()) == ["NAME", "DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "COMPLETE",
+                                                     "AGE"]
+    lines = kubectl(cluster, "get", "dj", "-n", namespace, "-o", "wide").stdout.splitlines()
     header = re.split(r"\s{2,}", lines[0].strip())
     assert header == ["NAME", "DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "COMPLETE", "SCHEDULE", "LAST SCHEDULE", "AGE"]
     rows = {row["NAME"]: row for row in (table_row(lines[0], line) for line in lines[1:])}
