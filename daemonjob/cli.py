@@ -20,7 +20,7 @@ import structlog
 from daemonjob import __version__, defaults, logsetup
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
-from daemonjob.controller.jobcontrol import always
+from daemonjob.controller.fence import Fence
 from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.jobs import API_VERSION, GROUP
 from daemonjob.machinery.clock import RealClock
@@ -51,6 +51,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--leader-election-id", default=defaults.LEADER_ELECTION_ID, help="name of the Lease")
     p.add_argument("--leader-election-namespace", default=None,
                    help="namespace of the Lease (default: the pod's namespace, else default)")
+    p.add_argument("--leader-election-lease-duration", type=_seconds, default=defaults.LEASE_DURATION,
+                   metavar="SECONDS", help="how long a stand-by waits for an unrenewed Lease before taking it")
+    p.add_argument("--leader-election-renew-deadline", type=_seconds, default=defaults.RENEW_DEADLINE,
+                   metavar="SECONDS", help="how long the leader acts after its last renewal was sent")
+    p.add_argument("--leader-election-retry-period", type=_seconds, default=defaults.RETRY_PERIOD,
+                   metavar="SECONDS", help="time between renewals, and between a stand-by's attempts")
     p.add_argument("--metrics-bind-address", default=defaults.METRICS_BIND_ADDRESS,
                    help="address of /metrics ('0' disables)")
     p.add_argument("--health-probe-bind-address", default=defaults.HEALTH_PROBE_BIND_ADDRESS,
@@ -70,6 +76,24 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
     return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
+    return value
+
+
+def _lease_timings(args: argparse.Namespace) -> str | None:
+    """Why the leader election timings cannot work, if they cannot."""
+    if args.leader_election_lease_duration > args.leader_election_renew_deadline > args.leader_election_retry_period:
+        return None
+    return ("need --leader-election-lease-duration > --leader-election-renew-deadline > "
+            "--leader-election-retry-period")
 
 
 def _lease_namespace(flag: str | None) -> str:
@@ -127,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         args.health_addr = parse_bind_address(args.health_probe_bind_address)
     except ValueError as exc:
         return fail(str(exc))
+    if args.leader_elect and (problem := _lease_timings(args)):
+        return fail(problem)
     logsetup.configure(args.log_level, args.log_format)
     limit_malloc_arenas()  # before any thread starts
 
@@ -144,14 +170,16 @@ def main(argv: list[str] | None = None) -> int:
 
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     elector: LeaderElector | None = None
-    fence = always
+    fence = Fence()
     if args.leader_elect:
-        try:
-            elector = LeaderElector(kube, _lease_namespace(args.leader_election_namespace),
-                                    args.leader_election_id, identity, clock=clock, rng=rng)
-        except ValueError as exc:
-            return fail(str(exc))
-        fence = elector.holds_lease
+        # Its own client, without the rate limiter: a renewal never queues behind the workers' writes.
+        lease_kube = Kube.from_config(args.kubeconfig, on_request=metrics.on_request)
+        elector = LeaderElector(lease_kube, _lease_namespace(args.leader_election_namespace),
+                                args.leader_election_id, identity,
+                                lease_duration=args.leader_election_lease_duration,
+                                renew_deadline=args.leader_election_renew_deadline,
+                                retry_period=args.leader_election_retry_period, clock=clock, rng=rng)
+        fence = Fence(elector.holds_lease, elector.lease_remaining)
     events = EventRecorder(kube, host=socket.gethostname(), clock=clock, fence=fence)
     controller = Controller.for_kube(kube, namespace=args.namespace, workers=args.workers, metrics=metrics,
                                      events=events, fence=fence, clock=clock, rng=rng)
@@ -159,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         servers = _servers(args, metrics, controller)
     except OSError as exc:
         return fail(f"cannot listen: {exc}")
-    manager = Manager(controller, events, metrics, elector=elector, servers=servers)
+    manager = Manager(controller, events, metrics, elector=elector, fence=fence, servers=servers)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: manager.request_stop())
     log.info("starting", version=__version__, namespace=args.namespace or "(all)", workers=args.workers,

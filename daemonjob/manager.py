@@ -2,8 +2,10 @@
 
 Start order: serving, Event posting, informers; then, once elected (or at once without
 leader election) and with synced caches, the workers. Stop order matters for "one leader
-at a time": workers stop taking keys and in-flight work ends (or is abandoned) within a
-bound shorter than the lease, and only then is the Lease released for a successor.
+at a time": workers stop taking keys, in-flight reconciles get `shutdown_timeout` (shorter
+than the lease) to finish, then the fence closes (what still runs abandons its remaining
+writes) and the writes in flight end, and only then is the Lease released for a successor.
+A lost lease closes the fence at once and is never released: the successor waits it out.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import structlog
 from daemonjob import defaults
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
+from daemonjob.controller.fence import Fence
 from daemonjob.controller.metrics import Metrics
 from daemonjob.machinery.leaderelection import LeaderElector
 from daemonjob.machinery.serving import Server
@@ -32,6 +35,7 @@ class Manager:
     events: EventRecorder
     metrics: Metrics
     elector: LeaderElector | None = None
+    fence: Fence | None = None  # the writers' fence (of the elector's lease), closed at shutdown
     servers: list[Server] = field(default_factory=list)
     shutdown_timeout: float = defaults.GRACEFUL_SHUTDOWN_TIMEOUT
     stop_requested: threading.Event = field(default_factory=threading.Event)
@@ -40,6 +44,7 @@ class Manager:
     def __post_init__(self) -> None:
         if self.elector is not None:
             self.elector.on_leading = self.start_workers_when_synced
+            self.elector.on_stopped_leading = self.lost_leadership
 
     def request_stop(self) -> None:
         """From a signal handler: a clean stop (exit 0)."""
@@ -48,6 +53,8 @@ class Manager:
     def lost_leadership(self) -> None:
         """Leadership ended or is in doubt: stop at once and exit non-zero."""
         self._lost.set()
+        if self.fence is not None:
+            self.fence.close()
         self.stop_requested.set()
 
     def run(self) -> int:
@@ -91,10 +98,17 @@ class Manager:
         finished = self.controller.stop_workers(self.shutdown_timeout)
         if not finished:
             log.warning("in-flight work abandoned", timeout=self.shutdown_timeout)
+        idle = True
+        if self.fence is not None:
+            self.fence.close()  # nothing more is sent; batches still running give up their creates
+            if self.elector is not None:  # each write's timeout ends with the lease
+                idle = self.fence.wait_idle(self.elector.lease_remaining())
         if self.elector is not None:
             self.elector.stop()
-            if not self._lost.is_set():
+            if not self._lost.is_set() and idle:
                 self.elector.release()  # only now may a successor act
+            elif not idle:
+                log.warning("writes still in flight: the lease is left to expire")
         self.controller.stop(timeout=0)
         self.events.stop()
         for server in self.servers:

@@ -1,5 +1,7 @@
-"""Building blocks of the end-to-end suite: DaemonJob bodies, polling, a Job watcher, the
-controller as a process, and a handle on a controller deployed in another cluster.
+"""Building blocks of the end-to-end suite: DaemonJob bodies, polling, the controller as a
+process, and a handle on a controller deployed in another cluster. The Job watcher and the
+readers of Job state live in `daemonjob.testing.jobwatch` (the integration tests use them
+too) and are re-exported here.
 
 Tests import this module by name (e2e/conftest.py puts this directory on sys.path); the
 fixtures that wire it to a cluster live in e2e/conftest.py.
@@ -11,17 +13,26 @@ import copy
 import os
 import signal
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
-from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, WatchStream, path_for
+from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
 from daemonjob.testing import process, waiting
+from daemonjob.testing.jobwatch import (  # noqa: F401 (re-exported for the tests)
+    Created,
+    JobWatcher,
+    condition,
+    is_true,
+    job_active,
+    job_finished,
+    job_node,
+    job_revision,
+)
 from daemonjob.testing.prom import metric_value
 
 GROUP_VERSION = "daemonjob.io/v1alpha1"
@@ -106,39 +117,6 @@ def wait_for(predicate: Callable[[], T], timeout: float = 90.0, what: str = "con
 
 
 holds = waiting.holds
-
-
-# -- reading objects --------------------------------------------------------------------------
-def condition(obj: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or ():
-        if cond.get("type") == kind:
-            return cond
-    return {}
-
-
-def is_true(obj: Mapping[str, Any] | None, kind: str) -> bool:
-    return condition(obj, kind).get("status") == "True"
-
-
-def job_node(job: Mapping[str, Any]) -> str:
-    return (job["metadata"].get("annotations") or {}).get(ANNOTATION_NODE, "")
-
-
-def job_revision(job: Mapping[str, Any]) -> str:
-    return (job["metadata"].get("labels") or {}).get(LABEL_REVISION, "")
-
-
-def job_finished(job: Mapping[str, Any]) -> str | None:
-    """"Complete" or "Failed" once the Job controller says so, else None."""
-    for kind in ("Complete", "Failed"):
-        if is_true(job, kind):
-            return kind
-    return None
-
-
-def job_active(job: Mapping[str, Any]) -> bool:
-    """Not finished. A Job being deleted still counts: its pod may run until it is gone."""
-    return job_finished(job) is None
 
 
 @dataclass
@@ -249,151 +227,6 @@ class Cluster:
 
     def node(self, node: str) -> dict[str, Any]:
         return self.kube.get(path_for("v1", "nodes", name=node))
-
-
-# -- a Job watch recording the peaks rollout limits bound ---------------------------------------
-@dataclass
-class Created:
-    node: str
-    revision: str
-    name: str
-    uid: str
-
-
-@dataclass
-class JobWatcher:
-    """Follows one DaemonJob's Jobs through a watch (every change, in resourceVersion order).
-
-    Records creation order, the maximum number of active Jobs at once (overall and per
-    node) and every Job ever created per (node, revision). A Job counts as active from its
-    creation until it finishes or is gone: one being deleted may still have a running pod.
-    """
-
-    kube: Kube
-    namespace: str
-    name: str
-    created: list[Created] = field(default_factory=list)
-    max_active: int = 0
-    max_active_per_node: dict[str, int] = field(default_factory=dict)
-    max_active_per_revision: dict[str, int] = field(default_factory=dict)
-    relists: int = 0
-    _jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _rv: str = ""
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _stream: WatchStream | None = None
-    _thread: threading.Thread | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _errors: list[str] = field(default_factory=list)
-
-    @property
-    def path(self) -> str:
-        return path_for("batch/v1", "jobs", self.namespace)
-
-    def start(self) -> JobWatcher:
-        self._list()
-        self._thread = threading.Thread(target=self._run, name=f"watch-{self.name}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        with self._lock:
-            stream = self._stream
-        if stream is not None:
-            stream.close()
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # what it saw
-    def creation_order(self) -> list[str]:
-        with self._lock:
-            return [c.node for c in self.created]
-
-    def uids_per_node_revision(self) -> dict[tuple[str, str], list[str]]:
-        out: dict[tuple[str, str], list[str]] = {}
-        with self._lock:
-            for c in self.created:
-                out.setdefault((c.node, c.revision), []).append(c.uid)
-        return out
-
-    def active_now(self) -> int:
-        with self._lock:
-            return sum(1 for j in self._jobs.values() if job_active(j))
-
-    def summary(self) -> dict[str, Any]:
-        with self._lock:
-            return {"created": [(c.node, c.revision) for c in self.created], "max_active": self.max_active,
-                    "max_active_per_node": dict(self.max_active_per_node),
-                    "max_active_per_revision": dict(self.max_active_per_revision), "relists": self.relists,
-                    "errors": self._errors[-3:]}
-
-    # internals
-    def _list(self) -> None:
-        listed = self.kube.get(self.path, labelSelector=f"{LABEL_NAME}={self.name}")
-        seen = {j["metadata"]["uid"]: j for j in listed["items"]}
-        with self._lock:
-            for uid in list(self._jobs):
-                if uid not in seen:
-                    del self._jobs[uid]
-            for uid, job in seen.items():
-                self._observe(job)
-            self._rv = listed["metadata"]["resourceVersion"]
-
-    def _observe(self, job: dict[str, Any], deleted: bool = False) -> None:
-        uid = job["metadata"]["uid"]
-        if deleted:
-            self._jobs.pop(uid, None)
-        else:
-            if uid not in self._jobs and all(c.uid != uid for c in self.created):
-                self.created.append(Created(job_node(job), job_revision(job), job["metadata"]["name"], uid))
-            self._jobs[uid] = job
-        per_node: dict[str, int] = {}
-        per_revision: dict[str, int] = {}
-        for j in self._jobs.values():
-            if job_active(j):
-                per_node[job_node(j)] = per_node.get(job_node(j), 0) + 1
-                per_revision[job_revision(j)] = per_revision.get(job_revision(j), 0) + 1
-        self.max_active = max(self.max_active, sum(per_node.values()))
-        for node, count in per_node.items():
-            self.max_active_per_node[node] = max(self.max_active_per_node.get(node, 0), count)
-        for revision, count in per_revision.items():
-            self.max_active_per_revision[revision] = max(self.max_active_per_revision.get(revision, 0), count)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                stream = self.kube.watch(self.path, {"labelSelector": f"{LABEL_NAME}={self.name}",
-                                                     "resourceVersion": self._rv, "allowWatchBookmarks": True,
-                                                     "timeoutSeconds": 120}, read_timeout=150)
-                with self._lock:
-                    self._stream = stream
-                if self._stop.is_set():
-                    stream.close()
-                    return
-                for event in stream:
-                    kind, obj = event.get("type"), event.get("object") or {}
-                    if kind == "ERROR":
-                        if obj.get("code") == 410:
-                            self.relists += 1
-                            self._list()
-                        break
-                    with self._lock:
-                        self._rv = obj["metadata"]["resourceVersion"]
-                        if kind in ("ADDED", "MODIFIED"):
-                            self._observe(obj)
-                        elif kind == "DELETED":
-                            self._observe(obj, deleted=True)
-            except Exception as exc:  # noqa: BLE001 (connection trouble: re-watch from the last resourceVersion)
-                if self._stop.is_set():
-                    return
-                self._errors.append(repr(exc))
-                time.sleep(0.2)
 
 
 # -- the controller as a local process -------------------------------------------------------

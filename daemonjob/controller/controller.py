@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +22,9 @@ from daemonjob import defaults
 from daemonjob.controller.act import Act, Conflict, error_message, names_shown
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.expectations import Expectations
+from daemonjob.controller.fence import Fence, NotLeader, always
 from daemonjob.controller.informers import NAME_INDEX, NODE_INDEX, OWNER_INDEX, Informers, dj_name_index
-from daemonjob.controller.jobcontrol import JobControl, KubeJobControl, NotLeader, always
+from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.decide import CreateJob, Decision, decide
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
@@ -114,8 +115,8 @@ class Controller:
 
     @classmethod
     def for_kube(cls, kube: Kube, *, namespace: str | None = None, events: EventRecorder | None = None,
-                 fence: Any = always, metrics: Metrics | None = None, clock: Clock | None = None,
-                 rng: random.Random | None = None, **kw: Any) -> Controller:
+                 fence: Fence | Callable[[], bool] = always, metrics: Metrics | None = None,
+                 clock: Clock | None = None, rng: random.Random | None = None, **kw: Any) -> Controller:
         """The production wiring: real informers on `kube`, writes through a fenced KubeJobControl."""
         metrics = metrics or Metrics()
         hooks = InformerHooks(on_list=metrics.on_list, on_relist=metrics.on_relist,
@@ -154,7 +155,8 @@ class Controller:
         self._threads.append(t)
 
     def stop_workers(self, timeout: float = 30.0) -> bool:
-        """Stop taking keys, then wait up to `timeout` for in-flight reconciles; True if all ended."""
+        """Stop taking keys (those still queued are left), then wait up to `timeout` for
+        in-flight reconciles; True if all ended. What still runs then is fenced by the caller."""
         self._stopping.set()
         self.queue.shutdown()
         with self._resync_wake:
@@ -307,6 +309,9 @@ class Controller:
         while True:
             key, shutdown = self.queue.get()
             if shutdown:
+                return
+            if self._stopping.is_set():  # stopping: keys still queued are not taken
+                self.queue.done(key)
                 return
             started = self.clock.now()
             try:

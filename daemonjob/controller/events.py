@@ -10,13 +10,13 @@ from __future__ import annotations
 import queue
 import threading
 import uuid
-from collections.abc import Mapping
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
 from cachetools import TTLCache
 
+from daemonjob.controller.fence import Fence, NotLeader, always, as_fence
 from daemonjob.domain.jobs import API_VERSION, KIND, format_time
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.kube import ApiError, Kube, path_for
@@ -29,11 +29,11 @@ MAX_QUEUED = 10_000
 
 class EventRecorder:
     def __init__(self, kube: Kube, host: str = "", *, clock: Clock | None = None,
-                 fence: Callable[[], bool] = lambda: True):
+                 fence: Fence | Callable[[], bool] = always):
         self.kube = kube
         self.host = host
         self.clock = clock or RealClock()
-        self.fence = fence  # checked again when posting: the queue may outlive leadership
+        self.fence = as_fence(fence)  # checked again when posting: the queue may outlive leadership
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(MAX_QUEUED)
         self._seen: TTLCache[tuple[str, str, str], bool] = TTLCache(maxsize=100_000, ttl=DEDUP_WINDOW)
         self._lock = threading.Lock()
@@ -79,10 +79,11 @@ class EventRecorder:
             body = self._queue.get()
             if body is None:
                 return
-            if not self.fence():
-                continue
             try:
-                self.kube.create(path_for("v1", "events", body["metadata"]["namespace"]), body)
+                with self.fence.writing("Event") as fenced:
+                    self.kube.create(path_for("v1", "events", body["metadata"]["namespace"]), body, **fenced)
+            except NotLeader:
+                continue
             except ApiError as exc:
                 if not exc.not_found:  # namespace being deleted
                     log.warning("event not recorded", reason=body["reason"], error=str(exc))

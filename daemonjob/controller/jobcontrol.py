@@ -3,7 +3,9 @@
 Every write of the controller goes through a `JobControl`, as the Kubernetes controllers
 write pods through a PodControlInterface: the real one talks to the API server, the fake
 in `daemonjob.testing.fakes` records calls for unit tests. The real one asks the fence
-before each write, so a process that no longer surely holds the leader Lease writes nothing.
+before each write and again as the write's first byte is sent, and bounds its timeout by
+what is left of the lease, so a process that no longer surely holds the leader Lease
+writes nothing.
 """
 
 from __future__ import annotations
@@ -12,20 +14,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from daemonjob.controller.events import EventRecorder
+from daemonjob.controller.fence import Fence, NotLeader, always, as_fence
 from daemonjob.domain.jobs import API_VERSION
 from daemonjob.machinery.kube import PATCH_MERGE, Kube, path_for
 
 __all__ = ["DAEMONJOBS", "JobControl", "KubeJobControl", "NotLeader", "always"]
 
 DAEMONJOBS = "daemonjobs"
-
-
-class NotLeader(Exception):
-    """Raised instead of a write while the lease is not surely held; nothing was sent."""
-
-
-def always() -> bool:
-    return True
 
 
 class JobControl(Protocol):
@@ -62,53 +57,49 @@ class JobControl(Protocol):
 
 
 class KubeJobControl:
-    """JobControl on a Kube client, fenced by `fence` (e.g. the elector's holds_lease)."""
+    """JobControl on a Kube client, fenced by `fence` (the elector's, or any predicate)."""
 
     def __init__(self, kube: Kube, events: EventRecorder | None = None,
-                 fence: Callable[[], bool] = always) -> None:
+                 fence: Fence | Callable[[], bool] = always) -> None:
         self.kube = kube
         self.events = events
-        self.fence = fence
+        self.fence = as_fence(fence)
 
     def may_write(self) -> bool:
         return self.fence()
 
-    def _check(self, what: str) -> None:
-        if not self.fence():
-            raise NotLeader(f"not the leader: {what} not sent")
-
     def create_job(self, namespace: str, body: Mapping[str, Any]) -> None:
-        self._check("Job create")
-        self.kube.create(path_for("batch/v1", "jobs", namespace), dict(body))
+        with self.fence.writing("Job create") as fenced:
+            self.kube.create(path_for("batch/v1", "jobs", namespace), dict(body), **fenced)
 
     def delete_job(self, namespace: str, name: str, uid: str | None) -> None:
-        self._check("Job delete")
         options: dict[str, Any] = {"propagationPolicy": "Foreground"}
         if uid:
             options["preconditions"] = {"uid": uid}
-        self.kube.delete(path_for("batch/v1", "jobs", namespace, name), options)
+        with self.fence.writing("Job delete") as fenced:
+            self.kube.delete(path_for("batch/v1", "jobs", namespace, name), options, **fenced)
 
     def get_job(self, namespace: str, name: str) -> Mapping[str, Any]:
         return self.kube.get(path_for("batch/v1", "jobs", namespace, name))
 
     def adopt_job(self, namespace: str, name: str, job_uid: str, owner: Mapping[str, Any]) -> None:
-        self._check("Job adoption")
         patch = {"metadata": {"uid": job_uid, "ownerReferences": [dict(owner)]}}
-        self.kube.patch(path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_MERGE)
+        with self.fence.writing("Job adoption") as fenced:
+            self.kube.patch(path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_MERGE,
+                            **fenced)
 
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:
         return self.kube.get(path_for(API_VERSION, DAEMONJOBS, namespace, name))
 
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any],
                      resource_version: str | None) -> None:
-        self._check("status patch")
         body: dict[str, Any] = {"status": dict(status)}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        self.kube.patch(path_for(API_VERSION, DAEMONJOBS, namespace, name, "status"), body,
-                        content_type=PATCH_MERGE)
+        with self.fence.writing("status patch") as fenced:
+            self.kube.patch(path_for(API_VERSION, DAEMONJOBS, namespace, name, "status"), body,
+                            content_type=PATCH_MERGE, **fenced)
 
     def record_event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         if self.events is not None and self.fence():
             self.events.event(obj, type_, reason, message)
-

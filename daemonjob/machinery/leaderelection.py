@@ -11,11 +11,13 @@ from when it saw that renewal, which is after it was sent, so a leader that obey
 has stopped writing before anyone else may start. Nothing that returns late (a slow or
 paused request) can extend the fence, and once it lapses it never comes back: the process
 must stop. Every request of a renewal is bounded by the fence, never by the client's
-default timeout.
+default timeout, and a Lease write is not sent at all once its attempt's deadline passed
+(checked as its first byte is sent: a process paused meanwhile sends nothing).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from collections.abc import Callable
@@ -37,9 +39,11 @@ class LeaseApi(Protocol):
 
     def get(self, path: str, *, request_timeout: float | None = None) -> JSON: ...
 
-    def create(self, path: str, body: JSON, *, request_timeout: float | None = None) -> JSON: ...
+    def create(self, path: str, body: JSON, *, request_timeout: float | None = None,
+               guard: Callable[[], None] | None = None) -> JSON: ...
 
-    def put(self, path: str, body: JSON, *, request_timeout: float | None = None) -> JSON: ...
+    def put(self, path: str, body: JSON, *, request_timeout: float | None = None,
+            guard: Callable[[], None] | None = None) -> JSON: ...
 
 
 class _Late(Exception):
@@ -146,6 +150,7 @@ class LeaderElector:
         with self._cond:
             self._stopped = True
             was_leading = self.holds_lease()  # a fence that lapsed meanwhile is a loss, not a release
+            fence = self._renew_sent_at + self.renew_deadline
             self._leading = False
             self._cond.notify_all()
         if not was_leading:
@@ -157,8 +162,11 @@ class LeaderElector:
         spec = dict(lease.get("spec") or {})
         spec.update({"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": self._micro_now()})
         try:
-            self.kube.put(self.path, {**lease, "spec": spec}, request_timeout=self.renew_deadline)
+            self.kube.put(self.path, {**lease, "spec": spec}, request_timeout=self._timeout(fence),
+                          guard=lambda: self._check_deadline(fence))
             log.info("lease released", lease=f"{self.namespace}/{self.name}")
+        except _Late:
+            log.warning("lease not released: the renew deadline passed")
         except Exception as exc:  # the successor will wait out the lease instead
             log.warning("lease not released", error=str(exc))
 
@@ -240,6 +248,9 @@ class LeaderElector:
             raise _Late()
         return left
 
+    def _check_deadline(self, deadline: float) -> None:
+        self._timeout(deadline)
+
     def _attempt(self, deadline: float) -> float | None:
         """GET then PUT (or create) the Lease before `deadline`; the PUT's send time on success."""
         try:
@@ -261,12 +272,13 @@ class LeaderElector:
                 raise
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+                    "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(),
                              "acquireTime": now, "renewTime": now, "leaseTransitions": 0}}
             timeout = self._timeout(deadline)
             sent = self.clock.now()
             try:
-                self._lease = self.kube.create(self.collection, body, request_timeout=timeout)
+                self._lease = self.kube.create(self.collection, body, request_timeout=timeout,
+                                               guard=lambda: self._check_deadline(deadline))
             except ApiError as exc2:
                 log.debug("lease create lost a race", error=str(exc2))
                 return None
@@ -286,7 +298,7 @@ class LeaderElector:
             if self.clock.now() - self._observed[1] <= duration:
                 return None
         new_spec = dict(spec)
-        new_spec.update({"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+        new_spec.update({"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(),
                          "renewTime": now})
         if not mine:
             new_spec["acquireTime"] = now
@@ -295,12 +307,17 @@ class LeaderElector:
         timeout = self._timeout(deadline)
         sent = self.clock.now()
         try:
-            self._lease = self.kube.put(self.path, lease, request_timeout=timeout)
+            self._lease = self.kube.put(self.path, lease, request_timeout=timeout,
+                                        guard=lambda: self._check_deadline(deadline))
         except ApiError as exc:
             log.debug("lease update refused", error=str(exc))
             return None
         self._observed = ((self.identity, now, new_spec.get("leaseTransitions")), self.clock.now())
         return sent
+
+    def _duration_seconds(self) -> int:
+        """The Lease holds whole seconds: rounded up, so no stand-by waits less than our duration."""
+        return math.ceil(self.lease_duration)
 
     def _micro_now(self) -> str:
         return self.clock.wall().strftime("%Y-%m-%dT%H:%M:%S.%fZ")

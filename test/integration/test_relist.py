@@ -26,8 +26,8 @@ from daemonjob.machinery.informer import Backoff, Handlers, Informer, InformerHo
 from daemonjob.machinery.kube import PATCH_STRATEGIC, Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, kubeconfig_text
 from daemonjob.testing.crd import install_crd
+from daemonjob.testing.faults import FaultProxy
 from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet, now_rfc3339
-from daemonjob.testing.netcut import CuttableLink
 from daemonjob.testing.waiting import wait_for
 
 DJ_API = "daemonjob.io/v1alpha1"
@@ -69,13 +69,12 @@ def node(sim: SimKubelet) -> Iterator[str]:
 
 
 @pytest.fixture
-def link(uncached: LocalCluster, tmp_path: Any) -> Iterator[tuple[CuttableLink, str]]:
-    """A cuttable link to the API server and a kubeconfig that goes through it."""
-    with CuttableLink(uncached.apiserver_port) as cut:
+def link(uncached: LocalCluster, tmp_path: Any) -> Iterator[tuple[FaultProxy, str]]:
+    """A proxy to the API server that can partition the client, and a kubeconfig through it."""
+    with FaultProxy.to_url(uncached.server) as proxy:
         kubeconfig = tmp_path / "kubeconfig-through-link"
-        kubeconfig.write_text(kubeconfig_text(f"https://127.0.0.1:{cut.port}", uncached.pki / "ca.crt",
-                                              uncached.token, "admin"))
-        yield cut, str(kubeconfig)
+        kubeconfig.write_text(kubeconfig_text(proxy.url(), uncached.pki / "ca.crt", uncached.token, "admin"))
+        yield proxy, str(kubeconfig)
 
 
 def job_pod(kube: Kube, ns: str, job: str) -> dict[str, Any] | None:
@@ -114,8 +113,8 @@ def expire_history(cluster: LocalCluster, kube: Kube, ns: str) -> None:
 
 
 def test_job_informer_emits_the_update_after_a_410_relist(uncached: LocalCluster, direct: Kube, ns: str,
-                                                          node: str, link: tuple[CuttableLink, str]) -> None:
-    cut, kubeconfig = link
+                                                          node: str, link: tuple[FaultProxy, str]) -> None:
+    proxy, kubeconfig = link
     direct.create(path_for("batch/v1", "jobs", ns), {
         "metadata": {"name": "finisher", "labels": {LABEL_NAME: "relist"}},
         "spec": {"backoffLimit": 0, "template": {
@@ -143,7 +142,7 @@ def test_job_informer_emits_the_update_after_a_410_relist(uncached: LocalCluster
         assert inf.wait_for_sync(30)
         key = f"{ns}/finisher"
         wait_for(lambda: inf._stream is not None, what="the watch open")
-        cut.cut()
+        proxy.partition()
         wait_for(lambda: "connection" in restarts, what="the watch to notice the cut")
         finish_pod(direct, ns, "finisher")
         wait_for(lambda: job_complete(direct.get(path_for("batch/v1", "jobs", ns, "finisher"))),
@@ -152,7 +151,7 @@ def test_job_informer_emits_the_update_after_a_410_relist(uncached: LocalCluster
         expire_history(uncached, direct, ns)
         with lock:
             updates.clear()
-        cut.restore()
+        proxy.heal()
 
         wait_for(lambda: "expired" in restarts, what="a 410 Gone on the re-watch", timeout=30,
                  describe=lambda: restarts)
@@ -173,9 +172,9 @@ def dj_complete(kube: Kube, ns: str, name: str) -> bool:
 
 
 def test_daemonjob_completes_after_the_relist_without_the_resync(uncached: LocalCluster, direct: Kube, ns: str,
-                                                                 node: str, link: tuple[CuttableLink, str]) -> None:
+                                                                 node: str, link: tuple[FaultProxy, str]) -> None:
     install_crd([str(uncached.bin_dir / "kubectl"), "--kubeconfig", str(uncached.kubeconfig)])
-    cut, kubeconfig = link
+    proxy, kubeconfig = link
     metrics = Metrics()
     ctl = Controller.for_kube(Kube.from_config(kubeconfig, on_request=metrics.on_request), namespace=ns,
                               workers=2, metrics=metrics, resync_interval=600.0)
@@ -198,13 +197,13 @@ def test_daemonjob_completes_after_the_relist_without_the_resync(uncached: Local
                  what="the controller idle with a status written")
         time.sleep(1.0)  # the Job's own status updates (active: 1) drain
 
-        cut.cut()
+        proxy.partition()
         finish_pod(direct, ns, job)
         wait_for(lambda: job_complete(direct.get(path_for("batch/v1", "jobs", ns, job))),
                  what="the Job Complete on the server")
         expire_history(uncached, direct, ns)
         assert not dj_complete(direct, ns, "once")
-        cut.restore()
+        proxy.heal()
 
         wait_for(lambda: dj_complete(direct, ns, "once"), timeout=90, what="the DaemonJob Complete",
                  describe=lambda: direct.get(path_for(DJ_API, "daemonjobs", ns, "once")).get("status"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ class FakeLeases:
     held: threading.Event = field(default_factory=threading.Event)  # a request is waiting at the gate
     calls: list[Call] = field(default_factory=list)
     rv: int = 0
+    before_send: float = 0.0  # the clock moves this far between a write's timeout and its send (a pause)
 
     def _enter(self, verb: str, timeout: float | None) -> None:
         self.calls.append(Call(verb, timeout, self.clock.now()))
@@ -60,13 +61,24 @@ class FakeLeases:
             raise ApiError(404, "NotFound", "leases not found")
         return copy.deepcopy(self.lease)
 
-    def create(self, path: str, body: JSON, *, request_timeout: float | None = None) -> JSON:
+    def _send(self, guard: Callable[[], None] | None) -> None:
+        """As Kube: the guard runs again right before the first byte is sent."""
+        if self.before_send:
+            self.clock.step(self.before_send)
+        if guard is not None:
+            guard()
+
+    def create(self, path: str, body: JSON, *, request_timeout: float | None = None,
+               guard: Callable[[], None] | None = None) -> JSON:
+        self._send(guard)
         self._enter("create", request_timeout)
         if self.lease is not None:
             raise ApiError(409, "AlreadyExists", "exists")
         return self._store(body)
 
-    def put(self, path: str, body: JSON, *, request_timeout: float | None = None) -> JSON:
+    def put(self, path: str, body: JSON, *, request_timeout: float | None = None,
+            guard: Callable[[], None] | None = None) -> JSON:
+        self._send(guard)
         self._enter("put", request_timeout)
         assert self.lease is not None
         if body["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
@@ -195,6 +207,38 @@ def test_every_renewal_request_is_bounded_by_the_fence(h: Harness) -> None:
         ("get", START + 2, pytest.approx(8.0)), ("put", START + 2, pytest.approx(8.0)),
         ("get", START + 5.5, pytest.approx(6.5)), ("put", START + 5.5, pytest.approx(6.5))]
     assert all(c.timeout is not None and 0 < c.timeout <= DEADLINE for c in h.api.calls)
+
+
+def test_a_renewal_whose_deadline_passes_before_it_is_sent_sends_nothing(h: Harness) -> None:
+    """A pause between computing the PUT's timeout and sending it: the send-time guard stops it."""
+    h.lead()
+    h.api.before_send = DEADLINE  # the renewal's PUT would leave after the fence lapsed
+    h.clock.step(RETRY)
+    assert h.stopped_leading.wait(5)
+    assert h.finish() is False
+    assert h.api.count("put") == 0  # only the acquisition's create was ever sent
+
+
+def test_release_after_the_fence_lapsed_sends_nothing(h: Harness) -> None:
+    h.lead()
+    h.api.before_send = DEADLINE  # paused between the release's check and its send
+    h.elector.release()
+    assert h.api.count("put") == 0 and h.api.holder() == "me"
+
+
+def test_a_fractional_lease_duration_is_rounded_up_in_the_lease() -> None:
+    clock = FakeClock()
+    api = FakeLeases(clock)
+    elector = LeaderElector(api, "ns", "lock", "me", lease_duration=2.5, renew_deadline=2, retry_period=1,
+                            clock=clock)
+    thread = threading.Thread(target=elector.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(elector.holds_lease, 5, "leadership", interval=0.01)
+        assert api.lease is not None and api.lease["spec"]["leaseDurationSeconds"] == 3
+    finally:
+        elector.stop()
+        thread.join(5)
 
 
 def test_release_drops_the_fence_first_and_frees_the_lease(h: Harness) -> None:
