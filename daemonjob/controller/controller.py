@@ -359,7 +359,14 @@ class Controller:
         dj = thaw(cached)  # decide() builds Job bodies from its template
         meta = dj["metadata"]
         if meta.get("deletionTimestamp"):
+            if self.configmaps is not None:
+                self.configmaps.forget(key)
             return None  # the garbage collector removes its Jobs
+        configmaps = self._configmaps(key, dj)
+        if configmaps is _NOT_SYNCED:
+            rlog.debug("waiting for the referenced ConfigMaps")
+            self.queue.add_after(key, defaults.CONFIGMAP_SYNC_RECHECK)
+            return None
         uid = meta.get("uid") or ""
         if not self.expectations.satisfied(uid):
             creates, deletes = self.expectations.pending(uid)
@@ -370,11 +377,6 @@ class Controller:
         jobs += self.act.adopt(dj, self.jobs.store.by_index(NAME_INDEX, key), owner)
         nodes = self.nodes.store.list()
         generation = int(meta.get("generation") or 0)
-        configmaps = self._configmaps(key, dj)
-        if configmaps is _NOT_SYNCED:
-            rlog.debug("waiting for the referenced ConfigMaps")
-            self.queue.add_after(key, defaults.CONFIGMAP_SYNC_RECHECK)
-            return None
         stall_before = self._stall_arg(uid, generation)
         conflicts = self._recheck_conflicts(dj, owner)
         now = self.clock.wall()  # one instant per pass: both decisions see the same ticks
