@@ -28,6 +28,8 @@ GROUP_VERSION = "daemonjob.io/v1alpha1"
 PLURAL = "daemonjobs"
 LABEL_NAME = "daemonjob.io/name"
 LABEL_REVISION = "daemonjob.io/revision"
+LABEL_RUN = "daemonjob.io/run"
+ANNOTATION_RUN_NOW = "daemonjob.io/run-now"
 ANNOTATION_NODE = "daemonjob.io/node"
 SIM_EXIT_CODE = "sim.daemonjob.io/exit-code"
 SIM_DURATION = "sim.daemonjob.io/duration"
@@ -128,6 +130,10 @@ def job_revision(job: Mapping[str, Any]) -> str:
     return (job["metadata"].get("labels") or {}).get(LABEL_REVISION, "")
 
 
+def job_run(job: Mapping[str, Any]) -> str:
+    return (job["metadata"].get("labels") or {}).get(LABEL_RUN, "")
+
+
 def job_finished(job: Mapping[str, Any]) -> str | None:
     """"Complete" or "Failed" once the Job controller says so, else None."""
     for kind in ("Complete", "Failed"):
@@ -178,6 +184,11 @@ class Cluster:
     def rerun(self, name: str, value: str) -> dict[str, Any]:
         """Edit an annotation of jobTemplate: the documented way to re-run every node."""
         return self.patch(name, {"jobTemplate": {"metadata": {"annotations": {RERUN_ANNOTATION: value}}}})
+
+    def run_now(self, name: str, value: str) -> dict[str, Any]:
+        """Set the run-now annotation, as `kubectl annotate --overwrite` does: a new value starts a run."""
+        return self.kube.patch(self.dj_path(name), {"metadata": {"annotations": {ANNOTATION_RUN_NOW: value}}},
+                               content_type=PATCH_MERGE)
 
     def get(self, name: str) -> dict[str, Any]:
         return self.kube.get(self.dj_path(name))
@@ -258,6 +269,7 @@ class Created:
     revision: str
     name: str
     uid: str
+    run: str = ""
 
 
 @dataclass
@@ -322,6 +334,13 @@ class JobWatcher:
                 out.setdefault((c.node, c.revision), []).append(c.uid)
         return out
 
+    def uids_per_node_run(self) -> dict[tuple[str, str], list[str]]:
+        out: dict[tuple[str, str], list[str]] = {}
+        with self._lock:
+            for c in self.created:
+                out.setdefault((c.node, c.run), []).append(c.uid)
+        return out
+
     def active_now(self) -> int:
         with self._lock:
             return sum(1 for j in self._jobs.values() if job_active(j))
@@ -351,7 +370,8 @@ class JobWatcher:
             self._jobs.pop(uid, None)
         else:
             if uid not in self._jobs and all(c.uid != uid for c in self.created):
-                self.created.append(Created(job_node(job), job_revision(job), job["metadata"]["name"], uid))
+                self.created.append(Created(job_node(job), job_revision(job), job["metadata"]["name"], uid,
+                                            job_run(job)))
             self._jobs[uid] = job
         per_node: dict[str, int] = {}
         per_revision: dict[str, int] = {}
