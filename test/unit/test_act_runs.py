@@ -322,3 +322,19 @@ def test_turning_rerun_on_config_change_off_or_deleting_stops_the_watches(bed: B
     assert bed.ctl.configmaps.watched() == 1
     bed.djs.delete(KEY)
     assert bed.ctl.configmaps.watched() == 0
+
+
+def test_the_next_tick_gauge_goes_away_while_suspended(bed: Bed) -> None:
+    bed.add_dj(make_dj())
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    labels = {"namespace": NS, "name": NAME}
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_next_schedule_time_seconds", labels) == \
+        TICK2.timestamp()
+    dj = bed.dj()
+    dj["spec"]["suspend"] = True
+    dj["metadata"]["generation"] = 2
+    bed.djs.update(dj)
+    bed.control.deliver()
+    bed.ctl.reconcile(KEY)
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_next_schedule_time_seconds", labels) is None
