@@ -32,6 +32,7 @@ from daemonjob.testing.jobwatch import (  # noqa: F401 (re-exported for the test
     job_finished,
     job_node,
     job_revision,
+    job_run,
 )
 from daemonjob.testing.prom import metric_value
 
@@ -39,6 +40,8 @@ GROUP_VERSION = "daemonjob.io/v1alpha1"
 PLURAL = "daemonjobs"
 LABEL_NAME = "daemonjob.io/name"
 LABEL_REVISION = "daemonjob.io/revision"
+LABEL_RUN = "daemonjob.io/run"
+ANNOTATION_RUN_NOW = "daemonjob.io/run-now"
 ANNOTATION_NODE = "daemonjob.io/node"
 SIM_EXIT_CODE = "sim.daemonjob.io/exit-code"
 SIM_DURATION = "sim.daemonjob.io/duration"
@@ -156,6 +159,11 @@ class Cluster:
     def rerun(self, name: str, value: str) -> dict[str, Any]:
         """Edit an annotation of jobTemplate: the documented way to re-run every node."""
         return self.patch(name, {"jobTemplate": {"metadata": {"annotations": {RERUN_ANNOTATION: value}}}})
+
+    def run_now(self, name: str, value: str) -> dict[str, Any]:
+        """Set the run-now annotation, as `kubectl annotate --overwrite` does: a new value starts a run."""
+        return self.kube.patch(self.dj_path(name), {"metadata": {"annotations": {ANNOTATION_RUN_NOW: value}}},
+                               content_type=PATCH_MERGE)
 
     def get(self, name: str) -> dict[str, Any]:
         return self.kube.get(self.dj_path(name))

@@ -8,10 +8,12 @@ enqueues the DaemonJobs that reference it. No polling.
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import Handlers, Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.kube import Kube
 
@@ -21,10 +23,11 @@ Ref = tuple[str, str]  # namespace, name
 InformerFactory = Callable[[str, str], SharedInformer]
 
 
-def kube_configmap_informer(kube: Kube, hooks: InformerHooks | None = None) -> InformerFactory:
+def kube_configmap_informer(kube: Kube, hooks: InformerHooks | None = None, *, clock: Clock | None = None,
+                            rng: random.Random | None = None) -> InformerFactory:
     def make(namespace: str, name: str) -> SharedInformer:
         return Informer(kube, "v1", "configmaps", namespace=namespace, field_selector=f"metadata.name={name}",
-                        hooks=hooks, name=f"configmap-{namespace}-{name}")
+                        hooks=hooks, clock=clock, rng=rng, name=f"configmap-{namespace}-{name}")
     return make
 
 

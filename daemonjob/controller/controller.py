@@ -4,6 +4,11 @@ Data flows one way: watch -> cache -> queue -> decide (pure) -> act. Handlers on
 keys; a node event enqueues only the DaemonJobs whose answer for that node changed. The
 controller receives what it reads (Informers), what it writes through (a JobControl) and
 one Clock, so the act layer runs in unit tests without a cluster.
+
+Scheduled DaemonJobs are requeued for their next tick through the delaying queue, so
+between ticks an idle DaemonJob costs nothing. DaemonJobs with rerunOnConfigChange have
+their referenced ConfigMaps watched one by one (ConfigMapTracker); decide gets their
+content as an argument.
 """
 
 from __future__ import annotations
@@ -14,18 +19,21 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import structlog
 
 from daemonjob import defaults
 from daemonjob.controller.act import Act, Conflict, error_message, names_shown
+from daemonjob.controller.configmaps import ConfigMapTracker, InformerFactory, kube_configmap_informer
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.expectations import Expectations
 from daemonjob.controller.fence import Fence, NotLeader, always
 from daemonjob.controller.informers import NAME_INDEX, NODE_INDEX, OWNER_INDEX, Informers, dj_name_index
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.metrics import Metrics
+from daemonjob.domain.configrefs import pod_template_of, referenced_configmaps, rerun_on_config_change
 from daemonjob.domain.decide import CreateJob, Decision, decide
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import controller_ref, daemonjob_ref, owner_reference
@@ -68,6 +76,9 @@ class ReconcileError(Exception):
         super().__init__(f"{len(errors)} action(s) failed: {shown}")
 
 
+_NOT_SYNCED = object()
+
+
 @dataclass(frozen=True, slots=True)
 class _Stall:
     """An API-side reason the current generation cannot progress, kept per DaemonJob uid."""
@@ -88,7 +99,10 @@ class Controller:
         metrics: Metrics | None = None,
         create_concurrency: int = defaults.CREATE_CONCURRENCY,
         resync_interval: float = defaults.RESYNC_INTERVAL,
+        configmap_informers: InformerFactory | None = None,
     ):
+        """`configmap_informers` makes the informer of one ConfigMap (namespace, name), for
+        DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read."""
         self.informers = informers
         self.control = control
         self.clock = clock or RealClock()
@@ -100,6 +114,8 @@ class Controller:
                                        clock=self.clock, metrics_provider=self.metrics.queue_provider)
         self._pool = ThreadPoolExecutor(max_workers=create_concurrency, thread_name_prefix="api-writer")
         self.act = Act(control, self.expectations, self.metrics, self._pool)
+        self.configmaps = (ConfigMapTracker(configmap_informers, self.queue.add)
+                           if configmap_informers is not None else None)
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
         self._elig_lock = threading.Lock()
@@ -122,7 +138,8 @@ class Controller:
         hooks = InformerHooks(on_list=metrics.on_list, on_relist=metrics.on_relist,
                               on_watch_restart=metrics.on_watch_restart)
         informers = Informers.for_kube(kube, namespace=namespace, hooks=hooks, clock=clock, rng=rng)
-        return cls(informers, KubeJobControl(kube, events, fence), metrics=metrics, clock=clock, **kw)
+        return cls(informers, KubeJobControl(kube, events, fence), metrics=metrics, clock=clock,
+                   configmap_informers=kube_configmap_informer(kube, hooks, clock=clock, rng=rng), **kw)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start_informers(self) -> None:
@@ -171,6 +188,8 @@ class Controller:
         self.stop_workers(timeout)
         for inf in self.informers.all():
             inf.stop()
+        if self.configmaps is not None:
+            self.configmaps.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def healthy(self) -> str | None:
@@ -220,6 +239,8 @@ class Controller:
             self._eligibility.pop(key, None)
         self._forget_uid(dj["metadata"].get("uid") or "")
         self._decide_seconds.pop(key, None)
+        if self.configmaps is not None:
+            self.configmaps.forget(key)
         self.metrics.forget(dj["metadata"].get("namespace", ""), dj["metadata"]["name"])
         self.queue.add(key)
 
@@ -337,11 +358,20 @@ class Controller:
         rlog = log.bind(namespace=namespace, name=name)
         cached = self.daemonjobs.store.get(key)
         if cached is None:
+            if self.configmaps is not None:
+                self.configmaps.forget(key)
             return None
         dj = thaw(cached)  # decide() builds Job bodies from its template
         meta = dj["metadata"]
         if meta.get("deletionTimestamp"):
+            if self.configmaps is not None:
+                self.configmaps.forget(key)
             return None  # the garbage collector removes its Jobs
+        configmaps = self._configmaps(key, dj)
+        if configmaps is _NOT_SYNCED:
+            rlog.debug("waiting for the referenced ConfigMaps")
+            self.queue.add_after(key, defaults.CONFIGMAP_SYNC_RECHECK)
+            return None
         uid = meta.get("uid") or ""
         if not self.expectations.satisfied(uid):
             creates, deletes = self.expectations.pending(uid)
@@ -354,10 +384,12 @@ class Controller:
         generation = int(meta.get("generation") or 0)
         stall_before = self._stall_arg(uid, generation)
         conflicts = self._recheck_conflicts(dj, owner)
+        now = self.clock.wall()  # one instant per pass: both decisions see the same ticks
 
         def decision_for(stalled: tuple[str, str] | None) -> Decision:
-            return decide(dj, jobs, nodes, self.clock.wall(), stalled, eligibility=self._eligibility_for(key, cached),
-                          memo=derived, conflicts={c.node: c.text for c in conflicts})
+            return decide(dj, jobs, nodes, now, stalled, eligibility=self._eligibility_for(key, cached),
+                          memo=derived, conflicts={c.node: c.text for c in conflicts},
+                          configmaps=configmaps)  # type: ignore[arg-type]
 
         started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
         decision = decision_for(stall_before)
@@ -374,12 +406,50 @@ class Controller:
             rlog.debug("status updated", desired=decision.status.get("desiredNodes"),
                        active=decision.status.get("activeNodes"), succeeded=decision.status.get("succeededNodes"),
                        failed=decision.status.get("failedNodes"))
+            self._count_runs(namespace, name, decision, rlog)
         self.metrics.set_status(namespace, name, decision.status)
+        self._requeue_at(key, decision.requeue_at)
         if errors:
             raise ReconcileError(errors)  # retried with per-key backoff: quotas free up, webhooks come back
         if self._conflicts.get(uid):  # a foreign Job's removal sends no event here: look again later
             self.queue.add_after(key, defaults.CONFLICT_RECHECK_INTERVAL)
         return decision
+
+    def _configmaps(self, key: str, dj: Obj) -> dict[str, Obj | None] | None | object:
+        """The referenced ConfigMaps by name (None: missing), None when not opted in, or
+        _NOT_SYNCED while a watch of one has not listed yet. Keeps the tracker's watches
+        to exactly what `dj` references."""
+        if self.configmaps is None:
+            return None
+        namespace = dj["metadata"].get("namespace") or ""
+        if not rerun_on_config_change(dj):
+            self.configmaps.forget(key)
+            return None
+        refs = referenced_configmaps(pod_template_of(dj))
+        self.configmaps.track(key, namespace, [r.name for r in refs])
+        out: dict[str, Obj | None] = {}
+        for ref in refs:
+            synced, obj = self.configmaps.get(namespace, ref.name)
+            if not synced:
+                return _NOT_SYNCED
+            out[ref.name] = obj
+        return out
+
+    def _count_runs(self, namespace: str, name: str, decision: Decision, rlog: Any) -> None:
+        """Runs started, skipped and finished: counted once, with the status write that records them."""
+        if decision.run_started is not None:
+            rlog.info("run started", run=decision.run_started)
+            self.metrics.runs_started.labels(namespace, name).inc()
+        for reason, count in decision.ticks_skipped:
+            self.metrics.runs_skipped.labels(namespace, name, reason).inc(count)
+        if decision.run_finished is not None:
+            self.metrics.runs_finished.labels(namespace, name, decision.run_finished).inc()
+
+    def _requeue_at(self, key: str, when: datetime | None) -> None:
+        """Reconcile again at the next tick: no polling in between."""
+        if when is not None:
+            delay = (when - self.clock.wall()).total_seconds()
+            self.queue.add_after(key, max(0.0, delay) + defaults.SCHEDULE_REQUEUE_SLACK)
 
     def _stall_arg(self, uid: str, generation: int) -> tuple[str, str] | None:
         stall = self._stalled.get(uid)

@@ -79,6 +79,8 @@ class Metrics:
                 when = parse_time(status.get(fld))
                 if when is not None:
                     gauge.labels(namespace, name).set(when.timestamp())
+                else:  # no schedule any more, or suspended: no stale next tick to alert on
+                    _remove_series(gauge, namespace, name)
             for state, fld in STATUS_FIELDS.items():
                 self.nodes.labels(namespace, name, state).set(status.get(fld, 0) or 0)
 

@@ -31,11 +31,12 @@ class CreateJob:
     name: str
     revision: str
     dj: Mapping[str, Any] = field(repr=False, compare=False)
+    run: str | None = None
 
     @property
     def body(self) -> dict[str, Any]:
         """A fresh Job body on each read (the caller may change it)."""
-        return build_job(self.dj, self.node, self.revision)
+        return build_job(self.dj, self.node, self.revision, self.run)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,8 @@ class DeleteJob:
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """An eligible node that needs the current revision: a create, or first `replace` (deletes)."""
+    """An eligible node that needs the current revision (and run): a create, or first `replace`
+    (deletes of its running Job of an older revision, or of another run under Replace)."""
 
     node: str
     replace: tuple[DeleteJob, ...] = ()
@@ -82,10 +84,11 @@ def choose_actions(
     slots: int | None,
     held: int,
     gate: Gate,
+    run: str | None = None,
 ) -> Actions:
     """`always`: deletes that are always safe (NodeGone, History); `extra_old`: running older
     Jobs on nodes that already have their current Job; `slots`: the maxParallel limit; `held`:
-    slots already held."""
+    slots already held; `run`: the current run, which the created Jobs carry."""
     free = None if slots is None else max(0, slots - held)
     out = Actions(free_slots=free)
     deletes = list(always)
@@ -101,7 +104,7 @@ def choose_actions(
         if turn.replace:
             deletes.extend(turn.replace)
         else:
-            out.creates.append(CreateJob(turn.node, job_name(dj_name, turn.node, revision), revision, dj))
+            out.creates.append(CreateJob(turn.node, job_name(dj_name, turn.node, revision, run), revision, dj, run))
     deletes.sort(key=lambda d: (d.node or "", d.name))
     out.deletes = deletes
     out.waiting_turns = len(turns) - len(chosen)

@@ -40,6 +40,8 @@ STALLED = "Stalled"
 
 DEFAULT_STALLED_REASON = "ApplyFailed"
 TTL_INJECTED = "TTLInjected"
+CONFIGMAP_MISSING = "ConfigMapMissing"
+WAITING_FOR_SCHEDULE = "WaitingForSchedule"
 JOB_CONFLICT = "JobConflict"
 FAILURE_THRESHOLD_EXCEEDED = "FailureThresholdExceeded"
 NODES_FAILED = "NodesFailed"
@@ -139,11 +141,19 @@ def stall_for(
     previous: Mapping[str, Any] | None,
     generation: Any,
     conflicts: Mapping[str, str] | None = None,
+    missing_configmaps: Sequence[str] = (),
 ) -> Stall | None:
     """The stall that blocks actions, from the spec, the act layer or the Jobs (failures come later)."""
     if problems:
         message = "; ".join(p.message for p in problems)
         return Stall(Condition(True, problems[0].reason, message), event=EVENT_INVALID_SPEC, on_message=True,
+                     blocks=True)
+    if missing_configmaps:
+        names = ", ".join(missing_configmaps)
+        which = "ConfigMap" if len(missing_configmaps) == 1 else "ConfigMaps"
+        message = (f"{which} {names} referenced by the pod template (not optional) not found in the namespace; "
+                   "no Job is started until it exists, and its creation re-runs every eligible node")
+        return Stall(Condition(True, CONFIGMAP_MISSING, message), event=CONFIGMAP_MISSING, on_message=True,
                      blocks=True)
     if not template_has_ttl:
         injected = _injected_ttl(ttl_jobs, previous, generation)
@@ -182,7 +192,12 @@ def evaluate(
     revision: str,
     stall: Stall | None,
     budget: FailureBudget,
+    run: str | None = None,
+    idle: str | None = None,
 ) -> Conditions:
+    """`run`: the current run, if any; `idle`: why a scheduled DaemonJob starts nothing yet
+    (no run has started), said by Complete and Reconciling instead of a rollout in progress."""
+    what = f"revision {revision}" if run is None else f"run {run} (revision {revision})"
     desired, active, succeeded, failed, pending = plan.desired, plan.active, plan.succeeded, plan.failed, plan.pending
     progress = f"{succeeded} of {desired} eligible nodes succeeded, {active} active, {failed} failed, {pending} pending"
     if plan.held:
@@ -197,11 +212,11 @@ def evaluate(
         failure = Condition(
             True,
             FAILURE_THRESHOLD_EXCEEDED,
-            f"{_plural(len(failed_now), 'node')} failed revision {revision}, more than maxFailedNodes {limit_text}; "
+            f"{_plural(len(failed_now), 'node')} failed {what}, more than maxFailedNodes {limit_text}; "
             f"no new node is started. Failed: {', '.join(failed_now[:FAILED_NODE_NAMES_MAX])}",
         )
     elif finished and failed > 0:
-        which = f"revision {revision}" if len(plan.failed_current_names) == failed else "their Job"
+        which = what if len(plan.failed_current_names) == failed else "their Job"
         failure = Condition(
             True,
             NODES_FAILED,
@@ -222,11 +237,13 @@ def evaluate(
         stall = Stall(Condition(False, "NoErrors", "the spec is valid and the last changes were applied"))
 
     if finished and failed == 0 and not stall.condition.status:
-        complete = Condition(True, "AllNodesSucceeded", f"revision {revision} succeeded on all {desired} eligible nodes")
+        complete = Condition(True, "AllNodesSucceeded", f"{what} succeeded on all {desired} eligible nodes")
     elif stall.condition.status:
         complete = Condition(False, complete_reason, progress)
     elif settings.suspend:
         complete = Condition(False, "Suspended", progress)
+    elif idle is not None:
+        complete = Condition(False, WAITING_FOR_SCHEDULE, f"{progress}; {idle}")
     else:
         complete = Condition(False, "InProgress", progress)
 
@@ -236,6 +253,8 @@ def evaluate(
         reconciling = Condition(False, "Suspended", f"suspended, no new node is started; {progress}")
     elif stall.condition.status:
         reconciling = Condition(False, stall.condition.reason, progress)
+    elif idle is not None and active == 0:
+        reconciling = Condition(False, WAITING_FOR_SCHEDULE, f"{progress}; {idle}")
     elif plan.held and actions.waiting_turns and actions.free_slots == 0:
         reconciling = Condition(True, WAITING_FOR_INELIGIBLE_NODES, progress)
     else:

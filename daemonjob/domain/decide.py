@@ -15,14 +15,28 @@ Safety rules, in order of precedence:
   the failure threshold) also blocks OldRevision deletes: running work is never torn
   down when nothing would replace it, and an OldRevision delete takes the node's
   maxParallel slot, so running work is not torn down before its node's turn.
+
+Runs (`schedule.py`): the schedule's step for `now` says which run is current (a tick or
+a run-now trigger may start one) and what to merge into the status, in the same patch as
+the rest, so a restart before that write recomputes the same run and the same Job names.
+A scheduled DaemonJob with no run yet starts nothing; a node's Job of another run is
+history, replaced (Replace) or waited for (Forbid) when still active.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
+
+from daemonjob.domain.configrefs import (
+    missing_configmaps,
+    pod_template_of,
+    referenced_configmaps,
+    rerun_on_config_change,
+    revision_for,
+)
 
 from daemonjob.domain.actions import Actions, CreateJob, DeleteJob, Gate, choose_actions
 from daemonjob.domain.conditions import (
@@ -39,11 +53,12 @@ from daemonjob.domain.conditions import (
     turned_true,
 )
 from daemonjob.domain.eligibility import Eligibility
-from daemonjob.domain.jobs import format_time
+from daemonjob.domain.jobs import format_time, parse_time
 from daemonjob.domain.memo import Memo, compute
-from daemonjob.domain.plan import Plan, classify_nodes, plan_nodes
+from daemonjob.domain.plan import Plan, active_runs, classify_nodes, plan_nodes
 from daemonjob.domain.revision import current_revision, template_revision
-from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Validation, scaled, validate
+from daemonjob.domain.schedule import ScheduleStep, replaces_other_runs, schedule_step
+from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Problem, Validation, scaled, validate
 
 __all__ = [
     "CreateJob",
@@ -64,6 +79,14 @@ EVENT_COMPLETED = "Completed"
 EVENT_FAILURE_THRESHOLD = "FailureThresholdReached"
 EVENT_NODES_FAILED = "NodesFailed"
 
+# Run results (the runs_finished metric's label)
+RUN_SUCCEEDED = "succeeded"
+RUN_FAILED = "failed"
+
+# Status fields of runs: carried over from the last status unless the schedule step changes them.
+RUN_STATUS_FIELDS = ("currentRun", "lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime", "lastSkippedTime",
+                     "lastSkipReason", "lastRunNowTrigger", "observedSchedule")
+
 
 @dataclass(frozen=True, slots=True)
 class EventSpec:
@@ -74,10 +97,21 @@ class EventSpec:
 
 @dataclass(slots=True)
 class Decision:
+    """What to do, the status to write, and what happened to runs if that status is written.
+
+    `run_started`, `ticks_skipped` and `run_finished` are facts only once the status
+    carrying them is written (the status records them, so a later decision does not repeat
+    them): count them then, not per decision. `requeue_at`: the next tick, to reconcile at.
+    """
+
     creates: list[CreateJob] = field(default_factory=list)
     deletes: list[DeleteJob] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
     events: list[EventSpec] = field(default_factory=list)
+    run_started: str | None = None
+    ticks_skipped: list[tuple[str, int]] = field(default_factory=list)  # (reason, count)
+    run_finished: str | None = None  # RUN_SUCCEEDED or RUN_FAILED: the current run finished now
+    requeue_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,16 +145,24 @@ class _Observed:
         return cls(meta.get("name") or "", meta.get("generation"), status, conditions)
 
 
-def _revision(dj: Mapping[str, Any], observed: _Observed) -> Revision:
+def _revision(dj: Mapping[str, Any], observed: _Observed,
+              configmaps: Mapping[str, Mapping[str, Any] | None] | None) -> Revision:
+    """With rerunOnConfigChange (and the ConfigMaps read), the hash covers their data too.
+
+    A ConfigMap edit keeps the generation, so its revision is salted with the previous
+    revision as well: editing a ConfigMap back and forth is a new revision each time.
+    """
     spec = dj.get("spec")
     template = spec.get("jobTemplate") if isinstance(spec, Mapping) else None
-    template_hash = template_revision(template if isinstance(template, Mapping) else {})
     previous = observed.status.get("currentRevision")
-    return Revision(
-        current_revision(template_hash, observed.generation, observed.status),
-        template_hash,
-        previous if isinstance(previous, str) else None,
-    )
+    previous = previous if isinstance(previous, str) else None
+    salt: Any = observed.generation
+    if configmaps is not None and rerun_on_config_change(dj):
+        template_hash = revision_for(dj, configmaps)
+        salt = f"{observed.generation}/{previous or ''}"
+    else:
+        template_hash = template_revision(template if isinstance(template, Mapping) else {})
+    return Revision(current_revision(template_hash, salt, observed.status), template_hash, previous)
 
 
 def decide(
@@ -133,6 +175,7 @@ def decide(
     eligibility: Eligibility | None = None,
     memo: Memo = compute,
     conflicts: Mapping[str, str] | None = None,
+    configmaps: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> Decision:
     """Compute the Jobs to create and delete, the new status and the events for `dj`.
 
@@ -143,42 +186,88 @@ def decide(
     from cached objects (the caches' `derived`); the default computes them each time.
     `conflicts`: node -> why its Job name is held by a Job this DaemonJob may not adopt;
     those nodes get no create, the others go on, and Stalled names them.
+    `configmaps`: with rerunOnConfigChange, the ConfigMaps the pod template references, by
+    name (None for one that does not exist), read by the caller; None: not read, and the
+    revision covers the template only.
     """
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=timezone.utc)  # a naive time is UTC, as format_time reads it
     observed = _Observed.of(dj)
-    revision = _revision(dj, observed)
+    revision = _revision(dj, observed, configmaps)
     checked = validate(dj, eligibility)
     settings = checked.settings
+    jobs = list(jobs)
+    step = schedule_step(dj, now, active_runs(jobs, memo))
+    if step.problem is not None:
+        checked.problems.append(Problem(step.problem.reason, step.problem.message))
+    spec = dj.get("spec") if isinstance(dj.get("spec"), Mapping) else {}
+    run = step.current_run
+    idle = None
+    if run is None and spec.get("schedule") is not None and step.problem is None:
+        nxt = step.status.get("nextScheduleTime", observed.status.get("nextScheduleTime"))
+        idle = "no run has started yet" + (f"; the next tick is at {nxt}" if nxt else "")
+    missing: list[str] = []
+    if configmaps is not None and rerun_on_config_change(dj):
+        missing = missing_configmaps(referenced_configmaps(pod_template_of(dj)), configmaps)
     node_set = classify_nodes(nodes, checked.eligibility, memo)
     plan = plan_nodes(jobs, node_set, checked.eligibility, revision.name, settings.never,
-                      settings.history_limit, memo)
+                      settings.history_limit, memo, run=run, replace_runs=replaces_other_runs(spec))
     budget = failure_budget(plan, settings)
     if conflicts:
         plan.turns = [t for t in plan.turns if t.node not in conflicts]
     stall = stall_for(checked.problems, stalled, plan.ttl_jobs, checked.template_has_ttl,
-                      observed.conditions.get(STALLED), observed.generation, conflicts)
-    actions = _actions(dj, revision, plan, checked, stall, budget.exceeded)
-    conditions = evaluate(plan, settings, actions, revision.name, stall, budget)
+                      observed.conditions.get(STALLED), observed.generation, conflicts, missing)
+    actions = _actions(dj, revision, plan, checked, stall, budget.exceeded, run, idle is not None)
+    conditions = evaluate(plan, settings, actions, revision.name, stall, budget, run, idle)
     now_s = format_time(now)
-    status = _status(observed, revision, plan, conditions, now_s)
-    events = _events(observed, revision, plan, checked, conditions, budget.exceeded)
-    return Decision(creates=actions.creates, deletes=actions.deletes, status=status, events=events)
+    run_changed = run != observed.status.get("currentRun")
+    status = _status(observed, revision, plan, conditions, now_s, step, run_changed)
+    events = _events(observed, revision, plan, checked, conditions, budget.exceeded, step, idle is None)
+    return Decision(
+        creates=actions.creates,
+        deletes=actions.deletes,
+        status=status,
+        events=events,
+        run_started=step.start.run if step.start is not None else None,
+        ticks_skipped=[(s.reason, s.count) for s in step.skipped],
+        run_finished=_run_finished(observed, conditions, run, run_changed),
+        requeue_at=step.requeue_at,
+    )
 
 
 def _actions(dj: Mapping[str, Any], revision: Revision, plan: Plan, checked: Validation, stall: Stall | None,
-             failure_stop: bool) -> Actions:
+             failure_stop: bool, run: str | None, no_run_yet: bool) -> Actions:
     settings = checked.settings
     slots = None
     if settings.max_parallel is not None:
         slots = max(1, scaled(settings.max_parallel, plan.desired, round_up=True))
     gate = Gate(
-        blocked=settings.suspend or failure_stop or (stall is not None and stall.blocks),
+        blocked=settings.suspend or failure_stop or no_run_yet or (stall is not None and stall.blocks),
         probing=stall is not None and stall.probing,
     )
-    return choose_actions(dj, revision.name, plan.turns, plan.deletes, plan.extra_old, slots, plan.held_slots, gate)
+    return choose_actions(dj, revision.name, plan.turns, plan.deletes, plan.extra_old, slots, plan.held_slots, gate,
+                          run)
 
 
-def _status(observed: _Observed, revision: Revision, plan: Plan, conditions: Conditions, now: str) -> dict[str, Any]:
+def _became_true(previous: Mapping[str, Mapping[str, Any]], kind: str, now_true: bool) -> bool:
+    return now_true and (previous.get(kind) or {}).get("status") != "True"
+
+
+def _run_finished(observed: _Observed, conditions: Conditions, run: str | None, run_changed: bool) -> str | None:
+    """The current run's result, in the decision where it finished (Complete or Failed turned True)."""
+    if run is None or run_changed:
+        return None
+    if _became_true(observed.conditions, COMPLETE, conditions.complete.status):
+        return RUN_SUCCEEDED
+    if _became_true(observed.conditions, FAILED_CONDITION, conditions.failed.status):
+        return RUN_FAILED
+    return None
+
+
+def _status(observed: _Observed, revision: Revision, plan: Plan, conditions: Conditions, now: str,
+            step: ScheduleStep, run_changed: bool) -> dict[str, Any]:
     previous = observed.status
+    rollout_changed = revision.changed or run_changed
     status: dict[str, Any] = {}
     if observed.generation is not None:
         status["observedGeneration"] = observed.generation
@@ -191,12 +280,26 @@ def _status(observed: _Observed, revision: Revision, plan: Plan, conditions: Con
         failedNodes=plan.failed,
         pendingNodes=plan.pending,
         failedNodeNames=plan.failed_names[:FAILED_NODE_NAMES_MAX],
-        startTime=(previous.get("startTime") if not revision.changed else None) or now,
+        startTime=(previous.get("startTime") if not rollout_changed else None) or now,
     )
     if conditions.complete.status:
         was_complete = (observed.conditions.get(COMPLETE) or {}).get("status") == "True"
-        kept = previous.get("completionTime") if was_complete and not revision.changed else None
+        kept = previous.get("completionTime") if was_complete and not rollout_changed else None
         status["completionTime"] = kept or now
+    for key in RUN_STATUS_FIELDS:
+        if previous.get(key) is not None:
+            status[key] = previous[key]
+    for key, value in step.status.items():
+        if value is None:
+            status.pop(key, None)
+        else:
+            status[key] = value
+    if conditions.complete.status and step.current_run is not None:
+        # the run's completion; kept while Complete stays True, so a restart does not move it
+        done = parse_time(status.get("completionTime"))
+        last = parse_time(status.get("lastSuccessfulTime"))
+        if done is not None and (last is None or done > last):
+            status["lastSuccessfulTime"] = status["completionTime"]
     status["conditions"] = [
         render(observed.conditions, kind, cond, now, observed.generation) for kind, cond in conditions.by_type()
     ]
@@ -204,10 +307,10 @@ def _status(observed: _Observed, revision: Revision, plan: Plan, conditions: Con
 
 
 def _events(observed: _Observed, revision: Revision, plan: Plan, checked: Validation, conditions: Conditions,
-            failure_stop: bool) -> list[EventSpec]:
+            failure_stop: bool, step: ScheduleStep, starts: bool) -> list[EventSpec]:
     previous = observed.conditions
-    events: list[EventSpec] = []
-    if revision.changed and not checked.problems:
+    events: list[EventSpec] = [EventSpec(e.type, e.reason, e.message) for e in step.events]
+    if revision.changed and not checked.problems and starts:
         was = f" (was {revision.previous})" if revision.previous else ""
         events.append(EventSpec(NORMAL, EVENT_REVISION_STARTED,
                                 f"revision {revision.name} started on {plan.desired} eligible nodes{was}"))

@@ -24,6 +24,7 @@ __all__ = [
     "REQUIRED_AFFINITY",
     "LABEL_NAME",
     "LABEL_REVISION",
+    "LABEL_RUN",
     "ANNOTATION_NODE",
     "ACTIVE",
     "SUCCEEDED",
@@ -36,6 +37,7 @@ __all__ = [
     "job_state",
     "job_node",
     "job_revision",
+    "job_run",
     "job_created",
     "job_finish_time",
     "job_ttl",
@@ -48,6 +50,7 @@ API_VERSION = f"{GROUP}/v1alpha1"
 KIND = "DaemonJob"
 LABEL_NAME = "daemonjob.io/name"
 LABEL_REVISION = "daemonjob.io/revision"
+LABEL_RUN = "daemonjob.io/run"  # the run of a scheduled or run-now Job (see schedule.py)
 ANNOTATION_NODE = "daemonjob.io/node"
 
 ACTIVE = "active"
@@ -97,6 +100,12 @@ def job_node(job: Mapping[str, Any]) -> str | None:
 
 def job_revision(job: Mapping[str, Any]) -> str | None:
     return (_meta(job).get("labels") or {}).get(LABEL_REVISION) or None
+
+
+def job_run(job: Mapping[str, Any]) -> str | None:
+    """The run a Job belongs to (None for Jobs of a DaemonJob that never had a run)."""
+    value = (_meta(job).get("labels") or {}).get(LABEL_RUN)
+    return value if isinstance(value, str) and value else None
 
 
 def job_created(job: Mapping[str, Any]) -> datetime | None:
@@ -179,11 +188,12 @@ def _pin_to_node(pod_spec: dict[str, Any], node_name: str) -> None:
     pod_spec["affinity"] = affinity
 
 
-def build_job(dj: Mapping[str, Any], node_name: str, revision: str) -> dict[str, Any]:
-    """The batch/v1 Job body that runs revision `revision` of `dj` on `node_name`.
+def build_job(dj: Mapping[str, Any], node_name: str, revision: str, run: str | None = None) -> dict[str, Any]:
+    """The batch/v1 Job body that runs revision `revision` (of run `run`, if any) of `dj` on `node_name`.
 
     Only labels and annotations of the template metadata are carried over (as the
-    CronJob controller does); the input is deep-copied, never mutated.
+    CronJob controller does); the input is deep-copied, never mutated. A run's Jobs and
+    their pods carry `daemonjob.io/run`, so one run's Jobs, pods and logs are one selector.
     """
     meta = dj.get("metadata") or {}
     dj_name = meta.get("name") or ""
@@ -193,6 +203,8 @@ def build_job(dj: Mapping[str, Any], node_name: str, revision: str) -> dict[str,
     labels = dict(tmeta.get("labels") or {})
     labels[LABEL_NAME] = dj_name
     labels[LABEL_REVISION] = revision
+    if run is not None:
+        labels[LABEL_RUN] = run
     annotations = dict(tmeta.get("annotations") or {})
     annotations[ANNOTATION_NODE] = node_name
 
@@ -204,6 +216,8 @@ def build_job(dj: Mapping[str, Any], node_name: str, revision: str) -> dict[str,
     pod_labels = dict(pod_meta.get("labels") or {})
     pod_labels[LABEL_NAME] = dj_name
     pod_labels[LABEL_REVISION] = revision
+    if run is not None:
+        pod_labels[LABEL_RUN] = run
     pod_meta["labels"] = pod_labels
     pod_template["metadata"] = pod_meta
     pod_spec = pod_template.get("spec") or {}
@@ -215,7 +229,7 @@ def build_job(dj: Mapping[str, Any], node_name: str, revision: str) -> dict[str,
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(dj_name, node_name, revision),
+            "name": job_name(dj_name, node_name, revision, run),
             "namespace": meta.get("namespace"),
             "labels": labels,
             "annotations": annotations,

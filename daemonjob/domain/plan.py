@@ -5,6 +5,11 @@ come, or waiting for a terminating Job to go), active, succeeded or failed (by t
 that stands for it, its record). A node that stopped being eligible is left alone,
 except that while its record is active it stays counted (desired and active) and holds
 its slot: its Job may still run, or wait for the node to come back.
+
+With runs (scheduled or run-now), a node's record is its Job of the current run; Jobs of
+other runs are history like older revisions. A node whose Job of another run is still
+active either has it deleted first (concurrencyPolicy Replace, a turn like an older
+revision's) or waits for it to finish (Forbid), so a node never runs two Jobs at once.
 """
 
 from __future__ import annotations
@@ -25,16 +30,20 @@ from daemonjob.domain.jobs import (
     job_finish_time,
     job_node,
     job_revision,
+    job_run,
     job_state,
     job_ttl,
 )
 from daemonjob.domain.memo import Memo, compute
 
-__all__ = ["JobView", "Held", "Nodes", "Plan", "classify_nodes", "plan_nodes", "NODE_GONE", "OLD_REVISION", "HISTORY"]
+__all__ = ["JobView", "Held", "Nodes", "Plan", "classify_nodes", "plan_nodes", "NODE_GONE", "OLD_REVISION", "OLD_RUN",
+           "active_runs",
+           "HISTORY"]
 
 # Delete reasons
 NODE_GONE = "NodeGone"
 OLD_REVISION = "OldRevision"
+OLD_RUN = "OldRun"  # an active Job of an earlier run, replaced (concurrencyPolicy Replace)
 HISTORY = "History"
 
 _OLDEST = datetime.min.replace(tzinfo=timezone.utc)
@@ -52,6 +61,7 @@ class JobView:
     created: datetime
     finished: datetime | None
     ttl: Any = None
+    run: str | None = None
 
     @classmethod
     def of(cls, job: Mapping[str, Any]) -> JobView:
@@ -65,6 +75,7 @@ class JobView:
             created=job_created(job) or _OLDEST,
             finished=job_finish_time(job),
             ttl=job_ttl(job),
+            run=job_run(job),
         )
 
     @property
@@ -107,7 +118,7 @@ class Plan:
     failed_names: list[str] = field(default_factory=list)
     failed_current_names: list[str] = field(default_factory=list)  # failed Jobs of the current revision
     held: list[Held] = field(default_factory=list)
-    waiting: int = 0  # eligible nodes without a record, waiting for a terminating Job to go
+    waiting: int = 0  # eligible nodes without a record, waiting for a terminating Job (or another run's) to go
     gone_active: int = 0  # active current-revision Jobs on deleted nodes (deleted in this decision)
     stray_active: int = 0  # nodes with an active current-revision Job that does not stand for them
     turns: list[Turn] = field(default_factory=list)
@@ -128,6 +139,11 @@ class Plan:
         return self.active + self.waiting + self.gone_active + self.stray_active
 
 
+def active_runs(jobs: Iterable[Mapping[str, Any]], memo: Memo = compute) -> set[str | None]:
+    """The runs that have an active Job (None: Jobs without a run), for the schedule's step."""
+    return {view.run for view in (memo(j, _JOB_VIEW) for j in jobs) if view.state == ACTIVE}
+
+
 def classify_nodes(nodes: Iterable[Mapping[str, Any]], eligibility: Eligibility | None, memo: Memo = compute) -> Nodes:
     out = Nodes()
     for node in nodes:
@@ -139,15 +155,16 @@ def classify_nodes(nodes: Iterable[Mapping[str, Any]], eligibility: Eligibility 
     return out
 
 
-def _record(node_jobs: list[JobView], revision: str, never: bool) -> JobView | None:
+def _record(node_jobs: list[JobView], revision: str, never: bool, run: str | None = None) -> JobView | None:
     """The Job that stands for a node in the status, or None if the node is pending.
 
     OnTemplateChange: the newest non-terminating Job of the current revision.
     Never: the newest non-terminating Job of any revision, which the node keeps.
+    Either way only Jobs of the current run (None: Jobs without a run) stand for a node.
     """
     best: JobView | None = None
     for job in node_jobs:
-        if job.state == TERMINATING or (not never and job.revision != revision):
+        if job.state == TERMINATING or job.run != run or (not never and job.revision != revision):
             continue
         if best is None or job.age_key > best.age_key:
             best = job
@@ -162,8 +179,16 @@ def plan_nodes(
     never: bool,
     history_limit: int,
     memo: Memo = compute,
+    run: str | None = None,
+    replace_runs: bool = False,
 ) -> Plan:
+    """`run`: the current run (None: Jobs without a run); `replace_runs`: an active Job of
+    another run is deleted when its node's turn comes (Replace), else the node waits (Forbid)."""
     plan = Plan(eligible=len(nodes.eligible))
+
+    def current(j: JobView) -> bool:
+        return j.revision == revision and j.run == run
+
     by_node: dict[str, list[JobView]] = {}
     for raw in jobs:
         job = memo(raw, _JOB_VIEW)
@@ -175,14 +200,12 @@ def plan_nodes(
     for node, node_jobs in by_node.items():
         if node not in nodes.by_name:
             plan.deletes.extend(DeleteJob(j.name, node, NODE_GONE, j.uid) for j in node_jobs if j.state != TERMINATING)
-            plan.gone_active += sum(1 for j in node_jobs if j.revision == revision and j.state == ACTIVE)
+            plan.gone_active += sum(1 for j in node_jobs if current(j) and j.state == ACTIVE)
             continue
-        record = _record(node_jobs, revision, never)
-        if (record is None or record.state != ACTIVE) and any(
-            j.revision == revision and j.state == ACTIVE for j in node_jobs
-        ):
+        record = _record(node_jobs, revision, never, run)
+        if (record is None or record.state != ACTIVE) and any(current(j) and j.state == ACTIVE for j in node_jobs):
             plan.stray_active += 1  # not a state decide creates, but running work holds a slot all the same
-        older = [j for j in node_jobs if j.revision != revision]  # usually none: the steady state
+        older = [j for j in node_jobs if not current(j)]  # usually none: the steady state
         if older:
             history = sorted(
                 (j for j in older if j is not record and j.state in (SUCCEEDED, FAILED)),
@@ -198,12 +221,16 @@ def plan_nodes(
                 plan.held.append(Held(node, record.name, why or "node is not eligible"))
             continue
         running_older = [
-            DeleteJob(j.name, node, OLD_REVISION, j.uid) for j in older if j.state == ACTIVE and not never
+            DeleteJob(j.name, node, OLD_REVISION, j.uid) for j in older
+            if j.state == ACTIVE and j.run == run and not never
         ]
+        other_runs = [j for j in older if j.state == ACTIVE and j.run != run]
+        if replace_runs:
+            running_older += [DeleteJob(j.name, node, OLD_RUN, j.uid) for j in other_runs]
         if record is None:
             if running_older:
                 plan.turns.append(Turn(node, tuple(running_older)))
-            elif any(j.state == TERMINATING for j in node_jobs):
+            elif (other_runs and not replace_runs) or any(j.state == TERMINATING for j in node_jobs):
                 plan.waiting += 1
             else:
                 plan.turns.append(Turn(node))

@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from daemonjob.domain.jobs import format_time, parse_time
+from daemonjob.domain.jobs import LABEL_RUN, format_time, job_run, parse_time
 
 __all__ = [
     "ANNOTATION_RUN_NOW",
@@ -56,7 +56,6 @@ __all__ = [
 ]
 
 ANNOTATION_RUN_NOW = "daemonjob.io/run-now"
-LABEL_RUN = "daemonjob.io/run"
 
 FORBID = "Forbid"
 REPLACE = "Replace"
@@ -280,13 +279,6 @@ def trigger_run_id(previous_run: str | None, trigger: str) -> str:
     return f"now-{readable}-{digest}" if readable else f"now-{digest}"
 
 
-def job_run(job: Mapping[str, Any]) -> str | None:
-    """The run a Job belongs to (None for Jobs of a DaemonJob that never had a run)."""
-    labels = (job.get("metadata") or {}).get("labels") or {}
-    value = labels.get(LABEL_RUN)
-    return value if isinstance(value, str) and value else None
-
-
 # ---------------------------------------------------------------- the step
 
 
@@ -415,6 +407,11 @@ def _base(schedule: Schedule, meta: Mapping[str, Any], status: Mapping[str, Any]
     return parse_time(meta.get("creationTimestamp")) or now
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """A malformed object (a status that is a string) reads as empty, never raises."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def schedule_step(dj: Mapping[str, Any], now: datetime, active_runs: Collection[str | None]) -> ScheduleStep:
     """The schedule's part of one reconcile of `dj` at `now`.
 
@@ -427,9 +424,7 @@ def schedule_step(dj: Mapping[str, Any], now: datetime, active_runs: Collection[
     the rest, so a restart before the write recomputes the same run (same Job names).
     """
     _aware(now)
-    spec = dj.get("spec") or {}
-    status = dj.get("status") or {}
-    meta = dj.get("metadata") or {}
+    spec, status, meta = (_mapping(dj.get(k)) for k in ("spec", "status", "metadata"))
     current = status.get("currentRun") if isinstance(status.get("currentRun"), str) else None
     try:
         policy = _policy(spec)
@@ -477,7 +472,7 @@ def schedule_step(dj: Mapping[str, Any], now: datetime, active_runs: Collection[
         out["nextScheduleTime"] = None
 
     waiting: str | None = None
-    trigger = (meta.get("annotations") or {}).get(ANNOTATION_RUN_NOW)
+    trigger = _mapping(meta.get("annotations")).get(ANNOTATION_RUN_NOW)
     if isinstance(trigger, str) and trigger and trigger != status.get("lastRunNowTrigger"):
         run = trigger_run_id(current, trigger)
         if start is not None:

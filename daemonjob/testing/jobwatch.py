@@ -17,10 +17,11 @@ from typing import Any, Self
 from daemonjob.machinery.kube import Kube, WatchStream, path_for
 
 __all__ = ["Created", "JobWatcher", "condition", "is_true", "job_active", "job_finished", "job_node",
-           "job_revision"]
+           "job_revision", "job_run"]
 
 LABEL_NAME = "daemonjob.io/name"
 LABEL_REVISION = "daemonjob.io/revision"
+LABEL_RUN = "daemonjob.io/run"
 ANNOTATION_NODE = "daemonjob.io/node"
 
 
@@ -44,6 +45,10 @@ def job_revision(job: Mapping[str, Any]) -> str:
     return (job["metadata"].get("labels") or {}).get(LABEL_REVISION, "")
 
 
+def job_run(job: Mapping[str, Any]) -> str:
+    return (job["metadata"].get("labels") or {}).get(LABEL_RUN, "")
+
+
 def job_finished(job: Mapping[str, Any]) -> str | None:
     """"Complete" or "Failed" once the Job controller says so, else None."""
     for kind in ("Complete", "Failed"):
@@ -64,6 +69,7 @@ class Created:
     revision: str
     name: str
     uid: str
+    run: str = ""
 
 
 @dataclass
@@ -128,6 +134,13 @@ class JobWatcher:
                 out.setdefault((c.node, c.revision), []).append(c.uid)
         return out
 
+    def uids_per_node_run(self) -> dict[tuple[str, str], list[str]]:
+        out: dict[tuple[str, str], list[str]] = {}
+        with self._lock:
+            for c in self.created:
+                out.setdefault((c.node, c.run), []).append(c.uid)
+        return out
+
     def active_now(self) -> int:
         with self._lock:
             return sum(1 for j in self._jobs.values() if job_active(j))
@@ -157,7 +170,8 @@ class JobWatcher:
             self._jobs.pop(uid, None)
         else:
             if uid not in self._jobs and all(c.uid != uid for c in self.created):
-                self.created.append(Created(job_node(job), job_revision(job), job["metadata"]["name"], uid))
+                self.created.append(Created(job_node(job), job_revision(job), job["metadata"]["name"], uid,
+                                            job_run(job)))
             self._jobs[uid] = job
         per_node: dict[str, int] = {}
         per_revision: dict[str, int] = {}

@@ -1,0 +1,340 @@
+"""Scheduled runs through the controller without a cluster: fake informers, a fake JobControl,
+a fake clock (its wall time is what the schedule reads) and fake ConfigMap informers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from daemonjob.controller.controller import Controller
+from daemonjob.controller.informers import JOB_INDEXERS, Informers
+from daemonjob.controller.transforms import job_transform, node_transform
+from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node
+from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, tick_run_id
+from daemonjob.machinery.clock import FAKE_WALL_START, FakeClock
+from daemonjob.machinery.store import thaw
+from daemonjob.testing.fakes import FakeInformer, FakeJobControl, api_error
+
+NS = "ops"
+NAME = "nightly"
+KEY = f"{NS}/{NAME}"
+TICK1 = FAKE_WALL_START  # "*/5 * * * *": the fake clock starts on a tick
+TICK2 = TICK1 + timedelta(minutes=5)
+SCRIPT = "script"
+
+
+def make_dj(**spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}},
+        "schedule": "*/5 * * * *"}
+    body.update(spec)
+    return {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
+            "metadata": {"name": NAME, "namespace": NS, "uid": "dj-uid", "generation": 1, "resourceVersion": "1",
+                         "creationTimestamp": format_time(TICK1 - timedelta(minutes=1))},
+            "spec": {k: v for k, v in body.items() if v is not None}}
+
+
+def node(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {}}, "spec": {}}
+
+
+@dataclass
+class ConfigMapInformers:
+    """The tracker's informer factory: one FakeInformer per watched ConfigMap."""
+
+    made: dict[tuple[str, str], FakeInformer] = field(default_factory=dict)
+
+    def __call__(self, namespace: str, name: str) -> FakeInformer:
+        informer = FakeInformer(f"configmap-{name}")
+        self.made[(namespace, name)] = informer
+        return informer
+
+
+@dataclass
+class Bed:
+    ctl: Controller
+    control: FakeJobControl
+    djs: FakeInformer
+    jobs: FakeInformer
+    clock: FakeClock
+    configmaps: ConfigMapInformers
+    rv: int = 1
+
+    def add_dj(self, dj: dict[str, Any]) -> None:
+        self.djs.add(dj)
+        self.control.daemonjobs[KEY] = dj
+
+    def dj(self) -> dict[str, Any]:
+        return thaw(self.djs.store.get(KEY))
+
+    def sync(self) -> None:
+        """The caches catch up: created Jobs appear, the last status patch is in the DaemonJob."""
+        self.control.deliver()
+        statuses = self.control.of("status")
+        if statuses:
+            dj = self.dj()
+            status = dict(dj.get("status") or {})
+            for k, v in statuses[-1].body.items():
+                if v is None:
+                    status.pop(k, None)
+                else:
+                    status[k] = v
+            self.rv += 1
+            dj["status"] = status
+            dj["metadata"]["resourceVersion"] = str(self.rv)
+            self.djs.update(dj)
+
+    def finish_jobs(self) -> None:
+        for key, job in list(self.control.objects.items()):
+            if not (job.get("status") or {}).get("conditions"):
+                job["status"] = {"conditions": [{"type": "Complete", "status": "True",
+                                                 "lastTransitionTime": format_time(self.clock.wall())}],
+                                 "completionTime": format_time(self.clock.wall())}
+                self.jobs.update(job)
+
+    def created(self) -> list[dict[str, Any]]:
+        return [c.body for c in self.control.of("create")]
+
+    def events(self, reason: str) -> list[str]:
+        return [c.extra for c in self.control.of("event") if c.body[1] == reason]
+
+    def counter(self, metric: str, **labels: str) -> float:
+        value = self.ctl.metrics.registry.get_sample_value(metric, {"namespace": NS, "name": NAME, **labels})
+        return value or 0.0
+
+
+@pytest.fixture
+def bed() -> Iterator[Bed]:
+    clock = FakeClock()
+    djs = FakeInformer("daemonjobs")
+    jobs = FakeInformer("jobs", indexers=JOB_INDEXERS, transform=job_transform)
+    nodes = FakeInformer("nodes", transform=node_transform)
+    for i in range(3):
+        nodes.add(node(f"n{i}"))
+    control = FakeJobControl(jobs=jobs)
+    configmaps = ConfigMapInformers()
+    ctl = Controller(Informers(djs, jobs, nodes), control, clock=clock, create_concurrency=4, resync_interval=0,
+                     configmap_informers=configmaps)
+    yield Bed(ctl, control, djs, jobs, clock, configmaps)
+    ctl.stop(timeout=1)
+
+
+def drain(ctl: Controller) -> None:
+    """Take every key that is ready now, so the next one out of the queue is a delayed one."""
+    while len(ctl.queue):
+        key, _ = ctl.queue.get()
+        ctl.queue.done(key)
+
+
+def next_key(ctl: Controller, timeout: float = 5.0) -> Any:
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.append(ctl.queue.get()[0]), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert got, "no key came out of the queue"
+    ctl.queue.done(got[0])
+    return got[0]
+
+
+def test_a_tick_starts_a_run_on_every_node_counted_once(bed: Bed) -> None:
+    bed.add_dj(make_dj())
+    bed.ctl.reconcile(KEY)
+    run = tick_run_id(TICK1)
+    created = bed.created()
+    assert sorted(job_node(j) for j in created) == ["n0", "n1", "n2"]
+    assert {j["metadata"]["labels"][LABEL_RUN] for j in created} == {run}
+    assert len({j["metadata"]["name"] for j in created}) == 3
+    (status,) = [c.body for c in bed.control.of("status")]
+    assert status["currentRun"] == run and status["lastScheduleTime"] == format_time(TICK1)
+    assert bed.counter("daemonjob_runs_started_total") == 1
+    assert any(run in m for m in bed.events("RunStarted"))
+
+    # The Jobs reach the cache before the status does: the next pass decides the same start
+    # again, and the API server refuses its status patch (stale resourceVersion).
+    bed.control.deliver()
+    bed.control.errors[("status", NAME)] = api_error(409, message="the object has been modified")
+    with pytest.raises(Exception, match="modified"):
+        bed.ctl.reconcile(KEY)
+    assert len(bed.created()) == 3  # the same names: nothing new was created
+    assert bed.counter("daemonjob_runs_started_total") == 1
+    del bed.control.errors[("status", NAME)]
+    bed.sync()
+    bed.ctl.reconcile(KEY)
+    assert bed.counter("daemonjob_runs_started_total") == 1
+
+    bed.finish_jobs()
+    bed.clock.step(30)
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    assert bed.counter("daemonjob_runs_finished_total", result="succeeded") == 1
+    assert bed.dj()["status"]["lastSuccessfulTime"] == format_time(TICK1 + timedelta(seconds=30))
+    assert bed.ctl.metrics.registry.get_sample_value(
+        "daemonjob_last_successful_time_seconds", {"namespace": NS, "name": NAME}) == (
+        TICK1 + timedelta(seconds=30)).timestamp()
+    bed.ctl.reconcile(KEY)
+    assert bed.counter("daemonjob_runs_finished_total", result="succeeded") == 1
+
+    bed.clock.step((TICK2 - bed.clock.wall()).total_seconds())
+    bed.ctl.reconcile(KEY)
+    second = bed.created()[3:]
+    assert {j["metadata"]["labels"][LABEL_RUN] for j in second} == {tick_run_id(TICK2)}
+    assert len(second) == 3 and not {j["metadata"]["name"] for j in second} & {j["metadata"]["name"] for j in created}
+    assert bed.counter("daemonjob_runs_started_total") == 2
+
+
+def test_the_daemonjob_is_requeued_for_its_next_tick(bed: Bed) -> None:
+    bed.clock.step(60)  # a minute after the first tick, which runs
+    bed.add_dj(make_dj())
+    drain(bed.ctl)
+    bed.ctl.reconcile(KEY)
+    assert bed.ctl.metrics.registry.get_sample_value(
+        "daemonjob_next_schedule_time_seconds", {"namespace": NS, "name": NAME}) == TICK2.timestamp()
+    drain(bed.ctl)
+    until = (TICK2 - bed.clock.wall()).total_seconds()
+    bed.ctl.queue.add_after("probe", until - 0.5)  # due just before the tick: comes out first
+    bed.clock.step(until - 0.5)
+    assert next_key(bed.ctl) == "probe"
+    bed.clock.step(1)
+    assert next_key(bed.ctl) == KEY
+
+
+def test_forbid_skips_a_tick_while_the_run_is_active(bed: Bed) -> None:
+    bed.add_dj(make_dj())
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    bed.clock.step(300)
+    bed.ctl.reconcile(KEY)
+    assert len(bed.created()) == 3
+    assert bed.counter("daemonjob_runs_skipped_total", reason=SKIP_FORBID) == 1
+    assert bed.events(SKIP_FORBID)
+    bed.sync()
+    assert bed.dj()["status"]["lastSkipReason"] == SKIP_FORBID
+    bed.ctl.reconcile(KEY)
+    assert bed.counter("daemonjob_runs_skipped_total", reason=SKIP_FORBID) == 1
+
+
+def test_replace_deletes_the_old_runs_jobs_and_starts_the_new_run_within_max_parallel(bed: Bed) -> None:
+    bed.add_dj(make_dj(concurrencyPolicy="Replace", maxParallel=2))
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    first = {job_node(j): j["metadata"]["name"] for j in bed.created()}
+    assert sorted(first) == ["n0", "n1"]
+    bed.clock.step(300)
+    bed.ctl.reconcile(KEY)
+    assert sorted(c.name for c in bed.control.of("delete")) == sorted(first.values())
+    assert len(bed.created()) == 2  # nothing new while the replaced Jobs are still there
+    bed.sync()  # the deletes reach the cache: the Jobs are gone
+    bed.ctl.reconcile(KEY)
+    second = bed.created()[2:]
+    assert sorted(job_node(j) for j in second) == ["n0", "n1"]
+    assert {j["metadata"]["labels"][LABEL_RUN] for j in second} == {tick_run_id(TICK2)}
+    assert bed.counter("daemonjob_runs_started_total") == 2
+
+
+def test_the_run_now_annotation_enqueues_and_starts_exactly_one_run(bed: Bed) -> None:
+    bed.add_dj(make_dj(schedule=None))
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    bed.finish_jobs()
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    drain(bed.ctl)
+    dj = bed.dj()
+    dj["metadata"]["annotations"] = {ANNOTATION_RUN_NOW: "2024-01-01"}
+    dj["metadata"]["resourceVersion"] = "99"
+    bed.djs.update(dj)  # the generation stays: only the annotation changed
+    assert next_key(bed.ctl) == KEY
+    bed.ctl.reconcile(KEY)
+    runs = {j["metadata"]["labels"].get(LABEL_RUN) for j in bed.created()[3:]}
+    assert len(bed.created()) == 6 and len(runs) == 1 and runs != {None}
+    bed.sync()
+    bed.ctl.reconcile(KEY)
+    bed.clock.step(1)
+    bed.ctl.reconcile(KEY)
+    assert len(bed.created()) == 6
+    assert bed.counter("daemonjob_runs_started_total") == 1
+
+
+def script_dj(**spec: Any) -> dict[str, Any]:
+    dj = make_dj(schedule=None, rerunOnConfigChange=True, **spec)
+    dj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [
+        {"configMapRef": {"name": SCRIPT}}]
+    return dj
+
+
+def test_a_missing_configmap_is_named_and_its_creation_starts_the_nodes(bed: Bed) -> None:
+    bed.add_dj(script_dj())
+    bed.ctl.reconcile(KEY)
+    assert list(bed.configmaps.made) == [(NS, SCRIPT)]
+    assert bed.created() == []
+    status = bed.control.of("status")[-1].body
+    stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "ConfigMapMissing" and SCRIPT in stalled["message"]
+    bed.sync()
+    drain(bed.ctl)
+    bed.configmaps.made[(NS, SCRIPT)].add({"metadata": {"name": SCRIPT, "namespace": NS}, "data": {"a": "1"}})
+    assert next_key(bed.ctl) == KEY  # the ConfigMap's watch wakes the DaemonJob
+    bed.ctl.reconcile(KEY)
+    assert len(bed.created()) == 3
+
+
+def test_editing_a_referenced_configmap_reruns_every_node(bed: Bed) -> None:
+    bed.add_dj(script_dj())
+    bed.ctl.reconcile(KEY)  # starts the ConfigMap's watch
+    informer = bed.configmaps.made[(NS, SCRIPT)]
+    informer.add({"metadata": {"name": SCRIPT, "namespace": NS}, "data": {"a": "1"}})
+    bed.sync()
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    bed.finish_jobs()
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    assert len(bed.created()) == 3
+    revision = bed.dj()["status"]["currentRevision"]
+    informer.update({"metadata": {"name": SCRIPT, "namespace": NS, "labels": {"x": "y"}}, "data": {"a": "1"}})
+    bed.ctl.reconcile(KEY)
+    assert len(bed.created()) == 3  # labels are not content
+    informer.update({"metadata": {"name": SCRIPT, "namespace": NS}, "data": {"a": "2"}})
+    bed.ctl.reconcile(KEY)
+    assert len(bed.created()) == 6
+    assert bed.control.of("status")[-1].body["currentRevision"] != revision
+
+
+def test_turning_rerun_on_config_change_off_or_deleting_stops_the_watches(bed: Bed) -> None:
+    bed.add_dj(script_dj())
+    bed.ctl.reconcile(KEY)
+    assert bed.ctl.configmaps is not None and bed.ctl.configmaps.watched() == 1
+    dj = bed.dj()
+    dj["spec"]["rerunOnConfigChange"] = False
+    dj["metadata"]["generation"] = 2
+    bed.djs.update(dj)
+    bed.ctl.reconcile(KEY)
+    assert bed.ctl.configmaps.watched() == 0
+    dj["spec"]["rerunOnConfigChange"] = True
+    dj["metadata"]["generation"] = 3
+    bed.djs.update(dj)
+    bed.ctl.reconcile(KEY)
+    assert bed.ctl.configmaps.watched() == 1
+    bed.djs.delete(KEY)
+    assert bed.ctl.configmaps.watched() == 0
+
+
+def test_the_next_tick_gauge_goes_away_while_suspended(bed: Bed) -> None:
+    bed.add_dj(make_dj())
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    labels = {"namespace": NS, "name": NAME}
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_next_schedule_time_seconds", labels) == \
+        TICK2.timestamp()
+    dj = bed.dj()
+    dj["spec"]["suspend"] = True
+    dj["metadata"]["generation"] = 2
+    bed.djs.update(dj)
+    bed.control.deliver()
+    bed.ctl.reconcile(KEY)
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_next_schedule_time_seconds", labels) is None
