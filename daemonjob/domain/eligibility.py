@@ -195,12 +195,6 @@ class Eligibility:
                 return f'node has taint "{_taint_str(taint)}" that the pod template does not tolerate'
         return None
 
-    def changed(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
-        """Whether a node update flips eligibility (None stands for an absent node)."""
-        was = old is not None and self.eligible(old)
-        now = new is not None and self.eligible(new)
-        return was != now
-
 
 def _get(obj: Any, *keys: str) -> Any:
     for key in keys:

@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -324,6 +325,11 @@ def _error(status: int, payload: bytes) -> ApiError:
     if not isinstance(body, dict):
         body = {}
     return ApiError(status, body.get("reason", "") or "", body.get("message", "") or "", body)
+
+
+def micro_time(value: datetime) -> str:
+    """metav1.MicroTime as the API serialises it (Leases, Events): UTC, microseconds."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def path_for(api_version: str, plural: str, namespace: str | None = None, name: str | None = None,

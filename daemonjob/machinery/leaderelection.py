@@ -27,7 +27,7 @@ import structlog
 
 from daemonjob import defaults
 from daemonjob.machinery.clock import Clock, RealClock
-from daemonjob.machinery.kube import JSON, ApiError, path_for
+from daemonjob.machinery.kube import JSON, ApiError, micro_time, path_for
 
 log = structlog.get_logger("daemonjob.machinery.leaderelection")
 
@@ -320,4 +320,4 @@ class LeaderElector:
         return math.ceil(self.lease_duration)
 
     def _micro_now(self) -> str:
-        return self.clock.wall().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return micro_time(self.clock.wall())

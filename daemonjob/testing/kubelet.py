@@ -39,7 +39,8 @@ from typing import Any
 import structlog
 
 from daemonjob.machinery.informer import Handlers, Informer, Tombstone, deleted_object
-from daemonjob.machinery.kube import PATCH_STRATEGIC, ApiError, Kube, path_for
+from daemonjob.domain.jobs import format_time
+from daemonjob.machinery.kube import PATCH_STRATEGIC, ApiError, Kube, micro_time, path_for
 from daemonjob.testing.kubelet_logs import ANNOTATION_OUTPUT, LogServer, pod_output  # noqa: F401 - documented here
 
 log = structlog.get_logger("daemonjob.sim")
@@ -58,11 +59,11 @@ DEFAULT_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "250", "ephemeral-st
 
 
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(datetime.now(timezone.utc))
 
 
 def now_micro() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return micro_time(datetime.now(timezone.utc))
 
 
 @dataclass

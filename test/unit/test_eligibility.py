@@ -148,17 +148,6 @@ def test_cordoned_node_is_ineligible_unless_tolerated() -> None:
     assert not compile_eligibility(wrong_effect).eligible(n)
 
 
-def test_changed_detects_eligibility_flips_only() -> None:
-    e = compile_eligibility(dj({"matchLabels": {"role": "worker"}}))
-    worker, infra = node(labels={"role": "worker"}), node(labels={"role": "infra"})
-    relabelled = node(labels={"role": "worker", "x": "y"})
-    assert e.changed(worker, infra)
-    assert e.changed(None, worker)
-    assert e.changed(worker, None)
-    assert not e.changed(worker, relabelled)
-    assert not e.changed(None, infra)
-
-
 @pytest.mark.parametrize(
     ("bad", "fragment"),
     [
