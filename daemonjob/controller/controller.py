@@ -36,7 +36,7 @@ from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.configrefs import pod_template_of, referenced_configmaps, rerun_on_config_change
 from daemonjob.domain.decide import CreateJob, Decision, decide
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
-from daemonjob.domain.jobs import controller_ref, daemonjob_ref, owner_reference
+from daemonjob.domain.jobs import daemonjob_ref, owner_reference
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import Handlers, InformerHooks, Tombstone, deleted_object
 from daemonjob.machinery.kube import ApiError, Kube
@@ -281,8 +281,6 @@ class Controller:
 
     def _maybe_orphan(self, job: Obj) -> None:
         """A Job with no controller that names a DaemonJob: that DaemonJob may adopt it."""
-        if controller_ref(job) is not None:
-            return
         for key in dj_name_index(job):
             if self.daemonjobs.store.get(key) is not None:
                 self.queue.add(key)

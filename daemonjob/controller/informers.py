@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemonjob.controller.transforms import job_transform, node_transform
-from daemonjob.domain.jobs import API_VERSION, LABEL_NAME, daemonjob_ref, job_node
+from daemonjob.domain.jobs import API_VERSION, LABEL_NAME, controller_ref, daemonjob_ref, job_node
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.kube import Kube
@@ -23,7 +23,7 @@ __all__ = ["Informers", "OWNER_INDEX", "NODE_INDEX", "NAME_INDEX", "owner_uid_in
 DAEMONJOB_PLURAL = "daemonjobs"
 OWNER_INDEX = "owner"  # Jobs by the uid of the DaemonJob that controls them
 NODE_INDEX = "node"  # Jobs by node name
-NAME_INDEX = "name"  # Jobs by namespace/<daemonjob.io/name label>: finds orphans to adopt
+NAME_INDEX = "orphans"  # Jobs with no controller, by namespace/<daemonjob.io/name label>: to adopt
 
 Obj = Mapping[str, Any]
 
@@ -39,9 +39,13 @@ def job_node_index(job: Obj) -> list[str]:
 
 
 def dj_name_index(job: Obj) -> list[str]:
+    """Orphans only (no controller): the candidates for adoption, a handful at most, so the
+    index costs nothing for the thousands of owned Jobs."""
     meta = job.get("metadata") or {}
     name = (meta.get("labels") or {}).get(LABEL_NAME)
-    return [f"{meta.get('namespace', '')}/{name}"] if name else []
+    if not name or controller_ref(job) is not None:
+        return []
+    return [f"{meta.get('namespace', '')}/{name}"]
 
 
 JOB_INDEXERS = {OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index, NAME_INDEX: dj_name_index}

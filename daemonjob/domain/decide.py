@@ -57,7 +57,7 @@ from daemonjob.domain.jobs import format_time, parse_time
 from daemonjob.domain.memo import Memo, compute
 from daemonjob.domain.plan import Plan, active_runs, classify_nodes, plan_nodes
 from daemonjob.domain.revision import current_revision, template_revision
-from daemonjob.domain.schedule import ScheduleStep, replaces_other_runs, schedule_step
+from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, ScheduleStep, replaces_other_runs, schedule_step
 from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Problem, Validation, scaled, validate
 
 __all__ = [
@@ -165,6 +165,11 @@ def _revision(dj: Mapping[str, Any], observed: _Observed,
     return Revision(current_revision(template_hash, salt, observed.status), template_hash, previous)
 
 
+def _spec_of(dj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = dj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
 def decide(
     dj: Mapping[str, Any],
     jobs: Iterable[Mapping[str, Any]],
@@ -197,7 +202,9 @@ def decide(
     checked = validate(dj, eligibility)
     settings = checked.settings
     jobs = list(jobs)
-    step = schedule_step(dj, now, active_runs(jobs, memo))
+    runs_matter = (_spec_of(dj).get("schedule") is not None or observed.status.get("currentRun")
+                   or ANNOTATION_RUN_NOW in ((dj.get("metadata") or {}).get("annotations") or {}))
+    step = schedule_step(dj, now, active_runs(jobs, memo) if runs_matter else ())
     if step.problem is not None:
         checked.problems.append(Problem(step.problem.reason, step.problem.message))
     spec = dj.get("spec") if isinstance(dj.get("spec"), Mapping) else {}

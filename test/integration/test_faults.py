@@ -155,7 +155,8 @@ def test_elector_cut_off_loses_the_fence_at_its_deadline(fault: str, proxy: Faul
         thread.join(deadline + 1)
         assert not thread.is_alive() and result == [False]
         noticed = lost_at[0] - faulted_at
-        assert noticed <= remaining + 0.1  # the fence, not a request timeout, decides
+        # The fence decides, not a request timeout (30 s): the slack only absorbs a busy machine.
+        assert noticed <= remaining + 0.5
         print(f"{fault}: fence had {remaining:.2f} s left, loss declared after {noticed:.2f} s, "
               f"run() returned after {time.monotonic() - faulted_at:.2f} s")
     finally:
