@@ -36,8 +36,11 @@ venv: $(VENV)/.installed
 binaries:
 	bash hack/provision-binaries.sh >/dev/null
 
+# Test files run on TEST_WORKERS processes, each with a local cluster of its own; most
+# tests wait on the cluster rather than compute, so two share the two cores well.
+TEST_WORKERS ?= 2
 test: venv binaries
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 unit: venv
 	$(PY) -m pytest -q test/unit
