@@ -13,11 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from daemonjob.controller.informers import JOB_INDEXERS, Informers
+from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.machinery.informer import Handlers, Tombstone
 from daemonjob.machinery.kube import ApiError
 from daemonjob.machinery.store import Store, freeze, meta_namespace_key, thaw
 
-__all__ = ["FakeInformer", "FakeJobControl", "Call", "api_error"]
+__all__ = ["FakeInformer", "FakeJobControl", "Call", "api_error", "fake_informers"]
 
 
 def api_error(status: int, reason: str = "", message: str = "") -> ApiError:
@@ -81,6 +83,13 @@ class FakeInformer:
         for h in self.handlers:
             if h.on_delete:
                 h.on_delete(Tombstone(key, old) if tombstone else old)
+
+
+def fake_informers() -> Informers:
+    """The controller's three caches as fakes, with the real indexers and transforms."""
+    return Informers(FakeInformer("daemonjobs"),
+                     FakeInformer("jobs", indexers=JOB_INDEXERS, transform=job_transform),
+                     FakeInformer("nodes", transform=node_transform))
 
 
 @dataclass
@@ -199,6 +208,10 @@ class FakeJobControl:
                 self.jobs.add(job)
             else:
                 self.jobs.delete(job)
+
+    def events(self, reason: str) -> list[str]:
+        """The messages of the Events recorded with this reason."""
+        return [c.extra for c in self.of("event") if c.body[1] == reason]
 
     def of(self, verb: str) -> list[Call]:
         with self._lock:

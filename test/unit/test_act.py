@@ -9,14 +9,11 @@ from typing import Any
 import pytest
 
 from daemonjob.controller.controller import Controller, ReconcileError
-from daemonjob.controller.informers import JOB_INDEXERS
 from daemonjob.controller.jobcontrol import NotLeader
-from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, build_job
-from daemonjob.controller.informers import Informers
 from daemonjob.domain.revision import template_revision
 from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.fakes import FakeInformer, FakeJobControl, api_error
+from daemonjob.testing.fakes import FakeInformer, FakeJobControl, api_error, fake_informers
 
 NS = "ops"
 KEY = f"{NS}/audit"
@@ -60,17 +57,16 @@ class Bed:
         return [c.body for c in self.control.of("status")]
 
     def events(self, reason: str) -> list[str]:
-        return [c.extra for c in self.control.of("event") if c.body[1] == reason]
+        return self.control.events(reason)
 
 
 @pytest.fixture
 def bed() -> Iterator[Bed]:
     clock = FakeClock()
-    djs = FakeInformer("daemonjobs")
-    jobs = FakeInformer("jobs", indexers=JOB_INDEXERS, transform=job_transform)
-    nodes = FakeInformer("nodes", transform=node_transform)
+    informers = fake_informers()
+    djs, jobs, nodes = informers.daemonjobs, informers.jobs, informers.nodes
     control = FakeJobControl(jobs=jobs)
-    ctl = Controller(Informers(djs, jobs, nodes), control, clock=clock, create_concurrency=4, resync_interval=0)
+    ctl = Controller(informers, control, clock=clock, create_concurrency=4, resync_interval=0)
     yield Bed(ctl, control, djs, jobs, nodes, clock)
     ctl.stop(timeout=1)
 

@@ -12,13 +12,11 @@ from typing import Any
 import pytest
 
 from daemonjob.controller.controller import Controller
-from daemonjob.controller.informers import JOB_INDEXERS, Informers
-from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, tick_run_id
 from daemonjob.machinery.clock import FAKE_WALL_START, FakeClock
 from daemonjob.machinery.store import thaw
-from daemonjob.testing.fakes import FakeInformer, FakeJobControl, api_error
+from daemonjob.testing.fakes import FakeInformer, FakeJobControl, api_error, fake_informers
 
 NS = "ops"
 NAME = "nightly"
@@ -101,7 +99,7 @@ class Bed:
         return [c.body for c in self.control.of("create")]
 
     def events(self, reason: str) -> list[str]:
-        return [c.extra for c in self.control.of("event") if c.body[1] == reason]
+        return self.control.events(reason)
 
     def counter(self, metric: str, **labels: str) -> float:
         value = self.ctl.metrics.registry.get_sample_value(metric, {"namespace": NS, "name": NAME, **labels})
@@ -111,14 +109,13 @@ class Bed:
 @pytest.fixture
 def bed() -> Iterator[Bed]:
     clock = FakeClock()
-    djs = FakeInformer("daemonjobs")
-    jobs = FakeInformer("jobs", indexers=JOB_INDEXERS, transform=job_transform)
-    nodes = FakeInformer("nodes", transform=node_transform)
+    informers = fake_informers()
+    djs, jobs, nodes = informers.daemonjobs, informers.jobs, informers.nodes
     for i in range(3):
         nodes.add(node(f"n{i}"))
     control = FakeJobControl(jobs=jobs)
     configmaps = ConfigMapInformers()
-    ctl = Controller(Informers(djs, jobs, nodes), control, clock=clock, create_concurrency=4, resync_interval=0,
+    ctl = Controller(informers, control, clock=clock, create_concurrency=4, resync_interval=0,
                      configmap_informers=configmaps)
     yield Bed(ctl, control, djs, jobs, clock, configmaps)
     ctl.stop(timeout=1)

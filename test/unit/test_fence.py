@@ -13,11 +13,10 @@ from daemonjob import cli, defaults
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.fence import Fence, NotLeader
-from daemonjob.controller.informers import JOB_INDEXERS, Informers
 from daemonjob.controller.jobcontrol import KubeJobControl
 from daemonjob.controller.metrics import Metrics
 from daemonjob.manager import EXIT_LOST_LEADERSHIP, EXIT_OK, Manager
-from daemonjob.testing.fakes import FakeInformer, FakeJobControl
+from daemonjob.testing.fakes import FakeJobControl, fake_informers
 from daemonjob.testing.waiting import wait_for
 
 
@@ -195,9 +194,7 @@ def test_events_are_posted_through_the_fence() -> None:
 
 # -- Controller: stop taking keys ---------------------------------------------------------------
 def test_stopping_workers_leaves_queued_keys_untaken() -> None:
-    informers = Informers(FakeInformer("daemonjobs"), FakeInformer("jobs", indexers=JOB_INDEXERS),
-                          FakeInformer("nodes"))
-    ctl = Controller(informers, FakeJobControl(), workers=1, resync_interval=0)
+    ctl = Controller(fake_informers(), FakeJobControl(), workers=1, resync_interval=0)
     taken: list[str] = []
     inside, leave = threading.Event(), threading.Event()
 
