@@ -200,11 +200,8 @@ def build_job(dj: Mapping[str, Any], node_name: str, revision: str, run: str | N
     # A JSON round trip: a deep copy of plain data several times faster than copy.deepcopy.
     template = orjson.loads(orjson.dumps((dj.get("spec") or {}).get("jobTemplate") or {}))
     tmeta = template.get("metadata") or {}
-    labels = dict(tmeta.get("labels") or {})
-    labels[LABEL_NAME] = dj_name
-    labels[LABEL_REVISION] = revision
-    if run is not None:
-        labels[LABEL_RUN] = run
+    identity = {LABEL_NAME: dj_name, LABEL_REVISION: revision, **({LABEL_RUN: run} if run is not None else {})}
+    labels = {**(tmeta.get("labels") or {}), **identity}
     annotations = dict(tmeta.get("annotations") or {})
     annotations[ANNOTATION_NODE] = node_name
 
@@ -213,12 +210,7 @@ def build_job(dj: Mapping[str, Any], node_name: str, revision: str, run: str | N
     spec["parallelism"] = 1
     pod_template = spec.get("template") or {}
     pod_meta = pod_template.get("metadata") or {}
-    pod_labels = dict(pod_meta.get("labels") or {})
-    pod_labels[LABEL_NAME] = dj_name
-    pod_labels[LABEL_REVISION] = revision
-    if run is not None:
-        pod_labels[LABEL_RUN] = run
-    pod_meta["labels"] = pod_labels
+    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **identity}
     pod_template["metadata"] = pod_meta
     pod_spec = pod_template.get("spec") or {}
     _pin_to_node(pod_spec, node_name)
