@@ -34,6 +34,7 @@ _RULES = "eligibility"  # tags the memo key of eligibility answers on cached nod
 
 __all__ = [
     "InvalidSpec",
+    "Ineligible",
     "Toleration",
     "Eligibility",
     "compile_eligibility",
@@ -42,6 +43,13 @@ __all__ = [
 ]
 
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+NOT_READY_TAINT_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+# What kind of rule a node fails, for tools that show one word (`kubectl daemonjob status`).
+NOT_SELECTED = "not selected"
+CORDONED = "cordoned"
+NOT_READY = "NotReady"
+TAINTED = "tainted"
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Exists", "Equal")
@@ -52,6 +60,14 @@ POD_SPEC_PATH = "spec.jobTemplate.spec.template.spec"
 
 class InvalidSpec(InvalidSelector):
     """A DaemonJob spec that cannot be evaluated; `message` names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ineligible:
+    """Why a node is not eligible: `kind` one of NOT_SELECTED, CORDONED, NOT_READY, TAINTED."""
+
+    kind: str
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,32 +185,37 @@ class Eligibility:
         return memo(node, self.eligible, self.rules)
 
     def reason(self, node: Mapping[str, Any]) -> str | None:
-        """Why `node` is not eligible, or None if it is. Messages are built only on failure."""
+        """Why `node` is not eligible, or None if it is."""
+        verdict = self.ineligible(node)
+        return None if verdict is None else verdict.message
+
+    def ineligible(self, node: Mapping[str, Any]) -> Ineligible | None:
+        """Why `node` is not eligible (kind and message), or None if it is. Built only on failure."""
         meta = node.get("metadata") or {}
         if self._node_name is not None and self._node_name != meta.get("name"):
-            return f'node is not "{self._node_name}", the {POD_SPEC_PATH}.nodeName'
+            return Ineligible(NOT_SELECTED, f'node is not "{self._node_name}", the {POD_SPEC_PATH}.nodeName')
         labels = meta.get("labels") or {}
         if self._selector is not None and not self._selector(labels):
-            return f"node does not match {DJ_SELECTOR_PATH}"
+            return Ineligible(NOT_SELECTED, f"node does not match {DJ_SELECTOR_PATH}")
         if self._pod_selector is not None and not self._pod_selector(labels):
-            return f"node does not match {POD_SPEC_PATH}.nodeSelector"
+            return Ineligible(NOT_SELECTED, f"node does not match {POD_SPEC_PATH}.nodeSelector")
         if self._affinity is not None and not self._affinity(labels, meta.get("name") or ""):
-            return f"node does not match {POD_SPEC_PATH}.affinity.nodeAffinity.{REQUIRED_AFFINITY}"
+            return Ineligible(NOT_SELECTED, f"node does not match {POD_SPEC_PATH}.affinity.nodeAffinity."
+                                            f"{REQUIRED_AFFINITY}")
         spec = node.get("spec") or {}
         if spec.get("unschedulable") and not self._tolerates_cordon:
-            return (
-                "node is cordoned (spec.unschedulable) and the pod template does not tolerate "
-                f'"{UNSCHEDULABLE_TAINT_KEY}:NoSchedule"'
-            )
+            return Ineligible(CORDONED, "node is cordoned (spec.unschedulable) and the pod template does not "
+                                        f'tolerate "{UNSCHEDULABLE_TAINT_KEY}:NoSchedule"')
         if self._tolerates_all:
             return None
         for taint in spec.get("taints") or ():
             if taint.get("effect") not in BLOCKING_EFFECTS:
                 continue
             if not any(t.tolerates(taint) for t in self._tolerations):
-                return f'node has taint "{_taint_str(taint)}" that the pod template does not tolerate'
+                kind = NOT_READY if taint.get("key") in NOT_READY_TAINT_KEYS else TAINTED
+                return Ineligible(kind, f'node has taint "{_taint_str(taint)}" that the pod template does not '
+                                        "tolerate")
         return None
-
 
 def _get(obj: Any, *keys: str) -> Any:
     for key in keys:

@@ -12,11 +12,18 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
+from daemonjob.domain.eligibility import (
+    NOT_READY,
+    NOT_SELECTED,
+    TAINTED,
+    InvalidSpec,
+    compile_eligibility,
+)
 from daemonjob.domain.jobs import (
     ACTIVE,
     FAILED,
     LABEL_REVISION,
+    LABEL_RUN,
     SUCCEEDED,
     TERMINATING,
     format_time,
@@ -29,18 +36,13 @@ from daemonjob.domain.jobs import (
 )
 from daemonjob.domain.revision import template_revision
 
-LABEL_RUN = "daemonjob.io/run"
 PENDING = "pending"
 INELIGIBLE = "ineligible"
 STATES = (PENDING, ACTIVE, SUCCEEDED, FAILED, TERMINATING, INELIGIBLE)
 
-# Short words for why a node is not eligible (the full sentence is kept in `detail`).
-NOT_SELECTED = "not selected"
-CORDONED = "cordoned"
-TAINTED = "tainted"
-NOT_READY = "NotReady"
+# Short words for why a node is not eligible are the domain's kinds (the full sentence is
+# kept in `detail`); a node with no Node object is "node gone".
 NODE_GONE = "node gone"
-_NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -95,19 +97,6 @@ def current_revision(dj: Mapping[str, Any]) -> str:
     """The controller's `status.currentRevision`; before its first status, the template's hash."""
     status = dj.get("status") or {}
     return status.get("currentRevision") or template_revision((dj.get("spec") or {}).get("jobTemplate"))
-
-
-def ineligible_word(reason: str) -> str:
-    """Map an eligibility sentence to one word a table can hold."""
-    if "does not match" in reason:
-        return NOT_SELECTED
-    if "cordoned" in reason:
-        return CORDONED
-    if any(f'taint "{key}' in reason for key in _NOT_READY_TAINTS):
-        return NOT_READY
-    if "taint" in reason:
-        return TAINTED
-    return reason
 
 
 def node_ready(node: Mapping[str, Any]) -> bool:
@@ -240,8 +229,8 @@ def build_view(
     for node in nodes:
         name = (node.get("metadata") or {}).get("name") or ""
         seen.add(name)
-        detail = rules.reason(node) if rules is not None else None
-        word = ineligible_word(detail) if detail else ""
+        verdict = rules.ineligible(node) if rules is not None else None
+        detail, word = (verdict.message, verdict.kind) if verdict is not None else (None, "")
         if word == TAINTED and not node_ready(node):
             word = NOT_READY
         job = current.get(name)

@@ -223,3 +223,18 @@ def test_template_node_name_is_checked_first_as_by_the_daemonset_controller() ->
     assert compile_eligibility({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"nodeName": ""}}}}}}).eligible(a)
     with pytest.raises(InvalidSpec, match="nodeName"):
         compile_eligibility({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"nodeName": 3}}}}}})
+
+
+def test_an_ineligible_node_says_which_kind_of_rule_it_fails() -> None:
+    e = compile_eligibility(dj({"matchLabels": {"role": "worker"}}))
+    worker = {"role": "worker"}
+    kinds = {
+        "not selected": node(labels={"role": "infra"}),
+        "cordoned": node(labels=worker, unschedulable=True),
+        "NotReady": node(labels=worker, taints=[{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]),
+        "tainted": node(labels=worker, taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+    }
+    for kind, n in kinds.items():
+        verdict = e.ineligible(n)
+        assert verdict is not None and verdict.kind == kind and verdict.message == e.reason(n)
+    assert e.ineligible(node(labels=worker)) is None
