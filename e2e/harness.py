@@ -24,6 +24,10 @@ from typing import Any, TypeVar
 from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
 from daemonjob.testing import process, waiting
 from daemonjob.testing.jobwatch import (  # noqa: F401 (re-exported for the tests)
+    ANNOTATION_NODE,
+    LABEL_NAME,
+    LABEL_REVISION,
+    LABEL_RUN,
     Created,
     JobWatcher,
     condition,
@@ -38,11 +42,7 @@ from daemonjob.testing.prom import metric_value
 
 GROUP_VERSION = "daemonjob.io/v1alpha1"
 PLURAL = "daemonjobs"
-LABEL_NAME = "daemonjob.io/name"
-LABEL_REVISION = "daemonjob.io/revision"
-LABEL_RUN = "daemonjob.io/run"
 ANNOTATION_RUN_NOW = "daemonjob.io/run-now"
-ANNOTATION_NODE = "daemonjob.io/node"
 SIM_EXIT_CODE = "sim.daemonjob.io/exit-code"
 SIM_DURATION = "sim.daemonjob.io/duration"
 GROUP_LABEL = "e2e.daemonjob.io/group"
