@@ -1,11 +1,15 @@
 """Step 3 of a decision: which Jobs to create and delete, within the rollout's slots.
 
-The slot rule (`maxParallel`): every node counted in `activeNodes` holds a slot (an
-active Job of the current revision, on an eligible node or on one that stopped being
-eligible; with rerunPolicy Never, an active Job of any revision), and so does every
-node whose turn has come: a create, the delete of its running older Job before the
-create, or a Job of it still terminating. An active Job on a deleted node holds its slot
-until its delete is issued. Nodes take their turns in name order.
+The slot rule (`maxParallel`, read as "at most N nodes disrupted at a time"): every node
+with a Job of this DaemonJob that may still run holds a slot, whatever that Job's
+revision or run, as the Job controller counts every active pod against parallelism and a
+DaemonSet rolling update counts old and new unavailable pods against maxUnavailable. An
+active Job, or one being deleted before it finished; an active Job on a deleted node holds
+its slot until its delete is issued. A node whose running Job of an older revision (or of
+another run, under Replace) is replaced reuses the slot that Job holds, so replacing never
+takes a second slot; those replacements come first (never more of them than the limit
+leaves beside the other running nodes, so running work is not torn down before its
+node's turn), and every other turn takes a free slot, in node-name order.
 """
 
 from __future__ import annotations
@@ -97,7 +101,7 @@ def choose_actions(
     elif gate.probing:
         chosen = [t for t in turns if not t.replace][: min(STALLED_CREATE_PROBES, len(turns) if free is None else free)]
     else:
-        chosen = turns if free is None else turns[:free]
+        chosen = turns if slots is None else _within(turns, slots, held)
         deletes.extend(extra_old)
     dj_name = (dj.get("metadata") or {}).get("name") or ""
     for turn in chosen:
@@ -109,3 +113,13 @@ def choose_actions(
     out.deletes = deletes
     out.waiting_turns = len(turns) - len(chosen)
     return out
+
+
+def _within(turns: list[Turn], slots: int, held: int) -> list[Turn]:
+    """Replacing turns first, each in the slot its running Job holds; then creates in free slots."""
+    replacing = [t for t in turns if t.replace]
+    starting = [t for t in turns if not t.replace]
+    others = held - len(replacing)  # running nodes whose Job stays
+    chosen = replacing[: max(0, slots - others)] + starting[: max(0, slots - held)]
+    chosen.sort(key=lambda t: t.node)
+    return chosen

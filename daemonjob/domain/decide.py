@@ -252,7 +252,7 @@ def _actions(dj: Mapping[str, Any], revision: Revision, plan: Plan, checked: Val
         blocked=settings.suspend or failure_stop or no_run_yet or (stall is not None and stall.blocks),
         probing=stall is not None and stall.probing,
     )
-    return choose_actions(dj, revision.name, plan.turns, plan.deletes, plan.extra_old, slots, plan.held_slots, gate,
+    return choose_actions(dj, revision.name, plan.turns, plan.deletes, plan.extra_old, slots, plan.busy, gate,
                           run)
 
 

@@ -109,7 +109,7 @@ class Nodes:
 
 @dataclass(slots=True)
 class Plan:
-    """Counts, turns and always-safe deletes; `pending` and `held_slots` follow from them."""
+    """Counts, turns and always-safe deletes; `pending` follows from them, `busy` is the slots held."""
 
     eligible: int = 0
     active: int = 0  # eligible or held nodes whose record is active
@@ -118,9 +118,7 @@ class Plan:
     failed_names: list[str] = field(default_factory=list)
     failed_current_names: list[str] = field(default_factory=list)  # failed Jobs of the current revision
     held: list[Held] = field(default_factory=list)
-    waiting: int = 0  # eligible nodes without a record, waiting for a terminating Job (or another run's) to go
-    gone_active: int = 0  # active current-revision Jobs on deleted nodes (deleted in this decision)
-    stray_active: int = 0  # nodes with an active current-revision Job that does not stand for them
+    busy: int = 0  # nodes running a Job of this DaemonJob (any revision or run): each holds a slot
     turns: list[Turn] = field(default_factory=list)
     deletes: list[DeleteJob] = field(default_factory=list)  # always safe: NodeGone, History
     extra_old: list[DeleteJob] = field(default_factory=list)  # running older Jobs beside a current one
@@ -133,10 +131,6 @@ class Plan:
     @property
     def pending(self) -> int:
         return self.desired - self.active - self.succeeded - self.failed
-
-    @property
-    def held_slots(self) -> int:
-        return self.active + self.waiting + self.gone_active + self.stray_active
 
 
 def active_runs(jobs: Iterable[Mapping[str, Any]], memo: Memo = compute) -> set[str | None]:
@@ -153,6 +147,11 @@ def classify_nodes(nodes: Iterable[Mapping[str, Any]], eligibility: Eligibility 
             if eligibility is not None and eligibility.eligible_cached(node, memo):
                 out.eligible.add(name)
     return out
+
+
+def _running(job: JobView) -> bool:
+    """Work that may still run on the node: an active Job, or one being deleted before it finished."""
+    return job.state == ACTIVE or (job.state == TERMINATING and job.finished is None)
 
 
 def _record(node_jobs: list[JobView], revision: str, never: bool, run: str | None = None) -> JobView | None:
@@ -200,11 +199,10 @@ def plan_nodes(
     for node, node_jobs in by_node.items():
         if node not in nodes.by_name:
             plan.deletes.extend(DeleteJob(j.name, node, NODE_GONE, j.uid) for j in node_jobs if j.state != TERMINATING)
-            plan.gone_active += sum(1 for j in node_jobs if current(j) and j.state == ACTIVE)
+            plan.busy += any(j.state == ACTIVE for j in node_jobs)  # held until its delete is issued
             continue
+        plan.busy += any(_running(j) for j in node_jobs)
         record = _record(node_jobs, revision, never, run)
-        if (record is None or record.state != ACTIVE) and any(current(j) and j.state == ACTIVE for j in node_jobs):
-            plan.stray_active += 1  # not a state decide creates, but running work holds a slot all the same
         older = [j for j in node_jobs if not current(j)]  # usually none: the steady state
         if older:
             history = sorted(
@@ -230,10 +228,8 @@ def plan_nodes(
         if record is None:
             if running_older:
                 plan.turns.append(Turn(node, tuple(running_older)))
-            elif (other_runs and not replace_runs) or any(j.state == TERMINATING for j in node_jobs):
-                plan.waiting += 1
-            else:
-                plan.turns.append(Turn(node))
+            elif not (other_runs and not replace_runs) and not any(j.state == TERMINATING for j in node_jobs):
+                plan.turns.append(Turn(node))  # else it waits for another run's or a terminating Job
             continue
         plan.extra_old.extend(running_older)
         if record.state == ACTIVE:

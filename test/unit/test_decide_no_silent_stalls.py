@@ -257,11 +257,46 @@ def test_template_change_replaces_running_jobs_within_max_parallel() -> None:
     assert d2.creates == [] and d2.deletes == []
     jobs = [j for j in jobs if not j["metadata"].get("deletionTimestamp")]
     d3 = decide(with_status(new, d2), jobs, names, NOW)
-    assert [c.node for c in d3.creates] == ["a"] and d3.deletes == []  # b and c keep running
-    jobs = finish([j for j in apply_decision(d3, jobs, NOW) if j["metadata"]["annotations"]["daemonjob.io/node"] == "a"]) \
-        + [j for j in jobs if j["metadata"]["annotations"]["daemonjob.io/node"] != "a"]
+    # b and c still run the old revision, so a cannot start (2 nodes busy, limit 1); the old work is
+    # replaced one node at a time, each in the slot it holds
+    assert d3.creates == [] and [(x.node, x.reason) for x in d3.deletes] == [("b", "OldRevision")]
+    jobs = apply_decision(d3, jobs, NOW)
     d4 = decide(with_status(new, d3), jobs, names, NOW)
-    assert [(x.node, x.reason) for x in d4.deletes] == [("b", "OldRevision")] and d4.creates == []
+    assert d4.creates == [] and d4.deletes == []  # b terminating and c running: over the limit already
+    jobs = [j for j in jobs if not j["metadata"].get("deletionTimestamp")]
+    d5 = decide(with_status(new, d4), jobs, names, NOW)
+    assert d5.creates == [] and [(x.node, x.reason) for x in d5.deletes] == [("c", "OldRevision")]
+    jobs = [j for j in apply_decision(d5, jobs, NOW) if not j["metadata"].get("deletionTimestamp")]
+    d6 = decide(with_status(new, d5), jobs, names, NOW)
+    assert [c.node for c in d6.creates] == ["a"] and d6.deletes == []
+
+
+def test_max_parallel_counts_nodes_running_any_revision() -> None:
+    """2 nodes done and 2 running revision 1 when the template changes: never 4 at once."""
+    old = make_dj(annotation="1", maxParallel=2)
+    new = make_dj(annotation="2", maxParallel=2)
+    names = nodes("a", "b", "c", "d", "e", "f")
+    jobs = [job(old, "a", "succeeded"), job(old, "b", "succeeded"), job(old, "c"), job(old, "d")]
+    d = decide(new, jobs, names, NOW)
+    assert d.creates == []  # c and d hold both slots
+    assert sorted((x.node, x.reason) for x in d.deletes) == [("c", "OldRevision"), ("d", "OldRevision")]
+    jobs = apply_decision(d, jobs, NOW)
+    d2 = decide(with_status(new, d), jobs, names, NOW)
+    assert d2.creates == []  # still terminating: still running as far as anyone knows
+    jobs = [j for j in jobs if not j["metadata"].get("deletionTimestamp")]
+    d3 = decide(with_status(new, d2), jobs, names, NOW)
+    assert [c.node for c in d3.creates] == ["a", "b"]
+
+
+def test_replacing_never_exceeds_the_limit_beside_other_running_nodes() -> None:
+    old, new = make_dj(annotation="1"), make_dj(annotation="2", maxParallel=2)
+    cur = make_dj(annotation="2", maxParallel=2)
+    names = nodes("a", "b", "c")
+    first = decide(new, [], names, NOW)
+    jobs = [job(old, "b"), job(old, "c")] + [job(cur, "a", revision=first.status["currentRevision"])]
+    d = decide(with_status(new, first), jobs, names, NOW)
+    # a runs the current revision, b and c the old one: only one replacement fits beside a
+    assert d.creates == [] and [(x.node, x.reason) for x in d.deletes] == [("b", "OldRevision")]
 
 
 # ---------------------------------------------------------------- a TTL added by an admission policy

@@ -193,15 +193,19 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
     if stalled is not None:
         assert len(d.creates) <= 1
 
-    # maxParallel: active current-revision Jobs plus creates stay within the limit, and so do the
-    # active nodes plus the nodes whose turn came (a create, or the delete of a running older Job)
-    turns = len(d.creates) + len({x.node for x in d.deletes if x.reason == "OldRevision"
-                                  and standing(dj, jobs, x.node or "", current) is None})
-    if "maxParallel" in spec and turns:
+    # maxParallel: every node running a Job of this DaemonJob, whatever its revision or run, holds a
+    # slot; a create only goes where the running nodes and the creates stay within the limit, and
+    # running older Jobs are replaced (each in the slot it holds) at most `limit` at a time
+    replaced = {x.node for x in d.deletes if x.reason == "OldRevision"
+                and standing(dj, jobs, x.node or "", current) is None}
+    if "maxParallel" in spec:
         limit = max(1, scaled(spec["maxParallel"], desired, round_up=True))
-        active_current = sum(1 for j in jobs if job_revision(j) == current and job_state(j) == "active")
-        assert active_current + len(d.creates) <= limit
-        assert d.status["activeNodes"] + turns <= limit
+        # a deleted node runs nothing, but its active Job holds the slot until its delete is issued
+        running = {job_node(j) for j in jobs if may_run_pods(j)
+                   and (job_node(j) in node_names or job_state(j) == "active")}
+        if d.creates:
+            assert len(running) + len(d.creates) <= limit
+        assert len(replaced) <= limit
 
     # deletes: existing, not already terminating, never a current Job of an existing node
     assert len({x.name for x in d.deletes}) == len(d.deletes)
