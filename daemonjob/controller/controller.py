@@ -62,6 +62,12 @@ def owner_key(job: Obj) -> str | None:
     return None if ref is None else f"{job['metadata'].get('namespace', '')}/{ref.get('name')}"
 
 
+def _revision_of(dj: Obj) -> tuple[Any, Any]:
+    """What the status records of the revision: once a new one is recorded, its Jobs may start."""
+    status = dj.get("status") or {}
+    return status.get("currentRevision"), status.get("templateHash")
+
+
 def _owner_uid(job: Obj) -> str:
     ref = daemonjob_ref(job)
     return (ref.get("uid") or "") if ref is not None else ""
@@ -226,8 +232,9 @@ class Controller:
             self._forget_uid(om.get("uid") or "")  # deleted and re-created: nothing carries over
         elif (om.get("generation") == nm.get("generation") and om.get("labels") == nm.get("labels")
               and om.get("annotations") == nm.get("annotations")
-              and om.get("deletionTimestamp") == nm.get("deletionTimestamp")):
-            return  # a status write: nothing to decide
+              and om.get("deletionTimestamp") == nm.get("deletionTimestamp")
+              and _revision_of(old) == _revision_of(new)):
+            return  # a status write that records no new revision: nothing to decide
         key = meta_namespace_key(new)
         self._eligibility_for(key, new)
         self.queue.add(key)

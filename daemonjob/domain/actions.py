@@ -36,11 +36,12 @@ class CreateJob:
     revision: str
     dj: Mapping[str, Any] = field(repr=False, compare=False)
     run: str | None = None
+    template_hash: str | None = None
 
     @property
     def body(self) -> dict[str, Any]:
         """A fresh Job body on each read (the caller may change it)."""
-        return build_job(self.dj, self.node, self.revision, self.run)
+        return build_job(self.dj, self.node, self.revision, self.run, self.template_hash)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,7 @@ def choose_actions(
     held: int,
     gate: Gate,
     run: str | None = None,
+    template_hash: str | None = None,
 ) -> Actions:
     """`always`: deletes that are always safe (NodeGone, History); `extra_old`: running older
     Jobs on nodes that already have their current Job; `slots`: the maxParallel limit; `held`:
@@ -108,7 +110,8 @@ def choose_actions(
         if turn.replace:
             deletes.extend(turn.replace)
         else:
-            out.creates.append(CreateJob(turn.node, job_name(dj_name, turn.node, revision, run), revision, dj, run))
+            out.creates.append(CreateJob(turn.node, job_name(dj_name, turn.node, revision, run), revision, dj, run,
+                                         template_hash))
     deletes.sort(key=lambda d: (d.node or "", d.name))
     out.deletes = deletes
     out.waiting_turns = len(turns) - len(chosen)

@@ -8,7 +8,7 @@ to be deleted and its Jobs are deleted.
 
 Safety rules, in order of precedence:
 - a node never runs two Jobs of one DaemonJob at once: a create only goes to a node
-  with no active or terminating Job, so replacing an old revision takes two
+  with no active Job and none terminating before it finished, so replacing an old revision takes two
   decisions (delete, then create once the Job is gone);
 - the current revision's Jobs are never deleted while their node exists;
 - whatever blocks creates (suspend, an unusable spec, an API error, an injected TTL,
@@ -55,7 +55,7 @@ from daemonjob.domain.conditions import (
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.jobs import format_time, parse_time
 from daemonjob.domain.memo import Memo, compute
-from daemonjob.domain.plan import Plan, active_runs, classify_nodes, plan_nodes
+from daemonjob.domain.plan import JobView, Plan, active_runs, classify_nodes, job_views, plan_nodes
 from daemonjob.domain.revision import current_revision, template_revision
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, ScheduleStep, replaces_other_runs, schedule_step
 from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Problem, Validation, scaled, validate
@@ -126,6 +126,12 @@ class Revision:
     def changed(self) -> bool:
         return self.previous != self.name
 
+    @property
+    def unrecorded(self) -> bool:
+        """A revision the cluster cannot tell by itself until the status records it: no Job
+        of it may be created before, or a later spec edit would salt it again."""
+        return self.changed and self.name != self.template_hash
+
 
 @dataclass(frozen=True, slots=True)
 class _Observed:
@@ -146,7 +152,8 @@ class _Observed:
 
 
 def _revision(dj: Mapping[str, Any], observed: _Observed,
-              configmaps: Mapping[str, Mapping[str, Any] | None] | None) -> Revision:
+              configmaps: Mapping[str, Mapping[str, Any] | None] | None,
+              jobs: list[Mapping[str, Any]], memo: Memo) -> Revision:
     """With rerunOnConfigChange (and the ConfigMaps read), the hash covers their data too.
 
     A ConfigMap edit keeps the generation, so its revision is salted with the previous
@@ -162,7 +169,15 @@ def _revision(dj: Mapping[str, Any], observed: _Observed,
         salt = f"{observed.generation}/{previous or ''}"
     else:
         template_hash = template_revision(template if isinstance(template, Mapping) else {})
-    return Revision(current_revision(template_hash, salt, observed.status), template_hash, previous)
+    found = None if previous else _found_revision(job_views(jobs, memo), template_hash)
+    return Revision(current_revision(template_hash, salt, observed.status, found), template_hash, previous)
+
+
+def _found_revision(views: Iterable[JobView], template_hash: str) -> str | None:
+    """The revision of the newest Job labelled with `template_hash`: a lost status recovered."""
+    newest = max((v for v in views if v.template_hash == template_hash and v.revision),
+                 key=lambda v: v.age_key, default=None)
+    return newest.revision if newest is not None else None
 
 
 def _spec_of(dj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -198,10 +213,10 @@ def decide(
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)  # a naive time is UTC, as format_time reads it
     observed = _Observed.of(dj)
-    revision = _revision(dj, observed, configmaps)
+    jobs = list(jobs)
+    revision = _revision(dj, observed, configmaps, jobs, memo)
     checked = validate(dj, eligibility)
     settings = checked.settings
-    jobs = list(jobs)
     runs_matter = (_spec_of(dj).get("schedule") is not None or observed.status.get("currentRun")
                    or ANNOTATION_RUN_NOW in ((dj.get("metadata") or {}).get("annotations") or {}))
     step = schedule_step(dj, now, active_runs(jobs, memo) if runs_matter else ())
@@ -249,11 +264,12 @@ def _actions(dj: Mapping[str, Any], revision: Revision, plan: Plan, checked: Val
     if settings.max_parallel is not None:
         slots = max(1, scaled(settings.max_parallel, plan.desired, round_up=True))
     gate = Gate(
-        blocked=settings.suspend or failure_stop or no_run_yet or (stall is not None and stall.blocks),
+        blocked=(settings.suspend or failure_stop or no_run_yet or revision.unrecorded
+                 or (stall is not None and stall.blocks)),
         probing=stall is not None and stall.probing,
     )
     return choose_actions(dj, revision.name, plan.turns, plan.deletes, plan.extra_old, slots, plan.busy, gate,
-                          run)
+                          run, revision.template_hash)
 
 
 def _became_true(previous: Mapping[str, Mapping[str, Any]], kind: str, now_true: bool) -> bool:

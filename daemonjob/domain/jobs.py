@@ -26,6 +26,8 @@ __all__ = [
     "LABEL_REVISION",
     "LABEL_RUN",
     "ANNOTATION_NODE",
+    "LABEL_TEMPLATE_HASH",
+    "job_template_hash",
     "ACTIVE",
     "SUCCEEDED",
     "FAILED",
@@ -52,6 +54,9 @@ LABEL_NAME = "daemonjob.io/name"
 LABEL_REVISION = "daemonjob.io/revision"
 LABEL_RUN = "daemonjob.io/run"  # the run of a scheduled or run-now Job (see schedule.py)
 ANNOTATION_NODE = "daemonjob.io/node"
+# The template hash a Job's revision stands for: with the revision label, the cluster alone
+# says which revision a template already has, should the DaemonJob's status be lost.
+LABEL_TEMPLATE_HASH = "daemonjob.io/template-hash"
 
 ACTIVE = "active"
 SUCCEEDED = "succeeded"
@@ -100,6 +105,10 @@ def job_node(job: Mapping[str, Any]) -> str | None:
 
 def job_revision(job: Mapping[str, Any]) -> str | None:
     return (_meta(job).get("labels") or {}).get(LABEL_REVISION) or None
+
+
+def job_template_hash(job: Mapping[str, Any]) -> str | None:
+    return (_meta(job).get("labels") or {}).get(LABEL_TEMPLATE_HASH) or None
 
 
 def job_run(job: Mapping[str, Any]) -> str | None:
@@ -188,9 +197,11 @@ def _pin_to_node(pod_spec: dict[str, Any], node_name: str) -> None:
     pod_spec["affinity"] = affinity
 
 
-def build_job(dj: Mapping[str, Any], node_name: str, revision: str, run: str | None = None) -> dict[str, Any]:
+def build_job(dj: Mapping[str, Any], node_name: str, revision: str, run: str | None = None,
+              template_hash: str | None = None) -> dict[str, Any]:
     """The batch/v1 Job body that runs revision `revision` (of run `run`, if any) of `dj` on `node_name`.
 
+    `template_hash`: the hash the revision stands for, labelled on the Job (not its pods).
     Only labels and annotations of the template metadata are carried over (as the
     CronJob controller does); the input is deep-copied, never mutated. A run's Jobs and
     their pods carry `daemonjob.io/run`, so one run's Jobs, pods and logs are one selector.
@@ -202,6 +213,8 @@ def build_job(dj: Mapping[str, Any], node_name: str, revision: str, run: str | N
     tmeta = template.get("metadata") or {}
     identity = {LABEL_NAME: dj_name, LABEL_REVISION: revision, **({LABEL_RUN: run} if run is not None else {})}
     labels = {**(tmeta.get("labels") or {}), **identity}
+    if template_hash is not None:
+        labels[LABEL_TEMPLATE_HASH] = template_hash
     annotations = dict(tmeta.get("annotations") or {})
     annotations[ANNOTATION_NODE] = node_name
 

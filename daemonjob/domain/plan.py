@@ -32,11 +32,12 @@ from daemonjob.domain.jobs import (
     job_revision,
     job_run,
     job_state,
+    job_template_hash,
     job_ttl,
 )
 from daemonjob.domain.memo import Memo, compute
 
-__all__ = ["JobView", "Held", "Nodes", "Plan", "classify_nodes", "plan_nodes", "NODE_GONE", "OLD_REVISION", "OLD_RUN",
+__all__ = ["JobView", "job_views", "Held", "Nodes", "Plan", "classify_nodes", "plan_nodes", "NODE_GONE", "OLD_REVISION", "OLD_RUN",
            "active_runs",
            "HISTORY"]
 
@@ -62,6 +63,7 @@ class JobView:
     finished: datetime | None
     ttl: Any = None
     run: str | None = None
+    template_hash: str | None = None
 
     @classmethod
     def of(cls, job: Mapping[str, Any]) -> JobView:
@@ -76,6 +78,7 @@ class JobView:
             finished=job_finish_time(job),
             ttl=job_ttl(job),
             run=job_run(job),
+            template_hash=job_template_hash(job),
         )
 
     @property
@@ -131,6 +134,10 @@ class Plan:
     @property
     def pending(self) -> int:
         return self.desired - self.active - self.succeeded - self.failed
+
+
+def job_views(jobs: Iterable[Mapping[str, Any]], memo: Memo = compute) -> list[JobView]:
+    return [memo(j, _JOB_VIEW) for j in jobs]
 
 
 def active_runs(jobs: Iterable[Mapping[str, Any]], memo: Memo = compute) -> set[str | None]:
@@ -228,8 +235,11 @@ def plan_nodes(
         if record is None:
             if running_older:
                 plan.turns.append(Turn(node, tuple(running_older)))
-            elif not (other_runs and not replace_runs) and not any(j.state == TERMINATING for j in node_jobs):
-                plan.turns.append(Turn(node))  # else it waits for another run's or a terminating Job
+            elif not (other_runs and not replace_runs) and not any(_running(j) or current(j) for j in node_jobs):
+                # else it waits for another run's Job, for one still terminating, or for the name of
+                # its new Job (a deleted Job of the current revision) to be free; finished history
+                # being deleted does not hold a run back
+                plan.turns.append(Turn(node))
             continue
         plan.extra_old.extend(running_older)
         if record.state == ACTIVE:

@@ -3,7 +3,11 @@
 The template hash is a content hash of `spec.jobTemplate`. The revision that labels the
 Jobs starts as that hash; when the hash changes, the new revision is the hash salted
 with the `metadata.generation` of the change, and both are kept in the status
-(`templateHash`, `currentRevision`). So every template change, a revert to an earlier
+(`templateHash`, `currentRevision`). A salted revision is fixed in the status before its
+first Job is created (as the DaemonSet controller writes its ControllerRevision before
+any pod), so a later edit elsewhere in the spec, which moves the generation, cannot
+salt it again; and each Job carries the template hash beside its revision, so a status
+that is lost is recovered from the Jobs alone. So every template change, a revert to an earlier
 template included, is a new revision that runs once on every node, while a change to
 anything else in the spec keeps the revision. A user re-runs all nodes by editing the
 template (even one annotation). Job names are derived from (DaemonJob, node,
@@ -47,20 +51,22 @@ def salted_revision(template_hash: str, generation: Any) -> str:
     return digest.hexdigest()[:REVISION_LENGTH]
 
 
-def current_revision(template_hash: str, generation: Any, status: Mapping[str, Any]) -> str:
+def current_revision(template_hash: str, generation: Any, status: Mapping[str, Any],
+                     found: str | None = None) -> str:
     """The revision for `template_hash`, given the status the controller last wrote.
 
     Same template hash as recorded: the recorded revision. No revision recorded (a new
-    DaemonJob, or one re-created without its status): the template hash itself, so a
-    DaemonJob re-created with its first template finds its earlier Jobs current. A status
-    written before `templateHash` was kept records only a revision equal to the hash.
-    Otherwise the template changed: a new revision salted by this generation.
+    DaemonJob, or one whose status was lost): `found`, the revision of the newest Job
+    labelled with this template hash, else the template hash itself, so a DaemonJob
+    re-created with its first template finds its earlier Jobs current. A status written
+    before `templateHash` was kept records only a revision equal to the hash. Otherwise
+    the template changed: a new revision salted by this generation.
     """
     kept = status.get("currentRevision")
     known = status.get("templateHash")
     if not isinstance(kept, str) or not kept:
         if known is None:
-            return template_hash
+            return found or template_hash
     elif known == template_hash or (known is None and kept == template_hash):
         return kept
     return salted_revision(template_hash, generation)

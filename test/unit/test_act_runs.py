@@ -277,6 +277,10 @@ def test_a_missing_configmap_is_named_and_its_creation_starts_the_nodes(bed: Bed
     bed.configmaps.made[(NS, SCRIPT)].add({"metadata": {"name": SCRIPT, "namespace": NS}, "data": {"a": "1"}})
     assert next_key(bed.ctl) == KEY  # the ConfigMap's watch wakes the DaemonJob
     bed.ctl.reconcile(KEY)
+    assert bed.created() == []  # the new revision is recorded before its first Job
+    bed.sync()
+    assert next_key(bed.ctl) == KEY  # the recorded revision wakes it
+    bed.ctl.reconcile(KEY)
     assert len(bed.created()) == 3
 
 
@@ -286,17 +290,22 @@ def test_editing_a_referenced_configmap_reruns_every_node(bed: Bed) -> None:
     informer = bed.configmaps.made[(NS, SCRIPT)]
     informer.add({"metadata": {"name": SCRIPT, "namespace": NS}, "data": {"a": "1"}})
     bed.sync()
-    bed.ctl.reconcile(KEY)
+    bed.ctl.reconcile(KEY)  # records the revision that covers the ConfigMap
     bed.sync()
-    bed.finish_jobs()
     bed.ctl.reconcile(KEY)
     bed.sync()
     assert len(bed.created()) == 3
+    bed.finish_jobs()
+    bed.ctl.reconcile(KEY)
+    bed.sync()
     revision = bed.dj()["status"]["currentRevision"]
     informer.update({"metadata": {"name": SCRIPT, "namespace": NS, "labels": {"x": "y"}}, "data": {"a": "1"}})
     bed.ctl.reconcile(KEY)
     assert len(bed.created()) == 3  # labels are not content
     informer.update({"metadata": {"name": SCRIPT, "namespace": NS}, "data": {"a": "2"}})
+    bed.ctl.reconcile(KEY)
+    assert len(bed.created()) == 3  # the new revision is recorded before its first Job
+    bed.sync()
     bed.ctl.reconcile(KEY)
     assert len(bed.created()) == 6
     assert bed.control.of("status")[-1].body["currentRevision"] != revision

@@ -115,7 +115,8 @@ def test_fresh_daemonjob_creates_one_job_per_eligible_node_in_sorted_order() -> 
     d = decide(dj, [], nodes("c", "a", "b"), NOW)
     assert created_nodes(d) == ["a", "b", "c"]
     assert [c.name for c in d.creates] == [job_name("audit", n, rev(dj)) for n in "abc"]
-    assert d.creates[0].body == build_job(dj, "a", rev(dj))
+    assert d.creates[0].body == build_job(dj, "a", rev(dj), template_hash=rev(dj))
+    assert d.creates[0].body["metadata"]["labels"]["daemonjob.io/template-hash"] == rev(dj)
     assert d.deletes == []
 
 

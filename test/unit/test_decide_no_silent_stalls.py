@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from daemonjob.domain.decide import Decision, decide
-from daemonjob.domain.jobs import build_job
+from daemonjob.domain.jobs import LABEL_REVISION, LABEL_TEMPLATE_HASH, build_job
 from daemonjob.domain.revision import template_revision
 from daemonjob.testing.decisions import apply as apply_decision
 from daemonjob.testing.kstatus import CURRENT, FAILED, IN_PROGRESS, verdict
@@ -213,17 +213,22 @@ def test_reverting_the_template_reruns_every_node() -> None:
     first = d1.status["currentRevision"]
     jobs_a = finish(apply_decision(d1, [], NOW))
     b2 = with_status(make_dj(annotation="B", generation=2, historyLimit=1), decide(a1, jobs_a, names, NOW))
+    recorded = decide(b2, jobs_a, names, NOW)
+    assert recorded.creates == [] and recorded.status["currentRevision"] != first  # fixed before any Job
+    b2 = with_status(b2, recorded)
     d2 = decide(b2, jobs_a, names, NOW)
-    assert d2.status["currentRevision"] != first and len(d2.creates) == 2
+    assert d2.status["currentRevision"] == recorded.status["currentRevision"] and len(d2.creates) == 2
     jobs_ab = finish(apply_decision(d2, jobs_a, NOW))
     # node a's Job of A was pruned, node b's was kept: a revert must still re-run both
     jobs_ab = [j for j in jobs_ab if not (j["metadata"]["annotations"]["daemonjob.io/node"] == "a"
                                          and j["metadata"]["labels"]["daemonjob.io/revision"] == first)]
     a3 = with_status(make_dj(annotation="A", generation=3, historyLimit=1), decide(b2, jobs_ab, names, NOW))
-    d3 = decide(a3, jobs_ab, names, NOW)
+    recorded = decide(a3, jobs_ab, names, NOW)
+    assert recorded.creates == [] and "RevisionStarted" in [e.reason for e in recorded.events]
+    d3 = decide(with_status(a3, recorded), jobs_ab, names, NOW)
     assert d3.status["currentRevision"] not in (first, d2.status["currentRevision"])
     assert [c.node for c in d3.creates] == ["a", "b"]
-    assert "RevisionStarted" in [e.reason for e in d3.events]
+    assert "RevisionStarted" not in [e.reason for e in d3.events]
 
 
 def test_a_change_outside_the_template_keeps_the_revision() -> None:
@@ -320,3 +325,89 @@ def test_a_ttl_injected_into_our_jobs_stalls_naming_the_job() -> None:
     # a change to the spec (after the policy is fixed) resumes
     resumed = decide(with_status(dj, later, generation=2), [], nodes("a", "b"), NOW + timedelta(minutes=6))
     assert [c.node for c in resumed.creates] == ["a", "b"] and cond(resumed, "Stalled")["status"] == "False"
+
+
+# ---------------------------------------------------------------- a revision fixed before its first Job
+
+
+NAMES = nodes("a", "b", "c")
+
+
+def settled(annotation: str, generation: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A DaemonJob Complete on every node with the template of `annotation`."""
+    dj = make_dj(annotation=annotation, generation=generation)
+    d = decide(dj, [], NAMES, NOW)
+    jobs = finish(apply_decision(d, [], NOW))
+    done = decide(with_status(dj, d), jobs, NAMES, NOW)
+    assert cond(done, "Complete")["status"] == "True"
+    return with_status(dj, done), jobs
+
+
+def edited(dj: dict[str, Any], annotation: str, generation: int, **spec: Any) -> dict[str, Any]:
+    out = copy.deepcopy(dj)
+    out["spec"]["jobTemplate"]["metadata"]["annotations"]["run"] = annotation
+    out["spec"].update(spec)
+    out["metadata"]["generation"] = generation
+    return out
+
+
+def revisions(jobs: list[dict[str, Any]]) -> set[str]:
+    return {j["metadata"]["labels"][LABEL_REVISION] for j in jobs}
+
+
+def test_a_salted_revision_is_recorded_before_its_first_job() -> None:
+    dj, jobs = settled("A", 1)
+    b = edited(dj, "B", 2)
+    recorded = decide(b, jobs, NAMES, NOW)
+    assert recorded.creates == [] and recorded.deletes == []
+    assert recorded.status["currentRevision"] != dj["status"]["currentRevision"]
+    assert recorded.status["templateHash"] == template_revision(b["spec"]["jobTemplate"])
+    assert cond(recorded, "Reconciling")["status"] == "True"
+    assert "RevisionStarted" in [e.reason for e in recorded.events]
+
+
+def test_a_spec_edit_after_the_record_keeps_the_revision() -> None:
+    dj, jobs = settled("A", 1)
+    b = edited(dj, "B", 2)
+    recorded = decide(b, jobs, NAMES, NOW)
+    # maxParallel changes (generation 3) once the revision is recorded: no second revision
+    b3 = with_status(b, recorded, generation=3, maxParallel=2)
+    d = decide(b3, jobs, NAMES, NOW)
+    assert {c.revision for c in d.creates} == {recorded.status["currentRevision"]} and len(d.creates) == 2
+    jobs = apply_decision(d, jobs, NOW)
+    b4 = with_status(b3, d, generation=4, maxParallel=3)
+    d = decide(b4, jobs, NAMES, NOW)
+    assert {c.revision for c in d.creates} == {recorded.status["currentRevision"]} and len(d.creates) == 1
+
+
+def test_a_spec_edit_before_the_record_salts_a_revision_no_job_has() -> None:
+    dj, jobs = settled("A", 1)
+    first = decide(edited(dj, "B", 2), jobs, NAMES, NOW)  # its status write is refused (stale)
+    d = decide(edited(dj, "B", 3, maxParallel=2), jobs, NAMES, NOW)
+    assert d.creates == [] and d.status["currentRevision"] != first.status["currentRevision"]
+    assert revisions(jobs) == {dj["status"]["currentRevision"]}  # nothing was created for either
+
+
+def test_a_lost_status_is_recovered_from_the_jobs() -> None:
+    dj, jobs = settled("A", 1)
+    b = edited(dj, "B", 2)
+    b = with_status(b, decide(b, jobs, NAMES, NOW))
+    rev_b = b["status"]["currentRevision"]
+    d = decide(b, jobs, NAMES, NOW)
+    jobs = finish(apply_decision(d, jobs, NOW))
+    assert all(j["metadata"]["labels"][LABEL_TEMPLATE_HASH] == b["status"]["templateHash"]
+               for j in jobs if j["metadata"]["labels"][LABEL_REVISION] == rev_b)
+    lost = copy.deepcopy(b)
+    lost["status"] = {}
+    lost["metadata"]["generation"] = 7  # and the spec was edited elsewhere since
+    d = decide(lost, jobs, NAMES, NOW)
+    assert d.status["currentRevision"] == rev_b and d.creates == [] and d.deletes == []
+    d = decide(with_status(lost, d), jobs, NAMES, NOW)
+    assert d.creates == [] and cond(d, "Complete")["status"] == "True"
+
+
+def test_a_lost_status_without_labelled_jobs_takes_the_template_hash() -> None:
+    dj = make_dj(annotation="A")
+    d = decide(dj, [], NAMES, NOW)
+    assert d.status["currentRevision"] == template_revision(dj["spec"]["jobTemplate"])
+    assert len(d.creates) == 3  # the plain hash needs no record: creates start at once

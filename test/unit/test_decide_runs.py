@@ -279,6 +279,8 @@ def test_template_change_mid_run_reruns_the_current_run_with_the_new_template() 
     w.step(TICK1)
     w.dj["spec"]["jobTemplate"]["metadata"] = {"annotations": {"edit": "1"}}
     w.dj["metadata"]["generation"] = 2
+    d = w.step(TICK1 + timedelta(seconds=4))
+    assert d.creates == [] and d.deletes == []  # the new revision is recorded first
     d = w.step(TICK1 + timedelta(seconds=5))
     assert {x.reason for x in d.deletes} == {OLD_REVISION} and len(d.deletes) == 3
     w.drop_terminating()
@@ -317,6 +319,7 @@ def test_a_config_change_reruns_every_node_and_a_missing_configmap_is_named() ->
     assert d.creates == [] and "ConfigMapMissing" in reasons(d)
 
     w.configmaps = {SCRIPT: configmap("echo 1")}  # it appears: the controller re-decides
+    assert w.step(TICK1 + timedelta(milliseconds=500)).creates == []  # the new revision is recorded first
     d = w.step(TICK1 + timedelta(seconds=1))
     assert cond(d, "Stalled")["status"] == "False" and len(d.creates) == 2
     w.finish()
@@ -327,11 +330,13 @@ def test_a_config_change_reruns_every_node_and_a_missing_configmap_is_named() ->
     assert w.step(TICK1 + timedelta(seconds=4)).creates == []  # labels do not count
 
     w.configmaps = {SCRIPT: configmap("echo 2")}
+    assert w.step(TICK1 + timedelta(seconds=4, milliseconds=500)).creates == []  # recorded first
     d = w.step(TICK1 + timedelta(seconds=5))
     assert len(d.creates) == 2 and d.status["currentRevision"] != first
     w.finish()
     w.step(TICK1 + timedelta(seconds=6))
     w.configmaps = {SCRIPT: configmap("echo 1")}  # back to the first content: a new revision again
+    w.step(TICK1 + timedelta(seconds=6, milliseconds=500))
     d = w.step(TICK1 + timedelta(seconds=7))
     assert len(d.creates) == 2 and d.status["currentRevision"] not in (first,)
 
