@@ -46,6 +46,30 @@ def test_orphan_delete_and_reapply_adopts_the_jobs_and_converges(
         assert orphan["metadata"]["uid"] in {j["metadata"]["uid"] for j in jobs}
 
 
+def test_adoption_keeps_the_other_owners_of_a_job(
+        api: Cluster, nodes: Nodes, group: str, controller: Any, kubectl: Callable[..., Any]) -> None:
+    """An orphan that also belongs to a ConfigMap (not as controller) keeps that owner when adopted."""
+    nodes(2)
+    body = daemonjob("shared", group, OK)
+    api.apply(body)
+    api.wait_complete("shared", desired=2, timeout=120)
+    kubectl("-n", api.namespace, "delete", "dj", "shared", "--cascade=orphan", "--wait=true")
+    orphans = wait_for(lambda: (jobs := api.jobs("shared")) and all(not owner_uids(j) for j in jobs) and jobs,
+                       60, "the Jobs to lose their owner")
+    keeper = api.kube.create(f"/api/v1/namespaces/{api.namespace}/configmaps", {"metadata": {"name": "keeper"}})
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper", "uid": keeper["metadata"]["uid"]}
+    job_path = f"/apis/batch/v1/namespaces/{api.namespace}/jobs/{orphans[0]['metadata']['name']}"
+    api.kube.patch(job_path, {"metadata": {"ownerReferences": [other]}})
+
+    dj = api.apply(body)
+    wait_for(lambda: all(owner_uids(j) == [dj["metadata"]["uid"]] for j in api.jobs("shared")), 60,
+             "the orphans to be adopted")
+    refs = api.kube.get(job_path)["metadata"]["ownerReferences"]
+    assert sorted((r["kind"], r["uid"], bool(r.get("controller"))) for r in refs) == sorted(
+        [("ConfigMap", other["uid"], False), ("DaemonJob", dj["metadata"]["uid"], True)])
+    assert api.wait_complete("shared", desired=2, timeout=60)["status"]["succeededNodes"] == 2
+
+
 def test_a_job_name_held_by_another_owner_is_reported_and_other_nodes_go_on(
         api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
     names = nodes(2)

@@ -174,7 +174,8 @@ class Act:
                 if exc.not_found or exc.conflict or exc.invalid:  # gone, or replaced by a namesake
                     continue
                 raise
-            adopted.append({**job, "metadata": {**jmeta, "ownerReferences": [dict(owner)]}})
+            others = [r for r in jmeta.get("ownerReferences") or () if r.get("uid") != owner.get("uid")]
+            adopted.append({**job, "metadata": {**jmeta, "ownerReferences": [*others, dict(owner)]}})
         return adopted
 
     def resolve_existing(self, dj: Mapping[str, Any], existed: Sequence[CreateJob],

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.fence import Fence, NotLeader, always, as_fence
 from daemonjob.domain.jobs import API_VERSION
-from daemonjob.machinery.kube import PATCH_MERGE, Kube, path_for
+from daemonjob.machinery.kube import PATCH_MERGE, PATCH_STRATEGIC, Kube, path_for
 
 __all__ = ["DAEMONJOBS", "JobControl", "KubeJobControl", "NotLeader", "always"]
 
@@ -41,7 +41,7 @@ class JobControl(Protocol):
         ...
 
     def adopt_job(self, namespace: str, name: str, job_uid: str, owner: Mapping[str, Any]) -> None:
-        """Set `owner` as the controller of an orphaned Job (uid precondition)."""
+        """Add `owner` as the controller of an orphaned Job, keeping its other owners (uid precondition)."""
         ...
 
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:
@@ -83,9 +83,12 @@ class KubeJobControl:
         return self.kube.get(path_for("batch/v1", "jobs", namespace, name))
 
     def adopt_job(self, namespace: str, name: str, job_uid: str, owner: Mapping[str, Any]) -> None:
+        """A strategic merge patch, as ControllerRefManager's: ownerReferences merge by uid, so
+        the Job's other owners stay, and the API server refuses (422) a second controller
+        reference or a namesake Job (the uid is immutable)."""
         patch = {"metadata": {"uid": job_uid, "ownerReferences": [dict(owner)]}}
         with self.fence.writing("Job adoption") as fenced:
-            self.kube.patch(path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_MERGE,
+            self.kube.patch(path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_STRATEGIC,
                             **fenced)
 
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:

@@ -171,7 +171,11 @@ class FakeJobControl:
                 raise api_error(404)
             if job["metadata"].get("uid") != job_uid:
                 raise api_error(422, "Invalid", "metadata.uid: Invalid value: field is immutable")
-            job["metadata"]["ownerReferences"] = [dict(owner)]
+            refs = [r for r in job["metadata"].get("ownerReferences") or () if r.get("uid") != owner.get("uid")]
+            if any(r.get("controller") for r in refs):
+                raise api_error(422, "Invalid", "metadata.ownerReferences: Invalid value: "
+                                "Only one reference can have Controller set to true")
+            job["metadata"]["ownerReferences"] = [*refs, dict(owner)]  # merged by uid, as the API server does
             self._pending.append(("add", job))
 
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:

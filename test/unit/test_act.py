@@ -209,6 +209,26 @@ def test_orphans_with_our_labels_are_adopted_after_a_fresh_read(bed: Bed) -> Non
     assert bed.statuses()[-1]["succeededNodes"] == 1
 
 
+def test_adoption_keeps_other_owners_and_a_controller_that_got_there_first_wins(bed: Bed) -> None:
+    names = bed.add_nodes(2)
+    dj = make_dj()
+    bed.add_dj(dj)
+    shared = orphan(dj, names[0], uid="shared-uid")
+    shared["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper", "uid": "cm"}]
+    raced = orphan(dj, names[1], uid="raced-uid")
+    bed.control.put_job(shared)
+    bed.control.put_job(raced)
+    bed.jobs.add(shared)
+    bed.jobs.add(raced)  # the cache shows an orphan, but another controller claims it first
+    bed.control.objects[f"{NS}/{raced['metadata']['name']}"]["metadata"]["ownerReferences"] = [
+        {"apiVersion": "example.io/v1", "kind": "Other", "name": "x", "uid": "other", "controller": True}]
+    bed.ctl.reconcile(KEY)
+    refs = bed.control.objects[f"{NS}/{shared['metadata']['name']}"]["metadata"]["ownerReferences"]
+    assert [(r["kind"], bool(r.get("controller"))) for r in refs] == [("ConfigMap", False), ("DaemonJob", True)]
+    refs = bed.control.objects[f"{NS}/{raced['metadata']['name']}"]["metadata"]["ownerReferences"]
+    assert [r["uid"] for r in refs] == ["other"]  # refused by the server, never overwritten
+
+
 def test_orphans_are_not_adopted_by_a_namesake_with_another_uid(bed: Bed) -> None:
     names = bed.add_nodes(1)
     dj = make_dj()
