@@ -70,6 +70,29 @@ def test_adoption_keeps_the_other_owners_of_a_job(
     assert api.wait_complete("shared", desired=2, timeout=60)["status"]["succeededNodes"] == 2
 
 
+def test_a_job_that_lost_its_name_label_is_claimed_back(
+        api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
+    """The Job cache selects on daemonjob.io/name: a Job of ours without it must not stall the DaemonJob."""
+    nodes(3)
+    api.apply(daemonjob("unlabelled", group, OK, maxParallel=1))
+    api.wait_complete("unlabelled", desired=3, timeout=120)
+    job = api.jobs("unlabelled")[0]
+    name = job["metadata"]["name"]
+    api.kube.patch(f"/apis/batch/v1/namespaces/{api.namespace}/jobs/{name}",
+                   {"metadata": {"labels": {"daemonjob.io/name": None}}})
+    event = api.wait_event("unlabelled", lambda e: e.get("reason") == "JobRelabelled", "the JobRelabelled Event")
+    assert name in event["message"]
+
+    def relabelled() -> dict[str, Any] | None:
+        j = api.kube.get(f"/apis/batch/v1/namespaces/{api.namespace}/jobs/{name}")
+        return j if j["metadata"]["labels"].get("daemonjob.io/name") == "unlabelled" else None
+
+    back = wait_for(relabelled, 30, "the label back")
+    assert back["metadata"]["uid"] == job["metadata"]["uid"]  # the same Job: the node did not run again
+    done = api.wait_complete("unlabelled", desired=3, timeout=60)
+    assert done["status"]["succeededNodes"] == 3 and len(api.jobs("unlabelled")) == 3
+
+
 def test_a_job_name_held_by_another_owner_is_reported_and_other_nodes_go_on(
         api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
     names = nodes(2)

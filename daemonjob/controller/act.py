@@ -19,12 +19,21 @@ from daemonjob.controller.expectations import Expectations
 from daemonjob.controller.jobcontrol import JobControl, NotLeader
 from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.decide import CreateJob, DeleteJob
-from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, controller_ref
+from daemonjob.domain.jobs import (
+    ANNOTATION_NODE,
+    LABEL_NAME,
+    LABEL_REVISION,
+    LABEL_RUN,
+    LABEL_TEMPLATE_HASH,
+    controller_ref,
+)
 from daemonjob.machinery.kube import ApiError
 
 __all__ = ["Act", "CreateOutcome", "DeleteOutcome", "EVENT_NAMES_SHOWN", "names_shown"]
 
 EVENT_NAMES_SHOWN = 5
+EVENT_JOB_RELABELLED = "JobRelabelled"
+_IDENTITY_LABELS = (LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH)
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
@@ -193,7 +202,8 @@ class Act:
                 raise
             ref = controller_ref(job)
             if ref is not None and ref.get("uid") == meta.get("uid"):
-                continue  # ours: the cache has not caught up yet
+                self._claim_back(dj, job, c)  # ours: the cache lags, or lost sight of it
+                continue
             if ref is None and adoptable(job, meta["name"]):
                 orphans.append(job)
                 continue
@@ -202,6 +212,35 @@ class Act:
         if orphans:
             self.adopt(dj, orphans, owner)
         return conflicts
+
+    def _claim_back(self, dj: Mapping[str, Any], job: Mapping[str, Any], wanted: CreateJob) -> None:
+        """A Job we control whose identity labels or node annotation were edited away.
+
+        The Job cache selects on the name label, so such a Job vanishes from it, and every
+        pass would try to create it again and meet AlreadyExists. Put the identity back (it
+        comes back to the cache) and say so in an Event; an intact Job is only cache lag.
+        """
+        if not wanted.revision:
+            return
+        body = wanted.body["metadata"]
+        jmeta = job.get("metadata") or {}
+        labels = {k: body["labels"][k] for k in _IDENTITY_LABELS if k in body["labels"]}
+        annotations = {ANNOTATION_NODE: body["annotations"][ANNOTATION_NODE]}
+        have_labels, have_annotations = jmeta.get("labels") or {}, jmeta.get("annotations") or {}
+        if (all(have_labels.get(k) == v for k, v in labels.items())
+                and have_annotations.get(ANNOTATION_NODE) == annotations[ANNOTATION_NODE]):
+            return
+        try:
+            self.control.relabel_job(jmeta.get("namespace") or dj["metadata"]["namespace"], wanted.name,
+                                     jmeta.get("uid") or "", labels, annotations)
+        except ApiError as exc:
+            if exc.not_found or exc.invalid:  # gone, or replaced by a namesake: the next pass sees it
+                return
+            raise
+        self.control.record_event(
+            dj, "Warning", EVENT_JOB_RELABELLED,
+            f"Job {wanted.name} (node {wanted.node}) lost its {LABEL_NAME} label or node annotation, so this "
+            "controller could not see it; they were put back. Delete the Job to re-run the node instead")
 
     # -- status --------------------------------------------------------------------------
     def write_status(self, dj: Mapping[str, Any], old: Mapping[str, Any], status: Mapping[str, Any]) -> bool:

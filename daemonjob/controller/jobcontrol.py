@@ -44,6 +44,11 @@ class JobControl(Protocol):
         """Add `owner` as the controller of an orphaned Job, keeping its other owners (uid precondition)."""
         ...
 
+    def relabel_job(self, namespace: str, name: str, job_uid: str, labels: Mapping[str, str],
+                    annotations: Mapping[str, str]) -> None:
+        """Put back the identity labels and annotations of a Job this DaemonJob controls (uid precondition)."""
+        ...
+
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:
         """A fresh read of a DaemonJob, checked before adopting (ControllerRefManager)."""
         ...
@@ -89,6 +94,13 @@ class KubeJobControl:
         patch = {"metadata": {"uid": job_uid, "ownerReferences": [dict(owner)]}}
         with self.fence.writing("Job adoption") as fenced:
             self.kube.patch(path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_STRATEGIC,
+                            **fenced)
+
+    def relabel_job(self, namespace: str, name: str, job_uid: str, labels: Mapping[str, str],
+                    annotations: Mapping[str, str]) -> None:
+        patch = {"metadata": {"uid": job_uid, "labels": dict(labels), "annotations": dict(annotations)}}
+        with self.fence.writing("Job relabel") as fenced:
+            self.kube.patch(path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_MERGE,
                             **fenced)
 
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:

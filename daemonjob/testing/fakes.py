@@ -178,6 +178,20 @@ class FakeJobControl:
             job["metadata"]["ownerReferences"] = [*refs, dict(owner)]  # merged by uid, as the API server does
             self._pending.append(("add", job))
 
+    def relabel_job(self, namespace: str, name: str, job_uid: str, labels: Mapping[str, str],
+                    annotations: Mapping[str, str]) -> None:
+        self._record("relabel", namespace, name, {**labels, **annotations}, job_uid)
+        self._maybe_fail("relabel", name)
+        with self._lock:
+            job = self.objects.get(f"{namespace}/{name}")
+            if job is None:
+                raise api_error(404)
+            if job["metadata"].get("uid") != job_uid:
+                raise api_error(422, "Invalid", "metadata.uid: Invalid value: field is immutable")
+            job["metadata"]["labels"] = {**(job["metadata"].get("labels") or {}), **labels}
+            job["metadata"]["annotations"] = {**(job["metadata"].get("annotations") or {}), **annotations}
+            self._pending.append(("add", job))
+
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:
         self._record("get_daemonjob", namespace, name)
         dj = self.daemonjobs.get(f"{namespace}/{name}")

@@ -241,6 +241,30 @@ def test_orphans_are_not_adopted_by_a_namesake_with_another_uid(bed: Bed) -> Non
     assert bed.control.of("adopt") == []
 
 
+def test_a_job_of_ours_that_lost_its_name_label_is_claimed_back_and_reported(bed: Bed) -> None:
+    """The Job cache selects on the name label: such a Job is invisible, and its create meets AlreadyExists."""
+    names = bed.add_nodes(1)
+    dj = make_dj()
+    bed.add_dj(dj)
+    bed.ctl.reconcile(KEY)
+    bed.control.deliver()
+    ((_, job),) = bed.control.objects.items()
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    del job["metadata"]["labels"]["daemonjob.io/name"]
+    bed.jobs.delete(job)  # gone from the cache, as the label selector no longer matches
+    before = len(bed.control.calls)
+    bed.ctl.reconcile(KEY)
+    assert [c.verb for c in bed.control.calls[before:] if c.verb in ("create", "get_job", "relabel")] == [
+        "create", "get_job", "relabel"]
+    assert job["metadata"]["labels"]["daemonjob.io/name"] == "audit"
+    (message,) = bed.events("JobRelabelled")
+    assert job["metadata"]["name"] in message and names[0] in message
+    bed.control.deliver()  # the relabelled Job is back in the cache
+    bed.ctl.reconcile(KEY)
+    assert len(bed.control.of("create")) == 2 and len(bed.control.of("relabel")) == 1
+    assert condition(bed.statuses()[-1], "Complete")["status"] == "True"
+
+
 def test_an_orphan_found_through_already_exists_is_adopted(bed: Bed) -> None:
     names = bed.add_nodes(1)
     dj = make_dj()
