@@ -353,6 +353,11 @@ class ScheduleStep:
         return tuple(out)
 
 
+# What the status remembers of a schedule; cleared when the schedule is removed.
+FORGOTTEN_WITH_THE_SCHEDULE = ("nextScheduleTime", "observedSchedule", "lastScheduleTime", "lastSkippedTime",
+                               "lastSkipReason")
+
+
 def replaces_other_runs(spec: Mapping[str, Any]) -> bool:
     """Replace: an active Job of another run than status.currentRun is deleted (its node then
     starts the current run). Forbid: no new run starts while one is active, so none exists
@@ -468,8 +473,10 @@ def schedule_step(dj: Mapping[str, Any], now: datetime, active_runs: Collection[
         requeue_at = schedule.next_after(max(now, base, due.latest or base))
         out["nextScheduleTime"] = None if suspended or requeue_at is None else format_time(requeue_at)
         out["observedSchedule"] = observed_schedule(schedule)
-    elif status.get("nextScheduleTime") is not None:
-        out["nextScheduleTime"] = None
+    else:
+        # No schedule: forget the one there was, so a schedule added again later waits for its
+        # first tick instead of running a tick missed while it was gone.
+        out.update({k: None for k in FORGOTTEN_WITH_THE_SCHEDULE if status.get(k) is not None})
 
     waiting: str | None = None
     trigger = _mapping(meta.get("annotations")).get(ANNOTATION_RUN_NOW)

@@ -342,6 +342,23 @@ def test_a_schedule_added_or_edited_later_starts_at_its_next_tick() -> None:
     assert moved.start is None and moved.status["nextScheduleTime"] == "2026-01-10T18:00:00Z"
 
 
+def test_a_schedule_removed_and_added_again_waits_for_its_next_tick() -> None:
+    every_minute = dj(schedule="* * * * *")
+    ran = applied(every_minute, schedule_step(every_minute, at("2026-01-10 12:00:01"), active_runs=NONE))
+    assert ran["status"]["lastScheduleTime"] == "2026-01-10T12:00:00Z"
+    removed = {**ran, "spec": {k: v for k, v in ran["spec"].items() if k != "schedule"}}
+    forgot = applied(removed, schedule_step(removed, at("2026-01-10 12:00:30"), active_runs=NONE))
+    for field in ("observedSchedule", "lastScheduleTime", "nextScheduleTime"):
+        assert field not in forgot["status"], field
+    assert forgot["status"]["currentRun"] == ran["status"]["currentRun"]  # the run's record stays
+    # re-added 5 s into a later minute: the tick of 12:02 passed while it was gone and does not run
+    again = {**forgot, "spec": {**forgot["spec"], "schedule": "* * * * *"}}
+    step = schedule_step(again, at("2026-01-10 12:02:05"), active_runs=NONE)
+    assert step.start is None and step.skipped == ()
+    assert step.status["nextScheduleTime"] == "2026-01-10T12:03:00Z"
+    assert schedule_step(applied(again, step), at("2026-01-10 12:03:01"), active_runs=NONE).start is not None
+
+
 def test_a_backwards_clock_does_not_start_a_run_twice() -> None:
     status = {"lastScheduleTime": "2026-01-01T05:00:00Z", "currentRun": "20260101t050000z",
               "observedSchedule": "0 * * * * (UTC)"}
@@ -412,11 +429,12 @@ def test_invalid_spec_is_a_problem_and_starts_nothing(spec: dict[str, Any], reas
     assert step.start is None and step.requeue_at is None and step.status == {"nextScheduleTime": None}
 
 
-def test_removing_the_schedule_clears_the_next_time_and_keeps_the_run() -> None:
+def test_removing_the_schedule_clears_what_it_remembers_of_it_and_keeps_the_run() -> None:
     status = {"lastScheduleTime": "2026-01-01T01:00:00Z", "nextScheduleTime": "2026-01-01T02:00:00Z",
               "currentRun": "20260101t010000z"}
     step = schedule_step(dj(status=status), at("2026-01-01 01:30"), active_runs=NONE)
-    assert step.status == {"nextScheduleTime": None} and step.current_run == "20260101t010000z"
+    assert step.status == {"nextScheduleTime": None, "lastScheduleTime": None}
+    assert step.current_run == "20260101t010000z"
 
 
 def test_naive_times_are_refused() -> None:
