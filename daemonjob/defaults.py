@@ -38,8 +38,6 @@ JOB_EVENT_COST_FACTOR = 10.0
 FAILED_NODE_NAMES_MAX = 20
 # A Job name held by another owner: its removal sends this controller no event, so look again.
 CONFLICT_RECHECK_INTERVAL = 30.0
-# A referenced ConfigMap's watch that has not listed yet: look again this soon (seconds).
-CONFIGMAP_SYNC_RECHECK = 0.2
 # Added to the delay until a tick, so the reconcile it wakes finds the tick due (seconds).
 SCHEDULE_REQUEUE_SLACK = 0.01
 

@@ -57,6 +57,8 @@ class ConfigMapTracker:
                     informer.add_handlers(Handlers(lambda obj, r=ref: self._changed(r),
                                                    lambda old, new, r=ref: self._changed(r),
                                                    lambda obj, r=ref: self._changed(r)))
+                    # a ConfigMap that does not exist sends no event when its watch lists: this does
+                    informer.add_sync_listener(lambda r=ref: self._changed(r))
                     self._informers[ref] = informer
                     to_start.append(informer)
             for ref in before - wanted:
@@ -86,6 +88,12 @@ class ConfigMapTracker:
         if informer is None or not informer.has_synced():
             return False, None
         return True, informer.store.get(f"{namespace}/{name}")
+
+    def error(self, namespace: str, name: str) -> str | None:
+        """Why the watch of a ConfigMap has not listed yet (a 403, say), if it failed."""
+        with self._lock:
+            informer = self._informers.get((namespace, name))
+        return None if informer is None else informer.sync_error()
 
     def watched(self) -> int:
         with self._lock:

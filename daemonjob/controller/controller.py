@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -82,7 +82,13 @@ class ReconcileError(Exception):
         super().__init__(f"{len(errors)} action(s) failed: {shown}")
 
 
-_NOT_SYNCED = object()
+@dataclass(frozen=True, slots=True)
+class _ConfigMapsRead:
+    """The referenced ConfigMaps as far as their watches know them."""
+
+    objects: dict[str, Obj | None] | None = None  # by name (None: missing); None: not opted in
+    pending: bool = False  # a watch has not listed yet: its sync listener wakes the DaemonJob
+    unreadable: dict[str, str] = field(default_factory=dict)  # name -> why its list fails
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,9 +379,8 @@ class Controller:
                 self.configmaps.forget(key)
             return None  # the garbage collector removes its Jobs
         configmaps = self._configmaps(key, dj)
-        if configmaps is _NOT_SYNCED:
-            rlog.debug("waiting for the referenced ConfigMaps")
-            self.queue.add_after(key, defaults.CONFIGMAP_SYNC_RECHECK)
+        if configmaps.pending:
+            rlog.debug("waiting for the referenced ConfigMaps to be listed")
             return None
         uid = meta.get("uid") or ""
         if not self.expectations.satisfied(uid):
@@ -394,7 +399,7 @@ class Controller:
         def decision_for(stalled: tuple[str, str] | None) -> Decision:
             return decide(dj, jobs, nodes, now, stalled, eligibility=self._eligibility_for(key, cached),
                           memo=derived, conflicts={c.node: c.text for c in conflicts},
-                          configmaps=configmaps)  # type: ignore[arg-type]
+                          configmaps=configmaps.objects, unreadable=configmaps.unreadable)
 
         started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
         decision = decision_for(stall_before)
@@ -420,25 +425,35 @@ class Controller:
             self.queue.add_after(key, defaults.CONFLICT_RECHECK_INTERVAL)
         return decision
 
-    def _configmaps(self, key: str, dj: Obj) -> dict[str, Obj | None] | None | object:
-        """The referenced ConfigMaps by name (None: missing), None when not opted in, or
-        _NOT_SYNCED while a watch of one has not listed yet. Keeps the tracker's watches
-        to exactly what `dj` references."""
+    def _configmaps(self, key: str, dj: Obj) -> _ConfigMapsRead:
+        """The referenced ConfigMaps, when opted in. Keeps the tracker's watches to exactly
+        what `dj` references. A watch whose list fails (a 403, say) makes them unreadable, for
+        a Stalled condition; the watch retries with its own backoff and its sync listener
+        wakes the DaemonJob when that changes, so nothing here polls."""
         if self.configmaps is None:
-            return None
+            return _ConfigMapsRead()
         namespace = dj["metadata"].get("namespace") or ""
         if not rerun_on_config_change(dj):
             self.configmaps.forget(key)
-            return None
+            return _ConfigMapsRead()
         refs = referenced_configmaps(pod_template_of(dj))
         self.configmaps.track(key, namespace, [r.name for r in refs])
         out: dict[str, Obj | None] = {}
+        unreadable: dict[str, str] = {}
+        pending = False
         for ref in refs:
             synced, obj = self.configmaps.get(namespace, ref.name)
-            if not synced:
-                return _NOT_SYNCED
-            out[ref.name] = obj
-        return out
+            if synced:
+                out[ref.name] = obj
+                continue
+            error = self.configmaps.error(namespace, ref.name)
+            if error is not None:
+                unreadable[ref.name] = error
+            else:
+                pending = True
+        if unreadable:
+            return _ConfigMapsRead(None, False, unreadable)
+        return _ConfigMapsRead(None, True) if pending else _ConfigMapsRead(out)
 
     def _count_runs(self, namespace: str, name: str, decision: Decision, rlog: Any) -> None:
         """Runs started, skipped and finished: counted once, with the status write that records them."""

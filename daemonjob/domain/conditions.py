@@ -41,6 +41,7 @@ STALLED = "Stalled"
 DEFAULT_STALLED_REASON = "ApplyFailed"
 TTL_INJECTED = "TTLInjected"
 CONFIGMAP_MISSING = "ConfigMapMissing"
+CONFIGMAP_UNREADABLE = "ConfigMapUnreadable"
 WAITING_FOR_SCHEDULE = "WaitingForSchedule"
 JOB_CONFLICT = "JobConflict"
 FAILURE_THRESHOLD_EXCEEDED = "FailureThresholdExceeded"
@@ -142,11 +143,21 @@ def stall_for(
     generation: Any,
     conflicts: Mapping[str, str] | None = None,
     missing_configmaps: Sequence[str] = (),
+    unreadable_configmaps: Mapping[str, str] | None = None,
 ) -> Stall | None:
-    """The stall that blocks actions, from the spec, the act layer or the Jobs (failures come later)."""
+    """The stall that blocks actions, from the spec, the act layer or the Jobs (failures come later).
+
+    `unreadable_configmaps`: ConfigMap name -> why the controller cannot read it (a 403 from
+    RBAC, say); without their content the revision is unknown, so nothing starts."""
     if problems:
         message = "; ".join(p.message for p in problems)
         return Stall(Condition(True, problems[0].reason, message), event=EVENT_INVALID_SPEC, on_message=True,
+                     blocks=True)
+    if unreadable_configmaps:
+        shown = "; ".join(f"{name}: {why}" for name, why in sorted(unreadable_configmaps.items())[:HELD_SHOWN])
+        message = (f"cannot read {_plural(len(unreadable_configmaps), 'ConfigMap')} referenced by the pod template "
+                   f"(rerunOnConfigChange), retrying with backoff; no Job is started until they can be read: {shown}")
+        return Stall(Condition(True, CONFIGMAP_UNREADABLE, message), event=CONFIGMAP_UNREADABLE, on_message=True,
                      blocks=True)
     if missing_configmaps:
         names = ", ".join(missing_configmaps)

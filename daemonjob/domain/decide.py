@@ -153,7 +153,7 @@ class _Observed:
 
 def _revision(dj: Mapping[str, Any], observed: _Observed,
               configmaps: Mapping[str, Mapping[str, Any] | None] | None,
-              jobs: list[Mapping[str, Any]], memo: Memo) -> Revision:
+              jobs: list[Mapping[str, Any]], memo: Memo, unreadable: bool = False) -> Revision:
     """With rerunOnConfigChange (and the ConfigMaps read), the hash covers their data too.
 
     A ConfigMap edit keeps the generation, so its revision is salted with the previous
@@ -163,6 +163,9 @@ def _revision(dj: Mapping[str, Any], observed: _Observed,
     template = spec.get("jobTemplate") if isinstance(spec, Mapping) else None
     previous = observed.status.get("currentRevision")
     previous = previous if isinstance(previous, str) else None
+    known = observed.status.get("templateHash")
+    if unreadable and previous and isinstance(known, str):
+        return Revision(previous, known, previous)  # the ConfigMaps' content is unknown: keep what was
     salt: Any = observed.generation
     if configmaps is not None and rerun_on_config_change(dj):
         template_hash = revision_for(dj, configmaps)
@@ -196,6 +199,7 @@ def decide(
     memo: Memo = compute,
     conflicts: Mapping[str, str] | None = None,
     configmaps: Mapping[str, Mapping[str, Any] | None] | None = None,
+    unreadable: Mapping[str, str] | None = None,
 ) -> Decision:
     """Compute the Jobs to create and delete, the new status and the events for `dj`.
 
@@ -208,13 +212,15 @@ def decide(
     those nodes get no create, the others go on, and Stalled names them.
     `configmaps`: with rerunOnConfigChange, the ConfigMaps the pod template references, by
     name (None for one that does not exist), read by the caller; None: not read, and the
-    revision covers the template only.
+    revision covers the template only. `unreadable`: with rerunOnConfigChange, the referenced
+    ConfigMaps the caller cannot read, by name, with why: Stalled, nothing starts, and the
+    recorded revision is kept.
     """
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)  # a naive time is UTC, as format_time reads it
     observed = _Observed.of(dj)
     jobs = list(jobs)
-    revision = _revision(dj, observed, configmaps, jobs, memo)
+    revision = _revision(dj, observed, configmaps, jobs, memo, bool(unreadable))
     checked = validate(dj, eligibility)
     settings = checked.settings
     runs_matter = (_spec_of(dj).get("schedule") is not None or observed.status.get("currentRun")
@@ -238,7 +244,7 @@ def decide(
     if conflicts:
         plan.turns = [t for t in plan.turns if t.node not in conflicts]
     stall = stall_for(checked.problems, stalled, plan.ttl_jobs, checked.template_has_ttl,
-                      observed.conditions.get(STALLED), observed.generation, conflicts, missing)
+                      observed.conditions.get(STALLED), observed.generation, conflicts, missing, unreadable)
     actions = _actions(dj, revision, plan, checked, stall, budget.exceeded, run, idle is not None)
     conditions = evaluate(plan, settings, actions, revision.name, stall, budget, run, idle)
     now_s = format_time(now)

@@ -75,6 +75,14 @@ class SharedInformer(Protocol):
 
     def wait_for_sync(self, timeout: float | None = None) -> bool: ...
 
+    def sync_error(self) -> str | None:
+        """Why the informer has not synced yet (its last list failed), else None."""
+        ...
+
+    def add_sync_listener(self, listener: Callable[[], None]) -> None:
+        """Called when the informer syncs, and when a failed first list fails differently."""
+        ...
+
     def alive(self) -> bool:
         """False when started and its thread has died."""
         ...
@@ -175,6 +183,8 @@ class Informer:
         self.rng = rng if rng is not None else random.Random()  # jitter: backoff and watch timeouts
         self._backoff = backoff or Backoff(self.clock, rng=self.rng)
         self._lists = 0
+        self._sync_error: str | None = None
+        self._sync_listeners: list[Callable[[], None]] = []
 
     # -- public --------------------------------------------------------------------------
     def add_handlers(self, handlers: Handlers) -> None:
@@ -198,6 +208,18 @@ class Informer:
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self._synced.wait(timeout)
+
+    def sync_error(self) -> str | None:
+        return None if self._synced.is_set() else self._sync_error
+
+    def add_sync_listener(self, listener: Callable[[], None]) -> None:
+        """Register before start(). Lets a consumer wait for the first list without polling, and
+        say why it fails (a 403 on a resource the controller may not list) as soon as it does."""
+        self._sync_listeners.append(listener)
+
+    def _sync_state_changed(self) -> None:
+        for listener in self._sync_listeners:
+            _safe(listener, self.name)
 
     def alive(self) -> bool:
         return self._thread is None or self._thread.is_alive()
@@ -226,9 +248,13 @@ class Informer:
 
     def _pause(self, cause: str, exc: BaseException) -> None:
         delay = self._backoff.next()
-        log.warning("watch failed, retrying", informer=self.name, cause=cause, error=str(exc)[:300],
+        error = exc.message if isinstance(exc, ApiError) else str(exc)
+        log.warning("watch failed, retrying", informer=self.name, cause=cause, error=error[:300],
                     retry_in=round(delay, 2))
         self._restart(cause)
+        if not self._synced.is_set() and error != self._sync_error:
+            self._sync_error = error
+            self._sync_state_changed()
         self._stopped.wait(delay)
 
     def _restart(self, cause: str) -> None:
@@ -270,7 +296,11 @@ class Informer:
                 self._emit_update(before, now)
         for tombstone in diff.deleted:
             self._emit_delete(tombstone)
+        first = not self._synced.is_set()
         self._synced.set()
+        self._sync_error = None
+        if first:
+            self._sync_state_changed()
 
     def _watch(self) -> None:
         timeout = self.rng.randint(self.watch_timeout_min, 2 * self.watch_timeout_min - 1)

@@ -39,6 +39,9 @@ class FakeInformer:
         self.transform = transform
         self.handlers: list[Handlers] = []
         self.started = False
+        self.synced = True
+        self.error: str | None = None
+        self.sync_listeners: list[Callable[[], None]] = []
 
     def add_handlers(self, handlers: Handlers) -> None:
         self.handlers.append(handlers)
@@ -50,10 +53,27 @@ class FakeInformer:
         self.started = False
 
     def has_synced(self) -> bool:
-        return True
+        return self.synced
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
-        return True
+        return self.synced
+
+    def sync_error(self) -> str | None:
+        return None if self.synced else self.error
+
+    def add_sync_listener(self, listener: Callable[[], None]) -> None:
+        self.sync_listeners.append(listener)
+
+    def fail_list(self, error: str) -> None:
+        """The first list fails (or fails again) with `error`: not synced, listeners told."""
+        self.synced, self.error = False, error
+        for listener in self.sync_listeners:
+            listener()
+
+    def list_succeeds(self) -> None:
+        self.synced, self.error = True, None
+        for listener in self.sync_listeners:
+            listener()
 
     def alive(self) -> bool:
         return True

@@ -170,3 +170,23 @@ def test_expired_resource_version_relists_with_tombstones(cluster, kube: Kube, n
         assert inf.resource_version != stale_rv
     finally:
         inf.stop()
+
+
+def test_a_refused_first_list_is_reported_to_sync_listeners(cluster, tmp_path, namespace: str,
+                                                            fast_backoff: Backoff) -> None:
+    """What the ConfigMap watches rely on: no polling for the first list, and why it fails."""
+    from daemonjob.testing.cluster import kubeconfig_text
+
+    config = tmp_path / "kubeconfig-nobody"
+    config.write_text(kubeconfig_text(cluster.server, cluster.pki / "ca.crt", "not-a-token", "nobody"))
+    told: list[str | None] = []
+    inf = Informer(Kube.from_config(str(config)), "v1", "configmaps", namespace=namespace, backoff=fast_backoff)
+    inf.add_sync_listener(lambda: told.append(inf.sync_error()))
+    inf.start()
+    try:
+        wait_for(lambda: told, 15, "a sync listener call")
+        assert not inf.has_synced() and told[0] is not None and "Unauthorized" in told[0]
+        time.sleep(1.0)  # further retries fail the same way: listeners are not told again
+        assert len(told) == 1
+    finally:
+        inf.stop()

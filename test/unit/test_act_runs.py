@@ -46,9 +46,11 @@ class ConfigMapInformers:
     """The tracker's informer factory: one FakeInformer per watched ConfigMap."""
 
     made: dict[tuple[str, str], FakeInformer] = field(default_factory=dict)
+    unlisted: bool = False  # new watches have not listed yet
 
     def __call__(self, namespace: str, name: str) -> FakeInformer:
         informer = FakeInformer(f"configmap-{name}")
+        informer.synced = not self.unlisted
         self.made[(namespace, name)] = informer
         return informer
 
@@ -136,6 +138,16 @@ def next_key(ctl: Controller, timeout: float = 5.0) -> Any:
     assert got, "no key came out of the queue"
     ctl.queue.done(got[0])
     return got[0]
+
+
+def no_key(ctl: Controller, timeout: float = 0.3) -> bool:
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.append(ctl.queue.get()[0]), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if got:
+        ctl.queue.done(got[0])
+    return not got
 
 
 def test_a_tick_starts_a_run_on_every_node_counted_once(bed: Bed) -> None:
@@ -309,6 +321,33 @@ def test_editing_a_referenced_configmap_reruns_every_node(bed: Bed) -> None:
     bed.ctl.reconcile(KEY)
     assert len(bed.created()) == 6
     assert bed.control.of("status")[-1].body["currentRevision"] != revision
+
+
+def test_a_configmap_that_cannot_be_listed_stalls_naming_it_and_nothing_polls(bed: Bed) -> None:
+    bed.configmaps.unlisted = True
+    bed.add_dj(script_dj())
+    drain(bed.ctl)
+    bed.ctl.reconcile(KEY)  # starts the watch; it has not listed yet: nothing to say, no requeue
+    assert bed.control.of("status") == [] and len(bed.ctl.queue) == 0
+    informer = bed.configmaps.made[(NS, SCRIPT)]
+    forbidden = 'configmaps "script" is forbidden: User "daemonjob" cannot list resource "configmaps"'
+    informer.fail_list(forbidden)
+    assert next_key(bed.ctl) == KEY  # the failed list wakes the DaemonJob once
+    bed.ctl.reconcile(KEY)
+    status = bed.control.of("status")[-1].body
+    stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "ConfigMapUnreadable")
+    assert SCRIPT in stalled["message"] and "forbidden" in stalled["message"]
+    assert len(bed.events("ConfigMapUnreadable")) == 1 and bed.created() == []
+    bed.clock.step(60)  # the watch backs off by itself: nothing is queued for later either
+    assert no_key(bed.ctl)
+    informer.list_succeeds()
+    informer.add({"metadata": {"name": SCRIPT, "namespace": NS}, "data": {"a": "1"}})
+    assert next_key(bed.ctl) == KEY
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    bed.ctl.reconcile(KEY)
+    assert len(bed.created()) == 3
 
 
 def test_turning_rerun_on_config_change_off_or_deleting_stops_the_watches(bed: Bed) -> None:
