@@ -59,6 +59,7 @@ class DeleteOutcome:
 class CreateOutcome:
     created: list[CreateJob] = field(default_factory=list)
     existed: list[CreateJob] = field(default_factory=list)  # AlreadyExists: to be resolved
+    failed: list[tuple[CreateJob, Exception]] = field(default_factory=list)
     error: Exception | None = None  # the first failure; later batches were not sent
     skipped: int = 0  # creates not attempted after the failure
 
@@ -66,6 +67,10 @@ class CreateOutcome:
     def rejected(self) -> ApiError | None:
         """The create the API server refused as invalid: the spec needs a user's change."""
         return self.error if isinstance(self.error, ApiError) and self.error.invalid else None
+
+    def rejected_nodes(self) -> dict[str, str]:
+        """Node -> the API server's message, for each create it refused (admission, quota, validation)."""
+        return {c.node: error_message(e) for c, e in self.failed if isinstance(e, ApiError) and e.invalid}
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +154,9 @@ class Act:
                     outcome.created.append(c)
                 elif result is False:
                     outcome.existed.append(c)
-                elif isinstance(result, Exception) and outcome.error is None:
-                    outcome.error = result
+                elif isinstance(result, Exception):
+                    outcome.failed.append((c, result))
+                    outcome.error = outcome.error or result
             batch *= 2
         outcome.skipped = len(remaining)
         if isinstance(outcome.error, ApiError):

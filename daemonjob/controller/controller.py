@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 
 from daemonjob import defaults
-from daemonjob.controller.act import Act, Conflict, error_message, names_shown
+from daemonjob.controller.act import Act, Conflict, CreateOutcome, error_message, names_shown
 from daemonjob.controller.configmaps import ConfigMapTracker, InformerFactory, kube_configmap_informer
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.expectations import Expectations
@@ -132,6 +132,7 @@ class Controller:
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
         self._elig_lock = threading.Lock()
         self._stalled: dict[str, _Stall] = {}  # by uid
+        self._rejected: dict[str, tuple[int, dict[str, str]]] = {}  # by uid: generation, node -> refusal
         self._conflicts: dict[str, tuple[Conflict, ...]] = {}  # by uid: Job names another owner holds
         self._decide_seconds: dict[str, float] = {}  # by key, of its last decision
         self._threads: list[threading.Thread] = []
@@ -260,6 +261,7 @@ class Controller:
     def _forget_uid(self, uid: str) -> None:
         self.expectations.forget(uid)
         self._stalled.pop(uid, None)
+        self._rejected.pop(uid, None)
         self._conflicts.pop(uid, None)
 
     def _job_added(self, job: Obj) -> None:
@@ -393,23 +395,25 @@ class Controller:
         nodes = self.nodes.store.list()
         generation = int(meta.get("generation") or 0)
         stall_before = self._stall_arg(uid, generation)
+        rejected_before = self._rejected_arg(uid, generation)
         conflicts = self._recheck_conflicts(dj, owner)
         now = self.clock.wall()  # one instant per pass: both decisions see the same ticks
 
-        def decision_for(stalled: tuple[str, str] | None) -> Decision:
+        def decision_for(stalled: tuple[str, str] | None, rejected: dict[str, str] | None) -> Decision:
             return decide(dj, jobs, nodes, now, stalled, eligibility=self._eligibility_for(key, cached),
                           memo=derived, conflicts={c.node: c.text for c in conflicts},
-                          configmaps=configmaps.objects, unreadable=configmaps.unreadable)
+                          configmaps=configmaps.objects, unreadable=configmaps.unreadable, rejected=rejected)
 
         started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
-        decision = decision_for(stall_before)
+        decision = decision_for(stall_before, rejected_before)
         self._decide_seconds[key] = time.thread_time() - started
 
         errors = self._delete(dj, decision, rlog) + self._create(dj, decision, generation, owner, rlog)
-        stall_after = self._stall_arg(uid, generation)
-        if stall_after != stall_before or self._conflicts.get(uid, ()) != conflicts:
+        stall_after, rejected_after = self._stall_arg(uid, generation), self._rejected_arg(uid, generation)
+        if (stall_after != stall_before or rejected_after != rejected_before
+                or self._conflicts.get(uid, ()) != conflicts):
             conflicts = self._conflicts.get(uid, ())  # this pass hit or cleared an API rejection or a clash
-            decision = decision_for(stall_after)
+            decision = decision_for(stall_after, rejected_after)
         for ev in decision.events:
             self.control.record_event(dj, ev.type, ev.reason, ev.message)
         if self.act.write_status(dj, thaw(cached.get("status") or {}), decision.status):
@@ -517,15 +521,39 @@ class Controller:
                 self._conflicts[uid] = tuple(sorted(known.values(), key=lambda c: c.node))
         if isinstance(outcome.error, NotLeader):
             raise outcome.error
+        self._note_rejections(uid, generation, outcome)
+        if outcome.error is None or outcome.created:
+            self._stalled.pop(uid, None)  # creates go through: any refusal is of some nodes only
         if outcome.error is None:
-            self._stalled.pop(uid, None)
             return []
         message = error_message(outcome.error)
-        self.control.record_event(dj, "Warning", "FailedCreate", f"Error creating Job: {message}")
+        failed_node = outcome.failed[0][0].node if outcome.failed else None
+        self.control.record_event(dj, "Warning", "FailedCreate",
+                                  f"Error creating Job for node {failed_node}: {message}")
         if outcome.rejected is not None:
-            rlog.warning("the API server rejected the Job", error=message)
-            self._stalled[uid] = _Stall(generation, "JobRejected", f"the API server rejected the Job: {message}")
+            rlog.warning("the API server rejected the Job", node=failed_node, error=message)
+            if not outcome.created:  # nothing went through: probe once per retry until something does
+                self._stalled[uid] = _Stall(generation, "JobRejected",
+                                            f"the API server rejected the Job of node {failed_node}: {message}")
         return [outcome.error]
+
+    def _note_rejections(self, uid: str, generation: int, outcome: CreateOutcome) -> None:
+        """Nodes whose create was refused, oldest refusal first; a node leaves once its Job is created."""
+        known_generation, rejected = self._rejected.get(uid, (generation, {}))
+        if known_generation != generation:
+            rejected = {}
+        rejected = {n: m for n, m in rejected.items() if n not in {c.node for c in outcome.created}}
+        for node, message in outcome.rejected_nodes().items():
+            rejected.pop(node, None)
+            rejected[node] = message  # to the end: the next retry of refused nodes tries another first
+        if rejected:
+            self._rejected[uid] = (generation, rejected)
+        else:
+            self._rejected.pop(uid, None)
+
+    def _rejected_arg(self, uid: str, generation: int) -> dict[str, str] | None:
+        known = self._rejected.get(uid)
+        return known[1] if known is not None and known[0] == generation else None
 
     def _recheck_conflicts(self, dj: Obj, owner: Obj) -> tuple[Conflict, ...]:
         """Conflicts still standing: a fresh read of each clashing Job (rare, and few)."""

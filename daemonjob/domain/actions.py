@@ -119,10 +119,9 @@ def choose_actions(
 
 
 def _within(turns: list[Turn], slots: int, held: int) -> list[Turn]:
-    """Replacing turns first, each in the slot its running Job holds; then creates in free slots."""
+    """Replacing turns first, each in the slot its running Job holds; then creates in free slots,
+    in the order of `turns`."""
     replacing = [t for t in turns if t.replace]
     starting = [t for t in turns if not t.replace]
     others = held - len(replacing)  # running nodes whose Job stays
-    chosen = replacing[: max(0, slots - others)] + starting[: max(0, slots - held)]
-    chosen.sort(key=lambda t: t.node)
-    return chosen
+    return replacing[: max(0, slots - others)] + starting[: max(0, slots - held)]

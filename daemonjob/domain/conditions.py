@@ -44,6 +44,7 @@ CONFIGMAP_MISSING = "ConfigMapMissing"
 CONFIGMAP_UNREADABLE = "ConfigMapUnreadable"
 WAITING_FOR_SCHEDULE = "WaitingForSchedule"
 JOB_CONFLICT = "JobConflict"
+JOB_REJECTED = "JobRejected"
 FAILURE_THRESHOLD_EXCEEDED = "FailureThresholdExceeded"
 NODES_FAILED = "NodesFailed"
 WAITING_FOR_INELIGIBLE_NODES = "WaitingForIneligibleNodes"
@@ -144,6 +145,7 @@ def stall_for(
     conflicts: Mapping[str, str] | None = None,
     missing_configmaps: Sequence[str] = (),
     unreadable_configmaps: Mapping[str, str] | None = None,
+    rejected: Mapping[str, str] | None = None,
 ) -> Stall | None:
     """The stall that blocks actions, from the spec, the act layer or the Jobs (failures come later).
 
@@ -173,9 +175,21 @@ def stall_for(
     if api_error is not None:
         reason = str(api_error[0] or DEFAULT_STALLED_REASON)
         return Stall(Condition(True, reason, str(api_error[1] or "")), event=reason, on_message=True, probing=True)
+    if rejected:
+        return rejected_stall(rejected)
     if conflicts:
         return conflict_stall(conflicts)
     return None
+
+
+def rejected_stall(rejected: Mapping[str, str]) -> Stall:
+    """Nodes whose Job the API server refused while others' were accepted: they go last and are
+    retried with backoff; the other nodes go on."""
+    shown = "; ".join(f"node {node}: {rejected[node]}" for node in sorted(rejected)[:HELD_SHOWN])
+    more = f" (+{len(rejected) - HELD_SHOWN} more)" if len(rejected) > HELD_SHOWN else ""
+    message = (f"the API server rejected the Job of {_plural(len(rejected), 'node')}, retried with backoff after "
+               f"the other nodes: {shown}{more}")
+    return Stall(Condition(True, JOB_REJECTED, message), event=JOB_REJECTED, on_message=True)
 
 
 def conflict_stall(conflicts: Mapping[str, str]) -> Stall:

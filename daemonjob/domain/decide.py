@@ -38,7 +38,7 @@ from daemonjob.domain.configrefs import (
     revision_for,
 )
 
-from daemonjob.domain.actions import Actions, CreateJob, DeleteJob, Gate, choose_actions
+from daemonjob.domain.actions import Actions, CreateJob, DeleteJob, Gate, Turn, choose_actions
 from daemonjob.domain.conditions import (
     COMPLETE,
     FAILED_CONDITION,
@@ -200,6 +200,7 @@ def decide(
     conflicts: Mapping[str, str] | None = None,
     configmaps: Mapping[str, Mapping[str, Any] | None] | None = None,
     unreadable: Mapping[str, str] | None = None,
+    rejected: Mapping[str, str] | None = None,
 ) -> Decision:
     """Compute the Jobs to create and delete, the new status and the events for `dj`.
 
@@ -214,7 +215,9 @@ def decide(
     name (None for one that does not exist), read by the caller; None: not read, and the
     revision covers the template only. `unreadable`: with rerunOnConfigChange, the referenced
     ConfigMaps the caller cannot read, by name, with why: Stalled, nothing starts, and the
-    recorded revision is kept.
+    recorded revision is kept. `rejected`: node -> why the API server refused its Job, in the
+    order they were refused; those nodes take their turns after every other node (oldest
+    refusal first), so one node that admission always refuses cannot hold the others back.
     """
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)  # a naive time is UTC, as format_time reads it
@@ -243,8 +246,11 @@ def decide(
     budget = failure_budget(plan, settings)
     if conflicts:
         plan.turns = [t for t in plan.turns if t.node not in conflicts]
+    if rejected:
+        plan.turns = _rejected_last(plan.turns, rejected)
     stall = stall_for(checked.problems, stalled, plan.ttl_jobs, checked.template_has_ttl,
-                      observed.conditions.get(STALLED), observed.generation, conflicts, missing, unreadable)
+                      observed.conditions.get(STALLED), observed.generation, conflicts, missing, unreadable,
+                      {n: m for n, m in rejected.items() if n in node_set.eligible} if rejected else None)
     actions = _actions(dj, revision, plan, checked, stall, budget.exceeded, run, idle is not None)
     conditions = evaluate(plan, settings, actions, revision.name, stall, budget, run, idle)
     now_s = format_time(now)
@@ -261,6 +267,12 @@ def decide(
         run_finished=_run_finished(observed, conditions, run, run_changed),
         requeue_at=step.requeue_at,
     )
+
+
+def _rejected_last(turns: list[Turn], rejected: Mapping[str, str]) -> list[Turn]:
+    order = {node: i for i, node in enumerate(rejected)}
+    later = sorted((t for t in turns if t.node in order), key=lambda t: order[t.node])
+    return [t for t in turns if t.node not in order] + later
 
 
 def _actions(dj: Mapping[str, Any], revision: Revision, plan: Plan, checked: Validation, stall: Stall | None,

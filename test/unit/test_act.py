@@ -97,8 +97,37 @@ def test_slow_start_batches_stop_at_the_first_failure(bed: Bed) -> None:
         bed.ctl.reconcile(KEY)
     assert len(bed.control.of("create")) == 3  # batch of 1, batch of 2, nothing after the failure
     assert len(bed.control.objects) == 2
-    assert bed.events("FailedCreate") == ["Error creating Job: etcd is sad"]
+    assert bed.events("FailedCreate") == [f"Error creating Job for node {names[2]}: etcd is sad"]
     assert len(bed.statuses()) == 1  # the status is written even when an action failed
+
+
+def test_a_node_whose_job_admission_always_rejects_does_not_starve_the_others(bed: Bed) -> None:
+    names = bed.add_nodes(5)
+    dj = make_dj()
+    bed.add_dj(dj)
+    refused = build_job(dj, names[0], template_revision(dj["spec"]["jobTemplate"]))["metadata"]["name"]
+    bed.control.errors[("create", refused)] = api_error(
+        400, message=f'admission webhook "nodes.example.com" denied the request: {names[0]} is drained')
+    for _ in range(6):
+        try:
+            bed.ctl.reconcile(KEY)
+        except ReconcileError:
+            pass
+        bed.control.deliver()
+    created = {c.body["metadata"]["annotations"]["daemonjob.io/node"] for c in bed.control.of("create")
+               if c.body["metadata"]["name"] != refused}
+    assert created == set(names[1:])  # every other node got its Job
+    stalled = condition(bed.statuses()[-1], "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "JobRejected"
+    assert names[0] in stalled["message"] and "drained" in stalled["message"]
+    assert all(names[0] in m for m in bed.events("FailedCreate"))
+    # the refused node is retried after the others: once admission lets it, the rollout completes
+    del bed.control.errors[("create", refused)]
+    bed.ctl.reconcile(KEY)
+    bed.control.deliver()
+    assert {c.body["metadata"]["name"] for c in bed.control.of("create")} >= {refused}
+    bed.ctl.reconcile(KEY)
+    assert condition(bed.statuses()[-1], "Stalled")["status"] == "False"
 
 
 def test_expectations_block_a_second_pass_until_the_cache_catches_up(bed: Bed) -> None:
