@@ -23,12 +23,26 @@ Ref = tuple[str, str]  # namespace, name
 InformerFactory = Callable[[str, str], SharedInformer]
 
 
+METRICS_NAME = "configmaps"  # every ConfigMap watch reports as one informer
+
+
 def kube_configmap_informer(kube: Kube, hooks: InformerHooks | None = None, *, clock: Clock | None = None,
                             rng: random.Random | None = None) -> InformerFactory:
+    shared = _one_name(hooks, METRICS_NAME) if hooks is not None else None
+
     def make(namespace: str, name: str) -> SharedInformer:
         return Informer(kube, "v1", "configmaps", namespace=namespace, field_selector=f"metadata.name={name}",
-                        hooks=hooks, clock=clock, rng=rng, name=f"configmap-{namespace}-{name}")
+                        hooks=shared, clock=clock, rng=rng, name=f"configmap-{namespace}-{name}")
     return make
+
+
+def _one_name(hooks: InformerHooks, name: str) -> InformerHooks:
+    """`hooks` reporting every informer as `name`: a label value per ConfigMap (kustomize adds a
+    hash suffix per edit) would grow the metrics without bound."""
+    def fixed(hook: Callable[..., None] | None) -> Callable[..., None] | None:
+        return None if hook is None else (lambda _informer, *rest: hook(name, *rest))
+    return InformerHooks(on_list=fixed(hooks.on_list), on_relist=fixed(hooks.on_relist),
+                         on_watch_restart=fixed(hooks.on_watch_restart))
 
 
 class ConfigMapTracker:

@@ -255,7 +255,7 @@ class Controller:
         self._decide_seconds.pop(key, None)
         if self.configmaps is not None:
             self.configmaps.forget(key)
-        self.metrics.forget(dj["metadata"].get("namespace", ""), dj["metadata"]["name"])
+        self.metrics.forget(dj["metadata"].get("namespace", ""), dj["metadata"]["name"], dj["metadata"].get("uid") or "")
         self.queue.add(key)
 
     def _forget_uid(self, uid: str) -> None:
@@ -420,8 +420,8 @@ class Controller:
             rlog.debug("status updated", desired=decision.status.get("desiredNodes"),
                        active=decision.status.get("activeNodes"), succeeded=decision.status.get("succeededNodes"),
                        failed=decision.status.get("failedNodes"))
-            self._count_runs(namespace, name, decision, rlog)
-        self.metrics.set_status(namespace, name, decision.status)
+            self._count_runs(namespace, name, uid, decision, rlog)
+        self.metrics.set_status(namespace, name, uid, decision.status)
         self._requeue_at(key, decision.requeue_at)
         if errors:
             raise ReconcileError(errors)  # retried with per-key backoff: quotas free up, webhooks come back
@@ -459,15 +459,12 @@ class Controller:
             return _ConfigMapsRead(None, False, unreadable)
         return _ConfigMapsRead(None, True) if pending else _ConfigMapsRead(out)
 
-    def _count_runs(self, namespace: str, name: str, decision: Decision, rlog: Any) -> None:
+    def _count_runs(self, namespace: str, name: str, uid: str, decision: Decision, rlog: Any) -> None:
         """Runs started, skipped and finished: counted once, with the status write that records them."""
         if decision.run_started is not None:
             rlog.info("run started", run=decision.run_started)
-            self.metrics.runs_started.labels(namespace, name).inc()
-        for reason, count in decision.ticks_skipped:
-            self.metrics.runs_skipped.labels(namespace, name, reason).inc(count)
-        if decision.run_finished is not None:
-            self.metrics.runs_finished.labels(namespace, name, decision.run_finished).inc()
+        self.metrics.count_runs(namespace, name, uid, decision.run_started is not None, decision.ticks_skipped,
+                                decision.run_finished)
 
     def _requeue_at(self, key: str, when: datetime | None) -> None:
         """Reconcile again at the next tick: no polling in between."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import threading
 
+from cachetools import TTLCache
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemonjob import __version__
@@ -17,6 +18,10 @@ RUN_RESULTS = ("succeeded", "failed")
 NODE_STATES = ("desired", "active", "succeeded", "failed", "pending")
 STATUS_FIELDS = {"desired": "desiredNodes", "active": "activeNodes", "succeeded": "succeededNodes",
                  "failed": "failedNodes", "pending": "pendingNodes"}
+# A reconcile in flight when its DaemonJob is deleted must not bring the series back: the
+# uids of deleted DaemonJobs are remembered this long (seconds), far beyond any reconcile.
+FORGOTTEN_TTL = 3600.0
+FORGOTTEN_MAX = 100_000
 
 
 class Metrics:
@@ -59,6 +64,7 @@ class Metrics:
         self.queue_provider = PrometheusMetricsProvider(registry=r)
         self._dj_lock = threading.Lock()
         self._known: set[tuple[str, str]] = set()
+        self._forgotten: TTLCache[str, bool] = TTLCache(FORGOTTEN_MAX, FORGOTTEN_TTL)
 
     def on_request(self, verb: str, resource: str, code: int) -> None:
         self.api_requests.labels(verb, resource, str(code)).inc()
@@ -72,8 +78,10 @@ class Metrics:
     def on_relist(self, informer: str) -> None:
         self.relists.labels(informer).inc()
 
-    def set_status(self, namespace: str, name: str, status: dict) -> None:
+    def set_status(self, namespace: str, name: str, uid: str, status: dict) -> None:
         with self._dj_lock:
+            if uid in self._forgotten:
+                return  # deleted while this reconcile ran: its series are gone and stay gone
             self._known.add((namespace, name))
             for gauge, fld in ((self.next_schedule, "nextScheduleTime"), (self.last_success, "lastSuccessfulTime")):
                 when = parse_time(status.get(fld))
@@ -84,9 +92,26 @@ class Metrics:
             for state, fld in STATUS_FIELDS.items():
                 self.nodes.labels(namespace, name, state).set(status.get(fld, 0) or 0)
 
-    def forget(self, namespace: str, name: str) -> None:
-        """Drop a deleted DaemonJob's series, so dashboards do not show ghosts."""
+    def count_runs(self, namespace: str, name: str, uid: str, started: bool,
+                   skipped: list[tuple[str, int]], finished: str | None) -> None:
+        """Runs started, ticks skipped, a run finished; nothing for a DaemonJob already deleted."""
         with self._dj_lock:
+            if uid in self._forgotten:
+                return
+            self._known.add((namespace, name))
+            if started:
+                self.runs_started.labels(namespace, name).inc()
+            for reason, count in skipped:
+                self.runs_skipped.labels(namespace, name, reason).inc(count)
+            if finished is not None:
+                self.runs_finished.labels(namespace, name, finished).inc()
+
+    def forget(self, namespace: str, name: str, uid: str) -> None:
+        """Drop a deleted DaemonJob's series, so dashboards do not show ghosts, and keep them
+        dropped: a reconcile of it still in flight writes nothing more."""
+        with self._dj_lock:
+            if uid:
+                self._forgotten[uid] = True
             if (namespace, name) not in self._known:
                 return
             self._known.discard((namespace, name))

@@ -1,0 +1,73 @@
+"""Metric label values stay bounded and a DaemonJob's series go with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemonjob.controller.configmaps import kube_configmap_informer
+from daemonjob.controller.controller import Controller
+from daemonjob.controller.metrics import Metrics
+from daemonjob.machinery.clock import FakeClock
+from daemonjob.machinery.informer import InformerHooks
+from daemonjob.testing.fakes import FakeJobControl, fake_informers
+
+STATUS = {"desiredNodes": 2, "activeNodes": 1, "succeededNodes": 1, "failedNodes": 0, "pendingNodes": 0}
+
+
+def series(metrics: Metrics, name: str = "audit") -> list[tuple[str, dict[str, str]]]:
+    return [(s.name, s.labels) for family in metrics.registry.collect() for s in family.samples
+            if s.labels.get("name") == name]
+
+
+def test_a_status_written_after_the_delete_brings_no_series_back() -> None:
+    m = Metrics()
+    m.set_status("ops", "audit", "uid-1", STATUS)
+    m.count_runs("ops", "audit", "uid-1", True, [("ConcurrencyForbid", 1)], "succeeded")
+    assert series(m)
+    m.forget("ops", "audit", "uid-1")
+    assert series(m) == []
+    m.set_status("ops", "audit", "uid-1", STATUS)  # the reconcile that was in flight
+    m.count_runs("ops", "audit", "uid-1", True, [], None)
+    assert series(m) == []
+    m.set_status("ops", "audit", "uid-2", STATUS)  # re-created under the same name
+    assert series(m)
+
+
+def test_a_daemonjob_deleted_during_its_reconcile_leaves_no_series() -> None:
+    informers = fake_informers()
+    control = FakeJobControl(jobs=informers.jobs)
+    ctl = Controller(informers, control, clock=FakeClock(), resync_interval=0)
+    try:
+        informers.nodes.add({"metadata": {"name": "n1", "labels": {}}, "spec": {}})
+        dj: dict[str, Any] = {
+            "apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
+            "metadata": {"name": "audit", "namespace": "ops", "uid": "uid-1", "generation": 1},
+            "spec": {"jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
+        informers.daemonjobs.add(dj)
+        control.daemonjobs["ops/audit"] = dj
+        patch_status = control.patch_status
+
+        def deleted_meanwhile(*args: Any, **kw: Any) -> None:
+            patch_status(*args, **kw)
+            informers.daemonjobs.delete(dj)  # the delete handler runs while the pass goes on
+
+        control.patch_status = deleted_meanwhile  # type: ignore[method-assign]
+        ctl.reconcile("ops/audit")
+        assert series(ctl.metrics) == []
+    finally:
+        ctl.stop(timeout=1)
+
+
+def test_every_configmap_watch_reports_under_one_label_value() -> None:
+    m = Metrics()
+    hooks = InformerHooks(on_list=m.on_list, on_relist=m.on_relist, on_watch_restart=m.on_watch_restart)
+    make = kube_configmap_informer(kube=None, hooks=hooks)  # type: ignore[arg-type]
+    for name in ("script-5f9c2a", "script-7d1e0b", "other"):
+        informer = make("ops", name)
+        informer.hooks.on_list(informer.name)  # type: ignore[misc]
+        informer.hooks.on_relist(informer.name)  # type: ignore[misc]
+        informer.hooks.on_watch_restart(informer.name, "api-403")  # type: ignore[misc]
+    values = {s.labels["informer"] for family in m.registry.collect() for s in family.samples
+              if "informer" in s.labels}
+    assert values == {"configmaps"}
