@@ -40,7 +40,7 @@ from daemonjob.domain.jobs import daemonjob_ref, owner_reference
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import Handlers, InformerHooks, Tombstone, deleted_object
 from daemonjob.machinery.kube import ApiError, Kube
-from daemonjob.machinery.store import derived, meta_namespace_key, thaw
+from daemonjob.machinery.store import DERIVED_MAX, Derived, meta_namespace_key, thaw
 from daemonjob.machinery.workqueue import RateLimitingQueue, default_controller_rate_limiter
 
 __all__ = ["Controller", "job_event_delay", "owner_key", "ReconcileError"]
@@ -131,6 +131,7 @@ class Controller:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
         self._elig_lock = threading.Lock()
+        self.memo = Derived()  # sized to the node rule sets in use: one memo entry each per node
         self._stalled: dict[str, _Stall] = {}  # by uid
         self._rejected: dict[str, tuple[int, dict[str, str]]] = {}  # by uid: generation, node -> refusal
         self._conflicts: dict[str, tuple[Conflict, ...]] = {}  # by uid: Job names another owner holds
@@ -226,7 +227,13 @@ class Controller:
             elig = None  # decide() reports it as Stalled
         with self._elig_lock:
             self._eligibility[key] = (version, elig)
+            self._size_memo()
         return elig
+
+    def _size_memo(self) -> None:
+        """Room for every rule set in use, the Job views and slack; called under _elig_lock."""
+        rule_sets = {e.rules for _, e in self._eligibility.values() if e is not None and e.rules is not None}
+        self.memo.capacity = max(DERIVED_MAX, 2 * len(rule_sets) + 8)
 
     def _dj_added(self, dj: Obj) -> None:
         key = meta_namespace_key(dj)
@@ -251,6 +258,7 @@ class Controller:
         key = meta_namespace_key(dj)
         with self._elig_lock:
             self._eligibility.pop(key, None)
+            self._size_memo()
         self._forget_uid(dj["metadata"].get("uid") or "")
         self._decide_seconds.pop(key, None)
         if self.configmaps is not None:
@@ -401,7 +409,7 @@ class Controller:
 
         def decision_for(stalled: tuple[str, str] | None, rejected: dict[str, str] | None) -> Decision:
             return decide(dj, jobs, nodes, now, stalled, eligibility=self._eligibility_for(key, cached),
-                          memo=derived, conflicts={c.node: c.text for c in conflicts},
+                          memo=self.memo, conflicts={c.node: c.text for c in conflicts},
                           configmaps=configmaps.objects, unreadable=configmaps.unreadable, rejected=rejected)
 
         started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times

@@ -56,10 +56,11 @@ def _text(value: Any) -> Any:
 
 
 def node_transform(node: dict[str, Any]) -> dict[str, Any]:
+    """What eligibility reads: no status and no resourceVersion, so a heartbeat is no change."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
     return {
-        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels") if k in meta},
+        "metadata": {k: meta[k] for k in ("name", "uid", "labels") if k in meta},
         "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
     }
 

@@ -333,8 +333,10 @@ class Informer:
             elif before is None:
                 self.store.add(obj)
                 self._emit_add(self.store.get(key))
+            elif before == (frozen := freeze(obj)):
+                pass  # nothing a handler reads changed (a heartbeat): keep the instance and its memos
             else:
-                self.store.update(obj)
+                self.store.update(frozen)
                 self._emit_update(before, self.store.get(key))
             self.resource_version = rv or self.resource_version
 

@@ -116,37 +116,48 @@ def freeze(obj: Any) -> Any:
     return obj
 
 
-DERIVED_MAX = 32  # values kept per object; past it the memo starts over
+DERIVED_MAX = 32  # values kept per object by default; past it the memo starts over
 
 
-def derived(obj: Mapping[str, Any], fn: Callable[[Any], _T], key: Hashable | None = None) -> _T:
+class Derived:
     """`fn(obj)`, computed once per frozen object and kept on it under `key` (default: `fn`).
 
     A frozen object never changes, so a value derived from it never goes stale;
     a new version of the object is a new object. Plain mappings are not cached.
     Two threads may both compute a missing value: `fn` must be pure, and every `fn`
-    given one `key` must give the same answers.
+    given one `key` must give the same answers. `capacity`: values kept per object;
+    past it the object's memo starts over, so keys that change (edited rules) cannot
+    pile up. Its owner sizes it to the keys in use (one per set of node rules), since a
+    capacity below them would clear every memo on every pass.
     """
-    if type(obj) is not FrozenDict:
-        return fn(obj)
-    if key is None:
-        key = fn
-    memo = obj._derived  # None, one (key, value) pair, or a dict of them: most objects need one
-    if memo is None:
-        value = fn(obj)
-        obj._derived = (key, value)
-        return value
-    if type(memo) is tuple:
-        if memo[0] == key:
-            return memo[1]
-        memo = obj._derived = {memo[0]: memo[1]}
-    try:
-        return memo[key]
-    except KeyError:
-        if len(memo) >= DERIVED_MAX:  # keys that change (e.g. edited rules) must not pile up
-            memo.clear()
-        value = memo[key] = fn(obj)
-        return value
+
+    def __init__(self, capacity: int = DERIVED_MAX) -> None:
+        self.capacity = capacity
+
+    def __call__(self, obj: Mapping[str, Any], fn: Callable[[Any], _T], key: Hashable | None = None) -> _T:
+        if type(obj) is not FrozenDict:
+            return fn(obj)
+        if key is None:
+            key = fn
+        memo = obj._derived  # None, one (key, value) pair, or a dict of them: most objects need one
+        if memo is None:
+            value = fn(obj)
+            obj._derived = (key, value)
+            return value
+        if type(memo) is tuple:
+            if memo[0] == key:
+                return memo[1]
+            memo = obj._derived = {memo[0]: memo[1]}
+        try:
+            return memo[key]
+        except KeyError:
+            if len(memo) >= self.capacity:
+                memo.clear()
+            value = memo[key] = fn(obj)
+            return value
+
+
+derived = Derived()
 
 
 def thaw(obj: Any) -> Any:

@@ -419,3 +419,17 @@ def test_a_conflict_clears_once_the_foreign_job_is_gone(bed: Bed) -> None:
     bed.ctl.reconcile(KEY)  # the re-check finds the name free: the node gets its Job
     assert [c.name for c in bed.control.of("create")] == [body["metadata"]["name"]]
     assert condition(bed.statuses()[-1], "Stalled")["status"] == "False"
+
+
+def test_the_node_memo_holds_every_rule_set_in_use(bed: Bed) -> None:
+    """With more distinct node rules than the default memo size, each pass would clear every node's memo."""
+    names = bed.add_nodes(3)
+    for i in range(40):
+        dj = make_dj(uid=f"uid-{i}", nodeSelector={"matchLabels": {"pool": f"p{i}"}})
+        dj["metadata"]["name"] = f"audit-{i}"
+        bed.add_dj(dj)
+    assert bed.ctl.memo.capacity >= 40
+    node = bed.nodes.store.get(names[0])
+    for i in range(40):
+        bed.ctl.reconcile(f"{NS}/audit-{i}")
+    assert len(node._derived) == 40  # every rule set's answer is still kept on the node

@@ -8,7 +8,7 @@ from typing import Any
 from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.domain.jobs import build_job
 from daemonjob.machinery.informer import Handlers, Informer, Tombstone, diff_relist
-from daemonjob.machinery.store import freeze, meta_namespace_key, thaw
+from daemonjob.machinery.store import derived, freeze, meta_namespace_key, thaw
 
 DJ = {
     "apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
@@ -137,17 +137,64 @@ def test_a_job_that_finished_unseen_is_an_update_after_the_relist() -> None:
     assert rec.take() == []
 
 
-def test_a_node_with_a_new_resource_version_is_an_update() -> None:
+def test_a_new_resource_version_is_an_update_when_the_transform_keeps_it() -> None:
     """A transform that keeps resourceVersion still gets an update for every new version."""
     node = {"metadata": {"name": "n1", "uid": "u", "resourceVersion": "5", "labels": {"a": "1"}}, "spec": {}}
     kube = PagedKube()
     kube.items = [node]
-    inf, rec = informer(kube, transform=node_transform)
+    inf, rec = informer(kube, transform=lambda n: {"metadata": n["metadata"]})
     inf._list()
     rec.take()
     kube.items = [{**node, "metadata": {**node["metadata"], "resourceVersion": "6"}}]
     inf._list()
     assert [kind for kind, _ in rec.take()] == ["update"]
+
+
+class WatchKube(PagedKube):
+    """Lists like PagedKube, then serves one watch of `events` and stops the informer."""
+
+    def __init__(self, events: list[dict[str, Any]], stop: Any) -> None:
+        super().__init__()
+        self.events = events
+        self.stop = stop
+
+    def watch(self, path: str, params: Any, read_timeout: float | None = None) -> Any:
+        kube = self
+
+        class Stream:
+            def __iter__(self) -> Any:
+                yield from copy.deepcopy(kube.events)
+                kube.stop()
+
+            def close(self) -> None:
+                pass
+
+        return Stream()
+
+
+def test_a_heartbeat_keeps_the_cached_node_and_its_memo_and_sends_no_update() -> None:
+    node = {"metadata": {"name": "n1", "uid": "u", "resourceVersion": "5", "labels": {"a": "1"}},
+            "spec": {"taints": []}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    beat = copy.deepcopy(node)
+    beat["metadata"]["resourceVersion"] = "6"
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:10Z"
+    relabelled = copy.deepcopy(beat)
+    relabelled["metadata"].update(resourceVersion="7", labels={"a": "2"})
+    holder: list[Informer] = []
+    kube = WatchKube([{"type": "MODIFIED", "object": beat}, {"type": "MODIFIED", "object": relabelled}],
+                     stop=lambda: holder[0]._stopped.set())
+    kube.items = [node]
+    inf, rec = informer(kube, transform=node_transform)
+    holder.append(inf)
+    inf._list()
+    cached = inf.store.get("n1")
+    assert derived(cached, lambda n: object(), "eligible") is derived(cached, lambda n: object(), "eligible")
+    rec.take()
+    inf._watch()
+    events = rec.take()
+    assert [kind for kind, _ in events] == ["update"]  # the relabel only: the heartbeat changed nothing read
+    assert events[0][1][0] is cached  # the heartbeat kept the cached instance
+    assert inf.resource_version == "7"
 
 
 def job_key(node: str) -> str:
