@@ -99,8 +99,9 @@ class Pair:
     mark: int  # audit log offset before either started
 
     def by(self, replica: Replica, audit: AuditLog, after: datetime | None = None,
-           resources: list[str] | None = None) -> list[AuditRecord]:
-        return audit.writes(user=replica.user, since=self.mark, after=after, resources=resources)
+           resources: list[str] | None = None, succeeded: bool = False) -> list[AuditRecord]:
+        return audit.writes(user=replica.user, since=self.mark, after=after, resources=resources,
+                            succeeded_only=succeeded)
 
 
 @pytest.fixture
@@ -192,6 +193,14 @@ def counts(records: list[AuditRecord]) -> dict[str, int]:
     return out
 
 
+def describe(records: list[AuditRecord]) -> str:
+    """One line per request, as the audit log has it: who, what, when received and answered."""
+    return "\n".join(
+        f"  {r.user} {r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''} {r.namespace}/{r.name} "
+        f"-> {r.code}; received {r.received.isoformat()}, completed {r.completed.isoformat()}"
+        for r in records)
+
+
 def leading(p: Pair, audit: AuditLog) -> None:
     """Until the leader has renewed the Lease and created Jobs: a fault now hits a working leader."""
     wait_for(lambda: any(r.verb == "update" for r in p.by(p.leader, audit, resources=["leases"])), 30,
@@ -200,8 +209,10 @@ def leading(p: Pair, audit: AuditLog) -> None:
 
 
 def takeover(p: Pair, audit: AuditLog, after: datetime) -> tuple[AuditRecord, AuditRecord]:
-    """The stand-by's Lease acquisition and its first acting write, both after `after`."""
-    acquired = wait_for(lambda: p.by(p.standby, audit, after, ["leases"]), 30, "the stand-by to take the Lease")[0]
+    """The stand-by's Lease acquisition (its first successful Lease write) and its first acting
+    write, both after `after`."""
+    acquired = wait_for(lambda: p.by(p.standby, audit, after, ["leases"], succeeded=True), 30,
+                        "the stand-by to take the Lease")[0]
     acting = wait_for(lambda: p.by(p.standby, audit, after, ACTING), 30, "the stand-by to act")[0]
     return acquired, acting
 
@@ -295,12 +306,26 @@ def test_sigterm_hands_over_without_overlapping_writes(pair: Callable[..., Pair]
     assert seconds(acquired.received, term) < LEASE  # released: the successor did not wait the lease out
     assert_rollout_sound(kube, namespace, watcher, rollout_nodes[1])
     old, new = p.by(p.leader, audit_log), p.by(p.standby, audit_log)
-    assert [r for r in old if r.resource != "leases"], "the leader wrote nothing before SIGTERM"
+    old_acting = [r for r in old if r.resource != "leases"]
+    assert old_acting, "the leader wrote nothing before SIGTERM"
     release = [r for r in old if r.resource == "leases"][-1]
     assert release.verb == "update" and release.succeeded
-    assert max(r.completed for r in old) < min(r.received for r in new), "the two wrote in the same interval"
+    # The promise: nothing the old leader sent is still being processed once the successor has
+    # taken the Lease, and the successor acts only after that. The stand-by's Lease requests
+    # before it takes over are not acting writes (at start-up both replicas may find no Lease
+    # and both create it: the loser's create is answered 409 while the winner goes on writing).
+    # An acting write counts until the API server answered it. A Lease write counts until it
+    # arrived: the successor can read the release once it is committed, which may be before the
+    # API server stamps the release's answer.
+    late = [r for r in old if (r.received if r.resource == "leases" else r.completed) >= acquired.received]
+    assert not late, (f"the old leader's writes were still processed after the successor took the Lease\n"
+                      f"{describe([acquired])}\nlate:\n{describe(late)}")
+    early = [r for r in new if r.resource != "leases" and r.received <= acquired.received]
+    assert not early, (f"the successor acted before it took the Lease\n{describe([acquired])}\n"
+                       f"early:\n{describe(early)}")
+    last = max(old_acting, key=lambda r: r.completed)
     print(f"\nSIGTERM: leader exited {seconds(stopped, term):.2f} s after the signal; successor took the Lease "
           f"{seconds(acquired.received, term):.2f} s and acted {seconds(acting.received, term):.2f} s after it; "
-          f"gap between the last write of one and the first of the other "
-          f"{seconds(min(r.received for r in new), max(r.completed for r in old)):.2f} s; "
-          f"max active {watcher.max_active}")
+          f"from the old leader's last acting write answered to the successor taking the Lease "
+          f"{seconds(acquired.received, last.completed):.2f} s, to its first acting write "
+          f"{seconds(acting.received, last.completed):.2f} s; max active {watcher.max_active}")
