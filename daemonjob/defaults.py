@@ -29,6 +29,12 @@ EXPECTATIONS_TTL = 300.0  # seconds, as the DaemonSet controller
 SLOW_START_INITIAL_BATCH = 1
 RESYNC_INTERVAL = 600.0  # seconds between full re-enqueues (0 disables)
 HISTORY_LIMIT = 1
+# History cleanup (finished Jobs beyond historyLimit): its own pace, after a pass's creates,
+# so cleaning up the last run never delays the next one's creates.
+HISTORY_DELETE_QPS = 10.0
+HISTORY_DELETE_BURST = 20
+HISTORY_DELETE_TTL = 600.0  # seconds a queued delete is not queued again while the cache lags
+HISTORY_DELETE_MAX_PENDING = 1_000_000
 # Job status changes arrive in bursts during a rollout; a DaemonJob is reconciled at most
 # once per delay after a Job event (the delaying queue keeps a key once). The delay grows
 # with the cost of a decision so that these reconciles take at most 1/FACTOR of a worker.

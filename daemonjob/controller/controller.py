@@ -30,6 +30,7 @@ from daemonjob.controller.configmaps import ConfigMapTracker, InformerFactory, k
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.expectations import Expectations
 from daemonjob.controller.fence import Fence, NotLeader, always
+from daemonjob.controller.history import HistoryCleaner
 from daemonjob.controller.informers import NAME_INDEX, NODE_INDEX, OWNER_INDEX, Informers, dj_name_index
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.metrics import Metrics
@@ -37,6 +38,7 @@ from daemonjob.domain.configrefs import pod_template_of, referenced_configmaps, 
 from daemonjob.domain.decide import CreateJob, Decision, decide
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import daemonjob_ref, owner_reference
+from daemonjob.domain.plan import HISTORY
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import Handlers, InformerHooks, Tombstone, deleted_object
 from daemonjob.machinery.kube import ApiError, Kube
@@ -126,6 +128,7 @@ class Controller:
                                        clock=self.clock, metrics_provider=self.metrics.queue_provider)
         self._pool = ThreadPoolExecutor(max_workers=create_concurrency, thread_name_prefix="api-writer")
         self.act = Act(control, self.expectations, self.metrics, self._pool)
+        self.history = HistoryCleaner(control, self.metrics, clock=self.clock)
         self.configmaps = (ConfigMapTracker(configmap_informers, self.queue.add)
                            if configmap_informers is not None else None)
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
@@ -204,6 +207,7 @@ class Controller:
             inf.stop()
         if self.configmaps is not None:
             self.configmaps.stop()
+        self.history.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def healthy(self) -> str | None:
@@ -417,6 +421,7 @@ class Controller:
         self._decide_seconds[key] = time.thread_time() - started
 
         errors = self._delete(dj, decision, rlog) + self._create(dj, decision, generation, owner, rlog)
+        self._clean_history(dj, decision, rlog)
         stall_after, rejected_after = self._stall_arg(uid, generation), self._rejected_arg(uid, generation)
         if (stall_after != stall_before or rejected_after != rejected_before
                 or self._conflicts.get(uid, ()) != conflicts):
@@ -485,9 +490,23 @@ class Controller:
         return (stall.reason, stall.message) if stall is not None and stall.generation == generation else None
 
     # -- act -------------------------------------------------------------------------------
+    def _clean_history(self, dj: Obj, decision: Decision, rlog: Any) -> None:
+        """After the creates, at the cleaner's own pace: old runs never delay the next one."""
+        history = [d for d in decision.deletes if d.reason == HISTORY]
+        if not history:
+            return
+        queued = self.history.submit(dj["metadata"]["namespace"], history)
+        if queued:
+            rlog.info("deleting jobs", reason=HISTORY, count=len(queued))
+            self.control.record_event(dj, "Normal", "SuccessfulDelete",
+                                      f"Deleting {len(queued)} finished Job(s) beyond historyLimit: "
+                                      f"{names_shown([d.node or d.name for d in queued])}")
+
     def _delete(self, dj: Obj, decision: Decision, rlog: Any) -> list[Exception]:
+        """Deletes that come before creates (old revisions, old runs, deleted nodes), with expectations."""
         meta = dj["metadata"]
-        outcome = self.act.delete_jobs(meta["uid"], meta["namespace"], decision.deletes)
+        deletes = [d for d in decision.deletes if d.reason != HISTORY]
+        outcome = self.act.delete_jobs(meta["uid"], meta["namespace"], deletes)
         done: dict[str, list[str]] = {}
         for d in outcome.deleted:
             done.setdefault(d.reason, []).append(d.node or d.name)

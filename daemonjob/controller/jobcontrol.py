@@ -32,8 +32,9 @@ class JobControl(Protocol):
 
     def create_job(self, namespace: str, body: Mapping[str, Any]) -> None: ...
 
-    def delete_job(self, namespace: str, name: str, uid: str | None) -> None:
-        """Foreground delete; with `uid`, only that Job (never a newer namesake)."""
+    def delete_job(self, namespace: str, name: str, uid: str | None, propagation: str = "Foreground") -> None:
+        """Foreground delete by default (its pods are gone before the Job, so a node never runs
+        two Jobs); with `uid`, only that Job (never a newer namesake)."""
         ...
 
     def get_job(self, namespace: str, name: str) -> Mapping[str, Any]:
@@ -77,8 +78,8 @@ class KubeJobControl:
         with self.fence.writing("Job create") as fenced:
             self.kube.create(path_for("batch/v1", "jobs", namespace), dict(body), **fenced)
 
-    def delete_job(self, namespace: str, name: str, uid: str | None) -> None:
-        options: dict[str, Any] = {"propagationPolicy": "Foreground"}
+    def delete_job(self, namespace: str, name: str, uid: str | None, propagation: str = "Foreground") -> None:
+        options: dict[str, Any] = {"propagationPolicy": propagation}
         if uid:
             options["preconditions"] = {"uid": uid}
         with self.fence.writing("Job delete") as fenced:

@@ -164,8 +164,8 @@ class FakeJobControl:
             self.objects[key] = job
             self._pending.append(("add", job))
 
-    def delete_job(self, namespace: str, name: str, uid: str | None) -> None:
-        self._record("delete", namespace, name, extra=uid)
+    def delete_job(self, namespace: str, name: str, uid: str | None, propagation: str = "Foreground") -> None:
+        self._record("delete", namespace, name, propagation, uid)
         self._maybe_fail("delete", name)
         key = f"{namespace}/{name}"
         with self._lock:

@@ -375,3 +375,37 @@ def test_the_next_tick_gauge_goes_away_while_suspended(bed: Bed) -> None:
     bed.control.deliver()
     bed.ctl.reconcile(KEY)
     assert bed.ctl.metrics.registry.get_sample_value("daemonjob_next_schedule_time_seconds", labels) is None
+
+
+def test_history_cleanup_comes_after_the_new_runs_creates_and_is_not_waited_for(bed: Bed) -> None:
+    bed.add_dj(make_dj(schedule=None, historyLimit=1))
+
+    def run_now(value: str) -> None:
+        dj = bed.dj()
+        dj["metadata"]["annotations"] = {ANNOTATION_RUN_NOW: value}
+        dj["metadata"]["resourceVersion"] = str(int(dj["metadata"]["resourceVersion"]) + 100)
+        bed.djs.update(dj)
+        bed.ctl.reconcile(KEY)
+        bed.sync()
+        bed.finish_jobs()
+        bed.ctl.reconcile(KEY)
+        bed.sync()
+
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    bed.finish_jobs()
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    run_now("first")  # keeps the first Jobs as history (historyLimit 1)
+    before = len(bed.control.calls)
+    run_now("second")  # the first Jobs are now beyond the limit
+    calls = bed.control.calls[before:]
+    deadline = time.monotonic() + 5
+    while len([c for c in bed.control.calls[before:] if c.verb == "delete"]) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the cleaner's own thread
+    calls = bed.control.calls[before:]
+    verbs = [c.verb for c in calls if c.verb in ("create", "delete")]
+    assert verbs[:3] == ["create"] * 3 and verbs[3:] == ["delete"] * 3  # the run's creates went first
+    assert {c.body for c in calls if c.verb == "delete"} == {"Background"}
+    assert bed.ctl.expectations.satisfied("dj-uid")  # nothing waits on history deletes
+    assert bed.events("SuccessfulDelete")

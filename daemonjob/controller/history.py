@@ -1,0 +1,85 @@
+"""History cleanup: finished Jobs beyond `historyLimit`, deleted after a pass's creates.
+
+As the CronJob controller cleans history after its sync, deleting old runs never delays
+the next one: a pass hands its History deletes here and goes on; a single writer thread
+sends them at a pace of their own (a token bucket), with background propagation (a
+finished Job's pods are done; the garbage collector removes them). Expectations do not
+wait for these deletes: a pass that still sees a Job being cleaned skips it here, by uid.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import structlog
+from cachetools import TTLCache
+
+from daemonjob import defaults
+from daemonjob.controller.jobcontrol import JobControl, NotLeader
+from daemonjob.controller.metrics import Metrics
+from daemonjob.domain.decide import DeleteJob
+from daemonjob.machinery.clock import Clock, RealClock
+from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.ratelimit import TokenBucket
+
+__all__ = ["HistoryCleaner"]
+
+log = structlog.get_logger("daemonjob.history")
+
+
+class HistoryCleaner:
+    def __init__(self, control: JobControl, metrics: Metrics, *, clock: Clock | None = None,
+                 qps: float = defaults.HISTORY_DELETE_QPS, burst: int = defaults.HISTORY_DELETE_BURST) -> None:
+        self.control = control
+        self.metrics = metrics
+        clock = clock or RealClock()
+        self._bucket = TokenBucket(qps, burst, clock)
+        self._sent: TTLCache[str, bool] = TTLCache(defaults.HISTORY_DELETE_MAX_PENDING, defaults.HISTORY_DELETE_TTL,
+                                                   timer=clock.now)
+        self._lock = threading.Lock()
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="history")
+        self._stopped = False
+
+    def submit(self, namespace: str, deletes: Sequence[DeleteJob]) -> list[DeleteJob]:
+        """Queue the deletes not queued already; returns those newly queued."""
+        with self._lock:
+            if self._stopped:
+                return []
+            new = [d for d in deletes if (d.uid or d.name) not in self._sent]
+            for d in new:
+                self._sent[d.uid or d.name] = True
+        for d in new:
+            self._writer.submit(self._delete, namespace, d)
+        return new
+
+    def _delete(self, namespace: str, d: DeleteJob) -> None:
+        self._bucket.accept()
+        if self._stopped or not self.control.may_write():
+            return
+        try:
+            self.control.delete_job(namespace, d.name, d.uid, propagation="Background")
+        except ApiError as exc:
+            if exc.not_found or exc.conflict:  # gone already, or a newer namesake: nothing to do
+                return
+            self._retry_later(d)
+            log.warning("history delete failed", namespace=namespace, job=d.name, error=exc.message[:300])
+            return
+        except NotLeader:
+            return
+        except Exception as exc:
+            self._retry_later(d)
+            log.warning("history delete failed", namespace=namespace, job=d.name, error=str(exc)[:300])
+            return
+        self.metrics.jobs_deleted.labels(d.reason).inc()
+
+    def _retry_later(self, d: DeleteJob) -> None:
+        """A later pass that still sees the Job queues it again."""
+        with self._lock:
+            self._sent.pop(d.uid or d.name, None)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+        self._writer.shutdown(wait=False, cancel_futures=True)
