@@ -14,7 +14,7 @@ node's turn), and every other turn takes a free slot, in node-name order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +83,8 @@ class Actions:
 def choose_actions(
     dj: Mapping[str, Any],
     revision: str,
-    turns: list[Turn],
+    replacing: Sequence[Turn],
+    starting: Sequence[Turn],
     always: list[DeleteJob],
     extra_old: list[DeleteJob],
     slots: int | None,
@@ -92,7 +93,8 @@ def choose_actions(
     run: str | None = None,
     template_hash: str | None = None,
 ) -> Actions:
-    """`always`: deletes that are always safe (NodeGone, History); `extra_old`: running older
+    """`replacing`: turns that first delete a node's running older Job, `starting`: turns that
+    create, each in the order the nodes take their turns. `always`: deletes that are always safe (NodeGone, History); `extra_old`: running older
     Jobs on nodes that already have their current Job; `slots`: the maxParallel limit; `held`:
     slots already held; `run`: the current run, which the created Jobs carry."""
     free = None if slots is None else max(0, slots - held)
@@ -101,9 +103,15 @@ def choose_actions(
     if gate.blocked:
         chosen: list[Turn] = []
     elif gate.probing:
-        chosen = [t for t in turns if not t.replace][: min(STALLED_CREATE_PROBES, len(turns) if free is None else free)]
+        chosen = list(starting[: min(STALLED_CREATE_PROBES, len(starting) if free is None else free)])
+    elif slots is None:
+        chosen = [*replacing, *starting]
+        deletes.extend(extra_old)
     else:
-        chosen = turns if slots is None else _within(turns, slots, held)
+        # replacing turns first, each in the slot its running Job holds, never more of them than
+        # the limit leaves beside the other running nodes; then creates in free slots
+        others = held - len(replacing)  # running nodes whose Job stays
+        chosen = [*replacing[: max(0, slots - others)], *starting[: max(0, slots - held)]]
         deletes.extend(extra_old)
     dj_name = (dj.get("metadata") or {}).get("name") or ""
     for turn in chosen:
@@ -114,14 +122,5 @@ def choose_actions(
                                          template_hash))
     deletes.sort(key=lambda d: (d.node or "", d.name))
     out.deletes = deletes
-    out.waiting_turns = len(turns) - len(chosen)
+    out.waiting_turns = len(replacing) + len(starting) - len(chosen)
     return out
-
-
-def _within(turns: list[Turn], slots: int, held: int) -> list[Turn]:
-    """Replacing turns first, each in the slot its running Job holds; then creates in free slots,
-    in the order of `turns`."""
-    replacing = [t for t in turns if t.replace]
-    starting = [t for t in turns if not t.replace]
-    others = held - len(replacing)  # running nodes whose Job stays
-    return replacing[: max(0, slots - others)] + starting[: max(0, slots - held)]

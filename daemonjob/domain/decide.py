@@ -25,7 +25,7 @@ history, replaced (Replace) or waited for (Forbid) when still active.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -55,7 +55,8 @@ from daemonjob.domain.conditions import (
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.jobs import format_time, parse_time
 from daemonjob.domain.memo import Memo, compute
-from daemonjob.domain.plan import JobView, Plan, active_runs, classify_nodes, job_views, plan_nodes
+from daemonjob.domain.plan import JobView, Plan, PlanContext
+from daemonjob.domain.planstate import PlanState
 from daemonjob.domain.revision import current_revision, template_revision
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, ScheduleStep, replaces_other_runs, schedule_step
 from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Problem, Validation, scaled, validate
@@ -153,7 +154,7 @@ class _Observed:
 
 def _revision(dj: Mapping[str, Any], observed: _Observed,
               configmaps: Mapping[str, Mapping[str, Any] | None] | None,
-              jobs: list[Mapping[str, Any]], memo: Memo, unreadable: bool = False) -> Revision:
+              state: PlanState, unreadable: bool = False) -> Revision:
     """With rerunOnConfigChange (and the ConfigMaps read), the hash covers their data too.
 
     A ConfigMap edit keeps the generation, so its revision is salted with the previous
@@ -172,7 +173,7 @@ def _revision(dj: Mapping[str, Any], observed: _Observed,
         salt = f"{observed.generation}/{previous or ''}"
     else:
         template_hash = template_revision(template if isinstance(template, Mapping) else {})
-    found = None if previous else _found_revision(job_views(jobs, memo), template_hash)
+    found = None if previous else _found_revision(state.job_views(), template_hash)
     return Revision(current_revision(template_hash, salt, observed.status, found), template_hash, previous)
 
 
@@ -201,6 +202,7 @@ def decide(
     configmaps: Mapping[str, Mapping[str, Any] | None] | None = None,
     unreadable: Mapping[str, str] | None = None,
     rejected: Mapping[str, str] | None = None,
+    state: PlanState | None = None,
 ) -> Decision:
     """Compute the Jobs to create and delete, the new status and the events for `dj`.
 
@@ -218,17 +220,21 @@ def decide(
     recorded revision is kept. `rejected`: node -> why the API server refused its Job, in the
     order they were refused; those nodes take their turns after every other node (oldest
     refusal first), so one node that admission always refuses cannot hold the others back.
+    `state`: the plan kept across passes (planstate.py), which the caller has told of every
+    node that changed; `jobs` and `nodes` are then not read. Without it the plan is made
+    from `jobs` and `nodes`, from scratch.
     """
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)  # a naive time is UTC, as format_time reads it
     observed = _Observed.of(dj)
-    jobs = list(jobs)
-    revision = _revision(dj, observed, configmaps, jobs, memo, bool(unreadable))
+    if state is None:
+        state = PlanState.of(jobs, nodes, memo)
+    revision = _revision(dj, observed, configmaps, state, bool(unreadable))
     checked = validate(dj, eligibility)
     settings = checked.settings
     runs_matter = (_spec_of(dj).get("schedule") is not None or observed.status.get("currentRun")
                    or ANNOTATION_RUN_NOW in ((dj.get("metadata") or {}).get("annotations") or {}))
-    step = schedule_step(dj, now, active_runs(jobs, memo) if runs_matter else ())
+    step = schedule_step(dj, now, state.active_runs() if runs_matter else ())
     if step.problem is not None:
         checked.problems.append(Problem(step.problem.reason, step.problem.message))
     spec = dj.get("spec") if isinstance(dj.get("spec"), Mapping) else {}
@@ -240,18 +246,15 @@ def decide(
     missing: list[str] = []
     if configmaps is not None and rerun_on_config_change(dj):
         missing = missing_configmaps(referenced_configmaps(pod_template_of(dj)), configmaps)
-    node_set = classify_nodes(nodes, checked.eligibility, memo)
-    plan = plan_nodes(jobs, node_set, checked.eligibility, revision.name, settings.never,
-                      settings.history_limit, memo, run=run, replace_runs=replaces_other_runs(spec))
+    ctx = PlanContext(checked.eligibility, revision.name, settings.never, settings.history_limit, run,
+                      replaces_other_runs(spec))
+    plan = state.plan_for(ctx, memo)
     budget = failure_budget(plan, settings)
-    if conflicts:
-        plan.turns = [t for t in plan.turns if t.node not in conflicts]
-    if rejected:
-        plan.turns = _rejected_last(plan.turns, rejected)
+    turns = _Turns.of(plan, conflicts, rejected)
     stall = stall_for(checked.problems, stalled, plan.ttl_jobs, checked.template_has_ttl,
                       observed.conditions.get(STALLED), observed.generation, conflicts, missing, unreadable,
-                      {n: m for n, m in rejected.items() if n in node_set.eligible} if rejected else None)
-    actions = _actions(dj, revision, plan, checked, stall, budget.exceeded, run, idle is not None)
+                      turns.refused)
+    actions = _actions(dj, revision, plan, turns, checked, stall, budget.exceeded, run, idle is not None)
     conditions = evaluate(plan, settings, actions, revision.name, stall, budget, run, idle)
     now_s = format_time(now)
     run_changed = run != observed.status.get("currentRun")
@@ -269,14 +272,35 @@ def decide(
     )
 
 
-def _rejected_last(turns: list[Turn], rejected: Mapping[str, str]) -> list[Turn]:
-    order = {node: i for i, node in enumerate(rejected)}
-    later = sorted((t for t in turns if t.node in order), key=lambda t: order[t.node])
-    return [t for t in turns if t.node not in order] + later
+@dataclass(frozen=True, slots=True)
+class _Turns:
+    """The plan's turns in the order nodes take them: nodes whose Job name another owner holds
+    left out, nodes the API server refused last (oldest refusal first). The plan's own lists
+    are used as they are when neither applies (the usual case: no copy of thousands of turns)."""
+
+    replacing: Sequence[Turn]
+    starting: Sequence[Turn]
+    refused: Mapping[str, str] | None = None  # refused nodes that still need their Job
+
+    @classmethod
+    def of(cls, plan: Plan, conflicts: Mapping[str, str] | None, rejected: Mapping[str, str] | None) -> _Turns:
+        if not conflicts and not rejected:
+            return cls(plan.replacing, plan.starting)
+        skip = conflicts or {}
+        order = {node: i for i, node in enumerate(rejected or {})}
+
+        def ordered(turns: Sequence[Turn]) -> list[Turn]:
+            kept = [t for t in turns if t.node not in skip]
+            later = sorted((t for t in kept if t.node in order), key=lambda t: order[t.node])
+            return [t for t in kept if t.node not in order] + later
+
+        starting = ordered(plan.starting)
+        refused = {t.node: (rejected or {})[t.node] for t in starting if t.node in order}
+        return cls(ordered(plan.replacing), starting, refused or None)
 
 
-def _actions(dj: Mapping[str, Any], revision: Revision, plan: Plan, checked: Validation, stall: Stall | None,
-             failure_stop: bool, run: str | None, no_run_yet: bool) -> Actions:
+def _actions(dj: Mapping[str, Any], revision: Revision, plan: Plan, turns: _Turns, checked: Validation,
+             stall: Stall | None, failure_stop: bool, run: str | None, no_run_yet: bool) -> Actions:
     settings = checked.settings
     slots = None
     if settings.max_parallel is not None:
@@ -286,8 +310,8 @@ def _actions(dj: Mapping[str, Any], revision: Revision, plan: Plan, checked: Val
                  or (stall is not None and stall.blocks)),
         probing=stall is not None and stall.probing,
     )
-    return choose_actions(dj, revision.name, plan.turns, plan.deletes, plan.extra_old, slots, plan.busy, gate,
-                          run, revision.template_hash)
+    return choose_actions(dj, revision.name, turns.replacing, turns.starting, plan.deletes, plan.extra_old, slots,
+                          plan.busy, gate, run, revision.template_hash)
 
 
 def _became_true(previous: Mapping[str, Mapping[str, Any]], kind: str, now_true: bool) -> bool:

@@ -14,7 +14,8 @@ revision's) or waits for it to finish (Forbid), so a node never runs two Jobs at
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -37,9 +38,9 @@ from daemonjob.domain.jobs import (
 )
 from daemonjob.domain.memo import Memo, compute
 
-__all__ = ["JobView", "job_views", "Held", "Nodes", "Plan", "classify_nodes", "plan_nodes", "NODE_GONE", "OLD_REVISION", "OLD_RUN",
+__all__ = ["JobView", "job_view", "job_views", "Held", "NodePlan", "Plan", "PlanContext", "plan_node", "plan_nodes", "node_inputs",
            "active_runs",
-           "HISTORY"]
+           "NODE_GONE", "OLD_REVISION", "OLD_RUN", "HISTORY"]
 
 # Delete reasons
 NODE_GONE = "NodeGone"
@@ -102,17 +103,55 @@ class Held:
     why: str
 
 
-@dataclass(slots=True)
-class Nodes:
-    """The existing nodes by name, and which of them are eligible."""
+@dataclass(frozen=True, slots=True)
+class PlanContext:
+    """What every node's plan depends on besides its node and Jobs; a change replans every node.
+    Node rules compare by their canonical source, so recompiling equal rules replans nothing."""
 
-    by_name: dict[str, Mapping[str, Any]] = field(default_factory=dict)
-    eligible: set[str] = field(default_factory=set)
+    eligibility: Eligibility | None = field(compare=False)
+    revision: str
+    never: bool
+    history_limit: int
+    run: str | None = None  # the current run (None: Jobs without a run)
+    replace_runs: bool = False  # Replace: another run's active Job is deleted at the node's turn; Forbid: it waits
+    rules: Any = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        rules = None if self.eligibility is None else (self.eligibility.rules or self.eligibility)
+        object.__setattr__(self, "rules", rules)
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    """One node's part of a plan: what its node object and its Jobs say, before any limit applies.
+
+    A plan is the sum of its nodes' parts, so a node's event changes one part and the sums
+    by its difference: the incremental plan (planstate.py) and the full one are one rule book.
+    """
+
+    eligible: bool = False
+    state: str | None = None  # the record counted for the node (ACTIVE, SUCCEEDED, FAILED), None: pending/none
+    failed_current: bool = False  # its failed record is of the current revision
+    held: Held | None = None  # an active record on a node no longer eligible
+    busy: bool = False  # a Job of it may still run: the node holds a maxParallel slot
+    turn: Turn | None = None
+    deletes: tuple[DeleteJob, ...] = ()  # always safe: NodeGone, History
+    extra_old: tuple[DeleteJob, ...] = ()  # running older Jobs beside a current record
+    ttl_jobs: tuple[JobView, ...] = ()  # Jobs carrying a TTL
+
+
+def _by_node(item: Any) -> str:
+    return item.node
 
 
 @dataclass(slots=True)
 class Plan:
-    """Counts, turns and always-safe deletes; `pending` follows from them, `busy` is the slots held."""
+    """The sum of the nodes' plans: counts, turns and always-safe deletes.
+
+    `pending` follows from the counts and `busy` is the slots held. Lists are kept sorted
+    by node and parts are added and removed one node at a time, so a plan kept across
+    passes costs what changed. Readers must not change it.
+    """
 
     eligible: int = 0
     active: int = 0  # eligible or held nodes whose record is active
@@ -122,10 +161,11 @@ class Plan:
     failed_current_names: list[str] = field(default_factory=list)  # failed Jobs of the current revision
     held: list[Held] = field(default_factory=list)
     busy: int = 0  # nodes running a Job of this DaemonJob (any revision or run): each holds a slot
-    turns: list[Turn] = field(default_factory=list)
-    deletes: list[DeleteJob] = field(default_factory=list)  # always safe: NodeGone, History
-    extra_old: list[DeleteJob] = field(default_factory=list)  # running older Jobs beside a current one
-    ttl_jobs: list[JobView] = field(default_factory=list)  # Jobs carrying a TTL
+    replacing: list[Turn] = field(default_factory=list)  # turns that first delete a running older Job
+    starting: list[Turn] = field(default_factory=list)  # turns that create
+    by_node_deletes: dict[str, tuple[DeleteJob, ...]] = field(default_factory=dict)
+    by_node_extra_old: dict[str, tuple[DeleteJob, ...]] = field(default_factory=dict)
+    by_node_ttl: dict[str, tuple[JobView, ...]] = field(default_factory=dict)
 
     @property
     def desired(self) -> int:
@@ -135,25 +175,104 @@ class Plan:
     def pending(self) -> int:
         return self.desired - self.active - self.succeeded - self.failed
 
+    @property
+    def turns(self) -> list[Turn]:
+        """Every turn in node-name order."""
+        return sorted([*self.replacing, *self.starting], key=_by_node)
+
+    @property
+    def deletes(self) -> list[DeleteJob]:
+        return [d for ds in self.by_node_deletes.values() for d in ds]
+
+    @property
+    def extra_old(self) -> list[DeleteJob]:
+        return [d for ds in self.by_node_extra_old.values() for d in ds]
+
+    @property
+    def ttl_jobs(self) -> list[JobView]:
+        return [j for js in self.by_node_ttl.values() for j in js]
+
+    @classmethod
+    def of(cls, parts: Iterable[tuple[str, NodePlan]]) -> Plan:
+        """The sum of many parts: appended, then sorted once."""
+        plan = cls()
+        for name, part in parts:
+            plan._apply(name, part, 1, insort=False)
+        plan.failed_names.sort()
+        plan.failed_current_names.sort()
+        for items in (plan.held, plan.replacing, plan.starting):
+            items.sort(key=_by_node)
+        return plan
+
+    def add(self, name: str, part: NodePlan) -> None:
+        self._apply(name, part, 1)
+
+    def remove(self, name: str, part: NodePlan) -> None:
+        self._apply(name, part, -1)
+
+    def _apply(self, name: str, part: NodePlan, sign: int, insort: bool = True) -> None:
+        self.eligible += sign * part.eligible
+        self.busy += sign * part.busy
+        if part.state == ACTIVE:
+            self.active += sign
+        elif part.state == SUCCEEDED:
+            self.succeeded += sign
+        elif part.state == FAILED:
+            self.failed += sign
+            _sorted_apply(self.failed_names, name, sign, insort)
+            if part.failed_current:
+                _sorted_apply(self.failed_current_names, name, sign, insort)
+        if part.held is not None:
+            _sorted_apply(self.held, part.held, sign, insort, _by_node)
+        if part.turn is not None:
+            _sorted_apply(self.replacing if part.turn.replace else self.starting, part.turn, sign, insort, _by_node)
+        for attr, value in ((self.by_node_deletes, part.deletes), (self.by_node_extra_old, part.extra_old),
+                            (self.by_node_ttl, part.ttl_jobs)):
+            if value:
+                if sign > 0:
+                    attr[name] = value
+                else:
+                    attr.pop(name, None)
+
+
+def _sorted_apply(items: list[Any], item: Any, sign: int, insort: bool, key: Any = None) -> None:
+    """Insert `item` into, or remove it from, a list kept sorted (by `key`); without `insort`,
+    append (the caller sorts once)."""
+    if sign > 0:
+        if insort:
+            bisect.insort(items, item, key=key)
+        else:
+            items.append(item)
+        return
+    at = bisect.bisect_left(items, item if key is None else key(item), key=key)
+    while at < len(items) and items[at] != item:
+        at += 1
+    if at < len(items):
+        del items[at]
+
+
+_COMMON: dict[NodePlan, NodePlan] = {}  # the few plain parts most nodes share (a succeeded node, ...)
+
+
+_COMMON_MAX = 4096  # run ids make new plain parts at each tick: start over past this
+
+
+def _shared(part: NodePlan) -> NodePlan:
+    """One instance per plain part: at 10,000 nodes most parts are equal, and small."""
+    if part.held is not None or part.turn is not None or part.deletes or part.extra_old or part.ttl_jobs:
+        return part
+    if len(_COMMON) >= _COMMON_MAX:
+        _COMMON.clear()
+    return _COMMON.setdefault(part, part)
+
+
+def job_view(job: Mapping[str, Any], memo: Memo = compute) -> JobView:
+    """What a plan reads of one Job, kept by `memo` on the cached Job."""
+    return memo(job, _JOB_VIEW)
+
 
 def job_views(jobs: Iterable[Mapping[str, Any]], memo: Memo = compute) -> list[JobView]:
     return [memo(j, _JOB_VIEW) for j in jobs]
-
-
-def active_runs(jobs: Iterable[Mapping[str, Any]], memo: Memo = compute) -> set[str | None]:
-    """The runs that have an active Job (None: Jobs without a run), for the schedule's step."""
-    return {view.run for view in (memo(j, _JOB_VIEW) for j in jobs) if view.state == ACTIVE}
-
-
-def classify_nodes(nodes: Iterable[Mapping[str, Any]], eligibility: Eligibility | None, memo: Memo = compute) -> Nodes:
-    out = Nodes()
-    for node in nodes:
-        name = (node.get("metadata") or {}).get("name")
-        if name:
-            out.by_name[name] = node
-            if eligibility is not None and eligibility.eligible_cached(node, memo):
-                out.eligible.add(name)
-    return out
 
 
 def _running(job: JobView) -> bool:
@@ -177,83 +296,86 @@ def _record(node_jobs: list[JobView], revision: str, never: bool, run: str | Non
     return best
 
 
-def plan_nodes(
-    jobs: Iterable[Mapping[str, Any]],
-    nodes: Nodes,
-    eligibility: Eligibility | None,
-    revision: str,
-    never: bool,
-    history_limit: int,
-    memo: Memo = compute,
-    run: str | None = None,
-    replace_runs: bool = False,
-) -> Plan:
-    """`run`: the current run (None: Jobs without a run); `replace_runs`: an active Job of
-    another run is deleted when its node's turn comes (Replace), else the node waits (Forbid)."""
-    plan = Plan(eligible=len(nodes.eligible))
+def active_runs(jobs: Iterable[Mapping[str, Any]], memo: Memo = compute) -> set[str | None]:
+    """The runs that have an active Job (None: Jobs without a run), for the schedule's step."""
+    return {view.run for view in (memo(j, _JOB_VIEW) for j in jobs) if view.state == ACTIVE}
+
+
+def plan_node(name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView], ctx: PlanContext,
+              memo: Memo = compute) -> NodePlan:
+    """One node's part: `node` is None once the node is deleted; `jobs` are its Jobs of this DaemonJob."""
+    ttl = tuple(j for j in jobs if j.ttl is not None and j.state != TERMINATING)
+    if not name:  # Jobs without a node annotation: only a TTL on them matters
+        return NodePlan(ttl_jobs=ttl)
+    if node is None:
+        deletes = tuple(DeleteJob(j.name, name, NODE_GONE, j.uid) for j in jobs if j.state != TERMINATING)
+        busy = any(j.state == ACTIVE for j in jobs)  # held until its delete is issued
+        return _shared(NodePlan(busy=busy, deletes=deletes, ttl_jobs=ttl))
+    eligibility, revision, run = ctx.eligibility, ctx.revision, ctx.run
+    eligible = eligibility is not None and eligibility.eligible_cached(node, memo)
+    if not jobs:
+        return _shared(NodePlan(eligible=True, turn=Turn(name))) if eligible else _shared(NodePlan())
 
     def current(j: JobView) -> bool:
         return j.revision == revision and j.run == run
 
+    busy = any(_running(j) for j in jobs)
+    record = _record(jobs, revision, ctx.never, run)
+    older = [j for j in jobs if not current(j)]  # usually none: the steady state
+    deletes: tuple[DeleteJob, ...] = ()
+    if older:
+        history = sorted(
+            (j for j in older if j is not record and j.state in (SUCCEEDED, FAILED)),
+            key=lambda j: j.history_key,
+            reverse=True,
+        )
+        deletes = tuple(DeleteJob(j.name, name, HISTORY, j.uid) for j in history[ctx.history_limit:])
+    common: dict[str, Any] = dict(eligible=eligible, busy=busy, deletes=deletes, ttl_jobs=ttl)
+    if not eligible:
+        # it keeps a running Job to completion and gets nothing new; an active record holds its slot
+        if record is not None and record.state == ACTIVE:
+            why = eligibility.reason(node) if eligibility is not None else None
+            return _shared(NodePlan(state=ACTIVE, held=Held(name, record.name, why or "node is not eligible"),
+                                    **common))
+        return _shared(NodePlan(**common))
+    running_older = tuple(DeleteJob(j.name, name, OLD_REVISION, j.uid) for j in older
+                          if j.state == ACTIVE and j.run == run and not ctx.never)
+    other_runs = [j for j in older if j.state == ACTIVE and j.run != run]
+    if ctx.replace_runs:
+        running_older += tuple(DeleteJob(j.name, name, OLD_RUN, j.uid) for j in other_runs)
+    if record is None:
+        if running_older:
+            return NodePlan(turn=Turn(name, running_older), **common)
+        if not (other_runs and not ctx.replace_runs) and not any(_running(j) or current(j) for j in jobs):
+            # else it waits for another run's Job, for one still terminating, or for the name of its
+            # new Job (a deleted Job of the current revision) to be free; finished history being
+            # deleted does not hold a run back
+            return _shared(NodePlan(turn=Turn(name), **common))
+        return _shared(NodePlan(**common))
+    failed_current = record.state == FAILED and record.revision == revision
+    return _shared(NodePlan(state=record.state, failed_current=failed_current, extra_old=running_older, **common))
+
+
+def plan_nodes(jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], ctx: PlanContext,
+               memo: Memo = compute) -> Plan:
+    """The whole plan, every node's part summed: what the incremental plan must always equal."""
+    inputs = node_inputs(jobs, nodes, memo)
+    return Plan.of((name, plan_node(name, node, views, ctx, memo)) for name, (node, views) in inputs.items())
+
+
+def node_inputs(jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
+                memo: Memo = compute) -> dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]]:
+    """Each node's inputs to `plan_node`: its node object (None: deleted) and its Jobs' views.
+    Jobs without a node annotation are under "" (only a TTL on them matters)."""
     by_node: dict[str, list[JobView]] = {}
     for raw in jobs:
-        job = memo(raw, _JOB_VIEW)
-        if job.ttl is not None and job.state != TERMINATING:
-            plan.ttl_jobs.append(job)
-        if job.node:
-            by_node.setdefault(job.node, []).append(job)
-
-    for node, node_jobs in by_node.items():
-        if node not in nodes.by_name:
-            plan.deletes.extend(DeleteJob(j.name, node, NODE_GONE, j.uid) for j in node_jobs if j.state != TERMINATING)
-            plan.busy += any(j.state == ACTIVE for j in node_jobs)  # held until its delete is issued
-            continue
-        plan.busy += any(_running(j) for j in node_jobs)
-        record = _record(node_jobs, revision, never, run)
-        older = [j for j in node_jobs if not current(j)]  # usually none: the steady state
-        if older:
-            history = sorted(
-                (j for j in older if j is not record and j.state in (SUCCEEDED, FAILED)),
-                key=lambda j: j.history_key,
-                reverse=True,
-            )
-            plan.deletes.extend(DeleteJob(j.name, node, HISTORY, j.uid) for j in history[history_limit:])
-        if node not in nodes.eligible:
-            # it keeps a running Job to completion and gets nothing new; an active record holds its slot
-            if record is not None and record.state == ACTIVE:
-                plan.active += 1
-                why = eligibility.reason(nodes.by_name[node]) if eligibility is not None else None
-                plan.held.append(Held(node, record.name, why or "node is not eligible"))
-            continue
-        running_older = [
-            DeleteJob(j.name, node, OLD_REVISION, j.uid) for j in older
-            if j.state == ACTIVE and j.run == run and not never
-        ]
-        other_runs = [j for j in older if j.state == ACTIVE and j.run != run]
-        if replace_runs:
-            running_older += [DeleteJob(j.name, node, OLD_RUN, j.uid) for j in other_runs]
-        if record is None:
-            if running_older:
-                plan.turns.append(Turn(node, tuple(running_older)))
-            elif not (other_runs and not replace_runs) and not any(_running(j) or current(j) for j in node_jobs):
-                # else it waits for another run's Job, for one still terminating, or for the name of
-                # its new Job (a deleted Job of the current revision) to be free; finished history
-                # being deleted does not hold a run back
-                plan.turns.append(Turn(node))
-            continue
-        plan.extra_old.extend(running_older)
-        if record.state == ACTIVE:
-            plan.active += 1
-        elif record.state == SUCCEEDED:
-            plan.succeeded += 1
-        else:
-            plan.failed += 1
-            plan.failed_names.append(node)
-            if record.revision == revision:
-                plan.failed_current_names.append(node)
-    plan.turns.extend(Turn(n) for n in nodes.eligible if n not in by_node)
-    plan.turns.sort(key=lambda t: t.node)
-    plan.failed_names.sort()
-    plan.failed_current_names.sort()
-    plan.held.sort(key=lambda h: h.node)
-    return plan
+        view = memo(raw, _JOB_VIEW)
+        by_node.setdefault(view.node or "", []).append(view)
+    out: dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]] = {}
+    for node in nodes:
+        name = (node.get("metadata") or {}).get("name")
+        if name:
+            out[name] = (node, tuple(by_node.pop(name, ())))
+    for name, views in by_node.items():
+        out[name] = (None, tuple(views))
+    return out

@@ -10,11 +10,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from daemonjob.domain.planstate import PlanState
+from daemonjob.domain.plan import job_view
 from daemonjob.domain.decide import Decision, decide
 from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import build_job, format_time, job_node, job_revision, job_state
 from daemonjob.domain.revision import template_revision
-from daemonjob.machinery.store import derived, freeze
+from daemonjob.machinery.store import derived, freeze, thaw
 from daemonjob.testing.decisions import apply as apply_decision
 from daemonjob.controller.transforms import job_transform, node_transform
 
@@ -308,3 +310,66 @@ def test_suspended_or_api_stalled_rollouts_never_tear_down_old_revisions(case: t
     dj["spec"]["suspend"] = False
     d = decide(dj, jobs, nodes, NOW, stalled=("Forbidden", "quota"))
     assert all(x.reason != "OldRevision" for x in d.deletes)
+
+
+# ---------------------------------------------------------------- the incremental plan equals the full one
+
+EVENTS = st.sampled_from(["node", "node-gone", "job-new", "job-finish", "job-gone", "job-terminating", "template",
+                          "max-parallel"])
+
+
+@given(cluster(), st.lists(st.tuples(EVENTS, st.sampled_from(POOL), st.integers(0, 1000)), min_size=1, max_size=25),
+       st.data())
+@settings(**{**SETTINGS, "max_examples": 80})
+def test_the_incremental_plan_equals_the_full_plan_after_every_event(
+        case: tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], tuple[str, str] | None],
+        events: list[tuple[str, str, int]], data: st.DataObject) -> None:
+    """Random node and Job events, each told to the state for its node only, and spec edits."""
+    dj, jobs, nodes, stalled = case
+    nodes_by_name = {n["metadata"]["name"]: freeze(n) for n in nodes}
+    jobs_by_name = {j["metadata"]["name"]: freeze(j) for j in jobs}
+    state = PlanState.of(jobs_by_name.values(), nodes_by_name.values(), derived)
+
+    def tell(node: str) -> None:
+        mine = [job_view(j, derived) for j in jobs_by_name.values() if job_node(j) == node]
+        state.set_node(node, nodes_by_name.get(node), mine)
+
+    for i, (kind, node, seed) in enumerate(events):
+        on_node = sorted(n for n, j in jobs_by_name.items() if job_node(j) == node)
+        if kind == "node":
+            nodes_by_name[node] = freeze(data.draw(node_strategy(node)))
+        elif kind == "node-gone":
+            nodes_by_name.pop(node, None)
+        elif kind == "job-new":
+            revision = data.draw(st.sampled_from([template_revision(dj["spec"]["jobTemplate"]), *OLD_REVISIONS]))
+            job = make_job(dj, node, revision, data.draw(st.sampled_from(["active", "succeeded", "failed"])), seed % 48)
+            job["metadata"]["name"] += f"-{i}"
+            jobs_by_name[job["metadata"]["name"]] = freeze(job)
+        elif on_node and kind in ("job-finish", "job-gone", "job-terminating"):
+            name = on_node[seed % len(on_node)]
+            job = thaw(jobs_by_name[name])
+            if kind == "job-gone":
+                del jobs_by_name[name]
+            elif kind == "job-terminating":
+                job["metadata"]["deletionTimestamp"] = job["metadata"]["creationTimestamp"]
+                jobs_by_name[name] = freeze(job)
+            else:
+                job["status"] = {"conditions": [{"type": "Complete" if seed % 2 else "Failed", "status": "True",
+                                                 "lastTransitionTime": job["metadata"]["creationTimestamp"]}]}
+                jobs_by_name[name] = freeze(job)
+        elif kind == "template":
+            dj = copy.deepcopy(dj)
+            dj["spec"]["jobTemplate"]["metadata"]["annotations"]["run"] = str(seed % 3)
+        elif kind == "max-parallel":
+            dj = copy.deepcopy(dj)
+            dj["spec"]["maxParallel"] = 1 + seed % 4
+        if kind not in ("template", "max-parallel"):
+            tell(node)
+        full = decide(dj, list(jobs_by_name.values()), list(nodes_by_name.values()), NOW, stalled)
+        kept = decide(dj, [], [], NOW, stalled, memo=derived, state=state)
+        assert kept.status == full.status
+        assert [(c.node, c.name) for c in kept.creates] == [(c.node, c.name) for c in full.creates]
+        assert kept.deletes == full.deletes and kept.events == full.events
+        fresh = PlanState.of(jobs_by_name.values(), nodes_by_name.values())
+        ctx = state._ctx
+        assert ctx is not None and state.plan == fresh.plan_for(ctx)

@@ -1,0 +1,92 @@
+"""A DaemonJob's plan kept across passes: a node's part is recomputed only when it changed.
+
+The caller says which nodes changed (their node object and their Jobs of this DaemonJob,
+read from its caches); each changed part is recomputed by the one rule book, `plan_node`,
+and the plan's sums move by the difference, so a Job finishing or a node joining costs
+one node's work, not the cluster's. Every part is recomputed when the context changes
+(revision, run, settings, node rules): a template edit or a new run. A plan from scratch
+(`plan_nodes`) must always equal it; the controller compares the two now and then, and
+property tests do at every step of random event sequences.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from daemonjob.domain.jobs import ACTIVE
+from daemonjob.domain.memo import Memo, compute
+from daemonjob.domain.plan import JobView, NodePlan, Plan, PlanContext, node_inputs, plan_node
+
+__all__ = ["PlanState"]
+
+Inputs = tuple[Mapping[str, Any] | None, tuple[JobView, ...]]
+
+
+class PlanState:
+    """The inputs and parts of every node of one DaemonJob, and their sum. Not thread-safe:
+    one reconcile of a DaemonJob at a time uses it (the work queue's promise)."""
+
+    def __init__(self) -> None:
+        self._inputs: dict[str, Inputs] = {}
+        self._parts: dict[str, NodePlan] = {}
+        self._dirty: set[str] = set()
+        self._runs: Counter[str | None] = Counter()  # active Jobs per run: the schedule's step reads it
+        self._ctx: PlanContext | None = None
+        self.plan = Plan()
+
+    @classmethod
+    def of(cls, jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
+           memo: Memo = compute) -> PlanState:
+        """Everything at once, from the caches' content."""
+        state = cls()
+        for name, (node, views) in node_inputs(jobs, nodes, memo).items():
+            state.set_node(name, node, views)
+        return state
+
+    def set_node(self, name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView]) -> None:
+        """`name`'s node object now (None: deleted) and its Jobs of this DaemonJob now."""
+        old = self._inputs.get(name)
+        if old is not None:
+            self._count_runs(old[1], -1)
+        views = tuple(jobs)
+        if node is None and not views:
+            self._inputs.pop(name, None)
+        else:
+            self._inputs[name] = (node, views)
+            self._count_runs(views, 1)
+        self._dirty.add(name)
+
+    def _count_runs(self, views: Iterable[JobView], sign: int) -> None:
+        for view in views:
+            if view.state == ACTIVE:
+                self._runs[view.run] += sign
+                if not self._runs[view.run]:
+                    del self._runs[view.run]
+
+    def active_runs(self) -> set[str | None]:
+        """The runs that have an active Job (None: Jobs without a run)."""
+        return set(self._runs)
+
+    def job_views(self) -> Iterator[JobView]:
+        for _, views in self._inputs.values():
+            yield from views
+
+    def plan_for(self, ctx: PlanContext, memo: Memo = compute) -> Plan:
+        """The plan in `ctx`: the changed nodes' parts recomputed, or all of them in a new context."""
+        if ctx != self._ctx:
+            self._parts = {name: plan_node(name, node, views, ctx, memo) for name, (node, views) in self._inputs.items()}
+            self.plan = Plan.of(self._parts.items())
+            self._ctx = ctx
+        else:
+            for name in self._dirty:
+                before = self._parts.pop(name, None)
+                if before is not None:
+                    self.plan.remove(name, before)
+                inputs = self._inputs.get(name)
+                if inputs is not None:
+                    part = self._parts[name] = plan_node(name, inputs[0], inputs[1], ctx, memo)
+                    self.plan.add(name, part)
+        self._dirty.clear()
+        return self.plan
