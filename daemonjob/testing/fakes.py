@@ -182,15 +182,20 @@ class FakeJobControl:
             raise api_error(404, "NotFound", f'jobs.batch "{name}" not found')
         return job
 
+    def _patched(self, namespace: str, name: str, job_uid: str) -> dict[str, Any]:
+        """The Job a patch with a uid precondition applies to, as the API server checks it."""
+        job = self.objects.get(f"{namespace}/{name}")
+        if job is None:
+            raise api_error(404)
+        if job["metadata"].get("uid") != job_uid:
+            raise api_error(422, "Invalid", "metadata.uid: Invalid value: field is immutable")
+        return job
+
     def adopt_job(self, namespace: str, name: str, job_uid: str, owner: Mapping[str, Any]) -> None:
         self._record("adopt", namespace, name, dict(owner), job_uid)
         self._maybe_fail("adopt", name)
         with self._lock:
-            job = self.objects.get(f"{namespace}/{name}")
-            if job is None:
-                raise api_error(404)
-            if job["metadata"].get("uid") != job_uid:
-                raise api_error(422, "Invalid", "metadata.uid: Invalid value: field is immutable")
+            job = self._patched(namespace, name, job_uid)
             refs = [r for r in job["metadata"].get("ownerReferences") or () if r.get("uid") != owner.get("uid")]
             if any(r.get("controller") for r in refs):
                 raise api_error(422, "Invalid", "metadata.ownerReferences: Invalid value: "
@@ -203,11 +208,7 @@ class FakeJobControl:
         self._record("relabel", namespace, name, {**labels, **annotations}, job_uid)
         self._maybe_fail("relabel", name)
         with self._lock:
-            job = self.objects.get(f"{namespace}/{name}")
-            if job is None:
-                raise api_error(404)
-            if job["metadata"].get("uid") != job_uid:
-                raise api_error(422, "Invalid", "metadata.uid: Invalid value: field is immutable")
+            job = self._patched(namespace, name, job_uid)
             job["metadata"]["labels"] = {**(job["metadata"].get("labels") or {}), **labels}
             job["metadata"]["annotations"] = {**(job["metadata"].get("annotations") or {}), **annotations}
             self._pending.append(("add", job))
