@@ -28,6 +28,9 @@ WORKERS = 4
 EXPECTATIONS_TTL = 300.0  # seconds, as the DaemonSet controller
 SLOW_START_INITIAL_BATCH = 1
 RESYNC_INTERVAL = 600.0  # seconds between full re-enqueues (0 disables)
+# A DaemonJob's plan is kept across passes and updated node by node; this often (seconds) a
+# pass also makes the full plan and compares, counting and repairing any difference.
+PLAN_SELF_CHECK_INTERVAL = 300.0
 HISTORY_LIMIT = 1
 # History cleanup (finished Jobs beyond historyLimit): its own pace, after a pass's creates,
 # so cleaning up the last run never delays the next one's creates.

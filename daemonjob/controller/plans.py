@@ -1,0 +1,107 @@
+"""Each DaemonJob's plan, kept across passes: events mark the nodes they changed.
+
+Event handlers mark a node for the DaemonJobs it may concern (a Job's owner; for a node
+event, every DaemonJob kept here); a pass reads only the marked nodes back from the caches
+and hands them to that DaemonJob's PlanState, so a Job finishing or a node joining costs
+one node's work. A DaemonJob met for the first time, or after a check found a difference,
+is loaded whole. Every SELF_CHECK_INTERVAL a pass also makes the full plan and compares
+(see `Controller`): a difference is logged, counted and repaired by loading it whole.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemonjob import defaults
+from daemonjob.controller.informers import NODE_INDEX, OWNER_INDEX
+from daemonjob.domain.jobs import daemonjob_ref, job_node
+from daemonjob.domain.memo import Memo
+from daemonjob.domain.plan import job_view
+from daemonjob.domain.planstate import PlanState
+from daemonjob.machinery.informer import SharedInformer
+
+__all__ = ["Plans", "NO_NODE"]
+
+NO_NODE = ""  # where Jobs without a node annotation are kept (only a TTL on them matters)
+
+
+@dataclass
+class _Entry:
+    state: PlanState | None = None  # None: load it whole at the next pass
+    dirty: set[str] = field(default_factory=set)
+    checked_at: float = 0.0
+
+
+class Plans:
+    def __init__(self, jobs: SharedInformer, nodes: SharedInformer, memo: Memo) -> None:
+        self._jobs = jobs
+        self._nodes = nodes
+        self._memo = memo
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}  # by DaemonJob uid
+
+    # -- from the event handlers ---------------------------------------------------------
+    def job_changed(self, *jobs: Mapping[str, Any]) -> None:
+        """A Job's versions (before and after): their owners' nodes are marked."""
+        with self._lock:
+            for job in jobs:
+                ref = daemonjob_ref(job)
+                entry = self._entries.get(ref.get("uid") or "") if ref is not None else None
+                if entry is not None:
+                    entry.dirty.add(job_node(job) or NO_NODE)
+
+    def node_changed(self, name: str) -> None:
+        with self._lock:
+            for entry in self._entries.values():
+                entry.dirty.add(name)
+
+    def forget(self, uid: str) -> None:
+        with self._lock:
+            self._entries.pop(uid, None)
+
+    def reload(self, uid: str) -> None:
+        """Load this DaemonJob whole at its next pass (its kept plan was found wrong)."""
+        with self._lock:
+            entry = self._entries.get(uid)
+            if entry is not None:
+                entry.state = None
+
+    # -- from a pass (one at a time per DaemonJob) -------------------------------------------
+    def state_for(self, uid: str) -> PlanState:
+        """The DaemonJob's plan state, told of every node marked since the last pass."""
+        with self._lock:
+            entry = self._entries.setdefault(uid, _Entry())
+            dirty, entry.dirty = entry.dirty, set()  # marks from now on come to the next pass
+            state = entry.state
+        if state is None:
+            state = PlanState.of(self._jobs.store.by_index(OWNER_INDEX, uid), self._nodes.store.list(), self._memo)
+            with self._lock:
+                entry.state = state
+            return state
+        for name in dirty:
+            state.set_node(name, self._nodes.store.get(name) if name != NO_NODE else None,
+                           [job_view(j, self._memo) for j in self._jobs_of(uid, name)])
+        return state
+
+    def _jobs_of(self, uid: str, node: str) -> Iterable[Mapping[str, Any]]:
+        if node == NO_NODE:
+            return [j for j in self._jobs.store.by_index(OWNER_INDEX, uid) if not job_node(j)]
+        return [j for j in self._jobs.store.by_index(NODE_INDEX, node)
+                if ((daemonjob_ref(j) or {}).get("uid") or "") == uid]
+
+    def check_due(self, uid: str, now: float) -> bool:
+        """True once per SELF_CHECK_INTERVAL for a DaemonJob: time to compare with a full plan."""
+        with self._lock:
+            entry = self._entries.get(uid)
+            if entry is None:
+                return False
+            if not entry.checked_at:  # loaded whole by its first pass: the clock starts then
+                entry.checked_at = now
+                return False
+            if now - entry.checked_at < defaults.PLAN_SELF_CHECK_INTERVAL:
+                return False
+            entry.checked_at = now
+            return True
