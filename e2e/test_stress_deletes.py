@@ -4,10 +4,13 @@ The scenario of a user running `kubectl delete job` on a DaemonJob's Jobs mid-ro
 DaemonJob over 10 nodes (pods of 1 s, backoffLimit 0, no maxParallel); as soon as its Jobs
 appear, six times 0.3 s apart a random one of its Jobs is deleted with propagationPolicy
 Background. Every deleted node must run again and the DaemonJob be Complete with 10
-succeeded nodes. A race shows up in a few rounds in a hundred, so the scenario runs in
+succeeded nodes. A race shows up in some rounds only, so the scenario runs in
 waves of parallel DaemonJobs (each a round), and a round that does not converge is
 reported with its status, its unfinished Jobs (their pods and Events) and what the
-controller logged about it.
+controller logged about it. A Job deleted while its pod is being created and re-created
+under the same name at once is left without a pod by the Job controller for 5 minutes
+(kubernetes/kubernetes#131917): 22 of 150 rounds (6, 9 and 7 in three runs) stalled so
+before the controller held such names back (NameHolds in daemonjob/controller/expectations.py).
 """
 
 from __future__ import annotations
@@ -207,5 +210,12 @@ def test_jobs_deleted_by_hand_mid_rollout_rerun_and_converge(api: Cluster, nodes
           f"later: {len(late)}; not within {GIVE_UP_AFTER:g}s: {len(stalled)}; "
           f"median {times[len(times) // 2] if times else float('nan'):.1f}s, "
           f"max {times[-1] if times else float('nan'):.1f}s; total {time.monotonic() - started:.0f}s")
+    if isinstance(stress_controller, ControllerProcess):
+        held = stress_controller.metric("daemonjob_job_name_holds_total")
+        overdue = stress_controller.metric("daemonjob_expectations_pending_overdue")
+        print(f"Job names held back after an unfinished Job's delete: {held:g}; expectations overdue now: "
+              f"{overdue:g}")
+        assert overdue == 0
+
     bad = late + stalled
     assert not bad, "rounds that did not converge in time:\n" + "\n".join(r.report for r in bad)
