@@ -13,6 +13,7 @@ content as an argument.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -28,16 +29,17 @@ from daemonjob import defaults
 from daemonjob.controller.act import Act, Conflict, CreateOutcome, error_message, names_shown
 from daemonjob.controller.configmaps import ConfigMapTracker, InformerFactory, kube_configmap_informer
 from daemonjob.controller.events import EventRecorder
-from daemonjob.controller.expectations import Expectations
+from daemonjob.controller.expectations import Expectations, NameHolds, Waiting
 from daemonjob.controller.fence import Fence, NotLeader, always
 from daemonjob.controller.history import HistoryCleaner
 from daemonjob.controller.informers import NAME_INDEX, NODE_INDEX, OWNER_INDEX, Informers, dj_name_index
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.metrics import Metrics
+from daemonjob.domain.conditions import CacheWait, with_cache_wait
 from daemonjob.domain.configrefs import pod_template_of, referenced_configmaps, rerun_on_config_change
 from daemonjob.domain.decide import CreateJob, Decision, decide
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
-from daemonjob.domain.jobs import daemonjob_ref, owner_reference
+from daemonjob.domain.jobs import ACTIVE, daemonjob_ref, format_time, job_state, owner_reference
 from daemonjob.domain.plan import HISTORY
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import Handlers, InformerHooks, Tombstone, deleted_object
@@ -124,6 +126,8 @@ class Controller:
         self.metrics = metrics or Metrics()
         self.resync_interval = resync_interval
         self.expectations = Expectations(timer=self.clock.now)  # keyed by DaemonJob uid
+        self.name_holds = NameHolds(timer=self.clock.now)  # keyed by DaemonJob uid
+        self.metrics.expectations_overdue.set_function(self.expectations.overdue)
         self.queue = RateLimitingQueue(default_controller_rate_limiter(self.clock), name="daemonjob",
                                        clock=self.clock, metrics_provider=self.metrics.queue_provider)
         self._pool = ThreadPoolExecutor(max_workers=create_concurrency, thread_name_prefix="api-writer")
@@ -272,6 +276,7 @@ class Controller:
 
     def _forget_uid(self, uid: str) -> None:
         self.expectations.forget(uid)
+        self.name_holds.forget(uid)
         self._stalled.pop(uid, None)
         self._rejected.pop(uid, None)
         self._conflicts.pop(uid, None)
@@ -292,6 +297,11 @@ class Controller:
         if key is None:
             self._maybe_orphan(new)
             return
+        if old["metadata"].get("uid") != new["metadata"].get("uid"):
+            # Deleted and re-created under the same name, seen as one change (a relist): both
+            # the delete and the create were observed.
+            self.expectations.deletion_observed(_owner_uid(old), old["metadata"]["name"])
+            self.expectations.creation_observed(_owner_uid(new), new["metadata"]["name"])
         if new["metadata"].get("deletionTimestamp"):
             self.expectations.deletion_observed(_owner_uid(new), new["metadata"]["name"])
         if (old.get("status") != new.get("status") or owner_key(old) != key
@@ -303,7 +313,11 @@ class Controller:
         key = owner_key(job)
         if key is None:
             return
-        self.expectations.deletion_observed(_owner_uid(job), job["metadata"]["name"])
+        uid, name = _owner_uid(job), job["metadata"]["name"]
+        self.expectations.deletion_observed(uid, name)
+        if job_state(job) == ACTIVE:  # deleted while its pod may still be on its way: see NameHolds
+            self.name_holds.hold(uid, name)
+            self.metrics.name_holds.inc()
         self.queue.add_after(key, self._job_event_delay(key))
 
     def _maybe_orphan(self, job: Obj) -> None:
@@ -397,18 +411,18 @@ class Controller:
             rlog.debug("waiting for the referenced ConfigMaps to be listed")
             return None
         uid = meta.get("uid") or ""
-        if not self.expectations.satisfied(uid):
-            creates, deletes = self.expectations.pending(uid)
-            rlog.debug("waiting for the cache", pending_creates=creates, pending_deletes=deletes)
-            return None
+        wait = self._cache_wait(key, uid, namespace, rlog)
+        if wait is not None and not wait:
+            return None  # requeued for the deadline of what it waits for
         jobs = list(self.jobs.store.by_index(OWNER_INDEX, uid))
         owner = owner_reference(dj)
-        jobs += self.act.adopt(dj, self.jobs.store.by_index(NAME_INDEX, key), owner)
+        if wait is None:
+            jobs += self.act.adopt(dj, self.jobs.store.by_index(NAME_INDEX, key), owner)
         nodes = self.nodes.store.list()
         generation = int(meta.get("generation") or 0)
         stall_before = self._stall_arg(uid, generation)
         rejected_before = self._rejected_arg(uid, generation)
-        conflicts = self._recheck_conflicts(dj, owner)
+        conflicts = self._recheck_conflicts(dj, owner) if wait is None else self._conflicts.get(uid, ())
         now = self.clock.wall()  # one instant per pass: both decisions see the same ticks
 
         def decision_for(stalled: tuple[str, str] | None, rejected: dict[str, str] | None) -> Decision:
@@ -419,7 +433,11 @@ class Controller:
         started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
         decision = decision_for(stall_before, rejected_before)
         self._decide_seconds[key] = time.thread_time() - started
+        if wait is not None:
+            self._report_cache_wait(dj, cached, decision, wait, now, rlog)
+            return None
 
+        decision = self._without_held_names(key, uid, decision, rlog)
         errors = self._delete(dj, decision, rlog) + self._create(dj, decision, generation, owner, rlog)
         self._clean_history(dj, decision, rlog)
         stall_after, rejected_after = self._stall_arg(uid, generation), self._rejected_arg(uid, generation)
@@ -441,6 +459,83 @@ class Controller:
         if self._conflicts.get(uid):  # a foreign Job's removal sends no event here: look again later
             self.queue.add_after(key, defaults.CONFLICT_RECHECK_INTERVAL)
         return decision
+
+    # -- waiting for the cache ---------------------------------------------------------------
+    def _cache_wait(self, key: str, uid: str, namespace: str, rlog: Any) -> Waiting | None:
+        """None when the cache shows every write of this DaemonJob's; else what it still waits
+        for past the deadline after a check against the API server (empty: nothing overdue
+        yet). Either way the key is requeued for the next deadline: no silent wait for the TTL."""
+        if self.expectations.satisfied(uid):
+            return None
+        overdue = self.expectations.waiting(uid, overdue_only=True)
+        if overdue:
+            self._check_against_api(uid, namespace, overdue, rlog)
+            if self.expectations.satisfied(uid):
+                return None
+            overdue = self.expectations.waiting(uid, overdue_only=True)
+        if overdue:
+            rlog.warning("the cache does not show this controller's writes past the deadline",
+                         creates=list(overdue.creates[:5]), deletes=list(overdue.deletes[:5]),
+                         pending_seconds=round(self.clock.now() - overdue.since, 1))
+            self.queue.add_after(key, defaults.EXPECTATIONS_RECHECK)
+            return overdue
+        creates, deletes = self.expectations.pending(uid)
+        rlog.debug("waiting for the cache", pending_creates=creates, pending_deletes=deletes)
+        due = self.expectations.next_deadline(uid)
+        self.queue.add_after(key, defaults.EXPECTATIONS_RECHECK if due is None else max(0.0, due - self.clock.now()))
+        return overdue
+
+    def _check_against_api(self, uid: str, namespace: str, overdue: Waiting, rlog: Any) -> None:
+        """Clear the overdue names on which the cache already agrees with the API server:
+        deciding on that cache then acts on the truth, never twice. Where they disagree the
+        cache is behind, and the wait goes on."""
+        for name, created in [(n, True) for n in overdue.creates] + [(n, False) for n in overdue.deletes]:
+            cached = self.jobs.store.get(f"{namespace}/{name}")
+            going = cached is None or bool(cached["metadata"].get("deletionTimestamp"))
+            shown = cached is not None if created else going
+            if shown:  # the cache shows it: only the event was missed (a relist merged it, say)
+                agree = True
+            else:
+                try:
+                    fresh: Obj | None = self.control.get_job(namespace, name)
+                except ApiError as exc:
+                    if not exc.not_found:
+                        rlog.debug("expectation check failed", job=name, error=exc.message)
+                        continue
+                    fresh = None
+                if created:
+                    agree = fresh is None  # absent for both: creating it again is right
+                else:  # the delete did not take: the cache shows the truth, decide again
+                    agree = (fresh is not None and cached is not None
+                             and not fresh["metadata"].get("deletionTimestamp")
+                             and fresh["metadata"].get("uid") == cached["metadata"].get("uid"))
+            if agree:
+                (self.expectations.creation_observed if created else self.expectations.deletion_observed)(uid, name)
+            self.metrics.expectation_checks.labels("cleared" if agree else "waiting").inc()
+
+    def _report_cache_wait(self, dj: Obj, cached: Obj, decision: Decision, wait: Waiting, now: datetime,
+                           rlog: Any) -> None:
+        """Write the status with Reconciling naming what the controller waits for; act on nothing."""
+        old = thaw(cached.get("status") or {})
+        previous = {c.get("type"): c for c in old.get("conditions") or ()}
+        facts = CacheWait(wait.creates, wait.deletes, self.clock.now() - wait.since)
+        status = with_cache_wait(decision.status, facts, previous, format_time(now),
+                                 dj["metadata"].get("generation"))
+        if self.act.write_status(dj, old, status):
+            rlog.debug("status updated while waiting for the cache")
+        self.metrics.set_status(dj["metadata"]["namespace"], dj["metadata"]["name"], dj["metadata"].get("uid") or "",
+                                status)
+
+    def _without_held_names(self, key: str, uid: str, decision: Decision, rlog: Any) -> Decision:
+        """The decision without creates of names a delete freed moments ago; the key is
+        requeued for when the first of them may be reused."""
+        held = {c.name: left for c in decision.creates if (left := self.name_holds.held(uid, c.name)) is not None}
+        if not held:
+            return decision
+        rlog.debug("job names freed moments ago, created later", jobs=sorted(held)[:5],
+                   wait_seconds=round(min(held.values()), 2))
+        self.queue.add_after(key, min(held.values()))
+        return dataclasses.replace(decision, creates=[c for c in decision.creates if c.name not in held])
 
     def _configmaps(self, key: str, dj: Obj) -> _ConfigMapsRead:
         """The referenced ConfigMaps, when opted in. Keeps the tracker's watches to exactly

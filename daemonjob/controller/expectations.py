@@ -3,7 +3,13 @@
 A worker that created or deleted Jobs must not decide again for that DaemonJob until the
 informer has delivered those changes, or it would act twice on a stale cache. Records
 expire after a TTL (5 minutes, as the DaemonSet controller) so a lost event cannot wedge a
-DaemonJob forever.
+DaemonJob forever; well before that, each pending name has a deadline: past it the
+controller checks that name against the API server, clears it when the cache already
+agrees with what the API server holds, and otherwise says what it waits for (the
+Reconciling condition, `daemonjob_expectations_pending_overdue`).
+
+`NameHolds` keeps the other half of the Job-name lifecycle: a name freed by a delete is
+not reused at once (see its docstring).
 """
 
 from __future__ import annotations
@@ -20,16 +26,30 @@ from daemonjob.machinery.clock import RealClock
 
 @dataclass
 class _Pending:
-    creates: set[str] = field(default_factory=set)
-    deletes: set[str] = field(default_factory=set)
+    creates: dict[str, float] = field(default_factory=dict)  # Job name -> when the expectation was raised
+    deletes: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A snapshot of what one DaemonJob waits for: Job names, and since when the oldest."""
+
+    creates: tuple[str, ...]
+    deletes: tuple[str, ...]
+    since: float  # clock time the oldest of them was raised
+
+    def __bool__(self) -> bool:
+        return bool(self.creates or self.deletes)
 
 
 class Expectations:
-    """Per-DaemonJob sets of Job names whose creation or deletion is still unobserved."""
+    """Per-DaemonJob Job names whose creation or deletion is still unobserved."""
 
     def __init__(self, ttl: float = defaults.EXPECTATIONS_TTL, timer: Callable[[], float] = RealClock().now,
-                 maxsize: int = 1_000_000):
+                 maxsize: int = 1_000_000, deadline: float = defaults.EXPECTATIONS_DEADLINE):
         self._cache: TTLCache[str, _Pending] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
+        self._timer = timer
+        self.deadline = deadline
         self._lock = threading.Lock()
 
     def expect_creations(self, key: str, names: Iterable[str]) -> None:
@@ -39,22 +59,23 @@ class Expectations:
         self._expect(key, names, creates=False)
 
     def _expect(self, key: str, names: Iterable[str], creates: bool) -> None:
+        now = self._timer()
         with self._lock:
             pending = self._cache.get(key) or _Pending()
-            (pending.creates if creates else pending.deletes).update(names)
+            (pending.creates if creates else pending.deletes).update(dict.fromkeys(names, now))
             self._cache[key] = pending  # (re)starts the TTL, as a fresh expectation
 
     def creation_observed(self, key: str, name: str) -> None:
         with self._lock:
             pending = self._cache.get(key)
             if pending is not None:
-                pending.creates.discard(name)
+                pending.creates.pop(name, None)
 
     def deletion_observed(self, key: str, name: str) -> None:
         with self._lock:
             pending = self._cache.get(key)
             if pending is not None:
-                pending.deletes.discard(name)
+                pending.deletes.pop(name, None)
 
     def satisfied(self, key: str) -> bool:
         """True when nothing is pending for `key` (or what was pending has expired)."""
@@ -67,6 +88,75 @@ class Expectations:
             pending = self._cache.get(key)
             return (0, 0) if pending is None else (len(pending.creates), len(pending.deletes))
 
+    def waiting(self, key: str, overdue_only: bool = False) -> Waiting:
+        """What `key` waits for; with `overdue_only`, only names pending past the deadline."""
+        cutoff = self._timer() - self.deadline if overdue_only else float("inf")
+        with self._lock:
+            pending = self._cache.get(key)
+            if pending is None:
+                return Waiting((), (), 0.0)
+            creates = {n: t for n, t in pending.creates.items() if t <= cutoff}
+            deletes = {n: t for n, t in pending.deletes.items() if t <= cutoff}
+        since = min([*creates.values(), *deletes.values()], default=0.0)
+        return Waiting(tuple(sorted(creates)), tuple(sorted(deletes)), since)
+
+    def next_deadline(self, key: str) -> float | None:
+        """When the oldest pending name of `key` passes its deadline (None: nothing pending)."""
+        with self._lock:
+            pending = self._cache.get(key)
+            if pending is None:
+                return None
+            raised = [*pending.creates.values(), *pending.deletes.values()]
+        return min(raised) + self.deadline if raised else None
+
+    def overdue(self) -> int:
+        """Names pending past their deadline, over every DaemonJob (a gauge reads it)."""
+        cutoff = self._timer() - self.deadline
+        with self._lock:
+            records = list(self._cache.values())  # TTLCache iteration skips expired records
+            return sum(1 for p in records for t in (*p.creates.values(), *p.deletes.values()) if t <= cutoff)
+
     def forget(self, key: str) -> None:
         with self._lock:
             self._cache.pop(key, None)
+
+
+class NameHolds:
+    """Job names freed by a delete that the controller does not reuse for a short while.
+
+    Job names are deterministic, so re-running a node whose Job was deleted creates a Job
+    of the same name. The Job controller of kube-controller-manager keys its pod
+    expectations by namespace/name and only drops them when it syncs that name and finds
+    no Job: a Job deleted while its pod create was still unobserved, then re-created
+    before that sync, leaves the new Job waiting out the Job controller's 5-minute
+    expectations timeout with no pod (kubernetes/kubernetes#131917). So a name whose Job
+    was deleted unfinished is reused only `delay` seconds after the delete was observed;
+    a finished Job's name (no pod create can be in flight for it) is reused at once.
+    """
+
+    def __init__(self, delay: float = defaults.JOB_NAME_REUSE_DELAY,
+                 timer: Callable[[], float] = RealClock().now, maxsize: int = 100_000):
+        self.delay = delay
+        self._timer = timer
+        self._until: TTLCache[tuple[str, str], float] = TTLCache(maxsize=maxsize, ttl=max(delay, 1e-9), timer=timer)
+        self._lock = threading.Lock()
+
+    def hold(self, key: str, name: str) -> None:
+        if self.delay <= 0:
+            return
+        with self._lock:
+            self._until[(key, name)] = self._timer() + self.delay
+
+    def held(self, key: str, name: str) -> float | None:
+        """Seconds until `name` may be reused under `key`, or None if it may be now."""
+        with self._lock:
+            until = self._until.get((key, name))
+        if until is None:
+            return None
+        left = until - self._timer()
+        return left if left > 0 else None
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            for k in [k for k in self._until.keys() if k[0] == key]:
+                self._until.pop(k, None)

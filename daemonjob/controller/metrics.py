@@ -61,6 +61,15 @@ class Metrics:
         self.last_success = Gauge("daemonjob_last_successful_time_seconds",
                                   "Unix time the last run reached Complete: alert when it is older than a day.",
                                   per_dj, registry=r)
+        self.expectations_overdue = Gauge(
+            "daemonjob_expectations_pending_overdue", "Job creates and deletes of this controller that the cache "
+            "has not shown past their deadline (the Reconciling condition of their DaemonJob names them).", registry=r)
+        self.expectation_checks = Counter(
+            "daemonjob_expectation_checks_total", "Overdue expectations checked against the API server, by outcome "
+            "(cleared: the cache agreed; waiting: the cache is behind).", ["outcome"], registry=r)
+        self.name_holds = Counter(
+            "daemonjob_job_name_holds_total", "Job names held back from reuse for a moment because their Job was "
+            "deleted unfinished.", registry=r)
         self.queue_provider = PrometheusMetricsProvider(registry=r)
         self._dj_lock = threading.Lock()
         self._known: set[tuple[str, str]] = set()

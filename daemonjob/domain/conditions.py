@@ -30,6 +30,8 @@ __all__ = [
     "evaluate",
     "render",
     "turned_true",
+    "CacheWait",
+    "with_cache_wait",
 ]
 
 # Condition types, in the order they appear in the status
@@ -48,6 +50,7 @@ JOB_REJECTED = "JobRejected"
 FAILURE_THRESHOLD_EXCEEDED = "FailureThresholdExceeded"
 NODES_FAILED = "NodesFailed"
 WAITING_FOR_INELIGIBLE_NODES = "WaitingForIneligibleNodes"
+WAITING_FOR_CACHE = "WaitingForCache"
 EVENT_INVALID_SPEC = "InvalidSpec"
 
 FAILED_NODE_NAMES_MAX = defaults.FAILED_NODE_NAMES_MAX
@@ -314,3 +317,36 @@ def turned_true(previous: Mapping[str, Mapping[str, Any]], kind: str, cond: Cond
     if prev.get("status") != "True" or prev.get("reason") != cond.reason:
         return True
     return on_message and prev.get("message") != cond.message
+
+
+@dataclass(frozen=True, slots=True)
+class CacheWait:
+    """Facts from the controller: its own writes the cache has not shown past their deadline,
+    still unconfirmed after a check against the API server."""
+
+    creates: Sequence[str]
+    deletes: Sequence[str]
+    seconds: float  # how long the oldest has been pending
+
+
+def cache_wait_condition(wait: CacheWait) -> Condition:
+    """Reconciling=True naming the Jobs the controller waits to see, so a wait is never silent."""
+    parts = []
+    for names, what in ((wait.creates, "created"), (wait.deletes, "deleted")):
+        if names:
+            more = f" (+{len(names) - HELD_SHOWN} more)" if len(names) > HELD_SHOWN else ""
+            shown = ", ".join(names[:HELD_SHOWN]) + more
+            parts.append(f"{_plural(len(names), what + ' Job')}: {shown}")
+    message = (f"waiting for the cache to show {' and '.join(parts)} (for {wait.seconds:.0f}s); "
+               "nothing new is started for this DaemonJob until the watch delivers it or the expectation expires")
+    return Condition(True, WAITING_FOR_CACHE, message)
+
+
+def with_cache_wait(status: Mapping[str, Any], wait: CacheWait, previous: Mapping[str, Mapping[str, Any]],
+                    now: str, generation: Any) -> dict[str, Any]:
+    """`status` with its Reconciling condition saying what the controller waits for."""
+    cond = render(previous, RECONCILING, cache_wait_condition(wait), now, generation)
+    conditions = [cond if c.get("type") == RECONCILING else c for c in status.get("conditions") or ()]
+    if not any(c.get("type") == RECONCILING for c in conditions):
+        conditions.append(cond)
+    return {**status, "conditions": conditions}

@@ -279,6 +279,7 @@ def test_a_job_of_ours_that_lost_its_name_label_is_claimed_back_and_reported(bed
     bed.control.deliver()
     ((_, job),) = bed.control.objects.items()
     job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    bed.jobs.update(job)  # it finished
     del job["metadata"]["labels"]["daemonjob.io/name"]
     bed.jobs.delete(job)  # gone from the cache, as the label selector no longer matches
     before = len(bed.control.calls)

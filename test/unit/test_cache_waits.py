@@ -1,0 +1,236 @@
+"""Expectations and Job-name reuse: the controller never waits silently, never acts twice,
+and never hands the Job controller a name it may still hold state for."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from daemonjob import defaults
+from daemonjob.controller.controller import Controller
+from daemonjob.controller.expectations import Expectations, NameHolds
+from daemonjob.domain.conditions import CacheWait, with_cache_wait
+from daemonjob.machinery.clock import FakeClock
+from daemonjob.testing.fakes import FakeInformer, FakeJobControl, fake_informers
+
+NS = "ops"
+KEY = f"{NS}/audit"
+UID = "dj-uid"
+NOW = "2024-01-01T00:00:00Z"
+
+
+def make_dj() -> dict[str, Any]:
+    return {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
+            "metadata": {"name": "audit", "namespace": NS, "uid": UID, "generation": 1, "resourceVersion": "10"},
+            "spec": {"jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
+
+
+def node(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {}}, "spec": {},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def finished(job: dict[str, Any]) -> dict[str, Any]:
+    return {**job, "status": {"succeeded": 1, "conditions": [
+        {"type": "Complete", "status": "True", "lastTransitionTime": NOW}]}}
+
+
+@dataclass
+class Bed:
+    ctl: Controller
+    control: FakeJobControl
+    jobs: FakeInformer
+    clock: FakeClock
+
+    def drain(self) -> None:
+        while len(self.ctl.queue):
+            key, _ = self.ctl.queue.get()
+            self.ctl.queue.done(key)
+
+    def ready_within(self, seconds: float) -> bool:
+        """Whether the key comes due once the fake clock moved `seconds` (real time to settle)."""
+        self.clock.step(seconds)
+        time.sleep(0.05)  # the queue's delay thread moves what came due
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            if len(self.ctl.queue):
+                return True
+            time.sleep(0.005)
+        return False
+
+    def user_deletes(self, name: str) -> None:
+        """`kubectl delete job` (Background): gone from the API server, then from the cache."""
+        job = self.control.objects.pop(f"{NS}/{name}")
+        self.jobs.delete(self.jobs.store.get(f"{NS}/{job['metadata']['name']}"))
+
+    def creates(self) -> list[str]:
+        return [c.name for c in self.control.of("create")]
+
+    def last_status(self) -> dict[str, Any]:
+        return self.control.of("status")[-1].body
+
+
+@pytest.fixture
+def bed() -> Iterator[Bed]:
+    clock = FakeClock()
+    informers = fake_informers()
+    control = FakeJobControl(jobs=informers.jobs)  # type: ignore[arg-type]
+    ctl = Controller(informers, control, clock=clock, create_concurrency=2, resync_interval=0)
+    informers.nodes.add(node("node-00"))  # type: ignore[attr-defined]
+    informers.daemonjobs.add(make_dj())  # type: ignore[attr-defined]
+    control.daemonjobs[KEY] = make_dj()
+    yield Bed(ctl, control, informers.jobs, clock)  # type: ignore[arg-type]
+    ctl.stop(timeout=1)
+
+
+def rolled_out(bed: Bed) -> str:
+    """One node, its Job created and seen by the cache; returns the Job's name."""
+    bed.drain()
+    bed.ctl.reconcile(KEY)
+    bed.control.deliver()
+    (name,) = bed.creates()
+    bed.control.reset()
+    return name
+
+
+def reconciling(status: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == "Reconciling")
+
+
+# -- Jobs deleted by hand mid-rollout: a name re-created while the Job controller may hold it ---
+def test_an_unfinished_job_deleted_by_hand_is_recreated_only_after_the_name_reuse_delay(bed: Bed) -> None:
+    """Re-created at once, the Job got no pod from the Job controller for 5 minutes
+    (kubernetes/kubernetes#131917). The pass right after the delete counts the node pending
+    (not active, not succeeded), so the status never hides the re-run."""
+    name = rolled_out(bed)
+    bed.user_deletes(name)  # while its pod may still be on its way
+    assert bed.ready_within(defaults.JOB_EVENT_DELAY), "the delete wakes the DaemonJob"
+    time.sleep(0.05)
+    bed.drain()
+    bed.ctl.reconcile(KEY)
+    assert bed.creates() == [], "the name is reused before the Job controller can have let go of it"
+    assert bed.last_status()["pendingNodes"] == 1
+    assert not bed.ready_within(defaults.JOB_NAME_REUSE_DELAY - defaults.JOB_EVENT_DELAY - 0.1)
+    assert bed.ready_within(0.2), "requeued for when the name may be reused"
+    bed.ctl.reconcile(KEY)
+    assert bed.creates() == [name], "same node and revision, same name: once the hold is over"
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_job_name_holds_total") == 1
+
+
+def test_a_finished_job_deleted_by_hand_is_recreated_at_once(bed: Bed) -> None:
+    name = rolled_out(bed)
+    bed.jobs.update(finished(bed.control.objects[f"{NS}/{name}"]))
+    bed.user_deletes(name)
+    bed.ctl.reconcile(KEY)
+    assert bed.creates() == [name]
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_job_name_holds_total") == 0
+
+
+def test_a_delete_and_recreate_seen_as_one_update_satisfies_the_expectations(bed: Bed) -> None:
+    """A relist can show a Job deleted and re-created under its name as one update: both the
+    delete and the create were observed, or the DaemonJob would wait for the TTL."""
+    name = rolled_out(bed)
+    old = bed.jobs.store.get(f"{NS}/{name}")
+    del bed.control.objects[f"{NS}/{name}"]  # deleted; the watch is down, so no event
+    bed.clock.step(defaults.JOB_NAME_REUSE_DELAY)
+    bed.jobs.store.delete(old)  # as if the delete had been seen, so the next pass re-creates
+    bed.ctl.reconcile(KEY)
+    assert bed.creates() == [name]
+    bed.jobs.store.add(old)  # ...but the relist still had the old one: it comes back as an update
+    bed.control._pending.clear()
+    bed.jobs.update(bed.control.objects[f"{NS}/{name}"])  # new uid, same name
+    assert bed.ctl.expectations.satisfied(UID)
+
+
+# -- a wait past the deadline: checked, named, requeued --------------------------------------
+def test_a_wait_past_the_deadline_is_requeued_checked_named_and_counted(bed: Bed) -> None:
+    bed.ctl.reconcile(KEY)  # creates; the watch lags
+    (name,) = bed.creates()
+    bed.drain()
+    assert bed.ctl.reconcile(KEY) is None
+    assert not bed.ready_within(defaults.EXPECTATIONS_DEADLINE - 1), "no busy polling before the deadline"
+    assert bed.ready_within(1.1), "requeued at the deadline, not left for a resync"
+    bed.drain()
+    bed.control.reset()
+    assert bed.ctl.reconcile(KEY) is None
+    assert bed.creates() == [], "the API server holds the Job: creating it again would be acting twice"
+    cond = reconciling(bed.last_status())
+    assert cond["status"] == "True" and cond["reason"] == "WaitingForCache"
+    assert f"waiting for the cache to show 1 created Job: {name}" in cond["message"]
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectations_pending_overdue") == 1
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectation_checks_total",
+                                                     {"outcome": "waiting"}) == 1
+    assert bed.ready_within(defaults.EXPECTATIONS_RECHECK), "checked again, not left for the TTL"
+
+    bed.control.deliver()  # the watch catches up
+    bed.ctl.reconcile(KEY)
+    assert reconciling(bed.last_status())["reason"] != "WaitingForCache"
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectations_pending_overdue") == 0
+
+
+def test_an_overdue_create_the_api_server_does_not_hold_is_cleared_and_made_again(bed: Bed) -> None:
+    bed.ctl.reconcile(KEY)
+    (name,) = bed.creates()
+    bed.control.objects.clear()  # deleted before the cache ever showed it, and that event lost too
+    bed.control._pending.clear()
+    bed.control.reset()
+    bed.clock.step(defaults.EXPECTATIONS_DEADLINE)
+    bed.ctl.reconcile(KEY)
+    assert bed.creates() == [name], "cache and API server agree it is absent: deciding on the cache is safe"
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectation_checks_total",
+                                                     {"outcome": "cleared"}) == 1
+
+
+def test_an_overdue_delete_the_cache_shows_gone_is_cleared(bed: Bed) -> None:
+    name = rolled_out(bed)
+    job = bed.control.objects.pop(f"{NS}/{name}")
+    bed.ctl.expectations.expect_deletions(UID, [name])
+    bed.jobs.store.delete(job)  # the cache shows it gone, but the event never reached the handler
+    bed.clock.step(defaults.EXPECTATIONS_DEADLINE)
+    bed.ctl.reconcile(KEY)
+    assert bed.ctl.expectations.waiting(UID).deletes == ()
+    assert bed.creates() == [name], "cache and API server agree it is gone: the node runs again"
+
+
+# -- the pieces -------------------------------------------------------------------------------
+def test_expectations_keep_when_each_name_was_raised() -> None:
+    clock = FakeClock()
+    exp = Expectations(timer=clock.now, deadline=10)
+    exp.expect_creations("u", ["a"])
+    clock.step(4)
+    exp.expect_deletions("u", ["b"])
+    assert exp.next_deadline("u") == pytest.approx(clock.now() + 6)
+    assert not exp.waiting("u", overdue_only=True) and exp.overdue() == 0
+    clock.step(6)
+    assert exp.waiting("u", overdue_only=True).creates == ("a",) and exp.overdue() == 1
+    exp.creation_observed("u", "a")
+    assert exp.waiting("u").deletes == ("b",) and exp.overdue() == 0
+    clock.step(300)
+    assert exp.satisfied("u"), "the TTL still ends any wait"
+
+
+def test_name_holds_release_on_the_clock() -> None:
+    clock = FakeClock()
+    holds = NameHolds(delay=2, timer=clock.now)
+    holds.hold("u", "j")
+    assert holds.held("u", "j") == pytest.approx(2) and holds.held("u", "k") is None
+    clock.step(2)
+    assert holds.held("u", "j") is None
+
+
+def test_the_waiting_condition_names_the_jobs_and_keeps_the_others() -> None:
+    status = {"activeNodes": 1, "conditions": [
+        {"type": "Complete", "status": "False"},
+        {"type": "Reconciling", "status": "True", "reason": "RollingOut", "lastTransitionTime": "t0"}]}
+    wait = CacheWait(("j-1", "j-2", "j-3", "j-4"), ("j-9",), 31.4)
+    out = with_cache_wait(status, wait, {c["type"]: c for c in status["conditions"]}, NOW, 1)
+    cond = reconciling(out)
+    assert cond["message"].startswith("waiting for the cache to show 4 created Jobs: j-1, j-2, j-3 (+1 more) "
+                                      "and 1 deleted Job: j-9 (for 31s)")
+    assert cond["lastTransitionTime"] == "t0" and cond["observedGeneration"] == 1
+    assert out["conditions"][0] == status["conditions"][0] and out["activeNodes"] == 1
