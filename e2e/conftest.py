@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,15 +133,16 @@ def sa_kubeconfig(kube: Kube, kubectl: Kubectl, crd: None, tmp_path_factory: pyt
 @pytest.fixture
 def spawn_controller(request: pytest.FixtureRequest, sa_kubeconfig: Path, namespace: str, tmp_path: Path,
                      kube: Kube) -> Iterator[Callable[..., ControllerProcess]]:
-    """spawn_controller(log_name) -> a started controller process for this test's namespace.
+    """spawn_controller(log_name, extra_args=...) -> a started controller process for this test's
+    namespace; `extra_args` are more flags of daemonjob-controller (say `--kube-api-qps 5`).
 
     Every process is stopped by its PID at teardown (SIGTERM, then SIGKILL), and the test
     fails if one is still running afterwards.
     """
     handles: list[ControllerProcess] = []
 
-    def spawn(log_name: str = "controller", wait: bool = True) -> ControllerProcess:
-        handle = ControllerProcess(sa_kubeconfig, namespace, tmp_path / f"{log_name}.log")
+    def spawn(log_name: str = "controller", wait: bool = True, extra_args: Sequence[str] = ()) -> ControllerProcess:
+        handle = ControllerProcess(sa_kubeconfig, namespace, tmp_path / f"{log_name}.log", extra_args)
         handles.append(handle)
         request.node.stash.setdefault(_CONTROLLERS, []).append(handle)
         return handle.start(wait=wait)
