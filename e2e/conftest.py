@@ -133,7 +133,8 @@ def sa_kubeconfig(kube: Kube, kubectl: Kubectl, crd: None, tmp_path_factory: pyt
 @pytest.fixture
 def spawn_controller(request: pytest.FixtureRequest, sa_kubeconfig: Path, namespace: str, tmp_path: Path,
                      kube: Kube) -> Iterator[Callable[..., ControllerProcess]]:
-    """spawn_controller(log_name, extra_args=()) -> a started controller process for this test's namespace.
+    """spawn_controller(log_name, extra_args=...) -> a started controller process for this test's
+    namespace; `extra_args` are more flags of daemonjob-controller (say `--kube-api-qps 5`).
 
     Every process is stopped by its PID at teardown (SIGTERM, then SIGKILL), and the test
     fails if one is still running afterwards.

@@ -28,6 +28,7 @@ from daemonjob.testing.jobwatch import (  # noqa: F401 (re-exported for the test
     LABEL_NAME,
     LABEL_REVISION,
     LABEL_RUN,
+    LABEL_TEMPLATE_HASH,
     Created,
     JobWatcher,
     condition,

@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from harness import FAIL, OK, Cluster, Nodes, condition, daemonjob, job_node, metric_value, sleep, wait_for
+import pytest
+from harness import (
+    ANNOTATION_NODE,
+    EXTERNAL,
+    FAIL,
+    LABEL_NAME,
+    OK,
+    Cluster,
+    Nodes,
+    condition,
+    daemonjob,
+    job_finished,
+    job_node,
+    metric_value,
+    sleep,
+    wait_for,
+)
 
+from daemonjob.machinery.kube import path_for
 from daemonjob.testing.kstatus import CURRENT, FAILED, IN_PROGRESS, verdict as kstatus_verdict
+from daemonjob.testing.webhook import ValidatingWebhook
 
 
 def verdict(api: Cluster, name: str) -> str:
@@ -94,3 +113,58 @@ def test_a_blocking_quota_backs_off_names_the_quota_and_recovers(api: Cluster, n
     api.kube.delete(f"{quota_path}/one-job")
     api.kube.patch(api.dj_path("quota"), {"metadata": {"annotations": {"example.com/poke": "1"}}})
     api.wait_complete("quota", desired=4, timeout=120)
+
+
+@pytest.mark.skipif(EXTERNAL, reason="the webhook listens on loopback, which only a local API server reaches")
+def test_a_node_refused_by_admission_is_named_and_the_others_go_on(api: Cluster, nodes: Nodes, group: str,
+                                                                    controller: Any) -> None:
+    """A validating webhook denies the Jobs of the first node in name order (the one a probe
+    used to pick every time): every other node runs, Stalled and a FailedCreate Event name the
+    refused node with the webhook's message, and the node runs once the webhook is removed
+    (the controller retries the refused create with backoff; the test does not poke it)."""
+    names = sorted(nodes(4))
+    refused = names[0]
+    reason = f"node {refused} is under maintenance (e2e policy)"
+
+    def decide(request: Mapping[str, Any]) -> str | None:
+        obj = request.get("object") or {}
+        node = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE)
+        return reason if request.get("namespace") == api.namespace and node == refused else None
+
+    jobs_path = path_for("batch/v1", "jobs", api.namespace)
+    with ValidatingWebhook(api.kube, f"deny-{api.namespace}", decide,
+                           object_selector={"matchLabels": {LABEL_NAME: "refused"}}) as webhook:
+        webhook.wait_denies(jobs_path, probe_job("refused", refused))
+        api.apply(daemonjob("refused", group, OK))
+        wait_for(lambda: {job_node(j) for j in api.jobs("refused") if job_finished(j) == "Complete"} == set(names[1:]),
+                 60, "every other node's Job to succeed", describe=lambda: [(job_node(j), job_finished(j))
+                                                                           for j in api.jobs("refused")])
+
+        def named(dj: dict[str, Any]) -> bool:
+            stalled = condition(dj, "Stalled")
+            counts = (dj["status"].get("succeededNodes"), dj["status"].get("pendingNodes"))
+            return (stalled.get("status") == "True" and stalled.get("reason") == "JobRejected"
+                    and refused in stalled.get("message", "") and reason in stalled.get("message", "")
+                    and counts == (3, 1))
+
+        api.wait_status("refused", named, "Stalled JobRejected naming the refused node, the others succeeded",
+                        timeout=30)
+        event = api.wait_event("refused", lambda e: e.get("reason") == "FailedCreate"
+                               and refused in e.get("message", ""), "FailedCreate naming the node")
+        assert event["type"] == "Warning" and reason in event["message"]
+        assert refused not in api.job_nodes("refused")
+        assert {job_node(r.obj) for r in webhook.denied()} == {refused}
+
+        webhook.unregister()
+        done = api.wait_complete("refused", 4, timeout=60)
+    assert sorted(api.job_nodes("refused")) == names
+    assert condition(done, "Stalled").get("status") != "True", done["status"]
+
+
+def probe_job(name: str, node: str) -> dict[str, Any]:
+    """A valid Job that looks like one of DaemonJob `name` for `node` (created only as a dry run)."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"generateName": "probe-", "labels": {LABEL_NAME: name},
+                         "annotations": {ANNOTATION_NODE: node}},
+            "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                           "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}

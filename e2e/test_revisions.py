@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import time
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from harness import (
+    EXTERNAL,
     FAIL,
+    LABEL_TEMPLATE_HASH,
     OK,
     Cluster,
     JobWatcher,
@@ -149,3 +155,38 @@ def test_template_change_mid_rollout_keeps_the_gate_and_the_order(api: Cluster, 
     assert [c.node for c in watcher.created if c.revision == rev2] == sorted(names)
     assert [c.node for c in watcher.created if c.revision == rev1] == sorted(names)[:2]
     assert revisions_by_node(api, "midway") == {names[0]: sorted([rev1, rev2]), names[1]: [rev2], names[2]: [rev2]}
+
+
+@pytest.mark.skipif(EXTERNAL, reason="needs a controller of its own held to 5 requests/s; the deployed one acts too")
+def test_spec_edit_while_a_revision_starts_keeps_that_revision(
+        api: Cluster, nodes: Nodes, group: str, spawn_controller: Callable[..., Any]) -> None:
+    """A controller held to 5 requests/s takes seconds to start a revision on 15 nodes; the
+    template changes, then 1 s later maxParallel does. The revision was fixed (recorded in the
+    status) before its first Job, so the second edit neither re-salts it nor re-runs a node:
+    one new revision label, one create per node, no delete (revision 1's Jobs had finished)."""
+    names = nodes(15)
+    controller = spawn_controller(extra_args=["--kube-api-qps", "5", "--kube-api-burst", "5"])
+    body = daemonjob("salted", group, OK)
+    api.apply(body)
+    rev1 = api.wait_complete("salted", 15, timeout=120)["status"]["currentRevision"]
+    created_before = controller.metric("daemonjob_jobs_created_total")
+    with JobWatcher(api.kube, api.namespace, "salted") as watcher:
+        api.apply(with_workload(body, sleep(2)))
+        time.sleep(1)
+        api.patch("salted", {"maxParallel": 100})
+        started = sum(1 for c in watcher.created if c.revision != rev1)
+        assert started < 15, f"the rollout had started every node before the second edit ({started})"
+        dj = api.wait_status("salted", lambda d: d["status"]["currentRevision"] != rev1 and is_true(d, "Complete")
+                             and d["status"].get("succeededNodes") == 15, "the new revision to complete",
+                             timeout=120)
+        holds(lambda: len(watcher.created) == 30, 2, "no Job beyond one per node of revisions 1 and 2",
+              describe=lambda: (Counter(c.revision for c in watcher.created), watcher.summary()))
+    rev2 = dj["status"]["currentRevision"]
+    new = [c for c in watcher.created if c.revision != rev1]
+    assert {c.revision for c in new} == {rev2}, watcher.summary()
+    assert Counter(c.node for c in new) == Counter(names), watcher.summary()
+    assert watcher.deleted == [], watcher.summary()
+    assert controller.metric("daemonjob_jobs_created_total") - created_before == 15
+    assert controller.metric("daemonjob_jobs_deleted_total") == 0
+    hashes = {j["metadata"]["labels"].get(LABEL_TEMPLATE_HASH) for j in api.jobs("salted") if job_revision(j) == rev2}
+    assert hashes == {dj["status"]["templateHash"]}, "each Job names the template it runs"

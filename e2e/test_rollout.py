@@ -12,6 +12,7 @@ from harness import (
     condition,
     daemonjob,
     holds,
+    is_true,
     job_active,
     job_finished,
     job_node,
@@ -95,3 +96,32 @@ def test_unlimited_parallelism_runs_all_nodes_at_once(api: Cluster, nodes: Nodes
         api.wait_complete("wide", 4)
     assert watcher.max_active == 4
     assert all(v == 1 for v in watcher.max_active_per_node.values())
+
+
+def test_max_parallel_counts_nodes_running_an_older_revision(api: Cluster, nodes: Nodes, group: str,
+                                                             controller: Any) -> None:
+    """maxParallel 2 over 6 nodes, the template changed while two nodes run revision 1 and two
+    finished it: the two running keep their slots (their Jobs are replaced in them), so no more
+    than 2 nodes ever run a Job of the DaemonJob, whatever its revision ("at most N nodes
+    disrupted at a time"), and every node then runs the new revision once."""
+    names = nodes(6)
+    body = daemonjob("gated", group, sleep(6), maxParallel=2)
+    with JobWatcher(api.kube, api.namespace, "gated") as watcher:
+        api.apply(body)
+        rev1 = api.wait_status("gated", lambda d: d["status"].get("succeededNodes") == 2
+                               and d["status"].get("activeNodes") == 2, "two nodes done and two running",
+                               timeout=90)["status"]["currentRevision"]
+        running = sorted(job_node(j) for j in api.jobs("gated") if job_active(j))
+        api.rerun("gated", "2")
+        assert len(running) == 2, f"two nodes ran revision 1 when the template changed: {watcher.summary()}"
+        dj = api.wait_status("gated", lambda d: d["status"]["currentRevision"] != rev1 and is_true(d, "Complete"),
+                             "the new revision to complete on every node", timeout=120)
+    rev2 = dj["status"]["currentRevision"]
+    assert watcher.max_active_nodes == 2, watcher.summary()
+    assert watcher.max_active == 2, watcher.summary()
+    assert dj["status"]["succeededNodes"] == 6
+    per_node_rev2 = {n: uids for (n, r), uids in watcher.uids_per_node_revision().items() if r == rev2}
+    assert per_node_rev2.keys() == set(names) and all(len(u) == 1 for u in per_node_rev2.values()), \
+        watcher.summary()
+    assert {job_node(j) for j in api.jobs("gated") if job_revision(j) == rev2 and job_finished(j) == "Complete"} \
+        == set(names)

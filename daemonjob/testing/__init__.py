@@ -9,4 +9,6 @@ Ships with the package, the way envtest ships inside controller-runtime:
 - a pytest plugin (`pip install daemonjob[testing]`): fixtures `cluster`, `kube`, `kubelet`,
   `namespace`, `make_nodes`, `installed_crd`.
 - `fakes`: in-memory informers and Job writes for unit tests of the controller.
+- `webhook`: a validating admission webhook on loopback, registered with the local API
+  server, for tests of writes that admission refuses.
 """

@@ -22,6 +22,7 @@ __all__ = ["Created", "JobWatcher", "condition", "is_true", "job_active", "job_f
 LABEL_NAME = "daemonjob.io/name"
 LABEL_REVISION = "daemonjob.io/revision"
 LABEL_RUN = "daemonjob.io/run"
+LABEL_TEMPLATE_HASH = "daemonjob.io/template-hash"
 ANNOTATION_NODE = "daemonjob.io/node"
 
 
@@ -76,9 +77,10 @@ class Created:
 class JobWatcher:
     """Follows one DaemonJob's Jobs through a watch (every change, in resourceVersion order).
 
-    Records creation order, the maximum number of active Jobs at once (overall and per
-    node) and every Job ever created per (node, revision). A Job counts as active from its
-    creation until it finishes or is gone: one being deleted may still have a running pod.
+    Records creation order, the maximum number of active Jobs at once (overall, per node,
+    and nodes with one), every Job ever created per (node, revision) and every deletion of
+    a Job seen. A Job counts as active from its creation until it finishes or is gone: one
+    being deleted may still have a running pod.
     """
 
     kube: Kube
@@ -86,6 +88,8 @@ class JobWatcher:
     name: str
     created: list[Created] = field(default_factory=list)
     max_active: int = 0
+    max_active_nodes: int = 0
+    deleted: list[Created] = field(default_factory=list)
     max_active_per_node: dict[str, int] = field(default_factory=dict)
     max_active_per_revision: dict[str, int] = field(default_factory=dict)
     relists: int = 0
@@ -148,6 +152,8 @@ class JobWatcher:
     def summary(self) -> dict[str, Any]:
         with self._lock:
             return {"created": [(c.node, c.revision) for c in self.created], "max_active": self.max_active,
+                    "max_active_nodes": self.max_active_nodes,
+                    "deleted": [(c.node, c.revision) for c in self.deleted],
                     "max_active_per_node": dict(self.max_active_per_node),
                     "max_active_per_revision": dict(self.max_active_per_revision), "relists": self.relists,
                     "errors": self._errors[-3:]}
@@ -167,7 +173,9 @@ class JobWatcher:
     def _observe(self, job: dict[str, Any], deleted: bool = False) -> None:
         uid = job["metadata"]["uid"]
         if deleted:
-            self._jobs.pop(uid, None)
+            if self._jobs.pop(uid, None) is not None:
+                self.deleted.append(Created(job_node(job), job_revision(job), job["metadata"]["name"], uid,
+                                            job_run(job)))
         else:
             if uid not in self._jobs and all(c.uid != uid for c in self.created):
                 self.created.append(Created(job_node(job), job_revision(job), job["metadata"]["name"], uid,
@@ -180,6 +188,7 @@ class JobWatcher:
                 per_node[job_node(j)] = per_node.get(job_node(j), 0) + 1
                 per_revision[job_revision(j)] = per_revision.get(job_revision(j), 0) + 1
         self.max_active = max(self.max_active, sum(per_node.values()))
+        self.max_active_nodes = max(self.max_active_nodes, len(per_node))
         for node, count in per_node.items():
             self.max_active_per_node[node] = max(self.max_active_per_node.get(node, 0), count)
         for revision, count in per_revision.items():

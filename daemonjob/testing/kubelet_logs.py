@@ -8,16 +8,15 @@ A pod's output is its `sim.daemonjob.io/output` annotation, `{node}` replaced by
 
 from __future__ import annotations
 
-import os
 import ssl
-import subprocess
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from daemonjob.testing.tls import self_signed
 
 ANNOTATION_OUTPUT = "sim.daemonjob.io/output"
 
@@ -68,14 +67,7 @@ def select_log(pod: Mapping[str, Any], query: Mapping[str, list[str]], now: date
 
 def self_signed_context() -> ssl.SSLContext:
     """A server TLS context with a fresh self-signed P-256 certificate for 127.0.0.1."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    with tempfile.TemporaryDirectory(prefix="sim-kubelet-") as tmp:
-        key, crt = os.path.join(tmp, "tls.key"), os.path.join(tmp, "tls.crt")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                        "-nodes", "-days", "3650", "-keyout", key, "-out", crt, "-subj", "/CN=sim-kubelet",
-                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-        ctx.load_cert_chain(crt, key)
-    return ctx
+    return self_signed("sim-kubelet").context
 
 
 class LogServer:
