@@ -4,6 +4,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 NODES  ?= 3
 N      ?= 5000
+DJS    ?= 10
+SCENARIO ?= default
+BENCH_ARGS ?=
 IMG    ?= daemonjob-controller:dev
 KUBECTL ?= kubectl
 CLUSTER_DIR := .cluster
@@ -15,7 +18,7 @@ endif
 KIND_CLUSTER ?= daemonjob-e2e
 KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 
-.PHONY: help venv binaries test unit cluster-up cluster-down demo run bench bench-informer \
+.PHONY: help venv binaries test unit cluster-up cluster-down demo run bench bench-informer bench-scale \
         install uninstall deploy undeploy docker-build e2e-kind
 
 help:
@@ -23,7 +26,7 @@ help:
 	@echo "make test          provision everything and run every test"
 	@echo "make cluster-up NODES=n / cluster-down   a background local cluster (.cluster/kubeconfig)"
 	@echo "make run           the controller against the cluster in KUBECONFIG"
-	@echo "make bench NODES=n / bench-informer N=n  benchmarks"
+	@echo "make bench NODES=n [SCENARIO=tick] / bench-informer N=n / bench-scale N=n DJS=d  benchmarks"
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,8 +63,16 @@ run: venv
 bench-informer: venv binaries
 	$(PY) hack/bench_informer.py --n $(N)
 
+# NODES and N have defaults for other targets; a scenario or script with a size of its own
+# (tick: 5000 nodes, bench-scale: 10,000) gets it unless the size is given.
+given = $(filter command line environment environment override,$(origin $(1)))
+BENCH_NODES = $(if $(or $(call given,NODES),$(filter default,$(SCENARIO))),--nodes $(NODES))
+
 bench: venv binaries
-	$(PY) hack/bench.py --nodes $(NODES)
+	$(PY) hack/bench.py --scenario $(SCENARIO) $(BENCH_NODES) $(BENCH_ARGS)
+
+bench-scale: venv binaries
+	$(PY) hack/bench_scale.py $(if $(call given,N),--nodes $(N)) --daemonjobs $(DJS) $(BENCH_ARGS)
 
 install:
 	$(KUBECTL) apply -f manifests/crd.yaml

@@ -1,6 +1,6 @@
 """End-to-end benchmark of the controller against the built-in DaemonSet controller.
 
-On one local control plane with N simulated nodes, in one run:
+Scenario `default`: on one local control plane with N simulated nodes, in one run:
   (a) a DaemonSet over the nodes: seconds until N pods exist (the baseline), then its deletion;
   (b) the controller as a subprocess, one DaemonJob over the same nodes: seconds until N Jobs
       exist and until its Complete condition, with the controller's CPU and peak RSS;
@@ -15,6 +15,15 @@ each Job by a write to its status: what is measured there is the controller's ti
 Jobs and its requests, in which pods play no part, while converging 50,000 Jobs through
 pods would take most of an hour on two cores (some eight API writes per Job).
 Each DaemonJob lives in a namespace of its own, as teams' DaemonJobs would.
+
+Scenario `tick`: one scheduled DaemonJob with `historyLimit: 1` over N nodes (5000 by
+default), its runs started by the schedule's ticks (`* * * * *`) or by run-now annotations.
+A first run (the first rollout), then further runs while the earlier runs' Jobs exist: for
+each, seconds from the tick or trigger to N new Jobs and to Complete, and the ratio to the
+first rollout measured in the same run. The second run keeps every node's first Job as
+history; from the third on, each node has a Job beyond `historyLimit` to delete, which is
+the cost a scheduled run must not wait for. Jobs end through the simulated Job controller
+throughout, so every run meets the same load and only the controller's work differs.
 """
 
 from __future__ import annotations
@@ -28,13 +37,15 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import benchlib
 import urllib3
 
-from daemonjob.domain.jobs import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME
+from daemonjob.domain.jobs import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME, job_run
+from daemonjob.domain.schedule import ANNOTATION_RUN_NOW
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, free_port
 from daemonjob.testing.jobcontroller import SimJobController
@@ -47,6 +58,14 @@ DJ_NAMESPACE_PREFIX = "bench-dj-"
 DJ_PLURAL = "daemonjobs"
 UNTHROTTLED = 5000
 CONVERGENCE_DURATION = 0.0  # Jobs of bench-01.. finish at once: only that they finish matters
+SCENARIOS = ("default", "tick")
+DEFAULT_NODES = {"default": 1000, "tick": 5000}
+TICK_NAME = "bench-tick"
+EVERY_MINUTE = "* * * * *"
+# With run-now triggers, a schedule that does not tick during a benchmark: every run is
+# started by a trigger, the first one included, so all of them are runs of one kind.
+NEVER_DURING_BENCH = "0 0 1 1 *"
+RUN_LABEL_TIME = "%Y%m%dt%H%M%Sz"  # a scheduled run's daemonjob.io/run label: its tick in UTC
 
 
 @dataclass
@@ -303,10 +322,116 @@ def _requests_text(delta: Mapping[tuple[str, str], float]) -> str:
     return ", ".join(f"{verb} {resource or '-'} {v:.0f}" for (verb, resource), v in sorted(delta.items())) or "none"
 
 
+# -- scenario tick ------------------------------------------------------------------------
+@dataclass
+class RunFigures:
+    run: str
+    to_first: float  # seconds from the tick or trigger to the run's first Job
+    to_jobs: float  # seconds from the tick or trigger to N Jobs of the run
+    to_complete: float  # seconds from the tick or trigger to Complete of the run
+    cpu: float  # controller CPU seconds from the trigger (or the previous run's end) to Complete
+    requests: dict[tuple[str, str], float]
+
+
+def tick_daemonjob_body(trigger: str, duration: float, run_now: str | None) -> dict[str, Any]:
+    body = daemonjob_body(TICK_NAME, duration)
+    body["spec"]["historyLimit"] = 1
+    body["spec"]["schedule"] = EVERY_MINUTE if trigger == "tick" else NEVER_DURING_BENCH
+    if run_now is not None:
+        body["metadata"]["annotations"] = {ANNOTATION_RUN_NOW: run_now}
+    return body
+
+
+def tick_monotonic(run: str) -> float:
+    """A scheduled run's tick (its run label, UTC) on the monotonic clock the waits use."""
+    tick = datetime.strptime(run, RUN_LABEL_TIME).replace(tzinfo=timezone.utc).timestamp()
+    return time.monotonic() - (time.time() - tick)
+
+
+def wait_run(kube: Kube, ctl: ControllerProcess, jobs: benchlib.ObjectWatch, n: int, known: set[str],
+             started: float | None, timeout: float) -> RunFigures:
+    """Until a run not in `known` has N Jobs and its DaemonJob is Complete for that run.
+
+    `started`: when the trigger was written; None for a scheduled run, whose start is its tick.
+    """
+    before, cpu0 = ctl.requests(), benchlib.cpu_seconds(ctl.pid)
+
+    def new_run(w: benchlib.ObjectWatch) -> bool:
+        ctl.check()
+        return any(len(names) >= n for run, names in w.groups.items() if run not in known)
+
+    jobs.wait(new_run, timeout, f"{n} Jobs of a new run")
+    run = next(r for r, names in jobs.groups.items() if r not in known and len(names) >= n)
+    t0 = started if started is not None else tick_monotonic(run)
+    to_first, to_jobs = (jobs.time_of_nth(k, jobs.groups[run]) - t0 for k in (1, n))
+    path = path_for(API_VERSION, DJ_PLURAL, dj_namespace(TICK_NAME), TICK_NAME)
+
+    def complete() -> bool:
+        ctl.check()
+        dj = kube.get(path)
+        status = dj.get("status") or {}
+        return status.get("currentRun") == run and status.get("desiredNodes") == n and \
+            benchlib.condition_true(dj, "Complete")
+
+    done = benchlib.wait_until(complete, timeout, f"run {run} Complete over {n} nodes")
+    return RunFigures(run, to_first, to_jobs, done - t0, benchlib.cpu_seconds(ctl.pid) - cpu0,
+                      benchlib.request_delta(before, ctl.requests()))
+
+
+def bench_tick(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results) -> list[float]:
+    """Scenario tick: a first rollout, then `--next-runs` runs over the earlier runs' Jobs.
+
+    Returns each next run's ratio (seconds to N Jobs) to the first rollout's.
+    """
+    ns = dj_namespace(TICK_NAME)
+    benchlib.create_namespace(kube, ns)
+    jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs", ns), group=job_run).start()
+    # A scheduled run waits for its tick, up to a minute after the previous run's end.
+    timeout = args.timeout + (60 if args.trigger == "tick" else 0)
+    path = path_for(API_VERSION, DJ_PLURAL, ns, TICK_NAME)
+    runs: list[RunFigures] = []
+    try:
+        for i in range(1 + args.next_runs):
+            trigger = f"bench-{i + 1}" if args.trigger == "run-now" else None
+            started = time.monotonic() if trigger is not None else None
+            if i == 0:
+                kube.create(path_for(API_VERSION, DJ_PLURAL, ns), tick_daemonjob_body(args.trigger, args.duration,
+                                                                                       trigger))
+                if trigger is None:
+                    print("  waiting for the first tick (at most a minute)", flush=True)
+            elif trigger is not None:
+                kube.patch(path, {"metadata": {"annotations": {ANNOTATION_RUN_NOW: trigger}}})
+            figures = wait_run(kube, ctl, jobs, n, {r.run for r in runs}, started, timeout)
+            runs.append(figures)
+            _report_run(i, figures, runs[0], n, res)
+    finally:
+        jobs.stop()
+    res.add("controller peak RSS over the run (MB)", benchlib.hwm_mb(ctl.pid), fmt="{:.1f}")
+    return [r.to_jobs / runs[0].to_jobs for r in runs[1:]]
+
+
+def _report_run(i: int, figures: RunFigures, first: RunFigures, n: int, res: Results) -> None:
+    what = ("run 1 (first rollout)", "run 2 (history kept)")[i] if i < 2 else f"run {i + 1} (history deleted)"
+    res.add(f"{what}: seconds to the first Job", figures.to_first)
+    res.add(f"{what}: seconds to {n} Jobs", figures.to_jobs)
+    res.add(f"{what}: seconds to Complete", figures.to_complete)
+    if i > 0:
+        res.add(f"{what}: ratio to run 1, to {n} Jobs", figures.to_jobs / first.to_jobs, "<= 1.1")
+        res.add(f"{what}: ratio to run 1, to Complete", figures.to_complete / first.to_complete)
+    res.add(f"{what}: controller CPU seconds", figures.cpu)
+    res.note(f"{what}, {figures.run}: requests {_requests_text(figures.requests)}")
+
+
 # -- main ---------------------------------------------------------------------------------
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nodes", type=int, default=1000, help="simulated nodes (N)")
+    p.add_argument("--scenario", choices=SCENARIOS, default="default",
+                   help="default: DaemonSet baseline, rollout, joins, idle; tick: a first rollout, then further runs")
+    p.add_argument("--nodes", type=int, default=None,
+                   help="simulated nodes (N); default " + ", ".join(f"{k}: {v}" for k, v in DEFAULT_NODES.items()))
+    p.add_argument("--trigger", choices=("tick", "run-now"), default="tick",
+                   help=f"tick scenario: runs start at the ticks of '{EVERY_MINUTE}', or by run-now annotations")
+    p.add_argument("--next-runs", type=int, default=2, help="tick scenario: runs after the first rollout")
     p.add_argument("--daemonjobs", type=int, default=10, help="DaemonJobs converged during the join test (D)")
     p.add_argument("--joins", type=int, default=20, help="nodes joined one at a time (J)")
     p.add_argument("--join-interval", type=float, default=0.5, help="seconds between two joins")
@@ -319,7 +444,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--skip-daemonset", action="store_true", help="no DaemonSet baseline (no ratio)")
     p.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
                    help="record py-spy profiles of the controller (rollout, joins) into DIR")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.nodes is None:
+        args.nodes = DEFAULT_NODES[args.scenario]
+    if args.next_runs < 1:
+        p.error("--next-runs must be at least 1")
+    return args
 
 
 def _interrupt(signum: int, _frame: Any) -> None:
@@ -330,15 +460,19 @@ def main() -> int:
     args = parse_args()
     signal.signal(signal.SIGTERM, _interrupt)
     n = args.nodes
+    tick = args.scenario == "tick"
     res = Results()
     workdir = Path(tempfile.mkdtemp(prefix="daemonjob-bench-"))
+    # Scenario tick ends Jobs through the simulated Job controller from the start: the real one is off.
     cluster = LocalCluster(options=ClusterOptions(node_lifecycle=False, kcm_qps=UNTHROTTLED, kcm_burst=UNTHROTTLED,
-                                                  scheduler_qps=UNTHROTTLED, scheduler_burst=UNTHROTTLED))
+                                                  scheduler_qps=UNTHROTTLED, scheduler_burst=UNTHROTTLED,
+                                                  controllers="*,-job" if tick else "*"))
     kubelet: SimKubelet | None = None
     jobsim: SimJobController | None = None
     ctl: ControllerProcess | None = None
     ok = False
     ds_seconds = dj_seconds = float("nan")
+    tick_ratios: list[float] = []
     try:
         cluster.start()
         kube = Kube.from_config(str(cluster.kubeconfig))
@@ -352,24 +486,33 @@ def main() -> int:
         print(f"{n} nodes Ready in {time.monotonic() - started:.1f}s", flush=True)
         benchlib.apply_crd(kube)
 
-        if not args.skip_daemonset:
-            ds_seconds = bench_daemonset(kube, n, args.timeout, res)
-        ctl = ControllerProcess(cluster.kubeconfig, workdir / "controller.log", args.workers)
-        ctl.wait_ready(120)
-        # The informers' share: all nodes cached, no DaemonJob yet. VmHWM here is the sync's peak.
-        res.add("controller RSS / peak RSS when ready, no DaemonJob yet (MB)",
-                f"{benchlib.rss_mb(ctl.pid):.1f} / {benchlib.hwm_mb(ctl.pid):.1f}")
-        dj_seconds = bench_rollout(kube, ctl, n, args, res)
-        cluster.restart_controller_manager(f"{cluster.options.controllers},-job")
-        jobsim = SimJobController(kube, label_selector=LABEL_NAME, writers=args.writers)
-        jobsim.start()
-        res.note("after the rollout the Job controller is off: a simulated one ends Jobs without pods")
-        if args.joins > 0:
-            bench_joins(kube, kubelet, ctl, n, args, res)
-        if args.idle_seconds > 0:
-            bench_idle(ctl, args, res)
-        ctl.check()
-        res.add("controller peak RSS over the run (MB)", benchlib.hwm_mb(ctl.pid), "< 150 (N=5000)", fmt="{:.1f}")
+        if tick:
+            jobsim = SimJobController(kube, label_selector=LABEL_NAME, writers=args.writers)
+            jobsim.start()
+            ctl = ControllerProcess(cluster.kubeconfig, workdir / "controller.log", args.workers)
+            ctl.wait_ready(120)
+            res.note(f"scenario tick: historyLimit 1, runs started by {args.trigger}; "
+                     "Jobs end through a simulated Job controller (no pods)")
+            tick_ratios = bench_tick(kube, ctl, n, args, res)
+        else:
+            if not args.skip_daemonset:
+                ds_seconds = bench_daemonset(kube, n, args.timeout, res)
+            ctl = ControllerProcess(cluster.kubeconfig, workdir / "controller.log", args.workers)
+            ctl.wait_ready(120)
+            # The informers' share: all nodes cached, no DaemonJob yet. VmHWM here is the sync's peak.
+            res.add("controller RSS / peak RSS when ready, no DaemonJob yet (MB)",
+                    f"{benchlib.rss_mb(ctl.pid):.1f} / {benchlib.hwm_mb(ctl.pid):.1f}")
+            dj_seconds = bench_rollout(kube, ctl, n, args, res)
+            cluster.restart_controller_manager(f"{cluster.options.controllers},-job")
+            jobsim = SimJobController(kube, label_selector=LABEL_NAME, writers=args.writers)
+            jobsim.start()
+            res.note("after the rollout the Job controller is off: a simulated one ends Jobs without pods")
+            if args.joins > 0:
+                bench_joins(kube, kubelet, ctl, n, args, res)
+            if args.idle_seconds > 0:
+                bench_idle(ctl, args, res)
+            ctl.check()
+            res.add("controller peak RSS over the run (MB)", benchlib.hwm_mb(ctl.pid), "< 150 (N=5000)", fmt="{:.1f}")
         ok = True
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -386,11 +529,22 @@ def main() -> int:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             print(f"logs kept in {workdir}", file=sys.stderr)
+    if tick:
+        return _print_tick(res, tick_ratios)
     ratio = dj_seconds / ds_seconds
     res.rows.insert(0, ("ratio daemonjob/daemonset (seconds to N Jobs / to N pods)", f"{ratio:.2f}", "<= 1.0"))
     print()
     print(res.table())
     print(f"ratio daemonjob/daemonset: {ratio:.2f}")
+    return 0
+
+
+def _print_tick(res: Results, ratios: list[float]) -> int:
+    print()
+    print(res.table())
+    # The last run is the one with history to delete (from the third run on).
+    print("ratio tick/first rollout (seconds to N Jobs): " + ", ".join(
+        f"run {i + 2}: {r:.2f}" for i, r in enumerate(ratios)))
     return 0
 
 
