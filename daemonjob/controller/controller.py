@@ -1,80 +1,58 @@
-"""The DaemonJob controller: informers feed a rate-limited queue; workers decide and act.
+"""The DaemonJob controller: informers feed a rate-limited queue; workers pass over DaemonJobs.
 
-Data flows one way: watch -> cache -> queue -> decide (pure) -> act. Handlers only enqueue
-keys; a node event enqueues only the DaemonJobs whose answer for that node changed. The
-controller receives what it reads (Informers), what it writes through (a JobControl) and
-one Clock, so the act layer runs in unit tests without a cluster.
+Data flows one way: watch -> cache -> queue -> decide (pure) -> act -> report. Event
+routing (routing.py) only notes and enqueues. A pass over one DaemonJob reads one way, as
+the DaemonSet controller's syncDaemonSet does: observe (observe.py: the caches, the
+referenced ConfigMaps, the cache's view of our own writes, name conflicts, the kept plan),
+decide (the pure domain), act (carry.py: deletes, creates, history) and report (report.py:
+Events, status, metrics, the next wake-up). The controller receives what it reads
+(Informers), what it writes through (a JobControl) and one Clock, so all of it runs in unit
+tests without a cluster.
 
-Scheduled DaemonJobs are requeued for their next tick through the delaying queue, so
-between ticks an idle DaemonJob costs nothing. DaemonJobs with rerunOnConfigChange have
-their referenced ConfigMaps watched one by one (ConfigMapTracker); decide gets their
-content as an argument.
+Each DaemonJob's plan is kept across passes and told which nodes changed (plans.py), so a
+pass costs what changed; every PLAN_SELF_CHECK_INTERVAL a pass also decides from scratch
+and compares, logging, counting and repairing any difference.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import structlog
 
 from daemonjob import defaults
-from daemonjob.controller.act import Act, Conflict, CreateOutcome, error_message, names_shown
+from daemonjob.controller.act import Act, error_message
+from daemonjob.controller.carry import Carry
 from daemonjob.controller.configmaps import ConfigMapTracker, InformerFactory, kube_configmap_informer
 from daemonjob.controller.events import EventRecorder
-from daemonjob.controller.expectations import Expectations, NameHolds, Waiting
+from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.controller.fence import Fence, NotLeader, always
 from daemonjob.controller.history import HistoryCleaner
-from daemonjob.controller.informers import NAME_INDEX, NODE_INDEX, OWNER_INDEX, Informers, dj_name_index
+from daemonjob.controller.informers import Informers
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.metrics import Metrics
-from daemonjob.domain.conditions import CacheWait, with_cache_wait
-from daemonjob.domain.configrefs import pod_template_of, referenced_configmaps, rerun_on_config_change
-from daemonjob.domain.decide import CreateJob, Decision, decide
-from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
-from daemonjob.domain.jobs import ACTIVE, daemonjob_ref, format_time, job_state, owner_reference
-from daemonjob.domain.plan import HISTORY
+from daemonjob.controller.observe import Observation, Observer
+from daemonjob.controller.plans import Plans
+from daemonjob.controller.report import Reporter
+from daemonjob.controller.routing import Router, job_event_delay, owner_key
+from daemonjob.controller.troubles import Seen, Troubles
+from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.planstate import PlanState
 from daemonjob.machinery.clock import Clock, RealClock
-from daemonjob.machinery.informer import Handlers, InformerHooks, Tombstone, deleted_object
+from daemonjob.machinery.informer import InformerHooks
 from daemonjob.machinery.kube import ApiError, Kube
-from daemonjob.machinery.store import DERIVED_MAX, Derived, meta_namespace_key, thaw
+from daemonjob.machinery.store import Derived
 from daemonjob.machinery.workqueue import RateLimitingQueue, default_controller_rate_limiter
 
 __all__ = ["Controller", "job_event_delay", "owner_key", "ReconcileError"]
 
 log = structlog.get_logger("daemonjob.controller")
-
-Obj = Mapping[str, Any]
-
-
-def job_event_delay(decide_seconds: float) -> float:
-    """Seconds to wait after a Job event before reconciling its DaemonJob."""
-    scaled = defaults.JOB_EVENT_COST_FACTOR * decide_seconds
-    return min(defaults.JOB_EVENT_DELAY_MAX, max(defaults.JOB_EVENT_DELAY, scaled))
-
-
-def owner_key(job: Obj) -> str | None:
-    """namespace/name of the DaemonJob controlling this Job, if any."""
-    ref = daemonjob_ref(job)
-    return None if ref is None else f"{job['metadata'].get('namespace', '')}/{ref.get('name')}"
-
-
-def _revision_of(dj: Obj) -> tuple[Any, Any]:
-    """What the status records of the revision: once a new one is recorded, its Jobs may start."""
-    status = dj.get("status") or {}
-    return status.get("currentRevision"), status.get("templateHash")
-
-
-def _owner_uid(job: Obj) -> str:
-    ref = daemonjob_ref(job)
-    return (ref.get("uid") or "") if ref is not None else ""
 
 
 class ReconcileError(Exception):
@@ -84,24 +62,6 @@ class ReconcileError(Exception):
         self.errors = errors
         shown = "; ".join(error_message(e) for e in errors[:3])
         super().__init__(f"{len(errors)} action(s) failed: {shown}")
-
-
-@dataclass(frozen=True, slots=True)
-class _ConfigMapsRead:
-    """The referenced ConfigMaps as far as their watches know them."""
-
-    objects: dict[str, Obj | None] | None = None  # by name (None: missing); None: not opted in
-    pending: bool = False  # a watch has not listed yet: its sync listener wakes the DaemonJob
-    unreadable: dict[str, str] = field(default_factory=dict)  # name -> why its list fails
-
-
-@dataclass(frozen=True, slots=True)
-class _Stall:
-    """An API-side reason the current generation cannot progress, kept per DaemonJob uid."""
-
-    generation: int
-    reason: str
-    message: str
 
 
 class Controller:
@@ -136,19 +96,23 @@ class Controller:
         self.configmaps = (ConfigMapTracker(configmap_informers, self.queue.add)
                            if configmap_informers is not None else None)
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
-        self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
-        self._elig_lock = threading.Lock()
-        self.memo = Derived()  # sized to the node rule sets in use: one memo entry each per node
-        self._stalled: dict[str, _Stall] = {}  # by uid
-        self._rejected: dict[str, tuple[int, dict[str, str]]] = {}  # by uid: generation, node -> refusal
-        self._conflicts: dict[str, tuple[Conflict, ...]] = {}  # by uid: Job names another owner holds
-        self._decide_seconds: dict[str, float] = {}  # by key, of its last decision
+        self.troubles = Troubles()
+        self.memo = Derived()  # values kept on cached objects; the router sizes it to the node rules in use
+        self.plans = Plans(self.jobs, self.nodes, self.memo)
+        self.router = Router(informers, self.queue, expectations=self.expectations, name_holds=self.name_holds,
+                             plans=self.plans, metrics=self.metrics, configmaps=self.configmaps, memo=self.memo,
+                             forget_uid=self._forget_uid)
+        self.observer = Observer(informers, act=self.act, control=control, expectations=self.expectations,
+                                 configmaps=self.configmaps, plans=self.plans, troubles=self.troubles,
+                                 queue=self.queue, metrics=self.metrics, clock=self.clock, memo=self.memo)
+        self.carry = Carry(self.act, control, history=self.history, name_holds=self.name_holds,
+                           troubles=self.troubles, queue=self.queue)
+        self.reporter = Reporter(self.act, control, metrics=self.metrics, troubles=self.troubles, queue=self.queue,
+                                 clock=self.clock)
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._resync_wake = threading.Condition()
-        self.daemonjobs.add_handlers(Handlers(self._dj_added, self._dj_updated, self._dj_deleted))
-        self.jobs.add_handlers(Handlers(self._job_added, self._job_updated, self._job_deleted))
-        self.nodes.add_handlers(Handlers(self._node_added, self._node_updated, self._node_deleted))
+        self.router.register()
 
     @classmethod
     def for_kube(cls, kube: Kube, *, namespace: str | None = None, events: EventRecorder | None = None,
@@ -222,138 +186,12 @@ class Controller:
     def ready(self) -> str | None:
         return None if self.synced() else "caches not synced"
 
-    # -- event handlers: cheap, enqueue only -----------------------------------------------
-    def _eligibility_for(self, key: str, dj: Obj) -> Eligibility | None:
-        version = f"{dj['metadata'].get('generation', '')}/{dj['metadata'].get('uid', '')}"
-        with self._elig_lock:
-            cached = self._eligibility.get(key)
-            if cached is not None and cached[0] == version:
-                return cached[1]
-        try:
-            elig: Eligibility | None = compile_eligibility(thaw(dj))  # the compiler reads plain lists
-        except InvalidSpec:
-            elig = None  # decide() reports it as Stalled
-        with self._elig_lock:
-            self._eligibility[key] = (version, elig)
-            self._size_memo()
-        return elig
-
-    def _size_memo(self) -> None:
-        """Room for every rule set in use, the Job views and slack; called under _elig_lock."""
-        rule_sets = {e.rules for _, e in self._eligibility.values() if e is not None and e.rules is not None}
-        self.memo.capacity = max(DERIVED_MAX, 2 * len(rule_sets) + 8)
-
-    def _dj_added(self, dj: Obj) -> None:
-        key = meta_namespace_key(dj)
-        self._eligibility_for(key, dj)
-        self.queue.add(key)
-
-    def _dj_updated(self, old: Obj, new: Obj) -> None:
-        om, nm = old["metadata"], new["metadata"]
-        if om.get("uid") != nm.get("uid"):
-            self._forget_uid(om.get("uid") or "")  # deleted and re-created: nothing carries over
-        elif (om.get("generation") == nm.get("generation") and om.get("labels") == nm.get("labels")
-              and om.get("annotations") == nm.get("annotations")
-              and om.get("deletionTimestamp") == nm.get("deletionTimestamp")
-              and _revision_of(old) == _revision_of(new)):
-            return  # a status write that records no new revision: nothing to decide
-        key = meta_namespace_key(new)
-        self._eligibility_for(key, new)
-        self.queue.add(key)
-
-    def _dj_deleted(self, obj: Obj | Tombstone) -> None:
-        dj = deleted_object(obj)
-        key = meta_namespace_key(dj)
-        with self._elig_lock:
-            self._eligibility.pop(key, None)
-            self._size_memo()
-        self._forget_uid(dj["metadata"].get("uid") or "")
-        self._decide_seconds.pop(key, None)
-        if self.configmaps is not None:
-            self.configmaps.forget(key)
-        self.metrics.forget(dj["metadata"].get("namespace", ""), dj["metadata"]["name"], dj["metadata"].get("uid") or "")
-        self.queue.add(key)
-
     def _forget_uid(self, uid: str) -> None:
+        """A DaemonJob deleted or re-created: nothing of the old one carries over."""
         self.expectations.forget(uid)
         self.name_holds.forget(uid)
-        self._stalled.pop(uid, None)
-        self._rejected.pop(uid, None)
-        self._conflicts.pop(uid, None)
-
-    def _job_added(self, job: Obj) -> None:
-        key = owner_key(job)
-        if key is None:
-            self._maybe_orphan(job)
-            return
-        uid = _owner_uid(job)
-        self.expectations.creation_observed(uid, job["metadata"]["name"])
-        if job["metadata"].get("deletionTimestamp"):
-            self.expectations.deletion_observed(uid, job["metadata"]["name"])
-        self.queue.add_after(key, self._job_event_delay(key))
-
-    def _job_updated(self, old: Obj, new: Obj) -> None:
-        key = owner_key(new)
-        if key is None:
-            self._maybe_orphan(new)
-            return
-        if old["metadata"].get("uid") != new["metadata"].get("uid"):
-            # Deleted and re-created under the same name, seen as one change (a relist): both
-            # the delete and the create were observed.
-            self.expectations.deletion_observed(_owner_uid(old), old["metadata"]["name"])
-            self.expectations.creation_observed(_owner_uid(new), new["metadata"]["name"])
-        if new["metadata"].get("deletionTimestamp"):
-            self.expectations.deletion_observed(_owner_uid(new), new["metadata"]["name"])
-        if (old.get("status") != new.get("status") or owner_key(old) != key
-                or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")):
-            self.queue.add_after(key, self._job_event_delay(key))
-
-    def _job_deleted(self, obj: Obj | Tombstone) -> None:
-        job = deleted_object(obj)
-        key = owner_key(job)
-        if key is None:
-            return
-        uid, name = _owner_uid(job), job["metadata"]["name"]
-        self.expectations.deletion_observed(uid, name)
-        if job_state(job) == ACTIVE:  # deleted while its pod may still be on its way: see NameHolds
-            self.name_holds.hold(uid, name)
-            self.metrics.name_holds.inc()
-        self.queue.add_after(key, self._job_event_delay(key))
-
-    def _maybe_orphan(self, job: Obj) -> None:
-        """A Job with no controller that names a DaemonJob: that DaemonJob may adopt it."""
-        for key in dj_name_index(job):
-            if self.daemonjobs.store.get(key) is not None:
-                self.queue.add(key)
-
-    def _job_event_delay(self, key: str) -> float:
-        return job_event_delay(self._decide_seconds.get(key, 0.0))
-
-    def _dj_items(self) -> list[tuple[str, Eligibility | None]]:
-        with self._elig_lock:
-            return [(k, v[1]) for k, v in self._eligibility.items()]
-
-    def _node_added(self, node: Obj) -> None:
-        for key, elig in self._dj_items():
-            if elig is not None and elig.eligible(node):
-                self.queue.add(key)
-
-    def _node_updated(self, old: Obj, new: Obj) -> None:
-        if old.get("spec") == new.get("spec") and (old["metadata"].get("labels") == new["metadata"].get("labels")):
-            return  # heartbeats and status changes do not change any answer
-        for key, elig in self._dj_items():
-            if elig is not None and elig.eligible(old) != elig.eligible(new):
-                self.queue.add(key)
-
-    def _node_deleted(self, obj: Obj | Tombstone) -> None:
-        node = deleted_object(obj)
-        name = node["metadata"]["name"]
-        keys = {owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)}
-        for key, elig in self._dj_items():
-            if elig is not None and elig.eligible(node):
-                keys.add(key)
-        for key in keys - {None}:
-            self.queue.add(key)  # type: ignore[arg-type]
+        self.troubles.forget(uid)
+        self.plans.forget(uid)
 
     def _resync_loop(self) -> None:
         with self._resync_wake:
@@ -392,302 +230,59 @@ class Controller:
                 self.queue.done(key)
 
     def reconcile(self, key: str) -> Decision | None:
-        """One pass for one DaemonJob: decide, act on all of it, write the status, then raise errors."""
-        namespace, _, name = key.rpartition("/")
-        rlog = log.bind(namespace=namespace, name=name)
-        cached = self.daemonjobs.store.get(key)
-        if cached is None:
-            if self.configmaps is not None:
-                self.configmaps.forget(key)
+        """One pass for one DaemonJob: observe, decide, act on all of it, report, then raise errors."""
+        seen = self.observer.observe(key)
+        if seen is None:
             return None
-        dj = thaw(cached)  # decide() builds Job bodies from its template
-        meta = dj["metadata"]
-        if meta.get("deletionTimestamp"):
-            if self.configmaps is not None:
-                self.configmaps.forget(key)
-            return None  # the garbage collector removes its Jobs
-        configmaps = self._configmaps(key, dj)
-        if configmaps.pending:
-            rlog.debug("waiting for the referenced ConfigMaps to be listed")
+        now = self.clock.wall()  # one instant per pass: every decision of it sees the same ticks
+        troubles = self.troubles.seen(seen.uid, seen.generation)
+        troubles = Seen(troubles.stall, troubles.rejected, seen.conflicts)
+        decision = self._decide(seen, troubles, now, check=True)
+        if seen.wait is not None:
+            self.reporter.report_cache_wait(seen, decision, seen.wait, now)
             return None
-        uid = meta.get("uid") or ""
-        wait = self._cache_wait(key, uid, namespace, rlog)
-        if wait is not None and not wait:
-            return None  # requeued for the deadline of what it waits for
-        jobs = list(self.jobs.store.by_index(OWNER_INDEX, uid))
-        owner = owner_reference(dj)
-        if wait is None:
-            jobs += self.act.adopt(dj, self.jobs.store.by_index(NAME_INDEX, key), owner)
-        nodes = self.nodes.store.list()
-        generation = int(meta.get("generation") or 0)
-        stall_before = self._stall_arg(uid, generation)
-        rejected_before = self._rejected_arg(uid, generation)
-        conflicts = self._recheck_conflicts(dj, owner) if wait is None else self._conflicts.get(uid, ())
-        now = self.clock.wall()  # one instant per pass: both decisions see the same ticks
-
-        def decision_for(stalled: tuple[str, str] | None, rejected: dict[str, str] | None) -> Decision:
-            return decide(dj, jobs, nodes, now, stalled, eligibility=self._eligibility_for(key, cached),
-                          memo=self.memo, conflicts={c.node: c.text for c in conflicts},
-                          configmaps=configmaps.objects, unreadable=configmaps.unreadable, rejected=rejected)
-
-        started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
-        decision = decision_for(stall_before, rejected_before)
-        self._decide_seconds[key] = time.thread_time() - started
-        if wait is not None:
-            self._report_cache_wait(dj, cached, decision, wait, now, rlog)
-            return None
-
-        decision = self._without_held_names(key, uid, decision, rlog)
-        errors = self._delete(dj, decision, rlog) + self._create(dj, decision, generation, owner, rlog)
-        self._clean_history(dj, decision, rlog)
-        stall_after, rejected_after = self._stall_arg(uid, generation), self._rejected_arg(uid, generation)
-        if (stall_after != stall_before or rejected_after != rejected_before
-                or self._conflicts.get(uid, ()) != conflicts):
-            conflicts = self._conflicts.get(uid, ())  # this pass hit or cleared an API rejection or a clash
-            decision = decision_for(stall_after, rejected_after)
-        for ev in decision.events:
-            self.control.record_event(dj, ev.type, ev.reason, ev.message)
-        if self.act.write_status(dj, thaw(cached.get("status") or {}), decision.status):
-            rlog.debug("status updated", desired=decision.status.get("desiredNodes"),
-                       active=decision.status.get("activeNodes"), succeeded=decision.status.get("succeededNodes"),
-                       failed=decision.status.get("failedNodes"))
-            self._count_runs(namespace, name, uid, decision, rlog)
-        self.metrics.set_status(namespace, name, uid, decision.status)
-        self._requeue_at(key, decision.requeue_at)
+        errors = self.carry.carry(seen, decision)
+        after = self.troubles.seen(seen.uid, seen.generation)
+        if after != troubles:  # this pass hit or cleared an API rejection or a name clash
+            decision = self._decide(seen, after, now)
+        self.reporter.report(seen, decision)
         if errors:
             raise ReconcileError(errors)  # retried with per-key backoff: quotas free up, webhooks come back
-        if self._conflicts.get(uid):  # a foreign Job's removal sends no event here: look again later
-            self.queue.add_after(key, defaults.CONFLICT_RECHECK_INTERVAL)
         return decision
 
-    # -- waiting for the cache ---------------------------------------------------------------
-    def _cache_wait(self, key: str, uid: str, namespace: str, rlog: Any) -> Waiting | None:
-        """None when the cache shows every write of this DaemonJob's; else what it still waits
-        for past the deadline after a check against the API server (empty: nothing overdue
-        yet). Either way the key is requeued for the next deadline: no silent wait for the TTL."""
-        if self.expectations.satisfied(uid):
-            return None
-        overdue = self.expectations.waiting(uid, overdue_only=True)
-        if overdue:
-            self._check_against_api(uid, namespace, overdue, rlog)
-            if self.expectations.satisfied(uid):
-                return None
-            overdue = self.expectations.waiting(uid, overdue_only=True)
-        if overdue:
-            rlog.warning("the cache does not show this controller's writes past the deadline",
-                         creates=list(overdue.creates[:5]), deletes=list(overdue.deletes[:5]),
-                         pending_seconds=round(self.clock.now() - overdue.since, 1))
-            self.queue.add_after(key, defaults.EXPECTATIONS_RECHECK)
-            return overdue
-        creates, deletes = self.expectations.pending(uid)
-        rlog.debug("waiting for the cache", pending_creates=creates, pending_deletes=deletes)
-        due = self.expectations.next_deadline(uid)
-        self.queue.add_after(key, defaults.EXPECTATIONS_RECHECK if due is None else max(0.0, due - self.clock.now()))
-        return overdue
+    def _decide(self, seen: Observation, troubles: Seen, now: datetime, check: bool = False) -> Decision:
+        def decision_on(state: PlanState) -> Decision:
+            return decide(seen.dj, (), (), now, troubles.stall,
+                          eligibility=self.router.eligibility_for(seen.key, seen.cached), memo=self.memo,
+                          conflicts={c.node: c.text for c in troubles.conflicts},
+                          configmaps=seen.configmaps.objects, unreadable=seen.configmaps.unreadable,
+                          rejected=troubles.rejected, state=state)
 
-    def _check_against_api(self, uid: str, namespace: str, overdue: Waiting, rlog: Any) -> None:
-        """Clear the overdue names on which the cache already agrees with the API server:
-        deciding on that cache then acts on the truth, never twice. Where they disagree the
-        cache is behind, and the wait goes on."""
-        for name, created in [(n, True) for n in overdue.creates] + [(n, False) for n in overdue.deletes]:
-            cached = self.jobs.store.get(f"{namespace}/{name}")
-            going = cached is None or bool(cached["metadata"].get("deletionTimestamp"))
-            shown = cached is not None if created else going
-            if shown:  # the cache shows it: only the event was missed (a relist merged it, say)
-                agree = True
-            else:
-                try:
-                    fresh: Obj | None = self.control.get_job(namespace, name)
-                except ApiError as exc:
-                    if not exc.not_found:
-                        rlog.debug("expectation check failed", job=name, error=exc.message)
-                        continue
-                    fresh = None
-                if created:
-                    agree = fresh is None  # absent for both: creating it again is right
-                else:  # the delete did not take: the cache shows the truth, decide again
-                    agree = (fresh is not None and cached is not None
-                             and not fresh["metadata"].get("deletionTimestamp")
-                             and fresh["metadata"].get("uid") == cached["metadata"].get("uid"))
-            if agree:
-                (self.expectations.creation_observed if created else self.expectations.deletion_observed)(uid, name)
-            self.metrics.expectation_checks.labels("cleared" if agree else "waiting").inc()
+        started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
+        decision = decision_on(seen.state)
+        self.router.decided(seen.key, time.thread_time() - started)
+        if check and self.plans.check_due(seen.uid, self.clock.now()):
+            decision = self._self_check(seen, decision, decision_on(self.observer.full_state(seen)))
+        return decision
 
-    def _report_cache_wait(self, dj: Obj, cached: Obj, decision: Decision, wait: Waiting, now: datetime,
-                           rlog: Any) -> None:
-        """Write the status with Reconciling naming what the controller waits for; act on nothing."""
-        old = thaw(cached.get("status") or {})
-        previous = {c.get("type"): c for c in old.get("conditions") or ()}
-        facts = CacheWait(wait.creates, wait.deletes, self.clock.now() - wait.since)
-        status = with_cache_wait(decision.status, facts, previous, format_time(now),
-                                 dj["metadata"].get("generation"))
-        if self.act.write_status(dj, old, status):
-            rlog.debug("status updated while waiting for the cache")
-        self.metrics.set_status(dj["metadata"]["namespace"], dj["metadata"]["name"], dj["metadata"].get("uid") or "",
-                                status)
-
-    def _without_held_names(self, key: str, uid: str, decision: Decision, rlog: Any) -> Decision:
-        """The decision without creates of names a delete freed moments ago; the key is
-        requeued for when the first of them may be reused."""
-        held = {c.name: left for c in decision.creates if (left := self.name_holds.held(uid, c.name)) is not None}
-        if not held:
-            return decision
-        rlog.debug("job names freed moments ago, created later", jobs=sorted(held)[:5],
-                   wait_seconds=round(min(held.values()), 2))
-        self.queue.add_after(key, min(held.values()))
-        return dataclasses.replace(decision, creates=[c for c in decision.creates if c.name not in held])
-
-    def _configmaps(self, key: str, dj: Obj) -> _ConfigMapsRead:
-        """The referenced ConfigMaps, when opted in. Keeps the tracker's watches to exactly
-        what `dj` references. A watch whose list fails (a 403, say) makes them unreadable, for
-        a Stalled condition; the watch retries with its own backoff and its sync listener
-        wakes the DaemonJob when that changes, so nothing here polls."""
-        if self.configmaps is None:
-            return _ConfigMapsRead()
-        namespace = dj["metadata"].get("namespace") or ""
-        if not rerun_on_config_change(dj):
-            self.configmaps.forget(key)
-            return _ConfigMapsRead()
-        refs = referenced_configmaps(pod_template_of(dj))
-        self.configmaps.track(key, namespace, [r.name for r in refs])
-        out: dict[str, Obj | None] = {}
-        unreadable: dict[str, str] = {}
-        pending = False
-        for ref in refs:
-            synced, obj = self.configmaps.get(namespace, ref.name)
-            if synced:
-                out[ref.name] = obj
-                continue
-            error = self.configmaps.error(namespace, ref.name)
-            if error is not None:
-                unreadable[ref.name] = error
-            else:
-                pending = True
-        if unreadable:
-            return _ConfigMapsRead(None, False, unreadable)
-        return _ConfigMapsRead(None, True) if pending else _ConfigMapsRead(out)
-
-    def _count_runs(self, namespace: str, name: str, uid: str, decision: Decision, rlog: Any) -> None:
-        """Runs started, skipped and finished: counted once, with the status write that records them."""
-        if decision.run_started is not None:
-            rlog.info("run started", run=decision.run_started)
-        self.metrics.count_runs(namespace, name, uid, decision.run_started is not None, decision.ticks_skipped,
-                                decision.run_finished)
-
-    def _requeue_at(self, key: str, when: datetime | None) -> None:
-        """Reconcile again at the next tick: no polling in between."""
-        if when is not None:
-            delay = (when - self.clock.wall()).total_seconds()
-            self.queue.add_after(key, max(0.0, delay) + defaults.SCHEDULE_REQUEUE_SLACK)
-
-    def _stall_arg(self, uid: str, generation: int) -> tuple[str, str] | None:
-        stall = self._stalled.get(uid)
-        return (stall.reason, stall.message) if stall is not None and stall.generation == generation else None
-
-    # -- act -------------------------------------------------------------------------------
-    def _clean_history(self, dj: Obj, decision: Decision, rlog: Any) -> None:
-        """After the creates, at the cleaner's own pace: old runs never delay the next one."""
-        history = [d for d in decision.deletes if d.reason == HISTORY]
-        if not history:
-            return
-        queued = self.history.submit(dj["metadata"]["namespace"], history)
-        if queued:
-            rlog.info("deleting jobs", reason=HISTORY, count=len(queued))
-            self.control.record_event(dj, "Normal", "SuccessfulDelete",
-                                      f"Deleting {len(queued)} finished Job(s) beyond historyLimit: "
-                                      f"{names_shown([d.node or d.name for d in queued])}")
-
-    def _delete(self, dj: Obj, decision: Decision, rlog: Any) -> list[Exception]:
-        """Deletes that come before creates (old revisions, old runs, deleted nodes), with expectations."""
-        meta = dj["metadata"]
-        deletes = [d for d in decision.deletes if d.reason != HISTORY]
-        outcome = self.act.delete_jobs(meta["uid"], meta["namespace"], deletes)
-        done: dict[str, list[str]] = {}
-        for d in outcome.deleted:
-            done.setdefault(d.reason, []).append(d.node or d.name)
-        for reason, nodes in done.items():
-            rlog.info("deleted jobs", reason=reason, count=len(nodes))
-            self.control.record_event(dj, "Normal", "SuccessfulDelete",
-                                      f"Deleted {len(nodes)} Job(s) ({reason}): {names_shown(nodes)}")
-        errors = [e for _, e in outcome.failed]
-        fenced = [e for e in errors if isinstance(e, NotLeader)]
-        if fenced:
-            raise fenced[0]
-        if outcome.failed:
-            failed_names = [d.name for d, _ in outcome.failed]
-            rlog.warning("deleting jobs failed", count=len(failed_names), error=error_message(errors[0]))
-            self.control.record_event(dj, "Warning", "FailedDelete",
-                                      f"Error deleting {len(failed_names)} Job(s) ({names_shown(failed_names)}): "
-                                      f"{error_message(errors[0])}")
-        return errors
-
-    def _create(self, dj: Obj, decision: Decision, generation: int, owner: Obj, rlog: Any) -> list[Exception]:
-        meta = dj["metadata"]
-        uid = meta["uid"]
-        outcome = self.act.create_jobs(uid, meta["namespace"], decision.creates)
-        revision = decision.status.get("currentRevision")
-        if outcome.created:
-            nodes = [c.node for c in outcome.created]
-            rlog.info("created jobs", count=len(nodes), revision=revision)
-            self.control.record_event(dj, "Normal", "SuccessfulCreate",
-                                      f"Created {len(nodes)} Job(s) for revision {revision}: {names_shown(nodes)}")
-        if outcome.existed:
-            found = self.act.resolve_existing(dj, outcome.existed, owner)
-            if found:
-                rlog.warning("job name conflict", count=len(found), first=found[0].job)
-                known = {c.node: c for c in self._conflicts.get(uid, ())}
-                known.update({c.node: c for c in found})
-                self._conflicts[uid] = tuple(sorted(known.values(), key=lambda c: c.node))
-        if isinstance(outcome.error, NotLeader):
-            raise outcome.error
-        self._note_rejections(uid, generation, outcome)
-        if outcome.error is None or outcome.created:
-            self._stalled.pop(uid, None)  # creates go through: any refusal is of some nodes only
-        if outcome.error is None:
-            return []
-        message = error_message(outcome.error)
-        failed_node = outcome.failed[0][0].node if outcome.failed else None
-        self.control.record_event(dj, "Warning", "FailedCreate",
-                                  f"Error creating Job for node {failed_node}: {message}")
-        if outcome.rejected is not None:
-            rlog.warning("the API server rejected the Job", node=failed_node, error=message)
-            if not outcome.created:  # nothing went through: probe once per retry until something does
-                self._stalled[uid] = _Stall(generation, "JobRejected",
-                                            f"the API server rejected the Job of node {failed_node}: {message}")
-        return [outcome.error]
-
-    def _note_rejections(self, uid: str, generation: int, outcome: CreateOutcome) -> None:
-        """Nodes whose create was refused, oldest refusal first; a node leaves once its Job is created."""
-        known_generation, rejected = self._rejected.get(uid, (generation, {}))
-        if known_generation != generation:
-            rejected = {}
-        rejected = {n: m for n, m in rejected.items() if n not in {c.node for c in outcome.created}}
-        for node, message in outcome.rejected_nodes().items():
-            rejected.pop(node, None)
-            rejected[node] = message  # to the end: the next retry of refused nodes tries another first
-        if rejected:
-            self._rejected[uid] = (generation, rejected)
-        else:
-            self._rejected.pop(uid, None)
-
-    def _rejected_arg(self, uid: str, generation: int) -> dict[str, str] | None:
-        known = self._rejected.get(uid)
-        return known[1] if known is not None and known[0] == generation else None
-
-    def _recheck_conflicts(self, dj: Obj, owner: Obj) -> tuple[Conflict, ...]:
-        """Conflicts still standing: a fresh read of each clashing Job (rare, and few)."""
-        uid = dj["metadata"]["uid"]
-        known = self._conflicts.get(uid, ())
-        if not known:
-            return ()
-        still = tuple(self.act.resolve_existing(dj, [CreateJob(c.node, c.job, "", dj) for c in known], owner))
-        if still:
-            self._conflicts[uid] = still
-        else:
-            self._conflicts.pop(uid, None)
-        return still
+    def _self_check(self, seen: Observation, kept: Decision, full: Decision) -> Decision:
+        """The kept plan's decision against one from scratch: a difference is a bug, logged,
+        counted and repaired (the plan is loaded whole at the next pass)."""
+        self.metrics.plan_checks.inc()
+        same = (kept.status == full.status and kept.deletes == full.deletes
+                and [(c.node, c.name) for c in kept.creates] == [(c.node, c.name) for c in full.creates])
+        if same:
+            return kept
+        self.metrics.plan_differences.inc()
+        seen.log.warning("the kept plan differed from a full one; repaired",
+                         kept={k: kept.status.get(k) for k in ("desiredNodes", "activeNodes", "succeededNodes",
+                                                               "failedNodes", "pendingNodes")},
+                         full={k: full.status.get(k) for k in ("desiredNodes", "activeNodes", "succeededNodes",
+                                                               "failedNodes", "pendingNodes")},
+                         creates=(len(kept.creates), len(full.creates)), deletes=(len(kept.deletes), len(full.deletes)))
+        self.plans.reload(seen.uid)
+        return full
 
     # -- for tests and tools ---------------------------------------------------------------
     def decide_seconds(self, key: str) -> float:
-        return self._decide_seconds.get(key, 0.0)
-
+        return self.router.decide_seconds(key)

@@ -70,6 +70,11 @@ class Metrics:
         self.name_holds = Counter(
             "daemonjob_job_name_holds_total", "Job names held back from reuse for a moment because their Job was "
             "deleted unfinished.", registry=r)
+        self.plan_checks = Counter("daemonjob_plan_self_checks_total",
+                                   "Comparisons of a DaemonJob's kept plan with one made from scratch.", registry=r)
+        self.plan_differences = Counter("daemonjob_plan_self_check_differences_total",
+                                        "Kept plans found to differ from one made from scratch (each repaired).",
+                                        registry=r)
         self.queue_provider = PrometheusMetricsProvider(registry=r)
         self._dj_lock = threading.Lock()
         self._known: set[tuple[str, str]] = set()

@@ -1,0 +1,226 @@
+"""Event routing: what an informer event means for which DaemonJob. Handlers only note and enqueue.
+
+A DaemonJob event enqueues it (not a status write of its own, unless it records a new
+revision, which lets that revision's first Jobs start). A Job event records what it shows
+of the controller's own writes (expectations), marks the Job's node for its owner's kept
+plan and enqueues the owner after a short delay, so a burst of Job events costs one pass.
+A node event marks the node for every kept plan and enqueues only the DaemonJobs whose
+answer for that node changed, or that have Jobs there.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from daemonjob import defaults
+from daemonjob.controller.configmaps import ConfigMapTracker
+from daemonjob.controller.expectations import Expectations, NameHolds
+from daemonjob.controller.informers import NODE_INDEX, Informers, dj_name_index
+from daemonjob.controller.metrics import Metrics
+from daemonjob.controller.plans import Plans
+from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
+from daemonjob.domain.jobs import ACTIVE, daemonjob_ref, job_state
+from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
+from daemonjob.machinery.store import DERIVED_MAX, Derived, meta_namespace_key, thaw
+from daemonjob.machinery.workqueue import RateLimitingQueue
+
+__all__ = ["Router", "job_event_delay", "owner_key", "owner_uid"]
+
+Obj = Mapping[str, Any]
+
+
+def job_event_delay(decide_seconds: float) -> float:
+    """Seconds to wait after a Job event before reconciling its DaemonJob."""
+    scaled = defaults.JOB_EVENT_COST_FACTOR * decide_seconds
+    return min(defaults.JOB_EVENT_DELAY_MAX, max(defaults.JOB_EVENT_DELAY, scaled))
+
+
+def owner_key(job: Obj) -> str | None:
+    """namespace/name of the DaemonJob controlling this Job, if any."""
+    ref = daemonjob_ref(job)
+    return None if ref is None else f"{job['metadata'].get('namespace', '')}/{ref.get('name')}"
+
+
+def owner_uid(job: Obj) -> str:
+    ref = daemonjob_ref(job)
+    return (ref.get("uid") or "") if ref is not None else ""
+
+
+def _revision_of(dj: Obj) -> tuple[Any, Any]:
+    """What the status records of the revision: once a new one is recorded, its Jobs may start."""
+    status = dj.get("status") or {}
+    return status.get("currentRevision"), status.get("templateHash")
+
+
+class Router:
+    def __init__(self, informers: Informers, queue: RateLimitingQueue, *, expectations: Expectations,
+                 name_holds: NameHolds, plans: Plans, metrics: Metrics, configmaps: ConfigMapTracker | None,
+                 memo: Derived, forget_uid: Callable[[str], None]) -> None:
+        self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
+        self.queue = queue
+        self.expectations = expectations
+        self.name_holds = name_holds
+        self.plans = plans
+        self.metrics = metrics
+        self.configmaps = configmaps
+        self.forget_uid = forget_uid
+        self.memo = memo  # sized here to the node rule sets in use: one memo entry each per node
+        self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
+        self._lock = threading.Lock()
+        self._decide_seconds: dict[str, float] = {}  # by key, of its last decision
+
+    def register(self) -> None:
+        self.daemonjobs.add_handlers(Handlers(self.dj_added, self.dj_updated, self.dj_deleted))
+        self.jobs.add_handlers(Handlers(self.job_added, self.job_updated, self.job_deleted))
+        self.nodes.add_handlers(Handlers(self.node_added, self.node_updated, self.node_deleted))
+
+    # -- node rules, compiled once per DaemonJob generation --------------------------------
+    def eligibility_for(self, key: str, dj: Obj) -> Eligibility | None:
+        version = f"{dj['metadata'].get('generation', '')}/{dj['metadata'].get('uid', '')}"
+        with self._lock:
+            cached = self._eligibility.get(key)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+        try:
+            elig: Eligibility | None = compile_eligibility(thaw(dj))  # the compiler reads plain lists
+        except InvalidSpec:
+            elig = None  # decide() reports it as Stalled
+        with self._lock:
+            self._eligibility[key] = (version, elig)
+            self._size_memo()
+        return elig
+
+    def _size_memo(self) -> None:
+        """Room for every rule set in use, the Job views and slack; called under the lock."""
+        rule_sets = {e.rules for _, e in self._eligibility.values() if e is not None and e.rules is not None}
+        self.memo.capacity = max(DERIVED_MAX, 2 * len(rule_sets) + 8)
+
+    def _dj_items(self) -> list[tuple[str, Eligibility | None]]:
+        with self._lock:
+            return [(k, v[1]) for k, v in self._eligibility.items()]
+
+    def decided(self, key: str, seconds: float) -> None:
+        """How long the last decision for `key` took (CPU): Job events wait in proportion."""
+        self._decide_seconds[key] = seconds
+
+    def decide_seconds(self, key: str) -> float:
+        return self._decide_seconds.get(key, 0.0)
+
+    # -- DaemonJobs --------------------------------------------------------------------------
+    def dj_added(self, dj: Obj) -> None:
+        key = meta_namespace_key(dj)
+        self.eligibility_for(key, dj)
+        self.queue.add(key)
+
+    def dj_updated(self, old: Obj, new: Obj) -> None:
+        om, nm = old["metadata"], new["metadata"]
+        if om.get("uid") != nm.get("uid"):
+            self.forget_uid(om.get("uid") or "")  # deleted and re-created: nothing carries over
+        elif (om.get("generation") == nm.get("generation") and om.get("labels") == nm.get("labels")
+              and om.get("annotations") == nm.get("annotations")
+              and om.get("deletionTimestamp") == nm.get("deletionTimestamp")
+              and _revision_of(old) == _revision_of(new)):
+            return  # a status write that records no new revision: nothing to decide
+        key = meta_namespace_key(new)
+        self.eligibility_for(key, new)
+        self.queue.add(key)
+
+    def dj_deleted(self, obj: Obj | Tombstone) -> None:
+        dj = deleted_object(obj)
+        key = meta_namespace_key(dj)
+        with self._lock:
+            self._eligibility.pop(key, None)
+            self._size_memo()
+        self.forget_uid(dj["metadata"].get("uid") or "")
+        self._decide_seconds.pop(key, None)
+        if self.configmaps is not None:
+            self.configmaps.forget(key)
+        self.metrics.forget(dj["metadata"].get("namespace", ""), dj["metadata"]["name"], dj["metadata"].get("uid") or "")
+        self.queue.add(key)
+
+    # -- Jobs ----------------------------------------------------------------------------------
+    def job_added(self, job: Obj) -> None:
+        key = owner_key(job)
+        if key is None:
+            self._maybe_orphan(job)
+            return
+        uid = owner_uid(job)
+        self.expectations.creation_observed(uid, job["metadata"]["name"])
+        if job["metadata"].get("deletionTimestamp"):
+            self.expectations.deletion_observed(uid, job["metadata"]["name"])
+        self.plans.job_changed(job)
+        self.queue.add_after(key, self._job_event_delay(key))
+
+    def job_updated(self, old: Obj, new: Obj) -> None:
+        self.plans.job_changed(old, new)
+        key = owner_key(new)
+        if key is None:
+            self._maybe_orphan(new)
+            return
+        if old["metadata"].get("uid") != new["metadata"].get("uid"):
+            # Deleted and re-created under the same name, seen as one change (a relist): both
+            # the delete and the create were observed.
+            self.expectations.deletion_observed(owner_uid(old), old["metadata"]["name"])
+            self.expectations.creation_observed(owner_uid(new), new["metadata"]["name"])
+        if new["metadata"].get("deletionTimestamp"):
+            self.expectations.deletion_observed(owner_uid(new), new["metadata"]["name"])
+        if (old.get("status") != new.get("status") or owner_key(old) != key
+                or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")
+                or old["metadata"].get("labels") != new["metadata"].get("labels")):
+            self.queue.add_after(key, self._job_event_delay(key))
+
+    def job_deleted(self, obj: Obj | Tombstone) -> None:
+        job = deleted_object(obj)
+        self.plans.job_changed(job)
+        key = owner_key(job)
+        if key is None:
+            return
+        uid, name = owner_uid(job), job["metadata"]["name"]
+        self.expectations.deletion_observed(uid, name)
+        if job_state(job) == ACTIVE:  # deleted while its pod may still be on its way: see NameHolds
+            self.name_holds.hold(uid, name)
+            self.metrics.name_holds.inc()
+        self.queue.add_after(key, self._job_event_delay(key))
+
+    def _maybe_orphan(self, job: Obj) -> None:
+        """A Job with no controller that names a DaemonJob: that DaemonJob may adopt it."""
+        for key in dj_name_index(job):
+            if self.daemonjobs.store.get(key) is not None:
+                self.queue.add(key)
+
+    def _job_event_delay(self, key: str) -> float:
+        return job_event_delay(self._decide_seconds.get(key, 0.0))
+
+    # -- nodes -----------------------------------------------------------------------------------
+    def _with_jobs_on(self, name: str) -> set[str]:
+        return {k for k in (owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)) if k is not None}
+
+    def node_added(self, node: Obj) -> None:
+        name = node["metadata"]["name"]
+        self.plans.node_changed(name)
+        keys = self._with_jobs_on(name)
+        keys.update(key for key, elig in self._dj_items() if elig is not None and elig.eligible(node))
+        for key in keys:
+            self.queue.add(key)
+
+    def node_updated(self, old: Obj, new: Obj) -> None:
+        if old.get("spec") == new.get("spec") and (old["metadata"].get("labels") == new["metadata"].get("labels")):
+            return  # heartbeats and status changes do not change any answer
+        name = new["metadata"]["name"]
+        self.plans.node_changed(name)
+        keys = self._with_jobs_on(name)  # why a node holding a Job is not eligible may have changed
+        keys.update(key for key, elig in self._dj_items()
+                    if elig is not None and elig.eligible(old) != elig.eligible(new))
+        for key in keys:
+            self.queue.add(key)
+
+    def node_deleted(self, obj: Obj | Tombstone) -> None:
+        node = deleted_object(obj)
+        name = node["metadata"]["name"]
+        self.plans.node_changed(name)
+        keys = self._with_jobs_on(name)
+        keys.update(key for key, elig in self._dj_items() if elig is not None and elig.eligible(node))
+        for key in keys:
+            self.queue.add(key)
