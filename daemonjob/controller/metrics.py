@@ -8,6 +8,8 @@ import threading
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemonjob import __version__
+from daemonjob.controller.healthmetrics import HealthMetrics
+from daemonjob.controller.limitermetrics import limiter_wait_histogram
 from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.schedule import SKIP_DEADLINE, SKIP_FORBID, SKIP_MISSED, SKIP_SUSPENDED
 from daemonjob.machinery.workqueue import PrometheusMetricsProvider
@@ -57,6 +59,8 @@ class Metrics:
                                   "Unix time the last run reached Complete: alert when it is older than a day.",
                                   per_dj, registry=r)
         self.queue_provider = PrometheusMetricsProvider(registry=r)
+        self.health = HealthMetrics(r)  # conditions, last progress, schedule ticks: what alerts read
+        self.limiter_wait = limiter_wait_histogram(r)
         self._dj_lock = threading.Lock()
         self._known: set[tuple[str, str]] = set()
 
@@ -86,6 +90,7 @@ class Metrics:
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted DaemonJob's series, so dashboards do not show ghosts."""
+        self.health.forget(namespace, name)
         with self._dj_lock:
             if (namespace, name) not in self._known:
                 return
