@@ -69,8 +69,18 @@ install:
 uninstall:
 	$(KUBECTL) delete --ignore-not-found -f manifests/crd.yaml
 
+# MONITORING=1 adds the component manifests/monitoring (ServiceMonitor, PrometheusRule,
+# Grafana dashboard ConfigMap; needs prometheus-operator's CRDs and kubectl >= 1.21).
+MONITORING ?=
 deploy:
+ifeq ($(MONITORING),)
 	cd manifests && $(KUBECTL) kustomize . | sed 's|image: daemonjob-controller:latest|image: $(IMG)|' | $(KUBECTL) apply -f -
+else
+	dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	printf 'resources: [%s]\ncomponents: [%s]\n' "$(abspath manifests)" "$(abspath manifests/monitoring)" \
+		> "$$dir/kustomization.yaml" && \
+	$(KUBECTL) kustomize "$$dir" | sed 's|image: daemonjob-controller:latest|image: $(IMG)|' | $(KUBECTL) apply -f -
+endif
 
 undeploy:
 	$(KUBECTL) delete --ignore-not-found -k manifests

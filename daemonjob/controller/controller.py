@@ -406,7 +406,7 @@ class Controller:
                        failed=decision.status.get("failedNodes"))
             self._count_runs(namespace, name, decision, rlog)
         self.metrics.set_status(namespace, name, decision.status)
-        self.metrics.health.observe(dj, decision.status, now)
+        self.metrics.observe_health(dj, decision.status, now)
         self._requeue_at(key, decision.requeue_at)
         if errors:
             raise ReconcileError(errors)  # retried with per-key backoff: quotas free up, webhooks come back

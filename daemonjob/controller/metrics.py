@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import threading
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -87,6 +88,20 @@ class Metrics:
                     _remove_series(gauge, namespace, name)
             for state, fld in STATUS_FIELDS.items():
                 self.nodes.labels(namespace, name, state).set(status.get(fld, 0) or 0)
+
+    def observe_health(self, dj: dict, status: dict, now: datetime) -> None:
+        """The series alerts read (see healthmetrics), and the run counters of a scheduled or
+        run-now DaemonJob at zero, so that rates and dashboards start from its first run."""
+        meta = dj.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+        self.health.observe(dj, status, now)
+        if (dj.get("spec") or {}).get("schedule") or status.get("currentRun"):
+            with self._dj_lock:
+                self.runs_started.labels(namespace, name)
+                for reason in SKIP_REASONS:
+                    self.runs_skipped.labels(namespace, name, reason)
+                for result in RUN_RESULTS:
+                    self.runs_finished.labels(namespace, name, result)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted DaemonJob's series, so dashboards do not show ghosts."""

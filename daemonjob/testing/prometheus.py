@@ -181,6 +181,23 @@ class LocalPrometheus:
         return sum(1 for t in self.api("targets")["activeTargets"] if t.get("health") == "up")
 
 
+def dashboard_queries(variables: dict[str, str], rate_interval: str = "1m",
+                      dashboard_path: Path = DASHBOARD_PATH) -> list[tuple[str, str]]:
+    """(panel title, query) for every query of every panel, with the dashboard's variables and
+    Grafana's interval macros replaced as Grafana would before sending them to Prometheus."""
+    dashboard = json.loads(dashboard_path.read_text())
+    macros = {"__rate_interval": rate_interval, "__interval": rate_interval, "__range": rate_interval}
+    values = {**macros, **variables}
+    out = []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", ()):
+            expr = target["expr"]
+            for name in sorted(values, key=len, reverse=True):  # $namespace before a shorter $name
+                expr = expr.replace("${" + name + "}", values[name]).replace("$" + name, values[name])
+            out.append((panel["title"], expr))
+    return out
+
+
 class PrometheusError(RuntimeError):
     pass
 

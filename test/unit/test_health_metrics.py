@@ -94,3 +94,21 @@ def test_measured_limiter_observes_waits() -> None:
     assert Bucket.calls == 1
     text = generate_latest(m.registry).decode()
     assert metric_value(text, "daemonjob_api_rate_limiter_wait_seconds_count") == 1
+
+
+def test_run_counters_start_at_zero_for_scheduled_daemonjobs_and_go_with_them() -> None:
+    m = Metrics()
+    st = status(nextScheduleTime="2026-11-24T03:00:00Z")
+    m.set_status("ops", "audit", st)
+    m.observe_health(dj("0 3 * * *"), st, T0)
+    assert value(m, "daemonjob_runs_started_total") == 0
+    assert value(m, "daemonjob_runs_skipped_total", reason="ConcurrencyForbid") == 0
+    assert value(m, "daemonjob_runs_finished_total", result="failed") == 0
+    m.forget("ops", "audit")
+    assert value(m, "daemonjob_runs_started_total") is None
+
+
+def test_unscheduled_daemonjobs_get_no_run_counters() -> None:
+    m = Metrics()
+    m.observe_health(dj(), status(), T0)
+    assert value(m, "daemonjob_runs_started_total") is None
