@@ -21,7 +21,7 @@ KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 help:
 	@echo "make demo          run DaemonJob on a local control plane with simulated nodes"
 	@echo "make test          provision everything and run every test"
-	@echo "make cluster-up NODES=n / cluster-down   a background local cluster (.cluster/kubeconfig)"
+	@echo "make cluster-up NODES=n [PROMETHEUS=1] / cluster-down   a background local cluster (.cluster/kubeconfig)"
 	@echo "make run           the controller against the cluster in KUBECONFIG"
 	@echo "make bench NODES=n / bench-informer N=n  benchmarks"
 
@@ -35,6 +35,7 @@ venv: $(VENV)/.installed
 
 binaries:
 	bash hack/provision-binaries.sh >/dev/null
+	bash hack/provision-prometheus.sh >/dev/null
 
 # Test files run on TEST_WORKERS processes, each with a local cluster of its own; most
 # tests wait on the cluster rather than compute, so two share the two cores well.
@@ -45,8 +46,10 @@ test: venv binaries
 unit: venv
 	$(PY) -m pytest -q test/unit
 
+# PROMETHEUS=1: a Prometheus beside it, with the shipped alerts, scraping `make run` (:8080).
+PROMETHEUS ?=
 cluster-up: venv binaries
-	$(PY) -m daemonjob.testing up --dir $(CLUSTER_DIR) --nodes $(NODES)
+	$(PY) -m daemonjob.testing up --dir $(CLUSTER_DIR) --nodes $(NODES) $(if $(PROMETHEUS),--prometheus)
 
 cluster-down: venv
 	$(PY) -m daemonjob.testing down --dir $(CLUSTER_DIR)
