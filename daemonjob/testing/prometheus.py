@@ -149,6 +149,17 @@ class LocalPrometheus:
             time.sleep(0.2)
         raise TimeoutError(f"prometheus not ready after {timeout}s: {self.log_tail()}")
 
+    def page(self, name: str) -> str:
+        """The URL of a page of Prometheus's own UI ("alerts", "graph"): Debian's build
+        serves only the classic UI, under /classic."""
+        for path in (f"/{name}", f"/classic/{name}"):
+            try:
+                if _http().request("GET", self.url + path, timeout=2.0, retries=False, redirect=False).status == 200:
+                    return self.url + path
+            except urllib3.exceptions.HTTPError:
+                pass
+        return f"{self.url}/{name}"
+
     def log_tail(self, chars: int = 3000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-chars:]
