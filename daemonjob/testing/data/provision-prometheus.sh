@@ -5,7 +5,7 @@
 # Order of preference:
 #   1. DAEMONJOB_PROMETHEUS_BIN: a directory the user names, holding both.
 #   2. The cache: ${XDG_CACHE_HOME:-~/.cache}/daemonjob/prometheus-2.42/bin.
-#   3. Both on PATH (a distribution's package, an official release), linked into the cache.
+#   3. Both on PATH, in one directory (a distribution's package, an official release).
 #   4. Debian bookworm's `prometheus` package (2.42, both binaries), fetched with apt into
 #      the cache (the machine's apt configuration is not changed; only the mirror it already
 #      uses is read).
@@ -32,18 +32,23 @@ fi
 
 # 2. The cache.
 if have_all "$BIN_DIR"; then echo "$BIN_DIR"; exit 0; fi
-mkdir -p "$BIN_DIR"
 
-# 3. PATH.
+# 3. PATH: both in one directory (a distribution's package, an official release).
 if command -v prometheus >/dev/null && command -v promtool >/dev/null; then
-    for b in "${BINS[@]}"; do ln -sf "$(command -v "$b")" "$BIN_DIR/$b"; done
-    echo "$BIN_DIR"; exit 0
+    dir=$(dirname "$(command -v prometheus)")
+    if have_all "$dir"; then echo "$dir"; exit 0; fi
 fi
 
 # 4. Debian's package.
 command -v apt-get >/dev/null || die "apt-get not found: put prometheus and promtool on PATH or in DAEMONJOB_PROMETHEUS_BIN"
 WORK="$CACHE_ROOT/work"
-mkdir -p "$WORK/apt/lists/partial" "$WORK/apt/archives/partial" "$WORK/root"
+mkdir -p "$BIN_DIR" "$WORK/apt/lists/partial" "$WORK/apt/archives/partial" "$WORK/root"
+# One fetch at a time (parallel test workers on a fresh machine); the winner fills the cache.
+if command -v flock >/dev/null; then
+    exec 9>"$CACHE_ROOT/.lock"
+    flock 9
+    if have_all "$BIN_DIR"; then echo "$BIN_DIR"; exit 0; fi
+fi
 
 # The Debian mirror the machine already uses (from its own sources), never hard-coded.
 mirror=""
