@@ -24,7 +24,7 @@ KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 help:
 	@echo "make demo          run DaemonJob on a local control plane with simulated nodes"
 	@echo "make test          provision everything and run every test"
-	@echo "make cluster-up NODES=n / cluster-down   a background local cluster (.cluster/kubeconfig)"
+	@echo "make cluster-up NODES=n [PROMETHEUS=1] / cluster-down   a background local cluster (.cluster/kubeconfig)"
 	@echo "make run           the controller against the cluster in KUBECONFIG"
 	@echo "make bench NODES=n [SCENARIO=tick] / bench-informer N=n / bench-scale N=n DJS=d  benchmarks"
 
@@ -38,6 +38,7 @@ venv: $(VENV)/.installed
 
 binaries:
 	bash hack/provision-binaries.sh >/dev/null
+	bash hack/provision-prometheus.sh >/dev/null
 
 # Test files run on TEST_WORKERS processes, each with a local cluster of its own; most
 # tests wait on the cluster rather than compute, so two share the two cores well.
@@ -48,8 +49,10 @@ test: venv binaries
 unit: venv
 	$(PY) -m pytest -q test/unit
 
+# PROMETHEUS=1: a Prometheus beside it, with the shipped alerts, scraping `make run` (:8080).
+PROMETHEUS ?=
 cluster-up: venv binaries
-	$(PY) -m daemonjob.testing up --dir $(CLUSTER_DIR) --nodes $(NODES)
+	$(PY) -m daemonjob.testing up --dir $(CLUSTER_DIR) --nodes $(NODES) $(if $(PROMETHEUS),--prometheus)
 
 cluster-down: venv
 	$(PY) -m daemonjob.testing down --dir $(CLUSTER_DIR)
@@ -80,8 +83,18 @@ install:
 uninstall:
 	$(KUBECTL) delete --ignore-not-found -f manifests/crd.yaml
 
+# MONITORING=1 adds the component manifests/monitoring (ServiceMonitor, PrometheusRule,
+# Grafana dashboard ConfigMap; needs prometheus-operator's CRDs and kubectl >= 1.21).
+MONITORING ?=
 deploy:
+ifeq ($(MONITORING),)
 	cd manifests && $(KUBECTL) kustomize . | sed 's|image: daemonjob-controller:latest|image: $(IMG)|' | $(KUBECTL) apply -f -
+else
+	dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	printf 'resources: [%s]\ncomponents: [%s]\n' "$(abspath manifests)" "$(abspath manifests/monitoring)" \
+		> "$$dir/kustomization.yaml" && \
+	$(KUBECTL) kustomize "$$dir" | sed 's|image: daemonjob-controller:latest|image: $(IMG)|' | $(KUBECTL) apply -f -
+endif
 
 undeploy:
 	$(KUBECTL) delete --ignore-not-found -k manifests

@@ -21,6 +21,7 @@ from daemonjob import __version__, defaults, logsetup
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.fence import Fence
+from daemonjob.controller.limitermetrics import MeasuredLimiter
 from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.jobs import API_VERSION, GROUP
 from daemonjob.machinery.clock import RealClock
@@ -160,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random()  # the one source of jitter: watch timeouts, backoffs, lease retries
     metrics = Metrics()
     try:
-        kube = Kube.from_config(args.kubeconfig, limiter=TokenBucket(args.kube_api_qps, args.kube_api_burst),
+        limiter = MeasuredLimiter(TokenBucket(args.kube_api_qps, args.kube_api_burst), metrics.limiter_wait)
+        kube = Kube.from_config(args.kubeconfig, limiter=limiter,
                                 on_request=metrics.on_request)
     except ConfigError as exc:
         return fail(str(exc))

@@ -3,8 +3,10 @@
 Starts etcd, kube-apiserver, the controller-manager and the scheduler, registers a handful
 of simulated nodes, runs the controller, applies a DaemonJob and shows its rollout node by
 node; then edits the template to show a re-run everywhere, shows the per-node answers of
-`kubectl daemonjob status` and `kubectl daemonjob logs` (one node fails on purpose), and stops
-everything it started.
+`kubectl daemonjob status` and `kubectl daemonjob logs` (one node fails on purpose), then
+the alerts of a Prometheus that scraped the controller all along (with the shipped rules),
+and stops everything it started; on a terminal it first waits for Enter, so that
+Prometheus's own UI can be looked at.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from daemonjob.machinery.kube import ApiError, Kube, path_for  # noqa: E402
 from daemonjob.testing.cluster import LocalCluster, free_port, stop_pid  # noqa: E402
 from daemonjob.testing.crd import install_crd  # noqa: E402
 from daemonjob.testing.kubelet import NodeSpec, SimKubelet  # noqa: E402
+from daemonjob.testing.prometheus import LocalPrometheus  # noqa: E402
 
 NAMESPACE = "demo"
 NAME = "node-setup"
@@ -112,6 +115,21 @@ def watch_rollout(kube: Kube, nodes: list[str], title: str, timeout: float) -> N
     raise TimeoutError(f"the rollout did not finish within {timeout}s")
 
 
+def show_monitoring(prometheus: LocalPrometheus) -> None:
+    """The alerts Prometheus evaluated from the controller's metrics, and where to look."""
+    wait_until = time.monotonic() + 15  # a scrape and an evaluation after the last change
+    while time.monotonic() < wait_until and not prometheus.alerts("DaemonJobNodesFailed"):
+        time.sleep(0.5)
+    print(f"\nPrometheus with the DaemonJob alerts (manifests/monitoring): {prometheus.page('alerts')}")
+    print(f"graphs: {prometheus.page('graph')}  (the dashboard's queries: manifests/monitoring/dashboard.json)")
+    for alert in prometheus.alerts():
+        labels = alert["labels"]
+        print(f"  {alert['state']:8} {labels['alertname']} ({labels.get('severity')}): "
+              f"{alert['annotations'].get('description', '')}")
+    if sys.stdin.isatty():
+        input("press Enter to stop everything ... ")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=6)
@@ -121,6 +139,7 @@ def main() -> int:
 
     print("starting a local control plane (first run provisions the binaries) ...", flush=True)
     controller: subprocess.Popen | None = None
+    prometheus: LocalPrometheus | None = None
     with LocalCluster() as cluster:
         kube = Kube.from_config(str(cluster.kubeconfig))
         with SimKubelet(kube) as kubelet:
@@ -131,12 +150,15 @@ def main() -> int:
                 kubectl = cluster.kubectl_command()
                 install_crd(kubectl, ROOT / "manifests" / "crd.yaml")
                 log_path = cluster.workdir / "controller.log"
+                metrics_port = free_port()
                 with open(log_path, "wb") as log:
                     controller = subprocess.Popen(
                         [sys.executable, "-m", "daemonjob", "--kubeconfig", str(cluster.kubeconfig),
-                         "--metrics-bind-address", f"127.0.0.1:{free_port()}",
+                         "--metrics-bind-address", f"127.0.0.1:{metrics_port}",
                          "--health-probe-bind-address", f"127.0.0.1:{free_port()}", "--log-format", "json"],
                         stdout=log, stderr=subprocess.STDOUT)
+                prometheus = LocalPrometheus(cluster.workdir / "prometheus", targets=[f"127.0.0.1:{metrics_port}"],
+                                             scrape_interval="2s", evaluation_interval="2s").start()
                 kube.create(path_for("v1", "namespaces"), {"metadata": {"name": NAMESPACE}})
                 kube.create(path_for("daemonjob.io/v1alpha1", "daemonjobs", NAMESPACE), DAEMONJOB)
                 watch_rollout(kube, names, "first run, at most 2 nodes at a time", args.timeout)
@@ -158,11 +180,12 @@ def main() -> int:
                 for words in (["status", NAME], ["logs", NAME]):
                     print(f"\n$ kubectl daemonjob {' '.join(words)} -n {NAMESPACE}", flush=True)
                     subprocess.run(["kubectl", "daemonjob", *words, "-n", NAMESPACE], env=env)
-                print("\ndemo finished; stopping the controller and the cluster")
+                show_monitoring(prometheus)
+                print("\ndemo finished; stopping the controller, Prometheus and the cluster")
             except KeyboardInterrupt:
                 print("\ninterrupted; stopping everything", flush=True)
                 return 130
-            except (ApiError, TimeoutError, subprocess.CalledProcessError) as exc:
+            except (ApiError, TimeoutError, RuntimeError, subprocess.CalledProcessError) as exc:
                 print(f"demo failed: {exc}", file=sys.stderr)
                 if controller is not None:
                     print(f"controller log: {log_path.read_text()[-3000:]}", file=sys.stderr)
@@ -170,6 +193,8 @@ def main() -> int:
             finally:
                 if controller is not None:
                     stop_pid(controller.pid)
+                if prometheus is not None:
+                    prometheus.stop()
     return 0
 
 

@@ -245,7 +245,7 @@ class Controller:
         after = self.troubles.seen(seen.uid, seen.generation)
         if after != troubles:  # this pass hit or cleared an API rejection or a name clash
             decision = self._decide(seen, after, now)
-        self.reporter.report(seen, decision)
+        self.reporter.report(seen, decision, now)
         if errors:
             raise ReconcileError(errors)  # retried with per-key backoff: quotas free up, webhooks come back
         return decision

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import platform
 import threading
+from datetime import datetime
 
 from cachetools import TTLCache
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemonjob import __version__
+from daemonjob.controller.healthmetrics import HealthMetrics
+from daemonjob.controller.limitermetrics import limiter_wait_histogram
 from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.schedule import SKIP_DEADLINE, SKIP_FORBID, SKIP_MISSED, SKIP_SUSPENDED
 from daemonjob.machinery.workqueue import PrometheusMetricsProvider
@@ -76,6 +79,8 @@ class Metrics:
                                         "Kept plans found to differ from one made from scratch (each repaired).",
                                         registry=r)
         self.queue_provider = PrometheusMetricsProvider(registry=r)
+        self.health = HealthMetrics(r)  # conditions, last progress, schedule ticks: what alerts read
+        self.limiter_wait = limiter_wait_histogram(r)
         self._dj_lock = threading.Lock()
         self._known: set[tuple[str, str]] = set()
         self._forgotten: TTLCache[str, bool] = TTLCache(FORGOTTEN_MAX, FORGOTTEN_TTL)
@@ -106,6 +111,24 @@ class Metrics:
             for state, fld in STATUS_FIELDS.items():
                 self.nodes.labels(namespace, name, state).set(status.get(fld, 0) or 0)
 
+    def observe_health(self, dj: dict, status: dict, now: datetime) -> None:
+        """The series alerts read (see healthmetrics), and the run counters of a scheduled or
+        run-now DaemonJob at zero, so that rates and dashboards start from its first run;
+        nothing for a DaemonJob already deleted."""
+        meta = dj.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+        with self._dj_lock:
+            if (meta.get("uid") or "") in self._forgotten:
+                return
+            self._known.add((namespace, name))
+            self.health.observe(dj, status, now)
+            if (dj.get("spec") or {}).get("schedule") or status.get("currentRun"):
+                self.runs_started.labels(namespace, name)
+                for reason in SKIP_REASONS:
+                    self.runs_skipped.labels(namespace, name, reason)
+                for result in RUN_RESULTS:
+                    self.runs_finished.labels(namespace, name, result)
+
     def count_runs(self, namespace: str, name: str, uid: str, started: bool,
                    skipped: list[tuple[str, int]], finished: str | None) -> None:
         """Runs started, ticks skipped, a run finished; nothing for a DaemonJob already deleted."""
@@ -126,6 +149,7 @@ class Metrics:
         with self._dj_lock:
             if uid:
                 self._forgotten[uid] = True
+            self.health.forget(namespace, name)
             if (namespace, name) not in self._known:
                 return
             self._known.discard((namespace, name))

@@ -38,7 +38,7 @@ class Reporter:
         self.queue = queue
         self.clock = clock
 
-    def report(self, seen: Observation, decision: Decision) -> None:
+    def report(self, seen: Observation, decision: Decision, now: datetime) -> None:
         for ev in decision.events:
             self.control.record_event(seen.dj, ev.type, ev.reason, ev.message)
         if self.act.write_status(seen.dj, thaw(seen.cached.get("status") or {}), decision.status):
@@ -50,6 +50,7 @@ class Reporter:
             self.metrics.count_runs(seen.namespace, seen.name, seen.uid, decision.run_started is not None,
                                     decision.ticks_skipped, decision.run_finished)
         self.metrics.set_status(seen.namespace, seen.name, seen.uid, decision.status)
+        self.metrics.observe_health(seen.dj, decision.status, now)
         self._requeue_at(seen.key, decision.requeue_at)
         if self.troubles.conflicts(seen.uid):  # a foreign Job's removal sends no event here: look again later
             self.queue.add_after(seen.key, defaults.CONFLICT_RECHECK_INTERVAL)

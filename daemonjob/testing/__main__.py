@@ -1,7 +1,10 @@
 """`python -m daemonjob.testing up|down|serve`: a local cluster with simulated nodes and the CRD.
 
 `up` starts a detached supervisor (`serve`) and returns once every node is Ready; `down`
-stops it by its PID, then anything it started that is still recorded in `pids`.
+stops it by its PID, then anything it started that is still recorded in `pids` (and
+`prometheus.pid`). With `--prometheus`, a Prometheus with the shipped alerts runs beside
+the cluster and scrapes the controller at `--prometheus-target` (default: `make run`'s
+metrics address).
 """
 
 from __future__ import annotations
@@ -20,6 +23,11 @@ from daemonjob.machinery.kube import Kube
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, stop_pid
 from daemonjob.testing.crd import install_crd
 from daemonjob.testing.kubelet import NodeSpec, SimKubelet
+from daemonjob.testing.prometheus import LocalPrometheus
+
+PROMETHEUS_PID = "prometheus.pid"
+PROMETHEUS_URL = "prometheus.url"
+DEFAULT_PROMETHEUS_TARGET = "127.0.0.1:8080"  # the controller's default --metrics-bind-address
 
 SUPERVISOR_PID = "supervisor.pid"
 READY_MARK = "ready"
@@ -59,12 +67,20 @@ def up(args: argparse.Namespace) -> int:
     cmd = [sys.executable, "-m", "daemonjob.testing", "serve", "--dir", str(workdir), "--nodes", str(args.nodes)]
     if args.no_node_lifecycle:
         cmd.append("--no-node-lifecycle")
+    if args.prometheus:
+        cmd.append("--prometheus")
+        for target in args.prometheus_target or ():
+            cmd += ["--prometheus-target", target]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         if (workdir / READY_MARK).exists():
             print(f"cluster up: {args.nodes} Ready node(s); KUBECONFIG={workdir / 'kubeconfig'}")
+            if args.prometheus:
+                url, alerts = (workdir / PROMETHEUS_URL).read_text().split()
+                print(f"prometheus: {url} (alerts: {alerts}), scraping "
+                      f"{', '.join(args.prometheus_target or [DEFAULT_PROMETHEUS_TARGET])}")
             return 0
         if proc.poll() is not None:
             print(f"cluster failed to start (exit {proc.returncode}); see {workdir / 'supervisor.log'}",
@@ -81,13 +97,17 @@ def down(args: argparse.Namespace) -> int:
     pid = _read_pid(workdir / SUPERVISOR_PID)
     if pid and _alive(pid):
         stop_pid(pid, timeout=30)
+    prom_pid = _read_pid(workdir / PROMETHEUS_PID)
+    if prom_pid and _alive(prom_pid):
+        stop_pid(prom_pid)
     pids_file = workdir / "pids"
     if pids_file.exists():
         for line in pids_file.read_text().splitlines():
             name, _, child = line.partition(" ")
             if child.isdigit() and _alive(int(child)):
                 stop_pid(int(child))
-    for leftover in ("etcd", "pki", "kubeconfig", SUPERVISOR_PID, READY_MARK, "pids"):
+    for leftover in ("etcd", "pki", "kubeconfig", SUPERVISOR_PID, READY_MARK, "pids", PROMETHEUS_PID, PROMETHEUS_URL,
+                     "prometheus"):
         path = workdir / leftover
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
@@ -106,7 +126,14 @@ def serve(args: argparse.Namespace) -> int:
     options = ClusterOptions(node_lifecycle=not args.no_node_lifecycle)
     cluster = LocalCluster(workdir=workdir, options=options)
     kubelet = None
+    prometheus = None
     try:
+        if args.prometheus:  # first: provisioning it may take a moment, before nodes need heartbeats
+            prometheus = LocalPrometheus(workdir / "prometheus",
+                                         targets=args.prometheus_target or [DEFAULT_PROMETHEUS_TARGET],
+                                         scrape_interval="5s", evaluation_interval="5s").start()
+            (workdir / PROMETHEUS_PID).write_text(f"{prometheus.pid}\n")
+            (workdir / PROMETHEUS_URL).write_text(f"{prometheus.url} {prometheus.page('alerts')}\n")
         cluster.start()
         kube = Kube.from_config(str(cluster.kubeconfig))
         interval = 2.0 if args.nodes <= 200 else 10.0
@@ -122,6 +149,8 @@ def serve(args: argparse.Namespace) -> int:
         if kubelet is not None:
             kubelet.stop()
         cluster.stop()
+        if prometheus is not None:
+            prometheus.stop()
     return 0
 
 
@@ -136,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--no-node-lifecycle", action="store_true",
                            help="turn the node lifecycle controller off (large clusters: no heartbeats)")
             p.add_argument("--timeout", type=float, default=600.0)
+            p.add_argument("--prometheus", action="store_true",
+                           help="also run Prometheus with the shipped alerts, scraping the controller")
+            p.add_argument("--prometheus-target", action="append", metavar="HOST:PORT",
+                           help=f"a controller's metrics address to scrape (repeatable; default "
+                                f"{DEFAULT_PROMETHEUS_TARGET})")
     args = parser.parse_args(argv)
     return {"up": up, "down": down, "serve": serve}[args.cmd](args)
 

@@ -7,9 +7,12 @@ user's own pytest file that uses the plugin's fixtures.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,8 +64,10 @@ def test_the_installed_package_has_no_path_into_a_checkout(venv: Path, tmp_path:
 
 
 def test_up_and_down_from_an_installed_wheel(venv: Path, tmp_path: Path) -> None:
+    """`up --prometheus` also starts Prometheus with the packaged alerts and prints its URL."""
     cluster_dir = tmp_path / "cluster"
-    up = run([str(venv), "-m", "daemonjob.testing", "up", "--dir", str(cluster_dir), "--nodes", "2"], cwd=tmp_path)
+    up = run([str(venv), "-m", "daemonjob.testing", "up", "--dir", str(cluster_dir), "--nodes", "2", "--prometheus"],
+             cwd=tmp_path)
     try:
         assert "cluster up: 2 Ready node(s)" in up.stdout
         kubectl = [str(provision_binaries() / "kubectl"), "--kubeconfig", str(cluster_dir / "kubeconfig")]
@@ -70,10 +75,19 @@ def test_up_and_down_from_an_installed_wheel(venv: Path, tmp_path: Path) -> None
         assert len(nodes) == 2
         run([*kubectl, "get", "crd", "daemonjobs.daemonjob.io"], cwd=tmp_path)
         supervisor = int((cluster_dir / "supervisor.pid").read_text())
+        prometheus = int((cluster_dir / "prometheus.pid").read_text())
+        url = re.search(r"prometheus: (http://127\.0\.0\.1:\d+) \(alerts: (\S+)\)", up.stdout)
+        assert url, up.stdout
+        with urllib.request.urlopen(f"{url[1]}/api/v1/rules?type=alert", timeout=10) as resp:
+            rules = [r["name"] for g in json.load(resp)["data"]["groups"] for r in g["rules"]]
+        assert "DaemonJobNodesFailed" in rules and len(rules) == len(set(rules)) >= 10, rules
+        with urllib.request.urlopen(url[2], timeout=10) as resp:  # the UI's alerts page
+            assert "DaemonJobNodesFailed" in resp.read().decode()
     finally:
         run([str(venv), "-m", "daemonjob.testing", "down", "--dir", str(cluster_dir)], cwd=tmp_path)
-    with pytest.raises(ProcessLookupError):
-        os.kill(supervisor, 0)
+    for pid in (supervisor, prometheus):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_the_pytest_plugin_serves_a_users_own_tests(venv: Path, tmp_path: Path) -> None:

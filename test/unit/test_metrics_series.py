@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob.controller.configmaps import kube_configmap_informer
@@ -11,6 +12,7 @@ from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.informer import InformerHooks
 from daemonjob.testing.fakes import FakeJobControl, fake_informers
 
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 STATUS = {"desiredNodes": 2, "activeNodes": 1, "succeededNodes": 1, "failedNodes": 0, "pendingNodes": 0}
 
 
@@ -28,6 +30,8 @@ def test_a_status_written_after_the_delete_brings_no_series_back() -> None:
     assert series(m) == []
     m.set_status("ops", "audit", "uid-1", STATUS)  # the reconcile that was in flight
     m.count_runs("ops", "audit", "uid-1", True, [], None)
+    m.observe_health({"metadata": {"namespace": "ops", "name": "audit", "uid": "uid-1"}, "spec": {"schedule": "* * * * *"}},
+                     {**STATUS, "conditions": [{"type": "Complete", "status": "True"}]}, NOW)
     assert series(m) == []
     m.set_status("ops", "audit", "uid-2", STATUS)  # re-created under the same name
     assert series(m)
