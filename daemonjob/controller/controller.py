@@ -237,7 +237,7 @@ class Controller:
         now = self.clock.wall()  # one instant per pass: every decision of it sees the same ticks
         troubles = self.troubles.seen(seen.uid, seen.generation)
         troubles = Seen(troubles.stall, troubles.rejected, seen.conflicts)
-        decision = self._decide(seen, troubles, now, check=True)
+        decision = self._decide(seen, troubles, now)
         if seen.wait is not None:
             self.reporter.report_cache_wait(seen, decision, seen.wait, now)
             return None
@@ -245,29 +245,29 @@ class Controller:
         after = self.troubles.seen(seen.uid, seen.generation)
         if after != troubles:  # this pass hit or cleared an API rejection or a name clash
             decision = self._decide(seen, after, now)
+        if not decision.creates and not decision.deletes and self.plans.check_due(seen.uid, self.clock.now()):
+            decision = self._self_check(seen, decision, self._decide(seen, after, now, self.observer.full_state(seen)))
         self.reporter.report(seen, decision, now)
         if errors:
             raise ReconcileError(errors)  # retried with per-key backoff: quotas free up, webhooks come back
         return decision
 
-    def _decide(self, seen: Observation, troubles: Seen, now: datetime, check: bool = False) -> Decision:
-        def decision_on(state: PlanState) -> Decision:
-            return decide(seen.dj, (), (), now, troubles.stall,
+    def _decide(self, seen: Observation, troubles: Seen, now: datetime, state: PlanState | None = None) -> Decision:
+        """The decision on the kept plan (or on `state`, a plan from scratch)."""
+        started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
+        decision = decide(seen.dj, (), (), now, troubles.stall,
                           eligibility=self.router.eligibility_for(seen.key, seen.cached), memo=self.memo,
                           conflicts={c.node: c.text for c in troubles.conflicts},
                           configmaps=seen.configmaps.objects, unreadable=seen.configmaps.unreadable,
-                          rejected=troubles.rejected, state=state)
-
-        started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
-        decision = decision_on(seen.state)
-        self.router.decided(seen.key, time.thread_time() - started)
-        if check and self.plans.check_due(seen.uid, self.clock.now()):
-            decision = self._self_check(seen, decision, decision_on(self.observer.full_state(seen)))
+                          rejected=troubles.rejected, state=state or seen.state)
+        if state is None:
+            self.router.decided(seen.key, time.thread_time() - started)
         return decision
 
     def _self_check(self, seen: Observation, kept: Decision, full: Decision) -> Decision:
-        """The kept plan's decision against one from scratch: a difference is a bug, logged,
-        counted and repaired (the plan is loaded whole at the next pass)."""
+        """The kept plan's decision against one from scratch, in a pass that had nothing to do
+        (so a check never delays a create): a difference is a bug, logged, counted and
+        repaired (the plan is loaded whole, and the DaemonJob passed over again at once)."""
         self.metrics.plan_checks.inc()
         same = (kept.status == full.status and kept.deletes == full.deletes
                 and [(c.node, c.name) for c in kept.creates] == [(c.node, c.name) for c in full.creates])
@@ -281,6 +281,7 @@ class Controller:
                                                                "failedNodes", "pendingNodes")},
                          creates=(len(kept.creates), len(full.creates)), deletes=(len(kept.deletes), len(full.deletes)))
         self.plans.reload(seen.uid)
+        self.queue.add(seen.key)  # act on the repaired plan
         return full
 
     # -- for tests and tools ---------------------------------------------------------------

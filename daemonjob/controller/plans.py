@@ -11,6 +11,7 @@ is loaded whole. Every SELF_CHECK_INTERVAL a pass also makes the full plan and c
 from __future__ import annotations
 
 import threading
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,13 +94,17 @@ class Plans:
                 if ((daemonjob_ref(j) or {}).get("uid") or "") == uid]
 
     def check_due(self, uid: str, now: float) -> bool:
-        """True once per SELF_CHECK_INTERVAL for a DaemonJob: time to compare with a full plan."""
+        """True once per SELF_CHECK_INTERVAL for a DaemonJob: time to compare with a full plan.
+
+        The first check of each DaemonJob is offset by a share of the interval drawn from its
+        uid, so DaemonJobs loaded together (at a start) are not all checked in the same moment."""
         with self._lock:
             entry = self._entries.get(uid)
             if entry is None:
                 return False
             if not entry.checked_at:  # loaded whole by its first pass: the clock starts then
-                entry.checked_at = now
+                spread = (zlib.crc32(uid.encode()) % 1000) / 1000
+                entry.checked_at = now + spread * defaults.PLAN_SELF_CHECK_INTERVAL
                 return False
             if now - entry.checked_at < defaults.PLAN_SELF_CHECK_INTERVAL:
                 return False

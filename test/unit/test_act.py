@@ -434,3 +434,32 @@ def test_the_node_memo_holds_every_rule_set_in_use(bed: Bed) -> None:
     for i in range(40):
         bed.ctl.reconcile(f"{NS}/audit-{i}")
     assert len(node._derived) == 40  # every rule set's answer is still kept on the node
+
+
+def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed: Bed) -> None:
+    names = bed.add_nodes(2)
+    bed.add_dj(make_dj())
+    bed.ctl.reconcile(KEY)
+    bed.control.deliver()
+    bed.ctl.reconcile(KEY)  # settled: both Jobs active, the kept plan loaded
+    job = bed.control.objects[next(k for k in bed.control.objects if names[0] in k)]
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    bed.jobs.store.update(job)  # in the cache, but no event reached the kept plan
+    bed.clock.step(2 * 300 + 1)  # past the (spread) first check
+    drain(bed.ctl)
+    decision = bed.ctl.reconcile(KEY)
+    assert decision is not None and decision.status["succeededNodes"] == 1  # the full decision's answer
+    value = bed.ctl.metrics.registry.get_sample_value
+    assert value("daemonjob_plan_self_check_differences_total") == 1
+    assert len(bed.ctl.queue) == 1  # passed over again on the repaired plan
+    drain(bed.ctl)
+    assert bed.ctl.reconcile(KEY).status["succeededNodes"] == 1  # type: ignore[union-attr]
+    bed.clock.step(301)
+    bed.ctl.reconcile(KEY)
+    assert value("daemonjob_plan_self_checks_total") == 2 and value("daemonjob_plan_self_check_differences_total") == 1
+
+
+def drain(ctl: Controller) -> None:
+    while len(ctl.queue):
+        key, _ = ctl.queue.get()
+        ctl.queue.done(key)
