@@ -29,7 +29,11 @@ def test_orphan_delete_and_reapply_adopts_the_jobs_and_converges(
     names = nodes(3)
     body = daemonjob("recreated", group, sleep(2), maxParallel=1)
     api.apply(body)
-    wait_for(lambda: len(api.jobs("recreated")) >= 1, 60, "the first Job")
+    # Started: kube-controller-manager has seen the Job. Its garbage collector orphans only the
+    # dependents it knows of; one it learns of after the owner is gone has a dangling owner
+    # reference and is deleted, so an orphaning delete right after the create can lose the Job.
+    wait_for(lambda: any((j.get("status") or {}).get("startTime") for j in api.jobs("recreated")), 60,
+             "the first Job to start")
     kubectl("-n", api.namespace, "delete", "dj", "recreated", "--cascade=orphan", "--wait=true")
     orphans = wait_for(lambda: (jobs := api.jobs("recreated")) and all(not owner_uids(j) for j in jobs) and jobs,
                        60, "the Jobs to lose their owner")
