@@ -50,30 +50,12 @@ command -v apt-get >/dev/null || die "apt-get not found: cannot fetch Kubernetes
 WORK="$CACHE_ROOT/work"
 mkdir -p "$WORK/apt/lists/partial" "$WORK/apt/archives/partial" "$WORK/src" "$WORK/root"
 
-# The Debian mirror the machine already uses (from its own sources), never hard-coded.
-mirror=""
-for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list; do
-    [ -f "$f" ] || continue
-    m=$(awk '/^URIs:/ {print $2} /^deb / {for(i=2;i<=NF;i++) if ($i ~ /^(https?|file):/) {print $i; break}}' "$f" \
-        | grep -E '/debian/?$' | head -n1 || true)
-    [ -n "$m" ] && { mirror=${m%/}; break; }
-done
-[ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list*; provide binaries with DAEMONJOB_KUBE_BIN or KUBEBUILDER_ASSETS"
+. "$(dirname "$0")/debian-apt.sh"
+mirror=$(debian_mirror) || die "no Debian mirror found in /etc/apt/sources.list*; provide binaries with DAEMONJOB_KUBE_BIN or KUBEBUILDER_ASSETS"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-cat > "$WORK/apt/sources.list" <<SRC
-deb [signed-by=$keyring] $mirror bullseye main
-deb [signed-by=$keyring] $mirror bookworm main
-deb-src [signed-by=$keyring] $mirror bookworm main
-SRC
-APT=(apt-get -q -o "Dir::Etc::SourceList=$WORK/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-     -o "Dir::State::Lists=$WORK/apt/lists" -o "Dir::Cache::Archives=$WORK/apt/archives"
-     -o "Dir::Cache=$WORK/apt" -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
-
-if [ ! -f "$WORK/apt/.updated" ]; then
-    log "reading package lists (bullseye, bookworm)"
-    "${APT[@]}" update >&2 || die "apt-get update failed against $mirror"
-    touch "$WORK/apt/.updated"
-fi
+apt_use "$WORK" "deb [signed-by=$keyring] $mirror bullseye main" "deb [signed-by=$keyring] $mirror bookworm main" \
+    "deb-src [signed-by=$keyring] $mirror bookworm main"
+apt_update_once "$WORK" "bullseye, bookworm"
 
 fetch_deb() {  # package -> extracts into $WORK/root
     local pkg=$1 stamp="$WORK/root/.${1%%/*}"

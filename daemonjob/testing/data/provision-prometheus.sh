@@ -50,26 +50,11 @@ if command -v flock >/dev/null; then
     if have_all "$BIN_DIR"; then echo "$BIN_DIR"; exit 0; fi
 fi
 
-# The Debian mirror the machine already uses (from its own sources), never hard-coded.
-mirror=""
-for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list; do
-    [ -f "$f" ] || continue
-    m=$(awk '/^URIs:/ {print $2} /^deb / {for(i=2;i<=NF;i++) if ($i ~ /^(https?|file):/) {print $i; break}}' "$f" \
-        | grep -E '/debian/?$' | head -n1 || true)
-    [ -n "$m" ] && { mirror=${m%/}; break; }
-done
-[ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list*; put prometheus and promtool on PATH or in DAEMONJOB_PROMETHEUS_BIN"
+. "$(dirname "$0")/debian-apt.sh"
+mirror=$(debian_mirror) || die "no Debian mirror found in /etc/apt/sources.list*; put prometheus and promtool on PATH or in DAEMONJOB_PROMETHEUS_BIN"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-echo "deb [signed-by=$keyring] $mirror bookworm main" > "$WORK/apt/sources.list"
-APT=(apt-get -q -o "Dir::Etc::SourceList=$WORK/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-     -o "Dir::State::Lists=$WORK/apt/lists" -o "Dir::Cache::Archives=$WORK/apt/archives"
-     -o "Dir::Cache=$WORK/apt" -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
-
-if [ ! -f "$WORK/apt/.updated" ]; then
-    log "reading package lists (bookworm)"
-    "${APT[@]}" update >&2 || die "apt-get update failed against the configured Debian mirror"
-    touch "$WORK/apt/.updated"
-fi
+apt_use "$WORK" "deb [signed-by=$keyring] $mirror bookworm main"
+apt_update_once "$WORK" bookworm
 log "downloading prometheus/bookworm"
 (cd "$WORK/apt/archives" && "${APT[@]}" download prometheus/bookworm >&2) || die "could not download Debian package prometheus"
 deb=$(ls -t "$WORK/apt/archives"/prometheus_*.deb | head -n1)
