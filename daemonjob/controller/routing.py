@@ -194,33 +194,24 @@ class Router:
         return job_event_delay(self._decide_seconds.get(key, 0.0))
 
     # -- nodes -----------------------------------------------------------------------------------
-    def _with_jobs_on(self, name: str) -> set[str]:
-        return {k for k in (owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)) if k is not None}
-
     def node_added(self, node: Obj) -> None:
-        name = node["metadata"]["name"]
-        self.plans.node_changed(name)
-        keys = self._with_jobs_on(name)
-        keys.update(key for key, elig in self._dj_items() if elig is not None and elig.eligible(node))
-        for key in keys:
-            self.queue.add(key)
+        self._node_changed(node, lambda elig: elig.eligible(node))
 
     def node_updated(self, old: Obj, new: Obj) -> None:
         if old.get("spec") == new.get("spec") and (old["metadata"].get("labels") == new["metadata"].get("labels")):
             return  # heartbeats and status changes do not change any answer
-        name = new["metadata"]["name"]
-        self.plans.node_changed(name)
-        keys = self._with_jobs_on(name)  # why a node holding a Job is not eligible may have changed
-        keys.update(key for key, elig in self._dj_items()
-                    if elig is not None and elig.eligible(old) != elig.eligible(new))
-        for key in keys:
-            self.queue.add(key)
+        self._node_changed(new, lambda elig: elig.eligible(old) != elig.eligible(new))
 
     def node_deleted(self, obj: Obj | Tombstone) -> None:
         node = deleted_object(obj)
+        self._node_changed(node, lambda elig: elig.eligible(node))
+
+    def _node_changed(self, node: Obj, concerns: Callable[[Eligibility], bool]) -> None:
+        """Mark the node for every kept plan; enqueue the DaemonJobs it concerns, and those with
+        Jobs on it (why a node holding a Job is not eligible may have changed)."""
         name = node["metadata"]["name"]
         self.plans.node_changed(name)
-        keys = self._with_jobs_on(name)
-        keys.update(key for key, elig in self._dj_items() if elig is not None and elig.eligible(node))
+        keys = {k for k in (owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)) if k is not None}
+        keys.update(key for key, elig in self._dj_items() if elig is not None and concerns(elig))
         for key in keys:
             self.queue.add(key)
