@@ -29,7 +29,6 @@ throughout, so every run meets the same load and only the controller's work diff
 from __future__ import annotations
 
 import argparse
-import shutil
 import signal
 import subprocess
 import sys
@@ -518,17 +517,7 @@ def main() -> int:
         print("interrupted", file=sys.stderr)
         return 130
     finally:
-        if ctl is not None:
-            ctl.stop()
-        if jobsim is not None:
-            jobsim.stop()
-        if kubelet is not None:
-            kubelet.stop()
-        cluster.stop()
-        if ok:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            print(f"logs kept in {workdir}", file=sys.stderr)
+        benchlib.tear_down(ctl, jobsim, kubelet, cluster, workdir=workdir, ok=ok)
     if tick:
         return _print_tick(res, tick_ratios)
     ratio = dj_seconds / ds_seconds

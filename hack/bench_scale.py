@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -319,17 +318,7 @@ def main() -> int:
         if ctl is not None and ctl.proc.poll() is None:
             peak_rss = max(peak_rss, benchlib.hwm_mb(ctl.pid))
     finally:
-        if ctl is not None:
-            ctl.stop()
-        if jobsim is not None:
-            jobsim.stop()
-        if kubelet is not None:
-            kubelet.stop()
-        cluster.stop()
-        if ok:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            print(f"logs kept in {workdir}", file=sys.stderr)
+        benchlib.tear_down(ctl, jobsim, kubelet, cluster, workdir=workdir, ok=ok)
     print()
     if res.rows:
         print(res.table())

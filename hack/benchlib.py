@@ -114,6 +114,18 @@ class PySpy:
 
 
 # -- API helpers ---------------------------------------------------------------------------
+def tear_down(*started: Any, workdir: Path, ok: bool) -> None:
+    """Stop what a run started (None for what it did not get to), in this order; remove the
+    work directory of a run that ended well, keep the logs of one that did not."""
+    for thing in started:
+        if thing is not None:
+            thing.stop()
+    if ok:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        print(f"logs kept in {workdir}", file=sys.stderr)
+
+
 def run_concurrently(fn: Callable[[T], Any], items: Iterable[T], threads: int) -> int:
     """Apply `fn` to every item from `threads` threads; the first error is raised."""
     with ThreadPoolExecutor(max_workers=threads) as pool:
