@@ -118,10 +118,7 @@ class Observer:
         owner = owner_reference(dj)
         adopted = self.act.adopt(dj, self.jobs.store.by_index(NAME_INDEX, key), owner) if wait is None else []
         conflicts = self._recheck_conflicts(dj, owner) if wait is None else self.troubles.conflicts(uid)
-        state = self.plans.state_for(uid)
-        if adopted:  # not in the owner's index until their update arrives (which marks their nodes)
-            state = PlanState.of([*self.jobs.store.by_index(OWNER_INDEX, uid), *adopted], self.nodes.store.list(),
-                                 self.memo)
+        state = self.plans.state_for(uid, adopted)
         return Observation(key, cached, dj, owner, configmaps, wait, conflicts, state, rlog)
 
     def full_state(self, seen: Observation) -> PlanState:

@@ -71,20 +71,27 @@ class Plans:
                 entry.state = None
 
     # -- from a pass (one at a time per DaemonJob) -------------------------------------------
-    def state_for(self, uid: str) -> PlanState:
-        """The DaemonJob's plan state, told of every node marked since the last pass."""
+    def state_for(self, uid: str, adopted: Iterable[Mapping[str, Any]] = ()) -> PlanState:
+        """The DaemonJob's plan state, told of every node marked since the last pass. `adopted`:
+        Jobs adopted in this pass, not in the owner's index until their update arrives (which
+        marks their nodes again)."""
         with self._lock:
             entry = self._entries.setdefault(uid, _Entry())
             dirty, entry.dirty = entry.dirty, set()  # marks from now on come to the next pass
             state = entry.state
+        extra: dict[str, list[Mapping[str, Any]]] = {}
+        for job in adopted:
+            extra.setdefault(job_node(job) or NO_NODE, []).append(job)
         if state is None:
-            state = PlanState.of(self._jobs.store.by_index(OWNER_INDEX, uid), self._nodes.store.list(), self._memo)
+            state = PlanState.of([*self._jobs.store.by_index(OWNER_INDEX, uid), *(j for js in extra.values() for j in js)],
+                                 self._nodes.store.list(), self._memo)
             with self._lock:
                 entry.state = state
             return state
-        for name in dirty:
+        for name in dirty | extra.keys():
+            jobs = [*self._jobs_of(uid, name), *extra.get(name, ())]
             state.set_node(name, self._nodes.store.get(name) if name != NO_NODE else None,
-                           [job_view(j, self._memo) for j in self._jobs_of(uid, name)])
+                           [job_view(j, self._memo) for j in jobs])
         return state
 
     def _jobs_of(self, uid: str, node: str) -> Iterable[Mapping[str, Any]]:

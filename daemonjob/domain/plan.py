@@ -38,8 +38,7 @@ from daemonjob.domain.jobs import (
 )
 from daemonjob.domain.memo import Memo, compute
 
-__all__ = ["JobView", "job_view", "job_views", "Held", "NodePlan", "Plan", "PlanContext", "plan_node", "plan_nodes", "node_inputs",
-           "active_runs",
+__all__ = ["JobView", "job_view", "Held", "NodePlan", "Plan", "PlanContext", "plan_node", "plan_nodes", "node_inputs",
            "NODE_GONE", "OLD_REVISION", "OLD_RUN", "HISTORY"]
 
 # Delete reasons
@@ -176,11 +175,6 @@ class Plan:
         return self.desired - self.active - self.succeeded - self.failed
 
     @property
-    def turns(self) -> list[Turn]:
-        """Every turn in node-name order."""
-        return sorted([*self.replacing, *self.starting], key=_by_node)
-
-    @property
     def deletes(self) -> list[DeleteJob]:
         return [d for ds in self.by_node_deletes.values() for d in ds]
 
@@ -271,10 +265,6 @@ def job_view(job: Mapping[str, Any], memo: Memo = compute) -> JobView:
     return memo(job, _JOB_VIEW)
 
 
-def job_views(jobs: Iterable[Mapping[str, Any]], memo: Memo = compute) -> list[JobView]:
-    return [memo(j, _JOB_VIEW) for j in jobs]
-
-
 def _running(job: JobView) -> bool:
     """Work that may still run on the node: an active Job, or one being deleted before it finished."""
     return job.state == ACTIVE or (job.state == TERMINATING and job.finished is None)
@@ -294,11 +284,6 @@ def _record(node_jobs: list[JobView], revision: str, never: bool, run: str | Non
         if best is None or job.age_key > best.age_key:
             best = job
     return best
-
-
-def active_runs(jobs: Iterable[Mapping[str, Any]], memo: Memo = compute) -> set[str | None]:
-    """The runs that have an active Job (None: Jobs without a run), for the schedule's step."""
-    return {view.run for view in (memo(j, _JOB_VIEW) for j in jobs) if view.state == ACTIVE}
 
 
 def plan_node(name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView], ctx: PlanContext,
