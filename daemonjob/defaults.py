@@ -8,6 +8,7 @@ API_REQUEST_TIMEOUT = 30.0  # seconds, per request
 API_POOL_SIZE = 32  # HTTP connections kept to the API server
 KUBE_API_QPS = 50.0
 KUBE_API_BURST = 100
+API_CREDENTIALS_RECHECK = 1.0  # seconds between two calls of the credentials' refresh hook
 
 # Watches (client-go reflector)
 WATCH_TIMEOUT_MIN = 300  # server-side timeoutSeconds is randomised in [MIN, 2*MIN)

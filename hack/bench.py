@@ -29,6 +29,7 @@ throughout, so every run meets the same load and only the controller's work diff
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
@@ -187,17 +188,20 @@ class ControllerProcess:
 
 
 # -- phases -------------------------------------------------------------------------------
-def bench_daemonset(kube: Kube, n: int, timeout: float, res: Results) -> float:
+def bench_daemonset(kube: Kube, n: int, timeout: float, res: Results, pids: Mapping[str, int]) -> float:
     """(a): seconds until the DaemonSet controller has created N pods."""
     benchlib.create_namespace(kube, DS_NAMESPACE)
     pods = benchlib.ObjectWatch(kube, path_for("v1", "pods", DS_NAMESPACE)).start()
     try:
         ds_path = path_for("apps/v1", "daemonsets", DS_NAMESPACE)
+        shares = benchlib.CpuShares(pids)
         started = time.monotonic()
         kube.create(ds_path, daemonset_body(seconds_running=86400))
         pods.wait(lambda w: len(w.first_seen) >= n, timeout, f"{n} DaemonSet pods")
+        used = shares.used()
         seconds = pods.time_of_nth(n) - started
         res.add(f"daemonset: seconds to {n} pods", seconds)
+        res.note(f"daemonset: CPU until {n} pods: {benchlib.CpuShares.text(used, seconds)}")
         started = time.monotonic()
         kube.delete(f"{ds_path}/bench", {"propagationPolicy": "Background"})
         gone = pods.wait(lambda w: not w.live, timeout, "the DaemonSet's pods to be gone")
@@ -223,7 +227,8 @@ def wait_complete(kube: Kube, names: list[str], desired: int, timeout: float, ch
                                interval=0.1 if len(names) == 1 else 0.5)
 
 
-def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results) -> float:
+def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results,
+                  pids: Mapping[str, int]) -> float:
     """(b) and (e): one DaemonJob over N nodes; seconds to N Jobs, to Complete; CPU and RSS."""
     benchlib.create_namespace(kube, dj_namespace("bench-00"))
     jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs", dj_namespace("bench-00"))).start()
@@ -231,6 +236,7 @@ def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Nam
         before = ctl.requests()
         cpu0 = benchlib.cpu_seconds(ctl.pid)
         with benchlib.PySpy(ctl.pid, args.py_spy / "rollout.json" if args.py_spy else None):
+            shares = benchlib.CpuShares(pids)
             started = time.monotonic()
             create_daemonjob(kube, "bench-00", args.duration)
 
@@ -239,6 +245,7 @@ def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Nam
                 return len(w.first_seen) >= n
 
             jobs.wait(enough, args.timeout, f"{n} Jobs")
+            used = shares.used()
             seconds = jobs.time_of_nth(n) - started
             complete = wait_complete(kube, ["bench-00"], n, args.timeout, ctl.check)
         cpu = benchlib.cpu_seconds(ctl.pid) - cpu0
@@ -250,6 +257,7 @@ def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Nam
     res.add("controller CPU seconds for the rollout", cpu)
     res.add("controller peak RSS so far, startup included (MB)", benchlib.hwm_mb(ctl.pid), fmt="{:.1f}")
     res.note(f"controller requests during the rollout: {_requests_text(delta)}")
+    res.note(f"daemonjob: CPU until {n} Jobs: {benchlib.CpuShares.text(used, seconds)}")
     return seconds
 
 
@@ -330,6 +338,7 @@ class RunFigures:
     to_complete: float  # seconds from the tick or trigger to Complete of the run
     cpu: float  # controller CPU seconds from the trigger (or the previous run's end) to Complete
     requests: dict[tuple[str, str], float]
+    cpu_shares: dict[str, float]  # CPU seconds per process from the trigger to N Jobs
 
 
 def tick_daemonjob_body(trigger: str, duration: float, run_now: str | None) -> dict[str, Any]:
@@ -348,18 +357,20 @@ def tick_monotonic(run: str) -> float:
 
 
 def wait_run(kube: Kube, ctl: ControllerProcess, jobs: benchlib.ObjectWatch, n: int, known: set[str],
-             started: float | None, timeout: float) -> RunFigures:
+             started: float | None, timeout: float, pids: Mapping[str, int]) -> RunFigures:
     """Until a run not in `known` has N Jobs and its DaemonJob is Complete for that run.
 
     `started`: when the trigger was written; None for a scheduled run, whose start is its tick.
     """
     before, cpu0 = ctl.requests(), benchlib.cpu_seconds(ctl.pid)
+    shares = benchlib.CpuShares(pids)
 
     def new_run(w: benchlib.ObjectWatch) -> bool:
         ctl.check()
         return any(len(names) >= n for run, names in w.groups.items() if run not in known)
 
     jobs.wait(new_run, timeout, f"{n} Jobs of a new run")
+    used = shares.used()
     run = next(r for r, names in jobs.groups.items() if r not in known and len(names) >= n)
     t0 = started if started is not None else tick_monotonic(run)
     to_first, to_jobs = (jobs.time_of_nth(k, jobs.groups[run]) - t0 for k in (1, n))
@@ -374,10 +385,11 @@ def wait_run(kube: Kube, ctl: ControllerProcess, jobs: benchlib.ObjectWatch, n: 
 
     done = benchlib.wait_until(complete, timeout, f"run {run} Complete over {n} nodes")
     return RunFigures(run, to_first, to_jobs, done - t0, benchlib.cpu_seconds(ctl.pid) - cpu0,
-                      benchlib.request_delta(before, ctl.requests()))
+                      benchlib.request_delta(before, ctl.requests()), used)
 
 
-def bench_tick(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results) -> list[float]:
+def bench_tick(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results,
+               cluster_pids: Mapping[str, int]) -> list[float]:
     """Scenario tick: a first rollout, then `--next-runs` runs over the earlier runs' Jobs.
 
     Returns each next run's ratio (seconds to N Jobs) to the first rollout's.
@@ -392,15 +404,17 @@ def bench_tick(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namesp
     try:
         for i in range(1 + args.next_runs):
             trigger = f"bench-{i + 1}" if args.trigger == "run-now" else None
-            started = time.monotonic() if trigger is not None else None
-            if i == 0:
-                kube.create(path_for(API_VERSION, DJ_PLURAL, ns), tick_daemonjob_body(args.trigger, args.duration,
-                                                                                       trigger))
-                if trigger is None:
-                    print("  waiting for the first tick (at most a minute)", flush=True)
-            elif trigger is not None:
-                kube.patch(path, {"metadata": {"annotations": {ANNOTATION_RUN_NOW: trigger}}})
-            figures = wait_run(kube, ctl, jobs, n, {r.run for r in runs}, started, timeout)
+            benchlib.wait_quiet(cluster_pids, args.timeout)  # every run meets the same state
+            with benchlib.PySpy(ctl.pid, args.py_spy / f"run-{i + 1}.json" if args.py_spy else None):
+                started = time.monotonic() if trigger is not None else None
+                if i == 0:
+                    kube.create(path_for(API_VERSION, DJ_PLURAL, ns),
+                                tick_daemonjob_body(args.trigger, args.duration, trigger))
+                    if trigger is None:
+                        print("  waiting for the first tick (at most a minute)", flush=True)
+                elif trigger is not None:
+                    kube.patch(path, {"metadata": {"annotations": {ANNOTATION_RUN_NOW: trigger}}})
+                figures = wait_run(kube, ctl, jobs, n, {r.run for r in runs}, started, timeout, cluster_pids)
             runs.append(figures)
             _report_run(i, figures, runs[0], n, res)
     finally:
@@ -419,6 +433,19 @@ def _report_run(i: int, figures: RunFigures, first: RunFigures, n: int, res: Res
         res.add(f"{what}: ratio to run 1, to Complete", figures.to_complete / first.to_complete)
     res.add(f"{what}: controller CPU seconds", figures.cpu)
     res.note(f"{what}, {figures.run}: requests {_requests_text(figures.requests)}")
+    res.note(f"{what}: CPU until {n} Jobs: {benchlib.CpuShares.text(figures.cpu_shares, figures.to_jobs)}")
+
+
+def busy_pids(cluster: LocalCluster, ctl: ControllerProcess | None = None) -> dict[str, int]:
+    """The processes whose leftover work would load a phase: the control plane, this process
+    (simulated kubelet and Job controller, watches) and the controller."""
+    return {**cluster.pids(), "bench": os.getpid(), **({"controller": ctl.pid} if ctl is not None else {})}
+
+
+def quiet(cluster: LocalCluster, args: argparse.Namespace, res: Results, before: str) -> None:
+    """Both rollouts start on a control plane that has finished the work before them."""
+    waited = benchlib.wait_quiet(busy_pids(cluster), args.timeout)
+    res.note(f"control plane quiet {waited:.1f}s before {before}")
 
 
 # -- main ---------------------------------------------------------------------------------
@@ -442,7 +469,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for each wait")
     p.add_argument("--skip-daemonset", action="store_true", help="no DaemonSet baseline (no ratio)")
     p.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
-                   help="record py-spy profiles of the controller (rollout, joins) into DIR")
+                   help="record py-spy profiles of the controller (rollout, joins; each run of tick) into DIR")
     args = p.parse_args()
     if args.nodes is None:
         args.nodes = DEFAULT_NODES[args.scenario]
@@ -492,16 +519,18 @@ def main() -> int:
             ctl.wait_ready(120)
             res.note(f"scenario tick: historyLimit 1, runs started by {args.trigger}; "
                      "Jobs end through a simulated Job controller (no pods)")
-            tick_ratios = bench_tick(kube, ctl, n, args, res)
+            tick_ratios = bench_tick(kube, ctl, n, args, res, busy_pids(cluster, ctl))
         else:
             if not args.skip_daemonset:
-                ds_seconds = bench_daemonset(kube, n, args.timeout, res)
+                quiet(cluster, args, res, "the DaemonSet")
+                ds_seconds = bench_daemonset(kube, n, args.timeout, res, busy_pids(cluster))
             ctl = ControllerProcess(cluster.kubeconfig, workdir / "controller.log", args.workers)
             ctl.wait_ready(120)
+            quiet(cluster, args, res, "the DaemonJob")
             # The informers' share: all nodes cached, no DaemonJob yet. VmHWM here is the sync's peak.
             res.add("controller RSS / peak RSS when ready, no DaemonJob yet (MB)",
                     f"{benchlib.rss_mb(ctl.pid):.1f} / {benchlib.hwm_mb(ctl.pid):.1f}")
-            dj_seconds = bench_rollout(kube, ctl, n, args, res)
+            dj_seconds = bench_rollout(kube, ctl, n, args, res, busy_pids(cluster, ctl))
             cluster.restart_controller_manager(f"{cluster.options.controllers},-job")
             jobsim = SimJobController(kube, label_selector=LABEL_NAME, writers=args.writers)
             jobsim.start()

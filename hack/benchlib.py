@@ -62,6 +62,47 @@ def cpu_seconds(pid: int | str = "self") -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def wait_quiet(pids: Mapping[str, int], timeout: float, cores: float = 0.3, window: float = 2.0) -> float:
+    """Until the named processes together use under `cores` over `window` seconds; returns
+    the seconds waited. A phase that starts while the last one's work is still draining
+    (a scheduler queue, the garbage collector) would be measured against that work."""
+    started = time.monotonic()
+    deadline = started + timeout
+    while True:
+        before = {name: _cpu_or_zero(pid) for name, pid in pids.items()}
+        time.sleep(window)
+        used = sum(_cpu_or_zero(pid) - before[name] for name, pid in pids.items()) / window
+        if used < cores:
+            return time.monotonic() - started
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the control plane still used {used:.2f} cores after {timeout:.0f}s")
+
+
+class CpuShares:
+    """CPU seconds each named process used since start: where a phase's time went."""
+
+    def __init__(self, pids: Mapping[str, int]) -> None:
+        self.pids = dict(pids)
+        self.start = {name: _cpu_or_zero(pid) for name, pid in self.pids.items()}
+
+    def used(self) -> dict[str, float]:
+        return {name: _cpu_or_zero(pid) - self.start[name] for name, pid in self.pids.items()}
+
+    @staticmethod
+    def text(used: Mapping[str, float], seconds: float) -> str:
+        """`name 1.2s (0.6 cores)` by decreasing share, and the total."""
+        parts = [f"{name.removeprefix('kube-')} {v:.1f}s" for name, v in sorted(used.items(), key=lambda kv: -kv[1])]
+        total = sum(used.values())
+        return ", ".join(parts) + f"; total {total:.1f}s = {total / max(seconds, 1e-9):.2f} cores"
+
+
+def _cpu_or_zero(pid: int) -> float:
+    try:
+        return cpu_seconds(pid)
+    except OSError:  # exited: it uses nothing
+        return 0.0
+
+
 def die_with_parent() -> None:
     """preexec_fn: a child killed with us, so an interrupted run leaves nothing behind."""
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -95,7 +136,8 @@ class PySpy:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             [exe, "record", "--pid", str(self.pid), "--rate", str(self.rate), "--format", self.fmt,
-             "--output", str(self.out), "--threads", "--nonblocking"],
+             "--output", str(self.out), "--threads", "--nonblocking",
+             *(["--gil"] if os.environ.get("PY_SPY_GIL") else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=die_with_parent)  # noqa: PLW1509 (prctl only, nothing that takes a lock)
         time.sleep(0.5)  # attach before the measured work starts

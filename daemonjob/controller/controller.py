@@ -20,7 +20,6 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -49,6 +48,7 @@ from daemonjob.machinery.informer import InformerHooks
 from daemonjob.machinery.kube import ApiError, Kube
 from daemonjob.machinery.store import Derived
 from daemonjob.machinery.workqueue import RateLimitingQueue, default_controller_rate_limiter
+from daemonjob.machinery.writers import WriterPool
 
 __all__ = ["Controller", "job_event_delay", "owner_key", "ReconcileError"]
 
@@ -90,8 +90,8 @@ class Controller:
         self.metrics.expectations_overdue.set_function(self.expectations.overdue)
         self.queue = RateLimitingQueue(default_controller_rate_limiter(self.clock), name="daemonjob",
                                        clock=self.clock, metrics_provider=self.metrics.queue_provider)
-        self._pool = ThreadPoolExecutor(max_workers=create_concurrency, thread_name_prefix="api-writer")
-        self.act = Act(control, self.expectations, self.metrics, self._pool)
+        self._writers = WriterPool(create_concurrency, "api-writer")
+        self.act = Act(control, self.expectations, self.metrics, self._writers.map)
         self.history = HistoryCleaner(control, self.metrics, clock=self.clock)
         self.configmaps = (ConfigMapTracker(configmap_informers, self.queue.add)
                            if configmap_informers is not None else None)
@@ -176,7 +176,7 @@ class Controller:
         if self.configmaps is not None:
             self.configmaps.stop()
         self.history.stop()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._writers.shutdown()
 
     def healthy(self) -> str | None:
         dead = [inf.name for inf in self.informers.all() if not inf.alive()]

@@ -10,8 +10,8 @@ wait for these deletes: a pass that still sees a Job being cleaned skips it here
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 from cachetools import TTLCache
@@ -38,8 +38,12 @@ class HistoryCleaner:
         self._bucket = TokenBucket(qps, burst, clock)
         self._sent: TTLCache[str, bool] = TTLCache(defaults.HISTORY_DELETE_MAX_PENDING, defaults.HISTORY_DELETE_TTL,
                                                    timer=clock.now)
+        # One queue and one writer thread: a pass hands over thousands of deletes at a tick,
+        # and queueing one must cost no more than appending it.
+        self._pending: deque[tuple[str, DeleteJob]] = deque()
         self._lock = threading.Lock()
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="history")
+        self._wake = threading.Condition(self._lock)
+        self._writer: threading.Thread | None = None
         self._stopped = False
 
     def submit(self, namespace: str, deletes: Sequence[DeleteJob]) -> list[DeleteJob]:
@@ -50,9 +54,22 @@ class HistoryCleaner:
             new = [d for d in deletes if (d.uid or d.name) not in self._sent]
             for d in new:
                 self._sent[d.uid or d.name] = True
-        for d in new:
-            self._writer.submit(self._delete, namespace, d)
+            self._pending.extend((namespace, d) for d in new)
+            if new and self._writer is None:
+                self._writer = threading.Thread(target=self._write, name="history", daemon=True)
+                self._writer.start()
+            self._wake.notify()
         return new
+
+    def _write(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._stopped:
+                    self._wake.wait()
+                if self._stopped:
+                    return
+                namespace, d = self._pending.popleft()
+            self._delete(namespace, d)
 
     def _delete(self, namespace: str, d: DeleteJob) -> None:
         self._bucket.accept()
@@ -82,4 +99,5 @@ class HistoryCleaner:
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
-        self._writer.shutdown(wait=False, cancel_futures=True)
+            self._pending.clear()
+            self._wake.notify_all()

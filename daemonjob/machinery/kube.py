@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -107,8 +108,11 @@ class Kube:
     limiter: Any = None  # anything with accept(): ratelimit.TokenBucket
     on_request: RequestHook | None = None
     timeout: float = defaults.API_REQUEST_TIMEOUT
+    credentials_recheck: float = defaults.API_CREDENTIALS_RECHECK  # seconds between refresh hook calls
+    now: Callable[[], float] = time.monotonic
     _pool: urllib3.PoolManager = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _headers_cache: tuple[float, dict[str, str]] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.configuration.connection_pool_maxsize = max(
@@ -117,6 +121,11 @@ class Kube:
         self._pool = k8s_client.ApiClient(self.configuration).rest_client.pool_manager
         self._pool.pool_classes_by_scheme = {"http": _GuardedHTTPConnectionPool, "https": _GuardedHTTPSConnectionPool}
         self.host = self.configuration.host.rstrip("/")
+        # Requests go to the API server's own connection pool with the path alone: the pool
+        # manager would parse each URL to find the pool again. Through a proxy, the manager's way.
+        self._host_pool = None if isinstance(self._pool, urllib3.ProxyManager) else \
+            self._pool.connection_from_url(self.host)
+        self._path_prefix = urllib3.util.parse_url(self.host).path or ""
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -140,21 +149,38 @@ class Kube:
 
     # -- requests -----------------------------------------------------------------------
     def _headers(self, content_type: str | None) -> dict[str, str]:
+        base = self._base_headers()  # shared: a copy for each request
+        return {**base, "Content-Type": content_type} if content_type else dict(base)
+
+    def _base_headers(self) -> dict[str, str]:
+        """Accept, User-Agent and credentials, made again at most every `credentials_recheck` s.
+
+        The kubeconfig and in-cluster loaders hand over a refresh hook that renews an expiring
+        token (exec plugins, OIDC: ahead of expiry; projected tokens: when the file is a minute
+        old) and rewrites the host and proxy settings on every call, which cost more than the
+        rest of a request's preparation together; once a second is as current.
+        """
+        now = self.now()
+        cached = self._headers_cache
+        if cached is not None and now - cached[0] < self.credentials_recheck:
+            return cached[1]
         cfg = self.configuration
-        if cfg.refresh_api_key_hook is not None:
-            with self._lock:
-                cfg.refresh_api_key_hook(cfg)
-        headers = {"Accept": "application/json", "User-Agent": defaults.USER_AGENT}
-        token = cfg.get_api_key_with_prefix("authorization") or cfg.get_api_key_with_prefix("BearerToken")
-        if token:
-            headers["Authorization"] = token
-        if content_type:
-            headers["Content-Type"] = content_type
+        with self._lock:
+            headers = {"Accept": "application/json", "User-Agent": defaults.USER_AGENT}
+            token = cfg.get_api_key_with_prefix("authorization", alias="BearerToken")  # runs the hook
+            if token:
+                headers["Authorization"] = token
+            self._headers_cache = (now, headers)
         return headers
 
+    def _send(self, method: str, path: str, params: Mapping[str, Any] | None, **kw: Any) -> urllib3.BaseHTTPResponse:
+        if self._host_pool is None:
+            return self._pool.request(method, self.url(path, params), retries=False, **kw)
+        return self._host_pool.urlopen(method, self._path_prefix + _with_query(path, params), retries=False,
+                                       redirect=False, **kw)
+
     def url(self, path: str, params: Mapping[str, Any] | None = None) -> str:
-        query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
-        return f"{self.host}{path}" + (f"?{urlencode(query)}" if query else "")
+        return self.host + _with_query(path, params)
 
     def request(
         self,
@@ -179,15 +205,9 @@ class Kube:
             content_type = "application/json"
         code = 0
         try:
-            resp = self._pool.request(
-                method,
-                self.url(path, params),
-                body=data,
-                headers=self._headers(content_type),
-                timeout=urllib3.Timeout(total=self.timeout if timeout is None else timeout),
-                preload_content=True,
-                retries=False,
-            )
+            resp = self._send(method, path, params, body=data, headers=self._headers(content_type),
+                              timeout=urllib3.Timeout(total=self.timeout if timeout is None else timeout),
+                              preload_content=True)
             code = resp.status
         finally:
             _send_guard.fn = None
@@ -210,9 +230,8 @@ class Kube:
             self.limiter.accept()
         code = 0
         try:
-            resp = self._pool.request("GET", self.url(path, params), headers=self._headers(None),
-                                      timeout=urllib3.Timeout(total=timeout or self.timeout),
-                                      preload_content=True, retries=False)
+            resp = self._send("GET", path, params, headers=self._headers(None),
+                              timeout=urllib3.Timeout(total=timeout or self.timeout), preload_content=True)
             code = resp.status
         finally:
             if self.on_request is not None:
@@ -244,14 +263,8 @@ class Kube:
             self.limiter.accept()
         code = 0
         try:
-            resp = self._pool.request(
-                "GET",
-                self.url(path, {**params, "watch": "true"}),
-                headers=self._headers(None),
-                timeout=urllib3.Timeout(connect=self.timeout, read=read_timeout),
-                preload_content=False,
-                retries=False,
-            )
+            resp = self._send("GET", path, {**params, "watch": "true"}, headers=self._headers(None),
+                              timeout=urllib3.Timeout(connect=self.timeout, read=read_timeout), preload_content=False)
             code = resp.status
         finally:
             if self.on_request is not None:
@@ -295,6 +308,11 @@ class WatchStream:
         except Exception:  # already closed by the server
             pass
         self._resp.release_conn()
+
+
+def _with_query(path: str, params: Mapping[str, Any] | None) -> str:
+    query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+    return path + (f"?{urlencode(query)}" if query else "")
 
 
 def _param(value: Any) -> str:
