@@ -41,10 +41,11 @@ RESYNC_INTERVAL = 600.0  # seconds between full re-enqueues (0 disables)
 # pass also makes the full plan and compares, counting and repairing any difference.
 PLAN_SELF_CHECK_INTERVAL = 300.0
 HISTORY_LIMIT = 1
-# History cleanup (finished Jobs beyond historyLimit): its own pace, after a pass's creates,
-# so cleaning up the last run never delays the next one's creates.
-HISTORY_DELETE_QPS = 10.0
-HISTORY_DELETE_BURST = 20
+# History cleanup (finished Jobs beyond historyLimit): its own pace, never while a pass is
+# creating Jobs, so cleaning up the last run never delays the next one's creates. Half the
+# default client QPS: a run's history over 10,000 nodes is gone in under 7 minutes.
+HISTORY_DELETE_QPS = 25.0
+HISTORY_DELETE_BURST = 25
 HISTORY_DELETE_TTL = 600.0  # seconds a queued delete is not queued again while the cache lags
 HISTORY_DELETE_MAX_PENDING = 1_000_000
 # Job status changes arrive in bursts during a rollout; a DaemonJob is reconciled at most

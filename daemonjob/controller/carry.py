@@ -10,6 +10,7 @@ say what was done.
 from __future__ import annotations
 
 import dataclasses
+from contextlib import nullcontext
 from daemonjob.controller.act import Act, error_message, names_shown
 from daemonjob.controller.expectations import NameHolds
 from daemonjob.controller.history import HistoryCleaner
@@ -75,7 +76,8 @@ class Carry:
 
     def _create(self, seen: Observation, decision: Decision) -> list[Exception]:
         uid, generation = seen.uid, seen.generation
-        outcome = self.act.create_jobs(uid, seen.namespace, decision.creates)
+        with self.history.creates_first() if decision.creates else nullcontext():
+            outcome = self.act.create_jobs(uid, seen.namespace, decision.creates)
         revision = decision.status.get("currentRevision")
         if outcome.created:
             nodes = [c.node for c in outcome.created]

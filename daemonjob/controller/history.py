@@ -3,15 +3,18 @@
 As the CronJob controller cleans history after its sync, deleting old runs never delays
 the next one: a pass hands its History deletes here and goes on; a single writer thread
 sends them at a pace of their own (a token bucket), with background propagation (a
-finished Job's pods are done; the garbage collector removes them). Expectations do not
-wait for these deletes: a pass that still sees a Job being cleaned skips it here, by uid.
+finished Job's pods are done; the garbage collector removes them), and holds off while
+any pass is creating Jobs, so a run's creates never share the API budget with cleanup.
+Expectations do not wait for these deletes: a pass that still sees a Job being cleaned
+skips it here, by uid.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import structlog
 from cachetools import TTLCache
@@ -44,7 +47,20 @@ class HistoryCleaner:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._writer: threading.Thread | None = None
+        self._creating = 0  # passes creating Jobs now
         self._stopped = False
+
+    @contextmanager
+    def creates_first(self) -> Iterator[None]:
+        """Around a pass's creates: no history delete starts until they are done."""
+        with self._lock:
+            self._creating += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._creating -= 1
+                self._wake.notify_all()
 
     def submit(self, namespace: str, deletes: Sequence[DeleteJob]) -> list[DeleteJob]:
         """Queue the deletes not queued already; returns those newly queued."""
@@ -64,7 +80,7 @@ class HistoryCleaner:
     def _write(self) -> None:
         while True:
             with self._lock:
-                while not self._pending and not self._stopped:
+                while (not self._pending or self._creating) and not self._stopped:
                     self._wake.wait()
                 if self._stopped:
                     return

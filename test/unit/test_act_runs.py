@@ -13,6 +13,10 @@ from typing import Any
 import pytest
 
 from daemonjob.controller.controller import Controller
+from daemonjob.controller.history import HistoryCleaner
+from daemonjob.controller.metrics import Metrics
+from daemonjob.domain.actions import DeleteJob
+from daemonjob.domain.plan import HISTORY
 from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, tick_run_id
 from daemonjob.machinery.clock import FAKE_WALL_START, FakeClock
@@ -409,3 +413,29 @@ def test_history_cleanup_comes_after_the_new_runs_creates_and_is_not_waited_for(
     assert {c.body for c in calls if c.verb == "delete"} == {"Background"}
     assert bed.ctl.expectations.satisfied("dj-uid")  # nothing waits on history deletes
     assert bed.events("SuccessfulDelete")
+
+
+def test_history_deletes_wait_while_any_pass_is_creating_jobs() -> None:
+    control = FakeJobControl()
+    for i in range(3):
+        control.objects[f"ns/old-{i}"] = {"metadata": {"name": f"old-{i}", "namespace": "ns"}}
+    cleaner = HistoryCleaner(control, Metrics(), qps=1000, burst=1000)
+    history = [DeleteJob(f"old-{i}", f"node-{i}", HISTORY, f"uid-{i}") for i in range(3)]
+
+    def deleted() -> int:
+        return len([c for c in control.calls if c.verb == "delete"])
+
+    try:
+        with cleaner.creates_first():
+            with cleaner.creates_first():  # two passes creating at once
+                assert cleaner.submit("ns", history) == history
+                time.sleep(0.2)
+            time.sleep(0.2)
+            assert deleted() == 0  # held while either pass creates
+        deadline = time.monotonic() + 5
+        while deleted() < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [c.name for c in control.calls] == ["old-0", "old-1", "old-2"]
+        assert cleaner.submit("ns", history) == []  # queued once
+    finally:
+        cleaner.stop()
