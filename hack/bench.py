@@ -66,6 +66,7 @@ EVERY_MINUTE = "* * * * *"
 # started by a trigger, the first one included, so all of them are runs of one kind.
 NEVER_DURING_BENCH = "0 0 1 1 *"
 RUN_LABEL_TIME = "%Y%m%dt%H%M%Sz"  # a scheduled run's daemonjob.io/run label: its tick in UTC
+TICK_LEAD = 0.3  # seconds before a scheduled tick that a run's measurement starts
 
 
 @dataclass
@@ -339,6 +340,7 @@ class RunFigures:
     cpu: float  # controller CPU seconds from the trigger (or the previous run's end) to Complete
     requests: dict[tuple[str, str], float]
     cpu_shares: dict[str, float]  # CPU seconds per process from the trigger to N Jobs
+    watches: str  # the controller's watch restarts and relists until N Jobs
 
 
 def tick_daemonjob_body(trigger: str, duration: float, run_now: str | None) -> dict[str, Any]:
@@ -362,7 +364,10 @@ def wait_run(kube: Kube, ctl: ControllerProcess, jobs: benchlib.ObjectWatch, n: 
 
     `started`: when the trigger was written; None for a scheduled run, whose start is its tick.
     """
-    before, cpu0 = ctl.requests(), benchlib.cpu_seconds(ctl.pid)
+    if started is None:  # the run starts at the next minute's tick: CPU shares count from just before it
+        time.sleep(max(0.0, 60 - time.time() % 60 - TICK_LEAD))
+    scraped, cpu0 = benchlib.scrape(ctl.metrics_url), benchlib.cpu_seconds(ctl.pid)
+    before = benchlib.api_requests(scraped)
     shares = benchlib.CpuShares(pids)
 
     def new_run(w: benchlib.ObjectWatch) -> bool:
@@ -371,6 +376,7 @@ def wait_run(kube: Kube, ctl: ControllerProcess, jobs: benchlib.ObjectWatch, n: 
 
     jobs.wait(new_run, timeout, f"{n} Jobs of a new run")
     used = shares.used()
+    churn = benchlib.watch_churn(scraped, benchlib.scrape(ctl.metrics_url))
     run = next(r for r, names in jobs.groups.items() if r not in known and len(names) >= n)
     t0 = started if started is not None else tick_monotonic(run)
     to_first, to_jobs = (jobs.time_of_nth(k, jobs.groups[run]) - t0 for k in (1, n))
@@ -385,7 +391,7 @@ def wait_run(kube: Kube, ctl: ControllerProcess, jobs: benchlib.ObjectWatch, n: 
 
     done = benchlib.wait_until(complete, timeout, f"run {run} Complete over {n} nodes")
     return RunFigures(run, to_first, to_jobs, done - t0, benchlib.cpu_seconds(ctl.pid) - cpu0,
-                      benchlib.request_delta(before, ctl.requests()), used)
+                      benchlib.request_delta(before, ctl.requests()), used, churn)
 
 
 def bench_tick(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results,
@@ -433,7 +439,8 @@ def _report_run(i: int, figures: RunFigures, first: RunFigures, n: int, res: Res
         res.add(f"{what}: ratio to run 1, to Complete", figures.to_complete / first.to_complete)
     res.add(f"{what}: controller CPU seconds", figures.cpu)
     res.note(f"{what}, {figures.run}: requests {_requests_text(figures.requests)}")
-    res.note(f"{what}: CPU until {n} Jobs: {benchlib.CpuShares.text(figures.cpu_shares, figures.to_jobs)}")
+    res.note(f"{what}: CPU until {n} Jobs: {benchlib.CpuShares.text(figures.cpu_shares, figures.to_jobs)}; "
+             f"controller: {figures.watches}")
 
 
 def busy_pids(cluster: LocalCluster, ctl: ControllerProcess | None = None) -> dict[str, int]:

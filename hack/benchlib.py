@@ -370,6 +370,18 @@ def request_delta(before: Mapping[tuple[str, str], float],
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
 
+def watch_churn(before: Mapping[tuple[str, tuple[tuple[str, str], ...]], float],
+                after: Mapping[tuple[str, tuple[tuple[str, str], ...]], float]) -> str:
+    """The controller's watch restarts (by informer and cause) and relists between two scrapes."""
+    parts = []
+    for (name, labels), value in sorted(after.items()):
+        delta = value - before.get((name, labels), 0.0)
+        if delta > 0 and name in ("daemonjob_watch_restarts_total", "daemonjob_relists_total"):
+            what = "relists" if name == "daemonjob_relists_total" else "watch restarts"
+            parts.append(f"{what} {' '.join(v for _, v in labels)} {delta:.0f}")
+    return ", ".join(parts) or "no watch restarts or relists"
+
+
 def sample_value(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float], name: str) -> float:
     return sum(v for (n, _), v in samples.items() if n == name)
 
