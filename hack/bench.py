@@ -188,6 +188,24 @@ class ControllerProcess:
         benchlib.stop_process(self.proc)
 
 
+def simulated_nodes(kube: Kube, n: int, writers: int, timeout: float) -> SimKubelet:
+    """N nodes of the bench pool, registered and Ready, on a started simulated kubelet.
+
+    Node heartbeats are off (the clusters run without the node lifecycle controller): at
+    scale they would load the API server.
+    """
+    kubelet = SimKubelet(kube, heartbeat_interval=3600, clear_not_ready_taint=True, writers=writers)
+    kubelet.start()
+    try:
+        names = [f"bench-{i:05d}" for i in range(n)]
+        kubelet.add_nodes(NodeSpec(name, labels={POOL_LABEL: POOL}) for name in names)
+        kubelet.wait_ready(names, timeout=timeout)
+    except BaseException:
+        kubelet.stop()
+        raise
+    return kubelet
+
+
 # -- phases -------------------------------------------------------------------------------
 def bench_daemonset(kube: Kube, n: int, timeout: float, res: Results, pids: Mapping[str, int]) -> float:
     """(a): seconds until the DaemonSet controller has created N pods."""
@@ -262,6 +280,41 @@ def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Nam
     return seconds
 
 
+def join_nodes(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, d: int, joins: int, interval: float,
+               timeout: float) -> list[float]:
+    """Nodes joined one at a time: for each, seconds from its registration until its D Jobs exist.
+
+    From the start of registration: the node is eligible once the simulated kubelet has
+    cleared its not-ready taint, a few milliseconds later.
+    """
+    jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs"), label_selector=LABEL_NAME, group=job_node).start(
+        include_existing=False)
+    latencies: list[float] = []
+    try:
+        for i in range(joins):
+            node = f"bench-join-{i:03d}"
+            started = time.monotonic()
+            kubelet.add_nodes([NodeSpec(node, labels={POOL_LABEL: POOL})])
+
+            def joined(w: benchlib.ObjectWatch, node: str = node) -> bool:
+                ctl.check()
+                return len(w.groups.get(node, ())) >= d
+
+            jobs.wait(joined, timeout, f"{d} Jobs on {node}")
+            latencies.append(jobs.time_of_nth(d, jobs.groups[node]) - started)
+            time.sleep(interval)
+    finally:
+        jobs.stop()
+    return latencies
+
+
+def report_joins(res: Results, latencies: list[float], d: int, p99_target: str) -> None:
+    p = benchlib.percentile
+    res.add(f"join latency p50 (s, {d} Jobs, {len(latencies)} joins)", p(latencies, 50))
+    res.add(f"join latency p99 (s, {d} Jobs, {len(latencies)} joins)", p(latencies, 99), p99_target)
+    res.note("join latencies (s): " + " ".join(f"{x:.2f}" for x in latencies))
+
+
 def bench_joins(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, n: int, args: argparse.Namespace,
                 res: Results) -> None:
     """(c): with D DaemonJobs converged, seconds from a node's registration to its D Jobs."""
@@ -274,34 +327,12 @@ def bench_joins(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, n: int,
     wait_complete(kube, names, n, convergence_timeout, ctl.check)
     res.add(f"{d} DaemonJobs Complete after (s)", time.monotonic() - started)
 
-    jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs"), label_selector=LABEL_NAME, group=job_node).start(
-        include_existing=False)
-    latencies: list[float] = []
     before, cpu0 = benchlib.scrape(ctl.metrics_url), benchlib.cpu_seconds(ctl.pid)
-    try:
-        with benchlib.PySpy(ctl.pid, args.py_spy / "joins.json" if args.py_spy else None):
-            for i in range(args.joins):
-                node = f"bench-join-{i:03d}"
-                # From the start of registration: the node is eligible once the simulated
-                # kubelet has cleared its not-ready taint, a few milliseconds later.
-                started = time.monotonic()
-                kubelet.add_nodes([NodeSpec(node, labels={POOL_LABEL: POOL})])
-
-                def joined(w: benchlib.ObjectWatch, node: str = node) -> bool:
-                    ctl.check()
-                    return len(w.groups.get(node, ())) >= d
-
-                jobs.wait(joined, 60, f"{d} Jobs on {node}")
-                latencies.append(jobs.time_of_nth(d, jobs.groups[node]) - started)
-                time.sleep(args.join_interval)
-    finally:
-        jobs.stop()
+    with benchlib.PySpy(ctl.pid, args.py_spy / "joins.json" if args.py_spy else None):
+        latencies = join_nodes(kube, kubelet, ctl, d, args.joins, args.join_interval, 60)
     cpu, after = benchlib.cpu_seconds(ctl.pid) - cpu0, benchlib.scrape(ctl.metrics_url)
     wait_complete(kube, names, n + args.joins, args.timeout, ctl.check)
-    p = benchlib.percentile
-    res.add(f"join latency p50 (s, {d} Jobs, {len(latencies)} joins)", p(latencies, 50))
-    res.add(f"join latency p99 (s, {d} Jobs, {len(latencies)} joins)", p(latencies, 99), "< 1 (N=1000)")
-    res.note("join latencies (s): " + " ".join(f"{x:.2f}" for x in latencies))
+    report_joins(res, latencies, d, "< 1 (N=1000)")
     count = benchlib.sample_value(after, "daemonjob_reconcile_duration_seconds_count") - \
         benchlib.sample_value(before, "daemonjob_reconcile_duration_seconds_count")
     total = benchlib.sample_value(after, "daemonjob_reconcile_duration_seconds_sum") - \
@@ -509,13 +540,8 @@ def main() -> int:
     try:
         cluster.start()
         kube = Kube.from_config(str(cluster.kubeconfig))
-        # Node heartbeats off (lifecycle controller off): at scale they would load the apiserver.
-        kubelet = SimKubelet(kube, heartbeat_interval=3600, clear_not_ready_taint=True, writers=args.writers)
-        kubelet.start()
         started = time.monotonic()
-        names = [f"bench-{i:05d}" for i in range(n)]
-        kubelet.add_nodes(NodeSpec(name, labels={POOL_LABEL: POOL}) for name in names)
-        kubelet.wait_ready(names, timeout=args.timeout)
+        kubelet = simulated_nodes(kube, n, args.writers, args.timeout)
         print(f"{n} nodes Ready in {time.monotonic() - started:.1f}s", flush=True)
         benchlib.apply_crd(kube)
 

@@ -33,14 +33,14 @@ from typing import Any
 import bench
 import benchlib
 import urllib3
-from bench import POOL, POOL_LABEL, ControllerProcess, Results
+from bench import ControllerProcess, Results
 
 from daemonjob import defaults
 from daemonjob.domain.jobs import API_VERSION, LABEL_NAME
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster
 from daemonjob.testing.jobcontroller import SimJobController
-from daemonjob.testing.kubelet import NodeSpec, SimKubelet
+from daemonjob.testing.kubelet import SimKubelet
 
 # What the controller's informers list; kubectl and the plain list read the same.
 KINDS: dict[str, tuple[str, str, dict[str, str]]] = {  # name -> (apiVersion, plural, selectors)
@@ -94,28 +94,8 @@ def join_latencies(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, name
                    args: argparse.Namespace, res: Results) -> None:
     """(b): seconds from a node's registration until its D Jobs exist, over J joins."""
     d = len(names)
-    jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs"), label_selector=LABEL_NAME,
-                                group=bench.job_node).start(include_existing=False)
-    latencies: list[float] = []
-    try:
-        for i in range(args.joins):
-            node = f"bench-join-{i:03d}"
-            started = time.monotonic()
-            kubelet.add_nodes([NodeSpec(node, labels={POOL_LABEL: POOL})])
-
-            def joined(w: benchlib.ObjectWatch, node: str = node) -> bool:
-                ctl.check()
-                return len(w.groups.get(node, ())) >= d
-
-            jobs.wait(joined, args.timeout, f"{d} Jobs on {node}")
-            latencies.append(jobs.time_of_nth(d, jobs.groups[node]) - started)
-            time.sleep(args.join_interval)
-    finally:
-        jobs.stop()
-    p = benchlib.percentile
-    res.add(f"join latency p50 (s, {d} Jobs, {len(latencies)} joins)", p(latencies, 50))
-    res.add(f"join latency p99 (s, {d} Jobs, {len(latencies)} joins)", p(latencies, 99), "<= 0.5 (N=10000)")
-    res.note("join latencies (s): " + " ".join(f"{x:.2f}" for x in latencies))
+    latencies = bench.join_nodes(kube, kubelet, ctl, d, args.joins, args.join_interval, args.timeout)
+    bench.report_joins(res, latencies, d, "<= 0.5 (N=10000)")
     bench.wait_complete(kube, names, n + args.joins, args.timeout, ctl.check)
 
 
@@ -281,12 +261,8 @@ def main() -> int:
     try:
         cluster.start()
         kube = Kube.from_config(str(cluster.kubeconfig))
-        kubelet = SimKubelet(kube, heartbeat_interval=3600, clear_not_ready_taint=True, writers=args.writers)
-        kubelet.start()
         started = time.monotonic()
-        names = [f"bench-{i:05d}" for i in range(n)]
-        kubelet.add_nodes(NodeSpec(name, labels={POOL_LABEL: POOL}) for name in names)
-        kubelet.wait_ready(names, timeout=max(args.timeout, 0.1 * n))
+        kubelet = bench.simulated_nodes(kube, n, args.writers, max(args.timeout, 0.1 * n))
         res.add(f"{n} nodes registered and Ready after (s)", time.monotonic() - started)
         benchlib.apply_crd(kube)
         jobsim = SimJobController(kube, label_selector=LABEL_NAME, writers=args.writers)

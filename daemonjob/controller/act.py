@@ -10,7 +10,6 @@ next pass waits for the cache only for what really happened.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -87,14 +86,14 @@ class Conflict:
 
 
 class Act:
-    """Writes for one controller; `run_all` maps over a bounded pool of writer threads."""
+    """Writes for one controller; `run_all` maps over a bounded pool of writer threads (WriterPool.map)."""
 
     def __init__(self, control: JobControl, expectations: Expectations, metrics: Metrics,
-                 run_all: Callable[[Callable[[_T], _R], Iterable[_T]], Iterable[_R]] | Executor) -> None:
+                 run_all: Callable[[Callable[[_T], _R], Iterable[_T]], Iterable[_R]]) -> None:
         self.control = control
         self.expectations = expectations
         self.metrics = metrics
-        self._map = run_all.map if isinstance(run_all, Executor) else run_all
+        self._map = run_all
 
     # -- deletes -------------------------------------------------------------------------
     def delete_jobs(self, uid: str, namespace: str, deletes: Sequence[DeleteJob]) -> DeleteOutcome:
