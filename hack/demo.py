@@ -35,7 +35,7 @@ NAME = "node-setup"
 
 # The embedded default: configure every Linux node, two at a time. The sim.daemonjob.io
 # annotations tell the simulated nodes how long the container runs, what it prints and how
-# it exits: node-04 fails with exit code 3 and a termination message.
+# it exits: node-04 fails with exit code 3, a termination message and a log that say why.
 FAILING_NODE = "node-04"
 DAEMONJOB: dict[str, Any] = {
     "apiVersion": "daemonjob.io/v1alpha1",
@@ -48,6 +48,8 @@ DAEMONJOB: dict[str, Any] = {
             "metadata": {"annotations": {
                 "sim.daemonjob.io/duration": "2",
                 "sim.daemonjob.io/output": "configuring {node}\npackages up to date on {node}",
+                "sim.daemonjob.io/failure-output": "configuring {node}\n"
+                                                   "could not get lock /var/lib/dpkg/lock on {node}",
                 "sim.daemonjob.io/fail-on": FAILING_NODE,
                 "sim.daemonjob.io/exit-code": "3",
                 "sim.daemonjob.io/message": "could not get lock /var/lib/dpkg/lock on {node}",

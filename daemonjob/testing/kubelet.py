@@ -10,6 +10,8 @@ Succeeded/Failed, as chosen by their annotations:
   Pending straight to its end, in one status write;
 - `sim.daemonjob.io/output`: what the container prints, served by the kubelet log endpoint
   (`{node}` stands for the node's name, so one template gives per-node output);
+- `sim.daemonjob.io/failure-output`: what it prints instead where it exits non-zero (on the
+  fail-on nodes, say), so its log agrees with its exit code and message;
 - `sim.daemonjob.io/message`: the container's termination message (`{node}` as above);
 - `sim.daemonjob.io/reason`: the terminated container's reason (e.g. OOMKilled, whose exit
   code is 137 unless the exit-code annotation says otherwise);

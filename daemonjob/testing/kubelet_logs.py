@@ -3,7 +3,9 @@
 The API server proxies `pods/log` to `https://<node InternalIP>:<kubeletEndpoint port>/
 containerLogs/<ns>/<pod>/<container>`; without `--kubelet-certificate-authority` it does not
 verify the kubelet's certificate, so one self-signed server on loopback serves every node.
-A pod's output is its `sim.daemonjob.io/output` annotation, `{node}` replaced by its node.
+A pod's output is its `sim.daemonjob.io/output` annotation, `{node}` replaced by its node;
+on a node where the container fails, `sim.daemonjob.io/failure-output` when set, so the log
+tells the same story as the exit code and the termination message.
 """
 
 from __future__ import annotations
@@ -19,14 +21,20 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from daemonjob.testing.tls import self_signed
 
 ANNOTATION_OUTPUT = "sim.daemonjob.io/output"
+ANNOTATION_FAILURE_OUTPUT = "sim.daemonjob.io/failure-output"
 
 PodLookup = Callable[[str, str], Mapping[str, Any] | None]
 
 
 def pod_output(pod: Mapping[str, Any]) -> str:
-    """What the simulated container printed: the output annotation for its node, newline-ended."""
-    meta = pod.get("metadata") or {}
-    text = (meta.get("annotations") or {}).get(ANNOTATION_OUTPUT, "")
+    """What the simulated container printed for its node, newline-ended: the failure output
+    where it exits non-zero (if the pod has one), the output otherwise."""
+    from daemonjob.testing.kubelet import sim_exit_code  # it imports this module
+
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(ANNOTATION_OUTPUT, "")
+    if ANNOTATION_FAILURE_OUTPUT in annotations and sim_exit_code(pod) != 0:
+        text = annotations[ANNOTATION_FAILURE_OUTPUT]
     text = text.replace("{node}", (pod.get("spec") or {}).get("nodeName") or "")
     return text if not text or text.endswith("\n") else text + "\n"
 

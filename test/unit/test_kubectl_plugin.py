@@ -195,6 +195,24 @@ def test_simulated_kubelet_log_query() -> None:
     assert select_log(p, {"sinceSeconds": ["120"]}, now=now) == "1 n\n2\n3\n"
 
 
+def test_simulated_output_on_a_failing_node_tells_the_failure() -> None:
+    annotations = {"sim.daemonjob.io/output": "configuring {node}\nup to date on {node}",
+                   "sim.daemonjob.io/failure-output": "configuring {node}\nno lock on {node}",
+                   "sim.daemonjob.io/fail-on": "bad", "sim.daemonjob.io/exit-code": "3"}
+
+    def on(node_name: str, **extra: str) -> dict[str, Any]:
+        return {"metadata": {"annotations": {**annotations, **extra}}, "spec": {"nodeName": node_name},
+                "status": {"startTime": "2026-01-01T00:00:00Z"}}
+
+    assert select_log(on("bad"), {}) == "configuring bad\nno lock on bad\n"
+    assert select_log(on("good"), {}) == "configuring good\nup to date on good\n"
+    # without fail-on, the exit code alone decides
+    everywhere = on("any", **{"sim.daemonjob.io/fail-on": ""})
+    assert select_log(everywhere, {"tailLines": ["1"]}) == "no lock on any\n"
+    assert select_log(on("any", **{"sim.daemonjob.io/fail-on": "", "sim.daemonjob.io/exit-code": "0"}),
+                      {"tailLines": ["1"]}) == "up to date on any\n"
+
+
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
