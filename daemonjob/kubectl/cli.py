@@ -14,7 +14,7 @@ import urllib3
 
 from daemonjob import defaults
 from daemonjob.machinery.kube import ApiError
-from daemonjob.kubectl import client, create, listing, logs, rerun, status, wait
+from daemonjob.kubectl import client, create, listing, logs, rerun, runnow, status, suspend, wait
 from daemonjob.kubectl.client import PluginError
 
 Command = Callable[[argparse.Namespace, client.Target], int]
@@ -41,6 +41,17 @@ EXAMPLES = {
   kubectl daemonjob rerun node-setup                   # every node again (a new revision)
   kubectl daemonjob rerun node-setup --failed --yes    # only the nodes that failed
   kubectl daemonjob rerun node-setup --node node-03 --node node-07
+""",
+    "pause": """examples:
+  kubectl daemonjob pause node-setup     # no new node starts; running Jobs finish, ticks are skipped
+  kubectl daemonjob resume node-setup
+""",
+    "resume": """examples:
+  kubectl daemonjob resume node-setup    # the rollout goes on where it stopped
+""",
+    "run-now": """examples:
+  kubectl daemonjob run-now nightly-cleanup                       # one run now on every eligible node
+  kubectl daemonjob run-now nightly-cleanup --wait --timeout 30m  # and follow it: exit 0, 2 failed, 1 timeout
 """,
     "create": """examples:
   kubectl daemonjob create collect-dmesg --image busybox:1.36 -- sh -c 'dmesg | tail'
@@ -130,6 +141,17 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--node", action="append", metavar="NODE", type=_node_list,
                        help="re-run this node (repeat, or comma-separated)")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+
+    p = command("pause", "Start no new node Job (spec.suspend: true); running Jobs finish.", suspend.pause)
+    p.add_argument("name", metavar="NAME")
+    p = command("resume", "Start node Jobs again (spec.suspend: false).", suspend.resume)
+    p.add_argument("name", metavar="NAME")
+
+    p = command("run-now", "Start one run now on every eligible node (the daemonjob.io/run-now annotation).",
+                runnow.run)
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--wait", action="store_true", help="follow that run to its end: exit 0 succeeded, 2 failed")
+    p.add_argument("--timeout", help="with --wait: give up after this long (e.g. 30s, 10m); default: never")
 
     p = command("create", "Create a DaemonJob running COMMAND on every selected node.", create.run)
     p.add_argument("name", metavar="NAME")

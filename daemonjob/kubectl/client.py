@@ -24,6 +24,7 @@ from daemonjob.machinery.kube import ApiError, ConfigError, Kube, path_for
 
 PLURAL = "daemonjobs"
 RESOURCE = "daemonjobs.daemonjob.io"
+KIND_RESOURCE = "daemonjob.daemonjob.io"  # kubectl's `kind.group/name` in what a write prints
 IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 

@@ -196,12 +196,15 @@ def build_view(
     nodes: Iterable[Mapping[str, Any]],
     *,
     all_nodes: bool = False,
+    nodes_filtered: bool = False,
 ) -> NodeView:
-    """Every node's row, sorted by node name.
+    """Every node's row, sorted by node name, and the counts of exactly those rows.
 
     Nodes the DaemonJob does not select and never ran on are counted in
     `hidden_not_selected` rather than listed, unless `all_nodes`: on a big cluster they
-    would bury the nodes that matter.
+    would bury the nodes that matter. `nodes_filtered`: `nodes` are only those matching a
+    label selector, so a Job whose node is not among them is another node's, not one of a
+    node that is gone, and is left out of rows and counts alike.
     """
     revision = current_revision(dj)
     run = current_run(dj)
@@ -246,17 +249,31 @@ def build_view(
         else:
             rows.append(NodeRow(node=name, state=PENDING))
     for name, job in current.items():  # Jobs whose node was deleted
-        if name not in seen:
+        if name not in seen and not nodes_filtered:
             row = job_row(name, job, newest_pod.get((job.get("metadata") or {}).get("uid") or ""))
             rows.append(_with_eligibility(row, NODE_GONE, "the node no longer exists"))
     rows.sort(key=lambda r: r.node)
+    return NodeView(revision=revision, run=run, rows=rows, hidden_not_selected=hidden, spec_error=spec_error,
+                    counts=count_rows(rows, hidden))
+
+
+def count_rows(rows: Iterable[NodeRow], hidden_not_selected: int = 0) -> dict[str, int]:
+    """The counts line of these rows, adding up as the controller's status does:
+    `desired` = pending + active + succeeded + failed + terminating.
+
+    A node no longer eligible stays desired while its Job is still running (it holds its
+    maxParallel slot, as the controller counts it); once its Job has finished, or when it
+    never had one, it is counted as not eligible only.
+    """
     counts = {state: 0 for state in STATES}
     for row in rows:
-        counts[row.state] += 1
-    counts["desired"] = sum(1 for r in rows if not r.ineligible)
-    counts[INELIGIBLE] += hidden
-    return NodeView(revision=revision, run=run, rows=rows, hidden_not_selected=hidden, spec_error=spec_error,
-                    counts=counts)
+        if row.ineligible and row.state not in (ACTIVE, TERMINATING):
+            counts[INELIGIBLE] += 1
+        else:
+            counts[row.state] += 1
+    counts["desired"] = sum(counts[s] for s in STATES if s != INELIGIBLE)
+    counts[INELIGIBLE] += hidden_not_selected
+    return counts
 
 
 def _with_eligibility(row: NodeRow, word: str, detail: str) -> NodeRow:

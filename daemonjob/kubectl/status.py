@@ -27,10 +27,9 @@ def load_view(target: client.Target, name: str, node_selector: str | None = None
     `cached` lets the API server answer the lists from its watch cache: right for a view,
     not for deciding what to delete (`rerun`)."""
     snap = client.read_snapshot(target, name, node_selector, cached=cached)
-    view = build_view(snap.daemonjob, snap.jobs, snap.pods, snap.nodes, all_nodes=all_nodes)
-    if node_selector:  # only the selected nodes, also among those whose Node is gone
-        names = {n["metadata"]["name"] for n in snap.nodes}
-        view.rows = [r for r in view.rows if r.node in names]
+    # With -l only the matching Nodes are listed: rows and counts are of those nodes alone.
+    view = build_view(snap.daemonjob, snap.jobs, snap.pods, snap.nodes, all_nodes=all_nodes,
+                      nodes_filtered=bool(node_selector))
     return snap.daemonjob, view
 
 
@@ -43,7 +42,7 @@ def select_rows(rows: list[NodeRow], nodes: list[str] | None, failed: bool) -> l
     return rows
 
 
-def header_lines(dj: Mapping[str, Any], view: NodeView) -> list[str]:
+def header_lines(dj: Mapping[str, Any], view: NodeView, selector: str | None = None) -> list[str]:
     meta = dj.get("metadata") or {}
     status = dj.get("status") or {}
     c = view.counts
@@ -60,6 +59,8 @@ def header_lines(dj: Mapping[str, Any], view: NodeView) -> list[str]:
         counts += f", {c['terminating']} terminating"
     if c["ineligible"]:
         counts += f"; {c['ineligible']} nodes not eligible"
+    if selector:
+        counts += f" (of the nodes matching {selector}; the conditions below are of every node)"
     lines.append(counts)
     observed = status.get("observedGeneration")
     if observed is None or observed != meta.get("generation"):
@@ -109,12 +110,13 @@ def table_row(row: NodeRow, now: datetime, wide: bool) -> list[str]:
     return cells
 
 
-def document(dj: Mapping[str, Any], view: NodeView, rows: list[NodeRow]) -> dict[str, Any]:
+def document(dj: Mapping[str, Any], view: NodeView, rows: list[NodeRow],
+             selector: str | None = None) -> dict[str, Any]:
     meta = dj.get("metadata") or {}
     return {
         "name": meta.get("name"), "namespace": meta.get("namespace"), "revision": view.revision, "run": view.run,
         "generation": meta.get("generation"), "observedGeneration": (dj.get("status") or {}).get("observedGeneration"),
-        "counts": view.counts, "conditions": (dj.get("status") or {}).get("conditions") or [],
+        "nodeSelector": selector, "counts": view.counts, "conditions": (dj.get("status") or {}).get("conditions") or [],
         **_schedule_fields(dj),
         "nodes": [r.to_dict() for r in rows],
     }
@@ -137,9 +139,9 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
             print(f'node "{node}" is not known to this DaemonJob (no such node, or not selected and never run on)',
                   file=sys.stderr)
     if args.output in ("json", "yaml"):
-        output.dump(document(dj, view, rows), args.output)
+        output.dump(document(dj, view, rows, args.selector), args.output)
     else:
-        print("\n".join(header_lines(dj, view)))
+        print("\n".join(header_lines(dj, view, args.selector)))
         print()
         now = datetime.now(timezone.utc)
         wide = args.output == "wide"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -88,9 +88,24 @@ def plain_line(p: Progress, rate: Rate, now: float) -> str:
 
 def run(args: argparse.Namespace, target: client.Target) -> int:
     timeout = parse_duration(args.timeout) if args.timeout else 0.0
-    start = time.monotonic()
-    dj = client.get_daemonjob(target, args.name)
-    p = progress_of(dj)
+    p = follow(target, args.name, progress_of, timeout=timeout, timeout_text=args.timeout)
+    if p is None:
+        return EXIT_TIMEOUT
+    if p.verdict == "Complete":
+        print(f'daemonjob "{args.name}" successfully rolled out: {p.message}')
+        return 0
+    print(f'daemonjob "{args.name}" {p.verdict.lower()}: {p.message}', file=sys.stderr)
+    return EXIT_FAILED
+
+
+def follow(target: client.Target, name: str, judge: Callable[[Mapping[str, Any]], Progress], *,
+           timeout: float = 0.0, timeout_text: str | None = None, what: str = "",
+           start: float | None = None) -> Progress | None:
+    """Read the DaemonJob once a second, showing `judge`'s progress, until it gives a verdict
+    (returned) or `timeout` seconds from `start` pass (None, said on stderr). `what` names the
+    thing waited for in the timeout's words (default: the DaemonJob)."""
+    start = time.monotonic() if start is None else start
+    p = judge(client.get_daemonjob(target, name))
     rate = Rate(start, p.done)
     bar = _Bar() if is_terminal(sys.stdout) else None
     last_line, last_print = "", 0.0
@@ -106,24 +121,21 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
                     print(line, flush=True)
                     last_line, last_print = key, now
             if p.verdict is not None:
-                break
+                return p
             if timeout and now - start >= timeout:
                 if bar is not None:
                     bar.stop()
                     bar = None
-                print(f"error: timed out after {args.timeout} waiting for daemonjob \"{args.name}\": "
-                      f"{p.done}/{p.desired} nodes done, {p.failed} failed", file=sys.stderr)
-                return EXIT_TIMEOUT
+                subject = what or f'daemonjob "{name}"'
+                print(f"error: timed out after {timeout_text} waiting for {subject}: "
+                      f"{p.done}/{p.desired} nodes done, {p.failed} failed"
+                      + (f"; {p.message}" if p.message else ""), file=sys.stderr)
+                return None
             time.sleep(defaults.PLUGIN_POLL_INTERVAL)
-            p = progress_of(client.get_daemonjob(target, args.name))
+            p = judge(client.get_daemonjob(target, name))
     finally:
         if bar is not None:
             bar.stop()
-    if p.verdict == "Complete":
-        print(f'daemonjob "{args.name}" successfully rolled out: {p.message}')
-        return 0
-    print(f'daemonjob "{args.name}" {p.verdict.lower()}: {p.message}', file=sys.stderr)
-    return EXIT_FAILED
 
 
 class _Bar:

@@ -102,6 +102,35 @@ def test_view_hides_unselected_nodes_unless_asked_and_keeps_jobs_of_gone_nodes()
     assert {r.node: r.reason for r in everything.rows}["out"] == "not selected"
 
 
+def _adds_up(counts: dict[str, int]) -> bool:
+    return counts["desired"] == sum(counts[k] for k in ("pending", "active", "succeeded", "failed", "terminating"))
+
+
+def test_counts_with_a_label_selector_describe_exactly_the_rows() -> None:
+    # six nodes, three in zone a; Jobs on all six: a -l zone=a view must not count the others' Jobs
+    nodes = [node(f"n{i}", {"zone": "a" if i < 3 else "b"}) for i in range(6)]
+    jobs = [job(f"n{i}", "failed" if i in (0, 4) else "succeeded") for i in range(6)]
+    selected = [n for n in nodes if n["metadata"]["labels"]["zone"] == "a"]
+    view = build_view(dj(), jobs, [], selected, nodes_filtered=True)
+    assert [r.node for r in view.rows] == ["n0", "n1", "n2"]
+    assert {k: view.counts[k] for k in ("desired", "succeeded", "failed")} == {"desired": 3, "succeeded": 2, "failed": 1}
+    assert _adds_up(view.counts)
+    # unfiltered, a Job whose Node is missing is a node gone: listed, counted as not eligible
+    whole = build_view(dj(), jobs, [], selected)
+    assert len(whole.rows) == 6 and whole.counts["desired"] == 3 and whole.counts["ineligible"] == 3
+    assert _adds_up(whole.counts)
+
+
+def test_counts_add_up_when_a_node_turned_ineligible() -> None:
+    nodes = [node("a"), node("b", unschedulable=True), node("c", unschedulable=True)]
+    jobs = [job("a", "succeeded"), job("b", "succeeded"), job("c", None)]
+    view = build_view(dj(), jobs, [], nodes)
+    # b finished before it was cordoned: not desired; c still runs: desired and active, holding its slot
+    assert {k: view.counts[k] for k in ("desired", "succeeded", "active", "ineligible")} == {
+        "desired": 2, "succeeded": 1, "active": 1, "ineligible": 1}
+    assert _adds_up(view.counts)
+
+
 def test_view_prefers_deadline_exceeded_and_filters_by_run() -> None:
     d = dj()
     d["status"]["currentRun"] = "r2"
@@ -254,7 +283,7 @@ def test_completion_offers_commands_flags_and_choices_without_a_cluster() -> Non
     names, directive = complete(["st"], no_cluster)
     assert names == ["status\tShow each node's state, Job, exit code, reason and message"] and directive == NO_FILE
     assert {c.split("\t")[0] for c in complete([""], no_cluster)[0]} == {
-        "status", "wait", "rollout", "logs", "rerun", "create", "list"}
+        "status", "wait", "rollout", "logs", "rerun", "pause", "resume", "run-now", "create", "list"}
     assert complete(["rollout", ""], no_cluster)[0] == ["status\tThe same as `wait`"]
     assert complete(["status", "x", "--f"], no_cluster)[0] == ["--failed"]
     assert complete(["status", "x", "-o", ""], no_cluster)[0] == ["wide", "json", "yaml"]
@@ -266,6 +295,9 @@ def test_completion_offers_commands_flags_and_choices_without_a_cluster() -> Non
     assert complete(["create", "x", "--image", ""], no_cluster) == ([], NO_FILE)
     assert complete(["create", "x", "--", "sh", ""], no_cluster) == ([], 0)  # the shell's own (files)
     assert complete(["status", "x", ""], no_cluster) == ([], NO_FILE)  # NAME given already
+    assert complete(["run-now", "x", "--w"], no_cluster)[0] == ["--wait"]
+    assert complete(["run-now", "x", "--wait", "--t"], no_cluster)[0] == ["--timeout"]
+    assert complete(["pause", "x", ""], no_cluster) == ([], NO_FILE)
 
 
 def test_completion_names_daemonjobs_and_namespaces_with_one_lookup_in_the_right_place() -> None:
@@ -282,6 +314,9 @@ def test_completion_names_daemonjobs_and_namespaces_with_one_lookup_in_the_right
     assert complete(["wait", "--context", "p"], lookup)[0] == ["prod"]
     assert asked == [("daemonjobs", "ops", False, None), ("daemonjobs", None, True, "dev"),
                      ("namespaces", None, False, None), ("contexts", None, False, None)]
+    for verb in ("pause", "resume", "run-now"):  # the new verbs take an existing DaemonJob's name
+        assert complete([verb, "c"], lookup) == (["collect"], NO_FILE)
+        assert complete(["run-now", "--wait", "-n", "ops", "o"], lookup) == (["oom"], NO_FILE)
 
     def unreachable(what: str, c: argparse.Namespace) -> list[str]:
         raise ConnectionError("no cluster")
@@ -311,3 +346,85 @@ def test_status_header_names_schedule_last_and_next() -> None:
     never = dj(schedule="@hourly", suspend=True)
     assert schedule_line(never, now) == "schedule '@hourly' (UTC), last schedule never, next: none while suspended"
     assert schedule_line(dj(), now) is None
+
+
+class FakeKube:
+    """The two calls pause/resume/run-now make: GET the DaemonJob, PATCH it (a merge patch)."""
+
+    def __init__(self, dj: dict[str, Any], conflicts: int = 0) -> None:
+        self.dj, self.patches, self.conflicts = dj, [], conflicts
+
+    def get(self, path: str, **params: Any) -> dict[str, Any]:
+        assert path.endswith("/daemonjobs/dj")
+        return self.dj
+
+    def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        from daemonjob.machinery.kube import ApiError
+
+        self.patches.append(body)
+        if self.conflicts:
+            self.conflicts -= 1
+            raise ApiError(409, "Conflict", "the object has been modified")
+        return self.dj
+
+
+def _target(kube: FakeKube) -> Any:
+    from daemonjob.kubectl.client import Target
+
+    return Target(kube, "ns")  # type: ignore[arg-type]
+
+
+def test_pause_and_resume_set_suspend_in_kubectl_words(capsys: pytest.CaptureFixture[str]) -> None:
+    from daemonjob.kubectl import suspend
+
+    d = dj()
+    d["metadata"]["resourceVersion"] = "7"
+    kube = FakeKube(d, conflicts=1)
+    assert suspend.pause(parse(["pause", "dj"]), _target(kube)) == 0
+    assert capsys.readouterr().out == "daemonjob.daemonjob.io/dj paused\n"
+    # the resourceVersion read rides along, so an edit in between conflicts and is read again
+    assert kube.patches == [{"metadata": {"resourceVersion": "7"}, "spec": {"suspend": True}}] * 2
+    d["spec"]["suspend"] = True
+    with pytest.raises(PluginError, match='daemonjobs.daemonjob.io "dj" is already paused'):
+        suspend.pause(parse(["pause", "dj"]), _target(kube))
+    assert suspend.resume(parse(["resume", "dj"]), _target(kube)) == 0
+    assert capsys.readouterr().out == "daemonjob.daemonjob.io/dj resumed\n"
+    assert kube.patches[-1]["spec"] == {"suspend": False}
+    d["spec"]["suspend"] = False
+    with pytest.raises(PluginError, match="is not paused"):
+        suspend.resume(parse(["resume", "dj"]), _target(kube))
+
+
+def test_run_now_writes_a_new_trigger_each_time() -> None:
+    from daemonjob.kubectl.runnow import run_now_patch, trigger_value
+
+    t = datetime(2026, 11, 25, 8, 0, 5, 123456, tzinfo=timezone.utc)
+    assert trigger_value(t, None) == "20261125t080005z"
+    assert trigger_value(t, "20261125t080005z") == "20261125t080005123456z"  # that second was used
+    assert run_now_patch("v") == {"metadata": {"annotations": {"daemonjob.io/run-now": "v"}}}
+    with pytest.raises(PluginError, match="only with --wait"):
+        from daemonjob.kubectl import runnow
+
+        runnow.run(parse(["run-now", "dj", "--timeout", "1m"]), _target(FakeKube(dj())))
+
+
+def test_run_now_wait_follows_only_the_run_it_started() -> None:
+    from daemonjob.kubectl.runnow import REPLACED, RunProgress
+
+    judge = RunProgress("t2")
+    d = dj()
+    d["status"].update(desiredNodes=3, succeededNodes=3, currentRun="old", lastRunNowTrigger="t1",
+                       conditions=[{"type": "Complete", "status": "True", "message": "old run done"}])
+    p = judge(d)  # the old run's verdict is not this run's
+    assert p.verdict is None and "waiting for the controller" in p.message and judge.run is None
+    d["spec"]["suspend"] = True
+    assert "paused" in judge(d).message
+    d["status"].update(currentRun="now-t2-abc", lastRunNowTrigger="t2", succeededNodes=1, activeNodes=2,
+                       conditions=[{"type": "Complete", "status": "False"}])
+    p = judge(d)
+    assert (p.verdict, p.succeeded, p.active, judge.run) == (None, 1, 2, "now-t2-abc")
+    d["status"].update(succeededNodes=3, activeNodes=0,
+                       conditions=[{"type": "Complete", "status": "True", "message": "all 3 succeeded"}])
+    assert (judge(d).verdict, judge(d).message) == ("Complete", "all 3 succeeded")
+    d["status"]["currentRun"] = "20261125t090000z"  # a tick came before the wait saw the end
+    assert judge(d).verdict == REPLACED

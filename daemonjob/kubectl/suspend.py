@@ -1,0 +1,49 @@
+"""`pause NAME` / `resume NAME`: set or clear `spec.suspend`, as `kubectl rollout pause/resume` do.
+
+Suspended, a DaemonJob starts no new node Job (running ones finish) and its scheduled ticks
+are skipped. The words follow kubectl's: `daemonjob.daemonjob.io/NAME paused`, and an error
+(exit 1) when it already is.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from daemonjob.domain.jobs import API_VERSION
+from daemonjob.kubectl import client
+from daemonjob.kubectl.client import PluginError
+from daemonjob.machinery.kube import ApiError, path_for
+
+CONFLICT_RETRIES = 3
+
+
+def suspend_patch(suspend: bool, resource_version: str) -> dict:
+    """A JSON merge patch carrying the resourceVersion read: an edit in between is a conflict
+    (read again and retried), never a change made on a stale view."""
+    return {"metadata": {"resourceVersion": resource_version}, "spec": {"suspend": suspend}}
+
+
+def set_suspend(target: client.Target, name: str, suspend: bool) -> None:
+    for attempt in range(CONFLICT_RETRIES):
+        dj = client.get_daemonjob(target, name)
+        if ((dj.get("spec") or {}).get("suspend") is True) == suspend:
+            raise PluginError(f'{client.RESOURCE} "{name}" is {"already paused" if suspend else "not paused"}')
+        try:
+            target.kube.patch(path_for(API_VERSION, client.PLURAL, target.namespace, name),
+                              suspend_patch(suspend, dj["metadata"]["resourceVersion"]))
+            return
+        except ApiError as exc:
+            if not exc.conflict or attempt == CONFLICT_RETRIES - 1:
+                raise
+
+
+def pause(args: argparse.Namespace, target: client.Target) -> int:
+    set_suspend(target, args.name, True)
+    print(f"{client.KIND_RESOURCE}/{args.name} paused")
+    return 0
+
+
+def resume(args: argparse.Namespace, target: client.Target) -> int:
+    set_suspend(target, args.name, False)
+    print(f"{client.KIND_RESOURCE}/{args.name} resumed")
+    return 0
