@@ -1,7 +1,7 @@
 """`kubectl daemonjob`: per-node answers about DaemonJobs (kubectl finds `kubectl-daemonjob` on PATH).
 
 Exit status: 0 fine; 1 an error (bad input, no such DaemonJob, no cluster, timeout);
-2 the DaemonJob has failed nodes (`status`) or its rollout failed (`wait`).
+2 the DaemonJob has failed nodes (`status`) or its rollout or run failed (`wait`, `run-now --wait`).
 """
 
 from __future__ import annotations

@@ -348,5 +348,82 @@ def test_completion_executable_names_the_daemonjobs(env: Env) -> None:
     assert {"collect", "fine", "oom"} <= set(names)
     assert complete("-n", env.ns, "status", "") == [*names, ":4"]
     assert complete("logs", "-n", env.ns, "co") == [*(n for n in names if n.startswith("co")), ":4"]
+    assert complete("-n", env.ns, "run-now", "") == complete("pause", "-n", env.ns, "") == [*names, ":4"]
     assert env.ns in complete("status", "-n", "")
     assert complete("status", "--kubeconfig", "/nonexistent", "") == [":4"]  # no cluster: nothing, quietly
+
+
+def test_status_with_a_label_selector_counts_only_the_matching_nodes(env: Env) -> None:
+    failing = env.eligible[0]
+    env.kube.patch(path_for("v1", "nodes", name=failing), {"metadata": {"labels": {"zone": "a"}}})
+    try:
+        code, doc = status_json(env, "collect", "-l", "zone=a")
+        assert code == 2
+        assert [r["node"] for r in doc["nodes"]] == [failing]
+        counts = doc["counts"]
+        assert (counts["desired"], counts["failed"], counts["succeeded"], counts["active"], counts["pending"]) == (
+            1, 1, 0, 0, 0)
+        assert doc["nodeSelector"] == "zone=a"
+        table = env.kubectl("daemonjob", "status", "collect", "-l", "zone=a")
+        assert "1 desired, 0 succeeded, 1 failed, 0 active, 0 pending (of the nodes matching zone=a" in table.stdout
+        rows = [line.split()[0] for line in table.stdout.splitlines()[table.stdout.splitlines().index(
+            next(line for line in table.stdout.splitlines() if line.startswith("NODE"))) + 1:] if line.strip()]
+        assert rows == [failing]
+        # the other nodes, by a selector that excludes the failing one: counts and rows agree again
+        code, doc = status_json(env, "collect", "-l", "zone!=a")
+        assert code == 0 and failing not in {r["node"] for r in doc["nodes"]}
+        c = doc["counts"]
+        assert c["desired"] == c["succeeded"] + c["failed"] + c["active"] + c["pending"] + c["terminating"] == 2
+        assert c["ineligible"] == 1 and len(doc["nodes"]) == 3  # the cordoned node is listed, not desired
+    finally:
+        env.kube.patch(path_for("v1", "nodes", name=failing), {"metadata": {"labels": {"zone": None}}})
+
+
+def test_pause_holds_new_jobs_and_resume_lets_the_rollout_go_on(env: Env, kube: Kube) -> None:
+    path = path_for(DJ_API, "daemonjobs", env.ns, "held")
+    kube.create(path_for(DJ_API, "daemonjobs", env.ns), daemonjob("held", env.ns, {"sim.daemonjob.io/output": "x"}))
+    wait_for(lambda: finished(kube, env.ns, "held"), timeout=60, what="held finished")
+    out = env.kubectl("daemonjob", "pause", "held")
+    assert (out.returncode, out.stdout) == (0, "daemonjob.daemonjob.io/held paused\n"), out.stderr
+    assert kube.get(path)["spec"]["suspend"] is True
+    again = env.kubectl("daemonjob", "pause", "held")
+    assert again.returncode == 1 and again.stderr == 'error: daemonjobs.daemonjob.io "held" is already paused\n'
+
+    before = {j["metadata"]["uid"] for j in env.jobs("held")}
+    assert env.kubectl("daemonjob", "rerun", "held").returncode == 0  # a new revision, while paused
+    generation = kube.get(path)["metadata"]["generation"]
+    wait_for(lambda: kube.get(path).get("status", {}).get("observedGeneration") == generation, timeout=30,
+             what="the controller observed the new revision")
+    assert {j["metadata"]["uid"] for j in env.jobs("held")} == before, "a paused DaemonJob started a Job"
+    status = env.kubectl("daemonjob", "status", "held")
+    assert "suspended: no new node is started" in status.stdout and "3 pending" in status.stdout
+
+    out = env.kubectl("daemonjob", "resume", "held")
+    assert (out.returncode, out.stdout) == (0, "daemonjob.daemonjob.io/held resumed\n"), out.stderr
+    assert kube.get(path)["spec"]["suspend"] is False
+    done = env.kubectl("daemonjob", "wait", "held", "--timeout", "60s")
+    assert done.returncode == 0, done.stderr
+    assert len({j["metadata"]["uid"] for j in env.jobs("held")} - before) == 3
+    assert env.kubectl("daemonjob", "resume", "held").stderr.endswith('"held" is not paused\n')
+
+
+def test_run_now_wait_follows_the_run_it_started(env: Env, kube: Kube) -> None:
+    out = env.kubectl("daemonjob", "run-now", "fine", "--wait", "--timeout", "60s")
+    assert out.returncode == 0, out.stderr
+    trigger = kube.get(path_for(DJ_API, "daemonjobs", env.ns, "fine"))["metadata"]["annotations"][
+        "daemonjob.io/run-now"]
+    assert f"daemonjob.daemonjob.io/fine run requested (daemonjob.io/run-now={trigger})" in out.stdout
+    status = kube.get(path_for(DJ_API, "daemonjobs", env.ns, "fine"))["status"]
+    assert status["lastRunNowTrigger"] == trigger
+    run = status["currentRun"]
+    assert f'daemonjob "fine" run {run} succeeded' in out.stdout
+    ran = [j for j in env.jobs("fine") if j["metadata"]["labels"].get("daemonjob.io/run") == run]
+    assert sorted(job_node(j) for j in ran) == sorted(env.eligible)
+    assert all(job_state(j) == "succeeded" for j in ran)
+
+    failed = env.kubectl("daemonjob", "run-now", "collect", "--wait", "--timeout", "60s")
+    assert failed.returncode == 2, failed.stderr
+    assert 'daemonjob "collect" run now-' in failed.stderr and env.eligible[0] in failed.stderr
+
+    plain = env.kubectl("daemonjob", "run-now", "fine")  # without --wait: the request only
+    assert plain.returncode == 0 and plain.stdout.startswith("daemonjob.daemonjob.io/fine run requested")
