@@ -22,6 +22,7 @@ from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.fence import Fence
 from daemonjob.controller.limitermetrics import MeasuredLimiter
+from daemonjob.controller.configmaps import ConfigMapLimits
 from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.jobs import API_VERSION, GROUP
 from daemonjob.machinery.clock import RealClock
@@ -62,6 +63,11 @@ def parser() -> argparse.ArgumentParser:
                    help="address of /metrics ('0' disables)")
     p.add_argument("--health-probe-bind-address", default=defaults.HEALTH_PROBE_BIND_ADDRESS,
                    help="address of /healthz and /readyz ('0' disables)")
+    p.add_argument("--max-configmap-watches", type=_positive_int, default=defaults.MAX_CONFIGMAP_WATCHES,
+                   help="ConfigMaps watched for rerunOnConfigChange across all DaemonJobs (one watch each)")
+    p.add_argument("--max-configmap-watches-per-daemonjob", type=_positive_int,
+                   default=defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB,
+                   help="ConfigMaps one DaemonJob may have watched; past either limit it is Stalled")
     p.add_argument("--log-level", choices=logsetup.LEVELS, default=defaults.LOG_LEVEL)
     p.add_argument("--log-format", choices=("json", "console"), default=None,
                    help="default: json in-cluster or when stderr is not a terminal, else console")
@@ -184,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         fence = Fence(elector.holds_lease, elector.lease_remaining)
     events = EventRecorder(kube, host=socket.gethostname(), clock=clock, fence=fence)
     controller = Controller.for_kube(kube, namespace=args.namespace, workers=args.workers, metrics=metrics,
-                                     events=events, fence=fence, clock=clock, rng=rng)
+                                     events=events, fence=fence, clock=clock, rng=rng,
+                                     configmap_limits=ConfigMapLimits(args.max_configmap_watches_per_daemonjob,
+                                                                      args.max_configmap_watches))
     try:
         servers = _servers(args, metrics, controller)
     except OSError as exc:

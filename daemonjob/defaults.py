@@ -70,6 +70,17 @@ LEADER_ELECTION_ID = "daemonjob-controller"
 # released: well inside the lease, so a successor never acts while this process still writes.
 GRACEFUL_SHUTDOWN_TIMEOUT = 5.0
 
+# ConfigMaps watched for rerunOnConfigChange: each one is a watch of its own (a thread and a
+# connection), so both are capped. A DaemonJob past a cap is Stalled, naming it.
+MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB = 100
+MAX_CONFIGMAP_WATCHES = 1000
+
+# Messages (the API's bounds: an Event's message is at most 1024 bytes when the API server
+# validates it; a condition's has no bound in the CRD, so one is chosen that any status write
+# carries: 32 KiB, the size metav1.Condition allows).
+EVENT_MESSAGE_MAX_BYTES = 1024
+CONDITION_MESSAGE_MAX_BYTES = 32768
+
 # Serving
 METRICS_BIND_ADDRESS = ":8080"
 HEALTH_PROBE_BIND_ADDRESS = ":8081"

@@ -4,6 +4,13 @@ Watching every ConfigMap of a cluster would cost memory and traffic proportional
 them; instead each referenced ConfigMap gets a watch of its own (a field selector on its
 name), started when the first DaemonJob references it and stopped with the last. A change
 enqueues the DaemonJobs that reference it. No polling.
+
+Each watch holds a thread and a connection, so they are capped: per DaemonJob and across
+the controller (`ConfigMapLimits`, flags `--max-configmap-watches-per-daemonjob` and
+`--max-configmap-watches`). A DaemonJob past a cap gets no watch at all (a revision that
+covered only some of its ConfigMaps would be wrong) and its ConfigMaps read as unreadable
+with a `ConfigMapLimitExceeded` why, which its Stalled condition names; when watches are
+released, the DaemonJobs refused for the controller-wide cap are enqueued to try again.
 """
 
 from __future__ import annotations
@@ -11,13 +18,16 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from daemonjob import defaults
+from daemonjob.domain.configrefs import ConfigMapLimitExceeded
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import Handlers, Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.kube import Kube
 
-__all__ = ["ConfigMapTracker", "kube_configmap_informer"]
+__all__ = ["ConfigMapLimits", "ConfigMapTracker", "kube_configmap_informer"]
 
 Ref = tuple[str, str]  # namespace, name
 InformerFactory = Callable[[str, str], SharedInformer]
@@ -45,24 +55,60 @@ def _one_name(hooks: InformerHooks, name: str) -> InformerHooks:
                          on_watch_restart=fixed(hooks.on_watch_restart))
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigMapLimits:
+    """How many ConfigMap watches one DaemonJob, and the whole controller, may hold."""
+
+    per_daemonjob: int = defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB
+    total: int = defaults.MAX_CONFIGMAP_WATCHES
+
+
 class ConfigMapTracker:
     """Reference-counted watches of single ConfigMaps; `enqueue` gets the DaemonJob keys to wake."""
 
-    def __init__(self, make_informer: InformerFactory, enqueue: Callable[[str], None]) -> None:
+    def __init__(self, make_informer: InformerFactory, enqueue: Callable[[str], None],
+                 limits: ConfigMapLimits | None = None) -> None:
         self._make = make_informer
         self._enqueue = enqueue
+        self.limits = limits or ConfigMapLimits()
         self._lock = threading.Lock()
         self._informers: dict[Ref, SharedInformer] = {}
         self._users: dict[Ref, set[str]] = {}  # ref -> DaemonJob keys
         self._refs_of: dict[str, set[Ref]] = {}  # DaemonJob key -> refs
+        self._refused: dict[str, tuple[set[Ref], ConfigMapLimitExceeded]] = {}  # oldest first
+
+    def _refusal(self, key: str, wanted: set[Ref], before: set[Ref]) -> ConfigMapLimitExceeded | None:
+        """Why `key` may not have `wanted` watched, if a cap forbids it. Its own watches that
+        it would release count as free. Called with the lock held."""
+        if len(wanted) > self.limits.per_daemonjob:
+            return ConfigMapLimitExceeded(
+                f"the pod template references {len(wanted)} ConfigMaps, more than the "
+                f"{self.limits.per_daemonjob} one DaemonJob may have watched for rerunOnConfigChange "
+                "(the controller's --max-configmap-watches-per-daemonjob): reference fewer ConfigMaps or "
+                "set rerunOnConfigChange to false")
+        released = sum(1 for r in before - wanted if self._users.get(r) == {key})
+        needed = sum(1 for r in wanted if r not in self._informers)
+        if len(self._informers) - released + needed > self.limits.total:
+            return ConfigMapLimitExceeded(
+                f"watching the {needed} ConfigMaps this DaemonJob references for rerunOnConfigChange would pass "
+                f"the controller's limit of {self.limits.total} ConfigMap watches (--max-configmap-watches); "
+                "they are watched once other DaemonJobs release theirs")
+        return None
 
     def track(self, key: str, namespace: str, names: Iterable[str]) -> None:
-        """Make `key`'s references exactly `names` (empty: it references none)."""
+        """Make `key`'s references exactly `names` (empty: it references none); past a cap,
+        none (`refusal` then says why)."""
         wanted = {(namespace, n) for n in names}
         to_start: list[SharedInformer] = []
         to_stop: list[SharedInformer] = []
         with self._lock:
             before = self._refs_of.get(key, set())
+            refusal = self._refusal(key, wanted, before) if wanted else None
+            if refusal is not None:
+                self._refused[key] = (wanted, refusal)
+                wanted = set()
+            else:
+                self._refused.pop(key, None)
             for ref in wanted - before:
                 users = self._users.setdefault(ref, set())
                 users.add(key)
@@ -87,13 +133,24 @@ class ConfigMapTracker:
                 self._refs_of[key] = wanted
             else:
                 self._refs_of.pop(key, None)
+            # released watches may let a DaemonJob refused for the controller-wide cap in
+            wake = [k for k, (refs, _) in self._refused.items()
+                    if k != key and len(refs) <= self.limits.per_daemonjob] if to_stop else []
         for informer in to_start:
             informer.start()
         for informer in to_stop:
             informer.stop(timeout=0)
+        for k in wake:
+            self._enqueue(k)
 
     def forget(self, key: str) -> None:
         self.track(key, "", ())
+
+    def refusal(self, key: str) -> ConfigMapLimitExceeded | None:
+        """Why `key`'s ConfigMaps are not watched (a cap), or None."""
+        with self._lock:
+            refused = self._refused.get(key)
+        return None if refused is None else refused[1]
 
     def get(self, namespace: str, name: str) -> tuple[bool, Mapping[str, Any] | None]:
         """(synced, the ConfigMap or None if it does not exist); not synced: not yet known."""
@@ -104,10 +161,14 @@ class ConfigMapTracker:
         return True, informer.store.get(f"{namespace}/{name}")
 
     def error(self, namespace: str, name: str) -> str | None:
-        """Why the watch of a ConfigMap has not listed yet (a 403, say), if it failed."""
+        """Why the watch of a ConfigMap has not listed yet (a 403, say), if it failed; for a
+        ConfigMap not watched because a cap refused the DaemonJobs referencing it, the cap."""
+        ref = (namespace, name)
         with self._lock:
-            informer = self._informers.get((namespace, name))
-        return None if informer is None else informer.sync_error()
+            informer = self._informers.get(ref)
+            if informer is None:
+                return next((why for refs, why in self._refused.values() if ref in refs), None)
+        return informer.sync_error()
 
     def watched(self) -> int:
         with self._lock:
@@ -119,6 +180,7 @@ class ConfigMapTracker:
             self._informers.clear()
             self._users.clear()
             self._refs_of.clear()
+            self._refused.clear()
         for informer in informers:
             informer.stop()
 

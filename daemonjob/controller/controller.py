@@ -28,7 +28,7 @@ import structlog
 from daemonjob import defaults
 from daemonjob.controller.act import Act, error_message
 from daemonjob.controller.carry import Carry
-from daemonjob.controller.configmaps import ConfigMapTracker, InformerFactory, kube_configmap_informer
+from daemonjob.controller.configmaps import ConfigMapLimits, ConfigMapTracker, InformerFactory, kube_configmap_informer
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.controller.fence import Fence, NotLeader, always
@@ -76,6 +76,7 @@ class Controller:
         create_concurrency: int = defaults.CREATE_CONCURRENCY,
         resync_interval: float = defaults.RESYNC_INTERVAL,
         configmap_informers: InformerFactory | None = None,
+        configmap_limits: ConfigMapLimits | None = None,
     ):
         """`configmap_informers` makes the informer of one ConfigMap (namespace, name), for
         DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read."""
@@ -93,7 +94,7 @@ class Controller:
         self._writers = WriterPool(create_concurrency, "api-writer")
         self.act = Act(control, self.expectations, self.metrics, self._writers.map)
         self.history = HistoryCleaner(control, self.metrics, clock=self.clock)
-        self.configmaps = (ConfigMapTracker(configmap_informers, self.queue.add)
+        self.configmaps = (ConfigMapTracker(configmap_informers, self.queue.add, configmap_limits)
                            if configmap_informers is not None else None)
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.troubles = Troubles()

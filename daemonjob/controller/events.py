@@ -18,6 +18,7 @@ from cachetools import TTLCache
 
 from daemonjob.controller.fence import Fence, NotLeader, always, as_fence
 from daemonjob.domain.jobs import API_VERSION, KIND, format_time
+from daemonjob.domain.messages import event_message
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 
@@ -50,6 +51,7 @@ class EventRecorder:
         self._thread.join(timeout)
 
     def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        message = event_message(message)  # cut first: the dedup key holds it for the window too
         meta = obj["metadata"]
         key = (meta.get("uid", ""), reason, message)
         with self._lock:
@@ -64,7 +66,7 @@ class EventRecorder:
                                "kind": obj.get("kind", KIND), "name": meta["name"],
                                "namespace": meta["namespace"], "uid": meta.get("uid", ""),
                                "resourceVersion": meta.get("resourceVersion", "")},
-            "type": type_, "reason": reason, "message": message[:1024],
+            "type": type_, "reason": reason, "message": message,
             "source": {"component": COMPONENT, "host": self.host},
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
             "reportingComponent": COMPONENT, "reportingInstance": self.host,

@@ -139,6 +139,8 @@ class Observer:
             return ConfigMapsRead()
         refs = referenced_configmaps(pod_template_of(dj))
         self.configmaps.track(key, namespace, [r.name for r in refs])
+        if (refusal := self.configmaps.refusal(key)) is not None:  # past a cap on watches: Stalled
+            return ConfigMapsRead(None, False, {r.name: refusal for r in refs})
         out: dict[str, Obj | None] = {}
         unreadable: dict[str, str] = {}
         pending = False

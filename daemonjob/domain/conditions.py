@@ -16,7 +16,9 @@ from typing import Any
 
 from daemonjob import defaults
 from daemonjob.domain.actions import Actions
+from daemonjob.domain.configrefs import ConfigMapLimitExceeded
 from daemonjob.domain.jobs import LABEL_NAME
+from daemonjob.domain.messages import condition_message
 from daemonjob.domain.plan import Held, JobView, Plan
 from daemonjob.domain.validate import Problem, Settings, is_int, scaled
 
@@ -44,6 +46,7 @@ DEFAULT_STALLED_REASON = "ApplyFailed"
 TTL_INJECTED = "TTLInjected"
 CONFIGMAP_MISSING = "ConfigMapMissing"
 CONFIGMAP_UNREADABLE = "ConfigMapUnreadable"
+CONFIGMAP_LIMIT_EXCEEDED = "ConfigMapLimitExceeded"
 WAITING_FOR_SCHEDULE = "WaitingForSchedule"
 JOB_CONFLICT = "JobConflict"
 JOB_REJECTED = "JobRejected"
@@ -158,6 +161,12 @@ def stall_for(
         message = "; ".join(p.message for p in problems)
         return Stall(Condition(True, problems[0].reason, message), event=EVENT_INVALID_SPEC, on_message=True,
                      blocks=True)
+    limit = next((why for why in (unreadable_configmaps or {}).values() if isinstance(why, ConfigMapLimitExceeded)),
+                 None)
+    if limit is not None:
+        message = f"{limit}; no Job is started until then"
+        return Stall(Condition(True, CONFIGMAP_LIMIT_EXCEEDED, message), event=CONFIGMAP_LIMIT_EXCEEDED,
+                     on_message=True, blocks=True)
     if unreadable_configmaps:
         shown = "; ".join(f"{name}: {why}" for name, why in sorted(unreadable_configmaps.items())[:HELD_SHOWN])
         message = (f"cannot read {_plural(len(unreadable_configmaps), 'ConfigMap')} referenced by the pod template "
@@ -301,7 +310,7 @@ def render(
         "type": kind,
         "status": status,
         "reason": cond.reason,
-        "message": cond.message,
+        "message": condition_message(cond.message),
         "lastTransitionTime": since or now,
     }
     if generation is not None:
@@ -316,7 +325,7 @@ def turned_true(previous: Mapping[str, Mapping[str, Any]], kind: str, cond: Cond
         return False
     if prev.get("status") != "True" or prev.get("reason") != cond.reason:
         return True
-    return on_message and prev.get("message") != cond.message
+    return on_message and prev.get("message") != condition_message(cond.message)
 
 
 @dataclass(frozen=True, slots=True)

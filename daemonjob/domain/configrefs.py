@@ -27,9 +27,17 @@ __all__ = [
     "config_revision",
     "revision_for",
     "missing_configmaps",
+    "ConfigMapLimitExceeded",
 ]
 
 _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+
+
+class ConfigMapLimitExceeded(str):
+    """Why a DaemonJob's referenced ConfigMaps are not watched: a cap on watches was reached.
+
+    It travels as the "why" of an unreadable ConfigMap, and the condition it makes names the
+    cap instead of a read error that a retry would cure."""
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -50,3 +50,51 @@ def test_a_missing_configmap_reads_as_synced_and_absent() -> None:
     tracker, made, _ = make_tracker()
     tracker.track("ops/a", "ops", ["nope"])
     assert tracker.get("ops", "nope") == (True, None)
+
+
+def limited(per_daemonjob: int, total: int) -> tuple[ConfigMapTracker, dict[tuple[str, str], FakeInformer], list[str]]:
+    from daemonjob.controller.configmaps import ConfigMapLimits
+
+    made: dict[tuple[str, str], FakeInformer] = {}
+    woken: list[str] = []
+
+    def factory(namespace: str, name: str) -> FakeInformer:
+        made[(namespace, name)] = FakeInformer(f"configmap-{name}")
+        return made[(namespace, name)]
+
+    return ConfigMapTracker(factory, woken.append, ConfigMapLimits(per_daemonjob, total)), made, woken
+
+
+def test_a_daemonjob_past_the_per_daemonjob_cap_gets_no_watch_and_a_reason_naming_the_cap() -> None:
+    from daemonjob.domain.configrefs import ConfigMapLimitExceeded
+
+    tracker, made, _ = limited(per_daemonjob=3, total=100)
+    tracker.track("ops/big", "ops", [f"c{i}" for i in range(4)])
+    assert made == {} and tracker.watched() == 0
+    why = tracker.refusal("ops/big")
+    assert isinstance(why, ConfigMapLimitExceeded)
+    assert "references 4 ConfigMaps, more than the 3" in why and "--max-configmap-watches-per-daemonjob" in why
+    assert tracker.get("ops", "c0") == (False, None) and tracker.error("ops", "c0") == why
+    # within the cap again (the template was edited): watched, no refusal left
+    tracker.track("ops/big", "ops", ["c0", "c1"])
+    assert tracker.refusal("ops/big") is None and tracker.watched() == 2
+
+
+def test_the_controller_wide_cap_refuses_the_daemonjob_that_would_pass_it_and_wakes_it_when_room_is_made() -> None:
+    tracker, made, woken = limited(per_daemonjob=10, total=4)
+    tracker.track("ops/a", "ops", ["a1", "a2", "shared"])
+    tracker.track("ops/b", "ops", ["shared", "b1"])  # shares one: 4 watches, at the cap
+    assert tracker.watched() == 4 and tracker.refusal("ops/b") is None
+    tracker.track("ops/c", "ops", ["c1"])
+    why = tracker.refusal("ops/c")
+    assert why is not None and "limit of 4 ConfigMap watches (--max-configmap-watches)" in why
+    assert tracker.watched() == 4 and ("ops", "c1") not in made
+    # a DaemonJob may still swap its own ConfigMaps within the room it holds
+    tracker.track("ops/a", "ops", ["a1", "a3", "shared"])
+    assert tracker.refusal("ops/a") is None and tracker.watched() == 4
+    assert woken.count("ops/c") == 1  # a2's watch stopped: c is tried again
+    woken.clear()
+    tracker.forget("ops/b")  # b1 released
+    assert "ops/c" in woken
+    tracker.track("ops/c", "ops", ["c1"])
+    assert tracker.refusal("ops/c") is None and made[("ops", "c1")].started and tracker.watched() == 4
