@@ -71,7 +71,7 @@ def header_lines(dj: Mapping[str, Any], view: NodeView, selector: str | None = N
     if (line := schedule_line(dj, datetime.now(timezone.utc))) is not None:
         lines.append(line)
     if (dj.get("spec") or {}).get("suspend"):
-        lines.append("suspended: no new node is started")
+        lines.append(f"suspended: no new node is started (kubectl daemonjob resume {meta.get('name')})")
     if view.spec_error:
         lines.append(f"invalid spec: {view.spec_error}")
     return lines

@@ -98,3 +98,17 @@ def test_the_controller_wide_cap_refuses_the_daemonjob_that_would_pass_it_and_wa
     assert "ops/c" in woken
     tracker.track("ops/c", "ops", ["c1"])
     assert tracker.refusal("ops/c") is None and made[("ops", "c1")].started and tracker.watched() == 4
+
+
+def test_the_caps_are_controller_flags() -> None:
+    import pytest
+
+    from daemonjob import cli, defaults
+
+    args = cli.parser().parse_args([])
+    assert (args.max_configmap_watches, args.max_configmap_watches_per_daemonjob) == (
+        defaults.MAX_CONFIGMAP_WATCHES, defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB)
+    args = cli.parser().parse_args(["--max-configmap-watches", "50", "--max-configmap-watches-per-daemonjob", "5"])
+    assert (args.max_configmap_watches, args.max_configmap_watches_per_daemonjob) == (50, 5)
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["--max-configmap-watches", "0"])
