@@ -397,13 +397,22 @@ def test_pause_holds_new_jobs_and_resume_lets_the_rollout_go_on(env: Env, kube: 
     assert {j["metadata"]["uid"] for j in env.jobs("held")} == before, "a paused DaemonJob started a Job"
     status = env.kubectl("daemonjob", "status", "held")
     assert "suspended: no new node is started" in status.stdout and "3 pending" in status.stdout
+    # a run asked for while paused waits for the resume: --wait says so when it gives up
+    waited = env.kubectl("daemonjob", "run-now", "held", "--wait", "--timeout", "2s")
+    assert waited.returncode == 1, waited.stderr
+    assert 'timed out after 2s waiting for the run of daemonjob "held"' in waited.stderr
+    assert "paused: the run starts once it is resumed" in waited.stderr
 
     out = env.kubectl("daemonjob", "resume", "held")
     assert (out.returncode, out.stdout) == (0, "daemonjob.daemonjob.io/held resumed\n"), out.stderr
     assert kube.get(path)["spec"]["suspend"] is False
     done = env.kubectl("daemonjob", "wait", "held", "--timeout", "60s")
     assert done.returncode == 0, done.stderr
-    assert len({j["metadata"]["uid"] for j in env.jobs("held")} - before) == 3
+    status = kube.get(path)["status"]
+    assert status["lastRunNowTrigger"] == kube.get(path)["metadata"]["annotations"]["daemonjob.io/run-now"]
+    new = [j for j in env.jobs("held") if j["metadata"]["uid"] not in before
+           and j["metadata"]["labels"].get("daemonjob.io/run") == status["currentRun"]]
+    assert sorted(job_node(j) for j in new) == sorted(env.eligible)  # the run asked for while paused
     assert env.kubectl("daemonjob", "resume", "held").stderr.endswith('"held" is not paused\n')
 
 
