@@ -20,7 +20,8 @@ NO_SPACE = 2
 NO_FILE = 4
 FILTER_DIRS = 16
 
-_NAME_COMMANDS = {"status", "wait", "logs", "rerun", "pause", "resume", "run-now"}  # whose NAME is an existing DaemonJob
+# whose NAME is an existing DaemonJob
+_NAME_COMMANDS = {"status", "wait", "logs", "rerun", "pause", "resume", "run-now"}
 _DIR_FLAGS = {"--output-dir"}
 _FILE_FLAGS = {"--kubeconfig"}
 

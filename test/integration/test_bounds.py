@@ -6,7 +6,7 @@ stays healthy and another DaemonJob still completes."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -38,7 +38,7 @@ def controller(cluster: LocalCluster, namespace: str, installed_crd: None) -> It
     events.stop()
 
 
-def body(name: str, label: str, configmaps: list[str] = (), restart: str = "Never") -> dict[str, Any]:  # type: ignore[assignment]
+def body(name: str, label: str, configmaps: Sequence[str] = (), restart: str = "Never") -> dict[str, Any]:
     env = [{"name": f"V{i}", "valueFrom": {"configMapKeyRef": {"name": cm, "key": "k", "optional": True}}}
            for i, cm in enumerate(configmaps)]
     return {

@@ -113,7 +113,8 @@ def test_counts_with_a_label_selector_describe_exactly_the_rows() -> None:
     selected = [n for n in nodes if n["metadata"]["labels"]["zone"] == "a"]
     view = build_view(dj(), jobs, [], selected, nodes_filtered=True)
     assert [r.node for r in view.rows] == ["n0", "n1", "n2"]
-    assert {k: view.counts[k] for k in ("desired", "succeeded", "failed")} == {"desired": 3, "succeeded": 2, "failed": 1}
+    assert {k: view.counts[k] for k in ("desired", "succeeded", "failed")} == {
+        "desired": 3, "succeeded": 2, "failed": 1}
     assert _adds_up(view.counts)
     # unfiltered, a Job whose Node is missing is a node gone: listed, counted as not eligible
     whole = build_view(dj(), jobs, [], selected)
