@@ -11,6 +11,9 @@ the controller (`ConfigMapLimits`, flags `--max-configmap-watches-per-daemonjob`
 covered only some of its ConfigMaps would be wrong) and its ConfigMaps read as unreadable
 with a `ConfigMapLimitExceeded` why, which its Stalled condition names; when watches are
 released, the DaemonJobs refused for the controller-wide cap are enqueued to try again.
+One watch per namespace was the alternative: a field selector names a single ConfigMap and
+nothing labels the referenced ones, so it would carry every ConfigMap of the namespace, data
+included, whoever references them; capped watches keep the cost to what is referenced.
 """
 
 from __future__ import annotations
