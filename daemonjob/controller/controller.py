@@ -37,17 +37,18 @@ from daemonjob.controller.informers import Informers
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.observe import Observation, Observer
-from daemonjob.controller.plans import Plans
+from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.report import Reporter
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.troubles import Seen, Troubles
 from daemonjob.domain.decide import Decision, decide
-from daemonjob.domain.planstate import PlanState
+from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import InformerHooks
 from daemonjob.machinery.kube import ApiError, Kube
-from daemonjob.machinery.store import Derived
-from daemonjob.machinery.workqueue import RateLimitingQueue, default_controller_rate_limiter
+from daemonjob.machinery.memo import ObjectMemo
+from daemonjob.machinery.ratelimit import default_controller_rate_limiter
+from daemonjob.machinery.workqueue import RateLimitingQueue
 from daemonjob.machinery.writers import WriterPool
 
 __all__ = ["Controller", "job_event_delay", "owner_key", "ReconcileError"]
@@ -97,8 +98,8 @@ class Controller:
                            if configmap_informers is not None else None)
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.troubles = Troubles()
-        self.memo = Derived()  # values kept on cached objects; the router sizes it to the node rules in use
-        self.plans = Plans(self.jobs, self.nodes, self.memo)
+        self.memo = ObjectMemo()  # values kept on cached objects; the router sizes it to the node rules in use
+        self.plans = KeptPlans(self.jobs, self.nodes, self.memo)
         self.router = Router(informers, self.queue, expectations=self.expectations, name_holds=self.name_holds,
                              plans=self.plans, metrics=self.metrics, configmaps=self.configmaps, memo=self.memo,
                              forget_uid=self._forget_uid)
@@ -252,7 +253,7 @@ class Controller:
             raise ReconcileError(errors)  # retried with per-key backoff: quotas free up, webhooks come back
         return decision
 
-    def _decide(self, seen: Observation, troubles: Seen, now: datetime, state: PlanState | None = None) -> Decision:
+    def _decide(self, seen: Observation, troubles: Seen, now: datetime, state: KeptPlan | None = None) -> Decision:
         """The decision on the kept plan (or on `state`, a plan from scratch)."""
         started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
         decision = decide(seen.dj, (), (), now, troubles.stall,

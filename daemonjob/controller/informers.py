@@ -17,13 +17,13 @@ from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.kube import Kube
 
-__all__ = ["Informers", "OWNER_INDEX", "NODE_INDEX", "NAME_INDEX", "owner_uid_index", "job_node_index",
-           "dj_name_index", "DAEMONJOB_PLURAL"]
+__all__ = ["Informers", "OWNER_INDEX", "NODE_INDEX", "ORPHAN_INDEX", "owner_uid_index", "job_node_index",
+           "orphan_index", "DAEMONJOB_PLURAL"]
 
 DAEMONJOB_PLURAL = "daemonjobs"
 OWNER_INDEX = "owner"  # Jobs by the uid of the DaemonJob that controls them
 NODE_INDEX = "node"  # Jobs by node name
-NAME_INDEX = "orphans"  # Jobs with no controller, by namespace/<daemonjob.io/name label>: to adopt
+ORPHAN_INDEX = "orphans"  # Jobs with no controller, by namespace/<daemonjob.io/name label>: to adopt
 
 Obj = Mapping[str, Any]
 
@@ -38,7 +38,7 @@ def job_node_index(job: Obj) -> list[str]:
     return [node] if node else []
 
 
-def dj_name_index(job: Obj) -> list[str]:
+def orphan_index(job: Obj) -> list[str]:
     """Orphans only (no controller): the candidates for adoption, a handful at most, so the
     index costs nothing for the thousands of owned Jobs."""
     meta = job.get("metadata") or {}
@@ -48,7 +48,7 @@ def dj_name_index(job: Obj) -> list[str]:
     return [f"{meta.get('namespace', '')}/{name}"]
 
 
-JOB_INDEXERS = {OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index, NAME_INDEX: dj_name_index}
+JOB_INDEXERS = {OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index, ORPHAN_INDEX: orphan_index}
 
 
 @dataclass(frozen=True)

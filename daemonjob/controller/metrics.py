@@ -14,7 +14,7 @@ from daemonjob.controller.healthmetrics import HealthMetrics
 from daemonjob.controller.limitermetrics import limiter_wait_histogram
 from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.schedule import SKIP_DEADLINE, SKIP_FORBID, SKIP_MISSED, SKIP_SUSPENDED
-from daemonjob.machinery.workqueue import PrometheusMetricsProvider
+from daemonjob.machinery.queuemetrics import PrometheusMetricsProvider
 
 SKIP_REASONS = (SKIP_FORBID, SKIP_DEADLINE, SKIP_MISSED, SKIP_SUSPENDED)
 RUN_RESULTS = ("succeeded", "failed")

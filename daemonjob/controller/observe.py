@@ -20,19 +20,19 @@ from daemonjob import defaults
 from daemonjob.controller.act import Act, Conflict
 from daemonjob.controller.configmaps import ConfigMapTracker
 from daemonjob.controller.expectations import Expectations, Waiting
-from daemonjob.controller.informers import NAME_INDEX, OWNER_INDEX, Informers
+from daemonjob.controller.informers import ORPHAN_INDEX, OWNER_INDEX, Informers
 from daemonjob.controller.jobcontrol import JobControl
 from daemonjob.controller.metrics import Metrics
-from daemonjob.controller.plans import Plans
+from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.troubles import Troubles
 from daemonjob.domain.configrefs import pod_template_of, referenced_configmaps, rerun_on_config_change
 from daemonjob.domain.decide import CreateJob
 from daemonjob.domain.jobs import owner_reference
 from daemonjob.domain.memo import Memo
-from daemonjob.domain.planstate import PlanState
+from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.kube import ApiError
-from daemonjob.machinery.store import thaw
+from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.workqueue import RateLimitingQueue
 
 __all__ = ["Observation", "Observer", "ConfigMapsRead"]
@@ -62,7 +62,7 @@ class Observation:
     configmaps: ConfigMapsRead
     wait: Waiting | None  # what the cache still does not show, past the deadline (None: nothing)
     conflicts: tuple[Conflict, ...]
-    state: PlanState
+    state: KeptPlan
     log: Any
 
     @property
@@ -84,7 +84,7 @@ class Observation:
 
 class Observer:
     def __init__(self, informers: Informers, *, act: Act, control: JobControl, expectations: Expectations,
-                 configmaps: ConfigMapTracker | None, plans: Plans, troubles: Troubles, queue: RateLimitingQueue,
+                 configmaps: ConfigMapTracker | None, plans: KeptPlans, troubles: Troubles, queue: RateLimitingQueue,
                  metrics: Metrics, clock: Clock, memo: Memo) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.act = act
@@ -116,14 +116,14 @@ class Observer:
         if wait is not None and not wait:
             return None  # requeued for the deadline of what it waits for
         owner = owner_reference(dj)
-        adopted = self.act.adopt(dj, self.jobs.store.by_index(NAME_INDEX, key), owner) if wait is None else []
+        adopted = self.act.adopt(dj, self.jobs.store.by_index(ORPHAN_INDEX, key), owner) if wait is None else []
         conflicts = self._recheck_conflicts(dj, owner) if wait is None else self.troubles.conflicts(uid)
         state = self.plans.state_for(uid, adopted)
         return Observation(key, cached, dj, owner, configmaps, wait, conflicts, state, rlog)
 
-    def full_state(self, seen: Observation) -> PlanState:
+    def full_state(self, seen: Observation) -> KeptPlan:
         """A plan from scratch, from the caches: what the kept one is compared with."""
-        return PlanState.of(self.jobs.store.by_index(OWNER_INDEX, seen.uid), self.nodes.store.list(), self.memo)
+        return KeptPlan.of(self.jobs.store.by_index(OWNER_INDEX, seen.uid), self.nodes.store.list(), self.memo)
 
     # -- the referenced ConfigMaps ---------------------------------------------------------------
     def _configmaps(self, key: str, dj: Obj) -> ConfigMapsRead:

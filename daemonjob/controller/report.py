@@ -22,7 +22,7 @@ from daemonjob.domain.conditions import CacheWait, with_cache_wait
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.jobs import format_time
 from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.store import thaw
+from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.workqueue import RateLimitingQueue
 
 __all__ = ["Reporter"]

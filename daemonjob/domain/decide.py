@@ -54,9 +54,9 @@ from daemonjob.domain.conditions import (
 )
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.jobs import format_time, parse_time
-from daemonjob.domain.memo import Memo, compute
+from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.plan import JobView, Plan, PlanContext
-from daemonjob.domain.planstate import PlanState
+from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.revision import current_revision, template_revision
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, ScheduleStep, replaces_other_runs, schedule_step
 from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Problem, Validation, scaled, validate
@@ -154,7 +154,7 @@ class _Observed:
 
 def _revision(dj: Mapping[str, Any], observed: _Observed,
               configmaps: Mapping[str, Mapping[str, Any] | None] | None,
-              state: PlanState, unreadable: bool = False) -> Revision:
+              state: KeptPlan, unreadable: bool = False) -> Revision:
     """With rerunOnConfigChange (and the ConfigMaps read), the hash covers their data too.
 
     A ConfigMap edit keeps the generation, so its revision is salted with the previous
@@ -197,12 +197,12 @@ def decide(
     stalled: tuple[str, str] | None = None,
     *,
     eligibility: Eligibility | None = None,
-    memo: Memo = compute,
+    memo: Memo = no_memo,
     conflicts: Mapping[str, str] | None = None,
     configmaps: Mapping[str, Mapping[str, Any] | None] | None = None,
     unreadable: Mapping[str, str] | None = None,
     rejected: Mapping[str, str] | None = None,
-    state: PlanState | None = None,
+    state: KeptPlan | None = None,
 ) -> Decision:
     """Compute the Jobs to create and delete, the new status and the events for `dj`.
 
@@ -220,7 +220,7 @@ def decide(
     recorded revision is kept. `rejected`: node -> why the API server refused its Job, in the
     order they were refused; those nodes take their turns after every other node (oldest
     refusal first), so one node that admission always refuses cannot hold the others back.
-    `state`: the plan kept across passes (planstate.py), which the caller has told of every
+    `state`: the plan kept across passes (keptplan.py), which the caller has told of every
     node that changed; `jobs` and `nodes` are then not read. Without it the plan is made
     from `jobs` and `nodes`, from scratch.
     """
@@ -228,7 +228,7 @@ def decide(
         now = now.replace(tzinfo=timezone.utc)  # a naive time is UTC, as format_time reads it
     observed = _Observed.of(dj)
     if state is None:
-        state = PlanState.of(jobs, nodes, memo)
+        state = KeptPlan.of(jobs, nodes, memo)
     revision = _revision(dj, observed, configmaps, state, bool(unreadable))
     checked = validate(dj, eligibility)
     settings = checked.settings

@@ -433,7 +433,7 @@ def test_the_node_memo_holds_every_rule_set_in_use(bed: Bed) -> None:
     node = bed.nodes.store.get(names[0])
     for i in range(40):
         bed.ctl.reconcile(f"{NS}/audit-{i}")
-    assert len(node._derived) == 40  # every rule set's answer is still kept on the node
+    assert len(node._memo) == 40  # every rule set's answer is still kept on the node
 
 
 def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed: Bed) -> None:

@@ -20,7 +20,7 @@ from daemonjob.domain.plan import HISTORY
 from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, tick_run_id
 from daemonjob.machinery.clock import FAKE_WALL_START, FakeClock
-from daemonjob.machinery.store import thaw
+from daemonjob.machinery.frozen import thaw
 from daemonjob.testing.fakes import FakeInformer, FakeJobControl, api_error, fake_informers
 
 NS = "ops"
