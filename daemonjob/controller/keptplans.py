@@ -71,8 +71,8 @@ class KeptPlans:
                 entry.state = None
 
     # -- from a pass (one at a time per DaemonJob) -------------------------------------------
-    def state_for(self, uid: str, adopted: Iterable[Mapping[str, Any]] = ()) -> KeptPlan:
-        """The DaemonJob's plan state, told of every node marked since the last pass. `adopted`:
+    def kept_plan(self, uid: str, adopted: Iterable[Mapping[str, Any]] = ()) -> KeptPlan:
+        """The DaemonJob's kept plan, told of every node marked since the last pass. `adopted`:
         Jobs adopted in this pass, not in the owner's index until their update arrives (which
         marks their nodes again)."""
         with self._lock:

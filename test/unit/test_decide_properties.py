@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.plan import job_view
-from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.decide import Decision
+from daemonjob.testing.decisions import decide_over
 from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import build_job, format_time, job_node, job_revision, job_state
 from daemonjob.domain.revision import template_revision
@@ -160,7 +161,7 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
           stalled: tuple[str, str] | None) -> Decision:
     spec = dj["spec"]
     before = copy.deepcopy((dj, jobs, nodes))
-    d = decide(dj, jobs, nodes, NOW, stalled)
+    d = decide_over(dj, jobs, nodes, NOW, stalled)
     assert (dj, jobs, nodes) == before, "decide mutated its inputs"
     current = template_revision(spec["jobTemplate"])
     node_names = {n["metadata"]["name"] for n in nodes}
@@ -295,9 +296,9 @@ def test_cached_objects_decide_like_plain_ones(case: tuple[Any, ...]) -> None:
     dj, jobs, nodes, stalled = case
     cached_jobs = [freeze(job_transform(copy.deepcopy(j))) for j in jobs]
     cached_nodes = [freeze(node_transform(copy.deepcopy(n))) for n in nodes]
-    plain = decide(dj, jobs, nodes, NOW, stalled=stalled)
+    plain = decide_over(dj, jobs, nodes, NOW, stalled=stalled)
     for _ in range(2):  # the second pass reads the values kept by the first
-        assert decide(dj, cached_jobs, cached_nodes, NOW, stalled=stalled, memo=object_memo) == plain
+        assert decide_over(dj, cached_jobs, cached_nodes, NOW, stalled=stalled, memo=object_memo) == plain
 
 
 @settings(**SETTINGS)
@@ -306,10 +307,10 @@ def test_suspended_or_api_stalled_rollouts_never_tear_down_old_revisions(case: t
     dj, jobs, nodes, _ = case
     dj = copy.deepcopy(dj)
     dj["spec"]["suspend"] = True
-    d = decide(dj, jobs, nodes, NOW)
+    d = decide_over(dj, jobs, nodes, NOW)
     assert not d.creates and all(x.reason != "OldRevision" for x in d.deletes)
     dj["spec"]["suspend"] = False
-    d = decide(dj, jobs, nodes, NOW, stalled=("Forbidden", "quota"))
+    d = decide_over(dj, jobs, nodes, NOW, stalled=("Forbidden", "quota"))
     assert all(x.reason != "OldRevision" for x in d.deletes)
 
 
@@ -366,8 +367,8 @@ def test_the_incremental_plan_equals_the_full_plan_after_every_event(
             dj["spec"]["maxParallel"] = 1 + seed % 4
         if kind not in ("template", "max-parallel"):
             tell(node)
-        full = decide(dj, list(jobs_by_name.values()), list(nodes_by_name.values()), NOW, stalled)
-        kept = decide(dj, [], [], NOW, stalled, memo=object_memo, state=state)
+        full = decide_over(dj, list(jobs_by_name.values()), list(nodes_by_name.values()), NOW, stalled)
+        kept = decide_over(dj, [], [], NOW, stalled, memo=object_memo, plan=state)
         assert kept.status == full.status
         assert [(c.node, c.name) for c in kept.creates] == [(c.node, c.name) for c in full.creates]
         assert kept.deletes == full.deletes and kept.events == full.events

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from daemonjob.domain.decide import RUN_SUCCEEDED, Decision, decide
+from daemonjob.domain.decide import RUN_SUCCEEDED, Decision
+from daemonjob.testing.decisions import decide_over
 from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node, job_run
 from daemonjob.domain.plan import HISTORY, OLD_REVISION, OLD_RUN
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, SKIP_SUSPENDED, tick_run_id
@@ -62,7 +63,7 @@ class World:
 
     def step(self, now: datetime) -> Decision:
         """Decide at `now`, write the status, apply the Job writes (deletes start terminating)."""
-        decision = decide(self.dj, self.jobs, self.nodes, now, configmaps=self.configmaps)
+        decision = decide_over(self.dj, self.jobs, self.nodes, now, configmaps=self.configmaps)
         self.dj["status"] = decision.status
         self.jobs = apply_decision(decision, self.jobs, now)
         return decision
@@ -343,5 +344,5 @@ def test_a_config_change_reruns_every_node_and_a_missing_configmap_is_named() ->
 
 def test_without_the_configmaps_read_the_revision_is_the_templates() -> None:
     dj = with_script(make_dj(schedule=None))
-    plain = decide(dj, [], [node("n0")], TICK1)
+    plain = decide_over(dj, [], [node("n0")], TICK1)
     assert cond(plain, "Stalled")["status"] == "False" and len(plain.creates) == 1
