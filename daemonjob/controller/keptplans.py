@@ -18,7 +18,7 @@ from typing import Any
 
 from daemonjob import defaults
 from daemonjob.controller.informers import NODE_INDEX, OWNER_INDEX
-from daemonjob.domain.jobs import daemonjob_ref, job_node
+from daemonjob.domain.jobs import daemonjob_ref, job_node, owner_uid
 from daemonjob.domain.memo import Memo
 from daemonjob.domain.plan import job_view
 from daemonjob.domain.keptplan import KeptPlan
@@ -49,8 +49,7 @@ class KeptPlans:
         """A Job's versions (before and after): their owners' nodes are marked."""
         with self._lock:
             for job in jobs:
-                ref = daemonjob_ref(job)
-                entry = self._entries.get(ref.get("uid") or "") if ref is not None else None
+                entry = self._entries.get(owner_uid(job)) if daemonjob_ref(job) is not None else None
                 if entry is not None:
                     entry.dirty.add(job_node(job) or NO_NODE)
 
@@ -98,7 +97,7 @@ class KeptPlans:
         if node == NO_NODE:
             return [j for j in self._jobs.store.by_index(OWNER_INDEX, uid) if not job_node(j)]
         return [j for j in self._jobs.store.by_index(NODE_INDEX, node)
-                if ((daemonjob_ref(j) or {}).get("uid") or "") == uid]
+                if owner_uid(j) == uid]
 
     def check_due(self, uid: str, now: float) -> bool:
         """True once per SELF_CHECK_INTERVAL for a DaemonJob: time to compare with a full plan.

@@ -21,14 +21,14 @@ from daemonjob.controller.informers import NODE_INDEX, Informers, orphan_index
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
-from daemonjob.domain.jobs import ACTIVE, daemonjob_ref, job_state
+from daemonjob.domain.jobs import ACTIVE, daemonjob_ref, job_state, owner_uid
 from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
 from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.memo import MEMO_CAPACITY, ObjectMemo
 from daemonjob.machinery.store import meta_namespace_key
 from daemonjob.machinery.workqueue import RateLimitingQueue
 
-__all__ = ["Router", "job_event_delay", "owner_key", "owner_uid"]
+__all__ = ["Router", "job_event_delay", "owner_key"]
 
 Obj = Mapping[str, Any]
 
@@ -43,11 +43,6 @@ def owner_key(job: Obj) -> str | None:
     """namespace/name of the DaemonJob controlling this Job, if any."""
     ref = daemonjob_ref(job)
     return None if ref is None else f"{job['metadata'].get('namespace', '')}/{ref.get('name')}"
-
-
-def owner_uid(job: Obj) -> str:
-    ref = daemonjob_ref(job)
-    return (ref.get("uid") or "") if ref is not None else ""
 
 
 def _revision_of(dj: Obj) -> tuple[Any, Any]:
