@@ -8,73 +8,26 @@ from typing import Any
 
 import pytest
 
-from daemonjob.testing.decisions import apply as apply_decision
 from daemonjob.domain.decide import Decision
-from daemonjob.testing.decisions import decide_over
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_REVISION, build_job, format_time
-from daemonjob.domain.revision import job_name, template_revision
+from daemonjob.domain.revision import job_name
+from daemonjob.testing import builders
+from daemonjob.testing.builders import job, job_template, node, nodes, revision_of
+from daemonjob.testing.decisions import apply as apply_decision
+from daemonjob.testing.decisions import decide_over
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
-EARLIER = "2024-03-01T10:00:00Z"
 
 
 # ---------------------------------------------------------------- builders
 
 
 def make_dj(status: dict[str, Any] | None = None, generation: int = 1, annotation: str = "1", **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "jobTemplate": {
-            "metadata": {"labels": {"app": "audit"}, "annotations": {"run": annotation}},
-            "spec": {
-                "backoffLimit": 1,
-                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}},
-            },
-        }
-    }
-    body.update(spec)
-    return {
-        "apiVersion": "daemonjob.io/v1alpha1",
-        "kind": "DaemonJob",
-        "metadata": {"name": "audit", "namespace": "ops", "uid": "dj-uid", "generation": generation},
-        "spec": body,
-        "status": status or {},
-    }
+    return builders.make_dj(generation=generation, resource_version=None, status=status or {},
+                            template=job_template(annotation, labels={"app": "audit"}, backoff_limit=1), **spec)
 
 
-def rev(dj: dict[str, Any]) -> str:
-    return template_revision(dj["spec"]["jobTemplate"])
-
-
-def node(name: str, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
-         unschedulable: bool = False) -> dict[str, Any]:
-    spec: dict[str, Any] = {"taints": taints or []}
-    if unschedulable:
-        spec["unschedulable"] = True
-    return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec}
-
-
-def nodes(*names: str) -> list[dict[str, Any]]:
-    return [node(n) for n in names]
-
-
-def job(dj: dict[str, Any], node_name: str, state: str = "active", revision: str | None = None,
-        created: str = EARLIER, finished: str | None = None) -> dict[str, Any]:
-    """A Job as the API would return it, optionally of another revision."""
-    revision = revision or rev(dj)
-    body = build_job(dj, node_name, revision)
-    body["metadata"]["creationTimestamp"] = created
-    body["metadata"]["uid"] = f"uid-{body['metadata']['name']}"
-    conditions: list[dict[str, str]] = []
-    status: dict[str, Any] = {"startTime": created, "conditions": conditions}
-    if state == "succeeded":
-        conditions.append({"type": "Complete", "status": "True", "lastTransitionTime": finished or created})
-        status["completionTime"] = finished or created
-    elif state == "failed":
-        conditions.append({"type": "Failed", "status": "True", "lastTransitionTime": finished or created})
-    elif state == "terminating":
-        body["metadata"]["deletionTimestamp"] = created
-    body["status"] = status
-    return body
+rev = revision_of
 
 
 def cond(decision: Decision, kind: str) -> dict[str, Any]:

@@ -9,53 +9,21 @@ from typing import Any
 import pytest
 
 from daemonjob.domain.decide import Decision
-from daemonjob.testing.decisions import decide_over
-from daemonjob.domain.jobs import LABEL_REVISION, LABEL_TEMPLATE_HASH, build_job
+from daemonjob.domain.jobs import LABEL_REVISION, LABEL_TEMPLATE_HASH
 from daemonjob.domain.revision import template_revision
+from daemonjob.testing import builders
+from daemonjob.testing.builders import EARLIER, job, job_template, node, nodes
 from daemonjob.testing.decisions import apply as apply_decision
+from daemonjob.testing.decisions import decide_over
 from daemonjob.testing.kstatus import CURRENT, FAILED, IN_PROGRESS, verdict
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
-EARLIER = "2024-03-01T10:00:00Z"
 
 
 def make_dj(annotation: str = "1", generation: int = 1, status: dict[str, Any] | None = None,
             **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"jobTemplate": {
-        "metadata": {"annotations": {"run": annotation}},
-        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}},
-    }}
-    body.update(spec)
-    return {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
-            "metadata": {"name": "audit", "namespace": "ops", "uid": "dj-uid", "generation": generation},
-            "spec": body, "status": status or {}}
-
-
-def node(name: str, unschedulable: bool = False, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"taints": taints or []}
-    if unschedulable:
-        spec["unschedulable"] = True
-    return {"metadata": {"name": name, "labels": {}}, "spec": spec}
-
-
-def nodes(*names: str) -> list[dict[str, Any]]:
-    return [node(n) for n in names]
-
-
-def job(dj: dict[str, Any], node_name: str, state: str = "active", revision: str | None = None,
-        created: str = EARLIER) -> dict[str, Any]:
-    revision = revision or template_revision(dj["spec"]["jobTemplate"])
-    body = build_job(dj, node_name, revision)
-    body["metadata"].update(creationTimestamp=created, uid=f"uid-{body['metadata']['name']}")
-    conditions = []
-    if state == "succeeded":
-        conditions.append({"type": "Complete", "status": "True", "lastTransitionTime": created})
-    elif state == "failed":
-        conditions.append({"type": "Failed", "status": "True", "lastTransitionTime": created})
-    elif state == "terminating":
-        body["metadata"]["deletionTimestamp"] = created
-    body["status"] = {"conditions": conditions}
-    return body
+    return builders.make_dj(generation=generation, resource_version=None, status=status or {},
+                            template=job_template(annotation, backoff_limit=None), **spec)
 
 
 def cond(d: Decision, kind: str) -> dict[str, Any]:
