@@ -16,13 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from daemonjob.domain.jobs import build_job
 from daemonjob.domain.revision import Revision, job_name
-
-if TYPE_CHECKING:  # plan.py builds on the types here
-    from daemonjob.domain.plan import Plan
 
 __all__ = ["CreateJob", "DeleteJob", "Turn", "Turns", "Gate", "Actions", "choose_actions"]
 
@@ -85,40 +82,24 @@ class Actions:
 
 @dataclass(frozen=True, slots=True)
 class Turns:
-    """The plan's turns in the order nodes take them: nodes whose Job name another owner holds
-    left out, nodes the API server refused last (oldest refusal first). The plan's own lists
-    are used as they are when neither applies (the usual case: no copy of thousands of turns)."""
+    """What actions are chosen from (`Plan.turns`): the turns in the order nodes take them
+    (`replacing` first delete a node's running older Job, `starting` create), the deletes
+    that are always safe (NodeGone, History), running older Jobs on nodes that already have
+    their current Job (`extra_old`), and the slots already held."""
 
     replacing: Sequence[Turn]
     starting: Sequence[Turn]
-    refused: Mapping[str, str] | None = None  # refused nodes that still need their Job
-
-    @classmethod
-    def of(cls, plan: Plan, conflicts: Mapping[str, str] | None, rejected: Mapping[str, str] | None) -> Turns:
-        if not conflicts and not rejected:
-            return cls(plan.replacing, plan.starting)
-        skip = conflicts or {}
-        order = {node: i for i, node in enumerate(rejected or {})}
-
-        def ordered(turns: Sequence[Turn]) -> list[Turn]:
-            kept = [t for t in turns if t.node not in skip]
-            later = sorted((t for t in kept if t.node in order), key=lambda t: order[t.node])
-            return [t for t in kept if t.node not in order] + later
-
-        starting = ordered(plan.starting)
-        refused = {t.node: (rejected or {})[t.node] for t in starting if t.node in order}
-        return cls(ordered(plan.replacing), starting, refused or None)
+    always: Sequence[DeleteJob]
+    extra_old: Sequence[DeleteJob]
+    held: int
+    refused: Mapping[str, str] | None = None  # nodes the API server refused that still need their Job
 
 
-def choose_actions(dj: Mapping[str, Any], revision: Revision, turns: Turns, plan: Plan, slots: int | None,
-                   gate: Gate, run: str | None = None) -> Actions:
-    """`turns.replacing`: turns that first delete a node's running older Job, `turns.starting`:
-    turns that create, each in the order the nodes take their turns. From the plan: deletes
-    that are always safe (NodeGone, History), running older Jobs on nodes that already have
-    their current Job (`extra_old`), and the slots already held (`busy`). `slots`: the
-    maxParallel limit; `run`: the current run, which the created Jobs carry."""
-    replacing, starting, always, extra_old, held = (turns.replacing, turns.starting, plan.deletes, plan.extra_old,
-                                                    plan.busy)
+def choose_actions(dj: Mapping[str, Any], revision: Revision, turns: Turns, slots: int | None, gate: Gate,
+                   run: str | None = None) -> Actions:
+    """`slots`: the maxParallel limit; `run`: the current run, which the created Jobs carry."""
+    replacing, starting, always, extra_old, held = (turns.replacing, turns.starting, turns.always, turns.extra_old,
+                                                    turns.held)
     free = None if slots is None else max(0, slots - held)
     out = Actions(free_slots=free)
     deletes = list(always)

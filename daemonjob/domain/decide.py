@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from daemonjob.domain.actions import CreateJob, DeleteJob, Gate, Turns, choose_actions
+from daemonjob.domain.actions import CreateJob, DeleteJob, Gate, choose_actions
 from daemonjob.domain.conditions import (
     COMPLETE,
     FAILED_CONDITION,
@@ -222,9 +222,9 @@ def _read(inp: DecisionInput) -> Reading:
 def _conclude(reading: Reading) -> Decision:
     inp, plan, step, recorded = reading.input, reading.plan, reading.step, reading.input.recorded
     run = step.current_run
-    turns = Turns.of(plan, inp.troubles.conflicts, inp.troubles.rejected)
+    turns = plan.turns(inp.troubles.conflicts, inp.troubles.rejected)
     stall = stall_for(inp, reading.checked, plan, reading.missing, turns.refused)
-    actions = choose_actions(inp.dj, reading.revision, turns, plan, _slots(reading), _gate(reading, stall), run)
+    actions = choose_actions(inp.dj, reading.revision, turns, _slots(reading), _gate(reading, stall), run)
     conditions = evaluate(plan, reading.checked.settings, actions, reading.revision.name, stall, reading.budget, run,
                           reading.idle)
     run_changed = run != recorded.status.get("currentRun")

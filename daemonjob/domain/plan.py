@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.actions import DeleteJob, Turn
+from daemonjob.domain.actions import DeleteJob, Turn, Turns
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.jobs import (
     ACTIVE,
@@ -185,6 +185,24 @@ class Plan:
     @property
     def ttl_jobs(self) -> list[JobView]:
         return [j for js in self.by_node_ttl.values() for j in js]
+
+    def turns(self, conflicts: Mapping[str, str] | None, rejected: Mapping[str, str] | None) -> Turns:
+        """The turns in the order nodes take them: nodes whose Job name another owner holds left
+        out, nodes the API server refused last (oldest refusal first). The plan's own lists are
+        used as they are when neither applies (the usual case: no copy of thousands of turns)."""
+        if not conflicts and not rejected:
+            return Turns(self.replacing, self.starting, self.deletes, self.extra_old, self.busy)
+        skip = conflicts or {}
+        order = {node: i for i, node in enumerate(rejected or {})}
+
+        def ordered(turns: Sequence[Turn]) -> list[Turn]:
+            kept = [t for t in turns if t.node not in skip]
+            later = sorted((t for t in kept if t.node in order), key=lambda t: order[t.node])
+            return [t for t in kept if t.node not in order] + later
+
+        starting = ordered(self.starting)
+        refused = {t.node: (rejected or {})[t.node] for t in starting if t.node in order}
+        return Turns(ordered(self.replacing), starting, self.deletes, self.extra_old, self.busy, refused or None)
 
     @classmethod
     def of(cls, parts: Iterable[tuple[str, NodePlan]]) -> Plan:
