@@ -12,6 +12,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from daemonjob.domain.decide import RUN_SUCCEEDED, Decision
+from daemonjob.testing import builders
+from daemonjob.testing.builders import node
 from daemonjob.testing.decisions import decide_over
 from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node, job_run
 from daemonjob.domain.plan import HISTORY, OLD_REVISION, OLD_RUN
@@ -26,16 +28,8 @@ SCRIPT = "script"
 
 
 def make_dj(**spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": {
-            "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}},
-        "schedule": "*/5 * * * *",
-    }
-    body.update(spec)
-    return {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
-            "metadata": {"name": "nightly", "namespace": "ops", "uid": "dj-uid", "generation": 1,
-                         "creationTimestamp": format_time(CREATED)},
-            "spec": {k: v for k, v in body.items() if v is not None}, "status": {}}
+    return builders.make_dj("nightly", resource_version=None, status={}, created=format_time(CREATED),
+                            **{"schedule": "*/5 * * * *", **spec})
 
 
 def with_script(dj: dict[str, Any]) -> dict[str, Any]:
@@ -48,10 +42,6 @@ def with_script(dj: dict[str, Any]) -> dict[str, Any]:
 
 def configmap(data: str) -> dict[str, Any]:
     return {"metadata": {"name": SCRIPT, "namespace": "ops"}, "data": {"run.sh": data}}
-
-
-def node(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {}}, "spec": {}}
 
 
 @dataclass
