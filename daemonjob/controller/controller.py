@@ -29,14 +29,14 @@ import dataclasses
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
 
 from daemonjob import defaults
 from daemonjob.controller.act import Act
-from daemonjob.controller.adoption import Adoption
+from daemonjob.controller.adoption import Adopted, Adoption
 from daemonjob.controller.configmaps import ConfigMapTracker, InformerFactory, kube_configmap_informer
 from daemonjob.controller.events import EventRecorder, error_message
 from daemonjob.controller.expectations import Expectations, NameHolds
@@ -248,8 +248,9 @@ class Controller:
             look_again.append(wake)
             if seen is None:
                 return None
-            adopted = self._adopt(seen, events)
-            inp = self._input(seen, adopted)
+            adopted = self._adopt(seen)
+            events.extend(adopted.events)
+            inp = self._input(seen, adopted.jobs)
             decision = self._decide(seen.key, inp)
             now = inp.now
             if seen.wait is not None:
@@ -275,20 +276,20 @@ class Controller:
                 self.reporter.post(seen, events)
             self._look_again(key, look_again)
 
-    def _adopt(self, seen: Observation, events: list[EventSpec]) -> list[Any]:
+    def _adopt(self, seen: Observation) -> Adopted:
         """Adopt this DaemonJob's orphans and read known name conflicts afresh (not while the
-        cache is behind its own writes). Returns the Jobs adopted, for the kept plan."""
+        cache is behind its own writes): the Jobs adopted, for the kept plan, and the Events."""
         if seen.wait is not None:
-            return []
-        adopted = self.adoption.adopt(seen.dj, self.jobs.store.by_index(ORPHAN_INDEX, seen.key), seen.owner)
+            return Adopted()
+        adopted = Adopted(self.adoption.adopt(seen.dj, self.jobs.store.by_index(ORPHAN_INDEX, seen.key), seen.owner))
         known = self.troubles.conflicts(seen.uid)
         if known:
             rechecked = self.adoption.recheck(seen.dj, known, seen.owner)
-            events.extend(rechecked.events)
+            adopted.events = rechecked.events
             self.troubles.set_conflicts(seen.uid, tuple(rechecked.conflicts))
         return adopted
 
-    def _input(self, seen: Observation, adopted: list[Any]) -> DecisionInput:
+    def _input(self, seen: Observation, adopted: list[Mapping[str, Any]]) -> DecisionInput:
         """The one value the decision reads; `now`: one instant for the whole pass."""
         return DecisionInput(
             dj=seen.dj,

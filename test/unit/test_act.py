@@ -6,12 +6,15 @@ from typing import Any
 
 import pytest
 
+from daemonjob.controller import controller as controller_module
 from daemonjob.controller.controller import Controller, ReconcileError
 from daemonjob.controller.jobcontrol import NotLeader
+from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.inputs import ApiTroubles, DecisionInput
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, build_job
 from daemonjob.domain.revision import template_revision
 from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import make_dj, node
+from daemonjob.testing.builders import make_dj, node, revision_of
 from daemonjob.testing.fakes import api_error
 
 NS = "ops"
@@ -394,8 +397,10 @@ def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed:
     bed.jobs.store.update(job)  # in the cache, but no event reached the kept plan
     bed.clock.step(2 * 300 + 1)  # past the (spread) first check
     drain(bed.ctl)
+    bed.control.reset()
     decision = bed.ctl.reconcile(KEY)
     assert decision is not None and decision.status["succeededNodes"] == 1  # the full decision's answer
+    assert not bed.control.of("create") and not bed.control.of("delete")  # compared, not acted on
     value = bed.ctl.metrics.registry.get_sample_value
     assert value("daemonjob_plan_self_check_differences_total") == 1
     assert len(bed.ctl.queue) == 1  # passed over again on the repaired plan
@@ -410,3 +415,23 @@ def drain(ctl: Controller) -> None:
     while len(ctl.queue):
         key, _ = ctl.queue.get()
         ctl.queue.done(key)
+
+
+def test_a_pass_decides_once_and_its_status_says_what_act_heard(bed: ActBed, monkeypatch: pytest.MonkeyPatch) -> None:
+    inputs: list[DecisionInput] = []
+
+    def counted(inp: DecisionInput) -> Decision:
+        inputs.append(inp)
+        return decide(inp)
+
+    monkeypatch.setattr(controller_module, "decide", counted)
+    names = bed.add_nodes(2)
+    dj = make_dj()
+    bed.add_dj(dj)
+    refused = build_job(dj, names[0], revision_of(dj))["metadata"]["name"]
+    bed.control.errors[("create", refused)] = api_error(400, message="denied by policy")
+    with pytest.raises(ReconcileError):
+        bed.ctl.reconcile(bed.key)
+    assert len(inputs) == 1 and inputs[0].troubles == ApiTroubles()  # decided before act heard anything
+    stalled = condition(bed.last_status(), "Stalled")  # ...and the status written says what it heard
+    assert stalled["status"] == "True" and stalled["reason"] == "JobRejected" and "denied by policy" in stalled["message"]
