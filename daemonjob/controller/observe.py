@@ -40,7 +40,7 @@ Obj = Mapping[str, Any]
 
 @dataclass(slots=True)
 class Observation:
-    """What one pass of one DaemonJob decides on."""
+    """What the observe step read of one DaemonJob: the decision's input is made from it."""
 
     key: str
     cached: Obj  # the cached DaemonJob (frozen): its status is what the status write compares with
