@@ -44,7 +44,7 @@ from typing import Any
 import benchlib
 import urllib3
 
-from daemonjob.domain.jobs import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME, job_run
+from daemonjob.domain.jobs import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME, PLURAL, job_run
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, free_port
@@ -55,7 +55,7 @@ POOL_LABEL = "bench.daemonjob.io/pool"
 POOL = "bench"
 DS_NAMESPACE = "bench-ds"
 DJ_NAMESPACE_PREFIX = "bench-dj-"
-DJ_PLURAL = "daemonjobs"
+DJ_PLURAL = PLURAL
 UNTHROTTLED = 5000
 CONVERGENCE_DURATION = 0.0  # Jobs of bench-01.. finish at once: only that they finish matters
 SCENARIOS = ("default", "tick")

@@ -1,99 +1,146 @@
 """The act layer: carry out a decision through a JobControl, as far as it can be carried out.
 
-Like the DaemonSet controller's syncNodes, every action is attempted and the errors are
-collected, so one refused delete neither blocks the creates of other nodes nor the status.
-Creates go in slow-start batches (1, 2, 4, ...) so a systematic failure costs a handful of
-calls. Expectations are raised before each write and lowered when a write fails, so the
-next pass waits for the cache only for what really happened.
+Deletes that must come first (older revisions and runs at their node's turn, Jobs of
+deleted nodes), then creates, then history handed to its own cleaner, so cleaning up never
+delays a run. Like the DaemonSet controller's syncNodes, every action is attempted and the
+errors are collected, so one refused delete neither blocks the creates of other nodes nor
+the status. Creates go in slow-start batches (1, 2, 4, ...) so a systematic failure costs a
+handful of calls, and a Job name freed moments ago waits (NameHolds). Expectations are
+raised before each write and lowered when a write fails, so the next pass waits for the
+cache only for what really happened. What the API server says is kept (Troubles) for the
+next decision; the Events that say what was done are returned for the report step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
+from typing import TypeVar
 
 from daemonjob import defaults
-from daemonjob.controller.expectations import Expectations
+from daemonjob.controller.adoption import Adoption
+from daemonjob.controller.events import error_message, names_shown
+from daemonjob.controller.expectations import Expectations, NameHolds
+from daemonjob.controller.history import HistoryCleaner
 from daemonjob.controller.jobcontrol import JobControl, NotLeader
 from daemonjob.controller.metrics import Metrics
-from daemonjob.domain.decide import CreateJob, DeleteJob
-from daemonjob.domain.jobs import (
-    ANNOTATION_NODE,
-    LABEL_NAME,
-    LABEL_REVISION,
-    LABEL_RUN,
-    LABEL_TEMPLATE_HASH,
-    controller_ref,
-)
+from daemonjob.controller.observe import Observation
+from daemonjob.controller.outcomes import Acted, CreateOutcome, DeleteOutcome
+from daemonjob.controller.troubles import Troubles
+from daemonjob.domain.actions import CreateJob, DeleteJob
+from daemonjob.domain.conditions import JOB_REJECTED
+from daemonjob.domain.decide import Decision, EventSpec
+from daemonjob.domain.plan import HISTORY
 from daemonjob.machinery.kube import ApiError
 
-__all__ = ["Act", "CreateOutcome", "DeleteOutcome", "EVENT_NAMES_SHOWN", "names_shown"]
+__all__ = ["Act"]
 
-EVENT_NAMES_SHOWN = 5
-EVENT_JOB_RELABELLED = "JobRelabelled"
-_IDENTITY_LABELS = (LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH)
 _T = TypeVar("_T")
 _R = TypeVar("_R")
-
-
-def names_shown(names: Sequence[str]) -> str:
-    """A short list for an Event: the first few names and how many more."""
-    shown = ", ".join(names[:EVENT_NAMES_SHOWN])
-    more = len(names) - EVENT_NAMES_SHOWN
-    return shown + (f" (+{more} more)" if more > 0 else "")
-
-
-def error_message(exc: BaseException) -> str:
-    return exc.message if isinstance(exc, ApiError) else str(exc)
-
-
-@dataclass(slots=True)
-class DeleteOutcome:
-    deleted: list[DeleteJob] = field(default_factory=list)
-    failed: list[tuple[DeleteJob, Exception]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class CreateOutcome:
-    created: list[CreateJob] = field(default_factory=list)
-    existed: list[CreateJob] = field(default_factory=list)  # AlreadyExists: to be resolved
-    failed: list[tuple[CreateJob, Exception]] = field(default_factory=list)
-    error: Exception | None = None  # the first failure; later batches were not sent
-    skipped: int = 0  # creates not attempted after the failure
-
-    @property
-    def rejected(self) -> ApiError | None:
-        """The create the API server refused as invalid: the spec needs a user's change."""
-        return self.error if isinstance(self.error, ApiError) and self.error.invalid else None
-
-    def rejected_nodes(self) -> dict[str, str]:
-        """Node -> the API server's message, for each create it refused (admission, quota, validation)."""
-        return {c.node: error_message(e) for c, e in self.failed if isinstance(e, ApiError) and e.invalid}
-
-
-@dataclass(frozen=True, slots=True)
-class Conflict:
-    """A deterministic Job name taken by a Job this DaemonJob may not adopt."""
-
-    node: str
-    job: str
-    owner: str
-
-    @property
-    def text(self) -> str:
-        return f"Job {self.job} for node {self.node} exists and is controlled by {self.owner}"
 
 
 class Act:
     """Writes for one controller; `run_all` maps over a bounded pool of writer threads (WriterPool.map)."""
 
     def __init__(self, control: JobControl, expectations: Expectations, metrics: Metrics,
-                 run_all: Callable[[Callable[[_T], _R], Iterable[_T]], Iterable[_R]]) -> None:
+                 run_all: Callable[[Callable[[_T], _R], Iterable[_T]], Iterable[_R]], *,
+                 history: HistoryCleaner, name_holds: NameHolds, adoption: Adoption, troubles: Troubles) -> None:
         self.control = control
         self.expectations = expectations
         self.metrics = metrics
         self._map = run_all
+        self.history = history
+        self.name_holds = name_holds
+        self.adoption = adoption
+        self.troubles = troubles
+
+    def carry(self, seen: Observation, decision: Decision) -> Acted:
+        """Carry out `decision`; what failed, what to say, when held-back creates may go."""
+        acted = Acted()
+        decision = self._without_held_names(seen, decision, acted)
+        acted.errors = self._delete(seen, decision, acted) + self._create(seen, decision, acted)
+        self._clean_history(seen, decision, acted)
+        return acted
+
+    def _without_held_names(self, seen: Observation, decision: Decision, acted: Acted) -> Decision:
+        """The decision without creates of names a delete freed moments ago; the pass looks
+        again when the first of them may be reused."""
+        held = {c.name: left for c in decision.creates if (left := self.name_holds.held(seen.uid, c.name)) is not None}
+        if not held:
+            return decision
+        seen.log.debug("job names freed moments ago, created later", jobs=sorted(held)[:5],
+                       wait_seconds=round(min(held.values()), 2))
+        acted.look_again = min(held.values())
+        return dataclasses.replace(decision, creates=[c for c in decision.creates if c.name not in held])
+
+    def _delete(self, seen: Observation, decision: Decision, acted: Acted) -> list[Exception]:
+        """Deletes that come before creates (old revisions, old runs, deleted nodes), with expectations."""
+        deletes = [d for d in decision.deletes if d.reason != HISTORY]
+        outcome = self.delete_jobs(seen.uid, seen.namespace, deletes)
+        done: dict[str, list[str]] = {}
+        for d in outcome.deleted:
+            done.setdefault(d.reason, []).append(d.node or d.name)
+        for reason, nodes in done.items():
+            seen.log.info("deleted jobs", reason=reason, count=len(nodes))
+            acted.events.append(EventSpec("Normal", "SuccessfulDelete",
+                                          f"Deleted {len(nodes)} Job(s) ({reason}): {names_shown(nodes)}"))
+        errors = [e for _, e in outcome.failed]
+        fenced = [e for e in errors if isinstance(e, NotLeader)]
+        if fenced:
+            raise fenced[0]
+        if outcome.failed:
+            failed_names = [d.name for d, _ in outcome.failed]
+            seen.log.warning("deleting jobs failed", count=len(failed_names), error=error_message(errors[0]))
+            acted.events.append(EventSpec("Warning", "FailedDelete", f"Error deleting {len(failed_names)} Job(s) "
+                                          f"({names_shown(failed_names)}): {error_message(errors[0])}"))
+        return errors
+
+    def _create(self, seen: Observation, decision: Decision, acted: Acted) -> list[Exception]:
+        uid, generation = seen.uid, seen.generation
+        with self.history.creates_first() if decision.creates else nullcontext():
+            outcome = self.create_jobs(uid, seen.namespace, decision.creates)
+        revision = decision.status.get("currentRevision")
+        if outcome.created:
+            nodes = [c.node for c in outcome.created]
+            seen.log.info("created jobs", count=len(nodes), revision=revision)
+            acted.events.append(EventSpec("Normal", "SuccessfulCreate",
+                                          f"Created {len(nodes)} Job(s) for revision {revision}: {names_shown(nodes)}"))
+        if outcome.existed:
+            resolved = self.adoption.resolve_existing(seen.dj, outcome.existed, seen.owner)
+            acted.events.extend(resolved.events)
+            found = resolved.conflicts
+            if found:
+                seen.log.warning("job name conflict", count=len(found), first=found[0].job)
+                self.troubles.add_conflicts(uid, found)
+        if isinstance(outcome.error, NotLeader):
+            raise outcome.error
+        self.troubles.note_rejections(uid, generation, outcome)
+        if outcome.error is None or outcome.created:
+            self.troubles.unstall(uid)  # creates go through: any refusal is of some nodes only
+        if outcome.error is None:
+            return []
+        message = error_message(outcome.error)
+        failed_node = outcome.failed[0][0].node if outcome.failed else None
+        acted.events.append(EventSpec("Warning", "FailedCreate",
+                                      f"Error creating Job for node {failed_node}: {message}"))
+        if outcome.rejected is not None:
+            seen.log.warning("the API server rejected the Job", node=failed_node, error=message)
+            if not outcome.created:  # nothing went through: probe once per retry until something does
+                self.troubles.stall(uid, generation, JOB_REJECTED,
+                                    f"the API server rejected the Job of node {failed_node}: {message}")
+        return [outcome.error]
+
+    def _clean_history(self, seen: Observation, decision: Decision, acted: Acted) -> None:
+        """After the creates, at the cleaner's own pace: old runs never delay the next one."""
+        history = [d for d in decision.deletes if d.reason == HISTORY]
+        if not history:
+            return
+        queued = self.history.submit(seen.namespace, history)
+        if queued:
+            seen.log.info("deleting jobs", reason=HISTORY, count=len(queued))
+            acted.events.append(EventSpec("Normal", "SuccessfulDelete", f"Deleting {len(queued)} finished Job(s) "
+                                          f"beyond historyLimit: {names_shown([d.node or d.name for d in queued])}"))
 
     # -- deletes -------------------------------------------------------------------------
     def delete_jobs(self, uid: str, namespace: str, deletes: Sequence[DeleteJob]) -> DeleteOutcome:
@@ -161,112 +208,3 @@ class Act:
         if isinstance(outcome.error, ApiError):
             self.metrics.job_create_errors.inc()
         return outcome
-
-    # -- adoption (the DaemonSet controller's ControllerRefManager) ----------------------
-    def adopt(self, dj: Mapping[str, Any], jobs: Sequence[Mapping[str, Any]],
-              owner: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-        """Adopt orphans that carry this DaemonJob's label and a node annotation.
-
-        A fresh read first confirms the DaemonJob still has this uid and is not being
-        deleted, so a Job is never adopted by a namesake or a DaemonJob on its way out.
-        Returns the Jobs adopted, as they now stand.
-        """
-        meta = dj["metadata"]
-        orphans = [j for j in jobs if adoptable(j, meta["name"])]
-        if not orphans:
-            return []
-        fresh = self.control.get_daemonjob(meta["namespace"], meta["name"])
-        fmeta = fresh.get("metadata") or {}
-        if fmeta.get("uid") != meta.get("uid") or fmeta.get("deletionTimestamp"):
-            return []
-        adopted: list[Mapping[str, Any]] = []
-        for job in orphans:
-            jmeta = job["metadata"]
-            try:
-                self.control.adopt_job(meta["namespace"], jmeta["name"], jmeta["uid"], owner)
-            except ApiError as exc:
-                if exc.not_found or exc.conflict or exc.invalid:  # gone, or replaced by a namesake
-                    continue
-                raise
-            others = [r for r in jmeta.get("ownerReferences") or () if r.get("uid") != owner.get("uid")]
-            adopted.append({**job, "metadata": {**jmeta, "ownerReferences": [*others, dict(owner)]}})
-        return adopted
-
-    def resolve_existing(self, dj: Mapping[str, Any], existed: Sequence[CreateJob],
-                         owner: Mapping[str, Any]) -> list[Conflict]:
-        """After AlreadyExists: adopt what may be adopted, report what belongs to another."""
-        meta = dj["metadata"]
-        conflicts: list[Conflict] = []
-        orphans: list[Mapping[str, Any]] = []
-        for c in existed:
-            try:
-                job = self.control.get_job(meta["namespace"], c.name)
-            except ApiError as exc:
-                if exc.not_found:
-                    continue  # deleted since: the next pass creates it
-                raise
-            ref = controller_ref(job)
-            if ref is not None and ref.get("uid") == meta.get("uid"):
-                self._claim_back(dj, job, c)  # ours: the cache lags, or lost sight of it
-                continue
-            if ref is None and adoptable(job, meta["name"]):
-                orphans.append(job)
-                continue
-            holder = f"{ref.get('kind')}/{ref.get('name')}" if ref else "no controller (labels do not match)"
-            conflicts.append(Conflict(c.node, c.name, holder))
-        if orphans:
-            self.adopt(dj, orphans, owner)
-        return conflicts
-
-    def _claim_back(self, dj: Mapping[str, Any], job: Mapping[str, Any], wanted: CreateJob) -> None:
-        """A Job we control whose identity labels or node annotation were edited away.
-
-        The Job cache selects on the name label, so such a Job vanishes from it, and every
-        pass would try to create it again and meet AlreadyExists. Put the identity back (it
-        comes back to the cache) and say so in an Event; an intact Job is only cache lag.
-        """
-        if not wanted.revision:
-            return
-        body = wanted.body["metadata"]
-        jmeta = job.get("metadata") or {}
-        labels = {k: body["labels"][k] for k in _IDENTITY_LABELS if k in body["labels"]}
-        annotations = {ANNOTATION_NODE: body["annotations"][ANNOTATION_NODE]}
-        have_labels, have_annotations = jmeta.get("labels") or {}, jmeta.get("annotations") or {}
-        if (all(have_labels.get(k) == v for k, v in labels.items())
-                and have_annotations.get(ANNOTATION_NODE) == annotations[ANNOTATION_NODE]):
-            return
-        try:
-            self.control.relabel_job(jmeta.get("namespace") or dj["metadata"]["namespace"], wanted.name,
-                                     jmeta.get("uid") or "", labels, annotations)
-        except ApiError as exc:
-            if exc.not_found or exc.invalid:  # gone, or replaced by a namesake: the next pass sees it
-                return
-            raise
-        self.control.record_event(
-            dj, "Warning", EVENT_JOB_RELABELLED,
-            f"Job {wanted.name} (node {wanted.node}) lost its {LABEL_NAME} label or node annotation, so this "
-            "controller could not see it; they were put back. Delete the Job to re-run the node instead")
-
-    # -- status --------------------------------------------------------------------------
-    def write_status(self, dj: Mapping[str, Any], old: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
-        """Patch only a changed status, guarded by the resourceVersion it was computed from."""
-        if old == status:
-            return False
-        patch = {**{k: None for k in old if k not in status}, **status}
-        meta = dj["metadata"]
-        try:
-            self.control.patch_status(meta["namespace"], meta["name"], patch, meta.get("resourceVersion"))
-        except ApiError as exc:
-            if exc.not_found:
-                return False
-            raise
-        return True
-
-
-def adoptable(job: Mapping[str, Any], dj_name: str) -> bool:
-    """An orphan made for this DaemonJob: its name label, a node annotation, no controller."""
-    meta = job.get("metadata") or {}
-    if meta.get("deletionTimestamp") or controller_ref(job) is not None:
-        return False
-    return ((meta.get("labels") or {}).get(LABEL_NAME) == dj_name
-            and bool((meta.get("annotations") or {}).get(ANNOTATION_NODE)))

@@ -2,12 +2,21 @@
 
 Data flows one way: watch -> cache -> queue -> decide (pure) -> act -> report. Event
 routing (routing.py) only notes and enqueues. A pass over one DaemonJob reads one way, as
-the DaemonSet controller's syncDaemonSet does: observe (observe.py: the caches, the
-referenced ConfigMaps, the cache's view of our own writes, name conflicts, the kept plan),
-decide (the pure domain), act (carry.py: deletes, creates, history) and report (report.py:
-Events, status, metrics, the next wake-up). The controller receives what it reads
-(Informers), what it writes through (a JobControl) and one Clock, so all of it runs in unit
-tests without a cluster.
+the DaemonSet controller's syncDaemonSet does (`Controller.reconcile`, step by step):
+
+1. observe (observe.py): the cached DaemonJob, its referenced ConfigMaps, the cache's view
+   of the controller's own writes;
+2. adopt (adoption.py): orphans made for it are adopted, known name conflicts read afresh;
+   this step writes to the API server, as the DaemonSet controller adopts while it gathers;
+3. decide once (domain/decide.py) over one `DecisionInput`: the DaemonJob, its kept plan
+   told of every node that changed (keptplans.py), the API's troubles, the clock;
+4. act (act.py): deletes, creates, history; what the API server answered is kept
+   (troubles.py) and the decision concluded again from the same reading with it;
+5. report (report.py): the one place Events are posted, the status, the metrics;
+6. look again: the one place that schedules the DaemonJob's next pass.
+
+The controller receives what it reads (Informers), what it writes through (a JobControl)
+and one Clock, so all of it runs in unit tests without a cluster.
 
 Each DaemonJob's plan is kept across passes and told which nodes changed (plans.py), so a
 pass costs what changed; every PLAN_SELF_CHECK_INTERVAL a pass also decides from scratch
@@ -16,38 +25,39 @@ and compares, logging, counting and repairing any difference.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
 
 from daemonjob import defaults
-from daemonjob.controller.act import Act, error_message
-from daemonjob.controller.carry import Carry
+from daemonjob.controller.act import Act
+from daemonjob.controller.adoption import Adopted, Adoption
 from daemonjob.controller.configmaps import ConfigMapLimits, ConfigMapTracker, InformerFactory, kube_configmap_informer
-from daemonjob.controller.events import EventRecorder
+from daemonjob.controller.events import EventRecorder, error_message
 from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.controller.fence import Fence, NotLeader, always
 from daemonjob.controller.history import HistoryCleaner
-from daemonjob.controller.informers import Informers
+from daemonjob.controller.informers import ORPHAN_INDEX, Informers
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.observe import Observation, Observer
-from daemonjob.controller.plans import Plans
+from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.report import Reporter
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
-from daemonjob.controller.troubles import Seen, Troubles
-from daemonjob.domain.decide import Decision, decide
-from daemonjob.domain.planstate import PlanState
+from daemonjob.controller.troubles import Troubles
+from daemonjob.domain.decide import NODE_COUNT_FIELDS, Decision, EventSpec, decide
+from daemonjob.domain.inputs import DecisionInput
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import InformerHooks
 from daemonjob.machinery.kube import ApiError, Kube
-from daemonjob.machinery.store import Derived
-from daemonjob.machinery.workqueue import RateLimitingQueue, default_controller_rate_limiter
+from daemonjob.machinery.memo import ObjectMemo
+from daemonjob.machinery.ratelimit import default_controller_rate_limiter
+from daemonjob.machinery.workqueue import RateLimitingQueue
 from daemonjob.machinery.writers import WriterPool
 
 __all__ = ["Controller", "job_event_delay", "owner_key", "ReconcileError"]
@@ -92,24 +102,22 @@ class Controller:
         self.queue = RateLimitingQueue(default_controller_rate_limiter(self.clock), name="daemonjob",
                                        clock=self.clock, metrics_provider=self.metrics.queue_provider)
         self._writers = WriterPool(create_concurrency, "api-writer")
-        self.act = Act(control, self.expectations, self.metrics, self._writers.map)
         self.history = HistoryCleaner(control, self.metrics, clock=self.clock)
+        self.troubles = Troubles()
+        self.adoption = Adoption(control)
+        self.act = Act(control, self.expectations, self.metrics, self._writers.map, history=self.history,
+                       name_holds=self.name_holds, adoption=self.adoption, troubles=self.troubles)
         self.configmaps = (ConfigMapTracker(configmap_informers, self.queue.add, configmap_limits)
                            if configmap_informers is not None else None)
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
-        self.troubles = Troubles()
-        self.memo = Derived()  # values kept on cached objects; the router sizes it to the node rules in use
-        self.plans = Plans(self.jobs, self.nodes, self.memo)
+        self.memo = ObjectMemo()  # values kept on cached objects; the router sizes it to the node rules in use
+        self.plans = KeptPlans(self.jobs, self.nodes, self.memo)
         self.router = Router(informers, self.queue, expectations=self.expectations, name_holds=self.name_holds,
                              plans=self.plans, metrics=self.metrics, configmaps=self.configmaps, memo=self.memo,
                              forget_uid=self._forget_uid)
-        self.observer = Observer(informers, act=self.act, control=control, expectations=self.expectations,
-                                 configmaps=self.configmaps, plans=self.plans, troubles=self.troubles,
-                                 queue=self.queue, metrics=self.metrics, clock=self.clock, memo=self.memo)
-        self.carry = Carry(self.act, control, history=self.history, name_holds=self.name_holds,
-                           troubles=self.troubles, queue=self.queue)
-        self.reporter = Reporter(self.act, control, metrics=self.metrics, troubles=self.troubles, queue=self.queue,
-                                 clock=self.clock)
+        self.observer = Observer(informers, control=control, expectations=self.expectations,
+                                 configmaps=self.configmaps, metrics=self.metrics, clock=self.clock, memo=self.memo)
+        self.reporter = Reporter(control, metrics=self.metrics, clock=self.clock)
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._resync_wake = threading.Condition()
@@ -231,59 +239,109 @@ class Controller:
                 self.queue.done(key)
 
     def reconcile(self, key: str) -> Decision | None:
-        """One pass for one DaemonJob: observe, decide, act on all of it, report, then raise errors."""
-        seen = self.observer.observe(key)
-        if seen is None:
-            return None
-        now = self.clock.wall()  # one instant per pass: every decision of it sees the same ticks
-        troubles = self.troubles.seen(seen.uid, seen.generation)
-        troubles = Seen(troubles.stall, troubles.rejected, seen.conflicts)
-        decision = self._decide(seen, troubles, now)
+        """One pass for one DaemonJob: observe, adopt, decide, act on all of it, report, look
+        again; then raise what failed (retried with the key's backoff)."""
+        look_again: list[float | None] = []
+        events: list[EventSpec] = []  # posted by the report step, or below if the pass ends early
+        reported = False
+        try:
+            seen, wake = self.observer.observe(key)
+            look_again.append(wake)
+            if seen is None:
+                return None
+            adopted = self._adopt(seen)
+            events.extend(adopted.events)
+            inp = self._input(seen, adopted.jobs)
+            decision = self._decide(seen.key, inp)
+            now = inp.now
+            if seen.wait is not None:
+                self.reporter.report(seen, decision, now, wait=seen.wait)
+                return None
+            acted = self.act.carry(seen, decision)
+            events.extend(acted.events)
+            look_again.append(acted.look_again)
+            decision = decision.after_act(self.troubles.of(seen.uid, seen.generation))
+            if not decision.creates and not decision.deletes and self.plans.check_due(seen.uid, self.clock.now()):
+                decision, repaired = self._self_check(seen, decision)
+                look_again.append(0.0 if repaired else None)
+            self.reporter.report(seen, decision, now, events)
+            reported = True
+            look_again.append(self._next_tick(decision))
+            if self.troubles.conflicts(seen.uid):  # a foreign Job's removal sends no event here
+                look_again.append(defaults.CONFLICT_RECHECK_INTERVAL)
+            if acted.errors:
+                raise ReconcileError(acted.errors)  # retried with per-key backoff: quotas free up, webhooks come back
+            return decision
+        finally:
+            if events and not reported:
+                self.reporter.post(seen, events)
+            self._look_again(key, look_again)
+
+    def _adopt(self, seen: Observation) -> Adopted:
+        """Adopt this DaemonJob's orphans and read known name conflicts afresh (not while the
+        cache is behind its own writes): the Jobs adopted, for the kept plan, and the Events."""
         if seen.wait is not None:
-            self.reporter.report_cache_wait(seen, decision, seen.wait, now)
-            return None
-        errors = self.carry.carry(seen, decision)
-        after = self.troubles.seen(seen.uid, seen.generation)
-        if after != troubles:  # this pass hit or cleared an API rejection or a name clash
-            decision = self._decide(seen, after, now)
-        if not decision.creates and not decision.deletes and self.plans.check_due(seen.uid, self.clock.now()):
-            decision = self._self_check(seen, decision, self._decide(seen, after, now, self.observer.full_state(seen)))
-        self.reporter.report(seen, decision, now)
-        if errors:
-            raise ReconcileError(errors)  # retried with per-key backoff: quotas free up, webhooks come back
-        return decision
+            return Adopted()
+        adopted = Adopted(self.adoption.adopt(seen.dj, self.jobs.store.by_index(ORPHAN_INDEX, seen.key), seen.owner))
+        known = self.troubles.conflicts(seen.uid)
+        if known:
+            rechecked = self.adoption.recheck(seen.dj, known, seen.owner)
+            adopted.events = rechecked.events
+            self.troubles.set_conflicts(seen.uid, tuple(rechecked.conflicts))
+        return adopted
 
-    def _decide(self, seen: Observation, troubles: Seen, now: datetime, state: PlanState | None = None) -> Decision:
-        """The decision on the kept plan (or on `state`, a plan from scratch)."""
+    def _input(self, seen: Observation, adopted: list[Mapping[str, Any]]) -> DecisionInput:
+        """The one value the decision reads; `now`: one instant for the whole pass."""
+        return DecisionInput(
+            dj=seen.dj,
+            plan=self.plans.kept_plan(seen.uid, adopted),
+            now=self.clock.wall(),
+            troubles=self.troubles.of(seen.uid, seen.generation),
+            configmaps=seen.configmaps,
+            eligibility=self.router.eligibility_for(seen.key, seen.cached),
+            memo=self.memo,
+        )
+
+    def _decide(self, key: str, inp: DecisionInput) -> Decision:
+        """The pass's one decision, its CPU time kept for the node-join figures."""
         started = time.thread_time()  # CPU, not wall: other threads hold the GIL at times
-        decision = decide(seen.dj, (), (), now, troubles.stall,
-                          eligibility=self.router.eligibility_for(seen.key, seen.cached), memo=self.memo,
-                          conflicts={c.node: c.text for c in troubles.conflicts},
-                          configmaps=seen.configmaps.objects, unreadable=seen.configmaps.unreadable,
-                          rejected=troubles.rejected, state=state or seen.state)
-        if state is None:
-            self.router.decided(seen.key, time.thread_time() - started)
+        decision = decide(inp)
+        self.router.decided(key, time.thread_time() - started)
         return decision
 
-    def _self_check(self, seen: Observation, kept: Decision, full: Decision) -> Decision:
+    def _self_check(self, seen: Observation, kept: Decision) -> tuple[Decision, bool]:
         """The kept plan's decision against one from scratch, in a pass that had nothing to do
-        (so a check never delays a create): a difference is a bug, logged, counted and
-        repaired (the plan is loaded whole, and the DaemonJob passed over again at once)."""
+        (so a check never delays a create), compared without acting on either: a difference is
+        a bug, logged, counted and repaired (the plan is loaded whole, and the DaemonJob passed
+        over again at once). Returns the decision to report and whether it was repaired."""
+        assert kept.reading is not None
+        full = decide(dataclasses.replace(kept.reading.input, plan=self.observer.full_plan(seen)))
         self.metrics.plan_checks.inc()
         same = (kept.status == full.status and kept.deletes == full.deletes
                 and [(c.node, c.name) for c in kept.creates] == [(c.node, c.name) for c in full.creates])
         if same:
-            return kept
+            return kept, False
         self.metrics.plan_differences.inc()
         seen.log.warning("the kept plan differed from a full one; repaired",
-                         kept={k: kept.status.get(k) for k in ("desiredNodes", "activeNodes", "succeededNodes",
-                                                               "failedNodes", "pendingNodes")},
-                         full={k: full.status.get(k) for k in ("desiredNodes", "activeNodes", "succeededNodes",
-                                                               "failedNodes", "pendingNodes")},
+                         kept={k: kept.status.get(k) for k in NODE_COUNT_FIELDS},
+                         full={k: full.status.get(k) for k in NODE_COUNT_FIELDS},
                          creates=(len(kept.creates), len(full.creates)), deletes=(len(kept.deletes), len(full.deletes)))
         self.plans.reload(seen.uid)
-        self.queue.add(seen.key)  # act on the repaired plan
-        return full
+        return full, True
+
+    def _next_tick(self, decision: Decision) -> float | None:
+        """Seconds to the schedule's next tick (no polling in between)."""
+        if decision.requeue_at is None:
+            return None
+        delay = (decision.requeue_at - self.clock.wall()).total_seconds()
+        return max(0.0, delay) + defaults.SCHEDULE_REQUEUE_SLACK
+
+    def _look_again(self, key: str, delays: list[float | None]) -> None:
+        """The one place a pass schedules the next: at the earliest of what its steps wait for
+        (the cache's deadline, a held Job name, the next tick, a name conflict, a repair)."""
+        wanted = [d for d in delays if d is not None]
+        if wanted:
+            self.queue.add_after(key, min(wanted))
 
     # -- for tests and tools ---------------------------------------------------------------
     def decide_seconds(self, key: str) -> float:

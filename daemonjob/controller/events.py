@@ -1,4 +1,4 @@
-"""Kubernetes Events about DaemonJobs, posted off the reconcile path.
+"""Kubernetes Events about DaemonJobs, posted off the reconcile path, and the texts they share.
 
 Workers only enqueue; one thread posts. Repeats of the same (object, reason, message) within
 a window are dropped, in the spirit of client-go's event correlator, so a DaemonJob stuck on
@@ -10,7 +10,7 @@ from __future__ import annotations
 import queue
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -26,6 +26,19 @@ log = structlog.get_logger("daemonjob.controller.events")
 COMPONENT = "daemonjob-controller"
 DEDUP_WINDOW = 600.0
 MAX_QUEUED = 10_000
+EVENT_NAMES_SHOWN = 5
+
+
+def names_shown(names: Sequence[str]) -> str:
+    """A short list for an Event: the first few names and how many more."""
+    shown = ", ".join(names[:EVENT_NAMES_SHOWN])
+    more = len(names) - EVENT_NAMES_SHOWN
+    return shown + (f" (+{more} more)" if more > 0 else "")
+
+
+def error_message(exc: BaseException) -> str:
+    """What the API server said (its Status message), else the error's text."""
+    return exc.message if isinstance(exc, ApiError) else str(exc)
 
 
 class EventRecorder:

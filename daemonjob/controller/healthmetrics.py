@@ -15,6 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from daemonjob.domain.decide import NODE_COUNT_FIELDS
 from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.schedule import InvalidSchedule, parse_schedule
 
@@ -22,8 +23,7 @@ CONDITION_TYPES = ("Complete", "Failed", "Reconciling", "Stalled")
 # kube-state-metrics' spelling of a condition's status: one series each, the current one is 1.
 CONDITION_STATUSES = ("true", "false", "unknown")
 # What counts as progress: a Job started or finished, a node joined or left, a new revision or run.
-PROGRESS_FIELDS = ("currentRevision", "currentRun", "desiredNodes", "activeNodes", "succeededNodes",
-                   "failedNodes", "pendingNodes")
+PROGRESS_FIELDS = ("currentRevision", "currentRun", *NODE_COUNT_FIELDS)
 _TICK_EPSILON = timedelta(microseconds=1)
 
 

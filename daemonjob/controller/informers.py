@@ -12,25 +12,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemonjob.controller.transforms import job_transform, node_transform
-from daemonjob.domain.jobs import API_VERSION, LABEL_NAME, controller_ref, daemonjob_ref, job_node
+from daemonjob.domain.jobs import API_VERSION, LABEL_NAME, PLURAL, controller_ref, daemonjob_ref, job_node, owner_uid
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.kube import Kube
 
-__all__ = ["Informers", "OWNER_INDEX", "NODE_INDEX", "NAME_INDEX", "owner_uid_index", "job_node_index",
-           "dj_name_index", "DAEMONJOB_PLURAL"]
+__all__ = ["Informers", "OWNER_INDEX", "NODE_INDEX", "ORPHAN_INDEX", "owner_uid_index", "job_node_index",
+           "orphan_index"]
 
-DAEMONJOB_PLURAL = "daemonjobs"
 OWNER_INDEX = "owner"  # Jobs by the uid of the DaemonJob that controls them
 NODE_INDEX = "node"  # Jobs by node name
-NAME_INDEX = "orphans"  # Jobs with no controller, by namespace/<daemonjob.io/name label>: to adopt
+ORPHAN_INDEX = "orphans"  # Jobs with no controller, by namespace/<daemonjob.io/name label>: to adopt
 
 Obj = Mapping[str, Any]
 
 
 def owner_uid_index(job: Obj) -> list[str]:
-    ref = daemonjob_ref(job)
-    return [ref.get("uid") or ""] if ref is not None else []
+    return [owner_uid(job)] if daemonjob_ref(job) is not None else []
 
 
 def job_node_index(job: Obj) -> list[str]:
@@ -38,7 +36,7 @@ def job_node_index(job: Obj) -> list[str]:
     return [node] if node else []
 
 
-def dj_name_index(job: Obj) -> list[str]:
+def orphan_index(job: Obj) -> list[str]:
     """Orphans only (no controller): the candidates for adoption, a handful at most, so the
     index costs nothing for the thousands of owned Jobs."""
     meta = job.get("metadata") or {}
@@ -48,7 +46,7 @@ def dj_name_index(job: Obj) -> list[str]:
     return [f"{meta.get('namespace', '')}/{name}"]
 
 
-JOB_INDEXERS = {OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index, NAME_INDEX: dj_name_index}
+JOB_INDEXERS = {OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index, ORPHAN_INDEX: orphan_index}
 
 
 @dataclass(frozen=True)
@@ -66,7 +64,7 @@ class Informers:
                  clock: Clock | None = None, rng: random.Random | None = None) -> Informers:
         common: dict[str, Any] = {"hooks": hooks, "clock": clock, "rng": rng}
         return cls(
-            daemonjobs=Informer(kube, API_VERSION, DAEMONJOB_PLURAL, namespace=namespace, name="daemonjobs", **common),
+            daemonjobs=Informer(kube, API_VERSION, PLURAL, namespace=namespace, name=PLURAL, **common),
             jobs=Informer(kube, "batch/v1", "jobs", namespace=namespace, label_selector=LABEL_NAME,
                           transform=job_transform, name="jobs", indexers=JOB_INDEXERS, **common),
             nodes=Informer(kube, "v1", "nodes", transform=node_transform, name="nodes", **common),

@@ -15,12 +15,11 @@ from typing import Any, Protocol
 
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.fence import Fence, NotLeader, always, as_fence
-from daemonjob.domain.jobs import API_VERSION
+from daemonjob.domain.jobs import API_VERSION, PLURAL
 from daemonjob.machinery.kube import PATCH_MERGE, PATCH_STRATEGIC, Kube, path_for
 
-__all__ = ["DAEMONJOBS", "JobControl", "KubeJobControl", "NotLeader", "always"]
+__all__ = ["JobControl", "KubeJobControl", "NotLeader", "always"]
 
-DAEMONJOBS = "daemonjobs"
 
 
 class JobControl(Protocol):
@@ -105,7 +104,7 @@ class KubeJobControl:
                             **fenced)
 
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:
-        return self.kube.get(path_for(API_VERSION, DAEMONJOBS, namespace, name))
+        return self.kube.get(path_for(API_VERSION, PLURAL, namespace, name))
 
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any],
                      resource_version: str | None) -> None:
@@ -113,7 +112,7 @@ class KubeJobControl:
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         with self.fence.writing("status patch") as fenced:
-            self.kube.patch(path_for(API_VERSION, DAEMONJOBS, namespace, name, "status"), body,
+            self.kube.patch(path_for(API_VERSION, PLURAL, namespace, name, "status"), body,
                             content_type=PATCH_MERGE, **fenced)
 
     def record_event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:

@@ -12,15 +12,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from daemonjob import __version__
 from daemonjob.controller.healthmetrics import HealthMetrics
 from daemonjob.controller.limitermetrics import limiter_wait_histogram
+from daemonjob.domain.decide import NODE_COUNT_FIELDS
 from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.schedule import SKIP_DEADLINE, SKIP_FORBID, SKIP_MISSED, SKIP_SUSPENDED
-from daemonjob.machinery.workqueue import PrometheusMetricsProvider
+from daemonjob.machinery.queuemetrics import PrometheusMetricsProvider
 
 SKIP_REASONS = (SKIP_FORBID, SKIP_DEADLINE, SKIP_MISSED, SKIP_SUSPENDED)
 RUN_RESULTS = ("succeeded", "failed")
 NODE_STATES = ("desired", "active", "succeeded", "failed", "pending")
-STATUS_FIELDS = {"desired": "desiredNodes", "active": "activeNodes", "succeeded": "succeededNodes",
-                 "failed": "failedNodes", "pending": "pendingNodes"}
+STATUS_FIELDS = dict(zip(NODE_STATES, NODE_COUNT_FIELDS))  # the node_states label -> its status field
 # A reconcile in flight when its DaemonJob is deleted must not bring the series back: the
 # uids of deleted DaemonJobs are remembered this long (seconds), far beyond any reconcile.
 FORGOTTEN_TTL = 3600.0

@@ -1,59 +1,46 @@
-"""The observe step of a pass: everything a decision reads, gathered before deciding.
+"""The observe step of a pass: what a decision reads of the caches, gathered before deciding.
 
-The DaemonJob from its cache, the ConfigMaps it references, whether the cache shows the
-controller's own last writes (expectations, checked against the API server once overdue),
-orphans to adopt, Job names another owner still holds, and the DaemonJob's kept plan told
-of every node that changed since the last pass. Returns None when there is nothing to
-decide now (gone, being deleted, a watch not listed yet, waiting for the cache); whatever
-ends such a wait enqueues the DaemonJob again.
+The DaemonJob from its cache, the ConfigMaps it references, and whether the cache shows
+the controller's own last writes (expectations, checked against the API server once
+overdue). Nothing to decide now (gone, being deleted, a watch not listed yet, waiting for
+the cache) is None; whatever ends such a wait enqueues the DaemonJob again, or the pass
+looks again when the wait's deadline comes. Adoption is the pass's next step (adoption.py);
+the kept plan is read after it (keptplans.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from daemonjob import defaults
-from daemonjob.controller.act import Act, Conflict
 from daemonjob.controller.configmaps import ConfigMapTracker
 from daemonjob.controller.expectations import Expectations, Waiting
-from daemonjob.controller.informers import NAME_INDEX, OWNER_INDEX, Informers
+from daemonjob.controller.informers import OWNER_INDEX, Informers
 from daemonjob.controller.jobcontrol import JobControl
 from daemonjob.controller.metrics import Metrics
-from daemonjob.controller.plans import Plans
-from daemonjob.controller.troubles import Troubles
 from daemonjob.domain.configrefs import pod_template_of, referenced_configmaps, rerun_on_config_change
-from daemonjob.domain.decide import CreateJob
+from daemonjob.domain.inputs import ConfigMapsRead
 from daemonjob.domain.jobs import owner_reference
 from daemonjob.domain.memo import Memo
-from daemonjob.domain.planstate import PlanState
+from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.kube import ApiError
-from daemonjob.machinery.store import thaw
-from daemonjob.machinery.workqueue import RateLimitingQueue
+from daemonjob.machinery.frozen import thaw
 
-__all__ = ["Observation", "Observer", "ConfigMapsRead"]
+__all__ = ["Observation", "Observer"]
 
 log = structlog.get_logger("daemonjob.controller")
 
 Obj = Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class ConfigMapsRead:
-    """The referenced ConfigMaps as far as their watches know them."""
-
-    objects: dict[str, Obj | None] | None = None  # by name (None: missing); None: not opted in
-    pending: bool = False  # a watch has not listed yet: its sync listener wakes the DaemonJob
-    unreadable: dict[str, str] = field(default_factory=dict)  # name -> why its list fails
-
-
 @dataclass(slots=True)
 class Observation:
-    """What one pass of one DaemonJob decides on."""
+    """What the observe step read of one DaemonJob: the decision's input is made from it."""
 
     key: str
     cached: Obj  # the cached DaemonJob (frozen): its status is what the status write compares with
@@ -61,8 +48,6 @@ class Observation:
     owner: Obj  # the controller reference its Jobs carry
     configmaps: ConfigMapsRead
     wait: Waiting | None  # what the cache still does not show, past the deadline (None: nothing)
-    conflicts: tuple[Conflict, ...]
-    state: PlanState
     log: Any
 
     @property
@@ -83,47 +68,39 @@ class Observation:
 
 
 class Observer:
-    def __init__(self, informers: Informers, *, act: Act, control: JobControl, expectations: Expectations,
-                 configmaps: ConfigMapTracker | None, plans: Plans, troubles: Troubles, queue: RateLimitingQueue,
-                 metrics: Metrics, clock: Clock, memo: Memo) -> None:
+    def __init__(self, informers: Informers, *, control: JobControl, expectations: Expectations,
+                 configmaps: ConfigMapTracker | None, metrics: Metrics, clock: Clock, memo: Memo) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
-        self.act = act
         self.control = control
         self.expectations = expectations
         self.configmaps = configmaps
-        self.plans = plans
-        self.troubles = troubles
-        self.queue = queue
         self.metrics = metrics
         self.clock = clock
         self.memo = memo
 
-    def observe(self, key: str) -> Observation | None:
+    def observe(self, key: str) -> tuple[Observation | None, float | None]:
+        """The observation (None: nothing to decide now), and in how many seconds to look
+        again for what it waits on (None: an event brings the DaemonJob back)."""
         namespace, _, name = key.rpartition("/")
         rlog = log.bind(namespace=namespace, name=name)
         cached = self.daemonjobs.store.get(key)
         if cached is None or cached["metadata"].get("deletionTimestamp"):
             if self.configmaps is not None:
                 self.configmaps.forget(key)
-            return None  # deleted, or on its way: the garbage collector removes its Jobs
+            return None, None  # deleted, or on its way: the garbage collector removes its Jobs
         dj = thaw(cached)
         configmaps = self._configmaps(key, dj)
         if configmaps.pending:
             rlog.debug("waiting for the referenced ConfigMaps to be listed")
-            return None
-        uid = dj["metadata"].get("uid") or ""
-        wait = self._cache_wait(key, uid, namespace, rlog)
+            return None, None
+        wait, look_again = self._cache_wait(dj["metadata"].get("uid") or "", namespace, rlog)
         if wait is not None and not wait:
-            return None  # requeued for the deadline of what it waits for
-        owner = owner_reference(dj)
-        adopted = self.act.adopt(dj, self.jobs.store.by_index(NAME_INDEX, key), owner) if wait is None else []
-        conflicts = self._recheck_conflicts(dj, owner) if wait is None else self.troubles.conflicts(uid)
-        state = self.plans.state_for(uid, adopted)
-        return Observation(key, cached, dj, owner, configmaps, wait, conflicts, state, rlog)
+            return None, look_again  # nothing overdue yet: look again at the deadline
+        return Observation(key, cached, dj, owner_reference(dj), configmaps, wait, rlog), look_again
 
-    def full_state(self, seen: Observation) -> PlanState:
+    def full_plan(self, seen: Observation) -> KeptPlan:
         """A plan from scratch, from the caches: what the kept one is compared with."""
-        return PlanState.of(self.jobs.store.by_index(OWNER_INDEX, seen.uid), self.nodes.store.list(), self.memo)
+        return KeptPlan.of(self.jobs.store.by_index(OWNER_INDEX, seen.uid), self.nodes.store.list(), self.memo)
 
     # -- the referenced ConfigMaps ---------------------------------------------------------------
     def _configmaps(self, key: str, dj: Obj) -> ConfigMapsRead:
@@ -159,29 +136,27 @@ class Observer:
         return ConfigMapsRead(None, True) if pending else ConfigMapsRead(out)
 
     # -- the controller's own writes, seen in the cache or not ------------------------------------
-    def _cache_wait(self, key: str, uid: str, namespace: str, rlog: Any) -> Waiting | None:
+    def _cache_wait(self, uid: str, namespace: str, rlog: Any) -> tuple[Waiting | None, float | None]:
         """None when the cache shows every write of this DaemonJob's; else what it still waits
         for past the deadline after a check against the API server (empty: nothing overdue
-        yet). Either way the key is requeued for the next deadline: no silent wait for the TTL."""
+        yet). Either way, with the seconds until the next deadline: no silent wait for the TTL."""
         if self.expectations.satisfied(uid):
-            return None
+            return None, None
         overdue = self.expectations.waiting(uid, overdue_only=True)
         if overdue:
             self._check_against_api(uid, namespace, overdue, rlog)
             if self.expectations.satisfied(uid):
-                return None
+                return None, None
             overdue = self.expectations.waiting(uid, overdue_only=True)
         if overdue:
             rlog.warning("the cache does not show this controller's writes past the deadline",
                          creates=list(overdue.creates[:5]), deletes=list(overdue.deletes[:5]),
                          pending_seconds=round(self.clock.now() - overdue.since, 1))
-            self.queue.add_after(key, defaults.EXPECTATIONS_RECHECK)
-            return overdue
+            return overdue, defaults.EXPECTATIONS_RECHECK
         creates, deletes = self.expectations.pending(uid)
         rlog.debug("waiting for the cache", pending_creates=creates, pending_deletes=deletes)
         due = self.expectations.next_deadline(uid)
-        self.queue.add_after(key, defaults.EXPECTATIONS_RECHECK if due is None else max(0.0, due - self.clock.now()))
-        return overdue
+        return overdue, defaults.EXPECTATIONS_RECHECK if due is None else max(0.0, due - self.clock.now())
 
     def _check_against_api(self, uid: str, namespace: str, overdue: Waiting, rlog: Any) -> None:
         """Clear the overdue names on which the cache already agrees with the API server:
@@ -210,14 +185,3 @@ class Observer:
             if agree:
                 (self.expectations.creation_observed if created else self.expectations.deletion_observed)(uid, name)
             self.metrics.expectation_checks.labels("cleared" if agree else "waiting").inc()
-
-    # -- Job names another owner holds ------------------------------------------------------
-    def _recheck_conflicts(self, dj: Obj, owner: Obj) -> tuple[Conflict, ...]:
-        """Conflicts still standing: a fresh read of each clashing Job (rare, and few)."""
-        uid = dj["metadata"]["uid"]
-        known = self.troubles.conflicts(uid)
-        if not known:
-            return ()
-        still = tuple(self.act.resolve_existing(dj, [CreateJob(c.node, c.job, "", dj) for c in known], owner))
-        self.troubles.set_conflicts(uid, still)
-        return still

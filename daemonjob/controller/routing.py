@@ -17,16 +17,18 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.controller.configmaps import ConfigMapTracker
 from daemonjob.controller.expectations import Expectations, NameHolds
-from daemonjob.controller.informers import NODE_INDEX, Informers, dj_name_index
+from daemonjob.controller.informers import NODE_INDEX, Informers, orphan_index
 from daemonjob.controller.metrics import Metrics
-from daemonjob.controller.plans import Plans
+from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
-from daemonjob.domain.jobs import ACTIVE, daemonjob_ref, job_state
+from daemonjob.domain.jobs import ACTIVE, daemonjob_ref, job_state, owner_uid
 from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
-from daemonjob.machinery.store import DERIVED_MAX, Derived, meta_namespace_key, thaw
+from daemonjob.machinery.frozen import thaw
+from daemonjob.machinery.memo import MEMO_CAPACITY, ObjectMemo
+from daemonjob.machinery.store import meta_namespace_key
 from daemonjob.machinery.workqueue import RateLimitingQueue
 
-__all__ = ["Router", "job_event_delay", "owner_key", "owner_uid"]
+__all__ = ["Router", "job_event_delay", "owner_key"]
 
 Obj = Mapping[str, Any]
 
@@ -43,11 +45,6 @@ def owner_key(job: Obj) -> str | None:
     return None if ref is None else f"{job['metadata'].get('namespace', '')}/{ref.get('name')}"
 
 
-def owner_uid(job: Obj) -> str:
-    ref = daemonjob_ref(job)
-    return (ref.get("uid") or "") if ref is not None else ""
-
-
 def _revision_of(dj: Obj) -> tuple[Any, Any]:
     """What the status records of the revision: once a new one is recorded, its Jobs may start."""
     status = dj.get("status") or {}
@@ -56,8 +53,8 @@ def _revision_of(dj: Obj) -> tuple[Any, Any]:
 
 class Router:
     def __init__(self, informers: Informers, queue: RateLimitingQueue, *, expectations: Expectations,
-                 name_holds: NameHolds, plans: Plans, metrics: Metrics, configmaps: ConfigMapTracker | None,
-                 memo: Derived, forget_uid: Callable[[str], None]) -> None:
+                 name_holds: NameHolds, plans: KeptPlans, metrics: Metrics, configmaps: ConfigMapTracker | None,
+                 memo: ObjectMemo, forget_uid: Callable[[str], None]) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.queue = queue
         self.expectations = expectations
@@ -95,7 +92,7 @@ class Router:
     def _size_memo(self) -> None:
         """Room for every rule set in use, the Job views and slack; called under the lock."""
         rule_sets = {e.rules for _, e in self._eligibility.values() if e is not None and e.rules is not None}
-        self.memo.capacity = max(DERIVED_MAX, 2 * len(rule_sets) + 8)
+        self.memo.capacity = max(MEMO_CAPACITY, 2 * len(rule_sets) + 8)
 
     def _dj_items(self) -> list[tuple[str, Eligibility | None]]:
         with self._lock:
@@ -186,7 +183,7 @@ class Router:
 
     def _maybe_orphan(self, job: Obj) -> None:
         """A Job with no controller that names a DaemonJob: that DaemonJob may adopt it."""
-        for key in dj_name_index(job):
+        for key in orphan_index(job):
             if self.daemonjobs.store.get(key) is not None:
                 self.queue.add(key)
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from daemonjob.controller.act import Conflict, CreateOutcome
+from daemonjob.controller.adoption import Conflict
+from daemonjob.controller.outcomes import CreateOutcome
+from daemonjob.domain.inputs import ApiTroubles
 
-__all__ = ["Troubles", "Seen"]
+__all__ = ["Troubles"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,15 +25,6 @@ class _Stall:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Seen:
-    """The troubles one decision was made with; a pass decides again when they changed."""
-
-    stall: tuple[str, str] | None
-    rejected: dict[str, str] | None
-    conflicts: tuple[Conflict, ...]
-
-
 class Troubles:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -39,13 +32,16 @@ class Troubles:
         self._rejected: dict[str, tuple[int, dict[str, str]]] = {}  # generation, node -> refusal, oldest first
         self._conflicts: dict[str, tuple[Conflict, ...]] = {}
 
-    def seen(self, uid: str, generation: int) -> Seen:
+    def of(self, uid: str, generation: int) -> ApiTroubles:
+        """What a decision of this generation reads of them."""
         with self._lock:
             stall = self._stalled.get(uid)
             rejected = self._rejected.get(uid)
-            return Seen((stall.reason, stall.message) if stall is not None and stall.generation == generation else None,
-                        dict(rejected[1]) if rejected is not None and rejected[0] == generation else None,
-                        self._conflicts.get(uid, ()))
+            conflicts = self._conflicts.get(uid, ())
+            return ApiTroubles((stall.reason, stall.message) if stall is not None and stall.generation == generation
+                               else None,
+                               dict(rejected[1]) if rejected is not None and rejected[0] == generation else None,
+                               {c.node: c.text for c in conflicts} if conflicts else None)
 
     def stall(self, uid: str, generation: int, reason: str, message: str) -> None:
         with self._lock:

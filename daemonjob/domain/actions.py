@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemonjob.domain.jobs import build_job
-from daemonjob.domain.revision import job_name
+from daemonjob.domain.revision import Revision, job_name
 
-__all__ = ["CreateJob", "DeleteJob", "Turn", "Gate", "Actions", "choose_actions"]
+__all__ = ["CreateJob", "DeleteJob", "Turn", "Turns", "Gate", "Actions", "choose_actions"]
 
 # While the API server keeps rejecting creates, try one node per reconcile, not all.
 STALLED_CREATE_PROBES = 1
@@ -80,23 +80,26 @@ class Actions:
     waiting_turns: int = 0  # nodes whose turn did not come in this decision
 
 
-def choose_actions(
-    dj: Mapping[str, Any],
-    revision: str,
-    replacing: Sequence[Turn],
-    starting: Sequence[Turn],
-    always: list[DeleteJob],
-    extra_old: list[DeleteJob],
-    slots: int | None,
-    held: int,
-    gate: Gate,
-    run: str | None = None,
-    template_hash: str | None = None,
-) -> Actions:
-    """`replacing`: turns that first delete a node's running older Job, `starting`: turns that
-    create, each in the order the nodes take their turns. `always`: deletes that are always safe (NodeGone, History); `extra_old`: running older
-    Jobs on nodes that already have their current Job; `slots`: the maxParallel limit; `held`:
-    slots already held; `run`: the current run, which the created Jobs carry."""
+@dataclass(frozen=True, slots=True)
+class Turns:
+    """What actions are chosen from (`Plan.turns`): the turns in the order nodes take them
+    (`replacing` first delete a node's running older Job, `starting` create), the deletes
+    that are always safe (NodeGone, History), running older Jobs on nodes that already have
+    their current Job (`extra_old`), and the slots already held."""
+
+    replacing: Sequence[Turn]
+    starting: Sequence[Turn]
+    always: Sequence[DeleteJob]
+    extra_old: Sequence[DeleteJob]
+    held: int
+    refused: Mapping[str, str] | None = None  # nodes the API server refused that still need their Job
+
+
+def choose_actions(dj: Mapping[str, Any], revision: Revision, turns: Turns, slots: int | None, gate: Gate,
+                   run: str | None = None) -> Actions:
+    """`slots`: the maxParallel limit; `run`: the current run, which the created Jobs carry."""
+    replacing, starting, always, extra_old, held = (turns.replacing, turns.starting, turns.always, turns.extra_old,
+                                                    turns.held)
     free = None if slots is None else max(0, slots - held)
     out = Actions(free_slots=free)
     deletes = list(always)
@@ -118,8 +121,8 @@ def choose_actions(
         if turn.replace:
             deletes.extend(turn.replace)
         else:
-            out.creates.append(CreateJob(turn.node, job_name(dj_name, turn.node, revision, run), revision, dj, run,
-                                         template_hash))
+            out.creates.append(CreateJob(turn.node, job_name(dj_name, turn.node, revision.name, run), revision.name,
+                                         dj, run, revision.template_hash))
     deletes.sort(key=lambda d: (d.node or "", d.name))
     out.deletes = deletes
     out.waiting_turns = len(replacing) + len(starting) - len(chosen)

@@ -20,7 +20,8 @@ from daemonjob.domain.configrefs import ConfigMapLimitExceeded
 from daemonjob.domain.jobs import LABEL_NAME
 from daemonjob.domain.messages import condition_message
 from daemonjob.domain.plan import Held, JobView, Plan
-from daemonjob.domain.validate import Problem, Settings, is_int, scaled
+from daemonjob.domain.inputs import DecisionInput
+from daemonjob.domain.validate import Settings, Validation, is_int, scaled
 
 __all__ = [
     "Condition",
@@ -141,22 +142,16 @@ def _injected_ttl(ttl_jobs: Sequence[JobView], previous: Mapping[str, Any] | Non
     return None
 
 
-def stall_for(
-    problems: Sequence[Problem],
-    api_error: tuple[str, str] | None,
-    ttl_jobs: Sequence[JobView],
-    template_has_ttl: bool,
-    previous: Mapping[str, Any] | None,
-    generation: Any,
-    conflicts: Mapping[str, str] | None = None,
-    missing_configmaps: Sequence[str] = (),
-    unreadable_configmaps: Mapping[str, str] | None = None,
-    rejected: Mapping[str, str] | None = None,
-) -> Stall | None:
+def stall_for(inp: DecisionInput, checked: Validation, plan: Plan, missing_configmaps: Sequence[str] = (),
+              refused: Mapping[str, str] | None = None) -> Stall | None:
     """The stall that blocks actions, from the spec, the act layer or the Jobs (failures come later).
 
-    `unreadable_configmaps`: ConfigMap name -> why the controller cannot read it (a 403 from
-    RBAC, say); without their content the revision is unknown, so nothing starts."""
+    Reads the input's API troubles and unreadable ConfigMaps (name -> why the controller
+    cannot read it, a 403 from RBAC, say: without their content the revision is unknown, so
+    nothing starts). `refused`: the nodes the API server refused that still need their Job."""
+    problems = checked.problems
+    unreadable_configmaps = inp.configmaps.unreadable
+    api_error, conflicts = inp.troubles.stall, inp.troubles.conflicts
     if problems:
         message = "; ".join(p.message for p in problems)
         return Stall(Condition(True, problems[0].reason, message), event=EVENT_INVALID_SPEC, on_message=True,
@@ -180,15 +175,15 @@ def stall_for(
                    "no Job is started until it exists, and its creation re-runs every eligible node")
         return Stall(Condition(True, CONFIGMAP_MISSING, message), event=CONFIGMAP_MISSING, on_message=True,
                      blocks=True)
-    if not template_has_ttl:
-        injected = _injected_ttl(ttl_jobs, previous, generation)
+    if not checked.template_has_ttl:
+        injected = _injected_ttl(plan.ttl_jobs, inp.recorded.conditions.get(STALLED), inp.recorded.generation)
         if injected is not None:
             return injected
     if api_error is not None:
         reason = str(api_error[0] or DEFAULT_STALLED_REASON)
         return Stall(Condition(True, reason, str(api_error[1] or "")), event=reason, on_message=True, probing=True)
-    if rejected:
-        return rejected_stall(rejected)
+    if refused:
+        return rejected_stall(refused)
     if conflicts:
         return conflict_stall(conflicts)
     return None

@@ -1,10 +1,12 @@
-"""The pure decision: from a DaemonJob, its Jobs and the nodes, to actions and a status.
+"""The pure decision: `decide(DecisionInput) -> Decision`, actions and a status.
 
-A short chain of named steps, each returning a named value: validate the spec, classify
-the nodes, plan per node, choose actions, conditions, status, events. No I/O and no
-mutation of the inputs, so every rule of the product contract is a plain unit test. The
-caller must only call `decide` with synced caches: a node missing from `nodes` is taken
-to be deleted and its Jobs are deleted.
+A short chain of named steps over one input value (`inputs.py`), each returning a named
+value. First the reading, which the API's troubles do not change: the revision, the
+validated spec, the schedule's step, the plan per node, the failure budget (`Reading`).
+Then the conclusion from the reading and the troubles: turns, stall, actions, conditions,
+status, events. No I/O and no mutation of the inputs (but the kept plan's own bookkeeping),
+so every rule of the product contract is a plain unit test. Once act has heard the API
+server, `Decision.after_act` concludes again from the same reading with what it heard.
 
 Safety rules, in order of precedence:
 - a node never runs two Jobs of one DaemonJob at once: a create only goes to a node
@@ -25,11 +27,26 @@ history, replaced (Replace) or waited for (Forbid) when still active.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
+from daemonjob.domain.actions import CreateJob, DeleteJob, Gate, choose_actions
+from daemonjob.domain.conditions import (
+    COMPLETE,
+    FAILED_CONDITION,
+    FAILED_NODE_NAMES_MAX,
+    STALLED,
+    Conditions,
+    FailureBudget,
+    Stall,
+    evaluate,
+    failure_budget,
+    render,
+    stall_for,
+    turned_true,
+)
 from daemonjob.domain.configrefs import (
     missing_configmaps,
     pod_template_of,
@@ -37,27 +54,10 @@ from daemonjob.domain.configrefs import (
     rerun_on_config_change,
     revision_for,
 )
-
-from daemonjob.domain.actions import Actions, CreateJob, DeleteJob, Gate, Turn, choose_actions
-from daemonjob.domain.conditions import (
-    COMPLETE,
-    FAILED_CONDITION,
-    FAILED_NODE_NAMES_MAX,
-    STALLED,
-    Conditions,
-    Stall,
-    failure_budget,
-    render,
-    stall_for,
-    evaluate,
-    turned_true,
-)
-from daemonjob.domain.eligibility import Eligibility
+from daemonjob.domain.inputs import ApiTroubles, DecisionInput, Recorded
 from daemonjob.domain.jobs import format_time, parse_time
-from daemonjob.domain.memo import Memo, compute
 from daemonjob.domain.plan import JobView, Plan, PlanContext
-from daemonjob.domain.planstate import PlanState
-from daemonjob.domain.revision import current_revision, template_revision
+from daemonjob.domain.revision import Revision, current_revision, template_revision
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, ScheduleStep, replaces_other_runs, schedule_step
 from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Problem, Validation, scaled, validate
 
@@ -66,6 +66,9 @@ __all__ = [
     "DeleteJob",
     "EventSpec",
     "Decision",
+    "DecisionInput",
+    "NODE_COUNT_FIELDS",
+    "Reading",
     "Revision",
     "decide",
     "RERUN_ON_TEMPLATE_CHANGE",
@@ -83,6 +86,9 @@ EVENT_NODES_FAILED = "NodesFailed"
 # Run results (the runs_finished metric's label)
 RUN_SUCCEEDED = "succeeded"
 RUN_FAILED = "failed"
+
+# Status fields that count nodes, in the order the status lists them.
+NODE_COUNT_FIELDS = ("desiredNodes", "activeNodes", "succeededNodes", "failedNodes", "pendingNodes")
 
 # Status fields of runs: carried over from the last status unless the schedule step changes them.
 RUN_STATUS_FIELDS = ("currentRun", "lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime", "lastSkippedTime",
@@ -113,68 +119,39 @@ class Decision:
     ticks_skipped: list[tuple[str, int]] = field(default_factory=list)  # (reason, count)
     run_finished: str | None = None  # RUN_SUCCEEDED or RUN_FAILED: the current run finished now
     requeue_at: datetime | None = None
+    reading: Reading | None = field(default=None, repr=False, compare=False)  # what it was concluded from
+
+    def after_act(self, troubles: ApiTroubles) -> Decision:
+        """This decision once act has heard the API server: concluded again from the same
+        reading with `troubles` (a refusal, a name another owner holds, a stall cleared), so
+        the status written says what the pass learned. Itself when nothing changed."""
+        if self.reading is None or troubles == self.reading.input.troubles:
+            return self
+        return _conclude(replace(self.reading, input=replace(self.reading.input, troubles=troubles)))
 
 
-@dataclass(frozen=True, slots=True)
-class Revision:
-    """The current revision, the template hash it stands for, and what the status last said."""
-
-    name: str
-    template_hash: str
-    previous: str | None
-
-    @property
-    def changed(self) -> bool:
-        return self.previous != self.name
-
-    @property
-    def unrecorded(self) -> bool:
-        """A revision the cluster cannot tell by itself until the status records it: no Job
-        of it may be created before, or a later spec edit would salt it again."""
-        return self.changed and self.name != self.template_hash
-
-
-@dataclass(frozen=True, slots=True)
-class _Observed:
-    """What decide reads of the DaemonJob besides its spec."""
-
-    name: str
-    generation: Any
-    status: Mapping[str, Any]
-    conditions: Mapping[str, Mapping[str, Any]]
-
-    @classmethod
-    def of(cls, dj: Mapping[str, Any]) -> _Observed:
-        meta = dj.get("metadata") or {}
-        raw = dj.get("status")
-        status: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-        conditions = {c.get("type"): c for c in status.get("conditions") or () if isinstance(c, Mapping)}
-        return cls(meta.get("name") or "", meta.get("generation"), status, conditions)
-
-
-def _revision(dj: Mapping[str, Any], observed: _Observed,
-              configmaps: Mapping[str, Mapping[str, Any] | None] | None,
-              state: PlanState, unreadable: bool = False) -> Revision:
+def _revision(inp: DecisionInput) -> Revision:
     """With rerunOnConfigChange (and the ConfigMaps read), the hash covers their data too.
 
     A ConfigMap edit keeps the generation, so its revision is salted with the previous
     revision as well: editing a ConfigMap back and forth is a new revision each time.
     """
+    dj, recorded, configmaps = inp.dj, inp.recorded, inp.configmaps.objects
     spec = dj.get("spec")
     template = spec.get("jobTemplate") if isinstance(spec, Mapping) else None
-    previous = observed.status.get("currentRevision")
+    previous = recorded.status.get("currentRevision")
     previous = previous if isinstance(previous, str) else None
-    known = observed.status.get("templateHash")
-    if unreadable and previous and isinstance(known, str):
+    known = recorded.status.get("templateHash")
+    if inp.configmaps.unreadable and previous and isinstance(known, str):
         return Revision(previous, known, previous)  # the ConfigMaps' content is unknown: keep what was
-    salt: Any = observed.generation
+    salt: Any = recorded.generation
     if configmaps is not None and rerun_on_config_change(dj):
         template_hash = revision_for(dj, configmaps)
-        salt = f"{observed.generation}/{previous or ''}"
+        salt = f"{recorded.generation}/{previous or ''}"
     else:
         template_hash = template_revision(template if isinstance(template, Mapping) else {})
-    found = None if previous else _found_revision(state.job_views(), template_hash)
-    return Revision(current_revision(template_hash, salt, observed.status, found), template_hash, previous)
+    found = None if previous else _found_revision(inp.plan.job_views(), template_hash)
+    return Revision(current_revision(template_hash, salt, recorded.status, found), template_hash, previous)
 
 
 def _found_revision(views: Iterable[JobView], template_hash: str) -> str | None:
@@ -189,153 +166,119 @@ def _spec_of(dj: Mapping[str, Any]) -> Mapping[str, Any]:
     return spec if isinstance(spec, Mapping) else {}
 
 
-def decide(
-    dj: Mapping[str, Any],
-    jobs: Iterable[Mapping[str, Any]],
-    nodes: Iterable[Mapping[str, Any]],
-    now: datetime,
-    stalled: tuple[str, str] | None = None,
-    *,
-    eligibility: Eligibility | None = None,
-    memo: Memo = compute,
-    conflicts: Mapping[str, str] | None = None,
-    configmaps: Mapping[str, Mapping[str, Any] | None] | None = None,
-    unreadable: Mapping[str, str] | None = None,
-    rejected: Mapping[str, str] | None = None,
-    state: PlanState | None = None,
-) -> Decision:
-    """Compute the Jobs to create and delete, the new status and the events for `dj`.
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What a decision reads from its input before the API's troubles come in."""
 
-    `stalled` is the (reason, message) of an API error the act layer saw for the
-    current spec (e.g. the Job template was rejected); it is surfaced as Stalled
-    and limits creates to a single probe until it clears. `eligibility`: the node rules
-    already compiled from this `dj` (compiled here if None). `memo`: keeps values derived
-    from cached objects (the caches' `derived`); the default computes them each time.
-    `conflicts`: node -> why its Job name is held by a Job this DaemonJob may not adopt;
-    those nodes get no create, the others go on, and Stalled names them.
-    `configmaps`: with rerunOnConfigChange, the ConfigMaps the pod template references, by
-    name (None for one that does not exist), read by the caller; None: not read, and the
-    revision covers the template only. `unreadable`: with rerunOnConfigChange, the referenced
-    ConfigMaps the caller cannot read, by name, with why: Stalled, nothing starts, and the
-    recorded revision is kept. `rejected`: node -> why the API server refused its Job, in the
-    order they were refused; those nodes take their turns after every other node (oldest
-    refusal first), so one node that admission always refuses cannot hold the others back.
-    `state`: the plan kept across passes (planstate.py), which the caller has told of every
-    node that changed; `jobs` and `nodes` are then not read. Without it the plan is made
-    from `jobs` and `nodes`, from scratch.
+    input: DecisionInput
+    revision: Revision
+    checked: Validation
+    step: ScheduleStep
+    idle: str | None  # why a scheduled DaemonJob starts nothing yet (no run has started)
+    missing: list[str]  # referenced ConfigMaps that do not exist
+    plan: Plan
+    budget: FailureBudget
+
+
+def decide(inp: DecisionInput) -> Decision:
+    """The Jobs to create and delete, the new status and the events for `inp.dj`.
+
+    The input's troubles: `stall` (reason, message), an API error the act layer saw for the
+    current spec (the Job template was rejected, say), is surfaced as Stalled and limits
+    creates to a single probe until it clears; `conflicts`, nodes whose Job name is held by a
+    Job this DaemonJob may not adopt, get no create while the others go on, and Stalled names
+    them; `rejected`, nodes whose Job the API server refused, take their turns after every
+    other node (oldest refusal first), so one node that admission always refuses cannot hold
+    the others back. Its ConfigMaps (rerunOnConfigChange): the revision covers their data;
+    unreadable ones set Stalled, nothing starts and the recorded revision is kept.
     """
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=timezone.utc)  # a naive time is UTC, as format_time reads it
-    observed = _Observed.of(dj)
-    if state is None:
-        state = PlanState.of(jobs, nodes, memo)
-    revision = _revision(dj, observed, configmaps, state, bool(unreadable))
-    checked = validate(dj, eligibility)
-    settings = checked.settings
-    runs_matter = (_spec_of(dj).get("schedule") is not None or observed.status.get("currentRun")
+    return _conclude(_read(inp))
+
+
+def _read(inp: DecisionInput) -> Reading:
+    dj, recorded = inp.dj, inp.recorded
+    revision = _revision(inp)
+    checked = validate(dj, inp.eligibility)
+    spec = _spec_of(dj)
+    runs_matter = (spec.get("schedule") is not None or recorded.status.get("currentRun")
                    or ANNOTATION_RUN_NOW in ((dj.get("metadata") or {}).get("annotations") or {}))
-    step = schedule_step(dj, now, state.active_runs() if runs_matter else ())
+    step = schedule_step(dj, inp.now, inp.plan.active_runs() if runs_matter else ())
     if step.problem is not None:
         checked.problems.append(Problem(step.problem.reason, step.problem.message))
-    spec = dj.get("spec") if isinstance(dj.get("spec"), Mapping) else {}
-    run = step.current_run
     idle = None
-    if run is None and spec.get("schedule") is not None and step.problem is None:
-        nxt = step.status.get("nextScheduleTime", observed.status.get("nextScheduleTime"))
+    if step.current_run is None and spec.get("schedule") is not None and step.problem is None:
+        nxt = step.status.get("nextScheduleTime", recorded.status.get("nextScheduleTime"))
         idle = "no run has started yet" + (f"; the next tick is at {nxt}" if nxt else "")
     missing: list[str] = []
-    if configmaps is not None and rerun_on_config_change(dj):
-        missing = missing_configmaps(referenced_configmaps(pod_template_of(dj)), configmaps)
-    ctx = PlanContext(checked.eligibility, revision.name, settings.never, settings.history_limit, run,
+    if inp.configmaps.objects is not None and rerun_on_config_change(dj):
+        missing = missing_configmaps(referenced_configmaps(pod_template_of(dj)), inp.configmaps.objects)
+    settings = checked.settings
+    ctx = PlanContext(checked.eligibility, revision.name, settings.never, settings.history_limit, step.current_run,
                       replaces_other_runs(spec))
-    plan = state.plan_for(ctx, memo)
-    budget = failure_budget(plan, settings)
-    turns = _Turns.of(plan, conflicts, rejected)
-    stall = stall_for(checked.problems, stalled, plan.ttl_jobs, checked.template_has_ttl,
-                      observed.conditions.get(STALLED), observed.generation, conflicts, missing, unreadable,
-                      turns.refused)
-    actions = _actions(dj, revision, plan, turns, checked, stall, budget.exceeded, run, idle is not None)
-    conditions = evaluate(plan, settings, actions, revision.name, stall, budget, run, idle)
-    now_s = format_time(now)
-    run_changed = run != observed.status.get("currentRun")
-    status = _status(observed, revision, plan, conditions, now_s, step, run_changed)
-    events = _events(observed, revision, plan, checked, conditions, budget.exceeded, step, idle is None)
+    plan = inp.plan.plan_for(ctx, inp.memo)
+    return Reading(inp, revision, checked, step, idle, missing, plan, failure_budget(plan, settings))
+
+
+def _conclude(reading: Reading) -> Decision:
+    inp, plan, step, recorded = reading.input, reading.plan, reading.step, reading.input.recorded
+    run = step.current_run
+    turns = plan.turns(inp.troubles.conflicts, inp.troubles.rejected)
+    stall = stall_for(inp, reading.checked, plan, reading.missing, turns.refused)
+    actions = choose_actions(inp.dj, reading.revision, turns, _slots(reading), _gate(reading, stall), run)
+    conditions = evaluate(plan, reading.checked.settings, actions, reading.revision.name, stall, reading.budget, run,
+                          reading.idle)
+    run_changed = run != recorded.status.get("currentRun")
     return Decision(
         creates=actions.creates,
         deletes=actions.deletes,
-        status=status,
-        events=events,
+        status=_status(recorded, reading.revision, plan, conditions, format_time(inp.now), step, run_changed),
+        events=_events(recorded, reading.revision, plan, reading.checked, conditions, reading.budget.exceeded, step,
+                       reading.idle is None),
         run_started=step.start.run if step.start is not None else None,
         ticks_skipped=[(s.reason, s.count) for s in step.skipped],
-        run_finished=_run_finished(observed, conditions, run, run_changed),
+        run_finished=_run_finished(recorded, conditions, run, run_changed),
         requeue_at=step.requeue_at,
+        reading=reading,
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Turns:
-    """The plan's turns in the order nodes take them: nodes whose Job name another owner holds
-    left out, nodes the API server refused last (oldest refusal first). The plan's own lists
-    are used as they are when neither applies (the usual case: no copy of thousands of turns)."""
-
-    replacing: Sequence[Turn]
-    starting: Sequence[Turn]
-    refused: Mapping[str, str] | None = None  # refused nodes that still need their Job
-
-    @classmethod
-    def of(cls, plan: Plan, conflicts: Mapping[str, str] | None, rejected: Mapping[str, str] | None) -> _Turns:
-        if not conflicts and not rejected:
-            return cls(plan.replacing, plan.starting)
-        skip = conflicts or {}
-        order = {node: i for i, node in enumerate(rejected or {})}
-
-        def ordered(turns: Sequence[Turn]) -> list[Turn]:
-            kept = [t for t in turns if t.node not in skip]
-            later = sorted((t for t in kept if t.node in order), key=lambda t: order[t.node])
-            return [t for t in kept if t.node not in order] + later
-
-        starting = ordered(plan.starting)
-        refused = {t.node: (rejected or {})[t.node] for t in starting if t.node in order}
-        return cls(ordered(plan.replacing), starting, refused or None)
+def _slots(reading: Reading) -> int | None:
+    """maxParallel as a number of nodes (a percentage of the desired nodes, rounded up)."""
+    max_parallel = reading.checked.settings.max_parallel
+    return None if max_parallel is None else max(1, scaled(max_parallel, reading.plan.desired, round_up=True))
 
 
-def _actions(dj: Mapping[str, Any], revision: Revision, plan: Plan, turns: _Turns, checked: Validation,
-             stall: Stall | None, failure_stop: bool, run: str | None, no_run_yet: bool) -> Actions:
-    settings = checked.settings
-    slots = None
-    if settings.max_parallel is not None:
-        slots = max(1, scaled(settings.max_parallel, plan.desired, round_up=True))
-    gate = Gate(
-        blocked=(settings.suspend or failure_stop or no_run_yet or revision.unrecorded
-                 or (stall is not None and stall.blocks)),
+def _gate(reading: Reading, stall: Stall | None) -> Gate:
+    settings = reading.checked.settings
+    return Gate(
+        blocked=(settings.suspend or reading.budget.exceeded or reading.idle is not None
+                 or reading.revision.unrecorded or (stall is not None and stall.blocks)),
         probing=stall is not None and stall.probing,
     )
-    return choose_actions(dj, revision.name, turns.replacing, turns.starting, plan.deletes, plan.extra_old, slots,
-                          plan.busy, gate, run, revision.template_hash)
 
 
 def _became_true(previous: Mapping[str, Mapping[str, Any]], kind: str, now_true: bool) -> bool:
     return now_true and (previous.get(kind) or {}).get("status") != "True"
 
 
-def _run_finished(observed: _Observed, conditions: Conditions, run: str | None, run_changed: bool) -> str | None:
+def _run_finished(recorded: Recorded, conditions: Conditions, run: str | None, run_changed: bool) -> str | None:
     """The current run's result, in the decision where it finished (Complete or Failed turned True)."""
     if run is None or run_changed:
         return None
-    if _became_true(observed.conditions, COMPLETE, conditions.complete.status):
+    if _became_true(recorded.conditions, COMPLETE, conditions.complete.status):
         return RUN_SUCCEEDED
-    if _became_true(observed.conditions, FAILED_CONDITION, conditions.failed.status):
+    if _became_true(recorded.conditions, FAILED_CONDITION, conditions.failed.status):
         return RUN_FAILED
     return None
 
 
-def _status(observed: _Observed, revision: Revision, plan: Plan, conditions: Conditions, now: str,
+def _status(recorded: Recorded, revision: Revision, plan: Plan, conditions: Conditions, now: str,
             step: ScheduleStep, run_changed: bool) -> dict[str, Any]:
-    previous = observed.status
+    previous = recorded.status
     rollout_changed = revision.changed or run_changed
     status: dict[str, Any] = {}
-    if observed.generation is not None:
-        status["observedGeneration"] = observed.generation
+    if recorded.generation is not None:
+        status["observedGeneration"] = recorded.generation
     status.update(
         currentRevision=revision.name,
         templateHash=revision.template_hash,
@@ -348,7 +291,7 @@ def _status(observed: _Observed, revision: Revision, plan: Plan, conditions: Con
         startTime=(previous.get("startTime") if not rollout_changed else None) or now,
     )
     if conditions.complete.status:
-        was_complete = (observed.conditions.get(COMPLETE) or {}).get("status") == "True"
+        was_complete = (recorded.conditions.get(COMPLETE) or {}).get("status") == "True"
         kept = previous.get("completionTime") if was_complete and not rollout_changed else None
         status["completionTime"] = kept or now
     for key in RUN_STATUS_FIELDS:
@@ -366,14 +309,14 @@ def _status(observed: _Observed, revision: Revision, plan: Plan, conditions: Con
         if done is not None and (last is None or done > last):
             status["lastSuccessfulTime"] = status["completionTime"]
     status["conditions"] = [
-        render(observed.conditions, kind, cond, now, observed.generation) for kind, cond in conditions.by_type()
+        render(recorded.conditions, kind, cond, now, recorded.generation) for kind, cond in conditions.by_type()
     ]
     return status
 
 
-def _events(observed: _Observed, revision: Revision, plan: Plan, checked: Validation, conditions: Conditions,
+def _events(recorded: Recorded, revision: Revision, plan: Plan, checked: Validation, conditions: Conditions,
             failure_stop: bool, step: ScheduleStep, starts: bool) -> list[EventSpec]:
-    previous = observed.conditions
+    previous = recorded.conditions
     events: list[EventSpec] = [EventSpec(e.type, e.reason, e.message) for e in step.events]
     if revision.changed and not checked.problems and starts:
         was = f" (was {revision.previous})" if revision.previous else ""

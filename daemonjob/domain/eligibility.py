@@ -28,7 +28,7 @@ from daemonjob.domain.selectors import (
     validate_label_key,
 )
 from daemonjob.domain.jobs import REQUIRED_AFFINITY
-from daemonjob.domain.memo import Memo, compute
+from daemonjob.domain.memo import Memo, no_memo
 
 _RULES = "eligibility"  # tags the memo key of eligibility answers on cached nodes
 
@@ -178,7 +178,7 @@ class Eligibility:
     def eligible(self, node: Mapping[str, Any]) -> bool:
         return self.reason(node) is None
 
-    def eligible_cached(self, node: Mapping[str, Any], memo: Memo = compute) -> bool:
+    def eligible_cached(self, node: Mapping[str, Any], memo: Memo = no_memo) -> bool:
         """`eligible`, kept by `memo` per set of rules: DaemonJobs ask it of every node."""
         if self.rules is None:
             return self.eligible(node)

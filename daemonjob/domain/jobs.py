@@ -21,6 +21,7 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KIND",
+    "PLURAL",
     "REQUIRED_AFFINITY",
     "LABEL_NAME",
     "LABEL_REVISION",
@@ -35,6 +36,7 @@ __all__ = [
     "build_job",
     "controller_ref",
     "daemonjob_ref",
+    "owner_uid",
     "owner_reference",
     "job_state",
     "job_node",
@@ -50,6 +52,7 @@ __all__ = [
 GROUP = "daemonjob.io"
 API_VERSION = f"{GROUP}/v1alpha1"
 KIND = "DaemonJob"
+PLURAL = "daemonjobs"  # the resource's name in API paths
 LABEL_NAME = "daemonjob.io/name"
 LABEL_REVISION = "daemonjob.io/revision"
 LABEL_RUN = "daemonjob.io/run"  # the run of a scheduled or run-now Job (see schedule.py)
@@ -175,6 +178,12 @@ def daemonjob_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     if ref is None or ref.get("kind") != KIND or (ref.get("apiVersion") or "").split("/")[0] != GROUP:
         return None
     return ref
+
+
+def owner_uid(obj: Mapping[str, Any]) -> str:
+    """The uid of the DaemonJob controlling `obj` ("" for none)."""
+    ref = daemonjob_ref(obj)
+    return (ref.get("uid") or "") if ref is not None else ""
 
 
 def owner_reference(dj: Mapping[str, Any]) -> dict[str, Any]:

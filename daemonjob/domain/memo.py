@@ -1,9 +1,9 @@
 """The memo the domain uses to keep values derived from cached objects.
 
 The caches freeze their objects and can keep a value computed from one on the object
-itself (`daemonjob.machinery.store.derived`). The domain must not import the caches, so
-the memo is a parameter: the controller passes `derived`, and everyone else gets
-`compute`, which keeps nothing and gives the same answers.
+itself (`daemonjob.machinery.memo.ObjectMemo`). The domain must not import the caches, so
+the memo is a parameter: the controller passes its ObjectMemo, and everyone else gets
+`no_memo`, which keeps nothing and gives the same answers.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Memo", "compute"]
+__all__ = ["Memo", "no_memo"]
 
 _T = TypeVar("_T")
 
@@ -22,6 +22,6 @@ class Memo(Protocol):
     def __call__(self, obj: Mapping[str, Any], fn: Callable[[Any], _T], key: Hashable | None = None) -> _T: ...
 
 
-def compute(obj: Mapping[str, Any], fn: Callable[[Any], _T], key: Hashable | None = None) -> _T:
+def no_memo(obj: Mapping[str, Any], fn: Callable[[Any], _T], key: Hashable | None = None) -> _T:
     """The memo that keeps nothing."""
     return fn(obj)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.actions import DeleteJob, Turn
+from daemonjob.domain.actions import DeleteJob, Turn, Turns
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.jobs import (
     ACTIVE,
@@ -36,7 +36,7 @@ from daemonjob.domain.jobs import (
     job_template_hash,
     job_ttl,
 )
-from daemonjob.domain.memo import Memo, compute
+from daemonjob.domain.memo import Memo, no_memo
 
 __all__ = ["JobView", "job_view", "Held", "NodePlan", "Plan", "PlanContext", "plan_node", "plan_nodes", "node_inputs",
            "NODE_GONE", "OLD_REVISION", "OLD_RUN", "HISTORY"]
@@ -125,7 +125,7 @@ class NodePlan:
     """One node's part of a plan: what its node object and its Jobs say, before any limit applies.
 
     A plan is the sum of its nodes' parts, so a node's event changes one part and the sums
-    by its difference: the incremental plan (planstate.py) and the full one are one rule book.
+    by its difference: the incremental plan (keptplan.py) and the full one are one rule book.
     """
 
     eligible: bool = False
@@ -185,6 +185,24 @@ class Plan:
     @property
     def ttl_jobs(self) -> list[JobView]:
         return [j for js in self.by_node_ttl.values() for j in js]
+
+    def turns(self, conflicts: Mapping[str, str] | None, rejected: Mapping[str, str] | None) -> Turns:
+        """The turns in the order nodes take them: nodes whose Job name another owner holds left
+        out, nodes the API server refused last (oldest refusal first). The plan's own lists are
+        used as they are when neither applies (the usual case: no copy of thousands of turns)."""
+        if not conflicts and not rejected:
+            return Turns(self.replacing, self.starting, self.deletes, self.extra_old, self.busy)
+        skip = conflicts or {}
+        order = {node: i for i, node in enumerate(rejected or {})}
+
+        def ordered(turns: Sequence[Turn]) -> list[Turn]:
+            kept = [t for t in turns if t.node not in skip]
+            later = sorted((t for t in kept if t.node in order), key=lambda t: order[t.node])
+            return [t for t in kept if t.node not in order] + later
+
+        starting = ordered(self.starting)
+        refused = {t.node: (rejected or {})[t.node] for t in starting if t.node in order}
+        return Turns(ordered(self.replacing), starting, self.deletes, self.extra_old, self.busy, refused or None)
 
     @classmethod
     def of(cls, parts: Iterable[tuple[str, NodePlan]]) -> Plan:
@@ -260,7 +278,7 @@ def _shared(part: NodePlan) -> NodePlan:
     return _COMMON.setdefault(part, part)
 
 
-def job_view(job: Mapping[str, Any], memo: Memo = compute) -> JobView:
+def job_view(job: Mapping[str, Any], memo: Memo = no_memo) -> JobView:
     """What a plan reads of one Job, kept by `memo` on the cached Job."""
     return memo(job, _JOB_VIEW)
 
@@ -287,7 +305,7 @@ def _record(node_jobs: list[JobView], revision: str, never: bool, run: str | Non
 
 
 def plan_node(name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView], ctx: PlanContext,
-              memo: Memo = compute) -> NodePlan:
+              memo: Memo = no_memo) -> NodePlan:
     """One node's part: `node` is None once the node is deleted; `jobs` are its Jobs of this DaemonJob."""
     ttl = tuple(j for j in jobs if j.ttl is not None and j.state != TERMINATING)
     if not name:  # Jobs without a node annotation: only a TTL on them matters
@@ -342,14 +360,14 @@ def plan_node(name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView]
 
 
 def plan_nodes(jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], ctx: PlanContext,
-               memo: Memo = compute) -> Plan:
+               memo: Memo = no_memo) -> Plan:
     """The whole plan, every node's part summed: what the incremental plan must always equal."""
     inputs = node_inputs(jobs, nodes, memo)
     return Plan.of((name, plan_node(name, node, views, ctx, memo)) for name, (node, views) in inputs.items())
 
 
 def node_inputs(jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
-                memo: Memo = compute) -> dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]]:
+                memo: Memo = no_memo) -> dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]]:
     """Each node's inputs to `plan_node`: its node object (None: deleted) and its Jobs' views.
     Jobs without a node annotation are under "" (only a TTL on them matters)."""
     by_node: dict[str, list[JobView]] = {}

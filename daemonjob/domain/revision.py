@@ -21,9 +21,11 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["template_revision", "current_revision", "salted_revision", "job_name", "REVISION_LENGTH", "NAME_MAX"]
+__all__ = ["Revision", "template_revision", "current_revision", "salted_revision", "job_name", "REVISION_LENGTH",
+           "NAME_MAX"]
 
 REVISION_LENGTH = 10
 NAME_MAX = 63  # Job names end up in the job-name label of their pods
@@ -33,6 +35,25 @@ NAME_HASH_LENGTH = 10
 MIN_PART = 16
 _INVALID_CHARS = re.compile(r"[^a-z0-9-]+")
 _DASHES = re.compile(r"-{2,}")
+
+
+@dataclass(frozen=True, slots=True)
+class Revision:
+    """The current revision, the template hash it stands for, and what the status last said."""
+
+    name: str
+    template_hash: str
+    previous: str | None
+
+    @property
+    def changed(self) -> bool:
+        return self.previous != self.name
+
+    @property
+    def unrecorded(self) -> bool:
+        """A revision the cluster cannot tell by itself until the status records it: no Job
+        of it may be created before, or a later spec edit would salt it again."""
+        return self.changed and self.name != self.template_hash
 
 
 def _canonical_json(obj: Any) -> bytes:

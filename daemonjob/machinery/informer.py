@@ -22,7 +22,8 @@ import urllib3
 from daemonjob import defaults
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.kube import ApiError, Kube, WatchStream, path_for
-from daemonjob.machinery.store import FrozenDict, Store, freeze, meta_namespace_key
+from daemonjob.machinery.frozen import FrozenDict, freeze
+from daemonjob.machinery.store import Store, meta_namespace_key
 
 log = structlog.get_logger("daemonjob.machinery.informer")
 

@@ -1,4 +1,6 @@
-"""A token bucket, shared by the API client (--kube-api-qps/--kube-api-burst) and the work queue.
+"""Rate limiting: a token bucket, shared by the API client (--kube-api-qps/--kube-api-burst)
+and the work queue, and the work queue's rate limiters (client-go's per-item exponential
+backoff, the bucket, the strictest of several).
 
 Semantics follow golang.org/x/time/rate as used by client-go: the bucket starts
 full, refills at `qps` tokens per second up to `burst`, and a reservation may
@@ -8,10 +10,32 @@ drive the balance negative, which is how later callers learn how long to wait.
 from __future__ import annotations
 
 import threading
+from collections.abc import Hashable
+from typing import Protocol
 
+from daemonjob import defaults
 from daemonjob.machinery.clock import Clock, RealClock
 
-__all__ = ["TokenBucket"]
+__all__ = [
+    "TokenBucket",
+    "DEFAULT_BASE_DELAY",
+    "DEFAULT_MAX_DELAY",
+    "DEFAULT_QPS",
+    "DEFAULT_BURST",
+    "RateLimiter",
+    "ItemExponentialFailureRateLimiter",
+    "BucketRateLimiter",
+    "MaxOfRateLimiter",
+    "default_controller_rate_limiter",
+]
+
+DEFAULT_BASE_DELAY = defaults.QUEUE_BASE_DELAY
+DEFAULT_MAX_DELAY = defaults.QUEUE_MAX_DELAY
+DEFAULT_QPS = defaults.QUEUE_QPS
+DEFAULT_BURST = defaults.QUEUE_BURST
+
+# Beyond this many failures the delay is the cap anyway; bounding the exponent keeps 2**n finite.
+_MAX_BACKOFF_EXPONENT = 1023
 
 # Clock readings are floats: 0.05s + 0.05s of refill at 10 qps may come out as
 # 0.9999999 tokens. Anything this close to a whole token counts as one.
@@ -64,3 +88,92 @@ class TokenBucket:
 
     def __repr__(self) -> str:
         return f"TokenBucket(qps={self._qps!r}, burst={self._burst!r})"
+
+
+class RateLimiter(Protocol):
+    def when(self, key: Hashable) -> float:
+        """Seconds to wait before retrying `key`; counts as one more retry."""
+        ...
+
+    def forget(self, key: Hashable) -> None:
+        """Stop tracking `key`, typically after it was processed successfully."""
+        ...
+
+    def num_requeues(self, key: Hashable) -> int: ...
+
+
+class ItemExponentialFailureRateLimiter:
+    """Per-key backoff `base * 2**failures`, capped, so one broken object backs off alone."""
+
+    def __init__(self, base: float = DEFAULT_BASE_DELAY, cap: float = DEFAULT_MAX_DELAY) -> None:
+        if base < 0 or cap < 0:
+            raise ValueError("base and cap must not be negative")
+        self._base = base
+        self._cap = cap
+        self._lock = threading.Lock()
+        self._failures: dict[Hashable, int] = {}
+
+    def when(self, key: Hashable) -> float:
+        with self._lock:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        backoff = self._base * 2.0 ** min(failures, _MAX_BACKOFF_EXPONENT)
+        return min(backoff, self._cap)
+
+    def forget(self, key: Hashable) -> None:
+        with self._lock:
+            self._failures.pop(key, None)
+
+    def num_requeues(self, key: Hashable) -> int:
+        with self._lock:
+            return self._failures.get(key, 0)
+
+
+class BucketRateLimiter:
+    """Overall retry rate across all keys, so mass failures cannot flood the API server."""
+
+    def __init__(
+        self,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self._bucket = TokenBucket(qps, burst, clock=clock)
+
+    def when(self, key: Hashable) -> float:
+        return self._bucket.reserve()
+
+    def forget(self, key: Hashable) -> None:
+        pass
+
+    def num_requeues(self, key: Hashable) -> int:
+        return 0
+
+
+class MaxOfRateLimiter:
+    """Waits as long as the strictest of its limiters; every limiter sees every retry."""
+
+    def __init__(self, *limiters: RateLimiter) -> None:
+        if not limiters:
+            raise ValueError("MaxOfRateLimiter needs at least one limiter")
+        self._limiters = limiters
+
+    def when(self, key: Hashable) -> float:
+        # Evaluate all of them: each must count the retry (and the bucket spend its token).
+        return max([limiter.when(key) for limiter in self._limiters])
+
+    def forget(self, key: Hashable) -> None:
+        for limiter in self._limiters:
+            limiter.forget(key)
+
+    def num_requeues(self, key: Hashable) -> int:
+        return max(limiter.num_requeues(key) for limiter in self._limiters)
+
+
+def default_controller_rate_limiter(clock: Clock | None = None) -> MaxOfRateLimiter:
+    """Per-key exponential backoff combined with an overall token bucket, as client-go."""
+    return MaxOfRateLimiter(
+        ItemExponentialFailureRateLimiter(DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY),
+        BucketRateLimiter(DEFAULT_QPS, DEFAULT_BURST, clock=clock),
+    )

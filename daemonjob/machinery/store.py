@@ -1,174 +1,18 @@
 """Thread-safe, indexed cache of Kubernetes objects as decoded JSON (client-go `tools/cache`).
 
-Objects are frozen on insert instead of copied on read: a reconcile reads
-thousands of nodes, and a deep copy per read would dominate its cost, while a
-shared mutable object would let one worker corrupt the cache for all others.
+Objects are frozen on insert (`daemonjob.machinery.frozen`) instead of copied on read.
 """
 
 from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, NoReturn, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-_T = TypeVar("_T")
+from daemonjob.machinery.frozen import FrozenDict, freeze
 
-__all__ = [
-    "FrozenDict",
-    "freeze",
-    "thaw",
-    "derived",
-    "meta_namespace_key",
-    "IndexFunc",
-    "KeyFunc",
-    "Store",
-]
-
-
-def _immutable(*_args: Any, **_kwargs: Any) -> NoReturn:
-    raise TypeError("cached objects are immutable; use thaw() for a mutable copy")
-
-
-class FrozenDict(dict):
-    """A dict whose contents are frozen recursively and cannot be changed.
-
-    Still a real dict, so `json`/`orjson`, `isinstance(x, dict)` and read access
-    work unchanged. Lists become tuples, so a frozen object never compares
-    equal to a plain one containing lists: compare `thaw()`ed copies instead.
-    """
-
-    __slots__ = ("_hash", "_derived")
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> FrozenDict:
-        self = dict.__new__(cls)
-        dict.update(self, ((k, freeze(v)) for k, v in dict(*args, **kwargs).items()))
-        self._hash = None
-        self._derived = None
-        return self
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # Contents were set in __new__; dict.__init__ would update them in place.
-        pass
-
-    __setitem__ = _immutable
-    __delitem__ = _immutable
-    __ior__ = _immutable
-    clear = _immutable
-    pop = _immutable
-    popitem = _immutable
-    setdefault = _immutable
-    update = _immutable
-
-    @classmethod
-    def fromkeys(cls, iterable: Iterable[Any], value: Any = None) -> FrozenDict:
-        return cls(dict.fromkeys(iterable, value))
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        if self._hash is None:
-            self._hash = hash(frozenset(self.items()))
-        return self._hash
-
-    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[Any, Any]]]:
-        # The default dict protocol would rebuild the object through __setitem__.
-        return (FrozenDict, (dict(self),))
-
-    def __copy__(self) -> FrozenDict:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
-        # Immutable all the way down, so sharing is as good as copying (like tuple).
-        return self
-
-    def __repr__(self) -> str:
-        return f"FrozenDict({dict.__repr__(self)})"
-
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def _freeze_plain(obj: dict[str, Any]) -> FrozenDict:
-    """Fast path for decoded JSON (exact dict/list/scalar types): most of a cache fill."""
-    frozen = dict.__new__(FrozenDict)
-    dict.update(frozen, {k: (v if type(v) in _SCALARS else freeze(v)) for k, v in obj.items()})
-    frozen._hash = None
-    frozen._derived = None
-    return frozen
-
-
-def freeze(obj: Any) -> Any:
-    """Return an immutable equivalent of decoded JSON: dicts to FrozenDict, lists to tuples."""
-    kind = type(obj)
-    if kind is dict:
-        return _freeze_plain(obj)
-    if kind is list:
-        return tuple([v if type(v) in _SCALARS else freeze(v) for v in obj])
-    if kind in _SCALARS:
-        return obj
-    if isinstance(obj, FrozenDict):
-        return obj
-    if isinstance(obj, Mapping):
-        return FrozenDict(obj)
-    if isinstance(obj, (list, tuple)):
-        return tuple(freeze(item) for item in obj)
-    if isinstance(obj, (set, frozenset)):
-        return frozenset(freeze(item) for item in obj)
-    return obj
-
-
-DERIVED_MAX = 32  # values kept per object by default; past it the memo starts over
-
-
-class Derived:
-    """`fn(obj)`, computed once per frozen object and kept on it under `key` (default: `fn`).
-
-    A frozen object never changes, so a value derived from it never goes stale;
-    a new version of the object is a new object. Plain mappings are not cached.
-    Two threads may both compute a missing value: `fn` must be pure, and every `fn`
-    given one `key` must give the same answers. `capacity`: values kept per object;
-    past it the object's memo starts over, so keys that change (edited rules) cannot
-    pile up. Its owner sizes it to the keys in use (one per set of node rules), since a
-    capacity below them would clear every memo on every pass.
-    """
-
-    def __init__(self, capacity: int = DERIVED_MAX) -> None:
-        self.capacity = capacity
-
-    def __call__(self, obj: Mapping[str, Any], fn: Callable[[Any], _T], key: Hashable | None = None) -> _T:
-        if type(obj) is not FrozenDict:
-            return fn(obj)
-        if key is None:
-            key = fn
-        memo = obj._derived  # None, one (key, value) pair, or a dict of them: most objects need one
-        if memo is None:
-            value = fn(obj)
-            obj._derived = (key, value)
-            return value
-        if type(memo) is tuple:
-            if memo[0] == key:
-                return memo[1]
-            memo = obj._derived = {memo[0]: memo[1]}
-        try:
-            return memo[key]
-        except KeyError:
-            if len(memo) >= self.capacity:
-                memo.clear()
-            value = memo[key] = fn(obj)
-            return value
-
-
-derived = Derived()
-
-
-def thaw(obj: Any) -> Any:
-    """Return a plain, mutable deep copy: mappings to dicts, tuples and lists to lists."""
-    if isinstance(obj, Mapping):
-        return {k: thaw(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [thaw(item) for item in obj]
-    if isinstance(obj, (set, frozenset)):
-        return {thaw(item) for item in obj}
-    return obj
+__all__ = ["meta_namespace_key", "IndexFunc", "KeyFunc", "Store"]
 
 
 KeyFunc = Callable[[Mapping[str, Any]], str]

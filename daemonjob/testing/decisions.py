@@ -1,14 +1,37 @@
-"""Applying a decision to a list of Jobs as the act layer and the API server would: for tests
-of `decide` that run several decisions in a row."""
+"""Deciding over Jobs and nodes as tests hold them, and applying a decision to a list of Jobs
+as the act layer and the API server would: for tests of `decide`, one or several in a row."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from daemonjob.domain.decide import Decision
+from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.eligibility import Eligibility
+from daemonjob.domain.inputs import ApiTroubles, ConfigMapsRead, DecisionInput
 from daemonjob.domain.jobs import format_time
+from daemonjob.domain.keptplan import KeptPlan
+from daemonjob.domain.memo import Memo, no_memo
+
+Obj = Mapping[str, Any]
+
+
+def decide_over(dj: Obj, jobs: Iterable[Obj], nodes: Iterable[Obj], now: datetime,
+                stalled: tuple[str, str] | None = None, *, conflicts: Mapping[str, str] | None = None,
+                rejected: Mapping[str, str] | None = None, configmaps: dict[str, Obj | None] | None = None,
+                unreadable: dict[str, str] | None = None, eligibility: Eligibility | None = None,
+                memo: Memo = no_memo, plan: KeptPlan | None = None) -> Decision:
+    """`decide` on the input value made of these: the plan from scratch out of `jobs` and
+    `nodes`, or `plan` (a kept one) as it is; the API's troubles (`stalled`, `conflicts`,
+    `rejected`) and the ConfigMaps read as the controller would hand them over."""
+    troubles = ApiTroubles(stalled, rejected, conflicts)
+    read = ConfigMapsRead(configmaps, False, dict(unreadable or {}))
+    if plan is None:
+        return decide(DecisionInput.from_objects(dj, jobs, nodes, now, memo=memo, troubles=troubles,
+                                                 configmaps=read, eligibility=eligibility))
+    return decide(DecisionInput(dj, plan, now, troubles, read, eligibility, memo))
 
 
 def apply(decision: Decision, jobs: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:

@@ -17,7 +17,8 @@ from daemonjob.controller.informers import JOB_INDEXERS, Informers
 from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.machinery.informer import Handlers, Tombstone
 from daemonjob.machinery.kube import ApiError
-from daemonjob.machinery.store import Store, freeze, meta_namespace_key, thaw
+from daemonjob.machinery.frozen import freeze, thaw
+from daemonjob.machinery.store import Store, meta_namespace_key
 
 __all__ = ["FakeInformer", "FakeJobControl", "Call", "api_error", "fake_informers"]
 

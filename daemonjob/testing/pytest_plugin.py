@@ -1,8 +1,11 @@
 """The pytest plugin of the test bed: one local cluster and one simulated kubelet per session.
 
-Installed with the package (entry point `pytest11`), so a project that tests its own
-DaemonJobs gets the fixtures `cluster`, `kube`, `kubelet`, `namespace`, `make_nodes` and
-`installed_crd` by installing `daemonjob[testing]`. Tests isolate themselves with a
+Not registered on install (fixtures named `cluster`, `kube` and `namespace` would land in
+every test suite of an environment that has DaemonJob installed): a project that tests its
+own DaemonJobs installs `daemonjob[testing]` and enables it in its root conftest.py,
+`pytest_plugins = ["daemonjob.testing.pytest_plugin"]`, or per run with
+`pytest -p daemonjob.testing.pytest_plugin`. It then gets the fixtures `cluster`, `kube`,
+`kubelet`, `namespace`, `make_nodes` and `installed_crd`. Tests isolate themselves with a
 namespace and node names of their own.
 """
 

@@ -91,6 +91,11 @@ def test_up_and_down_from_an_installed_wheel(venv: Path, tmp_path: Path) -> None
 
 
 def test_the_pytest_plugin_serves_a_users_own_tests(venv: Path, tmp_path: Path) -> None:
+    """Only where the user's conftest.py enables it: installing the package registers no fixtures."""
     (tmp_path / "test_mine.py").write_text(USER_TEST)
+    fixtures = run([str(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--fixtures", "test_mine.py"],
+                   cwd=tmp_path).stdout
+    assert "installed_crd" not in fixtures and "make_nodes" not in fixtures
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["daemonjob.testing.pytest_plugin"]\n')
     out = run([str(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_mine.py"], cwd=tmp_path).stdout
     assert "1 passed" in out

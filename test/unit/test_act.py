@@ -2,80 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from daemonjob.controller import controller as controller_module
 from daemonjob.controller.controller import Controller, ReconcileError
 from daemonjob.controller.jobcontrol import NotLeader
+from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.inputs import ApiTroubles, DecisionInput
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, build_job
 from daemonjob.domain.revision import template_revision
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.fakes import FakeInformer, FakeJobControl, api_error, fake_informers
+from daemonjob.testing.actbed import ActBed
+from daemonjob.testing.builders import make_dj, node, revision_of
+from daemonjob.testing.fakes import api_error
 
 NS = "ops"
 KEY = f"{NS}/audit"
-
-
-def make_dj(uid: str = "dj-uid", generation: int = 1, resource_version: str = "10", **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": {
-        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}
-    body.update(spec)
-    return {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
-            "metadata": {"name": "audit", "namespace": NS, "uid": uid, "generation": generation,
-                         "resourceVersion": resource_version},
-            "spec": body}
-
-
-def node(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {}}, "spec": {}, "status": {"conditions": [
-        {"type": "Ready", "status": "True"}]}}
-
-
-@dataclass
-class Bed:
-    ctl: Controller
-    control: FakeJobControl
-    djs: FakeInformer
-    jobs: FakeInformer
-    nodes: FakeInformer
-    clock: FakeClock
-
-    def add_dj(self, dj: dict[str, Any]) -> None:
-        self.djs.add(dj)
-        self.control.daemonjobs[f"{NS}/{dj['metadata']['name']}"] = dj
-
-    def add_nodes(self, count: int) -> list[str]:
-        names = [f"node-{i:02d}" for i in range(count)]
-        for n in names:
-            self.nodes.add(node(n))
-        return names
-
-    def statuses(self) -> list[dict[str, Any]]:
-        return [c.body for c in self.control.of("status")]
-
-    def events(self, reason: str) -> list[str]:
-        return self.control.events(reason)
-
-
-@pytest.fixture
-def bed() -> Iterator[Bed]:
-    clock = FakeClock()
-    informers = fake_informers()
-    djs, jobs, nodes = informers.daemonjobs, informers.jobs, informers.nodes
-    control = FakeJobControl(jobs=jobs)
-    ctl = Controller(informers, control, clock=clock, create_concurrency=4, resync_interval=0)
-    yield Bed(ctl, control, djs, jobs, nodes, clock)
-    ctl.stop(timeout=1)
 
 
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next(c for c in status["conditions"] if c["type"] == kind)
 
 
-def test_creates_one_job_per_node_and_writes_status(bed: Bed) -> None:
+def test_creates_one_job_per_node_and_writes_status(bed: ActBed) -> None:
     bed.add_nodes(3)
     bed.add_dj(make_dj())
     bed.ctl.reconcile(KEY)
@@ -86,7 +36,7 @@ def test_creates_one_job_per_node_and_writes_status(bed: Bed) -> None:
     assert bed.events("SuccessfulCreate") and "3 Job(s)" in bed.events("SuccessfulCreate")[0]
 
 
-def test_slow_start_batches_stop_at_the_first_failure(bed: Bed) -> None:
+def test_slow_start_batches_stop_at_the_first_failure(bed: ActBed) -> None:
     names = bed.add_nodes(10)
     dj = make_dj()
     bed.add_dj(dj)
@@ -101,7 +51,7 @@ def test_slow_start_batches_stop_at_the_first_failure(bed: Bed) -> None:
     assert len(bed.statuses()) == 1  # the status is written even when an action failed
 
 
-def test_a_node_whose_job_admission_always_rejects_does_not_starve_the_others(bed: Bed) -> None:
+def test_a_node_whose_job_admission_always_rejects_does_not_starve_the_others(bed: ActBed) -> None:
     names = bed.add_nodes(5)
     dj = make_dj()
     bed.add_dj(dj)
@@ -130,7 +80,7 @@ def test_a_node_whose_job_admission_always_rejects_does_not_starve_the_others(be
     assert condition(bed.statuses()[-1], "Stalled")["status"] == "False"
 
 
-def test_expectations_block_a_second_pass_until_the_cache_catches_up(bed: Bed) -> None:
+def test_expectations_block_a_second_pass_until_the_cache_catches_up(bed: ActBed) -> None:
     bed.add_nodes(2)
     bed.add_dj(make_dj())
     bed.ctl.reconcile(KEY)
@@ -145,7 +95,7 @@ def test_expectations_block_a_second_pass_until_the_cache_catches_up(bed: Bed) -
     assert bed.statuses()[-1]["activeNodes"] == 2
 
 
-def test_expectations_expire_on_the_clock_when_an_event_is_lost(bed: Bed) -> None:
+def test_expectations_expire_on_the_clock_when_an_event_is_lost(bed: ActBed) -> None:
     bed.add_nodes(1)
     bed.add_dj(make_dj())
     bed.ctl.reconcile(KEY)
@@ -157,7 +107,7 @@ def test_expectations_expire_on_the_clock_when_an_event_is_lost(bed: Bed) -> Non
     assert not bed.events("JobConflict")
 
 
-def test_a_create_rejected_as_invalid_sets_stalled(bed: Bed) -> None:
+def test_a_create_rejected_as_invalid_sets_stalled(bed: ActBed) -> None:
     bed.add_nodes(4)
     bed.add_dj(make_dj())
     bed.control.errors[("create", "*")] = api_error(422, message='Job.batch "x" is invalid: spec.template: bad')
@@ -169,7 +119,7 @@ def test_a_create_rejected_as_invalid_sets_stalled(bed: Bed) -> None:
     assert "spec.template: bad" in stalled["message"]
 
 
-def test_stalled_is_keyed_by_uid_so_a_recreated_daemonjob_starts_clean(bed: Bed) -> None:
+def test_stalled_is_keyed_by_uid_so_a_recreated_daemonjob_starts_clean(bed: ActBed) -> None:
     bed.add_nodes(2)
     bed.add_dj(make_dj())
     bed.control.errors[("create", "*")] = api_error(422, message="rejected")
@@ -183,7 +133,7 @@ def test_stalled_is_keyed_by_uid_so_a_recreated_daemonjob_starts_clean(bed: Bed)
     assert condition(bed.statuses()[-1], "Stalled")["status"] == "False"
 
 
-def test_already_exists_for_our_own_job_is_not_a_conflict(bed: Bed) -> None:
+def test_already_exists_for_our_own_job_is_not_a_conflict(bed: ActBed) -> None:
     names = bed.add_nodes(1)
     dj = make_dj()
     bed.add_dj(dj)
@@ -196,7 +146,7 @@ def test_already_exists_for_our_own_job_is_not_a_conflict(bed: Bed) -> None:
     assert condition(bed.statuses()[-1], "Stalled")["status"] == "False"
 
 
-def test_a_name_taken_by_another_controller_is_reported_and_other_nodes_go_on(bed: Bed) -> None:
+def test_a_name_taken_by_another_controller_is_reported_and_other_nodes_go_on(bed: ActBed) -> None:
     names = bed.add_nodes(3)
     dj = make_dj()
     bed.add_dj(dj)
@@ -221,7 +171,7 @@ def orphan(dj: dict[str, Any], node_name: str, uid: str = "orphan-uid") -> dict[
     return body
 
 
-def test_orphans_with_our_labels_are_adopted_after_a_fresh_read(bed: Bed) -> None:
+def test_orphans_with_our_labels_are_adopted_after_a_fresh_read(bed: ActBed) -> None:
     names = bed.add_nodes(2)
     dj = make_dj()
     bed.add_dj(dj)
@@ -238,7 +188,7 @@ def test_orphans_with_our_labels_are_adopted_after_a_fresh_read(bed: Bed) -> Non
     assert bed.statuses()[-1]["succeededNodes"] == 1
 
 
-def test_adoption_keeps_other_owners_and_a_controller_that_got_there_first_wins(bed: Bed) -> None:
+def test_adoption_keeps_other_owners_and_a_controller_that_got_there_first_wins(bed: ActBed) -> None:
     names = bed.add_nodes(2)
     dj = make_dj()
     bed.add_dj(dj)
@@ -258,7 +208,7 @@ def test_adoption_keeps_other_owners_and_a_controller_that_got_there_first_wins(
     assert [r["uid"] for r in refs] == ["other"]  # refused by the server, never overwritten
 
 
-def test_orphans_are_not_adopted_by_a_namesake_with_another_uid(bed: Bed) -> None:
+def test_orphans_are_not_adopted_by_a_namesake_with_another_uid(bed: ActBed) -> None:
     names = bed.add_nodes(1)
     dj = make_dj()
     bed.add_dj(dj)
@@ -270,7 +220,7 @@ def test_orphans_are_not_adopted_by_a_namesake_with_another_uid(bed: Bed) -> Non
     assert bed.control.of("adopt") == []
 
 
-def test_a_job_of_ours_that_lost_its_name_label_is_claimed_back_and_reported(bed: Bed) -> None:
+def test_a_job_of_ours_that_lost_its_name_label_is_claimed_back_and_reported(bed: ActBed) -> None:
     """The Job cache selects on the name label: such a Job is invisible, and its create meets AlreadyExists."""
     names = bed.add_nodes(1)
     dj = make_dj()
@@ -295,7 +245,7 @@ def test_a_job_of_ours_that_lost_its_name_label_is_claimed_back_and_reported(bed
     assert condition(bed.statuses()[-1], "Complete")["status"] == "True"
 
 
-def test_an_orphan_found_through_already_exists_is_adopted(bed: Bed) -> None:
+def test_an_orphan_found_through_already_exists_is_adopted(bed: ActBed) -> None:
     names = bed.add_nodes(1)
     dj = make_dj()
     bed.add_dj(dj)
@@ -306,7 +256,7 @@ def test_an_orphan_found_through_already_exists_is_adopted(bed: Bed) -> None:
     assert not bed.events("JobConflict")
 
 
-def test_status_is_written_only_when_it_changes_and_carries_the_resource_version(bed: Bed) -> None:
+def test_status_is_written_only_when_it_changes_and_carries_the_resource_version(bed: ActBed) -> None:
     bed.add_nodes(1)
     bed.add_dj(make_dj(resource_version="42"))
     bed.ctl.reconcile(KEY)
@@ -324,7 +274,7 @@ def test_status_is_written_only_when_it_changes_and_carries_the_resource_version
     assert bed.control.of("status") == []
 
 
-def test_a_status_conflict_is_raised_for_a_requeue(bed: Bed) -> None:
+def test_a_status_conflict_is_raised_for_a_requeue(bed: ActBed) -> None:
     bed.add_nodes(1)
     bed.add_dj(make_dj())
     bed.control.errors[("status", "audit")] = api_error(409, message="the object has been modified")
@@ -332,7 +282,7 @@ def test_a_status_conflict_is_raised_for_a_requeue(bed: Bed) -> None:
         bed.ctl.reconcile(KEY)
 
 
-def test_one_failed_delete_does_not_stop_the_other_actions(bed: Bed) -> None:
+def test_one_failed_delete_does_not_stop_the_other_actions(bed: ActBed) -> None:
     names = bed.add_nodes(3)
     dj = make_dj()
     bed.add_dj(dj)
@@ -357,7 +307,7 @@ def test_one_failed_delete_does_not_stop_the_other_actions(bed: Bed) -> None:
     assert len(bed.statuses()) == 1
 
 
-def test_a_lost_fence_abandons_the_remaining_creates_and_writes_nothing_more(bed: Bed) -> None:
+def test_a_lost_fence_abandons_the_remaining_creates_and_writes_nothing_more(bed: ActBed) -> None:
     bed.add_nodes(8)
     bed.add_dj(make_dj())
     allowed = iter([True, True, True])  # three checks pass, then leadership is in doubt
@@ -368,7 +318,7 @@ def test_a_lost_fence_abandons_the_remaining_creates_and_writes_nothing_more(bed
     assert bed.control.of("status") == []
 
 
-def test_a_worker_stops_on_not_leader_without_requeueing(bed: Bed) -> None:
+def test_a_worker_stops_on_not_leader_without_requeueing(bed: ActBed) -> None:
     bed.add_nodes(2)
     bed.add_dj(make_dj())
     bed.control.fence = lambda: False
@@ -379,7 +329,7 @@ def test_a_worker_stops_on_not_leader_without_requeueing(bed: Bed) -> None:
     assert bed.ctl.queue.num_requeues(KEY) == 0
 
 
-def test_node_events_enqueue_only_daemonjobs_whose_answer_changed(bed: Bed) -> None:
+def test_node_events_enqueue_only_daemonjobs_whose_answer_changed(bed: ActBed) -> None:
     bed.add_dj(make_dj(nodeSelector={"matchLabels": {"role": "db"}}))
     while len(bed.ctl.queue):
         key, _ = bed.ctl.queue.get()
@@ -392,7 +342,7 @@ def test_node_events_enqueue_only_daemonjobs_whose_answer_changed(bed: Bed) -> N
     assert len(bed.ctl.queue) == 1
 
 
-def test_an_orphan_event_enqueues_the_daemonjob_it_names(bed: Bed) -> None:
+def test_an_orphan_event_enqueues_the_daemonjob_it_names(bed: ActBed) -> None:
     dj = make_dj()
     bed.add_dj(dj)
     key, _ = bed.ctl.queue.get()
@@ -403,7 +353,7 @@ def test_an_orphan_event_enqueues_the_daemonjob_it_names(bed: Bed) -> None:
     assert len(bed.ctl.queue) == 1
 
 
-def test_a_conflict_clears_once_the_foreign_job_is_gone(bed: Bed) -> None:
+def test_a_conflict_clears_once_the_foreign_job_is_gone(bed: ActBed) -> None:
     names = bed.add_nodes(2)
     dj = make_dj()
     bed.add_dj(dj)
@@ -422,7 +372,7 @@ def test_a_conflict_clears_once_the_foreign_job_is_gone(bed: Bed) -> None:
     assert condition(bed.statuses()[-1], "Stalled")["status"] == "False"
 
 
-def test_the_node_memo_holds_every_rule_set_in_use(bed: Bed) -> None:
+def test_the_node_memo_holds_every_rule_set_in_use(bed: ActBed) -> None:
     """With more distinct node rules than the default memo size, each pass would clear every node's memo."""
     names = bed.add_nodes(3)
     for i in range(40):
@@ -433,10 +383,10 @@ def test_the_node_memo_holds_every_rule_set_in_use(bed: Bed) -> None:
     node = bed.nodes.store.get(names[0])
     for i in range(40):
         bed.ctl.reconcile(f"{NS}/audit-{i}")
-    assert len(node._derived) == 40  # every rule set's answer is still kept on the node
+    assert len(node._memo) == 40  # every rule set's answer is still kept on the node
 
 
-def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed: Bed) -> None:
+def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed: ActBed) -> None:
     names = bed.add_nodes(2)
     bed.add_dj(make_dj())
     bed.ctl.reconcile(KEY)
@@ -447,8 +397,10 @@ def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed:
     bed.jobs.store.update(job)  # in the cache, but no event reached the kept plan
     bed.clock.step(2 * 300 + 1)  # past the (spread) first check
     drain(bed.ctl)
+    bed.control.reset()
     decision = bed.ctl.reconcile(KEY)
     assert decision is not None and decision.status["succeededNodes"] == 1  # the full decision's answer
+    assert not bed.control.of("create") and not bed.control.of("delete")  # compared, not acted on
     value = bed.ctl.metrics.registry.get_sample_value
     assert value("daemonjob_plan_self_check_differences_total") == 1
     assert len(bed.ctl.queue) == 1  # passed over again on the repaired plan
@@ -463,3 +415,23 @@ def drain(ctl: Controller) -> None:
     while len(ctl.queue):
         key, _ = ctl.queue.get()
         ctl.queue.done(key)
+
+
+def test_a_pass_decides_once_and_its_status_says_what_act_heard(bed: ActBed, monkeypatch: pytest.MonkeyPatch) -> None:
+    inputs: list[DecisionInput] = []
+
+    def counted(inp: DecisionInput) -> Decision:
+        inputs.append(inp)
+        return decide(inp)
+
+    monkeypatch.setattr(controller_module, "decide", counted)
+    names = bed.add_nodes(2)
+    dj = make_dj()
+    bed.add_dj(dj)
+    refused = build_job(dj, names[0], revision_of(dj))["metadata"]["name"]
+    bed.control.errors[("create", refused)] = api_error(400, message="denied by policy")
+    with pytest.raises(ReconcileError):
+        bed.ctl.reconcile(bed.key)
+    assert len(inputs) == 1 and inputs[0].troubles == ApiTroubles()  # decided before act heard anything
+    stalled = condition(bed.last_status(), "Stalled")  # ...and the status written says what it heard
+    assert stalled["status"] == "True" and stalled["reason"] == "JobRejected" and "denied by policy" in stalled["message"]

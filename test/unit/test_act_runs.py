@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -19,9 +17,10 @@ from daemonjob.domain.actions import DeleteJob
 from daemonjob.domain.plan import HISTORY
 from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, tick_run_id
-from daemonjob.machinery.clock import FAKE_WALL_START, FakeClock
-from daemonjob.machinery.store import thaw
-from daemonjob.testing.fakes import FakeInformer, FakeJobControl, api_error, fake_informers
+from daemonjob.machinery.clock import FAKE_WALL_START
+from daemonjob.testing import builders
+from daemonjob.testing.actbed import ActBed
+from daemonjob.testing.fakes import FakeJobControl, api_error
 
 NS = "ops"
 NAME = "nightly"
@@ -32,100 +31,16 @@ SCRIPT = "script"
 
 
 def make_dj(**spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": {
-        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}},
-        "schedule": "*/5 * * * *"}
-    body.update(spec)
-    return {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
-            "metadata": {"name": NAME, "namespace": NS, "uid": "dj-uid", "generation": 1, "resourceVersion": "1",
-                         "creationTimestamp": format_time(TICK1 - timedelta(minutes=1))},
-            "spec": {k: v for k, v in body.items() if v is not None}}
-
-
-def node(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {}}, "spec": {}}
-
-
-@dataclass
-class ConfigMapInformers:
-    """The tracker's informer factory: one FakeInformer per watched ConfigMap."""
-
-    made: dict[tuple[str, str], FakeInformer] = field(default_factory=dict)
-    unlisted: bool = False  # new watches have not listed yet
-
-    def __call__(self, namespace: str, name: str) -> FakeInformer:
-        informer = FakeInformer(f"configmap-{name}")
-        informer.synced = not self.unlisted
-        self.made[(namespace, name)] = informer
-        return informer
-
-
-@dataclass
-class Bed:
-    ctl: Controller
-    control: FakeJobControl
-    djs: FakeInformer
-    jobs: FakeInformer
-    clock: FakeClock
-    configmaps: ConfigMapInformers
-    rv: int = 1
-
-    def add_dj(self, dj: dict[str, Any]) -> None:
-        self.djs.add(dj)
-        self.control.daemonjobs[KEY] = dj
-
-    def dj(self) -> dict[str, Any]:
-        return thaw(self.djs.store.get(KEY))
-
-    def sync(self) -> None:
-        """The caches catch up: created Jobs appear, the last status patch is in the DaemonJob."""
-        self.control.deliver()
-        statuses = self.control.of("status")
-        if statuses:
-            dj = self.dj()
-            status = dict(dj.get("status") or {})
-            for k, v in statuses[-1].body.items():
-                if v is None:
-                    status.pop(k, None)
-                else:
-                    status[k] = v
-            self.rv += 1
-            dj["status"] = status
-            dj["metadata"]["resourceVersion"] = str(self.rv)
-            self.djs.update(dj)
-
-    def finish_jobs(self) -> None:
-        for key, job in list(self.control.objects.items()):
-            if not (job.get("status") or {}).get("conditions"):
-                job["status"] = {"conditions": [{"type": "Complete", "status": "True",
-                                                 "lastTransitionTime": format_time(self.clock.wall())}],
-                                 "completionTime": format_time(self.clock.wall())}
-                self.jobs.update(job)
-
-    def created(self) -> list[dict[str, Any]]:
-        return [c.body for c in self.control.of("create")]
-
-    def events(self, reason: str) -> list[str]:
-        return self.control.events(reason)
-
-    def counter(self, metric: str, **labels: str) -> float:
-        value = self.ctl.metrics.registry.get_sample_value(metric, {"namespace": NS, "name": NAME, **labels})
-        return value or 0.0
+    return builders.make_dj(NAME, resource_version="1", created=format_time(TICK1 - timedelta(minutes=1)),
+                            **{"schedule": "*/5 * * * *", **spec})
 
 
 @pytest.fixture
-def bed() -> Iterator[Bed]:
-    clock = FakeClock()
-    informers = fake_informers()
-    djs, jobs, nodes = informers.daemonjobs, informers.jobs, informers.nodes
+def bed(bed: ActBed) -> ActBed:
+    """Three nodes, n0 to n2."""
     for i in range(3):
-        nodes.add(node(f"n{i}"))
-    control = FakeJobControl(jobs=jobs)
-    configmaps = ConfigMapInformers()
-    ctl = Controller(informers, control, clock=clock, create_concurrency=4, resync_interval=0,
-                     configmap_informers=configmaps)
-    yield Bed(ctl, control, djs, jobs, clock, configmaps)
-    ctl.stop(timeout=1)
+        bed.nodes.add(builders.node(f"n{i}"))
+    return bed
 
 
 def drain(ctl: Controller) -> None:
@@ -145,7 +60,7 @@ def next_key(ctl: Controller, timeout: float = 5.0) -> Any:
     return got[0]
 
 
-def test_a_tick_starts_a_run_on_every_node_counted_once(bed: Bed) -> None:
+def test_a_tick_starts_a_run_on_every_node_counted_once(bed: ActBed) -> None:
     bed.add_dj(make_dj())
     bed.ctl.reconcile(KEY)
     run = tick_run_id(TICK1)
@@ -191,7 +106,7 @@ def test_a_tick_starts_a_run_on_every_node_counted_once(bed: Bed) -> None:
     assert bed.counter("daemonjob_runs_started_total") == 2
 
 
-def test_the_daemonjob_is_requeued_for_its_next_tick(bed: Bed) -> None:
+def test_the_daemonjob_is_requeued_for_its_next_tick(bed: ActBed) -> None:
     bed.clock.step(60)  # a minute after the first tick, which runs
     bed.add_dj(make_dj())
     drain(bed.ctl)
@@ -207,7 +122,7 @@ def test_the_daemonjob_is_requeued_for_its_next_tick(bed: Bed) -> None:
     assert next_key(bed.ctl) == KEY
 
 
-def test_forbid_skips_a_tick_while_the_run_is_active(bed: Bed) -> None:
+def test_forbid_skips_a_tick_while_the_run_is_active(bed: ActBed) -> None:
     bed.add_dj(make_dj())
     bed.ctl.reconcile(KEY)
     bed.sync()
@@ -222,7 +137,7 @@ def test_forbid_skips_a_tick_while_the_run_is_active(bed: Bed) -> None:
     assert bed.counter("daemonjob_runs_skipped_total", reason=SKIP_FORBID) == 1
 
 
-def test_replace_deletes_the_old_runs_jobs_and_starts_the_new_run_within_max_parallel(bed: Bed) -> None:
+def test_replace_deletes_the_old_runs_jobs_and_starts_the_new_run_within_max_parallel(bed: ActBed) -> None:
     bed.add_dj(make_dj(concurrencyPolicy="Replace", maxParallel=2))
     bed.ctl.reconcile(KEY)
     bed.sync()
@@ -240,7 +155,7 @@ def test_replace_deletes_the_old_runs_jobs_and_starts_the_new_run_within_max_par
     assert bed.counter("daemonjob_runs_started_total") == 2
 
 
-def test_the_run_now_annotation_enqueues_and_starts_exactly_one_run(bed: Bed) -> None:
+def test_the_run_now_annotation_enqueues_and_starts_exactly_one_run(bed: ActBed) -> None:
     bed.add_dj(make_dj(schedule=None))
     bed.ctl.reconcile(KEY)
     bed.sync()
@@ -271,7 +186,7 @@ def script_dj(**spec: Any) -> dict[str, Any]:
     return dj
 
 
-def test_a_missing_configmap_is_named_and_its_creation_starts_the_nodes(bed: Bed) -> None:
+def test_a_missing_configmap_is_named_and_its_creation_starts_the_nodes(bed: ActBed) -> None:
     bed.add_dj(script_dj())
     bed.ctl.reconcile(KEY)
     assert list(bed.configmaps.made) == [(NS, SCRIPT)]
@@ -291,7 +206,7 @@ def test_a_missing_configmap_is_named_and_its_creation_starts_the_nodes(bed: Bed
     assert len(bed.created()) == 3
 
 
-def test_editing_a_referenced_configmap_reruns_every_node(bed: Bed) -> None:
+def test_editing_a_referenced_configmap_reruns_every_node(bed: ActBed) -> None:
     bed.add_dj(script_dj())
     bed.ctl.reconcile(KEY)  # starts the ConfigMap's watch
     informer = bed.configmaps.made[(NS, SCRIPT)]
@@ -318,7 +233,7 @@ def test_editing_a_referenced_configmap_reruns_every_node(bed: Bed) -> None:
     assert bed.control.of("status")[-1].body["currentRevision"] != revision
 
 
-def test_a_configmap_that_cannot_be_listed_stalls_naming_it_and_nothing_polls(bed: Bed) -> None:
+def test_a_configmap_that_cannot_be_listed_stalls_naming_it_and_nothing_polls(bed: ActBed) -> None:
     bed.configmaps.unlisted = True
     bed.add_dj(script_dj())
     drain(bed.ctl)
@@ -346,7 +261,7 @@ def test_a_configmap_that_cannot_be_listed_stalls_naming_it_and_nothing_polls(be
     assert len(bed.created()) == 3
 
 
-def test_turning_rerun_on_config_change_off_or_deleting_stops_the_watches(bed: Bed) -> None:
+def test_turning_rerun_on_config_change_off_or_deleting_stops_the_watches(bed: ActBed) -> None:
     bed.add_dj(script_dj())
     bed.ctl.reconcile(KEY)
     assert bed.ctl.configmaps is not None and bed.ctl.configmaps.watched() == 1
@@ -365,7 +280,7 @@ def test_turning_rerun_on_config_change_off_or_deleting_stops_the_watches(bed: B
     assert bed.ctl.configmaps.watched() == 0
 
 
-def test_the_next_tick_gauge_goes_away_while_suspended(bed: Bed) -> None:
+def test_the_next_tick_gauge_goes_away_while_suspended(bed: ActBed) -> None:
     bed.add_dj(make_dj())
     bed.ctl.reconcile(KEY)
     bed.sync()
@@ -381,7 +296,7 @@ def test_the_next_tick_gauge_goes_away_while_suspended(bed: Bed) -> None:
     assert bed.ctl.metrics.registry.get_sample_value("daemonjob_next_schedule_time_seconds", labels) is None
 
 
-def test_history_cleanup_comes_after_the_new_runs_creates_and_is_not_waited_for(bed: Bed) -> None:
+def test_history_cleanup_comes_after_the_new_runs_creates_and_is_not_waited_for(bed: ActBed) -> None:
     bed.add_dj(make_dj(schedule=None, historyLimit=1))
 
     def run_now(value: str) -> None:

@@ -4,18 +4,16 @@ and never hands the Job controller a name it may still hold state for."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from daemonjob import defaults
-from daemonjob.controller.controller import Controller
 from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.domain.conditions import CacheWait, with_cache_wait
 from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.fakes import FakeInformer, FakeJobControl, fake_informers
+from daemonjob.testing.actbed import ActBed
+from daemonjob.testing.builders import make_dj, node
 
 NS = "ops"
 KEY = f"{NS}/audit"
@@ -23,77 +21,25 @@ UID = "dj-uid"
 NOW = "2024-01-01T00:00:00Z"
 
 
-def make_dj() -> dict[str, Any]:
-    return {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
-            "metadata": {"name": "audit", "namespace": NS, "uid": UID, "generation": 1, "resourceVersion": "10"},
-            "spec": {"jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": {
-                "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
-
-
-def node(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {}}, "spec": {},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
-
-
 def finished(job: dict[str, Any]) -> dict[str, Any]:
     return {**job, "status": {"succeeded": 1, "conditions": [
         {"type": "Complete", "status": "True", "lastTransitionTime": NOW}]}}
 
 
-@dataclass
-class Bed:
-    ctl: Controller
-    control: FakeJobControl
-    jobs: FakeInformer
-    clock: FakeClock
-
-    def drain(self) -> None:
-        while len(self.ctl.queue):
-            key, _ = self.ctl.queue.get()
-            self.ctl.queue.done(key)
-
-    def ready_within(self, seconds: float) -> bool:
-        """Whether the key comes due once the fake clock moved `seconds` (real time to settle)."""
-        self.clock.step(seconds)
-        time.sleep(0.05)  # the queue's delay thread moves what came due
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
-            if len(self.ctl.queue):
-                return True
-            time.sleep(0.005)
-        return False
-
-    def user_deletes(self, name: str) -> None:
-        """`kubectl delete job` (Background): gone from the API server, then from the cache."""
-        job = self.control.objects.pop(f"{NS}/{name}")
-        self.jobs.delete(self.jobs.store.get(f"{NS}/{job['metadata']['name']}"))
-
-    def creates(self) -> list[str]:
-        return [c.name for c in self.control.of("create")]
-
-    def last_status(self) -> dict[str, Any]:
-        return self.control.of("status")[-1].body
-
-
 @pytest.fixture
-def bed() -> Iterator[Bed]:
-    clock = FakeClock()
-    informers = fake_informers()
-    control = FakeJobControl(jobs=informers.jobs)  # type: ignore[arg-type]
-    ctl = Controller(informers, control, clock=clock, create_concurrency=2, resync_interval=0)
-    informers.nodes.add(node("node-00"))  # type: ignore[attr-defined]
-    informers.daemonjobs.add(make_dj())  # type: ignore[attr-defined]
-    control.daemonjobs[KEY] = make_dj()
-    yield Bed(ctl, control, informers.jobs, clock)  # type: ignore[arg-type]
-    ctl.stop(timeout=1)
+def bed(bed: ActBed) -> ActBed:
+    """One node, one DaemonJob."""
+    bed.nodes.add(node("node-00"))
+    bed.add_dj(make_dj())
+    return bed
 
 
-def rolled_out(bed: Bed) -> str:
+def rolled_out(bed: ActBed) -> str:
     """One node, its Job created and seen by the cache; returns the Job's name."""
     bed.drain()
     bed.ctl.reconcile(KEY)
     bed.control.deliver()
-    (name,) = bed.creates()
+    (name,) = bed.created_names()
     bed.control.reset()
     return name
 
@@ -103,7 +49,7 @@ def reconciling(status: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- Jobs deleted by hand mid-rollout: a name re-created while the Job controller may hold it ---
-def test_an_unfinished_job_deleted_by_hand_is_recreated_only_after_the_name_reuse_delay(bed: Bed) -> None:
+def test_an_unfinished_job_deleted_by_hand_is_recreated_only_after_the_name_reuse_delay(bed: ActBed) -> None:
     """Re-created at once, the Job got no pod from the Job controller for 5 minutes
     (kubernetes/kubernetes#131917). The pass right after the delete counts the node pending
     (not active, not succeeded), so the status never hides the re-run."""
@@ -113,25 +59,25 @@ def test_an_unfinished_job_deleted_by_hand_is_recreated_only_after_the_name_reus
     time.sleep(0.05)
     bed.drain()
     bed.ctl.reconcile(KEY)
-    assert bed.creates() == [], "the name is reused before the Job controller can have let go of it"
+    assert bed.created_names() == [], "the name is reused before the Job controller can have let go of it"
     assert bed.last_status()["pendingNodes"] == 1
     assert not bed.ready_within(defaults.JOB_NAME_REUSE_DELAY - defaults.JOB_EVENT_DELAY - 0.1)
     assert bed.ready_within(0.2), "requeued for when the name may be reused"
     bed.ctl.reconcile(KEY)
-    assert bed.creates() == [name], "same node and revision, same name: once the hold is over"
+    assert bed.created_names() == [name], "same node and revision, same name: once the hold is over"
     assert bed.ctl.metrics.registry.get_sample_value("daemonjob_job_name_holds_total") == 1
 
 
-def test_a_finished_job_deleted_by_hand_is_recreated_at_once(bed: Bed) -> None:
+def test_a_finished_job_deleted_by_hand_is_recreated_at_once(bed: ActBed) -> None:
     name = rolled_out(bed)
     bed.jobs.update(finished(bed.control.objects[f"{NS}/{name}"]))
     bed.user_deletes(name)
     bed.ctl.reconcile(KEY)
-    assert bed.creates() == [name]
+    assert bed.created_names() == [name]
     assert bed.ctl.metrics.registry.get_sample_value("daemonjob_job_name_holds_total") == 0
 
 
-def test_a_delete_and_recreate_seen_as_one_update_satisfies_the_expectations(bed: Bed) -> None:
+def test_a_delete_and_recreate_seen_as_one_update_satisfies_the_expectations(bed: ActBed) -> None:
     """A relist can show a Job deleted and re-created under its name as one update: both the
     delete and the create were observed, or the DaemonJob would wait for the TTL."""
     name = rolled_out(bed)
@@ -140,7 +86,7 @@ def test_a_delete_and_recreate_seen_as_one_update_satisfies_the_expectations(bed
     bed.clock.step(defaults.JOB_NAME_REUSE_DELAY)
     bed.jobs.store.delete(old)  # as if the delete had been seen, so the next pass re-creates
     bed.ctl.reconcile(KEY)
-    assert bed.creates() == [name]
+    assert bed.created_names() == [name]
     bed.jobs.store.add(old)  # ...but the relist still had the old one: it comes back as an update
     bed.control._pending.clear()
     bed.jobs.update(bed.control.objects[f"{NS}/{name}"])  # new uid, same name
@@ -148,9 +94,9 @@ def test_a_delete_and_recreate_seen_as_one_update_satisfies_the_expectations(bed
 
 
 # -- a wait past the deadline: checked, named, requeued --------------------------------------
-def test_a_wait_past_the_deadline_is_requeued_checked_named_and_counted(bed: Bed) -> None:
+def test_a_wait_past_the_deadline_is_requeued_checked_named_and_counted(bed: ActBed) -> None:
     bed.ctl.reconcile(KEY)  # creates; the watch lags
-    (name,) = bed.creates()
+    (name,) = bed.created_names()
     bed.drain()
     assert bed.ctl.reconcile(KEY) is None
     assert not bed.ready_within(defaults.EXPECTATIONS_DEADLINE - 1), "no busy polling before the deadline"
@@ -158,7 +104,7 @@ def test_a_wait_past_the_deadline_is_requeued_checked_named_and_counted(bed: Bed
     bed.drain()
     bed.control.reset()
     assert bed.ctl.reconcile(KEY) is None
-    assert bed.creates() == [], "the API server holds the Job: creating it again would be acting twice"
+    assert bed.created_names() == [], "the API server holds the Job: creating it again would be acting twice"
     cond = reconciling(bed.last_status())
     assert cond["status"] == "True" and cond["reason"] == "WaitingForCache"
     assert f"waiting for the cache to show 1 created Job: {name}" in cond["message"]
@@ -173,20 +119,20 @@ def test_a_wait_past_the_deadline_is_requeued_checked_named_and_counted(bed: Bed
     assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectations_pending_overdue") == 0
 
 
-def test_an_overdue_create_the_api_server_does_not_hold_is_cleared_and_made_again(bed: Bed) -> None:
+def test_an_overdue_create_the_api_server_does_not_hold_is_cleared_and_made_again(bed: ActBed) -> None:
     bed.ctl.reconcile(KEY)
-    (name,) = bed.creates()
+    (name,) = bed.created_names()
     bed.control.objects.clear()  # deleted before the cache ever showed it, and that event lost too
     bed.control._pending.clear()
     bed.control.reset()
     bed.clock.step(defaults.EXPECTATIONS_DEADLINE)
     bed.ctl.reconcile(KEY)
-    assert bed.creates() == [name], "cache and API server agree it is absent: deciding on the cache is safe"
+    assert bed.created_names() == [name], "cache and API server agree it is absent: deciding on the cache is safe"
     assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectation_checks_total",
                                                      {"outcome": "cleared"}) == 1
 
 
-def test_an_overdue_delete_the_cache_shows_gone_is_cleared(bed: Bed) -> None:
+def test_an_overdue_delete_the_cache_shows_gone_is_cleared(bed: ActBed) -> None:
     name = rolled_out(bed)
     job = bed.control.objects.pop(f"{NS}/{name}")
     bed.ctl.expectations.expect_deletions(UID, [name])
@@ -194,7 +140,7 @@ def test_an_overdue_delete_the_cache_shows_gone_is_cleared(bed: Bed) -> None:
     bed.clock.step(defaults.EXPECTATIONS_DEADLINE)
     bed.ctl.reconcile(KEY)
     assert bed.ctl.expectations.waiting(UID).deletes == ()
-    assert bed.creates() == [name], "cache and API server agree it is gone: the node runs again"
+    assert bed.created_names() == [name], "cache and API server agree it is gone: the node runs again"
 
 
 # -- the pieces -------------------------------------------------------------------------------

@@ -8,72 +8,26 @@ from typing import Any
 
 import pytest
 
-from daemonjob.testing.decisions import apply as apply_decision
-from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.decide import Decision
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_REVISION, build_job, format_time
-from daemonjob.domain.revision import job_name, template_revision
+from daemonjob.domain.revision import job_name
+from daemonjob.testing import builders
+from daemonjob.testing.builders import job, job_template, node, nodes, revision_of
+from daemonjob.testing.decisions import apply as apply_decision
+from daemonjob.testing.decisions import decide_over
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
-EARLIER = "2024-03-01T10:00:00Z"
 
 
 # ---------------------------------------------------------------- builders
 
 
 def make_dj(status: dict[str, Any] | None = None, generation: int = 1, annotation: str = "1", **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "jobTemplate": {
-            "metadata": {"labels": {"app": "audit"}, "annotations": {"run": annotation}},
-            "spec": {
-                "backoffLimit": 1,
-                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}},
-            },
-        }
-    }
-    body.update(spec)
-    return {
-        "apiVersion": "daemonjob.io/v1alpha1",
-        "kind": "DaemonJob",
-        "metadata": {"name": "audit", "namespace": "ops", "uid": "dj-uid", "generation": generation},
-        "spec": body,
-        "status": status or {},
-    }
+    return builders.make_dj(generation=generation, resource_version=None, status=status or {},
+                            template=job_template(annotation, labels={"app": "audit"}, backoff_limit=1), **spec)
 
 
-def rev(dj: dict[str, Any]) -> str:
-    return template_revision(dj["spec"]["jobTemplate"])
-
-
-def node(name: str, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
-         unschedulable: bool = False) -> dict[str, Any]:
-    spec: dict[str, Any] = {"taints": taints or []}
-    if unschedulable:
-        spec["unschedulable"] = True
-    return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec}
-
-
-def nodes(*names: str) -> list[dict[str, Any]]:
-    return [node(n) for n in names]
-
-
-def job(dj: dict[str, Any], node_name: str, state: str = "active", revision: str | None = None,
-        created: str = EARLIER, finished: str | None = None) -> dict[str, Any]:
-    """A Job as the API would return it, optionally of another revision."""
-    revision = revision or rev(dj)
-    body = build_job(dj, node_name, revision)
-    body["metadata"]["creationTimestamp"] = created
-    body["metadata"]["uid"] = f"uid-{body['metadata']['name']}"
-    conditions: list[dict[str, str]] = []
-    status: dict[str, Any] = {"startTime": created, "conditions": conditions}
-    if state == "succeeded":
-        conditions.append({"type": "Complete", "status": "True", "lastTransitionTime": finished or created})
-        status["completionTime"] = finished or created
-    elif state == "failed":
-        conditions.append({"type": "Failed", "status": "True", "lastTransitionTime": finished or created})
-    elif state == "terminating":
-        body["metadata"]["deletionTimestamp"] = created
-    body["status"] = status
-    return body
+rev = revision_of
 
 
 def cond(decision: Decision, kind: str) -> dict[str, Any]:
@@ -112,7 +66,7 @@ def with_status(dj: dict[str, Any], decision: Decision) -> dict[str, Any]:
 
 def test_fresh_daemonjob_creates_one_job_per_eligible_node_in_sorted_order() -> None:
     dj = make_dj()
-    d = decide(dj, [], nodes("c", "a", "b"), NOW)
+    d = decide_over(dj, [], nodes("c", "a", "b"), NOW)
     assert created_nodes(d) == ["a", "b", "c"]
     assert [c.name for c in d.creates] == [job_name("audit", n, rev(dj)) for n in "abc"]
     assert d.creates[0].body == build_job(dj, "a", rev(dj), template_hash=rev(dj))
@@ -134,7 +88,7 @@ def test_ineligible_nodes_get_no_job_and_are_not_desired() -> None:
         node("cordoned", {"disk": "ssd"}, unschedulable=True),
         node("preferred", {"disk": "ssd"}, taints=[{"key": "x", "effect": "PreferNoSchedule"}]),
     ]
-    d = decide(dj, [], all_nodes, NOW)
+    d = decide_over(dj, [], all_nodes, NOW)
     assert created_nodes(d) == ["ok", "preferred"]
     assert d.status["desiredNodes"] == 2
 
@@ -145,7 +99,7 @@ def test_tolerations_make_tainted_and_cordoned_nodes_eligible() -> None:
         {"key": "gpu", "operator": "Exists"},
         {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
     ]
-    d = decide(dj, [], [node("t", taints=[{"key": "gpu", "value": "a", "effect": "NoExecute"}]),
+    d = decide_over(dj, [], [node("t", taints=[{"key": "gpu", "value": "a", "effect": "NoExecute"}]),
                         node("c", unschedulable=True)], NOW)
     assert created_nodes(d) == ["c", "t"]
 
@@ -156,24 +110,24 @@ def test_tolerations_make_tainted_and_cordoned_nodes_eligible() -> None:
 @pytest.mark.parametrize("state", ["active", "succeeded", "failed", "terminating"])
 def test_existing_current_revision_job_means_no_second_create(state: str) -> None:
     dj = make_dj()
-    d = decide(dj, [job(dj, "a", state)], nodes("a"), NOW)
+    d = decide_over(dj, [job(dj, "a", state)], nodes("a"), NOW)
     assert d.creates == []
     assert d.deletes == []
 
 
 def test_decisions_are_deterministic_and_converge() -> None:
     dj = make_dj()
-    first = decide(dj, [], nodes("a", "b"), NOW)
-    assert first == decide(dj, [], nodes("a", "b"), NOW)
-    second = decide(with_status(dj, first), apply(first, []), nodes("a", "b"), NOW)
+    first = decide_over(dj, [], nodes("a", "b"), NOW)
+    assert first == decide_over(dj, [], nodes("a", "b"), NOW)
+    second = decide_over(with_status(dj, first), apply(first, []), nodes("a", "b"), NOW)
     assert second.creates == [] and second.deletes == []
 
 
 def test_deleting_one_nodes_job_reruns_that_node() -> None:
     dj = make_dj()
     jobs = [job(dj, "a", "succeeded"), job(dj, "b", "succeeded")]
-    assert decide(dj, jobs, nodes("a", "b"), NOW).creates == []
-    d = decide(dj, [jobs[0]], nodes("a", "b"), NOW)
+    assert decide_over(dj, jobs, nodes("a", "b"), NOW).creates == []
+    d = decide_over(dj, [jobs[0]], nodes("a", "b"), NOW)
     assert created_nodes(d) == ["b"]
 
 
@@ -185,7 +139,7 @@ def test_template_change_reruns_finished_nodes_and_keeps_history() -> None:
     new = make_dj(annotation="2")
     assert rev(old) != rev(new)
     jobs = [job(old, "a", "succeeded"), job(old, "b", "failed")]
-    d = decide(new, jobs, nodes("a", "b"), NOW)
+    d = decide_over(new, jobs, nodes("a", "b"), NOW)
     assert created_nodes(d) == ["a", "b"]
     assert d.deletes == []  # historyLimit 1 keeps the previous run
     assert d.status["pendingNodes"] == 2 and d.status["failedNodes"] == 0
@@ -194,16 +148,16 @@ def test_template_change_reruns_finished_nodes_and_keeps_history() -> None:
 def test_running_old_revision_is_deleted_before_new_one_is_created() -> None:
     old, new = make_dj(annotation="1"), make_dj(annotation="2")
     jobs = [job(old, "a", "active")]
-    d1 = decide(new, jobs, nodes("a"), NOW)
+    d1 = decide_over(new, jobs, nodes("a"), NOW)
     assert deleted(d1) == {jobs[0]["metadata"]["name"]: "OldRevision"}
     assert d1.deletes[0].uid == jobs[0]["metadata"]["uid"]
     assert d1.creates == []
     # the delete is observed but the Job is still terminating: still no create
     jobs = apply(d1, jobs)
-    d2 = decide(with_status(new, d1), jobs, nodes("a"), NOW)
+    d2 = decide_over(with_status(new, d1), jobs, nodes("a"), NOW)
     assert d2.creates == [] and d2.deletes == []
     # gone: now the new revision starts
-    d3 = decide(with_status(new, d2), finish_deletes(jobs), nodes("a"), NOW)
+    d3 = decide_over(with_status(new, d2), finish_deletes(jobs), nodes("a"), NOW)
     assert created_nodes(d3) == ["a"]
 
 
@@ -214,7 +168,7 @@ def test_history_limit_keeps_most_recent_finished_old_jobs() -> None:
         for i in range(1, 5)
     ]
     current = job(dj, "a", "succeeded")
-    d = decide(dj, [*olds, current], nodes("a"), NOW)
+    d = decide_over(dj, [*olds, current], nodes("a"), NOW)
     assert deleted(d) == {olds[0]["metadata"]["name"]: "History", olds[1]["metadata"]["name"]: "History"}
 
 
@@ -222,7 +176,7 @@ def test_history_orders_by_completion_time_then_creation() -> None:
     dj = make_dj()
     late_finish = job(dj, "a", "failed", revision="old1", created="2024-01-01T00:00:00Z", finished="2024-01-09T00:00:00Z")
     early_finish = job(dj, "a", "succeeded", revision="old2", created="2024-01-02T00:00:00Z", finished="2024-01-03T00:00:00Z")
-    d = decide(dj, [late_finish, early_finish, job(dj, "a", "succeeded")], nodes("a"), NOW)
+    d = decide_over(dj, [late_finish, early_finish, job(dj, "a", "succeeded")], nodes("a"), NOW)
     assert deleted(d) == {early_finish["metadata"]["name"]: "History"}
 
 
@@ -230,14 +184,14 @@ def test_history_limit_zero_deletes_finished_old_jobs_but_never_current_ones() -
     dj = make_dj(historyLimit=0)
     old = job(dj, "a", "succeeded", revision="old")
     current = job(dj, "a", "failed")
-    d = decide(dj, [old, current], nodes("a"), NOW)
+    d = decide_over(dj, [old, current], nodes("a"), NOW)
     assert deleted(d) == {old["metadata"]["name"]: "History"}
 
 
 def test_current_revision_jobs_are_kept_even_on_ineligible_nodes() -> None:
     dj = make_dj(historyLimit=0, nodeSelector={"matchLabels": {"role": "worker"}})
     jobs = [job(dj, "a", "succeeded"), job(dj, "b", "failed"), job(dj, "c", "active")]
-    d = decide(dj, jobs, nodes("a", "b", "c"), NOW)
+    d = decide_over(dj, jobs, nodes("a", "b", "c"), NOW)
     assert d.deletes == [] and d.creates == []
     # c's Job still runs: c stays desired and active (holding its slot) until it finishes
     assert (d.status["desiredNodes"], d.status["activeNodes"], d.status["pendingNodes"]) == (1, 1, 0)
@@ -246,7 +200,7 @@ def test_current_revision_jobs_are_kept_even_on_ineligible_nodes() -> None:
 def test_annotation_change_is_a_new_revision_everywhere() -> None:
     old, new = make_dj(annotation="1"), make_dj(annotation="2")
     jobs = [job(old, n, "succeeded") for n in "abc"]
-    d = decide(new, jobs, nodes("a", "b", "c"), NOW)
+    d = decide_over(new, jobs, nodes("a", "b", "c"), NOW)
     assert created_nodes(d) == ["a", "b", "c"]
     assert {c.body["metadata"]["labels"][LABEL_REVISION] for c in d.creates} == {rev(new)}
 
@@ -257,7 +211,7 @@ def test_annotation_change_is_a_new_revision_everywhere() -> None:
 def test_never_keeps_existing_jobs_and_only_fills_new_nodes() -> None:
     old, new = make_dj(annotation="1"), make_dj(annotation="2", rerunPolicy="Never")
     jobs = [job(old, "a", "succeeded"), job(old, "b", "active"), job(old, "c", "failed")]
-    d = decide(new, jobs, nodes("a", "b", "c", "d"), NOW)
+    d = decide_over(new, jobs, nodes("a", "b", "c", "d"), NOW)
     assert created_nodes(d) == ["d"]
     assert d.deletes == []
     s = d.status
@@ -268,16 +222,16 @@ def test_never_counts_a_node_by_its_newest_job_and_reruns_deleted_ones() -> None
     old, new = make_dj(annotation="1"), make_dj(annotation="2", rerunPolicy="Never")
     older = job(old, "a", "failed", revision="r0", created="2024-01-01T00:00:00Z")
     newer = job(old, "a", "succeeded", created="2024-01-02T00:00:00Z")
-    d = decide(new, [older, newer], nodes("a", "b"), NOW)
+    d = decide_over(new, [older, newer], nodes("a", "b"), NOW)
     assert d.status["succeededNodes"] == 1 and d.status["failedNodes"] == 0
     assert created_nodes(d) == ["b"]
     assert d.deletes == []  # the older one is history of a node whose record is `newer`
-    assert created_nodes(decide(new, [], nodes("a"), NOW)) == ["a"]
+    assert created_nodes(decide_over(new, [], nodes("a"), NOW)) == ["a"]
 
 
 def test_never_with_terminating_job_waits() -> None:
     dj = make_dj(rerunPolicy="Never")
-    d = decide(dj, [job(dj, "a", "terminating", revision="old")], nodes("a"), NOW)
+    d = decide_over(dj, [job(dj, "a", "terminating", revision="old")], nodes("a"), NOW)
     assert d.creates == []
     assert d.status["pendingNodes"] == 1
 
@@ -288,9 +242,9 @@ def test_never_with_terminating_job_waits() -> None:
 def test_joining_node_gets_current_revision_and_reopens_completion() -> None:
     dj = make_dj()
     jobs = [job(dj, "a", "succeeded")]
-    done = decide(dj, jobs, nodes("a"), NOW)
+    done = decide_over(dj, jobs, nodes("a"), NOW)
     assert cond(done, "Complete")["status"] == "True"
-    d = decide(with_status(dj, done), jobs, nodes("a", "b"), NOW + timedelta(minutes=1))
+    d = decide_over(with_status(dj, done), jobs, nodes("a", "b"), NOW + timedelta(minutes=1))
     assert created_nodes(d) == ["b"]
     assert cond(d, "Complete")["status"] == "False"
     assert "completionTime" not in d.status
@@ -304,7 +258,7 @@ def test_deleted_node_has_all_its_jobs_deleted() -> None:
         job(dj, "gone", "terminating", revision="older"),
         job(dj, "a", "succeeded"),
     ]
-    d = decide(dj, jobs, nodes("a"), NOW)
+    d = decide_over(dj, jobs, nodes("a"), NOW)
     assert deleted(d) == {jobs[0]["metadata"]["name"]: "NodeGone", jobs[1]["metadata"]["name"]: "NodeGone"}
     assert all(x.node == "gone" for x in d.deletes)
 
@@ -312,7 +266,7 @@ def test_deleted_node_has_all_its_jobs_deleted() -> None:
 def test_node_gone_deletes_happen_even_when_suspended_or_stalled() -> None:
     dj = make_dj(suspend=True)
     dj["spec"]["jobTemplate"]["spec"]["ttlSecondsAfterFinished"] = 10
-    d = decide(dj, [job(dj, "gone")], [], NOW)
+    d = decide_over(dj, [job(dj, "gone")], [], NOW)
     assert [x.reason for x in d.deletes] == ["NodeGone"]
 
 
@@ -321,7 +275,7 @@ def test_node_turning_ineligible_keeps_running_job_and_gets_no_new_one() -> None
     new = make_dj(annotation="2", nodeSelector={"matchLabels": {"role": "worker"}})
     running_old = job(old, "a", "active")
     running_new = job(new, "b", "active")
-    d = decide(new, [running_old, running_new], nodes("a", "b"), NOW)
+    d = decide_over(new, [running_old, running_new], nodes("a", "b"), NOW)
     assert d.deletes == [] and d.creates == []
     # b's current Job is counted (desired, active) while it runs; a's older one is not
     assert d.status["desiredNodes"] == 1 and d.status["activeNodes"] == 1
@@ -329,7 +283,7 @@ def test_node_turning_ineligible_keeps_running_job_and_gets_no_new_one() -> None
 
 def test_cordoned_node_keeps_running_job() -> None:
     dj = make_dj()
-    d = decide(dj, [job(dj, "a", "active")], [node("a", unschedulable=True)], NOW)
+    d = decide_over(dj, [job(dj, "a", "active")], [node("a", unschedulable=True)], NOW)
     assert d.deletes == [] and d.creates == []
 
 
@@ -338,7 +292,7 @@ def test_cordoned_node_keeps_running_job() -> None:
 
 def test_max_parallel_limits_creates_in_stable_order() -> None:
     dj = make_dj(maxParallel=3)
-    d = decide(dj, [], nodes(*"jihgfedcba"), NOW)
+    d = decide_over(dj, [], nodes(*"jihgfedcba"), NOW)
     assert created_nodes(d) == ["a", "b", "c"]
 
 
@@ -346,13 +300,13 @@ def test_max_parallel_counts_active_current_jobs_on_any_node() -> None:
     dj = make_dj(maxParallel=3, nodeSelector={"matchLabels": {"role": "w"}})
     ws = [node(n, {"role": "w"}) for n in "abcde"]
     jobs = [job(dj, "a", "active"), job(dj, "b", "succeeded"), job(dj, "x", "active")]
-    d = decide(dj, jobs, [*ws, node("x")], NOW)
+    d = decide_over(dj, jobs, [*ws, node("x")], NOW)
     assert created_nodes(d) == ["c"]
 
 
 def test_running_old_revision_job_holds_no_slot_but_its_replacement_takes_one() -> None:
     old, new = make_dj(annotation="1"), make_dj(annotation="2", maxParallel=2)
-    d = decide(new, [job(old, "a", "active")], nodes("a", "b", "c"), NOW)
+    d = decide_over(new, [job(old, "a", "active")], nodes("a", "b", "c"), NOW)
     assert created_nodes(d) == ["b"]
     assert [(x.node, x.reason) for x in d.deletes] == [("a", "OldRevision")]
 
@@ -360,13 +314,13 @@ def test_running_old_revision_job_holds_no_slot_but_its_replacement_takes_one() 
 @pytest.mark.parametrize(("value", "nodes_count", "expected"), [("25%", 10, 3), ("1%", 10, 1), ("100%", 4, 4), ("50%", 0, 0)])
 def test_max_parallel_percent_rounds_up_with_minimum_one(value: str, nodes_count: int, expected: int) -> None:
     dj = make_dj(maxParallel=value)
-    d = decide(dj, [], nodes(*[f"n{i:02d}" for i in range(nodes_count)]), NOW)
+    d = decide_over(dj, [], nodes(*[f"n{i:02d}" for i in range(nodes_count)]), NOW)
     assert len(d.creates) == expected
 
 
 def test_max_parallel_full_means_nothing_more_starts() -> None:
     dj = make_dj(maxParallel=2)
-    d = decide(dj, [job(dj, "a"), job(dj, "b")], nodes("a", "b", "c"), NOW)
+    d = decide_over(dj, [job(dj, "a"), job(dj, "b")], nodes("a", "b", "c"), NOW)
     assert d.creates == []
     assert cond(d, "Reconciling")["status"] == "True"
 
@@ -374,7 +328,7 @@ def test_max_parallel_full_means_nothing_more_starts() -> None:
 def test_failure_threshold_stops_new_nodes_and_sets_failed() -> None:
     dj = make_dj(maxFailedNodes=1)
     jobs = [job(dj, "a", "failed"), job(dj, "b", "failed"), job(dj, "c", "active")]
-    d = decide(dj, jobs, nodes("a", "b", "c", "d", "e"), NOW)
+    d = decide_over(dj, jobs, nodes("a", "b", "c", "d", "e"), NOW)
     assert d.creates == []
     failed = cond(d, "Failed")
     assert failed["status"] == "True" and failed["reason"] == "FailureThresholdExceeded"
@@ -382,20 +336,20 @@ def test_failure_threshold_stops_new_nodes_and_sets_failed() -> None:
     assert cond(d, "Reconciling")["status"] == "False"
     assert ("Warning", "FailureThresholdReached") in [(e.type, e.reason) for e in d.events]
     # not repeated while it stays True
-    again = decide(with_status(dj, d), jobs, nodes("a", "b", "c", "d", "e"), NOW)
+    again = decide_over(with_status(dj, d), jobs, nodes("a", "b", "c", "d", "e"), NOW)
     assert "FailureThresholdReached" not in event_reasons(again)
 
 
 def test_failure_threshold_reached_but_not_exceeded_keeps_going() -> None:
     dj = make_dj(maxFailedNodes=1)
-    d = decide(dj, [job(dj, "a", "failed")], nodes("a", "b"), NOW)
+    d = decide_over(dj, [job(dj, "a", "failed")], nodes("a", "b"), NOW)
     assert created_nodes(d) == ["b"]
     assert cond(d, "Failed")["status"] == "False"
 
 
 def test_max_failed_nodes_zero_stops_on_first_failure() -> None:
     dj = make_dj(maxFailedNodes=0)
-    d = decide(dj, [job(dj, "a", "failed")], nodes("a", "b"), NOW)
+    d = decide_over(dj, [job(dj, "a", "failed")], nodes("a", "b"), NOW)
     assert d.creates == []
 
 
@@ -403,20 +357,20 @@ def test_max_failed_nodes_zero_stops_on_first_failure() -> None:
 def test_max_failed_percent_rounds_down(value: str, failed: int, stops: bool) -> None:
     dj = make_dj(maxFailedNodes=value)
     names = [f"n{i:02d}" for i in range(20)]
-    d = decide(dj, [job(dj, n, "failed") for n in names[:failed]], nodes(*names), NOW)
+    d = decide_over(dj, [job(dj, n, "failed") for n in names[:failed]], nodes(*names), NOW)
     assert (d.creates == []) is stops
 
 
 def test_failure_threshold_blocks_old_revision_deletes() -> None:
     old, new = make_dj(annotation="1"), make_dj(annotation="2", maxFailedNodes=0)
-    d = decide(new, [job(new, "a", "failed"), job(old, "b", "active")], nodes("a", "b"), NOW)
+    d = decide_over(new, [job(new, "a", "failed"), job(old, "b", "active")], nodes("a", "b"), NOW)
     assert d.deletes == [] and d.creates == []
 
 
 def test_suspend_starts_nothing_and_lets_running_jobs_finish() -> None:
     old, new = make_dj(annotation="1"), make_dj(annotation="2", suspend=True)
     jobs = [job(old, "a", "active"), job(new, "b", "active")]
-    d = decide(new, jobs, nodes("a", "b", "c"), NOW)
+    d = decide_over(new, jobs, nodes("a", "b", "c"), NOW)
     assert d.creates == [] and d.deletes == []
     rec = cond(d, "Reconciling")
     assert rec["status"] == "False" and rec["reason"] == "Suspended"
@@ -425,7 +379,7 @@ def test_suspend_starts_nothing_and_lets_running_jobs_finish() -> None:
 
 def test_rollout_over_with_failures_is_failed() -> None:
     dj = make_dj()
-    d = decide(dj, [job(dj, "a", "succeeded"), job(dj, "b", "failed")], nodes("a", "b"), NOW)
+    d = decide_over(dj, [job(dj, "a", "succeeded"), job(dj, "b", "failed")], nodes("a", "b"), NOW)
     failed = cond(d, "Failed")
     assert failed["status"] == "True" and failed["reason"] == "NodesFailed" and "b" in failed["message"]
     assert cond(d, "Complete")["status"] == "False"
@@ -435,7 +389,7 @@ def test_rollout_over_with_failures_is_failed() -> None:
 
 def test_failures_while_rollout_in_progress_are_not_failed_yet() -> None:
     dj = make_dj()
-    d = decide(dj, [job(dj, "a", "active"), job(dj, "b", "failed")], nodes("a", "b"), NOW)
+    d = decide_over(dj, [job(dj, "a", "active"), job(dj, "b", "failed")], nodes("a", "b"), NOW)
     assert cond(d, "Failed")["status"] == "False"
     assert cond(d, "Reconciling")["status"] == "True"
 
@@ -446,13 +400,13 @@ def test_failures_while_rollout_in_progress_are_not_failed_yet() -> None:
 def test_complete_when_every_eligible_node_succeeded() -> None:
     dj = make_dj()
     jobs = [job(dj, n, "succeeded") for n in "ab"]
-    d = decide(dj, jobs, [*nodes("a", "b"), node("tainted", taints=[{"key": "x", "effect": "NoSchedule"}])], NOW)
+    d = decide_over(dj, jobs, [*nodes("a", "b"), node("tainted", taints=[{"key": "x", "effect": "NoSchedule"}])], NOW)
     c = cond(d, "Complete")
     assert c["status"] == "True" and c["reason"] == "AllNodesSucceeded"
     assert d.status["completionTime"] == format_time(NOW)
     assert "Completed" in event_reasons(d)
     assert cond(d, "Reconciling")["status"] == "False"
-    later = decide(with_status(dj, d), jobs, nodes("a", "b"), NOW + timedelta(hours=1))
+    later = decide_over(with_status(dj, d), jobs, nodes("a", "b"), NOW + timedelta(hours=1))
     assert later.status["completionTime"] == format_time(NOW)
     assert cond(later, "Complete")["lastTransitionTime"] == format_time(NOW)
     assert "Completed" not in event_reasons(later)
@@ -461,9 +415,9 @@ def test_complete_when_every_eligible_node_succeeded() -> None:
 def test_template_change_turns_complete_false() -> None:
     old = make_dj(annotation="1")
     jobs = [job(old, "a", "succeeded")]
-    done = decide(old, jobs, nodes("a"), NOW)
+    done = decide_over(old, jobs, nodes("a"), NOW)
     new = with_status(make_dj(annotation="2"), done)
-    d = decide(new, jobs, nodes("a"), NOW + timedelta(minutes=5))
+    d = decide_over(new, jobs, nodes("a"), NOW + timedelta(minutes=5))
     assert cond(d, "Complete")["status"] == "False"
     assert "completionTime" not in d.status
     assert d.status["startTime"] == format_time(NOW + timedelta(minutes=5))
@@ -471,7 +425,7 @@ def test_template_change_turns_complete_false() -> None:
 
 
 def test_zero_eligible_nodes_is_trivially_complete() -> None:
-    d = decide(make_dj(nodeSelector={"matchLabels": {"none": "x"}}), [], nodes("a"), NOW)
+    d = decide_over(make_dj(nodeSelector={"matchLabels": {"none": "x"}}), [], nodes("a"), NOW)
     assert cond(d, "Complete")["status"] == "True"
 
 
@@ -482,7 +436,7 @@ def test_ttl_seconds_after_finished_is_refused() -> None:
     old = make_dj(annotation="1")
     dj = make_dj(annotation="2")
     dj["spec"]["jobTemplate"]["spec"]["ttlSecondsAfterFinished"] = 60
-    d = decide(dj, [job(old, "a", "active")], nodes("a", "b"), NOW)
+    d = decide_over(dj, [job(old, "a", "active")], nodes("a", "b"), NOW)
     assert d.creates == [] and d.deletes == []
     stalled = cond(d, "Stalled")
     assert stalled["status"] == "True" and stalled["reason"] == "TTLNotAllowed"
@@ -500,7 +454,7 @@ def test_restart_policy_must_be_never_or_on_failure(policy: str | None) -> None:
         del pod["restartPolicy"]
     else:
         pod["restartPolicy"] = policy
-    d = decide(dj, [], nodes("a"), NOW)
+    d = decide_over(dj, [], nodes("a"), NOW)
     assert d.creates == []
     stalled = cond(d, "Stalled")
     assert stalled["reason"] == "InvalidRestartPolicy" and '"Always"' in stalled["message"]
@@ -508,7 +462,7 @@ def test_restart_policy_must_be_never_or_on_failure(policy: str | None) -> None:
 
 def test_invalid_selector_stalls_without_raising() -> None:
     dj = make_dj(nodeSelector={"matchExpressions": [{"key": "role", "operator": "In"}]})
-    d = decide(dj, [job(dj, "gone")], nodes("a"), NOW)
+    d = decide_over(dj, [job(dj, "gone")], nodes("a"), NOW)
     assert d.creates == []
     assert [x.reason for x in d.deletes] == ["NodeGone"]
     stalled = cond(d, "Stalled")
@@ -521,8 +475,8 @@ def test_invalid_selector_stalls_without_raising() -> None:
 
 def test_stalled_warning_is_not_repeated_while_unchanged() -> None:
     dj = make_dj(nodeSelector={"matchExpressions": [{"key": "role", "operator": "In"}]})
-    d = decide(dj, [], nodes("a"), NOW)
-    again = decide(with_status(dj, d), [], nodes("a"), NOW + timedelta(minutes=1))
+    d = decide_over(dj, [], nodes("a"), NOW)
+    again = decide_over(with_status(dj, d), [], nodes("a"), NOW + timedelta(minutes=1))
     assert again.events == []
     assert cond(again, "Stalled")["lastTransitionTime"] == format_time(NOW)
 
@@ -533,7 +487,7 @@ def test_stalled_warning_is_not_repeated_while_unchanged() -> None:
      ("historyLimit", -1), ("rerunPolicy", "Sometimes"), ("suspend", "yes"), ("maxParallel", True)],
 )
 def test_unusable_rollout_settings_stall(field: str, value: Any) -> None:
-    d = decide(make_dj(**{field: value}), [], nodes("a"), NOW)
+    d = decide_over(make_dj(**{field: value}), [], nodes("a"), NOW)
     assert d.creates == []
     stalled = cond(d, "Stalled")
     assert stalled["status"] == "True" and stalled["reason"] == "InvalidSpec"
@@ -543,14 +497,14 @@ def test_unusable_rollout_settings_stall(field: str, value: Any) -> None:
 def test_overlong_daemonjob_name_stalls() -> None:
     dj = make_dj()
     dj["metadata"]["name"] = "x" * 64
-    d = decide(dj, [], nodes("a"), NOW)
+    d = decide_over(dj, [], nodes("a"), NOW)
     assert d.creates == [] and cond(d, "Stalled")["reason"] == "InvalidName"
 
 
 @pytest.mark.parametrize("spec", [None, {}, {"jobTemplate": "nope"}, {"jobTemplate": {"spec": {"template": 3}}}])
 def test_malformed_specs_never_raise(spec: Any) -> None:
     dj = {"metadata": {"name": "x", "namespace": "n"}, "spec": spec, "status": "junk"}
-    d = decide(dj, [], nodes("a"), NOW)
+    d = decide_over(dj, [], nodes("a"), NOW)
     assert d.creates == []
     assert cond(d, "Stalled")["status"] == "True"
 
@@ -558,7 +512,7 @@ def test_malformed_specs_never_raise(spec: Any) -> None:
 def test_api_side_error_surfaces_as_stalled_and_probes_one_create() -> None:
     dj = make_dj()
     msg = 'Job.batch "x" is invalid: spec.template.spec.containers[0].image: Required value'
-    d = decide(dj, [], nodes("a", "b", "c"), NOW, stalled=("Invalid", msg))
+    d = decide_over(dj, [], nodes("a", "b", "c"), NOW, stalled=("Invalid", msg))
     stalled = cond(d, "Stalled")
     assert (stalled["status"], stalled["reason"], stalled["message"]) == ("True", "Invalid", msg)
     assert created_nodes(d) == ["a"]
@@ -568,7 +522,7 @@ def test_api_side_error_surfaces_as_stalled_and_probes_one_create() -> None:
 
 def test_api_side_error_blocks_old_revision_deletes() -> None:
     old, new = make_dj(annotation="1"), make_dj(annotation="2")
-    d = decide(new, [job(old, "a", "active")], nodes("a"), NOW, stalled=("Forbidden", "quota exceeded"))
+    d = decide_over(new, [job(old, "a", "active")], nodes("a"), NOW, stalled=("Forbidden", "quota exceeded"))
     assert d.deletes == [] and d.creates == []
 
 
@@ -584,7 +538,7 @@ def test_status_counts_and_fields() -> None:
         + [job(dj, names[25], "active", revision="old")]
     )
     all_nodes = [*nodes(*names), node("skipped", {"skip": "1"})]
-    d = decide(dj, jobs, all_nodes, NOW)
+    d = decide_over(dj, jobs, all_nodes, NOW)
     s = d.status
     assert s["observedGeneration"] == 7
     assert s["currentRevision"] == rev(dj)
@@ -599,18 +553,18 @@ def test_status_counts_and_fields() -> None:
 
 def test_start_time_kept_while_revision_unchanged() -> None:
     dj = make_dj()
-    first = decide(dj, [], nodes("a"), NOW)
-    later = decide(with_status(dj, first), [job(dj, "a")], nodes("a"), NOW + timedelta(hours=2))
+    first = decide_over(dj, [], nodes("a"), NOW)
+    later = decide_over(with_status(dj, first), [job(dj, "a")], nodes("a"), NOW + timedelta(hours=2))
     assert later.status["startTime"] == format_time(NOW)
 
 
 def test_last_transition_time_kept_only_while_status_unchanged() -> None:
     dj = make_dj()
     t1, t2, t3 = NOW, NOW + timedelta(minutes=1), NOW + timedelta(minutes=2)
-    d1 = decide(dj, [job(dj, "a")], nodes("a"), t1)
-    d2 = decide(with_status(dj, d1), [job(dj, "a")], nodes("a"), t2)
+    d1 = decide_over(dj, [job(dj, "a")], nodes("a"), t1)
+    d2 = decide_over(with_status(dj, d1), [job(dj, "a")], nodes("a"), t2)
     assert cond(d2, "Reconciling")["lastTransitionTime"] == format_time(t1)
-    d3 = decide(with_status(dj, d2), [job(dj, "a", "succeeded")], nodes("a"), t3)
+    d3 = decide_over(with_status(dj, d2), [job(dj, "a", "succeeded")], nodes("a"), t3)
     assert cond(d3, "Reconciling")["lastTransitionTime"] == format_time(t3)
     assert cond(d3, "Complete")["lastTransitionTime"] == format_time(t3)
     assert cond(d3, "Stalled")["lastTransitionTime"] == format_time(t1)
@@ -618,26 +572,26 @@ def test_last_transition_time_kept_only_while_status_unchanged() -> None:
 
 def test_revision_started_event_once_per_revision() -> None:
     dj = make_dj()
-    d1 = decide(dj, [], nodes("a"), NOW)
+    d1 = decide_over(dj, [], nodes("a"), NOW)
     assert [(e.type, e.reason) for e in d1.events] == [("Normal", "RevisionStarted")]
     assert rev(dj) in d1.events[0].message
-    d2 = decide(with_status(dj, d1), apply(d1, []), nodes("a"), NOW)
+    d2 = decide_over(with_status(dj, d1), apply(d1, []), nodes("a"), NOW)
     assert d2.events == []
 
 
 def test_naive_now_is_taken_as_utc() -> None:
-    d = decide(make_dj(), [], nodes("a"), NOW.replace(tzinfo=None))
+    d = decide_over(make_dj(), [], nodes("a"), NOW.replace(tzinfo=None))
     assert d.status["startTime"] == format_time(NOW)
 
 
 def test_decide_does_not_mutate_inputs() -> None:
     old, dj = make_dj(annotation="1"), make_dj(annotation="2", maxParallel=2, historyLimit=0)
-    done = decide(dj, [], nodes("a"), NOW)
+    done = decide_over(dj, [], nodes("a"), NOW)
     dj = with_status(dj, done)
     jobs = [job(old, "a", "active"), job(old, "b", "succeeded"), job(dj, "gone", "failed")]
     ns = nodes("a", "b", "c")
     before = copy.deepcopy((dj, jobs, ns))
-    d = decide(dj, jobs, ns, NOW)
+    d = decide_over(dj, jobs, ns, NOW)
     assert d.creates and d.deletes
     assert (dj, jobs, ns) == before
     d.creates[0].body["metadata"]["labels"]["x"] = "y"
@@ -646,7 +600,7 @@ def test_decide_does_not_mutate_inputs() -> None:
 
 
 def test_job_pinned_by_annotation_and_match_fields() -> None:
-    d = decide(make_dj(), [], nodes("node-1"), NOW)
+    d = decide_over(make_dj(), [], nodes("node-1"), NOW)
     body = d.creates[0].body
     assert body["metadata"]["annotations"][ANNOTATION_NODE] == "node-1"
     terms = body["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]

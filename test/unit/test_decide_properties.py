@@ -10,13 +10,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemonjob.domain.planstate import PlanState
+from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.plan import job_view
-from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.decide import Decision
+from daemonjob.testing.decisions import decide_over
 from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import build_job, format_time, job_node, job_revision, job_state
 from daemonjob.domain.revision import template_revision
-from daemonjob.machinery.store import derived, freeze, thaw
+from daemonjob.machinery.frozen import freeze, thaw
+from daemonjob.machinery.memo import object_memo
 from daemonjob.testing.decisions import apply as apply_decision
 from daemonjob.controller.transforms import job_transform, node_transform
 
@@ -159,7 +161,7 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
           stalled: tuple[str, str] | None) -> Decision:
     spec = dj["spec"]
     before = copy.deepcopy((dj, jobs, nodes))
-    d = decide(dj, jobs, nodes, NOW, stalled)
+    d = decide_over(dj, jobs, nodes, NOW, stalled)
     assert (dj, jobs, nodes) == before, "decide mutated its inputs"
     current = template_revision(spec["jobTemplate"])
     node_names = {n["metadata"]["name"] for n in nodes}
@@ -294,9 +296,9 @@ def test_cached_objects_decide_like_plain_ones(case: tuple[Any, ...]) -> None:
     dj, jobs, nodes, stalled = case
     cached_jobs = [freeze(job_transform(copy.deepcopy(j))) for j in jobs]
     cached_nodes = [freeze(node_transform(copy.deepcopy(n))) for n in nodes]
-    plain = decide(dj, jobs, nodes, NOW, stalled=stalled)
+    plain = decide_over(dj, jobs, nodes, NOW, stalled=stalled)
     for _ in range(2):  # the second pass reads the values kept by the first
-        assert decide(dj, cached_jobs, cached_nodes, NOW, stalled=stalled, memo=derived) == plain
+        assert decide_over(dj, cached_jobs, cached_nodes, NOW, stalled=stalled, memo=object_memo) == plain
 
 
 @settings(**SETTINGS)
@@ -305,10 +307,10 @@ def test_suspended_or_api_stalled_rollouts_never_tear_down_old_revisions(case: t
     dj, jobs, nodes, _ = case
     dj = copy.deepcopy(dj)
     dj["spec"]["suspend"] = True
-    d = decide(dj, jobs, nodes, NOW)
+    d = decide_over(dj, jobs, nodes, NOW)
     assert not d.creates and all(x.reason != "OldRevision" for x in d.deletes)
     dj["spec"]["suspend"] = False
-    d = decide(dj, jobs, nodes, NOW, stalled=("Forbidden", "quota"))
+    d = decide_over(dj, jobs, nodes, NOW, stalled=("Forbidden", "quota"))
     assert all(x.reason != "OldRevision" for x in d.deletes)
 
 
@@ -328,10 +330,10 @@ def test_the_incremental_plan_equals_the_full_plan_after_every_event(
     dj, jobs, nodes, stalled = case
     nodes_by_name = {n["metadata"]["name"]: freeze(n) for n in nodes}
     jobs_by_name = {j["metadata"]["name"]: freeze(j) for j in jobs}
-    state = PlanState.of(jobs_by_name.values(), nodes_by_name.values(), derived)
+    state = KeptPlan.of(jobs_by_name.values(), nodes_by_name.values(), object_memo)
 
     def tell(node: str) -> None:
-        mine = [job_view(j, derived) for j in jobs_by_name.values() if job_node(j) == node]
+        mine = [job_view(j, object_memo) for j in jobs_by_name.values() if job_node(j) == node]
         state.set_node(node, nodes_by_name.get(node), mine)
 
     for i, (kind, node, seed) in enumerate(events):
@@ -365,11 +367,11 @@ def test_the_incremental_plan_equals_the_full_plan_after_every_event(
             dj["spec"]["maxParallel"] = 1 + seed % 4
         if kind not in ("template", "max-parallel"):
             tell(node)
-        full = decide(dj, list(jobs_by_name.values()), list(nodes_by_name.values()), NOW, stalled)
-        kept = decide(dj, [], [], NOW, stalled, memo=derived, state=state)
+        full = decide_over(dj, list(jobs_by_name.values()), list(nodes_by_name.values()), NOW, stalled)
+        kept = decide_over(dj, [], [], NOW, stalled, memo=object_memo, plan=state)
         assert kept.status == full.status
         assert [(c.node, c.name) for c in kept.creates] == [(c.node, c.name) for c in full.creates]
         assert kept.deletes == full.deletes and kept.events == full.events
-        fresh = PlanState.of(jobs_by_name.values(), nodes_by_name.values())
+        fresh = KeptPlan.of(jobs_by_name.values(), nodes_by_name.values())
         ctx = state._ctx
         assert ctx is not None and state.plan == fresh.plan_for(ctx)

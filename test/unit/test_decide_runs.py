@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from daemonjob.domain.decide import RUN_SUCCEEDED, Decision, decide
+from daemonjob.domain.decide import RUN_SUCCEEDED, Decision
+from daemonjob.testing import builders
+from daemonjob.testing.builders import node
+from daemonjob.testing.decisions import decide_over
 from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node, job_run
 from daemonjob.domain.plan import HISTORY, OLD_REVISION, OLD_RUN
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, SKIP_SUSPENDED, tick_run_id
@@ -25,16 +28,8 @@ SCRIPT = "script"
 
 
 def make_dj(**spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": {
-            "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}},
-        "schedule": "*/5 * * * *",
-    }
-    body.update(spec)
-    return {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
-            "metadata": {"name": "nightly", "namespace": "ops", "uid": "dj-uid", "generation": 1,
-                         "creationTimestamp": format_time(CREATED)},
-            "spec": {k: v for k, v in body.items() if v is not None}, "status": {}}
+    return builders.make_dj("nightly", resource_version=None, status={}, created=format_time(CREATED),
+                            **{"schedule": "*/5 * * * *", **spec})
 
 
 def with_script(dj: dict[str, Any]) -> dict[str, Any]:
@@ -49,10 +44,6 @@ def configmap(data: str) -> dict[str, Any]:
     return {"metadata": {"name": SCRIPT, "namespace": "ops"}, "data": {"run.sh": data}}
 
 
-def node(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {}}, "spec": {}}
-
-
 @dataclass
 class World:
     dj: dict[str, Any]
@@ -62,7 +53,7 @@ class World:
 
     def step(self, now: datetime) -> Decision:
         """Decide at `now`, write the status, apply the Job writes (deletes start terminating)."""
-        decision = decide(self.dj, self.jobs, self.nodes, now, configmaps=self.configmaps)
+        decision = decide_over(self.dj, self.jobs, self.nodes, now, configmaps=self.configmaps)
         self.dj["status"] = decision.status
         self.jobs = apply_decision(decision, self.jobs, now)
         return decision
@@ -343,5 +334,5 @@ def test_a_config_change_reruns_every_node_and_a_missing_configmap_is_named() ->
 
 def test_without_the_configmaps_read_the_revision_is_the_templates() -> None:
     dj = with_script(make_dj(schedule=None))
-    plain = decide(dj, [], [node("n0")], TICK1)
+    plain = decide_over(dj, [], [node("n0")], TICK1)
     assert cond(plain, "Stalled")["status"] == "False" and len(plain.creates) == 1

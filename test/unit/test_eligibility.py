@@ -13,7 +13,8 @@ from daemonjob.domain.eligibility import (
     compile_tolerations,
 )
 from daemonjob.domain.selectors import InvalidSelector
-from daemonjob.machinery.store import derived, freeze
+from daemonjob.machinery.frozen import freeze
+from daemonjob.machinery.memo import object_memo
 
 
 def dj(selector: Any = None, **pod_spec: Any) -> dict[str, Any]:
@@ -188,7 +189,7 @@ def test_eligibility_does_not_mutate_inputs() -> None:
 
 def test_compiles_from_a_thawed_cached_daemonjob() -> None:
     """Cached objects are frozen (tuples for lists); the controller compiles from a thawed copy."""
-    from daemonjob.machinery.store import freeze, thaw
+    from daemonjob.machinery.frozen import freeze, thaw
 
     dj = freeze({"spec": {"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
                           "jobTemplate": {"spec": {"template": {"spec": {
@@ -206,12 +207,12 @@ def test_answers_kept_on_cached_nodes_follow_the_rules_that_asked() -> None:
     tolerant = compile_eligibility(dj(tolerations=[{"operator": "Exists"}]))
     also_x = compile_eligibility(dj({"matchLabels": {"pool": "x"}}))
     for _ in range(2):  # the second round reads the kept answers
-        assert [only_x.eligible_cached(n, derived) for n in nodes] == [True, False]
-        assert [tolerant.eligible_cached(n, derived) for n in nodes] == [True, True]
-        assert [also_x.eligible_cached(n, derived) for n in nodes] == [True, False]
+        assert [only_x.eligible_cached(n, object_memo) for n in nodes] == [True, False]
+        assert [tolerant.eligible_cached(n, object_memo) for n in nodes] == [True, True]
+        assert [also_x.eligible_cached(n, object_memo) for n in nodes] == [True, False]
     assert only_x.rules == also_x.rules != tolerant.rules
     plain = node("b", labels={"pool": "y"}, taints=[{"key": "k", "effect": "NoSchedule"}])
-    assert tolerant.eligible_cached(plain, derived) and not only_x.eligible_cached(plain, derived)
+    assert tolerant.eligible_cached(plain, object_memo) and not only_x.eligible_cached(plain, object_memo)
 
 
 def test_template_node_name_is_checked_first_as_by_the_daemonset_controller() -> None:

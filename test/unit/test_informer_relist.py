@@ -8,7 +8,9 @@ from typing import Any
 from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.domain.jobs import build_job
 from daemonjob.machinery.informer import Handlers, Informer, Tombstone, diff_relist
-from daemonjob.machinery.store import derived, freeze, meta_namespace_key, thaw
+from daemonjob.machinery.frozen import freeze, thaw
+from daemonjob.machinery.memo import object_memo
+from daemonjob.machinery.store import meta_namespace_key
 
 DJ = {
     "apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
@@ -188,7 +190,7 @@ def test_a_heartbeat_keeps_the_cached_node_and_its_memo_and_sends_no_update() ->
     holder.append(inf)
     inf._list()
     cached = inf.store.get("n1")
-    assert derived(cached, lambda n: object(), "eligible") is derived(cached, lambda n: object(), "eligible")
+    assert object_memo(cached, lambda n: object(), "eligible") is object_memo(cached, lambda n: object(), "eligible")
     rec.take()
     inf._watch()
     events = rec.take()

@@ -6,15 +6,9 @@ import threading
 import orjson
 import pytest
 
-from daemonjob.machinery.store import (
-    DERIVED_MAX,
-    FrozenDict,
-    Store,
-    derived,
-    freeze,
-    meta_namespace_key,
-    thaw,
-)
+from daemonjob.machinery.frozen import FrozenDict, freeze, thaw
+from daemonjob.machinery.memo import MEMO_CAPACITY, object_memo
+from daemonjob.machinery.store import Store, meta_namespace_key
 
 
 def job(name: str, owner: str | None = None, ns: str = "ops", node: str = "n1") -> dict:
@@ -140,24 +134,24 @@ def test_derived_values_are_computed_once_per_frozen_object():
         return obj["metadata"]["name"].upper()
 
     v1 = freeze(job("a"))
-    assert derived(v1, name_of) == "A" and derived(v1, name_of) == "A"
+    assert object_memo(v1, name_of) == "A" and object_memo(v1, name_of) == "A"
     assert calls == ["a"]
     v2 = freeze(job("b"))  # a new version is a new object with its own values
-    assert derived(v2, name_of) == "B" and calls == ["a", "b"]
-    assert derived(v1, len) == 2 and derived(v1, name_of) == "A" and calls == ["a", "b"]
+    assert object_memo(v2, name_of) == "B" and calls == ["a", "b"]
+    assert object_memo(v1, len) == 2 and object_memo(v1, name_of) == "A" and calls == ["a", "b"]
     plain = job("c")  # mutable: never cached
-    assert derived(plain, name_of) == "C" and derived(plain, name_of) == "C"
+    assert object_memo(plain, name_of) == "C" and object_memo(plain, name_of) == "C"
     assert calls == ["a", "b", "c", "c"]
-    assert derived(v1, name_of) == "A" and v1 == freeze(job("a"))  # the memo is not content
+    assert object_memo(v1, name_of) == "A" and v1 == freeze(job("a"))  # the memo is not content
     assert pickle.loads(pickle.dumps(v1)) == v1
 
 
 def test_derived_values_per_object_are_bounded():
     obj = freeze(job("a"))
-    for i in range(DERIVED_MAX * 3):
-        assert derived(obj, len, key=("k", i)) == 2
-    assert len(obj._derived) <= DERIVED_MAX
-    assert derived(obj, lambda o: "again", key=("k", 0)) == "again"  # recomputed after the reset
+    for i in range(MEMO_CAPACITY * 3):
+        assert object_memo(obj, len, key=("k", i)) == 2
+    assert len(obj._memo) <= MEMO_CAPACITY
+    assert object_memo(obj, lambda o: "again", key=("k", 0)) == "again"  # recomputed after the reset
 
 
 # --- store ---

@@ -1,7 +1,7 @@
 import copy
 
 from daemonjob.domain.jobs import build_job, job_finish_time, job_node, job_revision, job_state, job_ttl
-from daemonjob.machinery.store import freeze, thaw
+from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.controller.transforms import Interner, job_transform, node_transform
 
 DJ = {

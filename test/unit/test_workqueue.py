@@ -6,16 +6,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from daemonjob.machinery.clock import FakeClock
-from daemonjob.machinery.workqueue import (
-    BucketRateLimiter,
-    DelayingQueue,
-    ItemExponentialFailureRateLimiter,
-    MaxOfRateLimiter,
-    PrometheusMetricsProvider,
-    Queue,
-    RateLimitingQueue,
-    default_controller_rate_limiter,
-)
+from daemonjob.machinery.queuemetrics import PrometheusMetricsProvider
+from daemonjob.machinery.ratelimit import BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, default_controller_rate_limiter
+from daemonjob.machinery.workqueue import DelayingQueue, Queue, RateLimitingQueue
 
 # Upper bound for anything expected to happen; only reached when a test fails.
 TIMEOUT = 5.0

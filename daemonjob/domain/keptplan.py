@@ -16,15 +16,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from daemonjob.domain.jobs import ACTIVE
-from daemonjob.domain.memo import Memo, compute
+from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.plan import JobView, NodePlan, Plan, PlanContext, node_inputs, plan_node
 
-__all__ = ["PlanState"]
+__all__ = ["KeptPlan"]
 
 Inputs = tuple[Mapping[str, Any] | None, tuple[JobView, ...]]
 
 
-class PlanState:
+class KeptPlan:
     """The inputs and parts of every node of one DaemonJob, and their sum. Not thread-safe:
     one reconcile of a DaemonJob at a time uses it (the work queue's promise)."""
 
@@ -38,7 +38,7 @@ class PlanState:
 
     @classmethod
     def of(cls, jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
-           memo: Memo = compute) -> PlanState:
+           memo: Memo = no_memo) -> KeptPlan:
         """Everything at once, from the caches' content."""
         state = cls()
         for name, (node, views) in node_inputs(jobs, nodes, memo).items():
@@ -73,7 +73,7 @@ class PlanState:
         for _, views in self._inputs.values():
             yield from views
 
-    def plan_for(self, ctx: PlanContext, memo: Memo = compute) -> Plan:
+    def plan_for(self, ctx: PlanContext, memo: Memo = no_memo) -> Plan:
         """The plan in `ctx`: the changed nodes' parts recomputed, or all of them in a new context."""
         if ctx != self._ctx:
             self._parts = {name: plan_node(name, node, views, ctx, memo) for name, (node, views) in self._inputs.items()}

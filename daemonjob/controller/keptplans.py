@@ -2,7 +2,7 @@
 
 Event handlers mark a node for the DaemonJobs it may concern (a Job's owner; for a node
 event, every DaemonJob kept here); a pass reads only the marked nodes back from the caches
-and hands them to that DaemonJob's PlanState, so a Job finishing or a node joining costs
+and hands them to that DaemonJob's KeptPlan, so a Job finishing or a node joining costs
 one node's work. A DaemonJob met for the first time, or after a check found a difference,
 is loaded whole. Every SELF_CHECK_INTERVAL a pass also makes the full plan and compares
 (see `Controller`): a difference is logged, counted and repaired by loading it whole.
@@ -18,25 +18,25 @@ from typing import Any
 
 from daemonjob import defaults
 from daemonjob.controller.informers import NODE_INDEX, OWNER_INDEX
-from daemonjob.domain.jobs import daemonjob_ref, job_node
+from daemonjob.domain.jobs import daemonjob_ref, job_node, owner_uid
 from daemonjob.domain.memo import Memo
 from daemonjob.domain.plan import job_view
-from daemonjob.domain.planstate import PlanState
+from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.machinery.informer import SharedInformer
 
-__all__ = ["Plans", "NO_NODE"]
+__all__ = ["KeptPlans", "NO_NODE"]
 
 NO_NODE = ""  # where Jobs without a node annotation are kept (only a TTL on them matters)
 
 
 @dataclass
 class _Entry:
-    state: PlanState | None = None  # None: load it whole at the next pass
+    state: KeptPlan | None = None  # None: load it whole at the next pass
     dirty: set[str] = field(default_factory=set)
     checked_at: float = 0.0
 
 
-class Plans:
+class KeptPlans:
     def __init__(self, jobs: SharedInformer, nodes: SharedInformer, memo: Memo) -> None:
         self._jobs = jobs
         self._nodes = nodes
@@ -49,8 +49,7 @@ class Plans:
         """A Job's versions (before and after): their owners' nodes are marked."""
         with self._lock:
             for job in jobs:
-                ref = daemonjob_ref(job)
-                entry = self._entries.get(ref.get("uid") or "") if ref is not None else None
+                entry = self._entries.get(owner_uid(job)) if daemonjob_ref(job) is not None else None
                 if entry is not None:
                     entry.dirty.add(job_node(job) or NO_NODE)
 
@@ -71,8 +70,8 @@ class Plans:
                 entry.state = None
 
     # -- from a pass (one at a time per DaemonJob) -------------------------------------------
-    def state_for(self, uid: str, adopted: Iterable[Mapping[str, Any]] = ()) -> PlanState:
-        """The DaemonJob's plan state, told of every node marked since the last pass. `adopted`:
+    def kept_plan(self, uid: str, adopted: Iterable[Mapping[str, Any]] = ()) -> KeptPlan:
+        """The DaemonJob's kept plan, told of every node marked since the last pass. `adopted`:
         Jobs adopted in this pass, not in the owner's index until their update arrives (which
         marks their nodes again)."""
         with self._lock:
@@ -83,7 +82,7 @@ class Plans:
         for job in adopted:
             extra.setdefault(job_node(job) or NO_NODE, []).append(job)
         if state is None:
-            state = PlanState.of([*self._jobs.store.by_index(OWNER_INDEX, uid), *(j for js in extra.values() for j in js)],
+            state = KeptPlan.of([*self._jobs.store.by_index(OWNER_INDEX, uid), *(j for js in extra.values() for j in js)],
                                  self._nodes.store.list(), self._memo)
             with self._lock:
                 entry.state = state
@@ -98,7 +97,7 @@ class Plans:
         if node == NO_NODE:
             return [j for j in self._jobs.store.by_index(OWNER_INDEX, uid) if not job_node(j)]
         return [j for j in self._jobs.store.by_index(NODE_INDEX, node)
-                if ((daemonjob_ref(j) or {}).get("uid") or "") == uid]
+                if owner_uid(j) == uid]
 
     def check_due(self, uid: str, now: float) -> bool:
         """True once per SELF_CHECK_INTERVAL for a DaemonJob: time to compare with a full plan.

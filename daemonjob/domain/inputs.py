@@ -1,0 +1,89 @@
+"""The one value a decision reads: `decide(DecisionInput) -> Decision`.
+
+Everything a pass hands the pure decision travels in `DecisionInput`: the DaemonJob, its
+per-node view (the kept plan, or one made from scratch), the clock, what the API server said
+in earlier passes, the referenced ConfigMaps. A new input (a gate that holds the rollout
+back, say) is one more field here with a default that changes nothing, read by the step of
+`decide` that needs it; no signature down the chain changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from daemonjob.domain.eligibility import Eligibility
+from daemonjob.domain.keptplan import KeptPlan
+from daemonjob.domain.memo import Memo, no_memo
+
+__all__ = ["ApiTroubles", "ConfigMapsRead", "DecisionInput", "Recorded"]
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiTroubles:
+    """What the API server told the act layer about this DaemonJob's Jobs, kept between passes."""
+
+    stall: tuple[str, str] | None = None  # (reason, message): it refuses the spec's Jobs outright; probe
+    rejected: Mapping[str, str] | None = None  # node -> why its Job was refused, oldest first: last turns
+    conflicts: Mapping[str, str] | None = None  # node -> why its Job name is held by a Job not ours to adopt
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigMapsRead:
+    """The referenced ConfigMaps as far as their watches know them (rerunOnConfigChange)."""
+
+    objects: dict[str, Obj | None] | None = None  # by name (None: missing); None: not opted in, not read
+    pending: bool = False  # a watch has not listed yet: its sync listener wakes the DaemonJob
+    unreadable: dict[str, str] = field(default_factory=dict)  # name -> why its list fails
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What decide reads of the DaemonJob besides its spec: what its status last recorded."""
+
+    name: str
+    generation: Any
+    status: Mapping[str, Any]
+    conditions: Mapping[str, Mapping[str, Any]]
+
+    @classmethod
+    def of(cls, dj: Obj) -> Recorded:
+        meta = dj.get("metadata") or {}
+        raw = dj.get("status")
+        status: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        conditions = {c.get("type"): c for c in status.get("conditions") or () if isinstance(c, Mapping)}
+        return cls(meta.get("name") or "", meta.get("generation"), status, conditions)
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionInput:
+    """Everything one decision reads. Only with synced caches: a node missing from `plan` is
+    taken to be deleted, and its Jobs are deleted."""
+
+    # the DaemonJob and its nodes
+    dj: Obj
+    plan: KeptPlan  # the per-node view: kept across passes and told of every change, or from scratch
+    now: datetime  # one instant for the whole decision (a naive time is UTC)
+    # what earlier passes learned
+    troubles: ApiTroubles = ApiTroubles()
+    configmaps: ConfigMapsRead = ConfigMapsRead()
+    # how to read the objects (no effect on the outcome)
+    eligibility: Eligibility | None = None  # the node rules compiled from `dj` (compiled by decide if None)
+    memo: Memo = no_memo  # keeps values derived from cached objects on them (the caches' ObjectMemo)
+    # gates of the rollout go here, each a field whose default lets everything through
+    recorded: Recorded = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.now.tzinfo is None:
+            object.__setattr__(self, "now", self.now.replace(tzinfo=timezone.utc))  # as format_time reads it
+        object.__setattr__(self, "recorded", Recorded.of(self.dj))
+
+    @classmethod
+    def from_objects(cls, dj: Obj, jobs: Iterable[Obj], nodes: Iterable[Obj], now: datetime, *,
+                     memo: Memo = no_memo, **fields: Any) -> DecisionInput:
+        """The input with a plan made from scratch out of `jobs` and `nodes` (its Jobs, all nodes)."""
+        return cls(dj, KeptPlan.of(jobs, nodes, memo), now, memo=memo, **fields)

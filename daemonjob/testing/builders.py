@@ -1,0 +1,84 @@
+"""Builders of the objects tests feed the controller and the decision: DaemonJobs, their Jobs
+as the API server returns them, and Nodes. Each takes only what a test changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemonjob.domain.jobs import API_VERSION, KIND, build_job
+from daemonjob.domain.revision import template_revision
+
+__all__ = ["NS", "NAME", "UID", "EARLIER", "make_dj", "job_template", "revision_of", "job", "node", "nodes"]
+
+NS = "ops"
+NAME = "audit"
+UID = "dj-uid"
+EARLIER = "2024-03-01T10:00:00Z"
+
+
+def job_template(annotation: str | None = None, labels: dict[str, str] | None = None,
+                 backoff_limit: int | None = 0) -> dict[str, Any]:
+    """A Job template of one busybox container; `annotation` (annotation `run`) makes a new revision."""
+    metadata: dict[str, Any] = {}
+    if labels:
+        metadata["labels"] = labels
+    if annotation is not None:
+        metadata["annotations"] = {"run": annotation}
+    spec: dict[str, Any] = {} if backoff_limit is None else {"backoffLimit": backoff_limit}
+    spec["template"] = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+    return {**({"metadata": metadata} if metadata else {}), "spec": spec}
+
+
+def make_dj(name: str = NAME, *, namespace: str = NS, uid: str = UID, generation: int = 1,
+              resource_version: str | None = "10", status: dict[str, Any] | None = None,
+              template: dict[str, Any] | None = None, created: str | None = None, **spec: Any) -> dict[str, Any]:
+    """A DaemonJob; `spec` fields are added to the spec (None leaves one out)."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "generation": generation}
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
+    if created is not None:
+        meta["creationTimestamp"] = created
+    body: dict[str, Any] = {"jobTemplate": template if template is not None else job_template()}
+    body.update({k: v for k, v in spec.items() if v is not None})
+    out: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta, "spec": body}
+    if status is not None:
+        out["status"] = status
+    return out
+
+
+def revision_of(dj: dict[str, Any]) -> str:
+    """The revision a DaemonJob's first template makes (no salt)."""
+    return template_revision(dj["spec"]["jobTemplate"])
+
+
+def job(dj: dict[str, Any], node_name: str, state: str = "active", revision: str | None = None,
+        created: str = EARLIER, finished: str | None = None) -> dict[str, Any]:
+    """A Job of `dj` as the API server returns it: active, succeeded, failed or terminating."""
+    body = build_job(dj, node_name, revision or revision_of(dj))
+    body["metadata"]["creationTimestamp"] = created
+    body["metadata"]["uid"] = f"uid-{body['metadata']['name']}"
+    conditions: list[dict[str, str]] = []
+    status: dict[str, Any] = {"startTime": created, "conditions": conditions}
+    if state == "succeeded":
+        conditions.append({"type": "Complete", "status": "True", "lastTransitionTime": finished or created})
+        status["completionTime"] = finished or created
+    elif state == "failed":
+        conditions.append({"type": "Failed", "status": "True", "lastTransitionTime": finished or created})
+    elif state == "terminating":
+        body["metadata"]["deletionTimestamp"] = created
+    body["status"] = status
+    return body
+
+
+def node(name: str, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
+         unschedulable: bool = False, ready: bool = True) -> dict[str, Any]:
+    """A Node; NotReady ones carry no Ready=True condition (their taints are the test's to add)."""
+    spec: dict[str, Any] = {"taints": taints or []}
+    if unschedulable:
+        spec["unschedulable"] = True
+    status = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+    return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec, "status": status}
+
+
+def nodes(*names: str) -> list[dict[str, Any]]:
+    return [node(n) for n in names]

@@ -1,0 +1,20 @@
+"""What the unit tests share: the act layer's harness (`bed`) and, for its type and the
+builders of DaemonJobs, Jobs and Nodes, `daemonjob.testing.actbed` and
+`daemonjob.testing.builders`. A new rule's test adds nodes and a DaemonJob to the bed,
+reconciles, and reads what was written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from daemonjob.testing.actbed import ActBed
+
+
+@pytest.fixture
+def bed() -> Iterator[ActBed]:
+    """A controller on fakes, with no node and no DaemonJob yet."""
+    bed = ActBed.start()
+    yield bed
+    bed.stop()
