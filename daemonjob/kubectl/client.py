@@ -19,11 +19,10 @@ from typing import Any
 import urllib3
 from kubernetes import config as k8s_config
 
-from daemonjob.domain.jobs import API_VERSION, LABEL_NAME
+from daemonjob.domain.jobs import API_VERSION, LABEL_NAME, PLURAL
 from daemonjob.machinery.kube import ApiError, ConfigError, Kube, path_for
 
-PLURAL = "daemonjobs"
-RESOURCE = "daemonjobs.daemonjob.io"
+RESOURCE = f"{PLURAL}.daemonjob.io"
 KIND_RESOURCE = "daemonjob.daemonjob.io"  # kubectl's `kind.group/name` in what a write prints
 IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
