@@ -24,11 +24,12 @@ COPY pyproject.toml setup.cfg README.md LICENSE ./
 COPY daemonjob ./daemonjob
 # daemonjob/testing/data/crd.yaml links to it
 COPY manifests/crd.yaml ./manifests/crd.yaml
-# The project itself, built with the locked build backend; then pip leaves the runtime venv.
+# The project itself, built with the locked build backend; then pip and setuptools leave the
+# runtime venv (setuptools: venv seeds it in Python < 3.12).
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /tmp/wheels . \
     && /opt/venv/bin/pip install --no-deps /tmp/wheels/daemonjob-*.whl \
     && /opt/venv/bin/pip check \
-    && /opt/venv/bin/python -m pip uninstall --yes pip
+    && /opt/venv/bin/python -m pip uninstall --yes pip setuptools
 
 # -- runtime ------------------------------------------------------------------------------
 FROM ${BASE}
@@ -36,8 +37,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 COPY --from=build /opt/venv /opt/venv
-RUN groupadd --system --gid 65532 nonroot \
-    && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
+RUN groupadd --gid 65532 nonroot \
+    && useradd --no-log-init --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
        --shell /usr/sbin/nologin nonroot
 LABEL org.opencontainers.image.title="daemonjob-controller" \
       org.opencontainers.image.description="Runs a Job on every eligible Kubernetes node" \

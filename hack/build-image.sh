@@ -39,7 +39,7 @@ buildah)
     log "buildah bud on $base"
     "${BUILDAH[@]}" bud --isolation chroot --layers=false --build-arg "BASE=$base" "${mounts[@]}" \
         --tag "$IMG" -f Dockerfile . >&2
-    "${BUILDAH[@]}" inspect --type image --format '{{.FromImageID}}' "$IMG"
+    echo "$IMG"
     ;;
 *) die "ENGINE=$ENGINE: use auto, docker or buildah" ;;
 esac
