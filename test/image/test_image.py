@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.prom import metric_value
 from daemonjob.testing.waiting import wait_for
@@ -272,7 +272,12 @@ def test_the_image_takes_the_lease_and_completes_a_rollout(image: Image, pod: Po
     def lease_holder() -> str | None:
         if box.proc.poll() is not None:
             raise AssertionError(f"the controller exited {box.proc.returncode}:\n{box.log_text()[-3000:]}")
-        lease = kube.get(path_for("coordination.k8s.io/v1", "leases", CONTROLLER_NS, "daemonjob-controller"))
+        try:
+            lease = kube.get(path_for("coordination.k8s.io/v1", "leases", CONTROLLER_NS, "daemonjob-controller"))
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
         holder = lease.get("spec", {}).get("holderIdentity") or ""
         return holder if holder.startswith(f"{pod.name}_") else None
 
