@@ -36,9 +36,16 @@ buildah)
         [ -f /etc/pip.conf ] && BUILD_MOUNTS+=" -v /etc/pip.conf:/etc/pip.conf:ro"
     fi
     read -r -a mounts <<< "$BUILD_MOUNTS"
+    previous=$("${BUILDAH[@]}" images --quiet --no-trunc "$IMG" 2>/dev/null || true)
     log "buildah bud on $base"
     "${BUILDAH[@]}" bud --isolation chroot --layers=false --build-arg "BASE=$base" "${mounts[@]}" \
         --tag "$IMG" -f Dockerfile . >&2
+    # The image the name pointed at before, now nameless: removed unless a container uses it.
+    current=$("${BUILDAH[@]}" images --quiet --no-trunc "$IMG")
+    if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+        "${BUILDAH[@]}" rmi "$previous" >/dev/null 2>&1 || true
+    fi
+    log "built $IMG: $("${BUILDAH[@]}" images --format '{{.Size}}' "$IMG" | head -n1) (uncompressed)"
     echo "$IMG"
     ;;
 *) die "ENGINE=$ENGINE: use auto, docker or buildah" ;;

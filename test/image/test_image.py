@@ -16,7 +16,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -29,7 +28,7 @@ from typing import Any
 import pytest
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.testing.cluster import LocalCluster
+from daemonjob.testing.cluster import LocalCluster, _die_with_parent, free_port
 from daemonjob.testing.prom import metric_value
 from daemonjob.testing.waiting import wait_for
 
@@ -64,12 +63,6 @@ def run(cmd: list[str], timeout: float = 900, **kw: Any) -> subprocess.Completed
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **kw)
     assert proc.returncode == 0, f"{shlex.join(cmd)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- the image --------------------------------------------------------------------------------
@@ -171,7 +164,7 @@ class Sandbox:
                     "/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()), *command]
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd="/")
+                                         cwd="/", preexec_fn=_die_with_parent)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
