@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The DaemonJob controller image.
 #   make docker-build         docker build -t daemonjob-controller:dev .
 #   make image                the same with buildah when no Docker engine answers, on a Debian
