@@ -19,13 +19,14 @@ KIND_CLUSTER ?= daemonjob-e2e
 KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 
 .PHONY: help venv binaries test unit cluster-up cluster-down demo run bench bench-informer bench-scale \
-        install uninstall deploy undeploy docker-build e2e-kind
+        install uninstall deploy undeploy docker-build image image-tools lock e2e-kind
 
 help:
 	@echo "make demo          run DaemonJob on a local control plane with simulated nodes"
 	@echo "make test          provision everything and run every test"
 	@echo "make cluster-up NODES=n [PROMETHEUS=1] / cluster-down   a background local cluster (.cluster/kubeconfig)"
 	@echo "make run           the controller against the cluster in KUBECONFIG"
+	@echo "make image         the controller image (Docker, else buildah); make lock  its dependency locks"
 	@echo "make bench NODES=n [SCENARIO=tick] / bench-informer N=n / bench-scale N=n DJS=d  benchmarks"
 
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -43,7 +44,7 @@ binaries:
 # Test files run on TEST_WORKERS processes, each with a local cluster of its own; most
 # tests wait on the cluster rather than compute, so two share the two cores well.
 TEST_WORKERS ?= 2
-test: venv binaries
+test: venv binaries image-tools
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 unit: venv
@@ -99,8 +100,31 @@ endif
 undeploy:
 	$(KUBECTL) delete --ignore-not-found -k manifests
 
+# The controller image. docker-build: with Docker. image: with Docker when its engine
+# answers, else with buildah (as root) on a Debian bookworm base made once with mmdebstrap.
+# BASE=... replaces the Dockerfile's base (the official python slim image, pinned by digest).
+BASE ?=
 docker-build:
-	docker build -t $(IMG) .
+	docker build $(if $(BASE),--build-arg BASE=$(BASE)) -t $(IMG) .
+
+image:
+	IMG='$(IMG)' BASE='$(BASE)' bash hack/build-image.sh
+
+# buildah and mmdebstrap (Debian packages) for `image` and the image test.
+image-tools:
+	bash hack/provision-image-tools.sh >/dev/null
+
+# The lock files the image installs with --require-hashes: requirements.txt from setup.cfg's
+# install_requires, requirements-build.txt from pyproject.toml's build requirements. Pins are
+# kept unless a declared range excludes them; LOCK_ARGS=--upgrade moves all to the newest.
+LOCK_ARGS ?=
+PIP_COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile -q --generate-hashes --allow-unsafe \
+	--strip-extras --no-emit-index-url --no-emit-find-links $(LOCK_ARGS)
+lock: venv
+	@$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11) and "make lock: the image runs Python 3.11; use a venv of it (PYTHON=python3.11 VENV=.venv311)")'
+	$(PY) -m pip install -q 'pip-tools>=7.4'
+	$(PIP_COMPILE) --output-file requirements.txt setup.cfg
+	$(PIP_COMPILE) --only-build-deps --all-build-deps --output-file requirements-build.txt pyproject.toml
 
 e2e-kind: docker-build venv
 	mkdir -p $(CLUSTER_DIR)
