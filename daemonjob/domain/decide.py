@@ -59,7 +59,7 @@ from daemonjob.domain.plan import JobView, Plan, PlanContext
 from daemonjob.domain.planstate import PlanState
 from daemonjob.domain.revision import current_revision, template_revision
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, ScheduleStep, replaces_other_runs, schedule_step
-from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Problem, Validation, scaled, validate
+from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Validation, scaled, validate
 
 __all__ = [
     "CreateJob",
@@ -235,8 +235,7 @@ def decide(
     runs_matter = (_spec_of(dj).get("schedule") is not None or observed.status.get("currentRun")
                    or ANNOTATION_RUN_NOW in ((dj.get("metadata") or {}).get("annotations") or {}))
     step = schedule_step(dj, now, state.active_runs() if runs_matter else ())
-    if step.problem is not None:
-        checked.problems.append(Problem(step.problem.reason, step.problem.message))
+    # validate() has reported the schedule's problems already (all of them, step.problem among them)
     spec = dj.get("spec") if isinstance(dj.get("spec"), Mapping) else {}
     run = step.current_run
     idle = None
