@@ -122,9 +122,15 @@ def _int_or_percent(spec: Mapping[str, Any], key: str, minimum: int, problems: l
         return None
     if is_int(value) and value >= minimum:
         return value
-    if isinstance(value, str) and _PERCENT_RE.match(value):
+    percent = _PERCENT_RE.match(value) if isinstance(value, str) else None
+    if percent and int(percent[1]) <= 100:
         return value
-    detail = f"must be at least {minimum}" if is_int(value) else 'must be an integer or a percentage such as "25%"'
+    if percent:
+        detail = "must not be greater than 100%"
+    elif is_int(value):
+        detail = f"must be at least {minimum}"
+    else:
+        detail = 'must be an integer or a percentage such as "25%"'
     if key == "maxParallel" and value == 0:
         detail += " (use spec.suspend to start nothing)"
     problems.append(Problem(INVALID_SPEC, f"spec.{key}: Invalid value: {_show(value)}: {detail}"))
