@@ -293,3 +293,10 @@ def test_status_header_names_schedule_last_and_next() -> None:
     never = dj(schedule="@hourly", suspend=True)
     assert schedule_line(never, now) == "schedule '@hourly' (UTC), last schedule never, next: none while suspended"
     assert schedule_line(dj(), now) is None
+
+
+def test_create_reports_every_problem_of_the_rule_book_at_once() -> None:
+    with pytest.raises(PluginError) as refused:
+        build_manifest(create_args("n" * 64, "--image", "i", "--schedule", "0 25 * * *", "-l", "a=b"), "ns")
+    message = str(refused.value)
+    assert "metadata.name: Invalid value" in message and "; spec.schedule: Invalid value" in message
