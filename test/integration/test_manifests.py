@@ -99,7 +99,7 @@ def test_deploy_target_can_replace_the_image() -> None:
 
 # -- (a) server-side dry-run ----------------------------------------------------------------
 def test_controller_manifests_pass_server_dry_run(cluster: LocalCluster, rbac: None) -> None:
-    for name in ("crd.yaml", "namespace.yaml", "rbac.yaml", "deployment.yaml", "service.yaml"):
+    for name in ("crd.yaml", "namespace.yaml", "rbac.yaml", "deployment.yaml", "service.yaml", "webhook.yaml"):
         out = kubectl(cluster, "apply", "--dry-run=server", "-f", str(MANIFESTS / name))
         assert "(server dry run)" in out.stdout, out.stdout
 
@@ -152,6 +152,13 @@ def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None
         ("RoleBinding", "daemonjob-leader-election"),
         ("Deployment", "daemonjob-controller"),
         ("Service", "daemonjob-controller-metrics"),
+        ("ClusterRole", "daemonjob-webhook-configuration"),
+        ("ClusterRoleBinding", "daemonjob-webhook-configuration"),
+        ("Role", "daemonjob-webhook-certificates"),
+        ("RoleBinding", "daemonjob-webhook-certificates"),
+        ("Secret", "daemonjob-webhook-tls"),
+        ("Service", "daemonjob-webhook"),
+        ("ValidatingWebhookConfiguration", "daemonjob-validating-webhook"),
     ])
     assert "image: daemonjob-controller:latest" in out.stdout
     # What `make deploy` applies is valid as a whole, too.
@@ -182,6 +189,10 @@ CAN: list[tuple[str, ...]] = [
     ("get", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
     ("create", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
     ("update", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
+    ("get", "secrets/daemonjob-webhook-tls", "-n", CONTROLLER_NS),
+    ("update", "secrets/daemonjob-webhook-tls", "-n", CONTROLLER_NS),
+    ("get", "validatingwebhookconfigurations.admissionregistration.k8s.io/daemonjob-validating-webhook"),
+    ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/daemonjob-validating-webhook"),
 ]
 
 CANNOT: list[tuple[str, ...]] = [
@@ -205,6 +216,12 @@ CANNOT: list[tuple[str, ...]] = [
     ("update", "jobs.batch", "-n", "default"),
     ("create", "deployments.apps", "-n", CONTROLLER_NS),
     ("create", "rolebindings.rbac.authorization.k8s.io", "-n", CONTROLLER_NS),
+    ("get", "secrets/other", "-n", CONTROLLER_NS),
+    ("create", "secrets", "-n", CONTROLLER_NS),
+    ("delete", "secrets/daemonjob-webhook-tls", "-n", CONTROLLER_NS),
+    ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/other"),
+    ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io"),
+    ("list", "validatingwebhookconfigurations.admissionregistration.k8s.io"),
 ]
 
 
