@@ -8,6 +8,7 @@ ask the API server what the controller's ServiceAccount may do. Applying is idem
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import uuid
@@ -400,3 +401,26 @@ def test_unknown_spec_fields_are_pruned_but_job_spec_is_kept(kube: Kube, crd: No
     created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), body)
     assert "bogus" not in created["spec"]
     assert created["spec"]["jobTemplate"] == body["spec"]["jobTemplate"]
+
+
+def test_cert_manager_component_swaps_self_managed_certificates(cluster: LocalCluster, tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    base = os.path.relpath(MANIFESTS, overlay)
+    (overlay / "kustomization.yaml").write_text(f"resources: [{base}]\ncomponents: [{base}/cert-manager]\n")
+    docs = [d for d in yaml.safe_load_all(kubectl(cluster, "kustomize", str(overlay)).stdout) if d]
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    assert ("Secret", "daemonjob-webhook-tls") not in by_kind  # cert-manager writes it
+    assert ("Role", "daemonjob-webhook-certificates") not in by_kind
+    assert ("ClusterRole", "daemonjob-webhook-configuration") not in by_kind
+    certificate = by_kind[("Certificate", "daemonjob-webhook")]
+    assert certificate["spec"]["secretName"] == "daemonjob-webhook-tls"
+    assert "daemonjob-webhook.daemonjob-system.svc" in certificate["spec"]["dnsNames"]
+    config = by_kind[("ValidatingWebhookConfiguration", "daemonjob-validating-webhook")]
+    assert config["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": "daemonjob-system/daemonjob-webhook"}
+    pod = by_kind[("Deployment", "daemonjob-controller")]["spec"]["template"]["spec"]
+    assert "--webhook-cert-secret=" in pod["containers"][0]["args"]
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "webhook-certs")
+    assert mount["mountPath"] == "/tmp/k8s-webhook-server/serving-certs"
+    assert next(v for v in pod["volumes"] if v["name"] == "webhook-certs")["secret"]["secretName"] == \
+        "daemonjob-webhook-tls"
