@@ -89,7 +89,7 @@ CA_VALIDITY = 10 * 365 * 24 * 3600.0  # seconds
 SERVING_CERT_VALIDITY = 365 * 24 * 3600.0  # seconds
 # Renewed when less than this part of its validity remains (cert-controller: 90 days of a year).
 CERT_RENEW_FRACTION = 0.25
-CERT_CHECK_INTERVAL = 60.0  # seconds between looks at the Secret (a watch also wakes the check)
+CERT_CHECK_INTERVAL = 10.0  # seconds between looks at the Secret: how soon every replica serves a renewal
 CREATE_CONCURRENCY = 32  # parallel Job creates/deletes within one slow-start batch
 
 # Memory

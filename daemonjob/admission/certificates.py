@@ -183,8 +183,8 @@ class SelfManagedCertificates:
             os.replace(tmp, target)
 
     # -- the loop ------------------------------------------------------------------------------
-    def start(self) -> "SelfManagedCertificates":
-        self.check()
+    def start_loop(self) -> "SelfManagedCertificates":
+        """Look again every `interval` seconds (the first look is the caller's check())."""
         self._thread = threading.Thread(target=self._run, name="webhook-certificates", daemon=True)
         self._thread.start()
         return self

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -97,16 +98,29 @@ def decide(request: Mapping[str, Any]) -> dict[str, Any]:
     return response
 
 
-def handle(body: bytes) -> tuple[int, bytes]:
-    """HTTP code and JSON body for a POSTed AdmissionReview."""
+@dataclass(frozen=True)
+class Answer:
+    """The HTTP answer, and what it was for (the labels of daemonjob_webhook_reviews_total)."""
+
+    code: int
+    body: bytes
+    operation: str = ""
+    result: str = "malformed"  # allowed, warned, refused, malformed
+
+
+def handle(body: bytes) -> Answer:
+    """The answer to a POSTed AdmissionReview."""
     try:
         request = parse(body)
     except BadReview as exc:
-        return 400, json.dumps({"error": f"malformed AdmissionReview: {exc}"}).encode()
+        return Answer(400, json.dumps({"error": f"malformed AdmissionReview: {exc}"}).encode())
+    operation = request["operation"]
     try:
         response = decide(request)
     except Exception as exc:  # an object no API server sends (metadata a string...): say so, stay up
         log.warning("unreadable object in review", error=repr(exc))
-        return 400, json.dumps({"error": f"malformed AdmissionReview: cannot read the object: {exc!r}"}).encode()
+        return Answer(400, json.dumps({"error": f"malformed AdmissionReview: cannot read the object: {exc!r}"}).encode(),
+                      operation)
     review = {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
-    return 200, json.dumps(review).encode()
+    result = "refused" if not response["allowed"] else "warned" if response.get("warnings") else "allowed"
+    return Answer(200, json.dumps(review).encode(), operation, result)

@@ -28,10 +28,13 @@ def review(operation: str, obj: Any, old: Any = None, **extra: Any) -> dict[str,
                "kind": {"group": "daemonjob.io", "version": "v1alpha1", "kind": "DaemonJob"},
                "resource": {"group": "daemonjob.io", "version": "v1alpha1", "resource": "daemonjobs"},
                "object": obj, "oldObject": old, **extra}
-    code, body = handle(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                                    "request": request}).encode())
-    assert code == 200, body
-    answer = json.loads(body)
+    answer_ = handle(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                 "request": request}).encode())
+    assert answer_.code == 200, answer_.body
+    assert answer_.operation == operation
+    answer = json.loads(answer_.body)
+    assert answer_.result == ("refused" if not answer["response"]["allowed"] else
+                              "warned" if answer["response"].get("warnings") else "allowed")
     assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
     assert answer["response"]["uid"] == "u-1"
     return answer["response"]
@@ -89,6 +92,6 @@ def test_status_and_other_kinds_pass() -> None:
      b'"object": {"metadata": "x", "spec": {}}}}', "cannot read the object"),
 ])
 def test_malformed_reviews_get_a_clear_400(body: bytes, says: str) -> None:
-    code, answer = handle(body)
-    assert code == 400
-    assert says in json.loads(answer)["error"]
+    answer = handle(body)
+    assert answer.code == 400
+    assert says in json.loads(answer.body)["error"]
