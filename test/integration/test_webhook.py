@@ -99,13 +99,7 @@ class Bed:
         return base64.b64decode(config["webhooks"][0]["clientConfig"].get("caBundle") or "")
 
     def served_cert(self, port: int) -> bytes:
-        """The certificate a replica serves (PEM), read without verifying it."""
-        ctx = ssl.create_default_context()
-        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, ctx.wrap_socket(raw) as tls:
-            der = tls.getpeercert(binary_form=True)
-        assert der is not None
-        return ssl.DER_cert_to_PEM_cert(der).encode()
+        return served_cert(port)
 
     def refused_message(self, body: dict[str, Any]) -> str:
         """What the webhook answers to a server-side dry-run create of `body`."""
@@ -115,6 +109,16 @@ class Bed:
             assert HOOK in exc.message, exc.message
             return exc.message.split("denied the request: ", 1)[1]
         raise AssertionError("allowed")
+
+
+def served_cert(port: int) -> bytes:
+    """The certificate a replica serves (PEM), read without verifying it."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, ctx.wrap_socket(raw) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return ssl.DER_cert_to_PEM_cert(der).encode()
 
 
 def _manifest(name: str, kind: str) -> dict[str, Any]:
@@ -425,3 +429,30 @@ def test_malformed_and_oversized_reviews_get_a_clear_answer(bed: Bed) -> None:
     assert r.status == 413
     assert bed.replicas[1].running()
     assert _webhook_serves(bed)
+
+
+def test_provided_certificate_files_are_served_and_reloaded_and_readiness_waits_for_them(
+        cluster: LocalCluster, installed_crd: None, tmp_path: Path) -> None:
+    """The cert-manager way: the controller keeps nothing, only reads the mounted files."""
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    replica = ControllerProcess(cluster.kubeconfig_for("daemonjob-a"), tmp_path / "c.log", "--webhook-cert-secret=",
+                                "--webhook-cert-dir", str(cert_dir), webhook=True)
+    ca = certs.new_ca("provided-ca", 3600)
+    try:
+        replica.start()
+        wait_for(lambda: "webhook" in replica.get(replica.health_port, "/readyz")[1], 60,
+                 "/readyz to say the webhook does not serve yet")
+        assert replica.get(replica.health_port, "/readyz")[0] == 500
+        for n in range(2):
+            serving = certs.issue(ca, [f"127.0.0.{n + 1}"], 3600)
+            # Written as the kubelet updates a mounted Secret: both files, each replaced at once.
+            for name, pem in (("tls.key", serving.key_pem), ("tls.crt", serving.cert_pem)):
+                (cert_dir / f".{name}").write_bytes(pem)
+                os.replace(cert_dir / f".{name}", cert_dir / name)
+            replica.wait_ready(60)
+            wait_for(lambda: served_cert(replica.webhook_port) == serving.cert_pem,
+                     60, "the controller to serve the new files")
+        assert len(replica.exit_codes) == 0 and replica.running()  # reloaded, not restarted
+    finally:
+        replica.stop()
