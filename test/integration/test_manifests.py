@@ -346,6 +346,8 @@ REJECTED: list[tuple[str, Any, list[str]]] = [
     ("max-failed-type", lambda n: daemonjob(n, maxFailedNodes=1.5), ["spec.maxFailedNodes"]),
     ("history-limit", lambda n: daemonjob(n, historyLimit=-1),
      ["spec.historyLimit", "-1", "greater than or equal to 0"]),
+    ("history-limit-maximum", lambda n: daemonjob(n, historyLimit=11),
+     ["spec.historyLimit", "11", "less than or equal to 10"]),
     ("suspend-type", lambda n: daemonjob(n, suspend="yes"), ["spec.suspend", "boolean"]),
     ("no-job-template", _without_job_template, ["spec.jobTemplate", "Required value"]),
     ("concurrency-policy", lambda n: daemonjob(n, schedule="0 3 * * *", concurrencyPolicy="Allow"),
@@ -376,6 +378,7 @@ def test_schema_rejects_bad_input(kube: Kube, crd: None, namespace: str, case: s
 ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("percentages", {"maxParallel": "25%", "maxFailedNodes": "0%"}),
     ("bounds", {"maxParallel": "100%", "maxFailedNodes": 0, "historyLimit": 0}),
+    ("history-limit-maximum", {"historyLimit": 10}),
     ("integers", {"maxParallel": 1, "maxFailedNodes": 10, "rerunPolicy": "Never", "suspend": True}),
     ("selector", {"nodeSelector": {"matchLabels": {"kubernetes.io/os": "linux"}, "matchExpressions": [
         {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"},
