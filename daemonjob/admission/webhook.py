@@ -18,6 +18,7 @@ from daemonjob import defaults
 from daemonjob.admission.certificates import SelfManagedCertificates, service_names
 from daemonjob.admission.review import handle
 from daemonjob.machinery.kube import Kube
+from daemonjob.machinery.serving import Server
 
 __all__ = ["add_flags", "Webhook", "start"]
 
@@ -46,7 +47,7 @@ reviews_total_help = "AdmissionReviews answered, by operation and result (allowe
 
 @dataclass
 class Webhook:
-    server: "Server"
+    server: Server
     certificates: SelfManagedCertificates | None
     cert_dir: Path
 
@@ -81,7 +82,8 @@ def start(args: argparse.Namespace, address: tuple[str, int], kube: Kube, regist
         reviews.labels(answer.operation or "", answer.result).inc()
         return answer.code, "application/json", answer.body
 
-    server = _serve(address, cert_dir, validate)
+    server = Server(address, {}, "webhook", post_routes={defaults.WEBHOOK_PATH: validate}, cert_dir=cert_dir,
+                    max_body=defaults.WEBHOOK_MAX_REQUEST_BYTES).start()
     if certificates is not None:
         certificates.start_loop()
     return Webhook(server, certificates, cert_dir)
