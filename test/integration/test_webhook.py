@@ -17,6 +17,7 @@ import signal
 import ssl
 import socket
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -246,13 +247,13 @@ def test_bad_daemonjob_is_refused_with_its_field_and_nothing_created(bed: Bed, c
 
 
 def test_every_problem_is_named_at_once(bed: Bed) -> None:
-    body = daemonjob("many", schedule="0 25 * * *", maxParallel="150%")
+    body = daemonjob("many", schedule="0 25 * * *", timeZone="Mars/Olympus")
     pod_spec(body)["restartPolicy"] = "Always"
     out = bed.apply(body)
     assert out.returncode != 0
     message = out.stderr.split("denied the request: ", 1)[1]
     assert message.startswith("spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: \"Always\"")
-    assert "; spec.maxParallel: Invalid value: \"150%\"" in message
+    assert "; spec.timeZone: Invalid value: \"Mars/Olympus\"" in message
     assert "; spec.schedule: Invalid value: \"0 25 * * *\"" in message
     assert HOOK in out.stderr
 
@@ -275,9 +276,13 @@ def test_valid_daemonjobs_are_accepted_unchanged(bed: Bed) -> None:
 
 # -- objects that got in while the webhook was away ---------------------------------------------
 def test_an_already_invalid_daemonjob_stalls_with_the_same_messages_and_can_be_fixed_and_deleted(bed: Bed) -> None:
-    bad = daemonjob("old-bad", schedule="0 25 * * *", maxParallel="150%")
-    for name in ("old-bad", "old-bad-2"):  # no webhook in this namespace
-        bed.kube.create(path_for(DJ_API, "daemonjobs", bed.ns_off), {**bad, "metadata": {"name": name}})
+    def invalid(name: str, restart: str = "Always", **spec: Any) -> dict[str, Any]:
+        body = daemonjob(name, **spec)
+        pod_spec(body)["restartPolicy"] = restart
+        return body
+
+    for name in ("old-bad", "old-bad-2"):  # no webhook in this namespace yet
+        bed.kube.create(path_for(DJ_API, "daemonjobs", bed.ns_off), invalid(name, schedule="0 25 * * *"))
     path = path_for(DJ_API, "daemonjobs", bed.ns_off, "old-bad")
 
     def stalled() -> str | None:
@@ -285,23 +290,23 @@ def test_an_already_invalid_daemonjob_stalls_with_the_same_messages_and_can_be_f
         return next((c["message"] for c in conditions if c["type"] == "Stalled" and c["status"] == "True"), None)
 
     message = wait_for(stalled, 60, "old-bad to be Stalled")
-    assert message == bed.refused_message(daemonjob("old-bad", schedule="0 25 * * *", maxParallel="150%"))
+    assert message == bed.refused_message(invalid("old-bad", schedule="0 25 * * *"))
+    assert "restartPolicy" in message and "spec.schedule" in message
     bed.kube.patch(path_for("v1", "namespaces", name=bed.ns_off), {"metadata": {"labels": {SCOPE_LABEL: "true"}}})
     wait_for(lambda: bed.apply(daemonjob("probe", schedule="bad"), "--dry-run=server", ns=bed.ns_off).returncode != 0,
              30, "the webhook to cover the namespace")
     # An edit that keeps the problems (a label) passes, with the problems as warnings.
     labelled = bed.kubectl("label", "daemonjob", "old-bad", "team=ops", ns=bed.ns_off)
     assert labelled.returncode == 0, labelled.stderr
-    assert "spec.maxParallel" in labelled.stderr  # the warnings
+    assert "spec.schedule" in labelled.stderr  # the warnings
     # One that adds a problem is refused; one that removes a problem passes.
-    worse = bed.apply(daemonjob("old-bad", schedule="0 25 * * *", maxParallel="150%", timeZone="Mars/Olympus"),
-                      ns=bed.ns_off)
+    worse = bed.apply(invalid("old-bad", schedule="0 25 * * *", timeZone="Mars/Olympus"), ns=bed.ns_off)
     assert worse.returncode != 0 and "spec.timeZone" in worse.stderr
-    better = bed.apply(daemonjob("old-bad", schedule="0 25 * * *"), ns=bed.ns_off)
+    better = bed.apply(invalid("old-bad", restart="Never", schedule="0 25 * * *"), ns=bed.ns_off)
     assert better.returncode == 0, better.stderr
-    wait_for(lambda: (stalled() or "").startswith("spec.schedule:") and "maxParallel" not in (stalled() or ""), 60,
+    wait_for(lambda: (stalled() or "").startswith("spec.schedule:") and "restartPolicy" not in (stalled() or ""), 60,
              "the Stalled message to follow the fix")
-    fixed = bed.apply(daemonjob("old-bad", schedule="0 3 * * *"), ns=bed.ns_off)
+    fixed = bed.apply(invalid("old-bad", restart="Never", schedule="0 3 * * *"), ns=bed.ns_off)
     assert fixed.returncode == 0, fixed.stderr
     wait_for(lambda: stalled() is None, 60, "old-bad to be no longer Stalled")
     deleted = bed.kubectl("delete", "daemonjob", "old-bad-2", "--wait=true", ns=bed.ns_off)  # still invalid
@@ -312,7 +317,7 @@ def test_an_already_invalid_daemonjob_stalls_with_the_same_messages_and_can_be_f
 def test_kubectl_daemonjob_create_dry_run_server_goes_through_the_webhook(bed: Bed) -> None:
     before = sum(r.metric("daemonjob_webhook_reviews_total", operation="CREATE") for r in bed.replicas)
     environ = {**os.environ, "KUBECONFIG": str(bed.cluster.kubeconfig),
-               "PATH": os.pathsep.join([str(Path(os.sys.executable).parent), os.environ.get("PATH", "")])}
+               "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     out = subprocess.run(["kubectl-daemonjob", "create", "adhoc", "--image", "busybox:1.36", "-n", bed.ns,
                           "-l", "webhook-test=none", "--dry-run=server"], env=environ, capture_output=True, text=True,
                          timeout=60)
