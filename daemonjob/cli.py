@@ -14,10 +14,12 @@ import signal
 import socket
 import sys
 import uuid
+from collections.abc import Callable
 
 import structlog
 
 from daemonjob import __version__, defaults, logsetup
+from daemonjob.admission import webhook as admission
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.fence import Fence
@@ -68,6 +70,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-configmap-watches-per-daemonjob", type=_positive_int,
                    default=defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB,
                    help="ConfigMaps one DaemonJob may have watched; past either limit it is Stalled")
+    admission.add_flags(p)
     p.add_argument("--log-level", choices=logsetup.LEVELS, default=defaults.LOG_LEVEL)
     p.add_argument("--log-format", choices=("json", "console"), default=None,
                    help="default: json in-cluster or when stderr is not a terminal, else console")
@@ -135,7 +138,8 @@ def _check_api(kube: Kube) -> str | None:
     return None
 
 
-def _servers(args: argparse.Namespace, metrics: Metrics, controller: Controller) -> list[Server]:
+def _servers(args: argparse.Namespace, metrics: Metrics, controller: Controller,
+             ready: Callable[[], str | None]) -> list[Server]:
     """Start /metrics and the probes; OSError when an address is taken (nothing left running)."""
     servers: list[Server] = []
     try:
@@ -143,7 +147,7 @@ def _servers(args: argparse.Namespace, metrics: Metrics, controller: Controller)
             servers.append(Server(args.metrics_addr, {"/metrics": metrics_route(metrics.registry)}, "metrics").start())
         if args.health_addr:
             servers.append(Server(args.health_addr, {"/healthz": check_route(controller.healthy),
-                                                     "/readyz": check_route(controller.ready)}, "health").start())
+                                                     "/readyz": check_route(ready)}, "health").start())
     except OSError:
         for s in servers:
             s.stop()
@@ -151,11 +155,16 @@ def _servers(args: argparse.Namespace, metrics: Metrics, controller: Controller)
     return servers
 
 
+def _both(first: Callable[[], str | None], second: Callable[[], str | None]) -> Callable[[], str | None]:
+    return lambda: first() or second()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         args.metrics_addr = parse_bind_address(args.metrics_bind_address)
         args.health_addr = parse_bind_address(args.health_probe_bind_address)
+        args.webhook_addr = parse_bind_address(args.webhook_bind_address)
     except ValueError as exc:
         return fail(str(exc))
     if args.leader_elect and (problem := _lease_timings(args)):
@@ -193,10 +202,20 @@ def main(argv: list[str] | None = None) -> int:
                                      events=events, fence=fence, clock=clock, rng=rng,
                                      configmap_limits=ConfigMapLimits(args.max_configmap_watches_per_daemonjob,
                                                                       args.max_configmap_watches))
+    ready = controller.ready
+    webhook: admission.Webhook | None = None
     try:
-        servers = _servers(args, metrics, controller)
+        if args.webhook_addr:  # every replica serves: admission never waits for an election
+            args.webhook_service_namespace = _lease_namespace(args.webhook_service_namespace)  # the pod's
+            webhook = admission.start(args, args.webhook_addr, kube, metrics.registry)
+            ready = _both(controller.ready, webhook.problem)
+        servers = _servers(args, metrics, controller, ready)
     except OSError as exc:
+        if webhook is not None:
+            webhook.stop()
         return fail(f"cannot listen: {exc}")
+    if webhook is not None:
+        servers.append(webhook)  # type: ignore[arg-type]  # stopped with the servers
     manager = Manager(controller, events, metrics, elector=elector, fence=fence, servers=servers)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: manager.request_stop())

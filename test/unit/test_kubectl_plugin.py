@@ -429,3 +429,10 @@ def test_run_now_wait_follows_only_the_run_it_started() -> None:
     assert (judge(d).verdict, judge(d).message) == ("Complete", "all 3 succeeded")
     d["status"]["currentRun"] = "20261125t090000z"  # a tick came before the wait saw the end
     assert judge(d).verdict == REPLACED
+
+
+def test_create_reports_every_problem_of_the_rule_book_at_once() -> None:
+    with pytest.raises(PluginError) as refused:
+        build_manifest(create_args("n" * 64, "--image", "i", "--schedule", "0 25 * * *", "-l", "a=b"), "ns")
+    message = str(refused.value)
+    assert "metadata.name: Invalid value" in message and "; spec.schedule: Invalid value" in message
