@@ -18,6 +18,7 @@ from daemonjob import defaults
 from daemonjob.domain.actions import Actions
 from daemonjob.domain.configrefs import ConfigMapLimitExceeded
 from daemonjob.domain.jobs import LABEL_NAME
+from daemonjob.domain.gates import GateWait
 from daemonjob.domain.messages import condition_message
 from daemonjob.domain.plan import Held, JobView, Plan
 from daemonjob.domain.inputs import DecisionInput
@@ -226,9 +227,11 @@ def evaluate(
     budget: FailureBudget,
     run: str | None = None,
     idle: str | None = None,
+    waiting: GateWait | None = None,
 ) -> Conditions:
     """`run`: the current run, if any; `idle`: why a scheduled DaemonJob starts nothing yet
-    (no run has started), said by Complete and Reconciling instead of a rollout in progress."""
+    (no run has started), said by Complete and Reconciling instead of a rollout in progress;
+    `waiting`: the rollout gate holding new nodes back, which Reconciling names."""
     what = f"revision {revision}" if run is None else f"run {run} (revision {revision})"
     desired, active, succeeded, failed, pending = plan.desired, plan.active, plan.succeeded, plan.failed, plan.pending
     progress = f"{succeeded} of {desired} eligible nodes succeeded, {active} active, {failed} failed, {pending} pending"
@@ -287,6 +290,8 @@ def evaluate(
         reconciling = Condition(False, stall.condition.reason, progress)
     elif idle is not None and active == 0:
         reconciling = Condition(False, WAITING_FOR_SCHEDULE, f"{progress}; {idle}")
+    elif waiting is not None:
+        reconciling = Condition(True, waiting.reason, f"{progress}; {waiting.message}")
     elif plan.held and actions.waiting_turns and actions.free_slots == 0:
         reconciling = Condition(True, WAITING_FOR_INELIGIBLE_NODES, progress)
     else:

@@ -1,0 +1,100 @@
+"""The rollout's gates (spec.rollout): what holds new node Jobs back, read from the plan and the time.
+
+Each gate is a pure function of the decision's input, so a restarted controller reads the
+same gate from the same objects: the pause from the Jobs' completion times (the Jobs are the
+record), the window from the clock. A gate holds back only new node Jobs (and the delete of a
+running older Job that would make way for one); a running Job is never stopped by a gate.
+Each says what it waits for and until when, and the instant to look again.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from daemonjob.domain.jobs import format_time
+from daemonjob.domain.plan import Plan
+from daemonjob.domain.validate import Window
+
+__all__ = ["GateWait", "PauseHold", "WindowState", "pause_hold", "window_state", "PAUSING_BETWEEN_NODES",
+           "WAITING_FOR_WINDOW", "GATE_PAUSE", "GATE_WINDOW"]
+
+# Reconciling reasons while a gate holds the rollout
+PAUSING_BETWEEN_NODES = "PausingBetweenNodes"
+WAITING_FOR_WINDOW = "WaitingForWindow"
+
+# Gate names (the status and metrics name the gate in force)
+GATE_PAUSE = "pauseBetweenNodes"
+GATE_WINDOW = "window"
+
+
+@dataclass(frozen=True, slots=True)
+class GateWait:
+    """The gate in force: turns are waiting because of it. `reason` and `message` go to
+    Reconciling; `wake`: when to look again (None: nothing to wait for by the clock)."""
+
+    gate: str
+    reason: str
+    message: str
+    wake: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PauseHold:
+    """Slots held by nodes whose Job succeeded less than pauseBetweenNodes ago."""
+
+    held: int = 0
+    until: datetime | None = None  # when the first of them frees its slot
+    node: str | None = None  # the node whose success holds that slot
+
+    def message(self, pause: timedelta) -> str:
+        slots = "1 maxParallel slot" if self.held == 1 else f"{self.held} maxParallel slots"
+        return (f"pauseBetweenNodes {_duration_text(pause)}: {slots} paused after a node's Job succeeded; "
+                f"the next node starts at {format_time(self.until)} (after node {self.node})")
+
+
+def pause_hold(plan: Plan, pause: timedelta | None, now: datetime) -> PauseHold:
+    """The slots that nodes' recent successes hold: a success at t holds its slot until t + pause."""
+    if pause is None or not plan.successes:
+        return PauseHold()
+    since = now - pause
+    first = bisect.bisect_right(plan.successes, since, key=lambda s: s[0])
+    recent = plan.successes[first:]
+    if not recent:
+        return PauseHold()
+    finished, node = recent[0]
+    return PauseHold(len(recent), finished + pause, node)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowState:
+    """Whether the rollout's window is open now; if not, when the next one opens."""
+
+    open: bool = True
+    opens_at: datetime | None = None  # closed: the next window's start (None: never again)
+    closes_at: datetime | None = None  # open: this window's end
+
+    def message(self, window: Window) -> str:
+        when = (f"the next window opens at {format_time(self.opens_at)}" if self.opens_at is not None
+                else "no window opens again")
+        return (f"outside the rollout window ({window.schedule.expression!r} in {window.schedule.zone_name} "
+                f"for {_duration_text(window.duration)}): no new node is started, running Jobs finish; {when}")
+
+
+def window_state(window: Window | None, now: datetime) -> WindowState:
+    """Open when a tick of the window's schedule lies in (now - duration, now]."""
+    if window is None:
+        return WindowState()
+    start = window.schedule.latest_at_or_before(now)
+    if start is not None and now < start + window.duration:
+        return WindowState(True, closes_at=start + window.duration)
+    return WindowState(False, opens_at=window.schedule.next_after(now))
+
+
+def _duration_text(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = "".join(f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (secs, "s")) if n)
+    return text or "0s"
