@@ -18,7 +18,7 @@ from daemonjob import defaults
 from daemonjob.domain.actions import Actions
 from daemonjob.domain.configrefs import ConfigMapLimitExceeded
 from daemonjob.domain.jobs import LABEL_NAME
-from daemonjob.domain.gates import GateWait
+from daemonjob.domain.gates import ANNOTATION_PROMOTE, CANARY_FAILED, GateWait
 from daemonjob.domain.messages import condition_message
 from daemonjob.domain.plan import Held, JobView, Plan
 from daemonjob.domain.inputs import DecisionInput
@@ -85,6 +85,7 @@ class Stall:
 class FailureBudget:
     limit: int | None  # maxFailedNodes scaled; None: unlimited
     exceeded: bool  # more nodes failed the current revision than the limit
+    canary: bool = False  # a canary node failed (spec.rollout.canary, not promoted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +240,16 @@ def evaluate(
         progress += _held_text(plan.held)
     finished = pending == 0 and active == 0
 
-    if budget.exceeded:
+    if budget.canary:
+        failed_now = plan.failed_current_names
+        failure = Condition(
+            True,
+            CANARY_FAILED,
+            f"canary: {_plural(len(failed_now), 'node')} failed {what}; no new node is started. "
+            f"Failed: {', '.join(failed_now[:FAILED_NODE_NAMES_MAX])}. Change the template, or promote "
+            f"({ANNOTATION_PROMOTE}) to go on all the same",
+        )
+    elif budget.exceeded:
         failed_now = plan.failed_current_names
         limit_text = str(budget.limit)
         if not is_int(settings.max_failed):

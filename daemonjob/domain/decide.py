@@ -55,6 +55,14 @@ from daemonjob.domain.configrefs import (
     revision_for,
 )
 from daemonjob.domain.gates import (
+    ANNOTATION_PROMOTE,
+    CANARY_PAUSED,
+    GATE_CANARY,
+    WAITING_FOR_CANARY,
+    CanaryState,
+    canary_message,
+    canary_nodes,
+    canary_state,
     GATE_PAUSE,
     GATE_WINDOW,
     PAUSING_BETWEEN_NODES,
@@ -190,6 +198,7 @@ class Reading:
     missing: list[str]  # referenced ConfigMaps that do not exist
     plan: Plan
     budget: FailureBudget
+    canary: CanaryState
 
 
 def decide(inp: DecisionInput) -> Decision:
@@ -228,7 +237,12 @@ def _read(inp: DecisionInput) -> Reading:
     ctx = PlanContext(checked.eligibility, revision.name, settings.never, settings.history_limit, step.current_run,
                       replaces_other_runs(spec), successes=checked.rollout.pause is not None)
     plan = inp.plan.plan_for(ctx, inp.memo)
-    return Reading(inp, revision, checked, step, idle, missing, plan, failure_budget(plan, settings))
+    promoted = ((dj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_PROMOTE)
+    canary = canary_state(checked.rollout.canary, plan, step.current_run or revision.name, promoted, settings.never)
+    budget = failure_budget(plan, settings)
+    if canary.failed:
+        budget = FailureBudget(0, True, canary=True)  # a canary failure stops the rollout as maxFailedNodes does
+    return Reading(inp, revision, checked, step, idle, missing, plan, budget, canary)
 
 
 def _conclude(reading: Reading) -> Decision:
@@ -272,6 +286,7 @@ def _gate(reading: Reading, stall: Stall | None, window: WindowState) -> Gate:
         blocked=(settings.suspend or reading.budget.exceeded or reading.idle is not None
                  or reading.revision.unrecorded or (stall is not None and stall.blocks) or not window.open),
         probing=stall is not None and stall.probing,
+        limit=reading.canary.limit,
     )
 
 
@@ -283,6 +298,12 @@ def _gate_wait(reading: Reading, actions: Actions, slots: int | None, held: int,
     rollout = reading.checked.rollout
     if not window.open and rollout.window is not None:
         return GateWait(GATE_WINDOW, WAITING_FOR_WINDOW, window.message(rollout.window), window.opens_at)
+    canary = reading.canary
+    if actions.limited:
+        inp = reading.input
+        nodes = canary_nodes(inp.plan.job_views(), reading.revision.name, reading.step.current_run)
+        return GateWait(GATE_CANARY, CANARY_PAUSED if canary.paused else WAITING_FOR_CANARY,
+                        canary_message(canary, nodes, inp.recorded.name), None)
     if pause.held and rollout.pause is not None and slots is not None and held < slots and not actions.free_slots:
         return GateWait(GATE_PAUSE, PAUSING_BETWEEN_NODES, pause.message(rollout.pause), pause.until)
     return None

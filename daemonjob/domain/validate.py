@@ -90,6 +90,7 @@ class Rollout:
 
     pause: timedelta | None = None  # pauseBetweenNodes
     window: Window | None = None
+    canary: int | str | None = None  # a count of nodes, or a percentage of the desired nodes
 
 
 @dataclass(slots=True)
@@ -269,4 +270,16 @@ def validate_rollout(spec: Mapping[str, Any], problems: list[Problem]) -> Rollou
         problems.append(Problem(INVALID_SPEC, f"spec.rollout: Invalid value: {_show(raw)}: must be an object"))
         return Rollout()
     pause = _duration(raw, "pauseBetweenNodes", "spec.rollout", problems)
-    return Rollout(pause=pause or None, window=_window(raw, problems))
+    return Rollout(pause=pause or None, window=_window(raw, problems), canary=_canary(raw, problems))
+
+
+def _canary(rollout: Mapping[str, Any], problems: list[Problem]) -> int | str | None:
+    value = rollout.get("canary")
+    if value is None or (is_int(value) and value >= 1):
+        return value
+    match = _PERCENT_RE.match(value) if isinstance(value, str) else None
+    if match and 1 <= int(match.group(1)) <= 100:
+        return value
+    problems.append(Problem(INVALID_SPEC, f"spec.rollout.canary: Invalid value: {_show(value)}: must be an integer "
+                                          'of at least 1 or a percentage from "1%" to "100%"'))
+    return None

@@ -196,3 +196,104 @@ def test_an_invalid_gate_stalls_and_starts_nothing() -> None:
     assert created(decision) == []
     (stalled,) = [c for c in decision.status["conditions"] if c["type"] == "Stalled"]
     assert stalled["status"] == "True" and "spec.rollout.window.duration" in stalled["message"]
+
+
+# ---------------------------------------------------------------- canary
+
+
+def promoted(dj: dict[str, Any], value: str) -> dict[str, Any]:
+    dj["metadata"]["annotations"] = {"daemonjob.io/promote": value}
+    return dj
+
+
+def failed_condition(decision: Decision) -> dict[str, Any]:
+    (found,) = [c for c in decision.status["conditions"] if c["type"] == "Failed"]
+    return found
+
+
+def test_a_new_revision_starts_on_the_canary_nodes_first() -> None:
+    dj = make_dj(rollout={"canary": 2})
+    decision = decide_over(dj, [], nodes("n1", "n2", "n3", "n4"), NOW)
+    assert created(decision) == ["n1", "n2"]
+    assert reconciling(decision)["reason"] == "WaitingForCanary"
+    assert decision.gate == "canary"
+
+
+def test_the_others_wait_while_a_canary_runs() -> None:
+    dj = make_dj(rollout={"canary": 2})
+    jobs = [job(dj, "n1", "succeeded"), job(dj, "n3", "active")]
+    decision = decide_over(dj, jobs, nodes("n1", "n2", "n3", "n4"), NOW)
+    assert created(decision) == []
+    cond = reconciling(decision)
+    assert cond["reason"] == "WaitingForCanary" and "n1, n3" in cond["message"]
+
+
+def test_succeeded_canaries_pause_the_rollout_naming_them_and_how_to_promote() -> None:
+    dj = make_dj(rollout={"canary": "50%"})
+    jobs = [job(dj, "n1", "succeeded"), job(dj, "n2", "succeeded")]
+    decision = decide_over(dj, jobs, nodes("n1", "n2", "n3", "n4"), NOW)
+    assert created(decision) == []
+    cond = reconciling(decision)
+    revision = decision.status["currentRevision"]
+    assert (cond["status"], cond["reason"]) == ("True", "CanaryPaused")
+    assert "n1, n2" in cond["message"] and "kubectl daemonjob promote audit" in cond["message"]
+    assert f"daemonjob.io/promote={revision}" in cond["message"]
+    assert decision.requeue_at is None  # the annotation's update wakes the DaemonJob
+
+
+def test_a_promote_naming_the_revision_lets_the_rest_go_on() -> None:
+    dj = make_dj(rollout={"canary": 1}, maxParallel=2)
+    jobs = [job(dj, "n1", "succeeded")]
+    revision = decide_over(dj, jobs, nodes("n1"), NOW).status["currentRevision"]
+    decision = decide_over(promoted(dj, revision), jobs, nodes("n1", "n2", "n3", "n4"), NOW)
+    assert created(decision) == ["n2", "n3"]
+    assert reconciling(decision)["reason"] == "RollingOut"
+
+
+def test_a_promote_of_another_revision_does_not() -> None:
+    dj = promoted(make_dj(rollout={"canary": 1}), "an-older-revision")
+    jobs = [job(dj, "n1", "succeeded")]
+    assert created(decide_over(dj, jobs, nodes("n1", "n2"), NOW)) == []
+
+
+def test_a_canary_failure_stops_the_rollout() -> None:
+    dj = make_dj(rollout={"canary": 2})
+    jobs = [job(dj, "n1", "failed"), job(dj, "n2", "succeeded")]
+    decision = decide_over(dj, jobs, nodes("n1", "n2", "n3"), NOW)
+    assert created(decision) == []
+    failed = failed_condition(decision)
+    assert (failed["status"], failed["reason"]) == ("True", "CanaryFailed") and "n1" in failed["message"]
+    assert "FailureThresholdReached" in [e.reason for e in decision.events]
+
+
+def test_a_canary_with_runs_names_the_run() -> None:
+    dj = make_dj(rollout={"canary": 1})
+    dj["metadata"]["annotations"] = {"daemonjob.io/run-now": "go"}
+    decision = decide_over(dj, [], nodes("n1", "n2"), NOW)
+    assert created(decision) == ["n1"]
+    run = decision.status["currentRun"]
+    assert run and f"canary of {run}" in reconciling(decision)["message"]
+
+
+def test_a_canary_as_large_as_the_cluster_completes_without_a_pause() -> None:
+    dj = make_dj(rollout={"canary": 5})
+    jobs = [job(dj, "n1", "succeeded"), job(dj, "n2", "succeeded")]
+    decision = decide_over(dj, jobs, nodes("n1", "n2"), NOW)
+    assert reconciling(decision)["reason"] == "RolloutFinished"
+
+
+def test_a_canary_does_not_tear_down_more_old_jobs_than_its_count() -> None:
+    """Replacing a running older Job takes two decisions; the node making way is a canary node."""
+    dj = make_dj(rollout={"canary": 1})
+    jobs = [job(dj, n, "active", revision="old") for n in ("n1", "n2", "n3")]
+    first = decide_over(dj, jobs, nodes("n1", "n2", "n3"), NOW)
+    assert [d.node for d in first.deletes] == ["n1"]
+    jobs[0]["metadata"]["deletionTimestamp"] = format_time(NOW)  # n1's old Job terminating
+    second = decide_over(dj, jobs, nodes("n1", "n2", "n3"), NOW)
+    assert second.deletes == [] and second.creates == []
+
+
+@pytest.mark.parametrize("value", [0, "0%", "101%", "half", -1])
+def test_invalid_canary(value: Any) -> None:
+    problems = validate(make_dj(rollout={"canary": value})).problems
+    assert [p for p in problems if p.message.startswith("spec.rollout.canary: Invalid value")], problems

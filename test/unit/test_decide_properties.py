@@ -86,6 +86,7 @@ def daemonjob_strategy(draw: st.DrawFn) -> dict[str, Any]:
         # gates: a pause some successes fall in; a window open at NOW, one closed at NOW
         "rollout": st.fixed_dictionaries({}, optional={
             "pauseBetweenNodes": st.sampled_from(["0s", "6h", "49h"]),
+            "canary": st.sampled_from([1, 2, "30%"]),
             "window": st.sampled_from([{"schedule": "0 11 * * *", "duration": "2h"},
                                        {"schedule": "0 22 * * *", "duration": "4h", "timeZone": "Europe/Berlin"}]),
         }),
@@ -200,7 +201,16 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
     if "maxFailedNodes" in spec and failed_current > scaled(spec["maxFailedNodes"], desired, round_up=False):
         assert not d.creates
         failed = next(c for c in d.status["conditions"] if c["type"] == "Failed")
-        assert failed["status"] == "True" and failed["reason"] == "FailureThresholdExceeded"
+        assert failed["status"] == "True" and failed["reason"] in ("FailureThresholdExceeded", "CanaryFailed")
+    # canary (never promoted here): no more nodes start the current revision than the canary's count,
+    # and none once one of them failed
+    canary = (spec.get("rollout") or {}).get("canary")
+    if canary is not None and spec.get("rerunPolicy") != "Never" and d.creates:
+        count = max(1, scaled(canary, desired, round_up=True))
+        started = {job_node(j) for j in jobs if job_revision(j) == current and job_state(j) != "terminating"
+                   and job_node(j) in node_names}
+        assert len(started) + len(d.creates) <= count
+        assert failed_current == 0
     if stalled is not None:
         assert len(d.creates) <= 1
 
