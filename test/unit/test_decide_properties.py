@@ -208,7 +208,7 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
     if canary is not None and spec.get("rerunPolicy") != "Never" and d.creates:
         count = max(1, scaled(canary, desired, round_up=True))
         started = {job_node(j) for j in jobs if job_revision(j) == current and job_state(j) != "terminating"
-                   and job_node(j) in node_names}
+                   and (job_node(j) in (eligible or set()) or (job_node(j) in node_names and job_state(j) == "active"))}
         assert len(started) + len(d.creates) <= count
         assert failed_current == 0
     if stalled is not None:
