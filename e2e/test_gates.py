@@ -7,23 +7,29 @@ instant the gate named), never from how long the test took."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from harness import (
+    FAIL,
     OK,
     Cluster,
     JobWatcher,
     Nodes,
     condition,
     daemonjob,
+    holds,
     job_finished,
     job_node,
     sleep,
     wait_for,
 )
+
+from daemonjob.kubectl import promote
+from daemonjob.kubectl.client import Target
 
 _INSTANT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
@@ -86,3 +92,30 @@ def test_window_starts_nodes_only_inside_it_and_goes_on_in_the_next(api: Cluster
     assert job_finished(by_node[first]) == "Complete", "the running Job finished after its window closed"
     assert _created(by_node[second]) >= opens, "the second node started before the next window opened"
     assert _once_per_node(watcher) and not watcher.deleted, watcher.summary()
+
+
+def test_canary_pauses_until_promoted_across_a_restart(api: Cluster, nodes: Nodes, group: str,
+                                                      controller: Any) -> None:
+    names = nodes(3)
+    with JobWatcher(api.kube, api.namespace, "canaried") as watcher:
+        api.apply(daemonjob("canaried", group, OK, rollout={"canary": 1}))
+        cond = _reconciling(api, "canaried", "CanaryPaused")
+        assert names[0] in cond["message"] and "kubectl daemonjob promote canaried" in cond["message"], cond
+        assert api.job_nodes("canaried") == [names[0]]
+
+        controller.restart()  # while paused: the canary is read from the Jobs, the promote from the annotation
+        holds(lambda: api.job_nodes("canaried") == [names[0]], 3, "nothing past the canary before a promote",
+              describe=lambda: api.job_nodes("canaried"))
+        assert promote.run(argparse.Namespace(name="canaried"), Target(api.kube, api.namespace)) == 0
+        api.wait_complete("canaried", 3)
+    assert _once_per_node(watcher) and sorted(c.node for c in watcher.created) == names, watcher.summary()
+
+
+def test_a_failed_canary_stops_the_rollout(api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
+    names = nodes(3)
+    api.apply(daemonjob("doomed", group, FAIL, rollout={"canary": 1}))
+    dj = api.wait_status("doomed", lambda d: condition(d, "Failed").get("reason") == "CanaryFailed",
+                         "Failed CanaryFailed")
+    assert names[0] in condition(dj, "Failed")["message"] and condition(dj, "Stalled")["status"] == "True"
+    holds(lambda: api.job_nodes("doomed") == [names[0]], 3, "no other node after the canary failed",
+          describe=lambda: api.job_nodes("doomed"))
