@@ -10,15 +10,16 @@ Each says what it waits for and until when, and the instant to look again.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from daemonjob.domain.jobs import TERMINATING, format_time
 from daemonjob.domain.plan import JobView, Plan
 from daemonjob.domain.validate import Window, scaled
 
-__all__ = ["CanaryState", "canary_state", "canary_nodes", "canary_message", "ANNOTATION_PROMOTE", "CANARY_PAUSED",
+__all__ = ["GATES", "gate_in_force", "CanaryState", "canary_state", "canary_nodes", "canary_message", "ANNOTATION_PROMOTE", "CANARY_PAUSED",
            "WAITING_FOR_CANARY", "CANARY_FAILED", "GATE_CANARY", "GateWait", "PauseHold", "WindowState", "pause_hold", "window_state", "PAUSING_BETWEEN_NODES",
            "WAITING_FOR_WINDOW", "GATE_PAUSE", "GATE_WINDOW"]
 
@@ -39,6 +40,7 @@ CANARY_NODES_SHOWN = 10
 GATE_PAUSE = "pauseBetweenNodes"
 GATE_WINDOW = "window"
 GATE_CANARY = "canary"
+GATES = (GATE_WINDOW, GATE_CANARY, GATE_PAUSE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,3 +156,16 @@ def canary_message(state: CanaryState, nodes: list[str], name: str) -> str:
         return (f"canary of {state.target} succeeded on {shown}; the other nodes wait for a promote: "
                 f"kubectl daemonjob promote {name} (annotation {ANNOTATION_PROMOTE}={state.target})")
     return f"canary of {state.target} on {state.count} node(s) first: {shown}; the other nodes wait for it"
+
+
+def gate_in_force(status: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(gate, reason) of the gate a written status says holds the rollout: its Reconciling reason."""
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "Reconciling" and cond.get("status") == "True":
+            gate = _GATE_OF_REASON.get(cond.get("reason"))
+            return (gate, str(cond.get("reason"))) if gate is not None else None
+    return None
+
+
+_GATE_OF_REASON = {WAITING_FOR_WINDOW: GATE_WINDOW, PAUSING_BETWEEN_NODES: GATE_PAUSE, CANARY_PAUSED: GATE_CANARY,
+                   WAITING_FOR_CANARY: GATE_CANARY}

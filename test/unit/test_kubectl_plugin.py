@@ -449,3 +449,16 @@ def test_run_now_wait_follows_only_the_run_it_started() -> None:
     assert (judge(d).verdict, judge(d).message) == ("Complete", "all 3 succeeded")
     d["status"]["currentRun"] = "20261125t090000z"  # a tick came before the wait saw the end
     assert judge(d).verdict == REPLACED
+
+
+def test_status_header_names_the_rollout_gate_in_force() -> None:
+    from daemonjob.kubectl.status import header_lines
+
+    d = dj()
+    message = "0 of 2 eligible nodes succeeded; outside the rollout window: the next window opens at 2026-11-24T21:00:00Z"
+    d["status"]["conditions"] = [{"type": "Reconciling", "status": "True", "reason": "WaitingForWindow",
+                                  "message": message}]
+    lines = header_lines(d, build_view(d, [], [], [node("a")]))
+    assert "rollout gate: window (WaitingForWindow)" in lines and f"rolling out: {message}" in lines
+    d["status"]["conditions"][0]["reason"] = "RollingOut"
+    assert not [line for line in header_lines(d, build_view(d, [], [], [node("a")])) if "gate" in line]
