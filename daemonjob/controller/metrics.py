@@ -13,6 +13,7 @@ from daemonjob import __version__
 from daemonjob.controller.healthmetrics import HealthMetrics
 from daemonjob.controller.limitermetrics import limiter_wait_histogram
 from daemonjob.domain.decide import NODE_COUNT_FIELDS
+from daemonjob.domain.gates import GATES, gate_in_force
 from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.schedule import SKIP_DEADLINE, SKIP_FORBID, SKIP_MISSED, SKIP_SUSPENDED
 from daemonjob.machinery.queuemetrics import PrometheusMetricsProvider
@@ -61,6 +62,9 @@ class Metrics:
                                      [*per_dj, "result"], registry=r)
         self.next_schedule = Gauge("daemonjob_next_schedule_time_seconds",
                                    "Unix time of the next scheduled tick.", per_dj, registry=r)
+        self.rollout_gate = Gauge("daemonjob_rollout_gate",
+                                  "1 for the rollout gate (spec.rollout) holding new nodes back, 0 for the others.",
+                                  [*per_dj, "gate"], registry=r)
         self.last_success = Gauge("daemonjob_last_successful_time_seconds",
                                   "Unix time the last run reached Complete: alert when it is older than a day.",
                                   per_dj, registry=r)
@@ -110,6 +114,9 @@ class Metrics:
                     _remove_series(gauge, namespace, name)
             for state, fld in STATUS_FIELDS.items():
                 self.nodes.labels(namespace, name, state).set(status.get(fld, 0) or 0)
+            held = gate_in_force(status)
+            for gate in GATES:
+                self.rollout_gate.labels(namespace, name, gate).set(1 if held is not None and held[0] == gate else 0)
 
     def observe_health(self, dj: dict, status: dict, now: datetime) -> None:
         """The series alerts read (see healthmetrics), and the run counters of a scheduled or
@@ -163,6 +170,7 @@ class Metrics:
             _remove_series(self.runs_finished, namespace, name, RUN_RESULTS)
             _remove_series(self.next_schedule, namespace, name)
             _remove_series(self.last_success, namespace, name)
+            _remove_series(self.rollout_gate, namespace, name, GATES)
 
 
 def _remove_series(family: Counter | Gauge, namespace: str, name: str, *extra: tuple[str, ...]) -> None:

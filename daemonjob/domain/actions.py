@@ -70,6 +70,7 @@ class Gate:
 
     blocked: bool = False
     probing: bool = False
+    limit: int | None = None  # at most this many turns are taken (a canary's nodes still to start)
 
 
 @dataclass(slots=True)
@@ -78,6 +79,7 @@ class Actions:
     deletes: list[DeleteJob] = field(default_factory=list)
     free_slots: int | None = None  # None: no maxParallel
     waiting_turns: int = 0  # nodes whose turn did not come in this decision
+    limited: bool = False  # Gate.limit kept turns back that the slots would have let through
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,9 @@ def choose_actions(dj: Mapping[str, Any], revision: Revision, turns: Turns, slot
         others = held - len(replacing)  # running nodes whose Job stays
         chosen = [*replacing[: max(0, slots - others)], *starting[: max(0, slots - held)]]
         deletes.extend(extra_old)
+    if gate.limit is not None and len(chosen) > gate.limit:
+        chosen = chosen[: gate.limit]
+        out.limited = True
     dj_name = (dj.get("metadata") or {}).get("name") or ""
     for turn in chosen:
         if turn.replace:

@@ -18,6 +18,7 @@ from daemonjob import defaults
 from daemonjob.domain.actions import Actions
 from daemonjob.domain.configrefs import ConfigMapLimitExceeded
 from daemonjob.domain.jobs import LABEL_NAME
+from daemonjob.domain.gates import ANNOTATION_PROMOTE, CANARY_FAILED, GateWait
 from daemonjob.domain.messages import condition_message
 from daemonjob.domain.plan import Held, JobView, Plan
 from daemonjob.domain.inputs import DecisionInput
@@ -84,6 +85,7 @@ class Stall:
 class FailureBudget:
     limit: int | None  # maxFailedNodes scaled; None: unlimited
     exceeded: bool  # more nodes failed the current revision than the limit
+    canary: bool = False  # a canary node failed (spec.rollout.canary, not promoted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,9 +228,11 @@ def evaluate(
     budget: FailureBudget,
     run: str | None = None,
     idle: str | None = None,
+    waiting: GateWait | None = None,
 ) -> Conditions:
     """`run`: the current run, if any; `idle`: why a scheduled DaemonJob starts nothing yet
-    (no run has started), said by Complete and Reconciling instead of a rollout in progress."""
+    (no run has started), said by Complete and Reconciling instead of a rollout in progress;
+    `waiting`: the rollout gate holding new nodes back, which Reconciling names."""
     what = f"revision {revision}" if run is None else f"run {run} (revision {revision})"
     desired, active, succeeded, failed, pending = plan.desired, plan.active, plan.succeeded, plan.failed, plan.pending
     progress = f"{succeeded} of {desired} eligible nodes succeeded, {active} active, {failed} failed, {pending} pending"
@@ -236,7 +240,16 @@ def evaluate(
         progress += _held_text(plan.held)
     finished = pending == 0 and active == 0
 
-    if budget.exceeded:
+    if budget.canary:
+        failed_now = plan.failed_current_names
+        failure = Condition(
+            True,
+            CANARY_FAILED,
+            f"canary: {_plural(len(failed_now), 'node')} failed {what}; no new node is started. "
+            f"Failed: {', '.join(failed_now[:FAILED_NODE_NAMES_MAX])}. Change the template, or promote "
+            f"({ANNOTATION_PROMOTE}) to go on all the same",
+        )
+    elif budget.exceeded:
         failed_now = plan.failed_current_names
         limit_text = str(budget.limit)
         if not is_int(settings.max_failed):
@@ -287,6 +300,8 @@ def evaluate(
         reconciling = Condition(False, stall.condition.reason, progress)
     elif idle is not None and active == 0:
         reconciling = Condition(False, WAITING_FOR_SCHEDULE, f"{progress}; {idle}")
+    elif waiting is not None:
+        reconciling = Condition(True, waiting.reason, f"{progress}; {waiting.message}")
     elif plan.held and actions.waiting_turns and actions.free_slots == 0:
         reconciling = Condition(True, WAITING_FOR_INELIGIBLE_NODES, progress)
     else:

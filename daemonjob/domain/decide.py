@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from daemonjob.domain.actions import CreateJob, DeleteJob, Gate, choose_actions
+from daemonjob.domain.actions import Actions, CreateJob, DeleteJob, Gate, choose_actions
 from daemonjob.domain.conditions import (
     COMPLETE,
     FAILED_CONDITION,
@@ -53,6 +53,25 @@ from daemonjob.domain.configrefs import (
     referenced_configmaps,
     rerun_on_config_change,
     revision_for,
+)
+from daemonjob.domain.gates import (
+    ANNOTATION_PROMOTE,
+    CANARY_PAUSED,
+    GATE_CANARY,
+    WAITING_FOR_CANARY,
+    CanaryState,
+    canary_message,
+    canary_nodes,
+    canary_state,
+    GATE_PAUSE,
+    GATE_WINDOW,
+    PAUSING_BETWEEN_NODES,
+    WAITING_FOR_WINDOW,
+    GateWait,
+    PauseHold,
+    WindowState,
+    pause_hold,
+    window_state,
 )
 from daemonjob.domain.inputs import ApiTroubles, DecisionInput, Recorded
 from daemonjob.domain.jobs import format_time, parse_time
@@ -119,6 +138,7 @@ class Decision:
     ticks_skipped: list[tuple[str, int]] = field(default_factory=list)  # (reason, count)
     run_finished: str | None = None  # RUN_SUCCEEDED or RUN_FAILED: the current run finished now
     requeue_at: datetime | None = None
+    gate: str | None = None  # the rollout gate holding new nodes back (gates.py), if any
     reading: Reading | None = field(default=None, repr=False, compare=False)  # what it was concluded from
 
     def after_act(self, troubles: ApiTroubles) -> Decision:
@@ -178,6 +198,7 @@ class Reading:
     missing: list[str]  # referenced ConfigMaps that do not exist
     plan: Plan
     budget: FailureBudget
+    canary: CanaryState
 
 
 def decide(inp: DecisionInput) -> Decision:
@@ -213,9 +234,14 @@ def _read(inp: DecisionInput) -> Reading:
         missing = missing_configmaps(referenced_configmaps(pod_template_of(dj)), inp.configmaps.objects)
     settings = checked.settings
     ctx = PlanContext(checked.eligibility, revision.name, settings.never, settings.history_limit, step.current_run,
-                      replaces_other_runs(spec))
+                      replaces_other_runs(spec), successes=checked.rollout.pause is not None)
     plan = inp.plan.plan_for(ctx, inp.memo)
-    return Reading(inp, revision, checked, step, idle, missing, plan, failure_budget(plan, settings))
+    promoted = ((dj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_PROMOTE)
+    canary = canary_state(checked.rollout.canary, plan, step.current_run or revision.name, promoted, settings.never)
+    budget = failure_budget(plan, settings)
+    if canary.failed:
+        budget = FailureBudget(0, True, canary=True)  # a canary failure stops the rollout as maxFailedNodes does
+    return Reading(inp, revision, checked, step, idle, missing, plan, budget, canary)
 
 
 def _conclude(reading: Reading) -> Decision:
@@ -223,9 +249,14 @@ def _conclude(reading: Reading) -> Decision:
     run = step.current_run
     turns = plan.turns(inp.troubles.conflicts, inp.troubles.rejected)
     stall = stall_for(inp, reading.checked, plan, reading.missing, turns.refused)
-    actions = choose_actions(inp.dj, reading.revision, turns, _slots(reading), _gate(reading, stall), run)
+    slots = _slots(reading)
+    pause = pause_hold(plan, reading.checked.rollout.pause, inp.now) if slots is not None else PauseHold()
+    window = window_state(reading.checked.rollout.window, inp.now)
+    actions = choose_actions(inp.dj, reading.revision, replace(turns, held=turns.held + pause.held), slots,
+                             _gate(reading, stall, window), run)
+    waiting = _gate_wait(reading, actions, slots, turns.held, pause, window)
     conditions = evaluate(plan, reading.checked.settings, actions, reading.revision.name, stall, reading.budget, run,
-                          reading.idle)
+                          reading.idle, waiting)
     run_changed = run != recorded.status.get("currentRun")
     return Decision(
         creates=actions.creates,
@@ -236,7 +267,8 @@ def _conclude(reading: Reading) -> Decision:
         run_started=step.start.run if step.start is not None else None,
         ticks_skipped=[(s.reason, s.count) for s in step.skipped],
         run_finished=_run_finished(recorded, conditions, run, run_changed),
-        requeue_at=step.requeue_at,
+        requeue_at=min((t for t in (step.requeue_at, waiting and waiting.wake) if t is not None), default=None),
+        gate=waiting.gate if waiting is not None else None,
         reading=reading,
     )
 
@@ -247,13 +279,33 @@ def _slots(reading: Reading) -> int | None:
     return None if max_parallel is None else max(1, scaled(max_parallel, reading.plan.desired, round_up=True))
 
 
-def _gate(reading: Reading, stall: Stall | None) -> Gate:
+def _gate(reading: Reading, stall: Stall | None, window: WindowState) -> Gate:
     settings = reading.checked.settings
     return Gate(
         blocked=(settings.suspend or reading.budget.exceeded or reading.idle is not None
-                 or reading.revision.unrecorded or (stall is not None and stall.blocks)),
+                 or reading.revision.unrecorded or (stall is not None and stall.blocks) or not window.open),
         probing=stall is not None and stall.probing,
+        limit=reading.canary.limit,
     )
+
+
+def _gate_wait(reading: Reading, actions: Actions, slots: int | None, held: int, pause: PauseHold,
+               window: WindowState) -> GateWait | None:
+    """The rollout gate that holds waiting turns back now (the window first: it holds them all)."""
+    if not actions.waiting_turns:
+        return None
+    rollout = reading.checked.rollout
+    if not window.open and rollout.window is not None:
+        return GateWait(GATE_WINDOW, WAITING_FOR_WINDOW, window.message(rollout.window), window.opens_at)
+    canary = reading.canary
+    if actions.limited:
+        inp = reading.input
+        nodes = canary_nodes(inp.plan.job_views(), reading.revision.name, reading.step.current_run)
+        return GateWait(GATE_CANARY, CANARY_PAUSED if canary.paused else WAITING_FOR_CANARY,
+                        canary_message(canary, nodes, inp.recorded.name), None)
+    if pause.held and rollout.pause is not None and slots is not None and held < slots and not actions.free_slots:
+        return GateWait(GATE_PAUSE, PAUSING_BETWEEN_NODES, pause.message(rollout.pause), pause.until)
+    return None
 
 
 def _became_true(previous: Mapping[str, Mapping[str, Any]], kind: str, now_true: bool) -> bool:

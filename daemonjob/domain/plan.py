@@ -113,6 +113,7 @@ class PlanContext:
     history_limit: int
     run: str | None = None  # the current run (None: Jobs without a run)
     replace_runs: bool = False  # Replace: another run's active Job is deleted at the node's turn; Forbid: it waits
+    successes: bool = False  # keep when each node's record succeeded (pauseBetweenNodes reads it)
     rules: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -137,6 +138,7 @@ class NodePlan:
     deletes: tuple[DeleteJob, ...] = ()  # always safe: NodeGone, History
     extra_old: tuple[DeleteJob, ...] = ()  # running older Jobs beside a current record
     ttl_jobs: tuple[JobView, ...] = ()  # Jobs carrying a TTL
+    succeeded_at: datetime | None = None  # when its succeeded record finished (only with PlanContext.successes)
 
 
 def _by_node(item: Any) -> str:
@@ -165,6 +167,7 @@ class Plan:
     by_node_deletes: dict[str, tuple[DeleteJob, ...]] = field(default_factory=dict)
     by_node_extra_old: dict[str, tuple[DeleteJob, ...]] = field(default_factory=dict)
     by_node_ttl: dict[str, tuple[JobView, ...]] = field(default_factory=dict)
+    successes: list[tuple[datetime, str]] = field(default_factory=list)  # (finished, node), oldest first
 
     @property
     def desired(self) -> int:
@@ -212,6 +215,7 @@ class Plan:
             plan._apply(name, part, 1, insort=False)
         plan.failed_names.sort()
         plan.failed_current_names.sort()
+        plan.successes.sort()
         for items in (plan.held, plan.replacing, plan.starting):
             items.sort(key=_by_node)
         return plan
@@ -234,6 +238,8 @@ class Plan:
             _sorted_apply(self.failed_names, name, sign, insort)
             if part.failed_current:
                 _sorted_apply(self.failed_current_names, name, sign, insort)
+        if part.succeeded_at is not None:
+            _sorted_apply(self.successes, (part.succeeded_at, name), sign, insort)
         if part.held is not None:
             _sorted_apply(self.held, part.held, sign, insort, _by_node)
         if part.turn is not None:
@@ -271,7 +277,8 @@ _COMMON_MAX = 4096  # run ids make new plain parts at each tick: start over past
 
 def _shared(part: NodePlan) -> NodePlan:
     """One instance per plain part: at 10,000 nodes most parts are equal, and small."""
-    if part.held is not None or part.turn is not None or part.deletes or part.extra_old or part.ttl_jobs:
+    if (part.held is not None or part.turn is not None or part.deletes or part.extra_old or part.ttl_jobs
+            or part.succeeded_at is not None):
         return part
     if len(_COMMON) >= _COMMON_MAX:
         _COMMON.clear()
@@ -356,7 +363,9 @@ def plan_node(name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView]
             return _shared(NodePlan(turn=Turn(name), **common))
         return _shared(NodePlan(**common))
     failed_current = record.state == FAILED and record.revision == revision
-    return _shared(NodePlan(state=record.state, failed_current=failed_current, extra_old=running_older, **common))
+    succeeded_at = record.finished if ctx.successes and record.state == SUCCEEDED else None
+    return _shared(NodePlan(state=record.state, failed_current=failed_current, extra_old=running_older,
+                            succeeded_at=succeeded_at, **common))
 
 
 def plan_nodes(jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], ctx: PlanContext,

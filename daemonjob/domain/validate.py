@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -25,7 +26,7 @@ import orjson
 from daemonjob import defaults
 from daemonjob.domain.eligibility import POD_SPEC_PATH, Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import LABEL_NAME
-from daemonjob.domain.schedule import schedule_problems
+from daemonjob.domain.schedule import InvalidSchedule, Schedule, parse_schedule, schedule_problems
 from daemonjob.domain.selectors import InvalidSelector, validate_label_value
 
 __all__ = [
@@ -36,6 +37,10 @@ __all__ = [
     "problems_of",
     "scaled",
     "is_int",
+    "Rollout",
+    "Window",
+    "validate_rollout",
+    "parse_duration",
     "RERUN_ON_TEMPLATE_CHANGE",
     "RERUN_NEVER",
 ]
@@ -57,6 +62,9 @@ TEMPLATE_TOO_LARGE = "TemplateTooLarge"
 SHOWN_VALUE_MAX = 200  # characters of a refused value quoted in a message
 
 _PERCENT_RE = re.compile(r"^([0-9]+)%$")
+_DURATION_RE = re.compile(r"^(?:[0-9]+(?:h|m|s))+$")
+_DURATION_PART_RE = re.compile(r"([0-9]+)(h|m|s)")
+_DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +95,23 @@ class Settings:
         return self.rerun_policy == RERUN_NEVER
 
 
+@dataclass(frozen=True, slots=True)
+class Window:
+    """spec.rollout.window: new node Jobs start only from a tick of `schedule` for `duration`."""
+
+    schedule: Schedule
+    duration: timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    """The gates of spec.rollout, each None when unset (it lets everything through)."""
+
+    pause: timedelta | None = None  # pauseBetweenNodes
+    window: Window | None = None
+    canary: int | str | None = None  # a count of nodes, or a percentage of the desired nodes
+
+
 @dataclass(slots=True)
 class Validation:
     """What step 1 found: the usable settings, the problems, and the node rules if they compile."""
@@ -95,6 +120,7 @@ class Validation:
     problems: list[Problem] = field(default_factory=list)
     eligibility: Eligibility | None = None
     template_has_ttl: bool = False
+    rollout: Rollout = field(default_factory=Rollout)
 
 
 def _show(value: Any) -> str:
@@ -234,6 +260,7 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
             Problem(INVALID_SPEC, f"spec.historyLimit: Invalid value: {_show(history)}: must be an integer >= 0")
         )
     problems.extend(_schedule(spec))
+    out.rollout = validate_rollout(spec, problems)
     return out
 
 
@@ -244,3 +271,70 @@ def _schedule(spec: Mapping[str, Any]) -> list[Problem]:
 def problems_of(dj: Mapping[str, Any]) -> list[Problem]:
     """Every problem of `dj`, as `Stalled` reports them: what admission refuses."""
     return validate(dj).problems
+
+
+def parse_duration(value: Any) -> timedelta | None:
+    """A duration as Kubernetes objects write one, in hours, minutes and seconds ("1h30m", "90s");
+    None if `value` is not one."""
+    if not isinstance(value, str) or not _DURATION_RE.match(value):
+        return None
+    return timedelta(seconds=sum(int(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART_RE.findall(value)))
+
+
+def _duration(section: Mapping[str, Any], key: str, path: str, problems: list[Problem],
+              positive: bool = False) -> timedelta | None:
+    value = section.get(key)
+    if value is None:
+        return None
+    parsed = parse_duration(value)
+    if parsed is None or (positive and not parsed):
+        least = "longer than 0s, " if positive else ""
+        problems.append(Problem(INVALID_SPEC, f"{path}.{key}: Invalid value: {_show(value)}: must be a duration "
+                                              f'{least}in hours, minutes and seconds such as "5m" or "1h30m"'))
+        return None
+    return parsed
+
+
+def _window(rollout: Mapping[str, Any], problems: list[Problem]) -> Window | None:
+    raw = rollout.get("window")
+    path = "spec.rollout.window"
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(raw)}: must be an object"))
+        return None
+    duration = _duration(raw, "duration", path, problems, positive=True)
+    if raw.get("duration") is None:
+        problems.append(Problem(INVALID_SPEC, f"{path}.duration: Required value"))
+    try:
+        schedule = parse_schedule(raw.get("schedule"), raw.get("timeZone"))
+    except InvalidSchedule as e:
+        # the schedule's own checks name spec.schedule and spec.timeZone: the window's fields here
+        message = e.message.replace("spec.schedule", f"{path}.schedule").replace("spec.timeZone", f"{path}.timeZone")
+        problems.append(Problem(e.reason, message))
+        return None
+    return Window(schedule, duration) if duration is not None else None
+
+
+def validate_rollout(spec: Mapping[str, Any], problems: list[Problem]) -> Rollout:
+    """spec.rollout's gates; an invalid gate adds a problem (so nothing starts: Stalled)."""
+    raw = spec.get("rollout")
+    if raw is None:
+        return Rollout()
+    if not isinstance(raw, Mapping):
+        problems.append(Problem(INVALID_SPEC, f"spec.rollout: Invalid value: {_show(raw)}: must be an object"))
+        return Rollout()
+    pause = _duration(raw, "pauseBetweenNodes", "spec.rollout", problems)
+    return Rollout(pause=pause or None, window=_window(raw, problems), canary=_canary(raw, problems))
+
+
+def _canary(rollout: Mapping[str, Any], problems: list[Problem]) -> int | str | None:
+    value = rollout.get("canary")
+    if value is None or (is_int(value) and value >= 1):
+        return value
+    match = _PERCENT_RE.match(value) if isinstance(value, str) else None
+    if match and 1 <= int(match.group(1)) <= 100:
+        return value
+    problems.append(Problem(INVALID_SPEC, f"spec.rollout.canary: Invalid value: {_show(value)}: must be an integer "
+                                          'of at least 1 or a percentage from "1%" to "100%"'))
+    return None

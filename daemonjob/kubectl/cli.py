@@ -14,7 +14,7 @@ import urllib3
 
 from daemonjob import defaults
 from daemonjob.machinery.kube import ApiError
-from daemonjob.kubectl import client, create, listing, logs, rerun, runnow, status, suspend, wait
+from daemonjob.kubectl import client, create, listing, logs, promote, rerun, runnow, status, suspend, wait
 from daemonjob.kubectl.client import PluginError
 
 Command = Callable[[argparse.Namespace, client.Target], int]
@@ -48,6 +48,9 @@ EXAMPLES = {
 """,
     "resume": """examples:
   kubectl daemonjob resume node-setup    # the rollout goes on where it stopped
+""",
+    "promote": """examples:
+  kubectl daemonjob promote node-setup   # the canaried revision (or run) goes on to every node
 """,
     "run-now": """examples:
   kubectl daemonjob run-now nightly-cleanup                       # one run now on every eligible node
@@ -145,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("pause", "Start no new node Job (spec.suspend: true); running Jobs finish.", suspend.pause)
     p.add_argument("name", metavar="NAME")
     p = command("resume", "Start node Jobs again (spec.suspend: false).", suspend.resume)
+    p.add_argument("name", metavar="NAME")
+
+    p = command("promote", "Let the canaried revision or run go on to every node (the daemonjob.io/promote "
+                "annotation).", promote.run)
     p.add_argument("name", metavar="NAME")
 
     p = command("run-now", "Start one run now on every eligible node (the daemonjob.io/run-now annotation).",

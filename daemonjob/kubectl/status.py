@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob import defaults
+from daemonjob.domain.gates import gate_in_force
 from daemonjob.domain.jobs import FAILED, parse_time
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.nodes import NodeRow, NodeView, build_view
@@ -68,6 +69,8 @@ def header_lines(dj: Mapping[str, Any], view: NodeView, selector: str | None = N
     for cond in status.get("conditions") or ():
         if cond.get("status") == "True" and cond.get("type") in CONDITION_WORDS:
             lines.append(f"{CONDITION_WORDS[cond['type']]}: {cond.get('message') or cond.get('reason') or ''}")
+    if (held := gate_in_force(status)) is not None:
+        lines.append(f"rollout gate: {held[0]} ({held[1]})")
     if (line := schedule_line(dj, datetime.now(timezone.utc))) is not None:
         lines.append(line)
     if (dj.get("spec") or {}).get("suspend"):

@@ -15,7 +15,8 @@ from daemonjob.domain.plan import job_view
 from daemonjob.domain.decide import Decision
 from daemonjob.testing.decisions import decide_over
 from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
-from daemonjob.domain.jobs import build_job, format_time, job_node, job_revision, job_state
+from daemonjob.domain.jobs import build_job, format_time, job_node, job_revision, job_state, parse_time
+from daemonjob.domain.validate import parse_duration
 from daemonjob.domain.revision import template_revision
 from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.memo import object_memo
@@ -82,6 +83,13 @@ def daemonjob_strategy(draw: st.DrawFn) -> dict[str, Any]:
         "suspend": st.booleans(),
         "rerunPolicy": st.sampled_from(["OnTemplateChange", "Never"]),
         "historyLimit": st.integers(0, 2),
+        # gates: a pause some successes fall in; a window open at NOW, one closed at NOW
+        "rollout": st.fixed_dictionaries({}, optional={
+            "pauseBetweenNodes": st.sampled_from(["0s", "6h", "49h"]),
+            "canary": st.sampled_from([1, 2, "30%"]),
+            "window": st.sampled_from([{"schedule": "0 11 * * *", "duration": "2h"},
+                                       {"schedule": "0 22 * * *", "duration": "4h", "timeZone": "Europe/Berlin"}]),
+        }),
     }.items():
         if draw(st.booleans()):
             spec[key] = draw(values)
@@ -193,7 +201,16 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
     if "maxFailedNodes" in spec and failed_current > scaled(spec["maxFailedNodes"], desired, round_up=False):
         assert not d.creates
         failed = next(c for c in d.status["conditions"] if c["type"] == "Failed")
-        assert failed["status"] == "True" and failed["reason"] == "FailureThresholdExceeded"
+        assert failed["status"] == "True" and failed["reason"] in ("FailureThresholdExceeded", "CanaryFailed")
+    # canary (never promoted here): no more nodes start the current revision than the canary's count,
+    # and none once one of them failed
+    canary = (spec.get("rollout") or {}).get("canary")
+    if canary is not None and spec.get("rerunPolicy") != "Never" and d.creates:
+        count = max(1, scaled(canary, desired, round_up=True))
+        started = {job_node(j) for j in jobs if job_revision(j) == current and job_state(j) != "terminating"
+                   and (job_node(j) in (eligible or set()) or (job_node(j) in node_names and job_state(j) == "active"))}
+        assert len(started) + len(d.creates) <= count
+        assert failed_current == 0
     if stalled is not None:
         assert len(d.creates) <= 1
 
@@ -210,6 +227,18 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
         if d.creates:
             assert len(running) + len(d.creates) <= limit
         assert len(replaced) <= limit
+        # pauseBetweenNodes: a node that succeeded less than the pause ago still holds its slot
+        pause = parse_duration((spec.get("rollout") or {}).get("pauseBetweenNodes"))
+        if pause and d.creates:
+            paused = {job_node(j) for j in jobs if job_state(j) == "succeeded" and job_node(j) in (eligible or set())
+                      and j is standing(dj, jobs, job_node(j) or "", current)
+                      and (parse_time(j["status"].get("completionTime")) or NOW - pause) > NOW - pause}
+            assert len(running) + len(paused) + len(d.creates) <= limit
+
+    # window: outside it nothing starts and nothing running is torn down
+    window = (spec.get("rollout") or {}).get("window")
+    if window is not None and window["schedule"] == "0 22 * * *":  # closed at NOW
+        assert not d.creates and not replaced
 
     # deletes: existing, not already terminating, never a current Job of an existing node
     assert len({x.name for x in d.deletes}) == len(d.deletes)

@@ -284,7 +284,7 @@ def test_completion_offers_commands_flags_and_choices_without_a_cluster() -> Non
     names, directive = complete(["st"], no_cluster)
     assert names == ["status\tShow each node's state, Job, exit code, reason and message"] and directive == NO_FILE
     assert {c.split("\t")[0] for c in complete([""], no_cluster)[0]} == {
-        "status", "wait", "rollout", "logs", "rerun", "pause", "resume", "run-now", "create", "list"}
+        "status", "wait", "rollout", "logs", "rerun", "pause", "resume", "run-now", "promote", "create", "list"}
     assert complete(["rollout", ""], no_cluster)[0] == ["status\tThe same as `wait`"]
     assert complete(["status", "x", "--f"], no_cluster)[0] == ["--failed"]
     assert complete(["status", "x", "-o", ""], no_cluster)[0] == ["wide", "json", "yaml"]
@@ -315,7 +315,7 @@ def test_completion_names_daemonjobs_and_namespaces_with_one_lookup_in_the_right
     assert complete(["wait", "--context", "p"], lookup)[0] == ["prod"]
     assert asked == [("daemonjobs", "ops", False, None), ("daemonjobs", None, True, "dev"),
                      ("namespaces", None, False, None), ("contexts", None, False, None)]
-    for verb in ("pause", "resume", "run-now"):  # the new verbs take an existing DaemonJob's name
+    for verb in ("pause", "resume", "run-now", "promote"):  # the new verbs take an existing DaemonJob's name
         assert complete([verb, "c"], lookup) == (["collect"], NO_FILE)
         assert complete(["run-now", "--wait", "-n", "ops", "o"], lookup) == (["oom"], NO_FILE)
 
@@ -396,6 +396,26 @@ def test_pause_and_resume_set_suspend_in_kubectl_words(capsys: pytest.CaptureFix
         suspend.resume(parse(["resume", "dj"]), _target(kube))
 
 
+def test_promote_names_the_current_run_or_revision(capsys: pytest.CaptureFixture[str]) -> None:
+    from daemonjob.kubectl import promote
+
+    d = dj()
+    d["status"]["currentRevision"] = "abc123"
+    kube = FakeKube(d)
+    assert promote.run(parse(["promote", "dj"]), _target(kube)) == 0
+    assert kube.patches == [{"metadata": {"annotations": {"daemonjob.io/promote": "abc123"}}}]
+    assert capsys.readouterr().out == "daemonjob.daemonjob.io/dj promoted (daemonjob.io/promote=abc123)\n"
+    d["status"]["currentRun"] = "20261123t020000z"
+    promote.run(parse(["promote", "dj"]), _target(kube))
+    assert kube.patches[-1]["metadata"]["annotations"] == {"daemonjob.io/promote": "20261123t020000z"}
+    d["metadata"]["annotations"] = {"daemonjob.io/promote": "20261123t020000z"}
+    promote.run(parse(["promote", "dj"]), _target(kube))
+    assert len(kube.patches) == 2 and "already promoted" in capsys.readouterr().out.splitlines()[-1]
+    d["status"] = {}
+    with pytest.raises(PluginError, match="nothing to promote"):
+        promote.run(parse(["promote", "dj"]), _target(kube))
+
+
 def test_run_now_writes_a_new_trigger_each_time() -> None:
     from daemonjob.kubectl.runnow import run_now_patch, trigger_value
 
@@ -436,3 +456,16 @@ def test_create_reports_every_problem_of_the_rule_book_at_once() -> None:
         build_manifest(create_args("n" * 64, "--image", "i", "--schedule", "0 25 * * *", "-l", "a=b"), "ns")
     message = str(refused.value)
     assert "metadata.name: Invalid value" in message and "; spec.schedule: Invalid value" in message
+
+
+def test_status_header_names_the_rollout_gate_in_force() -> None:
+    from daemonjob.kubectl.status import header_lines
+
+    d = dj()
+    message = "0 of 2 eligible nodes succeeded; outside the rollout window: the next window opens at 2026-11-24T21:00:00Z"
+    d["status"]["conditions"] = [{"type": "Reconciling", "status": "True", "reason": "WaitingForWindow",
+                                  "message": message}]
+    lines = header_lines(d, build_view(d, [], [], [node("a")]))
+    assert "rollout gate: window (WaitingForWindow)" in lines and f"rolling out: {message}" in lines
+    d["status"]["conditions"][0]["reason"] = "RollingOut"
+    assert not [line for line in header_lines(d, build_view(d, [], [], [node("a")])) if "gate" in line]

@@ -75,3 +75,24 @@ def test_every_configmap_watch_reports_under_one_label_value() -> None:
     values = {s.labels["informer"] for family in m.registry.collect() for s in family.samples
               if "informer" in s.labels}
     assert values == {"configmaps"}
+
+
+def _reconciling(reason: str) -> dict[str, Any]:
+    return {**STATUS, "conditions": [{"type": "Reconciling", "status": "True", "reason": reason}]}
+
+
+def test_the_rollout_gate_in_force_is_1_and_goes_with_the_daemonjob() -> None:
+    m = Metrics()
+
+    def gates() -> dict[str, float]:
+        return {s.labels["gate"]: s.value for family in m.registry.collect() for s in family.samples
+                if s.name == "daemonjob_rollout_gate" and s.labels["name"] == "audit"}
+
+    m.set_status("ops", "audit", "uid-1", _reconciling("WaitingForWindow"))
+    assert gates() == {"window": 1.0, "canary": 0.0, "pauseBetweenNodes": 0.0}
+    m.set_status("ops", "audit", "uid-1", _reconciling("CanaryPaused"))
+    assert gates() == {"window": 0.0, "canary": 1.0, "pauseBetweenNodes": 0.0}
+    m.set_status("ops", "audit", "uid-1", _reconciling("RollingOut"))
+    assert set(gates().values()) == {0.0}
+    m.forget("ops", "audit", "uid-1")
+    assert gates() == {}
