@@ -32,7 +32,7 @@ class ControllerProcess:
 
     def args(self) -> list[str]:
         return [sys.executable, "-m", "daemonjob", "--kubeconfig", self.kubeconfig,
-                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}", "--metrics-secure=false",
                 "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", *self.extra_args]
 
     def start(self, wait: bool = False) -> "ControllerProcess":
