@@ -78,6 +78,7 @@ def rbac(cluster: LocalCluster, crd: None) -> None:
     """The controller's namespace, ServiceAccount and roles, applied for real."""
     kubectl(cluster, "apply", "-f", str(MANIFESTS / "namespace.yaml"))
     kubectl(cluster, "apply", "-f", str(MANIFESTS / "rbac.yaml"))
+    kubectl(cluster, "apply", "-f", str(MANIFESTS / "metrics-rbac.yaml"))
 
 
 # -- static checks ------------------------------------------------------------------------
@@ -152,6 +153,10 @@ def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None
         ("RoleBinding", "daemonjob-leader-election"),
         ("Deployment", "daemonjob-controller"),
         ("Service", "daemonjob-controller-metrics"),
+        ("ClusterRole", "daemonjob-metrics-auth"),
+        ("ClusterRoleBinding", "daemonjob-metrics-auth"),
+        ("ClusterRole", "daemonjob-metrics-reader"),
+        ("NetworkPolicy", "daemonjob-controller"),
     ])
     assert "image: daemonjob-controller:latest" in out.stdout
     # What `make deploy` applies is valid as a whole, too.
@@ -182,6 +187,9 @@ CAN: list[tuple[str, ...]] = [
     ("get", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
     ("create", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
     ("update", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
+    # secure metrics: who a scraper's token is, and whether it may get /metrics
+    ("create", "tokenreviews.authentication.k8s.io"),
+    ("create", "subjectaccessreviews.authorization.k8s.io"),
 ]
 
 CANNOT: list[tuple[str, ...]] = [
@@ -205,6 +213,7 @@ CANNOT: list[tuple[str, ...]] = [
     ("update", "jobs.batch", "-n", "default"),
     ("create", "deployments.apps", "-n", CONTROLLER_NS),
     ("create", "rolebindings.rbac.authorization.k8s.io", "-n", CONTROLLER_NS),
+    ("get", "/metrics"),  # reading metrics is the scraper's role (daemonjob-metrics-reader), not the controller's
 ]
 
 
