@@ -32,7 +32,8 @@ from daemonjob.machinery.kube import ApiError, ConfigError, Kube
 from daemonjob.machinery.leaderelection import LeaderElector
 from daemonjob.machinery.malloc import limit_malloc_arenas
 from daemonjob.machinery.ratelimit import TokenBucket
-from daemonjob.machinery.serving import Server, check_route, metrics_route, parse_bind_address
+from daemonjob.machinery.serving import Server, check_route, parse_bind_address
+from daemonjob.metricsserver import metrics_server
 from daemonjob.manager import Manager
 
 log = structlog.get_logger("daemonjob")
@@ -61,8 +62,15 @@ def parser() -> argparse.ArgumentParser:
                    metavar="SECONDS", help="how long the leader acts after its last renewal was sent")
     p.add_argument("--leader-election-retry-period", type=_seconds, default=defaults.RETRY_PERIOD,
                    metavar="SECONDS", help="time between renewals, and between a stand-by's attempts")
-    p.add_argument("--metrics-bind-address", default=defaults.METRICS_BIND_ADDRESS,
-                   help="address of /metrics ('0' disables)")
+    p.add_argument("--metrics-bind-address", default=None,
+                   help=f"address of /metrics ('0' disables; default {defaults.METRICS_SECURE_BIND_ADDRESS}, "
+                        f"{defaults.METRICS_BIND_ADDRESS} with --metrics-secure=false)")
+    p.add_argument("--metrics-secure", type=_bool, nargs="?", const=True, default=defaults.METRICS_SECURE,
+                   metavar="BOOL", help="serve /metrics over HTTPS to callers whose bearer token may get "
+                                        "/metrics (TokenReview, SubjectAccessReview); false: plain HTTP, open")
+    p.add_argument("--metrics-cert-dir", default="",
+                   help="directory of tls.crt and tls.key for /metrics, reloaded when they change "
+                        "(default: a self-signed certificate made at start)")
     p.add_argument("--health-probe-bind-address", default=defaults.HEALTH_PROBE_BIND_ADDRESS,
                    help="address of /healthz and /readyz ('0' disables)")
     p.add_argument("--max-configmap-watches", type=_positive_int, default=defaults.MAX_CONFIGMAP_WATCHES,
@@ -76,6 +84,15 @@ def parser() -> argparse.ArgumentParser:
                    help="default: json in-cluster or when stderr is not a terminal, else console")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "t"):
+        return True
+    if value in ("false", "0", "no", "f"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
 
 
 def _positive_int(text: str) -> int:
@@ -144,7 +161,7 @@ def _servers(args: argparse.Namespace, metrics: Metrics, controller: Controller,
     servers: list[Server] = []
     try:
         if args.metrics_addr:
-            servers.append(Server(args.metrics_addr, {"/metrics": metrics_route(metrics.registry)}, "metrics").start())
+            servers.append(metrics_server(args, metrics.registry).start())
         if args.health_addr:
             servers.append(Server(args.health_addr, {"/healthz": check_route(controller.healthy),
                                                      "/readyz": check_route(ready)}, "health").start())
@@ -162,6 +179,9 @@ def _both(first: Callable[[], str | None], second: Callable[[], str | None]) -> 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if args.metrics_bind_address is None:
+            args.metrics_bind_address = (defaults.METRICS_SECURE_BIND_ADDRESS if args.metrics_secure
+                                         else defaults.METRICS_BIND_ADDRESS)
         args.metrics_addr = parse_bind_address(args.metrics_bind_address)
         args.health_addr = parse_bind_address(args.health_probe_bind_address)
         args.webhook_addr = parse_bind_address(args.webhook_bind_address)

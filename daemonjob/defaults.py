@@ -86,7 +86,11 @@ EVENT_MESSAGE_MAX_BYTES = 1024
 CONDITION_MESSAGE_MAX_BYTES = 32768
 
 # Serving
-METRICS_BIND_ADDRESS = ":8080"
+METRICS_BIND_ADDRESS = ":8080"  # with --metrics-secure=false
+METRICS_SECURE_BIND_ADDRESS = ":8443"  # HTTPS, TokenReview + SubjectAccessReview (controller-runtime's default)
+METRICS_SECURE = True
+METRICS_AUTH_CACHE_TTL = 60.0  # seconds a token's review and access answer are reused
+METRICS_SELF_SIGNED_VALIDITY = 365 * 24 * 3600.0  # the certificate made at start without --metrics-cert-dir
 HEALTH_PROBE_BIND_ADDRESS = ":8081"
 # Admission webhook (controller-runtime's port and cert dir layout: tls.crt, tls.key)
 WEBHOOK_BIND_ADDRESS = ":9443"

@@ -54,8 +54,9 @@ class Webhook:
     def problem(self) -> str | None:
         """Why the webhook does not serve (readiness), or None."""
         if self.certificates is not None and (problem := self.certificates.healthy()):
-            return problem
-        return self.server.tls_problem()
+            return f"the webhook does not serve: {problem}"
+        problem = self.server.tls_problem()
+        return None if problem is None else f"the webhook does not serve: {problem}"
 
     def stop(self) -> None:
         if self.certificates is not None:

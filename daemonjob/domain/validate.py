@@ -177,8 +177,8 @@ def _check_template(spec: Mapping[str, Any], problems: list[Problem]) -> bool:
                 Problem(
                     TEMPLATE_TOO_LARGE,
                     f"spec.jobTemplate: Too long: must have at most {defaults.JOB_TEMPLATE_MAX_BYTES} bytes "
-                    f"(serialized as JSON), not {size}: it is copied into every node's Job and pod; "
-                    "keep large data in a ConfigMap",
+                    f"(serialized as JSON), not {size}: it is copied into every node's Job and pod, "
+                    "so keep large data in a ConfigMap",
                 )
             )
     has_ttl = job_spec.get("ttlSecondsAfterFinished") is not None
@@ -187,7 +187,7 @@ def _check_template(spec: Mapping[str, Any], problems: list[Problem]) -> bool:
             Problem(
                 TTL_NOT_ALLOWED,
                 "spec.jobTemplate.spec.ttlSecondsAfterFinished: Forbidden: the Jobs are the record of what "
-                "ran on each node, and a Job deleted by its TTL would look like a node that never ran; "
+                "ran on each node, and a Job deleted by its TTL would look like a node that never ran: "
                 "remove it (spec.historyLimit bounds how many old Jobs are kept)",
             )
         )

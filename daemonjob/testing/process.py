@@ -39,7 +39,7 @@ class ControllerProcess:
 
     def args(self) -> list[str]:
         return [sys.executable, "-m", "daemonjob", "--kubeconfig", self.kubeconfig,
-                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}", "--metrics-secure=false",
                 "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
                 "--webhook-bind-address", f"127.0.0.1:{self.webhook_port}" if self.webhook else "0",
                 *self.extra_args]

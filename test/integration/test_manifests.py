@@ -80,6 +80,7 @@ def rbac(cluster: LocalCluster, crd: None) -> None:
     """The controller's namespace, ServiceAccount and roles, applied for real."""
     kubectl(cluster, "apply", "-f", str(MANIFESTS / "namespace.yaml"))
     kubectl(cluster, "apply", "-f", str(MANIFESTS / "rbac.yaml"))
+    kubectl(cluster, "apply", "-f", str(MANIFESTS / "metrics-rbac.yaml"))
 
 
 # -- static checks ------------------------------------------------------------------------
@@ -161,6 +162,10 @@ def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None
         ("Secret", "daemonjob-webhook-tls"),
         ("Service", "daemonjob-webhook"),
         ("ValidatingWebhookConfiguration", "daemonjob-validating-webhook"),
+        ("ClusterRole", "daemonjob-metrics-auth"),
+        ("ClusterRoleBinding", "daemonjob-metrics-auth"),
+        ("ClusterRole", "daemonjob-metrics-reader"),
+        ("NetworkPolicy", "daemonjob-controller"),
     ])
     assert "image: daemonjob-controller:latest" in out.stdout
     # What `make deploy` applies is valid as a whole, too.
@@ -195,6 +200,9 @@ CAN: list[tuple[str, ...]] = [
     ("update", "secrets/daemonjob-webhook-tls", "-n", CONTROLLER_NS),
     ("get", "validatingwebhookconfigurations.admissionregistration.k8s.io/daemonjob-validating-webhook"),
     ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/daemonjob-validating-webhook"),
+    # secure metrics: who a scraper's token is, and whether it may get /metrics
+    ("create", "tokenreviews.authentication.k8s.io"),
+    ("create", "subjectaccessreviews.authorization.k8s.io"),
 ]
 
 CANNOT: list[tuple[str, ...]] = [
@@ -224,6 +232,7 @@ CANNOT: list[tuple[str, ...]] = [
     ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/other"),
     ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io"),
     ("list", "validatingwebhookconfigurations.admissionregistration.k8s.io"),
+    ("get", "/metrics"),  # reading metrics is the scraper's role (daemonjob-metrics-reader), not the controller's
 ]
 
 

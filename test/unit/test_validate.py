@@ -36,8 +36,10 @@ def test_every_problem_at_once_each_with_its_field() -> None:
         "spec.startingDeadlineSeconds", "spec.historyLimit", "spec.nodeSelector.matchLabels",
         "spec.jobTemplate.spec.ttlSecondsAfterFinished", "spec.jobTemplate.spec.template.spec.restartPolicy",
     }, fields
+    bad["spec"]["jobTemplate"]["metadata"] = {"annotations": {"x": "y" * defaults.JOB_TEMPLATE_MAX_BYTES}}
     for p in problems_of(bad):
         assert p.message.startswith(p.field + ": "), p
+        assert "; " not in p.message, p  # problems are joined with "; ": each must stay one item
 
 
 def test_history_limit_maximum_keeps_the_most_it_may() -> None:
