@@ -164,7 +164,7 @@ class Server:
         if self._thread.is_alive():
             asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
             self._thread.join(30)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=True, cancel_futures=True)  # a running route ends within its own timeouts
         self._listener.close()
 
     def tls_problem(self) -> str | None:
@@ -224,10 +224,10 @@ class Server:
         self._loop.stop()
 
     # -- one connection ---------------------------------------------------------------------------
-    def _make_room(self) -> None:
+    def _make_room(self, newest: _Conn) -> None:
         """Beyond max_connections, close the connection that has waited longest for a request."""
         while len(self._conns) > self.max_connections:
-            waiting = [c for c in self._conns if c.waiting_since is not None]
+            waiting = [c for c in self._conns if c.waiting_since is not None and c is not newest]
             if not waiting:
                 return
             oldest = min(waiting, key=lambda c: c.waiting_since or 0.0)
@@ -237,7 +237,11 @@ class Server:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = _Conn(writer)
         self._conns.add(conn)
-        self._make_room()
+        self._make_room(conn)
+        if len(self._conns) > self.max_connections:  # every other connection is being answered
+            self._conns.discard(conn)
+            writer.transport.abort()
+            return
         timeout = self.read_timeout  # the first request must come promptly; later ones may idle
         try:
             while conn in self._conns:
