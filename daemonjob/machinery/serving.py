@@ -22,11 +22,14 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 __all__ = ["Route", "PostRoute", "Filter", "ReloadingTLS", "Server", "parse_bind_address", "bind_socket",
            "metrics_route", "check_route", "READ_TIMEOUT", "IDLE_TIMEOUT", "MAX_BODY", "WORKERS",
            "MAX_CONNECTIONS"]
+
+log = structlog.get_logger("daemonjob.machinery.serving")
 
 Route = Callable[[], tuple[int, str, bytes]]  # -> (HTTP code, content type, body)
 PostRoute = Callable[[bytes], tuple[int, str, bytes]]  # request body -> (HTTP code, content type, body)
@@ -159,9 +162,9 @@ class Server:
     def stop(self) -> None:
         """Stop accepting, close every connection, end the threads."""
         if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._shutdown)
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
             self._thread.join(30)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=True, cancel_futures=True)  # a running route ends within its own timeouts
         self._listener.close()
 
     def tls_problem(self) -> str | None:
@@ -192,6 +195,9 @@ class Server:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
+        # A client's broken connection is its own affair: logged at debug, never a traceback on stderr.
+        self._loop.set_exception_handler(
+            lambda _loop, ctx: log.debug("connection error", server=self.name, error=repr(ctx.get("exception"))))
 
         async def serve() -> None:
             self._server = await asyncio.start_server(
@@ -206,20 +212,22 @@ class Server:
             self._loop.run_until_complete(self._loop.shutdown_asyncgens())
             self._loop.close()
 
-    def _shutdown(self) -> None:
+    async def _shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
         for conn in list(self._conns):
             conn.writer.transport.abort()
-        for task in asyncio.all_tasks(self._loop):
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
             task.cancel()
-        self._loop.call_later(0.05, self._loop.stop)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._loop.stop()
 
     # -- one connection ---------------------------------------------------------------------------
-    def _make_room(self) -> None:
+    def _make_room(self, newest: _Conn) -> None:
         """Beyond max_connections, close the connection that has waited longest for a request."""
         while len(self._conns) > self.max_connections:
-            waiting = [c for c in self._conns if c.waiting_since is not None]
+            waiting = [c for c in self._conns if c.waiting_since is not None and c is not newest]
             if not waiting:
                 return
             oldest = min(waiting, key=lambda c: c.waiting_since or 0.0)
@@ -229,7 +237,11 @@ class Server:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = _Conn(writer)
         self._conns.add(conn)
-        self._make_room()
+        self._make_room(conn)
+        if len(self._conns) > self.max_connections:  # every other connection is being answered
+            self._conns.discard(conn)
+            writer.transport.abort()
+            return
         timeout = self.read_timeout  # the first request must come promptly; later ones may idle
         try:
             while conn in self._conns:
@@ -254,8 +266,9 @@ class Server:
                 if not keep:
                     return
                 timeout = self.idle_timeout
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, OSError):
-            pass
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, OSError,
+                asyncio.CancelledError):
+            pass  # the connection ends; on CancelledError the server is stopping
         finally:
             self._conns.discard(conn)
             writer.transport.abort() if writer.transport.is_closing() else writer.close()

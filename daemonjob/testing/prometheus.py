@@ -65,6 +65,9 @@ class LocalPrometheus:
     for_override: str | None = None  # e.g. "5s": alerts pend, then fire, within a test
     port: int = 0
     bin_dir: Path | None = None
+    # Secure metrics: https, the bearer token read from this file at every scrape, the
+    # controller's self-signed certificate accepted (the shipped ServiceMonitor's settings).
+    token_file: Path | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -80,13 +83,17 @@ class LocalPrometheus:
         return self.workdir / "prometheus.log"
 
     def config(self) -> dict[str, Any]:
+        job: dict[str, Any] = {
+            "job_name": JOB, "honor_labels": True,  # keep the DaemonJob's own `namespace` label
+            "static_configs": [{"targets": list(self.targets), "labels": {"namespace": CONTROLLER_NAMESPACE}}],
+        }
+        if self.token_file is not None:
+            job.update({"scheme": "https", "authorization": {"credentials_file": str(self.token_file)},
+                        "tls_config": {"insecure_skip_verify": True}})
         return {
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval},
             "rule_files": ["rules.yml"],
-            "scrape_configs": [{
-                "job_name": JOB, "honor_labels": True,  # keep the DaemonJob's own `namespace` label
-                "static_configs": [{"targets": list(self.targets), "labels": {"namespace": CONTROLLER_NAMESPACE}}],
-            }],
+            "scrape_configs": [job],
         }
 
     def write_config(self) -> None:

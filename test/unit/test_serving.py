@@ -132,3 +132,16 @@ def test_tls_from_a_cert_dir_is_reloaded_without_restart(tmp_path: Path):
         assert served[0] != served[1]
     finally:
         server.stop()
+
+
+def test_stop_with_open_connections_ends_every_thread_quietly(capfd):
+    before = threading.active_count()
+    server = Server(("127.0.0.1", 0), {"/healthz": check_route(lambda: None)}, "quiet").start()
+    socks = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(5)]
+    socks[0].sendall(b"GET /healthz HTTP/1.1\r\n")  # a request half sent
+    assert _probe(server.port) == (200, b"ok\n")
+    server.stop()
+    for s in socks:
+        s.close()
+    assert threading.active_count() == before
+    assert capfd.readouterr().err == ""
