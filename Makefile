@@ -39,6 +39,7 @@ venv: $(VENV)/.installed
 binaries:
 	bash hack/provision-binaries.sh >/dev/null
 	bash hack/provision-prometheus.sh >/dev/null
+	bash hack/provision-helm.sh >/dev/null
 
 # Test files run on TEST_WORKERS processes, each with a local cluster of its own; most
 # tests wait on the cluster rather than compute, so two share the two cores well.
