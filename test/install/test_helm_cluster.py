@@ -7,7 +7,9 @@ permissions the chart grants its ServiceAccount.
 from __future__ import annotations
 
 import base64
+import os
 import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +24,7 @@ from daemonjob.testing.kubelet import NodeSpec, SimKubelet
 from daemonjob.testing.process import ControllerProcess
 from daemonjob.testing.waiting import wait_for
 
-from installtools import CHART, NAMESPACE, helm_env, run
+from installtools import CHART, NAMESPACE, ROOT, docs, helm_env, run
 
 pytestmark = pytest.mark.cluster
 
@@ -139,3 +141,31 @@ def test_install_rollout_upgrade_uninstall(bed: tuple[LocalCluster, Kube, SimKub
     assert gone.value.not_found
     kube.get(path_for("apiextensions.k8s.io/v1", "customresourcedefinitions", name=CRD))
     kube.get(path_for(DJ_API, "daemonjobs", ns, "rollout"))
+
+
+def test_kustomize_build_with_monitoring_applies(bed: tuple[LocalCluster, Kube, SimKubelet], tmp_path: Path) -> None:
+    """kubectl 1.33's kustomize (5.6) builds manifests/ with the monitoring component, as
+    `make deploy MONITORING=1` does, and the API server takes every object."""
+    cluster, kube, _ = bed
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    subprocess.run(["bash", str(ROOT / "hack" / "deploy-overlay.sh"), str(overlay)], check=True, timeout=60,
+                   env={**os.environ, "IMG": "registry.example.com/daemonjob-controller:v0.1.0", "MONITORING": "1"})
+    built = docs(run("kubectl", "kustomize", str(overlay)).stdout)
+    kinds = {d["kind"] for d in built}
+    assert {"ServiceMonitor", "PrometheusRule", "ConfigMap", "Deployment", "PodDisruptionBudget"} <= kinds
+    for doc in built:
+        if doc["kind"] == "PodDisruptionBudget":  # this API server (1.20) predates policy/v1
+            doc["apiVersion"] = "policy/v1beta1"
+    kubeconfig = f"--kubeconfig={cluster.kubeconfig}"
+    run("kubectl", kubeconfig, "apply", "-f", str(Path(__file__).parent / "data" / "monitoring-api-standins.yaml"))
+    run("kubectl", kubeconfig, "wait", "--for=condition=Established", "--timeout=60s",
+        "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+    run("kubectl", kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(built))
+    deploy = kube.get(path_for("apps/v1", "deployments", NAMESPACE, "daemonjob-controller"))
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/daemonjob-controller:v0.1.0"
+    rule = kube.get(path_for("monitoring.coreos.com/v1", "prometheusrules", NAMESPACE, "daemonjob-controller"))
+    assert rule["spec"]["groups"]
+    kube.get(path_for("monitoring.coreos.com/v1", "servicemonitors", NAMESPACE, "daemonjob-controller"))
+    dashboard = kube.get(path_for("v1", "configmaps", NAMESPACE, "daemonjob-dashboard"))
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
