@@ -11,12 +11,11 @@ if [ -n "${DAEMONJOB_CHECKOV:-}" ]; then
     checkov=$DAEMONJOB_CHECKOV
 else
     checkov="$venv/bin/checkov"
-    if [ ! -x "$checkov" ]; then
+    if [ ! -e "$venv/.installed" ]; then
         mkdir -p "$(dirname "$venv")"
-        python3 -m venv "$venv.tmp" && "$venv.tmp/bin/pip" install -q "checkov==$CHECKOV_VERSION" >&2
-        rm -rf "$venv" && mv "$venv.tmp" "$venv"
-        # The venv's scripts name their interpreter by absolute path: re-point them.
-        sed -i "1s|$venv.tmp|$venv|" "$venv"/bin/*
+        rm -rf "$venv" && python3 -m venv "$venv"
+        "$venv/bin/pip" install -q "checkov==$CHECKOV_VERSION" >&2
+        touch "$venv/.installed"
     fi
 fi
 bin=$(bash "$root/hack/provision-helm.sh" | tail -n1)

@@ -26,9 +26,14 @@ def test_lint_strict(tmp_path: Path) -> None:
     assert "0 chart(s) failed" in out.stdout
 
 
-@pytest.mark.parametrize("components,extra", [((), ()), (("monitoring",), MONITORING_ON)], ids=["base", "monitoring"])
+@pytest.mark.parametrize("components,extra", [
+    ((), ()),
+    (("monitoring",), MONITORING_ON),
+    (("namespaced",), ("--set", f"watchNamespace={NAMESPACE}")),
+], ids=["base", "monitoring", "namespaced"])
 def test_chart_renders_what_kustomize_renders(tmp_path: Path, components: tuple[str, ...], extra: tuple[str, ...]) -> None:
-    """One source of truth: with default values the chart is manifests/, object for object.
+    """One source of truth: with default values the chart is manifests/, object for object
+    (and each kustomize component is the chart's matching values).
 
     The Namespace is left to `helm install --create-namespace`; everything else is equal once
     the chart's own labels are set aside.
