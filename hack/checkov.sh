@@ -25,5 +25,5 @@ mkdir -p "$work/overlay"
 IMG= MONITORING=1 bash "$root/hack/deploy-overlay.sh" "$work/overlay"
 "$bin/kubectl" kustomize "$work/overlay" > "$work/kustomize.yaml"
 "$bin/helm" template daemonjob "$root/charts/daemonjob" -n daemonjob-system 2>/dev/null > "$work/chart.yaml"
-"$checkov" --quiet --compact --framework kubernetes --config-file "$root/hack/checkov.yaml" \
+"$checkov" --quiet --compact --skip-download --framework kubernetes --config-file "$root/hack/checkov.yaml" \
     -f "$work/kustomize.yaml" -f "$work/chart.yaml"
