@@ -19,7 +19,7 @@ KIND_CLUSTER ?= daemonjob-e2e
 KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 
 .PHONY: help venv binaries test unit cluster-up cluster-down demo run bench bench-informer bench-scale \
-        install uninstall deploy undeploy docker-build image image-tools lock e2e-kind
+        install uninstall deploy undeploy helm-install helm-uninstall checkov docker-build image image-tools lock e2e-kind
 
 help:
 	@echo "make demo          run DaemonJob on a local control plane with simulated nodes"
@@ -40,6 +40,7 @@ venv: $(VENV)/.installed
 binaries:
 	bash hack/provision-binaries.sh >/dev/null
 	bash hack/provision-prometheus.sh >/dev/null
+	bash hack/provision-helm.sh >/dev/null
 
 # Test files run on TEST_WORKERS processes, each with a local cluster of its own; most
 # tests wait on the cluster rather than compute, so two share the two cores well.
@@ -84,21 +85,34 @@ install:
 uninstall:
 	$(KUBECTL) delete --ignore-not-found -f manifests/crd.yaml
 
+# helm and a kubectl with kustomize 5.6 from the cache (hack/provision-helm.sh), unless given.
+HELM_BIN_DIR = $(shell bash hack/provision-helm.sh 2>/dev/null | tail -n1)
+HELM ?= $(HELM_BIN_DIR)/helm
+KUSTOMIZE_KUBECTL ?= $(HELM_BIN_DIR)/kubectl
+
 # MONITORING=1 adds the component manifests/monitoring (ServiceMonitor, PrometheusRule,
-# Grafana dashboard ConfigMap; needs prometheus-operator's CRDs and kubectl >= 1.21).
+# Grafana dashboard ConfigMap; needs prometheus-operator's CRDs). Without IMG, the image
+# pinned in manifests/kustomization.yaml.
 MONITORING ?=
 deploy:
-ifeq ($(MONITORING),)
-	cd manifests && $(KUBECTL) kustomize . | sed 's|image: daemonjob-controller:latest|image: $(IMG)|' | $(KUBECTL) apply -f -
-else
 	dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
-	printf 'resources: [%s]\ncomponents: [%s]\n' "$(abspath manifests)" "$(abspath manifests/monitoring)" \
-		> "$$dir/kustomization.yaml" && \
-	$(KUBECTL) kustomize "$$dir" | sed 's|image: daemonjob-controller:latest|image: $(IMG)|' | $(KUBECTL) apply -f -
-endif
+	IMG="$(if $(call given,IMG),$(IMG))" MONITORING="$(MONITORING)" bash hack/deploy-overlay.sh "$$dir" && \
+	$(KUSTOMIZE_KUBECTL) kustomize "$$dir" | $(KUBECTL) apply -f -
 
 undeploy:
 	$(KUBECTL) delete --ignore-not-found -k manifests
+
+# The Helm chart (charts/daemonjob): HELM_ARGS for --set/-f.
+HELM_ARGS ?=
+helm-install:
+	$(HELM) upgrade --install daemonjob charts/daemonjob -n daemonjob-system --create-namespace $(HELM_ARGS)
+
+helm-uninstall:
+	$(HELM) uninstall daemonjob -n daemonjob-system
+
+# checkov over the rendered manifests and chart, from a virtualenv of its own in the cache.
+checkov:
+	bash hack/checkov.sh
 
 # The controller image. docker-build: with Docker. image: with Docker when its engine
 # answers, else with buildah (as root) on a Debian bookworm base made once with mmdebstrap.

@@ -114,6 +114,22 @@ def sa_kubeconfig(kube: Kube, kubectl: Kubectl, crd: None, tmp_path_factory: pyt
     kubectl("apply", "-f", str(MANIFESTS / "namespace.yaml"))
     kubectl("apply", "-f", str(MANIFESTS / "rbac.yaml"))
     kubectl("apply", "-f", str(MANIFESTS / "metrics-rbac.yaml"))
+    # The shipped Role limits Lease get/update to the Lease named daemonjob-controller; each
+    # test's controller elects on a Lease of its own (dj-<namespace>), which this allows.
+    leases = tmp_path_factory.mktemp("rbac") / "test-leases.yaml"
+    leases.write_text(f"""\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: daemonjob-test-leases, namespace: {CONTROLLER_NS}}}
+rules: [{{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, update]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: daemonjob-test-leases, namespace: {CONTROLLER_NS}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-test-leases}}
+subjects: [{{kind: ServiceAccount, name: {SERVICE_ACCOUNT}, namespace: {CONTROLLER_NS}}}]
+""")
+    kubectl("apply", "-f", str(leases))
     token = _service_account_token(kube)
     cfg = kube.configuration
     ca = cfg.ssl_ca_cert

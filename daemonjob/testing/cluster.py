@@ -440,6 +440,19 @@ kind: RoleBinding
 metadata: {{name: daemonjob-webhook-certificates-users, namespace: {CONTROLLER_NAMESPACE}}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-webhook-certificates}}
 subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
+---
+# The shipped Role allows only the Lease named daemonjob-controller; tests elect on a Lease
+# of their own (--leader-election-id), so these users may get and update any in the namespace.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: daemonjob-test-leases, namespace: {CONTROLLER_NAMESPACE}}}
+rules: [{{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, update]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: daemonjob-test-leases, namespace: {CONTROLLER_NAMESPACE}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-test-leases}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
 """
         for source, stdin in ((NAMESPACE_PATH, None), (RBAC_PATH, None), ("-", bindings)):
             out = subprocess.run([*kubectl, "apply", "-f", str(source)], input=stdin, text=True,

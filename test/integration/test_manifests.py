@@ -96,8 +96,10 @@ def test_every_manifest_parses() -> None:
 
 
 def test_deploy_target_can_replace_the_image() -> None:
-    # `make deploy` seds this exact line; the Deployment must keep it verbatim.
-    assert (MANIFESTS / "deployment.yaml").read_text().count("image: daemonjob-controller:latest") == 1
+    # kustomize's `images:` names the Deployment's image; `make deploy IMG=...` overrides it.
+    assert (MANIFESTS / "deployment.yaml").read_text().count("image: daemonjob-controller\n") == 1
+    images = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["images"]
+    assert images == [{"name": "daemonjob-controller", "newTag": "0.1.0"}]
 
 
 # -- (a) server-side dry-run ----------------------------------------------------------------
@@ -166,10 +168,18 @@ def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None
         ("ClusterRoleBinding", "daemonjob-metrics-auth"),
         ("ClusterRole", "daemonjob-metrics-reader"),
         ("NetworkPolicy", "daemonjob-controller"),
+        ("PodDisruptionBudget", "daemonjob-controller"),
+        ("ClusterRole", "daemonjob-view"),
+        ("ClusterRole", "daemonjob-edit"),
     ])
-    assert "image: daemonjob-controller:latest" in out.stdout
-    # What `make deploy` applies is valid as a whole, too.
-    kubectl(cluster, "apply", "--dry-run=server", "-f", "-", stdin=out.stdout)
+    assert "image: daemonjob-controller:0.1.0" in out.stdout
+    assert ":latest" not in out.stdout
+    # What `make deploy` applies is valid as a whole, too (this API server, 1.20, predates
+    # policy/v1 PodDisruptionBudgets: that one is checked as policy/v1beta1).
+    for doc in docs:
+        if doc["kind"] == "PodDisruptionBudget":
+            doc["apiVersion"] = "policy/v1beta1"
+    kubectl(cluster, "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(docs))
 
 
 # -- (c) RBAC -------------------------------------------------------------------------------
@@ -193,9 +203,9 @@ CAN: list[tuple[str, ...]] = [
     ("create", "events", "-n", "default"),
     ("patch", "events", "-n", "default"),
     ("create", "events.events.k8s.io", "-n", "default"),
-    ("get", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
+    ("get", "leases.coordination.k8s.io/daemonjob-controller", "-n", CONTROLLER_NS),
     ("create", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
-    ("update", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
+    ("update", "leases.coordination.k8s.io/daemonjob-controller", "-n", CONTROLLER_NS),
     ("get", "secrets/daemonjob-webhook-tls", "-n", CONTROLLER_NS),
     ("update", "secrets/daemonjob-webhook-tls", "-n", CONTROLLER_NS),
     ("get", "validatingwebhookconfigurations.admissionregistration.k8s.io/daemonjob-validating-webhook"),
@@ -215,6 +225,8 @@ CANNOT: list[tuple[str, ...]] = [
     ("create", "pods", "-n", "default"),
     ("create", "pods", "-n", CONTROLLER_NS),
     ("update", "leases.coordination.k8s.io", "-n", "kube-system"),
+    ("update", "leases.coordination.k8s.io/another-controller", "-n", CONTROLLER_NS),
+    ("get", "leases.coordination.k8s.io/another-controller", "-n", CONTROLLER_NS),
     ("update", "leases.coordination.k8s.io", "-n", "default"),
     ("create", "leases.coordination.k8s.io", "-n", "kube-node-lease"),
     ("delete", "nodes"),

@@ -1,0 +1,120 @@
+"""charts/daemonjob with the real Helm 4 and Helm 3: lint, schema, and the same objects as
+manifests/.
+
+No cluster: `helm template` renders as for a current API server (policy/v1).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from installtools import CHART, NAMESPACE, docs, helm_env, key, kustomize, run, without_helm_labels
+
+MONITORING_ON = ("--set", "monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,"
+                 "monitoring.dashboard.enabled=true")
+
+
+HELMS = pytest.mark.parametrize("helm", ["helm", "helm3"])
+
+
+def template(tmp_path: Path, *args: str, helm: str = "helm") -> list[dict]:
+    return docs(run(helm, "template", "daemonjob", str(CHART), "-n", NAMESPACE, *args,
+                    env=helm_env(tmp_path)).stdout)
+
+
+@HELMS
+def test_lint_strict(tmp_path: Path, helm: str) -> None:
+    out = run(helm, "lint", "--strict", str(CHART), env=helm_env(tmp_path))
+    assert "0 chart(s) failed" in out.stdout
+
+
+@pytest.mark.parametrize("components,extra", [
+    ((), ()),
+    (("monitoring",), MONITORING_ON),
+    (("namespaced",), ("--set", f"watchNamespace={NAMESPACE}")),
+], ids=["base", "monitoring", "namespaced"])
+@HELMS
+def test_chart_renders_what_kustomize_renders(tmp_path: Path, components: tuple[str, ...], extra: tuple[str, ...],
+                                              helm: str) -> None:
+    """One source of truth: with default values the chart is manifests/, object for object
+    (and each kustomize component is the chart's matching values).
+
+    The Namespace is left to `helm install --create-namespace`; everything else is equal once
+    the chart's own labels are set aside.
+    """
+    chart = {key(d): without_helm_labels(d) for d in template(tmp_path, *extra, helm=helm)}
+    built = {key(d): d for d in kustomize(*components, tmp=tmp_path) if d["kind"] != "Namespace"}
+    assert sorted(chart) == sorted(built)
+    for k, doc in built.items():
+        assert chart[k] == doc, f"{k} differs from manifests/"
+
+
+def test_non_default_values_reach_the_objects(tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({
+        "image": {"repository": "registry.example.com/dj", "digest": "sha256:" + "a" * 64, "pullPolicy": "Always"},
+        "imagePullSecrets": [{"name": "regcred"}], "replicas": 3, "priorityClassName": "system-cluster-critical",
+        "nodeSelector": {"kubernetes.io/os": "linux"}, "tolerations": [{"operator": "Exists"}],
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
+                                       "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "daemonjob-controller"}}}],
+        "extraArgs": ["--workers=8"], "logLevel": "debug", "logFormat": "console", "watchNamespace": "ops",
+        "leaderElection": {"leaseDuration": 30, "renewDeadline": 20, "retryPeriod": 4},
+        "podDisruptionBudget": {"maxUnavailable": 1}, "rbac": {"aggregateRoles": False},
+        "crds": {"enabled": False},
+    }))
+    objs = {(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace", "")): d
+            for d in template(tmp_path, "-f", str(values))}
+    deploy = objs["Deployment", "daemonjob-controller", NAMESPACE]
+    pod = deploy["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == "registry.example.com/dj@sha256:" + "a" * 64
+    assert container["imagePullPolicy"] == "Always"
+    assert deploy["spec"]["replicas"] == 3
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod["tolerations"] == [{"operator": "Exists"}]
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "zone"
+    for arg in ("--workers=8", "--log-level=debug", "--log-format=console", "--namespace=ops",
+                "--leader-election-lease-duration=30", "--leader-election-renew-deadline=20",
+                "--leader-election-retry-period=4", f"--leader-election-namespace={NAMESPACE}"):
+        assert arg in container["args"]
+    assert objs["PodDisruptionBudget", "daemonjob-controller", NAMESPACE]["spec"] == {
+        "maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": "daemonjob-controller"}}}
+    # Namespaced install: Jobs, DaemonJobs, ConfigMaps and Events by a Role in the watched
+    # namespace; the ClusterRole keeps Nodes only.
+    assert objs["ClusterRole", "daemonjob-controller", ""]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    role = objs["Role", "daemonjob-controller", "ops"]
+    assert {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]} in role["rules"]
+    assert objs["RoleBinding", "daemonjob-controller", "ops"]["subjects"][0]["namespace"] == NAMESPACE
+    assert not any(k[0] == "CustomResourceDefinition" for k in objs)
+    assert ("ClusterRole", "daemonjob-view", "") not in objs
+
+
+def test_tag_defaults_to_app_version(tmp_path: Path) -> None:
+    chart = json.loads(json.dumps(__import__("yaml").safe_load((CHART / "Chart.yaml").read_text())))
+    deploy = next(d for d in template(tmp_path, "--set", "image.repository=r/dj") if d["kind"] == "Deployment")
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == f"r/dj:{chart['appVersion']}"
+
+
+@pytest.mark.parametrize("setting", [
+    "replicas=two",
+    "logFormat=xml",
+    "leaderElection.leaseDuration=soon",
+    "monitoring.serviceMonitor.enabled=yes",
+    "image.digest=latest",
+    "replica=2",
+], ids=lambda v: v.split("=")[0])
+@HELMS
+def test_schema_refuses_a_wrong_value_naming_the_field(tmp_path: Path, setting: str, helm: str) -> None:
+    field = setting.split("=")[0]
+    flag = "--set-string" if setting.endswith(("=two", "=yes")) else "--set"
+    out = run(helm, "template", "daemonjob", str(CHART), flag, setting, env=helm_env(tmp_path), check=False)
+    assert out.returncode != 0
+    # Helm 4 names the field as a JSON pointer, Helm 3 by its dotted path (an unknown one by its name).
+    assert "schema" in out.stderr, out.stderr
+    assert "/" + field.replace(".", "/") in out.stderr or field in out.stderr, out.stderr
