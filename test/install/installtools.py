@@ -53,6 +53,8 @@ def without_helm_labels(doc: dict[str, Any]) -> dict[str, Any]:
     labels = doc["metadata"].get("labels") or {}
     for label in HELM_LABELS:
         labels.pop(label, None)
+    if "labels" in doc["metadata"] and not labels:  # an object of manifests/ without labels
+        del doc["metadata"]["labels"]
     annotations = doc["metadata"].get("annotations") or {}
     annotations.pop("helm.sh/resource-policy", None)  # crds.keep: Helm's own
     if "annotations" in doc["metadata"] and not annotations:

@@ -35,7 +35,8 @@ def test_lint_strict(tmp_path: Path, helm: str) -> None:
     ((), ()),
     (("monitoring",), MONITORING_ON),
     (("namespaced",), ("--set", f"watchNamespace={NAMESPACE}")),
-], ids=["base", "monitoring", "namespaced"])
+    (("cert-manager",), ("--set", "webhook.certManager.enabled=true")),
+], ids=["base", "monitoring", "namespaced", "cert-manager"])
 @HELMS
 def test_chart_renders_what_kustomize_renders(tmp_path: Path, components: tuple[str, ...], extra: tuple[str, ...],
                                               helm: str) -> None:

@@ -25,3 +25,29 @@ app.kubernetes.io/name: daemonjob-controller
 {{ .Values.image.repository }}:{{ $tag }}
 {{- end -}}
 {{- end -}}
+
+{{/* The metrics port: metrics.port, else 8443 (HTTPS) or 8080 (plain HTTP). */}}
+{{- define "daemonjob.metricsPort" -}}
+{{- if .Values.metrics.port -}}
+{{ .Values.metrics.port }}
+{{- else if .Values.metrics.secure -}}
+8443
+{{- else -}}
+8080
+{{- end -}}
+{{- end -}}
+
+{{/* Non-empty when cert-manager provides the webhook's certificate. */}}
+{{- define "daemonjob.certManager" -}}
+{{- if and .Values.webhook.enabled .Values.webhook.certManager.enabled -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* Objects of the admission webhook (Secret, Service, configuration). */}}
+{{- define "daemonjob.webhookLabels" -}}
+app.kubernetes.io/name: daemonjob-controller
+app.kubernetes.io/component: webhook
+app.kubernetes.io/part-of: daemonjob
+{{ include "daemonjob.helmLabels" . }}
+{{- end -}}
