@@ -1,7 +1,8 @@
 """The chart installed, upgraded and uninstalled with the real helm on a local control plane
 of its own (helm owns cluster-scoped objects, the CRD and ClusterRoles, that the session's
 cluster shares with other tests), and the controller running with nothing but the
-permissions the chart grants its ServiceAccount.
+permissions the chart grants its ServiceAccount: its admission webhook with self-managed
+certificates, secure metrics, leader election and a rollout.
 """
 
 from __future__ import annotations
@@ -16,20 +17,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 import yaml
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster, kubeconfig_text
 from daemonjob.testing.kubelet import NodeSpec, SimKubelet
 from daemonjob.testing.process import ControllerProcess
+from daemonjob.testing.serviceproxy import ServiceProxy
 from daemonjob.testing.waiting import wait_for
 
 from installtools import CHART, NAMESPACE, ROOT, docs, helm_env, run
 
 pytestmark = pytest.mark.cluster
+urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # the controller's self-signed metrics
 
 CRD = "daemonjobs.daemonjob.io"
 DJ_API = "daemonjob.io/v1alpha1"
+WEBHOOKS = "admissionregistration.k8s.io/v1"
+WEBHOOK_CONFIGURATION = "daemonjob-validating-webhook"
+WEBHOOK_SECRET = "daemonjob-webhook-tls"
 
 
 @pytest.fixture(scope="module")
@@ -49,19 +56,66 @@ def deployment_args(kube: Kube) -> list[str]:
     return deploy["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
-def service_account_kubeconfig(cluster: LocalCluster, kube: Kube, path: Path) -> Path:
-    """A kubeconfig with the token of the chart's ServiceAccount (a token Secret on 1.20)."""
+def service_account_token(kube: Kube, name: str) -> str:
+    """The token of a ServiceAccount in NAMESPACE (its token Secret on 1.20)."""
     def token() -> str | None:
-        sa = kube.get(path_for("v1", "serviceaccounts", NAMESPACE, "daemonjob-controller"))
+        sa = kube.get(path_for("v1", "serviceaccounts", NAMESPACE, name))
         for ref in sa.get("secrets") or []:
             secret = kube.get(path_for("v1", "secrets", NAMESPACE, ref["name"]))
             if secret.get("data", {}).get("token"):
                 return base64.b64decode(secret["data"]["token"]).decode()
         return None
 
-    value = wait_for(token, timeout=60, what="the ServiceAccount's token Secret")
+    return wait_for(token, timeout=60, what=f"the token Secret of ServiceAccount {name}")
+
+
+def service_account_kubeconfig(cluster: LocalCluster, kube: Kube, path: Path) -> Path:
+    """A kubeconfig with the token of the chart's ServiceAccount."""
+    value = service_account_token(kube, "daemonjob-controller")
     path.write_text(kubeconfig_text(cluster.server, cluster.pki / "ca.crt", value, "daemonjob-controller"))
     return path
+
+
+def metrics_reader_token(kube: Kube) -> str:
+    """A scraper's token: a ServiceAccount bound to the chart's daemonjob-metrics-reader."""
+    kube.create(path_for("v1", "serviceaccounts", NAMESPACE), {"metadata": {"name": "scraper"}})
+    kube.create(path_for("rbac.authorization.k8s.io/v1", "clusterrolebindings"), {
+        "metadata": {"name": "scraper-daemonjob-metrics"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "daemonjob-metrics-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": NAMESPACE}]})
+    return service_account_token(kube, "scraper")
+
+
+def scrape(port: int, token: str | None) -> int:
+    """The status of GET /metrics over HTTPS (the controller's self-signed certificate, unverified)."""
+    http = urllib3.PoolManager(cert_reqs="CERT_NONE")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return http.request("GET", f"https://127.0.0.1:{port}/metrics", headers=headers, timeout=10, retries=False).status
+
+
+def point_webhook_at(kube: Kube, client_config: dict[str, Any]) -> None:
+    """The test bed has no Service networking: the API server reaches the webhook by URL."""
+    path = path_for(WEBHOOKS, "validatingwebhookconfigurations", name=WEBHOOK_CONFIGURATION)
+    config = kube.get(path)
+    hook = config["webhooks"][0]
+    bundle = hook["clientConfig"].get("caBundle")
+    hook["clientConfig"] = {**client_config, **({"caBundle": bundle} if bundle else {})}
+    kube.put(path, config)
+
+
+def webhook_refuses(kube: Kube, ns: str) -> bool:
+    """A dry-run create of a DaemonJob with a bad schedule is refused by the chart's webhook."""
+    bad = daemonjob("bad-schedule", "none")
+    bad["spec"]["schedule"] = "bad"
+    try:
+        kube.create(path_for(DJ_API, "daemonjobs", ns), bad, dryRun="All")
+    except ApiError as exc:
+        return 'admission webhook "validate.daemonjob.io" denied the request' in exc.message
+    return False
+
+
+def webhook_secret(kube: Kube) -> dict[str, str]:
+    return kube.get(path_for("v1", "secrets", NAMESPACE, WEBHOOK_SECRET)).get("data") or {}
 
 
 def daemonjob(name: str, label: str) -> dict[str, Any]:
@@ -94,7 +148,9 @@ def test_install_rollout_upgrade_uninstall(bed: tuple[LocalCluster, Kube, SimKub
     assert pdb["spec"]["minAvailable"] == 1
 
     # The controller as a local process with the chart's ServiceAccount token: only the
-    # chart's RBAC applies. It takes the Lease and completes a rollout.
+    # chart's RBAC applies. It keeps the webhook's certificate in the chart's Secret and its
+    # CA in the chart's configuration, serves the webhook (reached by URL through a Service
+    # stand-in) and secure metrics, takes the Lease and completes a rollout.
     wait_for(lambda: kube.get(path_for(
         "apiextensions.k8s.io/v1", "customresourcedefinitions", name=CRD)).get("status", {}).get("acceptedNames", {}).get("kind"),
         timeout=30, what="the CRD served")
@@ -105,20 +161,36 @@ def test_install_rollout_upgrade_uninstall(bed: tuple[LocalCluster, Kube, SimKub
     kubelet.wait_ready(nodes, timeout=60)
     ns = f"t-{label}"
     kube.create(path_for("v1", "namespaces"), {"metadata": {"name": ns}})
+    assert webhook_secret(kube) == {"tls.crt": "", "tls.key": ""}
+    scraper = metrics_reader_token(kube)
     controller = ControllerProcess(kubeconfig, tmp_path / "controller.log", "--leader-elect",
-                                   f"--leader-election-namespace={NAMESPACE}", "--log-format", "json").start()
-    try:
-        controller.wait_ready()
-        kube.create(path_for(DJ_API, "daemonjobs", ns), daemonjob("rollout", label))
-        wait_for(lambda: complete(kube, ns, "rollout"), timeout=90,
-                 what="the rollout to complete", describe=controller.log_tail)
-        lease = kube.get(path_for("coordination.k8s.io/v1", "leases", NAMESPACE, "daemonjob-controller"))
-        assert lease["spec"]["holderIdentity"]
-        assert "forbidden" not in controller.log_text().lower()
-    finally:
-        controller.stop()
-        for n in nodes:
-            kubelet.delete_node(n)
+                                   f"--leader-election-namespace={NAMESPACE}", "--log-format", "json",
+                                   "--metrics-secure=true", "--webhook-cert-dir", str(tmp_path / "webhook-certs"),
+                                   f"--webhook-service-namespace={NAMESPACE}", "--webhook-cert-extra-names=127.0.0.1",
+                                   webhook=True)
+    with ServiceProxy(lambda: [controller.webhook_port] if controller.running() else []) as proxy:
+        point_webhook_at(kube, {"url": f"https://127.0.0.1:{proxy.port}/validate-daemonjob"})
+        try:
+            controller.start()
+            controller.wait_ready()
+            wait_for(lambda: webhook_refuses(kube, ns), timeout=60, what="the API server to call the webhook",
+                     describe=controller.log_tail)
+            assert webhook_secret(kube)["tls.crt"]
+            assert scrape(controller.metrics_port, scraper) == 200
+            assert scrape(controller.metrics_port, None) == 401
+            kube.create(path_for(DJ_API, "daemonjobs", ns), daemonjob("rollout", label))
+            wait_for(lambda: complete(kube, ns, "rollout"), timeout=90,
+                     what="the rollout to complete", describe=controller.log_tail)
+            lease = kube.get(path_for("coordination.k8s.io/v1", "leases", NAMESPACE, "daemonjob-controller"))
+            assert lease["spec"]["holderIdentity"]
+            assert "forbidden" not in controller.log_text().lower()
+        finally:
+            controller.stop()
+            for n in nodes:
+                kubelet.delete_node(n)
+            point_webhook_at(kube, {"service": {"name": "daemonjob-webhook", "namespace": NAMESPACE,
+                                                "path": "/validate-daemonjob", "port": 443}})
+    certificate = webhook_secret(kube)
 
     # Upgrade: a changed value reaches the Deployment; the CRD is upgraded with the release.
     crd_doc = chart / "files" / "crd.yaml"
@@ -128,6 +200,7 @@ def test_install_rollout_upgrade_uninstall(bed: tuple[LocalCluster, Kube, SimKub
     crd_doc.write_text(yaml.safe_dump(source))
     helm(cluster, home, "upgrade", "daemonjob", str(chart), "-n", NAMESPACE, "--set", "logLevel=debug")
     assert "--log-level=debug" in deployment_args(kube)
+    assert webhook_secret(kube) == certificate  # the controller's certificate survives the upgrade
     crd = kube.get(path_for("apiextensions.k8s.io/v1", "customresourcedefinitions", name=CRD))
     assert "Upgraded" in [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
 
