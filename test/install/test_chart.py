@@ -109,6 +109,9 @@ def test_tag_defaults_to_app_version(tmp_path: Path) -> None:
     "monitoring.serviceMonitor.enabled=yes",
     "image.digest=latest",
     "replica=2",
+    "webhook.failurePolicy=Sometimes",
+    "webhook.timeoutSeconds=60",
+    "metrics.secure=yes",
 ], ids=lambda v: v.split("=")[0])
 @HELMS
 def test_schema_refuses_a_wrong_value_naming_the_field(tmp_path: Path, setting: str, helm: str) -> None:
@@ -119,3 +122,62 @@ def test_schema_refuses_a_wrong_value_naming_the_field(tmp_path: Path, setting: 
     # Helm 4 names the field as a JSON pointer, Helm 3 by its dotted path (an unknown one by its name).
     assert "schema" in out.stderr, out.stderr
     assert "/" + field.replace(".", "/") in out.stderr or field in out.stderr, out.stderr
+
+
+def by_key(docs_: list[dict]) -> dict[tuple[str, str, str], dict]:
+    return {(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace", "")): d for d in docs_}
+
+
+def test_insecure_metrics_are_plain_http_on_8080(tmp_path: Path) -> None:
+    objs = by_key(template(tmp_path, *MONITORING_ON, "--set", "metrics.secure=false"))
+    pod = objs["Deployment", "daemonjob-controller", NAMESPACE]["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert "--metrics-bind-address=:8080" in container["args"] and "--metrics-secure=false" in container["args"]
+    assert {"name": "metrics", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == "8080"
+    assert "prometheus.io/scheme" not in pod["metadata"]["annotations"]
+    assert objs["Service", "daemonjob-controller-metrics", NAMESPACE]["spec"]["ports"][0]["port"] == 8080
+    endpoint = objs["ServiceMonitor", "daemonjob-controller", NAMESPACE]["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint and "bearerTokenFile" not in endpoint
+    # Nothing reviews tokens any more.
+    assert not any(k[1].startswith("daemonjob-metrics-") for k in objs)
+
+
+def test_servicemonitor_names_the_release_namespace(tmp_path: Path) -> None:
+    docs_ = docs(run("helm", "template", "daemonjob", str(CHART), "-n", "ops", *MONITORING_ON,
+                     env=helm_env(tmp_path)).stdout)
+    monitor = by_key(docs_)["ServiceMonitor", "daemonjob-controller", "ops"]
+    assert monitor["spec"]["endpoints"][0]["tlsConfig"]["serverName"] == "daemonjob-controller-metrics.ops.svc"
+
+
+def test_webhook_off_leaves_no_webhook_object(tmp_path: Path) -> None:
+    objs = by_key(template(tmp_path, "--set", "webhook.enabled=false"))
+    container = objs["Deployment", "daemonjob-controller", NAMESPACE]["spec"]["template"]["spec"]["containers"][0]
+    assert "--webhook-bind-address=0" in container["args"]
+    assert [p["name"] for p in container["ports"]] == ["metrics", "health"]
+    assert not any("webhook" in k[1] for k in objs), sorted(objs)
+    policy = objs["NetworkPolicy", "daemonjob-controller", NAMESPACE]
+    assert [r["ports"][0]["port"] for r in policy["spec"]["ingress"]] == ["metrics"]
+
+
+def test_webhook_and_network_policy_values(tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({
+        "webhook": {"timeoutSeconds": 10, "failurePolicy": "Ignore",
+                    "certManager": {"enabled": True, "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}},
+        # Helm merges maps with the defaults: null removes a default.
+        "networkPolicy": {"metricsFrom": {"namespaceSelector": {"matchLabels": {
+            "kubernetes.io/metadata.name": None, "team": "obs"}}, "podSelector": None}},
+    }))
+    objs = by_key(template(tmp_path, "-f", str(values)))
+    hook = objs["ValidatingWebhookConfiguration", "daemonjob-validating-webhook", ""]["webhooks"][0]
+    assert (hook["timeoutSeconds"], hook["failurePolicy"]) == (10, "Ignore")
+    # The given issuer signs the serving certificate: no self-signed Issuer nor CA of the release's own.
+    assert objs["Certificate", "daemonjob-webhook", NAMESPACE]["spec"]["issuerRef"] == {
+        "name": "corp-ca", "kind": "ClusterIssuer"}
+    assert not any(k[0] == "Issuer" for k in objs) and ("Certificate", "daemonjob-webhook-ca", NAMESPACE) not in objs
+    assert ("Secret", "daemonjob-webhook-tls", NAMESPACE) not in objs
+    assert objs["NetworkPolicy", "daemonjob-controller", NAMESPACE]["spec"]["ingress"][0]["from"] == [
+        {"namespaceSelector": {"matchLabels": {"team": "obs"}}}]
+    assert ("NetworkPolicy", "daemonjob-controller", NAMESPACE) not in by_key(
+        template(tmp_path, "--set", "networkPolicy.enabled=false"))
