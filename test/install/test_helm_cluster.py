@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,6 @@ from daemonjob.testing.waiting import wait_for
 from installtools import CHART, NAMESPACE, ROOT, docs, helm_env, run
 
 pytestmark = pytest.mark.cluster
-urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # the controller's self-signed metrics
 
 CRD = "daemonjobs.daemonjob.io"
 DJ_API = "daemonjob.io/v1alpha1"
@@ -90,7 +90,10 @@ def scrape(port: int, token: str | None) -> int:
     """The status of GET /metrics over HTTPS (the controller's self-signed certificate, unverified)."""
     http = urllib3.PoolManager(cert_reqs="CERT_NONE")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return http.request("GET", f"https://127.0.0.1:{port}/metrics", headers=headers, timeout=10, retries=False).status
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+        return http.request("GET", f"https://127.0.0.1:{port}/metrics", headers=headers, timeout=10,
+                            retries=False).status
 
 
 def point_webhook_at(kube: Kube, client_config: dict[str, Any]) -> None:
