@@ -181,3 +181,10 @@ def test_webhook_and_network_policy_values(tmp_path: Path) -> None:
         {"namespaceSelector": {"matchLabels": {"team": "obs"}}}]
     assert ("NetworkPolicy", "daemonjob-controller", NAMESPACE) not in by_key(
         template(tmp_path, "--set", "networkPolicy.enabled=false"))
+
+
+def test_network_policy_needs_a_scraper_selector(tmp_path: Path) -> None:
+    out = run("helm", "template", "daemonjob", str(CHART), "--set",
+              "networkPolicy.metricsFrom.namespaceSelector=null,networkPolicy.metricsFrom.podSelector=null",
+              env=helm_env(tmp_path), check=False)
+    assert out.returncode != 0 and "networkPolicy.metricsFrom needs" in out.stderr, out.stderr
