@@ -40,8 +40,7 @@ def metrics_server(args: argparse.Namespace, registry: CollectorRegistry) -> Ser
         host = socket.gethostname()
         ca = certs.new_ca(f"{host}-ca", defaults.METRICS_SELF_SIGNED_VALIDITY)
         pair = certs.issue(ca, [host, "localhost", "127.0.0.1", "::1"], defaults.METRICS_SELF_SIGNED_VALIDITY)
-        (tmp / "tls.crt").write_bytes(pair.cert_pem + ca.cert_pem)
-        (tmp / "tls.key").write_bytes(pair.key_pem)
+        certs.write_dir(tmp, certs.KeyPair(pair.cert_pem + ca.cert_pem, pair.key_pem))
         return Server(args.metrics_addr, routes, "metrics", cert_dir=tmp, filter=auth)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import io
-import os
 import socket
 import ssl
 import threading
@@ -25,7 +24,9 @@ from pathlib import Path
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-__all__ = ["Route", "PostRoute", "Filter", "ReloadingTLS", "Server", "parse_bind_address", "bind_socket",
+from daemonjob.machinery.certs import ReloadingTLS, TLSProvider
+
+__all__ = ["Route", "PostRoute", "Filter", "ReloadingTLS", "TLSProvider", "Server", "parse_bind_address", "bind_socket",
            "metrics_route", "check_route", "READ_TIMEOUT", "IDLE_TIMEOUT", "MAX_BODY", "WORKERS",
            "MAX_CONNECTIONS"]
 
@@ -40,43 +41,6 @@ IDLE_TIMEOUT = 90.0  # seconds a keep-alive connection may wait for its next req
 MAX_BODY = 7 * 1024 * 1024  # bytes of a POSTed body
 WORKERS = 4  # threads answering requests, per server
 MAX_CONNECTIONS = 256  # open connections per server; beyond, the longest-idle one is closed
-
-
-class ReloadingTLS:
-    """The server side of TLS from `tls.crt`/`tls.key` in a directory, reloaded when they change.
-
-    Each new connection looks at the files' change times (two stat calls) and loads them again
-    when they changed; a pair that does not load (a key replaced before its certificate) keeps
-    the previous context until the next look.
-    """
-
-    def __init__(self, cert_dir: str | Path) -> None:
-        self.cert_dir = Path(cert_dir)
-        self._lock = threading.Lock()
-        self._stamp: tuple[float, float] | None = None
-        self._context: ssl.SSLContext | None = None
-        self.problem: str | None = f"no certificate loaded from {self.cert_dir} yet"
-        self.context()
-
-    def context(self) -> ssl.SSLContext | None:
-        crt, key = self.cert_dir / "tls.crt", self.cert_dir / "tls.key"
-        try:
-            stamp = (os.stat(crt).st_mtime, os.stat(key).st_mtime)
-        except OSError as exc:
-            if self._context is None:
-                self.problem = f"no certificate in {self.cert_dir}: {exc.strerror}"
-            return self._context
-        with self._lock:
-            if stamp != self._stamp:
-                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-                ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-                try:
-                    ctx.load_cert_chain(crt, key)
-                    self._context, self._stamp, self.problem = ctx, stamp, None
-                except (ssl.SSLError, OSError) as exc:
-                    if self._context is None:
-                        self.problem = f"the certificate in {self.cert_dir} does not load: {exc}"
-            return self._context
 
 
 def parse_bind_address(address: str) -> tuple[str, int] | None:
@@ -127,7 +91,8 @@ class _Conn:
 
 
 class Server:
-    """GET `routes` and POST `post_routes`; over TLS from `cert_dir` when given; `filter` sees each request first.
+    """GET `routes` and POST `post_routes`; over TLS from `cert_dir` (or any `tls` provider) when given;
+    `filter` sees each request first.
 
     An asyncio loop in one thread holds the connections (an idle or slow client costs a
     socket, not a thread); routes and the filter, which may block, run on `workers` threads.
@@ -137,11 +102,12 @@ class Server:
                  post_routes: dict[str, PostRoute] | None = None, cert_dir: str | Path | None = None,
                  max_body: int = MAX_BODY, *, filter: Filter | None = None, workers: int = WORKERS,
                  max_connections: int = MAX_CONNECTIONS, read_timeout: float = READ_TIMEOUT,
-                 idle_timeout: float = IDLE_TIMEOUT):
+                 idle_timeout: float = IDLE_TIMEOUT, tls: TLSProvider | None = None):
         self.name = name
         self.routes, self.posts = dict(routes), dict(post_routes or {})
         self.max_body, self.filter = max_body, filter
-        self.tls = ReloadingTLS(cert_dir) if cert_dir is not None else None
+        self.tls: TLSProvider | None = tls if tls is not None else (
+            ReloadingTLS(cert_dir) if cert_dir is not None else None)
         self.read_timeout, self.idle_timeout = read_timeout, idle_timeout
         self.max_connections = max(1, max_connections)
         self._listener = bind_socket(address)
