@@ -289,9 +289,12 @@ def test_the_image_takes_the_lease_and_completes_a_rollout(image: Image, pod: Po
     group = uuid.uuid4().hex[:8]
     nodes = make_nodes(3, labels={"image.daemonjob.io/group": group})
     metrics, health = free_port(), free_port()
-    # The Deployment's arguments; the addresses on loopback ports of their own (host network).
+    # The Deployment's arguments; the addresses on loopback ports of their own (host network),
+    # metrics over HTTPS as deployed. The webhook is off: the test bed has no Service network
+    # to carry the API server's calls to it (test_webhook.py and the Helm install test cover it).
     box = sandbox(["--leader-elect", f"--leader-election-namespace={CONTROLLER_NS}",
-                   f"--metrics-bind-address=127.0.0.1:{metrics}", f"--health-probe-bind-address=127.0.0.1:{health}",
+                   f"--metrics-bind-address=127.0.0.1:{metrics}", "--metrics-secure=true",
+                   f"--health-probe-bind-address=127.0.0.1:{health}", "--webhook-bind-address=0",
                    "--log-format=json", f"--namespace={namespace}"], log="controller")
 
     def lease_holder() -> str | None:
