@@ -65,6 +65,8 @@ class LocalPrometheus:
     for_override: str | None = None  # e.g. "5s": alerts pend, then fire, within a test
     port: int = 0
     bin_dir: Path | None = None
+    extra_rule_groups: Sequence[dict[str, Any]] = ()  # more rule groups beside the shipped ones
+    extra_scrape_configs: Sequence[dict[str, Any]] = ()  # more scrape jobs beside the controllers'
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -86,12 +88,17 @@ class LocalPrometheus:
             "scrape_configs": [{
                 "job_name": JOB, "honor_labels": True,  # keep the DaemonJob's own `namespace` label
                 "static_configs": [{"targets": list(self.targets), "labels": {"namespace": CONTROLLER_NAMESPACE}}],
-            }],
+            }, *self.extra_scrape_configs],
         }
 
     def write_config(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        write_rules(self.workdir / "rules.yml", self.for_override)
+        rules = self.workdir / "rules.yml"
+        write_rules(rules, self.for_override)
+        if self.extra_rule_groups:
+            groups = yaml.safe_load(rules.read_text())
+            groups["groups"].extend(self.extra_rule_groups)
+            rules.write_text(yaml.safe_dump(groups, sort_keys=False))
         self.config_path.write_text(yaml.safe_dump(self.config(), sort_keys=False))
 
     def set_targets(self, targets: Sequence[str]) -> None:
