@@ -170,3 +170,18 @@ def test_without_a_prometheus_url_halt_on_alerts_halts_and_says_so(bed: ActBed) 
     assert bed.created() == []
     cond = reconciling(bed)
     assert cond["reason"] == "AlertsUnknown" and "--prometheus-url" in cond["message"]
+
+
+def test_the_prometheus_flags() -> None:
+    from daemonjob import cli, defaults
+
+    args = cli.parser().parse_args([])
+    assert args.prometheus_url is None and args.prometheus_poll_interval == defaults.PROMETHEUS_POLL_INTERVAL
+    args = cli.parser().parse_args(["--prometheus-url", URL, "--prometheus-poll-interval", "5"])
+    assert (args.prometheus_url, args.prometheus_poll_interval) == (URL, 5.0)
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["--prometheus-poll-interval", "0"])
+
+
+def test_the_controller_polls_only_with_a_prometheus_url(bed: ActBed) -> None:
+    assert bed.ctl.alerts is None and bed.ctl.firing_alerts().unknown is not None
