@@ -4,7 +4,8 @@ Prometheus scrapes a tiny target this test serves, whose one sample the test swi
 between 0 and 1; an alerting rule on it fires and resolves. While it fires no new node
 starts (a running Job finishes), across a restart of the controller; once it resolves the
 rollout completes. "No new node while it fired" is read from the Jobs' creationTimestamps
-against the instant the sample was switched off, never from how long the test took.
+against the instant the sample was switched off, never from how long the test took. A
+Prometheus that does not answer halts as well, until it answers.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from harness import (
     wait_for,
 )
 
+from daemonjob.testing.cluster import free_port
 from daemonjob.testing.prometheus import LocalPrometheus
 
 ALERT = "DaemonJobE2EHalt"
@@ -140,3 +142,24 @@ def test_no_new_node_starts_while_a_matching_alert_fires_across_a_restart(
         assert _created(by_node[node]) >= switched_off, f"{node} started while {ALERT} fired"
     assert all(n == 1 for n in Counter(c.node for c in watcher.created).values()), watcher.summary()
     assert not watcher.deleted, watcher.summary()
+
+
+def test_an_unreachable_prometheus_halts_until_it_answers(
+        api: Cluster, nodes: Nodes, group: str, tmp_path: Path,
+        spawn_controller: Callable[..., ControllerProcess]) -> None:
+    names = nodes(2)
+    port = free_port()  # nothing listens there yet
+    spawn_controller(extra_args=["--prometheus-url", f"http://127.0.0.1:{port}", "--prometheus-poll-interval", "1"])
+    api.apply(daemonjob("blind", group, rollout={"haltOnAlerts": [{"alertname": ALERT}]}))
+    dj = api.wait_status("blind", lambda d: "did not answer" in (condition(d, "Reconciling").get("message") or ""),
+                         "Reconciling AlertsUnknown, Prometheus not answering")
+    assert condition(dj, "Reconciling")["reason"] == "AlertsUnknown"
+    assert f"127.0.0.1:{port}" in condition(dj, "Reconciling")["message"]
+    holds(lambda: api.job_nodes("blind") == [], 3, "no node while the alerts are unknown",
+          describe=lambda: api.job_nodes("blind"))
+
+    answering = datetime.now(timezone.utc).replace(microsecond=0)
+    with LocalPrometheus(tmp_path / "prometheus", port=port):
+        api.wait_complete("blind", 2)
+    assert all(_created(j) >= answering for j in api.jobs("blind")), "a node started before Prometheus answered"
+    assert sorted(api.job_nodes("blind")) == names
