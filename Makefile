@@ -62,7 +62,7 @@ demo: venv binaries
 	$(PY) hack/demo.py
 
 run: venv
-	$(PY) -m daemonjob $(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)") --log-format console
+	$(PY) -m daemonjob $(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)") --log-format console --metrics-secure=false --webhook-bind-address=0
 
 bench-informer: venv binaries
 	$(PY) hack/bench_informer.py --n $(N)

@@ -14,10 +14,12 @@ import signal
 import socket
 import sys
 import uuid
+from collections.abc import Callable
 
 import structlog
 
 from daemonjob import __version__, defaults, logsetup
+from daemonjob.admission import webhook as admission
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.fence import Fence
@@ -30,7 +32,8 @@ from daemonjob.machinery.kube import ApiError, ConfigError, Kube
 from daemonjob.machinery.leaderelection import LeaderElector
 from daemonjob.machinery.malloc import limit_malloc_arenas
 from daemonjob.machinery.ratelimit import TokenBucket
-from daemonjob.machinery.serving import Server, check_route, metrics_route, parse_bind_address
+from daemonjob.machinery.serving import Server, check_route, parse_bind_address
+from daemonjob.metricsserver import metrics_server
 from daemonjob.manager import Manager
 
 log = structlog.get_logger("daemonjob")
@@ -59,8 +62,15 @@ def parser() -> argparse.ArgumentParser:
                    metavar="SECONDS", help="how long the leader acts after its last renewal was sent")
     p.add_argument("--leader-election-retry-period", type=_seconds, default=defaults.RETRY_PERIOD,
                    metavar="SECONDS", help="time between renewals, and between a stand-by's attempts")
-    p.add_argument("--metrics-bind-address", default=defaults.METRICS_BIND_ADDRESS,
-                   help="address of /metrics ('0' disables)")
+    p.add_argument("--metrics-bind-address", default=None,
+                   help=f"address of /metrics ('0' disables; default {defaults.METRICS_SECURE_BIND_ADDRESS}, "
+                        f"{defaults.METRICS_BIND_ADDRESS} with --metrics-secure=false)")
+    p.add_argument("--metrics-secure", type=_bool, nargs="?", const=True, default=defaults.METRICS_SECURE,
+                   metavar="BOOL", help="serve /metrics over HTTPS to callers whose bearer token may get "
+                                        "/metrics (TokenReview, SubjectAccessReview); false: plain HTTP, open")
+    p.add_argument("--metrics-cert-dir", default="",
+                   help="directory of tls.crt and tls.key for /metrics, reloaded when they change "
+                        "(default: a self-signed certificate made at start)")
     p.add_argument("--health-probe-bind-address", default=defaults.HEALTH_PROBE_BIND_ADDRESS,
                    help="address of /healthz and /readyz ('0' disables)")
     p.add_argument("--max-configmap-watches", type=_positive_int, default=defaults.MAX_CONFIGMAP_WATCHES,
@@ -73,11 +83,21 @@ def parser() -> argparse.ArgumentParser:
                         "without it a DaemonJob with haltOnAlerts starts no new node (AlertsUnknown)")
     p.add_argument("--prometheus-poll-interval", type=_seconds, default=defaults.PROMETHEUS_POLL_INTERVAL,
                    metavar="SECONDS", help="time between two reads of the firing alerts")
+    admission.add_flags(p)
     p.add_argument("--log-level", choices=logsetup.LEVELS, default=defaults.LOG_LEVEL)
     p.add_argument("--log-format", choices=("json", "console"), default=None,
                    help="default: json in-cluster or when stderr is not a terminal, else console")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "t"):
+        return True
+    if value in ("false", "0", "no", "f"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
 
 
 def _positive_int(text: str) -> int:
@@ -140,15 +160,16 @@ def _check_api(kube: Kube) -> str | None:
     return None
 
 
-def _servers(args: argparse.Namespace, metrics: Metrics, controller: Controller) -> list[Server]:
+def _servers(args: argparse.Namespace, metrics: Metrics, controller: Controller,
+             ready: Callable[[], str | None]) -> list[Server]:
     """Start /metrics and the probes; OSError when an address is taken (nothing left running)."""
     servers: list[Server] = []
     try:
         if args.metrics_addr:
-            servers.append(Server(args.metrics_addr, {"/metrics": metrics_route(metrics.registry)}, "metrics").start())
+            servers.append(metrics_server(args, metrics.registry).start())
         if args.health_addr:
             servers.append(Server(args.health_addr, {"/healthz": check_route(controller.healthy),
-                                                     "/readyz": check_route(controller.ready)}, "health").start())
+                                                     "/readyz": check_route(ready)}, "health").start())
     except OSError:
         for s in servers:
             s.stop()
@@ -156,11 +177,19 @@ def _servers(args: argparse.Namespace, metrics: Metrics, controller: Controller)
     return servers
 
 
+def _both(first: Callable[[], str | None], second: Callable[[], str | None]) -> Callable[[], str | None]:
+    return lambda: first() or second()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if args.metrics_bind_address is None:
+            args.metrics_bind_address = (defaults.METRICS_SECURE_BIND_ADDRESS if args.metrics_secure
+                                         else defaults.METRICS_BIND_ADDRESS)
         args.metrics_addr = parse_bind_address(args.metrics_bind_address)
         args.health_addr = parse_bind_address(args.health_probe_bind_address)
+        args.webhook_addr = parse_bind_address(args.webhook_bind_address)
     except ValueError as exc:
         return fail(str(exc))
     if args.leader_elect and (problem := _lease_timings(args)):
@@ -200,10 +229,20 @@ def main(argv: list[str] | None = None) -> int:
                                                                       args.max_configmap_watches),
                                      prometheus_url=args.prometheus_url,
                                      prometheus_poll_interval=args.prometheus_poll_interval)
+    ready = controller.ready
+    webhook: admission.Webhook | None = None
     try:
-        servers = _servers(args, metrics, controller)
+        if args.webhook_addr:  # every replica serves: admission never waits for an election
+            args.webhook_service_namespace = _lease_namespace(args.webhook_service_namespace)  # the pod's
+            webhook = admission.start(args, args.webhook_addr, kube, metrics.registry)
+            ready = _both(controller.ready, webhook.problem)
+        servers = _servers(args, metrics, controller, ready)
     except OSError as exc:
+        if webhook is not None:
+            webhook.stop()
         return fail(f"cannot listen: {exc}")
+    if webhook is not None:
+        servers.append(webhook)  # type: ignore[arg-type]  # stopped with the servers
     manager = Manager(controller, events, metrics, elector=elector, fence=fence, servers=servers)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: manager.request_stop())

@@ -41,6 +41,10 @@ RESYNC_INTERVAL = 600.0  # seconds between full re-enqueues (0 disables)
 # pass also makes the full plan and compares, counting and repairing any difference.
 PLAN_SELF_CHECK_INTERVAL = 300.0
 HISTORY_LIMIT = 1
+# Bounds of a DaemonJob's spec (the CRD schema says the same of historyLimit): every kept
+# run is one Job per node, and the template is copied into every node's Job and pod.
+HISTORY_LIMIT_MAX = 10
+JOB_TEMPLATE_MAX_BYTES = 128 * 1024  # serialized as JSON
 # History cleanup (finished Jobs beyond historyLimit): its own pace, never while a pass is
 # creating Jobs, so cleaning up the last run never delays the next one's creates. Half the
 # default client QPS: a run's history over 10,000 nodes is gone in under 7 minutes.
@@ -86,8 +90,25 @@ EVENT_MESSAGE_MAX_BYTES = 1024
 CONDITION_MESSAGE_MAX_BYTES = 32768
 
 # Serving
-METRICS_BIND_ADDRESS = ":8080"
+METRICS_BIND_ADDRESS = ":8080"  # with --metrics-secure=false
+METRICS_SECURE_BIND_ADDRESS = ":8443"  # HTTPS, TokenReview + SubjectAccessReview (controller-runtime's default)
+METRICS_SECURE = True
+METRICS_AUTH_CACHE_TTL = 60.0  # seconds a token's review and access answer are reused
+METRICS_SELF_SIGNED_VALIDITY = 365 * 24 * 3600.0  # the certificate made at start without --metrics-cert-dir
 HEALTH_PROBE_BIND_ADDRESS = ":8081"
+# Admission webhook (controller-runtime's port and cert dir layout: tls.crt, tls.key)
+WEBHOOK_BIND_ADDRESS = ":9443"
+WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+WEBHOOK_PATH = "/validate-daemonjob"
+WEBHOOK_MAX_REQUEST_BYTES = 7 * 1024 * 1024  # as controller-runtime: an object and its old version
+WEBHOOK_CERT_SECRET = "daemonjob-webhook-tls"
+WEBHOOK_CONFIGURATION = "daemonjob-validating-webhook"
+WEBHOOK_SERVICE = "daemonjob-webhook"
+CA_VALIDITY = 10 * 365 * 24 * 3600.0  # seconds
+SERVING_CERT_VALIDITY = 365 * 24 * 3600.0  # seconds
+# Renewed when less than this part of its validity remains (cert-controller: 90 days of a year).
+CERT_RENEW_FRACTION = 0.25
+CERT_CHECK_INTERVAL = 10.0  # seconds between looks at the Secret: how soon every replica serves a renewal
 CREATE_CONCURRENCY = 32  # parallel Job creates/deletes within one slow-start batch
 
 # Memory

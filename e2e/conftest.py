@@ -113,6 +113,7 @@ def sa_kubeconfig(kube: Kube, kubectl: Kubectl, crd: None, tmp_path_factory: pyt
     """A kubeconfig holding only the controller ServiceAccount's token: exactly the manifests' RBAC."""
     kubectl("apply", "-f", str(MANIFESTS / "namespace.yaml"))
     kubectl("apply", "-f", str(MANIFESTS / "rbac.yaml"))
+    kubectl("apply", "-f", str(MANIFESTS / "metrics-rbac.yaml"))
     token = _service_account_token(kube)
     cfg = kube.configuration
     ca = cfg.ssl_ca_cert

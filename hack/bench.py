@@ -149,7 +149,7 @@ class ControllerProcess:
         self.log_path = log_path
         cmd = [sys.executable, "-m", "daemonjob", "--kubeconfig", str(kubeconfig),
                "--kube-api-qps", str(UNTHROTTLED), "--kube-api-burst", str(UNTHROTTLED),
-               "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+               "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}", "--metrics-secure=false",
                "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", "--log-level", "warning"]
         if workers:
             cmd += ["--workers", str(workers)]

@@ -156,7 +156,7 @@ def main() -> int:
                 with open(log_path, "wb") as log:
                     controller = subprocess.Popen(
                         [sys.executable, "-m", "daemonjob", "--kubeconfig", str(cluster.kubeconfig),
-                         "--metrics-bind-address", f"127.0.0.1:{metrics_port}",
+                         "--metrics-bind-address", f"127.0.0.1:{metrics_port}", "--metrics-secure=false",
                          "--health-probe-bind-address", f"127.0.0.1:{free_port()}", "--log-format", "json"],
                         stdout=log, stderr=subprocess.STDOUT)
                 prometheus = LocalPrometheus(cluster.workdir / "prometheus", targets=[f"127.0.0.1:{metrics_port}"],

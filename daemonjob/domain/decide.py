@@ -79,7 +79,7 @@ from daemonjob.domain.jobs import format_time, parse_time
 from daemonjob.domain.plan import JobView, Plan, PlanContext
 from daemonjob.domain.revision import Revision, current_revision, template_revision
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, ScheduleStep, replaces_other_runs, schedule_step
-from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Problem, Validation, scaled, validate
+from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Validation, scaled, validate
 
 __all__ = [
     "CreateJob",
@@ -225,8 +225,7 @@ def _read(inp: DecisionInput) -> Reading:
     runs_matter = (spec.get("schedule") is not None or recorded.status.get("currentRun")
                    or ANNOTATION_RUN_NOW in ((dj.get("metadata") or {}).get("annotations") or {}))
     step = schedule_step(dj, inp.now, inp.plan.active_runs() if runs_matter else ())
-    if step.problem is not None:
-        checked.problems.append(Problem(step.problem.reason, step.problem.message))
+    # validate() has reported the schedule's problems already (all of them, step.problem among them)
     idle = None
     if step.current_run is None and spec.get("schedule") is not None and step.problem is None:
         nxt = step.status.get("nextScheduleTime", recorded.status.get("nextScheduleTime"))

@@ -52,6 +52,7 @@ __all__ = [
     "ScheduleEvent",
     "ScheduleStep",
     "schedule_step",
+    "schedule_problems",
     "replaces_other_runs",
 ]
 
@@ -415,6 +416,18 @@ def _base(schedule: Schedule, meta: Mapping[str, Any], status: Mapping[str, Any]
 def _mapping(value: Any) -> Mapping[str, Any]:
     """A malformed object (a status that is a string) reads as empty, never raises."""
     return value if isinstance(value, Mapping) else {}
+
+
+def schedule_problems(spec: Mapping[str, Any]) -> list[InvalidSchedule]:
+    """Every problem of the schedule fields at once (schedule_step stops at the first)."""
+    out: list[InvalidSchedule] = []
+    for check in (lambda: _policy(spec), lambda: _deadline(spec), lambda: _zone(spec.get("timeZone")),
+                  lambda: spec.get("schedule") is None or parse_schedule(spec.get("schedule"))):
+        try:
+            check()
+        except InvalidSchedule as e:
+            out.append(e)
+    return out
 
 
 def schedule_step(dj: Mapping[str, Any], now: datetime, active_runs: Collection[str | None]) -> ScheduleStep:

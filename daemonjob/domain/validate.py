@@ -1,9 +1,15 @@
 """Step 1 of a decision: what in a DaemonJob's spec makes it unusable, collected, not raised.
 
 The schema catches most mistakes; these are the ones it cannot (a selector the API server
-would reject, a restart policy a Job cannot run with, a TTL that would erase the record).
-An invalid rollout knob keeps its safe default and adds a problem, so a decision is always
-possible and the problems surface as `Stalled`.
+would reject, a restart policy a Job cannot run with, a TTL that would erase the record, a
+schedule or time zone that does not parse, a template too large to copy into every node's
+Job). An invalid rollout knob keeps its safe default and adds a problem, so a decision is
+always possible and the problems surface as `Stalled`.
+
+This is the one rule book: the validating admission webhook refuses an object with exactly
+these problems, and `kubectl daemonjob create` checks its manifest with them. Each problem
+names its field (`spec.schedule`) and reads as kubectl shows the API server's own errors
+(`spec.schedule: Invalid value: "0 25 * * *": ...`).
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import orjson
+
 from daemonjob import defaults
 from daemonjob.domain.eligibility import POD_SPEC_PATH, Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import LABEL_NAME
-from daemonjob.domain.schedule import InvalidSchedule, Schedule, parse_schedule
+from daemonjob.domain.schedule import InvalidSchedule, Schedule, parse_schedule, schedule_problems
 from daemonjob.domain.selectors import InvalidSelector, validate_label_value
 
 __all__ = [
@@ -26,6 +34,7 @@ __all__ = [
     "Settings",
     "Validation",
     "validate",
+    "problems_of",
     "scaled",
     "is_int",
     "Rollout",
@@ -49,6 +58,9 @@ TTL_NOT_ALLOWED = "TTLNotAllowed"
 INVALID_RESTART_POLICY = "InvalidRestartPolicy"
 INVALID_NAME = "InvalidName"
 INVALID_SPEC = "InvalidSpec"
+TEMPLATE_TOO_LARGE = "TemplateTooLarge"
+
+SHOWN_VALUE_MAX = 200  # characters of a refused value quoted in a message
 
 _PERCENT_RE = re.compile(r"^([0-9]+)%$")
 _DURATION_RE = re.compile(r"^(?:[0-9]+(?:h|m|s))+$")
@@ -58,8 +70,15 @@ _DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
 
 @dataclass(frozen=True, slots=True)
 class Problem:
+    """One thing wrong with a spec: `message` is `<field>: <detail>`, `field` that path."""
+
     reason: str
     message: str
+    field: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.field:
+            object.__setattr__(self, "field", self.message.split(": ", 1)[0])
 
 
 @dataclass(slots=True)
@@ -110,7 +129,10 @@ class Validation:
 
 
 def _show(value: Any) -> str:
-    return json.dumps(value, default=str)
+    text = json.dumps(value, default=str)
+    if len(text) > SHOWN_VALUE_MAX:  # a refused 1 MB string is not repeated in a condition
+        text = text[:SHOWN_VALUE_MAX] + "..."
+    return text
 
 
 def is_int(value: Any) -> bool:
@@ -131,9 +153,15 @@ def _int_or_percent(spec: Mapping[str, Any], key: str, minimum: int, problems: l
         return None
     if is_int(value) and value >= minimum:
         return value
-    if isinstance(value, str) and _PERCENT_RE.match(value):
+    percent = _PERCENT_RE.match(value) if isinstance(value, str) else None
+    if percent and int(percent[1]) <= 100:
         return value
-    detail = f"must be at least {minimum}" if is_int(value) else 'must be an integer or a percentage such as "25%"'
+    if percent:
+        detail = "must not be greater than 100%"
+    elif is_int(value):
+        detail = f"must be at least {minimum}"
+    else:
+        detail = 'must be an integer or a percentage such as "25%"'
     if key == "maxParallel" and value == 0:
         detail += " (use spec.suspend to start nothing)"
     problems.append(Problem(INVALID_SPEC, f"spec.{key}: Invalid value: {_show(value)}: {detail}"))
@@ -147,13 +175,24 @@ def _check_template(spec: Mapping[str, Any], problems: list[Problem]) -> bool:
     if not isinstance(job_spec, Mapping):
         problems.append(Problem(INVALID_SPEC, "spec.jobTemplate.spec: Required value"))
         job_spec = {}
+    if template is not None:
+        size = len(orjson.dumps(template, default=str))
+        if size > defaults.JOB_TEMPLATE_MAX_BYTES:
+            problems.append(
+                Problem(
+                    TEMPLATE_TOO_LARGE,
+                    f"spec.jobTemplate: Too long: must have at most {defaults.JOB_TEMPLATE_MAX_BYTES} bytes "
+                    f"(serialized as JSON), not {size}: it is copied into every node's Job and pod, "
+                    "so keep large data in a ConfigMap",
+                )
+            )
     has_ttl = job_spec.get("ttlSecondsAfterFinished") is not None
     if has_ttl:
         problems.append(
             Problem(
                 TTL_NOT_ALLOWED,
                 "spec.jobTemplate.spec.ttlSecondsAfterFinished: Forbidden: the Jobs are the record of what "
-                "ran on each node, and a Job deleted by its TTL would look like a node that never ran; "
+                "ran on each node, and a Job deleted by its TTL would look like a node that never ran: "
                 "remove it (spec.historyLimit bounds how many old Jobs are kept)",
             )
         )
@@ -213,14 +252,30 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
         settings.suspend = True  # fail safe: start nothing
         problems.append(Problem(INVALID_SPEC, f"spec.suspend: Invalid value: {_show(suspend)}: must be a boolean"))
     history = spec.get("historyLimit")
-    if is_int(history) and history >= 0:
+    if is_int(history) and 0 <= history <= defaults.HISTORY_LIMIT_MAX:
         settings.history_limit = history
+    elif is_int(history) and history > defaults.HISTORY_LIMIT_MAX:
+        settings.history_limit = defaults.HISTORY_LIMIT_MAX  # keeps the most it may, deletes nothing it need not
+        problems.append(
+            Problem(INVALID_SPEC, f"spec.historyLimit: Invalid value: {history}: must be less than or equal to "
+                    f"{defaults.HISTORY_LIMIT_MAX} (each kept run is one Job per node)")
+        )
     elif history is not None:
         problems.append(
             Problem(INVALID_SPEC, f"spec.historyLimit: Invalid value: {_show(history)}: must be an integer >= 0")
         )
+    problems.extend(_schedule(spec))
     out.rollout = validate_rollout(spec, problems)
     return out
+
+
+def _schedule(spec: Mapping[str, Any]) -> list[Problem]:
+    return [Problem(e.reason, e.message) for e in schedule_problems(spec)]
+
+
+def problems_of(dj: Mapping[str, Any]) -> list[Problem]:
+    """Every problem of `dj`, as `Stalled` reports them: what admission refuses."""
+    return validate(dj).problems
 
 
 def parse_duration(value: Any) -> timedelta | None:

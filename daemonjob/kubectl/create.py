@@ -1,7 +1,8 @@
 """`create NAME --image IMAGE -- COMMAND...`: an ad-hoc DaemonJob in one line.
 
-The manifest is built here and checked with the controller's own rules (selector,
-maxParallel), so `--dry-run=client` fails on what the controller would refuse.
+The manifest is built here and checked with the controller's own rule book (the one its
+admission webhook applies), so `--dry-run=client` fails on what the webhook would refuse,
+every problem at once; `--dry-run=server` sends it through the webhook itself.
 """
 
 from __future__ import annotations
@@ -10,9 +11,8 @@ import argparse
 import re
 from typing import Any
 
-from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import API_VERSION, KIND
-from daemonjob.domain.schedule import InvalidSchedule, parse_schedule
+from daemonjob.domain.validate import problems_of
 from daemonjob.machinery.kube import path_for
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.client import PluginError
@@ -116,18 +116,13 @@ def build_manifest(args: argparse.Namespace, namespace: str) -> dict[str, Any]:
             spec["timeZone"] = args.time_zone
         if args.concurrency_policy:
             spec["concurrencyPolicy"] = args.concurrency_policy
-        try:  # the controller's parser: a bad schedule would only show up as Stalled later
-            parse_schedule(args.schedule, args.time_zone)
-        except InvalidSchedule as exc:
-            raise PluginError(f"invalid DaemonJob: {exc.message}") from None
     elif args.time_zone or args.concurrency_policy:
         raise PluginError("--time-zone and --concurrency-policy need --schedule")
     manifest = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": args.name, "namespace": namespace},
                 "spec": spec}
-    try:
-        compile_eligibility(manifest)
-    except InvalidSpec as exc:
-        raise PluginError(f"invalid DaemonJob: {exc.message}") from None
+    problems = problems_of(manifest)
+    if problems:
+        raise PluginError(f"invalid DaemonJob: {'; '.join(p.message for p in problems)}")
     return manifest
 
 

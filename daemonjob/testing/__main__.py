@@ -27,7 +27,7 @@ from daemonjob.testing.prometheus import LocalPrometheus
 
 PROMETHEUS_PID = "prometheus.pid"
 PROMETHEUS_URL = "prometheus.url"
-DEFAULT_PROMETHEUS_TARGET = "127.0.0.1:8080"  # the controller's default --metrics-bind-address
+DEFAULT_PROMETHEUS_TARGET = "127.0.0.1:8080"  # `make run`'s plain-HTTP /metrics (--metrics-secure=false)
 
 SUPERVISOR_PID = "supervisor.pid"
 READY_MARK = "ready"

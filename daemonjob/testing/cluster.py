@@ -428,6 +428,18 @@ kind: RoleBinding
 metadata: {{name: daemonjob-leader-election-users, namespace: {CONTROLLER_NAMESPACE}}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-leader-election}}
 subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: daemonjob-webhook-configuration-users}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: daemonjob-webhook-configuration}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: daemonjob-webhook-certificates-users, namespace: {CONTROLLER_NAMESPACE}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-webhook-certificates}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
 """
         for source, stdin in ((NAMESPACE_PATH, None), (RBAC_PATH, None), ("-", bindings)):
             out = subprocess.run([*kubectl, "apply", "-f", str(source)], input=stdin, text=True,

@@ -18,26 +18,36 @@ from .waiting import wait_for
 
 
 class ControllerProcess:
-    """`python -m daemonjob` with metrics and probes on free loopback ports (new ones per start)."""
+    """`python -m daemonjob` with metrics and probes on free loopback ports (new ones per start).
 
-    def __init__(self, kubeconfig: str | Path, log_path: str | Path, *extra_args: str):
+    The admission webhook is off unless `webhook=True`: then it serves on a free loopback
+    port of its own (`webhook_port`, new per start), with the other --webhook-* flags given
+    in `extra_args`.
+    """
+
+    def __init__(self, kubeconfig: str | Path, log_path: str | Path, *extra_args: str, webhook: bool = False):
         self.kubeconfig = str(kubeconfig)
         self.log_path = Path(log_path)
         self.extra_args = list(extra_args)
+        self.webhook = webhook
         self.metrics_port = 0
         self.health_port = 0
+        self.webhook_port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.exit_codes: list[int] = []
         self._http = urllib3.PoolManager()
 
     def args(self) -> list[str]:
         return [sys.executable, "-m", "daemonjob", "--kubeconfig", self.kubeconfig,
-                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
-                "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", *self.extra_args]
+                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}", "--metrics-secure=false",
+                "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
+                "--webhook-bind-address", f"127.0.0.1:{self.webhook_port}" if self.webhook else "0",
+                *self.extra_args]
 
     def start(self, wait: bool = False) -> "ControllerProcess":
         assert not self.running(), "already running"
         self.metrics_port, self.health_port = free_port(), free_port()
+        self.webhook_port = free_port() if self.webhook else 0
         with open(self.log_path, "ab") as log:  # appended: the log survives restarts
             self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -67,6 +67,9 @@ class LocalPrometheus:
     bin_dir: Path | None = None
     extra_rule_groups: Sequence[dict[str, Any]] = ()  # more rule groups beside the shipped ones
     extra_scrape_configs: Sequence[dict[str, Any]] = ()  # more scrape jobs beside the controllers'
+    # Secure metrics: https, the bearer token read from this file at every scrape, the
+    # controller's self-signed certificate accepted (the shipped ServiceMonitor's settings).
+    token_file: Path | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -82,13 +85,17 @@ class LocalPrometheus:
         return self.workdir / "prometheus.log"
 
     def config(self) -> dict[str, Any]:
+        job: dict[str, Any] = {
+            "job_name": JOB, "honor_labels": True,  # keep the DaemonJob's own `namespace` label
+            "static_configs": [{"targets": list(self.targets), "labels": {"namespace": CONTROLLER_NAMESPACE}}],
+        }
+        if self.token_file is not None:
+            job.update({"scheme": "https", "authorization": {"credentials_file": str(self.token_file)},
+                        "tls_config": {"insecure_skip_verify": True}})
         return {
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval},
             "rule_files": ["rules.yml"],
-            "scrape_configs": [{
-                "job_name": JOB, "honor_labels": True,  # keep the DaemonJob's own `namespace` label
-                "static_configs": [{"targets": list(self.targets), "labels": {"namespace": CONTROLLER_NAMESPACE}}],
-            }, *self.extra_scrape_configs],
+            "scrape_configs": [job, *self.extra_scrape_configs],
         }
 
     def write_config(self) -> None:

@@ -12,6 +12,7 @@ network is the host's, where the local control plane listens on loopback.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import shlex
@@ -72,20 +73,52 @@ class Image:
     size: str
 
 
+# What the Dockerfile copies into the image (see .dockerignore), besides the base.
+IMAGE_INPUTS = ("Dockerfile", "requirements.txt", "requirements-build.txt", "pyproject.toml", "setup.cfg",
+                "README.md", "LICENSE", "manifests/crd.yaml", "hack/build-image.sh")
+TEST_REPO = "localhost/daemonjob-controller"
+
+
+def inputs_digest(base_id: str) -> str:
+    """A digest of the base's ID and every file the build reads: equal digests, equal images."""
+    h = hashlib.sha256(base_id.encode())
+    files = [ROOT / f for f in IMAGE_INPUTS] + sorted(
+        f for f in (ROOT / "daemonjob").rglob("*")
+        if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc", ".pyo"))
+    for f in files:
+        h.update(b"\0" + str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 @pytest.fixture(scope="module")
-def image() -> Iterator[Image]:
-    name = f"localhost/daemonjob-controller:test-{uuid.uuid4().hex[:8]}"
+def image() -> Image:
+    """The image of this tree, built once and kept: a rerun with nothing changed reuses it."""
+    run(["bash", str(ROOT / "hack" / "provision-image-tools.sh")])
+    base = run(["bash", str(ROOT / "hack" / "image-base.sh")], timeout=900).stdout.strip().splitlines()[-1]
+    base_id = run([*BUILDAH, "images", "--quiet", "--no-trunc", base]).stdout.strip()
+    name = f"{TEST_REPO}:test-{inputs_digest(base_id)}"
     started = time.monotonic()
-    run(["bash", str(ROOT / "hack" / "build-image.sh")], cwd=ROOT,
-        env={**os.environ, "ENGINE": "buildah", "IMG": name})
+    reused = subprocess.run([*BUILDAH, "inspect", "--type", "image", name], capture_output=True,
+                            timeout=120, check=False).returncode == 0
+    if not reused:
+        run(["bash", str(ROOT / "hack" / "build-image.sh")], cwd=ROOT,
+            env={**os.environ, "ENGINE": "buildah", "IMG": name, "BASE": base})
+        _prune_test_images(keep=name)
     took = time.monotonic() - started
-    try:
-        info = json.loads(run([*BUILDAH, "inspect", "--type", "image", name]).stdout)
-        size = _image_size(name)
-        print(f"\nimage {name}: built in {took:.0f} s, {size}")
-        yield Image(name, info["OCIv1"]["config"], size)
-    finally:
-        subprocess.run([*BUILDAH, "rmi", name], capture_output=True, timeout=300, check=False)
+    info = json.loads(run([*BUILDAH, "inspect", "--type", "image", name]).stdout)
+    size = _image_size(name)
+    print(f"\nimage {name}: {'reused' if reused else 'built'} in {took:.0f} s, {size}")
+    return Image(name, info["OCIv1"]["config"], size)
+
+
+def _prune_test_images(keep: str) -> None:
+    """Test images of other contents; not those of the last minutes (another checkout's run may
+    be about to use its own), nor one a container uses (buildah refuses)."""
+    recent = time.time() - 600
+    for img in json.loads(run([*BUILDAH, "images", "--json"]).stdout or "[]"):
+        names = [n for n in img.get("names") or () if n.startswith(f"{TEST_REPO}:test-")]
+        if names and keep not in names and img.get("created", 0) < recent:
+            subprocess.run([*BUILDAH, "rmi", *names], capture_output=True, timeout=300, check=False)
 
 
 def _image_size(name: str) -> str:

@@ -8,7 +8,9 @@ ask the API server what the controller's ServiceAccount may do. Applying is idem
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -78,6 +80,7 @@ def rbac(cluster: LocalCluster, crd: None) -> None:
     """The controller's namespace, ServiceAccount and roles, applied for real."""
     kubectl(cluster, "apply", "-f", str(MANIFESTS / "namespace.yaml"))
     kubectl(cluster, "apply", "-f", str(MANIFESTS / "rbac.yaml"))
+    kubectl(cluster, "apply", "-f", str(MANIFESTS / "metrics-rbac.yaml"))
 
 
 # -- static checks ------------------------------------------------------------------------
@@ -99,7 +102,7 @@ def test_deploy_target_can_replace_the_image() -> None:
 
 # -- (a) server-side dry-run ----------------------------------------------------------------
 def test_controller_manifests_pass_server_dry_run(cluster: LocalCluster, rbac: None) -> None:
-    for name in ("crd.yaml", "namespace.yaml", "rbac.yaml", "deployment.yaml", "service.yaml"):
+    for name in ("crd.yaml", "namespace.yaml", "rbac.yaml", "deployment.yaml", "service.yaml", "webhook.yaml"):
         out = kubectl(cluster, "apply", "--dry-run=server", "-f", str(MANIFESTS / name))
         assert "(server dry run)" in out.stdout, out.stdout
 
@@ -152,6 +155,17 @@ def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None
         ("RoleBinding", "daemonjob-leader-election"),
         ("Deployment", "daemonjob-controller"),
         ("Service", "daemonjob-controller-metrics"),
+        ("ClusterRole", "daemonjob-webhook-configuration"),
+        ("ClusterRoleBinding", "daemonjob-webhook-configuration"),
+        ("Role", "daemonjob-webhook-certificates"),
+        ("RoleBinding", "daemonjob-webhook-certificates"),
+        ("Secret", "daemonjob-webhook-tls"),
+        ("Service", "daemonjob-webhook"),
+        ("ValidatingWebhookConfiguration", "daemonjob-validating-webhook"),
+        ("ClusterRole", "daemonjob-metrics-auth"),
+        ("ClusterRoleBinding", "daemonjob-metrics-auth"),
+        ("ClusterRole", "daemonjob-metrics-reader"),
+        ("NetworkPolicy", "daemonjob-controller"),
     ])
     assert "image: daemonjob-controller:latest" in out.stdout
     # What `make deploy` applies is valid as a whole, too.
@@ -182,6 +196,13 @@ CAN: list[tuple[str, ...]] = [
     ("get", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
     ("create", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
     ("update", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
+    ("get", "secrets/daemonjob-webhook-tls", "-n", CONTROLLER_NS),
+    ("update", "secrets/daemonjob-webhook-tls", "-n", CONTROLLER_NS),
+    ("get", "validatingwebhookconfigurations.admissionregistration.k8s.io/daemonjob-validating-webhook"),
+    ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/daemonjob-validating-webhook"),
+    # secure metrics: who a scraper's token is, and whether it may get /metrics
+    ("create", "tokenreviews.authentication.k8s.io"),
+    ("create", "subjectaccessreviews.authorization.k8s.io"),
 ]
 
 CANNOT: list[tuple[str, ...]] = [
@@ -205,6 +226,13 @@ CANNOT: list[tuple[str, ...]] = [
     ("update", "jobs.batch", "-n", "default"),
     ("create", "deployments.apps", "-n", CONTROLLER_NS),
     ("create", "rolebindings.rbac.authorization.k8s.io", "-n", CONTROLLER_NS),
+    ("get", "secrets/other", "-n", CONTROLLER_NS),
+    ("create", "secrets", "-n", CONTROLLER_NS),
+    ("delete", "secrets/daemonjob-webhook-tls", "-n", CONTROLLER_NS),
+    ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/other"),
+    ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io"),
+    ("list", "validatingwebhookconfigurations.admissionregistration.k8s.io"),
+    ("get", "/metrics"),  # reading metrics is the scraper's role (daemonjob-metrics-reader), not the controller's
 ]
 
 
@@ -327,6 +355,8 @@ REJECTED: list[tuple[str, Any, list[str]]] = [
     ("max-failed-type", lambda n: daemonjob(n, maxFailedNodes=1.5), ["spec.maxFailedNodes"]),
     ("history-limit", lambda n: daemonjob(n, historyLimit=-1),
      ["spec.historyLimit", "-1", "greater than or equal to 0"]),
+    ("history-limit-maximum", lambda n: daemonjob(n, historyLimit=11),
+     ["spec.historyLimit", "11", "less than or equal to 10"]),
     ("suspend-type", lambda n: daemonjob(n, suspend="yes"), ["spec.suspend", "boolean"]),
     ("no-job-template", _without_job_template, ["spec.jobTemplate", "Required value"]),
     ("concurrency-policy", lambda n: daemonjob(n, schedule="0 3 * * *", concurrencyPolicy="Allow"),
@@ -357,6 +387,7 @@ def test_schema_rejects_bad_input(kube: Kube, crd: None, namespace: str, case: s
 ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("percentages", {"maxParallel": "25%", "maxFailedNodes": "0%"}),
     ("bounds", {"maxParallel": "100%", "maxFailedNodes": 0, "historyLimit": 0}),
+    ("history-limit-maximum", {"historyLimit": 10}),
     ("integers", {"maxParallel": 1, "maxFailedNodes": 10, "rerunPolicy": "Never", "suspend": True}),
     ("selector", {"nodeSelector": {"matchLabels": {"kubernetes.io/os": "linux"}, "matchExpressions": [
         {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"},
@@ -383,3 +414,30 @@ def test_unknown_spec_fields_are_pruned_but_job_spec_is_kept(kube: Kube, crd: No
     created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), body)
     assert "bogus" not in created["spec"]
     assert created["spec"]["jobTemplate"] == body["spec"]["jobTemplate"]
+
+
+def test_cert_manager_component_swaps_self_managed_certificates(tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    base = os.path.relpath(MANIFESTS, overlay)
+    (overlay / "kustomization.yaml").write_text(f"resources: [{base}]\ncomponents: [{base}/cert-manager]\n")
+    # Components need kustomize >= 3.7: the machine's kubectl, not the cluster's 1.20 one.
+    modern = shutil.which("kubectl")
+    assert modern is not None, "a kubectl >= 1.21 on PATH renders kustomize components"
+    out = subprocess.run([modern, "kustomize", str(overlay)], capture_output=True, text=True, timeout=60, check=True)
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    assert ("Secret", "daemonjob-webhook-tls") not in by_kind  # cert-manager writes it
+    assert ("Role", "daemonjob-webhook-certificates") not in by_kind
+    assert ("ClusterRole", "daemonjob-webhook-configuration") not in by_kind
+    certificate = by_kind[("Certificate", "daemonjob-webhook")]
+    assert certificate["spec"]["secretName"] == "daemonjob-webhook-tls"
+    assert "daemonjob-webhook.daemonjob-system.svc" in certificate["spec"]["dnsNames"]
+    config = by_kind[("ValidatingWebhookConfiguration", "daemonjob-validating-webhook")]
+    assert config["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": "daemonjob-system/daemonjob-webhook"}
+    pod = by_kind[("Deployment", "daemonjob-controller")]["spec"]["template"]["spec"]
+    assert "--webhook-cert-secret=" in pod["containers"][0]["args"]
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "webhook-certs")
+    assert mount["mountPath"] == "/tmp/k8s-webhook-server/serving-certs"
+    assert next(v for v in pod["volumes"] if v["name"] == "webhook-certs")["secret"]["secretName"] == \
+        "daemonjob-webhook-tls"

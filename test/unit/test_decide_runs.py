@@ -336,3 +336,17 @@ def test_without_the_configmaps_read_the_revision_is_the_templates() -> None:
     dj = with_script(make_dj(schedule=None))
     plain = decide_over(dj, [], [node("n0")], TICK1)
     assert cond(plain, "Stalled")["status"] == "False" and len(plain.creates) == 1
+
+
+def test_past_its_bounds_a_daemonjob_stalls_with_every_problem_and_starts_nothing() -> None:
+    from daemonjob import defaults
+
+    w = world(historyLimit=defaults.HISTORY_LIMIT_MAX + 1, schedule="0 25 * * *", concurrencyPolicy="Allow")
+    w.dj["spec"]["jobTemplate"]["metadata"] = {"annotations": {"x": "y" * defaults.JOB_TEMPLATE_MAX_BYTES}}
+    d = w.step(TICK1)
+    stalled = cond(d, "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "TemplateTooLarge"
+    fields = [part.split(":")[0] for part in stalled["message"].split("; ")]
+    assert fields == ["spec.jobTemplate", "spec.historyLimit", "spec.concurrencyPolicy", "spec.schedule"]
+    assert len(stalled["message"]) < 2000  # the refused values are not repeated whole
+    assert d.creates == []

@@ -451,6 +451,13 @@ def test_run_now_wait_follows_only_the_run_it_started() -> None:
     assert judge(d).verdict == REPLACED
 
 
+def test_create_reports_every_problem_of_the_rule_book_at_once() -> None:
+    with pytest.raises(PluginError) as refused:
+        build_manifest(create_args("n" * 64, "--image", "i", "--schedule", "0 25 * * *", "-l", "a=b"), "ns")
+    message = str(refused.value)
+    assert "metadata.name: Invalid value" in message and "; spec.schedule: Invalid value" in message
+
+
 def test_status_header_names_the_rollout_gate_in_force() -> None:
     from daemonjob.kubectl.status import header_lines
 

@@ -1,0 +1,126 @@
+"""POST /validate-daemonjob: an admission.k8s.io/v1 AdmissionReview in, the answer out.
+
+The rules are `domain.validate.problems_of`, the same that set `Stalled`, so an object is
+refused at apply time with exactly the messages it would otherwise stall with, all at once.
+CREATE is refused on any problem. An UPDATE is refused only when it adds a problem: one
+that only removes problems (or keeps them, as a label edit or a finalizer removal does)
+passes with the remaining problems as warnings, so an object that got in while the webhook
+was away can always be fixed step by step and deleted. DELETE is never refused. Anything
+that is not a well-formed AdmissionReview gets a 400 naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from daemonjob.domain.jobs import GROUP, KIND
+from daemonjob.domain.validate import Problem, problems_of
+
+log = structlog.get_logger("daemonjob.admission")
+
+API_VERSION = "admission.k8s.io/v1"
+WARNINGS_MAX = 10  # the API server passes each warning to the client; a few say enough
+
+
+class BadReview(ValueError):
+    """Not an AdmissionReview this webhook can answer: a 400."""
+
+
+def parse(body: bytes) -> Mapping[str, Any]:
+    """The request of an AdmissionReview v1, or BadReview."""
+    try:
+        review = json.loads(body)
+    except ValueError as exc:
+        raise BadReview(f"the body is not JSON: {exc}") from None
+    if not isinstance(review, dict):
+        raise BadReview("the body is not a JSON object")
+    if review.get("apiVersion") != API_VERSION or review.get("kind") != "AdmissionReview":
+        raise BadReview(f"expected apiVersion {API_VERSION}, kind AdmissionReview; got "
+                        f"{review.get('apiVersion')!r}, {review.get('kind')!r}")
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise BadReview("request: Required value")
+    if not isinstance(request.get("uid"), str) or not request["uid"]:
+        raise BadReview("request.uid: Required value")
+    if not isinstance(request.get("operation"), str):
+        raise BadReview("request.operation: Required value")
+    for key in ("object", "oldObject"):
+        if request.get(key) is not None and not isinstance(request[key], dict):
+            raise BadReview(f"request.{key}: must be an object")
+    return request
+
+
+def _is_daemonjob(request: Mapping[str, Any]) -> bool:
+    kind = request.get("kind")
+    return isinstance(kind, dict) and kind.get("group") == GROUP and kind.get("kind") == KIND
+
+
+def _denial(request: Mapping[str, Any], problems: list[Problem]) -> dict[str, Any]:
+    """A 422 Invalid status, as the API server's own validation answers, one cause per problem."""
+    name = request.get("name") or ((request.get("object") or {}).get("metadata") or {}).get("name") or ""
+    return {
+        "code": 422,
+        "reason": "Invalid",
+        "message": "; ".join(p.message for p in problems),
+        "details": {"name": name, "group": GROUP, "kind": KIND,
+                    "causes": [{"reason": "FieldValueInvalid", "field": p.field,
+                                "message": p.message.split(": ", 1)[-1]} for p in problems]},
+    }
+
+
+def decide(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The AdmissionResponse to `request` (uid, allowed, and a status or warnings)."""
+    response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
+    operation = request["operation"]
+    if operation not in ("CREATE", "UPDATE") or request.get("subResource") or not _is_daemonjob(request):
+        return response
+    obj = request.get("object") or {}
+    if ((obj.get("metadata") or {}).get("deletionTimestamp")) is not None:
+        return response  # being deleted: finalizers must come off whatever the spec says
+    problems = problems_of(obj)
+    if not problems:
+        return response
+    if operation == "UPDATE":
+        old = request.get("oldObject")
+        before = {p.message for p in problems_of(old)} if isinstance(old, dict) else set()
+        if all(p.message in before for p in problems):
+            response["warnings"] = [p.message for p in problems[:WARNINGS_MAX]]
+            return response
+    response["allowed"] = False
+    response["status"] = _denial(request, problems)
+    log.info("refused", operation=operation, namespace=request.get("namespace"), name=request.get("name"),
+             fields=[p.field for p in problems])
+    return response
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The HTTP answer, and what it was for (the labels of daemonjob_webhook_reviews_total)."""
+
+    code: int
+    body: bytes
+    operation: str = ""
+    result: str = "malformed"  # allowed, warned, refused, malformed
+
+
+def handle(body: bytes) -> Answer:
+    """The answer to a POSTed AdmissionReview."""
+    try:
+        request = parse(body)
+    except BadReview as exc:
+        return Answer(400, json.dumps({"error": f"malformed AdmissionReview: {exc}"}).encode())
+    operation = request["operation"]
+    try:
+        response = decide(request)
+    except Exception as exc:  # an object no API server sends (metadata a string...): say so, stay up
+        log.warning("unreadable object in review", error=repr(exc))
+        return Answer(400, json.dumps({"error": f"malformed AdmissionReview: cannot read the object: {exc!r}"}).encode(),
+                      operation)
+    review = {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+    result = "refused" if not response["allowed"] else "warned" if response.get("warnings") else "allowed"
+    return Answer(200, json.dumps(review).encode(), operation, result)

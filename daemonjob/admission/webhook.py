@@ -1,0 +1,90 @@
+"""The webhook in the controller process: its flags, its server, its certificates, its readiness.
+
+Every replica serves, leader or not: admission must not wait for an election. The server
+takes `tls.crt`/`tls.key` from --webhook-cert-dir and reloads them when they change; with
+self-managed certificates (the default) this process also keeps them (certificates.py),
+otherwise something else (cert-manager's mounted Secret) provides the files.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter
+
+from daemonjob import defaults
+from daemonjob.admission.certificates import SelfManagedCertificates, service_names
+from daemonjob.admission.review import handle
+from daemonjob.machinery.kube import Kube
+from daemonjob.machinery.serving import Server
+
+__all__ = ["add_flags", "Webhook", "start"]
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("admission webhook")
+    g.add_argument("--webhook-bind-address", default=defaults.WEBHOOK_BIND_ADDRESS,
+                   help=f"address of the validating webhook, HTTPS, POST {defaults.WEBHOOK_PATH} ('0' disables)")
+    g.add_argument("--webhook-cert-dir", default=defaults.WEBHOOK_CERT_DIR,
+                   help="directory of tls.crt and tls.key, reloaded when they change")
+    g.add_argument("--webhook-cert-secret", default=defaults.WEBHOOK_CERT_SECRET,
+                   help="Secret in which this controller keeps the webhook's CA and certificate, renewed before "
+                        "they expire; empty: the files in --webhook-cert-dir are provided (cert-manager)")
+    g.add_argument("--webhook-configuration-name", default=defaults.WEBHOOK_CONFIGURATION,
+                   help="ValidatingWebhookConfiguration whose caBundle this controller keeps (self-managed only)")
+    g.add_argument("--webhook-service-name", default=defaults.WEBHOOK_SERVICE,
+                   help="Service in front of the webhook: its DNS names go into the certificate")
+    g.add_argument("--webhook-service-namespace", default=None,
+                   help="namespace of that Service and of the Secret (default: the pod's namespace, else default)")
+    g.add_argument("--webhook-cert-extra-names", default="",
+                   help="more DNS names or IP addresses for the certificate, comma-separated")
+
+
+reviews_total_help = "AdmissionReviews answered, by operation and result (allowed, warned, refused, malformed)."
+
+
+@dataclass
+class Webhook:
+    server: Server
+    certificates: SelfManagedCertificates | None
+    cert_dir: Path
+
+    def problem(self) -> str | None:
+        """Why the webhook does not serve (readiness), or None."""
+        if self.certificates is not None and (problem := self.certificates.healthy()):
+            return f"the webhook does not serve: {problem}"
+        problem = self.server.tls_problem()
+        return None if problem is None else f"the webhook does not serve: {problem}"
+
+    def stop(self) -> None:
+        if self.certificates is not None:
+            self.certificates.stop()
+        self.server.stop()
+
+
+def start(args: argparse.Namespace, address: tuple[str, int], kube: Kube, registry: CollectorRegistry) -> Webhook:
+    """Keep the certificates (first look done before serving), then serve; OSError if the address is taken."""
+    reviews = Counter("daemonjob_webhook_reviews_total", reviews_total_help, ["operation", "result"],
+                      registry=registry)
+    cert_dir = Path(args.webhook_cert_dir)
+    certificates = None
+    if args.webhook_cert_secret:
+        namespace = args.webhook_service_namespace
+        names = service_names(args.webhook_service_name, namespace)
+        names += [n.strip() for n in args.webhook_cert_extra_names.split(",") if n.strip()]
+        certificates = SelfManagedCertificates(kube, namespace, args.webhook_cert_secret,
+                                               args.webhook_configuration_name, names, cert_dir)
+        certificates.check()
+
+    def validate(body: bytes) -> tuple[int, str, bytes]:
+        answer = handle(body)
+        reviews.labels(answer.operation or "", answer.result).inc()
+        return answer.code, "application/json", answer.body
+
+    server = Server(address, {}, "webhook", post_routes={defaults.WEBHOOK_PATH: validate}, cert_dir=cert_dir,
+                    max_body=defaults.WEBHOOK_MAX_REQUEST_BYTES).start()
+    if certificates is not None:
+        certificates.start_loop()
+    return Webhook(server, certificates, cert_dir)

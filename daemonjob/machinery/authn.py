@@ -1,0 +1,87 @@
+"""Who may read an endpoint: the bearer token checked by TokenReview, the access by SubjectAccessReview.
+
+What controller-runtime's `filters.WithAuthenticationAndAuthorization` does for /metrics: a
+request without a bearer token, or with one the API server does not recognise, gets 401; an
+authenticated user without `get` on the non-resource URL gets 403. Answers are cached for
+`ttl` seconds (by a hash of the token), so a scrape costs the API server nothing most of the
+time; an API server that cannot be asked gives 500 and nothing is cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+from cachetools import TTLCache
+
+from daemonjob.machinery.kube import ApiError, Kube
+
+__all__ = ["TokenReviewAuth", "TOKENREVIEWS", "SUBJECTACCESSREVIEWS"]
+
+log = structlog.get_logger("daemonjob.machinery.authn")
+
+TOKENREVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+SUBJECTACCESSREVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+Answer = tuple[int, str, bytes]
+
+
+class TokenReviewAuth:
+    """A `serving.Filter`: None lets the request through, else the 401/403/500 to send instead."""
+
+    def __init__(self, kube: Kube, *, ttl: float = 60.0, max_entries: int = 1024, timeout: float = 10.0):
+        self.kube, self.timeout = kube, timeout
+        self._users: TTLCache[str, dict[str, Any] | None] = TTLCache(max_entries, ttl)  # token hash -> user
+        self._allowed: TTLCache[tuple[str, str, str], bool] = TTLCache(max_entries, ttl)  # (hash, verb, path)
+        self._lock = threading.Lock()
+
+    def __call__(self, method: str, path: str, headers: Mapping[str, str]) -> Answer | None:
+        scheme, _, token = (headers.get("Authorization") or "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return 401, "text/plain", b"Unauthorized: a bearer token is required\n"
+        key = hashlib.sha256(token.encode()).hexdigest()
+        verb = "get" if method in ("GET", "HEAD") else method.lower()
+        try:
+            user = self._user(key, token)
+            if user is None:
+                return 401, "text/plain", b"Unauthorized: the token was not accepted\n"
+            if not self._may(key, user, verb, path):
+                name = user.get("username", "")
+                return 403, "text/plain", f"Forbidden: {name} may not {verb} {path}\n".encode()
+        except (ApiError, OSError, ValueError) as exc:
+            log.warning("cannot review a request's credentials", path=path, error=str(exc))
+            return 500, "text/plain", b"Internal Server Error: the credentials could not be reviewed\n"
+        return None
+
+    def _user(self, key: str, token: str) -> dict[str, Any] | None:
+        with self._lock:
+            if key in self._users:
+                return self._users[key]
+        review = self.kube.create(TOKENREVIEWS, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                                 "spec": {"token": token}}, request_timeout=self.timeout)
+        status = review.get("status") or {}
+        user = (status.get("user") or {}) if status.get("authenticated") else None
+        with self._lock:
+            self._users[key] = user
+        return user
+
+    def _may(self, key: str, user: dict[str, Any], verb: str, path: str) -> bool:
+        with self._lock:
+            if (key, verb, path) in self._allowed:
+                return self._allowed[(key, verb, path)]
+        spec: dict[str, Any] = {"user": user.get("username", ""), "groups": user.get("groups") or [],
+                                "nonResourceAttributes": {"path": path, "verb": verb}}
+        if user.get("uid"):
+            spec["uid"] = user["uid"]
+        if user.get("extra"):
+            spec["extra"] = user["extra"]
+        review = self.kube.create(SUBJECTACCESSREVIEWS, {"apiVersion": "authorization.k8s.io/v1",
+                                                         "kind": "SubjectAccessReview", "spec": spec},
+                                  request_timeout=self.timeout)
+        allowed = bool((review.get("status") or {}).get("allowed"))
+        with self._lock:
+            self._allowed[(key, verb, path)] = allowed
+        return allowed

@@ -1,0 +1,491 @@
+"""The admission webhook served by the controller, against the real API server.
+
+Two controller replicas (leader election, each as its own user with the manifests' RBAC)
+serve the webhook behind a Service stand-in on loopback; the manifests' Secret and
+ValidatingWebhookConfiguration are applied with two test-bed changes: the API server
+reaches the webhook by URL (no Service networking here), and a namespaceSelector limits it
+to this module's namespaces, so no other test's DaemonJobs depend on it.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import signal
+import ssl
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import urllib3
+import yaml
+
+from daemonjob import defaults
+from daemonjob.machinery import certs
+from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster
+from daemonjob.testing.process import ControllerProcess
+from daemonjob.testing.serviceproxy import ServiceProxy
+from daemonjob.testing.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+DJ_API = "daemonjob.io/v1alpha1"
+WEBHOOKS = "admissionregistration.k8s.io/v1"
+SECRET = defaults.WEBHOOK_CERT_SECRET
+CONFIG = defaults.WEBHOOK_CONFIGURATION
+SCOPE_LABEL = "daemonjob.io/webhook-test"
+HOOK = "validate.daemonjob.io"
+urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # replicas are reached by IP, unverified
+
+
+def daemonjob(name: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": name},
+        "spec": {"nodeSelector": {"matchLabels": {"webhook-test": "none"}},  # runs nowhere: admission only
+                 "jobTemplate": {"spec": {"template": {"spec": {
+                     "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}}}}},
+    }
+    body["spec"].update(spec)
+    return body
+
+
+def pod_spec(body: dict[str, Any]) -> dict[str, Any]:
+    return body["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+@dataclass
+class Bed:
+    cluster: LocalCluster
+    kube: Kube
+    ns: str  # under the webhook
+    ns_off: str  # not (yet) under it
+    replicas: list[ControllerProcess]
+    proxy: ServiceProxy
+    tmp: Path
+    environ: dict[str, str] = field(default_factory=dict)
+
+    def kubectl(self, *args: str, stdin: str | None = None, ns: str | None = None) -> subprocess.CompletedProcess[str]:
+        assert self.cluster.bin_dir is not None
+        return subprocess.run([str(self.cluster.bin_dir / "kubectl"), f"--kubeconfig={self.cluster.kubeconfig}",
+                               "-n", ns or self.ns, *args], input=stdin, capture_output=True, text=True,
+                              timeout=120, env=self.environ or None)
+
+    def apply(self, body: dict[str, Any], *extra: str, ns: str | None = None) -> subprocess.CompletedProcess[str]:
+        return self.kubectl("apply", "-f", "-", *extra, stdin=json.dumps(body), ns=ns)
+
+    def exists(self, name: str, ns: str | None = None) -> bool:
+        try:
+            self.kube.get(path_for(DJ_API, "daemonjobs", ns or self.ns, name))
+            return True
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+
+    def secret(self) -> dict[str, bytes]:
+        data = self.kube.get(path_for("v1", "secrets", CONTROLLER_NAMESPACE, SECRET)).get("data") or {}
+        return {k: base64.b64decode(v) for k, v in data.items()}
+
+    def bundle(self) -> bytes:
+        config = self.kube.get(path_for(WEBHOOKS, "validatingwebhookconfigurations", name=CONFIG))
+        return base64.b64decode(config["webhooks"][0]["clientConfig"].get("caBundle") or "")
+
+    def served_cert(self, port: int) -> bytes:
+        return served_cert(port)
+
+    def refused_message(self, body: dict[str, Any]) -> str:
+        """What the webhook answers to a server-side dry-run create of `body`."""
+        try:
+            self.kube.create(path_for(DJ_API, "daemonjobs", self.ns), body, dryRun="All")
+        except ApiError as exc:
+            assert HOOK in exc.message, exc.message
+            return exc.message.split("denied the request: ", 1)[1]
+        raise AssertionError("allowed")
+
+
+def served_cert(port: int) -> bytes:
+    """The certificate a replica serves (PEM), read without verifying it."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, ctx.wrap_socket(raw) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return ssl.DER_cert_to_PEM_cert(der).encode()
+
+
+def post_review(port: int, obj: dict[str, Any]) -> dict[str, Any]:
+    """POST an AdmissionReview of creating `obj` straight to one replica; its response."""
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "operation": "CREATE", "name": obj["metadata"]["name"], "namespace": "x",
+        "kind": {"group": "daemonjob.io", "version": "v1alpha1", "kind": "DaemonJob"}, "object": obj}}
+    http = urllib3.PoolManager(cert_reqs="CERT_NONE")
+    r = http.request("POST", f"https://127.0.0.1:{port}{defaults.WEBHOOK_PATH}", body=json.dumps(review).encode(),
+                     headers={"Content-Type": "application/json"}, retries=False, timeout=10)
+    assert r.status == 200, r.data
+    return json.loads(r.data)["response"]
+
+
+def _manifest(name: str, kind: str) -> dict[str, Any]:
+    docs = yaml.safe_load_all((ROOT / "manifests" / "webhook.yaml").read_text())
+    return next(d for d in docs if d and d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+def _put_or_create(kube: Kube, collection: str, body: dict[str, Any]) -> None:
+    try:
+        kube.delete(f"{collection}/{body['metadata']['name']}")
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+    kube.create(collection, body)
+
+
+def _webhook_serves(bed: Bed, ns: str | None = None) -> bool:
+    """A dry-run create of a bad DaemonJob is refused by the webhook (not by a failure to call it)."""
+    try:
+        bed.kube.create(path_for(DJ_API, "daemonjobs", ns or bed.ns), daemonjob("probe", schedule="bad"),
+                        dryRun="All")
+    except ApiError as exc:
+        return f'admission webhook "{HOOK}" denied the request' in exc.message
+    return False
+
+
+@pytest.fixture(scope="module")
+def bed(cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
+    tmp = tmp_path_factory.mktemp("webhook")
+    ns, ns_off = f"wh-{uuid.uuid4().hex[:6]}", f"wh-off-{uuid.uuid4().hex[:6]}"
+    kube.create(path_for("v1", "namespaces"), {"metadata": {"name": ns, "labels": {SCOPE_LABEL: "true"}}})
+    kube.create(path_for("v1", "namespaces"), {"metadata": {"name": ns_off}})
+    _put_or_create(kube, path_for("v1", "secrets", CONTROLLER_NAMESPACE), _manifest(SECRET, "Secret"))
+    replicas: list[ControllerProcess] = []
+    proxy = ServiceProxy(lambda: [r.webhook_port for r in replicas if r.running()])
+    config = _manifest(CONFIG, "ValidatingWebhookConfiguration")
+    hook = config["webhooks"][0]
+    hook["clientConfig"] = {"url": f"https://127.0.0.1:{proxy.port}{defaults.WEBHOOK_PATH}"}
+    hook["namespaceSelector"] = {"matchLabels": {SCOPE_LABEL: "true"}}
+    config_path = path_for(WEBHOOKS, "validatingwebhookconfigurations")
+    _put_or_create(kube, config_path, config)
+    lease = f"webhook-{uuid.uuid4().hex[:6]}"
+    for user in ("daemonjob-a", "daemonjob-b"):
+        replicas.append(ControllerProcess(
+            cluster.kubeconfig_for(user), tmp / f"{user}.log", "--leader-elect",
+            f"--leader-election-namespace={CONTROLLER_NAMESPACE}", f"--leader-election-id={lease}",
+            "--webhook-cert-dir", str(tmp / f"certs-{user}"), f"--webhook-service-namespace={CONTROLLER_NAMESPACE}",
+            "--webhook-cert-extra-names=127.0.0.1", webhook=True))
+    b = Bed(cluster, kube, ns, ns_off, replicas, proxy, tmp)
+    try:
+        with proxy:
+            for r in replicas:
+                r.start()
+            for r in replicas:
+                r.wait_ready(90)
+            wait_for(lambda: _webhook_serves(b), 60, "the API server to call the webhook")
+            yield b
+    finally:
+        for r in replicas:
+            r.stop()
+        for path in (f"{config_path}/{CONFIG}", path_for("v1", "namespaces", name=ns),
+                     path_for("v1", "namespaces", name=ns_off)):
+            try:
+                kube.delete(path)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+
+
+# -- refused at apply time --------------------------------------------------------------------
+def _big_template() -> dict[str, Any]:
+    body = daemonjob("big")
+    body["spec"]["jobTemplate"]["metadata"] = {"annotations": {"blob": "x" * (defaults.JOB_TEMPLATE_MAX_BYTES + 1)}}
+    return body
+
+
+def _with_pod(name: str, **fields: Any) -> dict[str, Any]:
+    body = daemonjob(name)
+    pod_spec(body).update(fields)
+    for key in [k for k, v in fields.items() if v is None]:
+        del pod_spec(body)[key]
+    return body
+
+
+def _with_job(name: str, **fields: Any) -> dict[str, Any]:
+    body = daemonjob(name)
+    body["spec"]["jobTemplate"]["spec"].update(fields)
+    return body
+
+
+BAD: dict[str, tuple[dict[str, Any], str]] = {
+    "cron": (daemonjob("cron", schedule="0 25 * * *"), "spec.schedule"),
+    "cron-fields": (daemonjob("cron-fields", schedule="0 3 * *"), "spec.schedule"),
+    "cron-tz-prefix": (daemonjob("cron-tz-prefix", schedule="CRON_TZ=UTC 0 3 * * *"), "spec.schedule"),
+    "time-zone": (daemonjob("time-zone", schedule="@daily", timeZone="Mars/Olympus"), "spec.timeZone"),
+    "selector": (daemonjob("selector", nodeSelector={"matchLabels": {"bad key!": "x"}}), "spec.nodeSelector"),
+    "selector-op": (daemonjob("selector-op", nodeSelector={"matchExpressions": [
+        {"key": "a", "operator": "In", "values": []}]}), "spec.nodeSelector.matchExpressions[0].values"),
+    "restart-always": (_with_pod("restart-always", restartPolicy="Always"),
+                       "spec.jobTemplate.spec.template.spec.restartPolicy"),
+    "restart-default": (_with_pod("restart-default", restartPolicy=None),
+                        "spec.jobTemplate.spec.template.spec.restartPolicy"),
+    "ttl": (_with_job("ttl", ttlSecondsAfterFinished=60), "spec.jobTemplate.spec.ttlSecondsAfterFinished"),
+    "max-parallel-percent": (daemonjob("max-parallel-percent", maxParallel="150%"), "spec.maxParallel"),
+    "max-parallel-zero": (daemonjob("max-parallel-zero", maxParallel=0), "spec.maxParallel"),
+    "max-failed-percent": (daemonjob("max-failed-percent", maxFailedNodes="101%"), "spec.maxFailedNodes"),
+    "history-limit": (daemonjob("history-limit", historyLimit=defaults.HISTORY_LIMIT_MAX + 1), "spec.historyLimit"),
+    "template-size": (_big_template(), "spec.jobTemplate"),
+    "name": (daemonjob("n" * 64), "metadata.name"),
+    "toleration": (_with_pod("toleration", tolerations=[{"operator": "Equal", "value": "x"}]),
+                   "spec.jobTemplate.spec.template.spec.tolerations[0].operator"),
+    "affinity": (_with_pod("affinity", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}]}}}),
+                 "spec.jobTemplate.spec.template.spec.affinity"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_daemonjob_is_refused_with_its_field_and_nothing_created(bed: Bed, case: str) -> None:
+    body, field_path = copy.deepcopy(BAD[case][0]), BAD[case][1]
+    for extra in (("--dry-run=server",), ()):
+        out = bed.apply(body, *extra)
+        assert out.returncode != 0, f"{case}: accepted ({extra}): {out.stdout}"
+        assert f"{field_path}" in out.stderr, out.stderr
+        assert bed.exists(body["metadata"]["name"]) is False
+
+
+def test_every_problem_is_named_at_once(bed: Bed) -> None:
+    body = daemonjob("many", schedule="0 25 * * *", timeZone="Mars/Olympus")
+    pod_spec(body)["restartPolicy"] = "Always"
+    out = bed.apply(body)
+    assert out.returncode != 0
+    # kubectl lists the causes of a 422, as for a Deployment the API server refuses.
+    assert out.stderr.splitlines()[1:4] == [
+        '* spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: '
+        '"Never", "OnFailure"',
+        '* spec.timeZone: Invalid value: "Mars/Olympus": unknown time zone (use an IANA name such as '
+        '"Europe/Berlin" or "UTC")',
+        '* spec.schedule: Invalid value: "0 25 * * *": Bad hour'], out.stderr
+    # The API server's message names the webhook and every problem, `; `-separated.
+    message = bed.refused_message(body)
+    assert message.startswith("spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: \"Always\"")
+    assert "; spec.timeZone: Invalid value: \"Mars/Olympus\"" in message
+    assert "; spec.schedule: Invalid value: \"0 25 * * *\"" in message
+
+
+def test_valid_daemonjobs_are_accepted_unchanged(bed: Bed) -> None:
+    samples = [d for p in sorted((ROOT / "manifests" / "samples").glob("*.yaml"))
+               for d in yaml.safe_load_all(p.read_text()) if d and d.get("kind") == "DaemonJob"]
+    assert len(samples) >= 3
+    mine = daemonjob("every-knob", schedule="*/5 * * * *", timeZone="Europe/Berlin", maxParallel="100%",
+                     maxFailedNodes="10%", historyLimit=defaults.HISTORY_LIMIT_MAX, concurrencyPolicy="Replace",
+                     startingDeadlineSeconds=30, suspend=True)
+    for body in [*samples, mine]:
+        assert bed.apply(body, "--dry-run=server").returncode == 0
+        out = bed.apply(body)
+        assert out.returncode == 0, out.stderr
+        stored = bed.kube.get(path_for(DJ_API, "daemonjobs", bed.ns, body["metadata"]["name"]))
+        for key, value in body["spec"].items():
+            assert stored["spec"][key] == value, key
+
+
+# -- objects that got in while the webhook was away ---------------------------------------------
+def test_an_already_invalid_daemonjob_stalls_with_the_same_messages_and_can_be_fixed_and_deleted(bed: Bed) -> None:
+    def invalid(name: str, restart: str = "Always", **spec: Any) -> dict[str, Any]:
+        body = daemonjob(name, **spec)
+        pod_spec(body)["restartPolicy"] = restart
+        return body
+
+    for name in ("old-bad", "old-bad-2"):  # no webhook in this namespace yet
+        bed.kube.create(path_for(DJ_API, "daemonjobs", bed.ns_off), invalid(name, schedule="0 25 * * *"))
+    path = path_for(DJ_API, "daemonjobs", bed.ns_off, "old-bad")
+
+    def stalled() -> str | None:
+        conditions = (bed.kube.get(path).get("status") or {}).get("conditions") or []
+        return next((c["message"] for c in conditions if c["type"] == "Stalled" and c["status"] == "True"), None)
+
+    message = wait_for(stalled, 60, "old-bad to be Stalled")
+    assert message == bed.refused_message(invalid("old-bad", schedule="0 25 * * *"))
+    assert "restartPolicy" in message and "spec.schedule" in message
+    bed.kube.patch(path_for("v1", "namespaces", name=bed.ns_off), {"metadata": {"labels": {SCOPE_LABEL: "true"}}})
+    wait_for(lambda: _webhook_serves(bed, bed.ns_off), 30, "the webhook to cover the namespace")
+    # An edit that keeps the problems (a label) passes, with the problems as warnings.
+    labelled = bed.kubectl("label", "daemonjob", "old-bad", "team=ops", ns=bed.ns_off)
+    assert labelled.returncode == 0, labelled.stderr
+    assert "spec.schedule" in labelled.stderr  # the warnings
+    # One that adds a problem is refused; one that removes a problem passes.
+    worse = bed.apply(invalid("old-bad", schedule="0 25 * * *", timeZone="Mars/Olympus"), ns=bed.ns_off)
+    assert worse.returncode != 0 and "spec.timeZone" in worse.stderr
+    better = bed.apply(invalid("old-bad", restart="Never", schedule="0 25 * * *"), ns=bed.ns_off)
+    assert better.returncode == 0, better.stderr
+    wait_for(lambda: (stalled() or "").startswith("spec.schedule:") and "restartPolicy" not in (stalled() or ""), 60,
+             "the Stalled message to follow the fix")
+    fixed = bed.apply(invalid("old-bad", restart="Never", schedule="0 3 * * *"), ns=bed.ns_off)
+    assert fixed.returncode == 0, fixed.stderr
+    wait_for(lambda: stalled() is None, 60, "old-bad to be no longer Stalled")
+    deleted = bed.kubectl("delete", "daemonjob", "old-bad-2", "--wait=true", ns=bed.ns_off)  # still invalid
+    assert deleted.returncode == 0, deleted.stderr
+    assert not bed.exists("old-bad-2", ns=bed.ns_off)
+
+
+def test_kubectl_daemonjob_create_dry_run_server_goes_through_the_webhook(bed: Bed) -> None:
+    before = sum(r.metric("daemonjob_webhook_reviews_total", operation="CREATE") for r in bed.replicas)
+    environ = {**os.environ, "KUBECONFIG": str(bed.cluster.kubeconfig),
+               "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    out = subprocess.run(["kubectl-daemonjob", "create", "adhoc", "--image", "busybox:1.36", "-n", bed.ns,
+                          "-l", "webhook-test=none", "--dry-run=server"], env=environ, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "created (server dry run)" in out.stdout
+    after = sum(r.metric("daemonjob_webhook_reviews_total", operation="CREATE") for r in bed.replicas)
+    assert after == before + 1
+    assert not bed.exists("adhoc")
+
+
+# -- availability ----------------------------------------------------------------------------
+def test_every_replica_serves_and_applies_work_with_one_killed(bed: Bed) -> None:
+    for r in bed.replicas:
+        assert bed.served_cert(r.webhook_port) == bed.secret()["tls.crt"]
+        assert post_review(r.webhook_port, daemonjob("direct", schedule="nope"))["allowed"] is False
+    for i in range(3):
+        assert bed.apply(daemonjob(f"pair-{i}"), "--dry-run=server").returncode == 0
+    # The API server keeps its connection, so one replica answers it: kill that one.
+    victim = max(bed.replicas, key=lambda r: r.metric("daemonjob_webhook_reviews_total", operation="CREATE"))
+    assert victim.metric("daemonjob_webhook_reviews_total", operation="CREATE") > 0
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.kill()  # reaps it
+    try:
+        for i in range(5):
+            good = bed.apply(daemonjob(f"after-kill-{i}"))
+            assert good.returncode == 0, good.stderr
+            bad = bed.apply(daemonjob(f"after-kill-bad-{i}", schedule="nope"))
+            assert bad.returncode != 0 and "spec.schedule: Invalid value" in bad.stderr, bad.stderr
+    finally:
+        victim.start()
+        victim.wait_ready(90)
+
+
+def test_fifty_concurrent_applies_are_answered_within_the_timeout(bed: Bed) -> None:
+    def one(i: int) -> str:
+        body = daemonjob(f"many-{i}", **({"schedule": "0 25 * * *"} if i % 2 else {}))
+        try:
+            bed.kube.create(path_for(DJ_API, "daemonjobs", bed.ns), body)
+            return "created"
+        except ApiError as exc:
+            if "denied the request" in exc.message and "spec.schedule" in exc.message:
+                return "refused"
+            return f"error: {exc.message}"
+
+    with ThreadPoolExecutor(50) as pool:
+        answers = list(pool.map(one, range(50)))
+    figures = {a: answers.count(a) for a in set(answers)}
+    print(f"50 concurrent creates: {figures}")
+    assert figures == {"created": 25, "refused": 25}, figures  # no timeouts, no failures to call
+
+
+# -- certificates --------------------------------------------------------------------------------
+def _short_lived(secret: dict[str, bytes], new_ca: bool) -> dict[str, bytes]:
+    """The Secret's data with a serving certificate (and CA) that expires within the hour."""
+    ca = certs.new_ca("soon-expiring-ca", 3600) if new_ca else certs.KeyPair(secret["ca.crt"], secret["ca.key"])
+    serving = certs.issue(ca, ["daemonjob-webhook.daemonjob-system.svc", "127.0.0.1"], 3600)
+    return {"ca.crt": ca.cert_pem, "ca.key": ca.key_pem, "tls.crt": serving.cert_pem, "tls.key": serving.key_pem}
+
+
+def _write_secret(bed: Bed, data: dict[str, bytes]) -> None:
+    path = path_for("v1", "secrets", CONTROLLER_NAMESPACE, SECRET)
+    secret = bed.kube.get(path)
+    secret["data"] = {k: base64.b64encode(v).decode() for k, v in data.items()}
+    bed.kube.put(path, secret)
+
+
+@pytest.mark.parametrize("new_ca", [False, True], ids=["serving-certificate", "ca-and-serving-certificate"])
+def test_a_certificate_expiring_soon_is_rotated_while_applies_keep_working(bed: Bed, new_ca: bool) -> None:
+    before = bed.secret()
+    failures: list[str] = []
+    applies = 0
+    stop = threading.Event()
+
+    def keep_applying() -> None:
+        nonlocal applies
+        while not stop.is_set():
+            out = bed.apply(daemonjob("rotating", schedule="nope"), "--dry-run=server")
+            applies += 1
+            if "spec.schedule: Invalid value" not in out.stderr:
+                failures.append(out.stderr)
+
+    worker = threading.Thread(target=keep_applying)
+    worker.start()
+    try:
+        soon = _short_lived(before, new_ca)
+        _write_secret(bed, soon)
+        wait_for(lambda: bed.secret()["tls.crt"] not in (soon["tls.crt"], before["tls.crt"]), 60,
+                 "the controller to renew the certificate")
+        after = bed.secret()
+        assert certs.not_after(after["tls.crt"]) > certs.not_after(soon["tls.crt"])
+        assert (after["ca.crt"] != before["ca.crt"]) is new_ca  # a CA still far from expiry is kept
+        assert after["ca.crt"] not in (soon["ca.crt"],) or not new_ca  # the short-lived CA is replaced too
+        assert after["ca.crt"].strip() in bed.bundle()
+        if new_ca:
+            assert before["ca.crt"].strip() in bed.bundle()  # still trusted while replicas catch up
+        for r in bed.replicas:
+            wait_for(lambda: bed.served_cert(r.webhook_port) == after["tls.crt"], 60,
+                     "every replica to serve the new certificate")
+        for _ in range(3):
+            assert "spec.schedule: Invalid value" in bed.apply(daemonjob("x", schedule="nope"), "--dry-run=server").stderr
+    finally:
+        stop.set()
+        worker.join(60)
+    print(f"rotation (new CA: {new_ca}): {applies} applies during it, {len(failures)} failed")
+    assert not failures, failures[:3]
+
+
+# -- the server ------------------------------------------------------------------------------------
+def test_malformed_and_oversized_reviews_get_a_clear_answer(bed: Bed) -> None:
+    http = urllib3.PoolManager(cert_reqs="CERT_NONE")
+    url = f"https://127.0.0.1:{bed.replicas[1].webhook_port}{defaults.WEBHOOK_PATH}"
+    for body in (b"{not json", b'{"apiVersion": "v1", "kind": "Pod"}'):
+        r = http.request("POST", url, body=body, headers={"Content-Type": "application/json"}, retries=False)
+        assert r.status == 400 and b"malformed AdmissionReview" in r.data
+    # Refused on its Content-Length, before a byte of the body is read.
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    port = bed.replicas[1].webhook_port
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, ctx.wrap_socket(raw) as tls:
+        tls.sendall(f"POST {defaults.WEBHOOK_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {defaults.WEBHOOK_MAX_REQUEST_BYTES + 1}\r\n\r\n".encode())
+        assert tls.recv(4096).startswith(b"HTTP/1.1 413 ")
+    assert bed.replicas[1].running()
+    assert _webhook_serves(bed)
+
+
+def test_provided_certificate_files_are_served_and_reloaded_and_readiness_waits_for_them(
+        cluster: LocalCluster, installed_crd: None, tmp_path: Path) -> None:
+    """The cert-manager way: the controller keeps nothing, only reads the mounted files."""
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    replica = ControllerProcess(cluster.kubeconfig_for("daemonjob-a"), tmp_path / "c.log", "--webhook-cert-secret=",
+                                "--webhook-cert-dir", str(cert_dir), webhook=True)
+    ca = certs.new_ca("provided-ca", 3600)
+    try:
+        replica.start()
+        wait_for(lambda: "webhook" in replica.get(replica.health_port, "/readyz")[1], 60,
+                 "/readyz to say the webhook does not serve yet")
+        assert replica.get(replica.health_port, "/readyz")[0] == 500
+        for n in range(2):
+            serving = certs.issue(ca, [f"127.0.0.{n + 1}"], 3600)
+            # Written as the kubelet updates a mounted Secret: both files, each replaced at once.
+            for name, pem in (("tls.key", serving.key_pem), ("tls.crt", serving.cert_pem)):
+                (cert_dir / f".{name}").write_bytes(pem)
+                os.replace(cert_dir / f".{name}", cert_dir / name)
+            replica.wait_ready(60)
+            wait_for(lambda: served_cert(replica.webhook_port) == serving.cert_pem,
+                     60, "the controller to serve the new files")
+        assert len(replica.exit_codes) == 0 and replica.running()  # reloaded, not restarted
+    finally:
+        replica.stop()

@@ -1,0 +1,97 @@
+"""The webhook's answers: every problem with its field, updates that only fix pass, bad reviews get 400."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from daemonjob.admission.review import handle
+
+GOOD: dict[str, Any] = {
+    "apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob", "metadata": {"name": "ok", "namespace": "ns"},
+    "spec": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
+                                                             "containers": [{"name": "c", "image": "busybox"}]}}}}},
+}
+
+
+def dj(**spec: Any) -> dict[str, Any]:
+    out = copy.deepcopy(GOOD)
+    out["spec"].update(spec)
+    return out
+
+
+def review(operation: str, obj: Any, old: Any = None, **extra: Any) -> dict[str, Any]:
+    request = {"uid": "u-1", "operation": operation, "name": "ok", "namespace": "ns",
+               "kind": {"group": "daemonjob.io", "version": "v1alpha1", "kind": "DaemonJob"},
+               "resource": {"group": "daemonjob.io", "version": "v1alpha1", "resource": "daemonjobs"},
+               "object": obj, "oldObject": old, **extra}
+    answer_ = handle(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                 "request": request}).encode())
+    assert answer_.code == 200, answer_.body
+    assert answer_.operation == operation
+    answer = json.loads(answer_.body)
+    assert answer_.result == ("refused" if not answer["response"]["allowed"] else
+                              "warned" if answer["response"].get("warnings") else "allowed")
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    assert answer["response"]["uid"] == "u-1"
+    return answer["response"]
+
+
+def test_valid_create_is_allowed() -> None:
+    assert review("CREATE", dj(schedule="@daily")) == {"uid": "u-1", "allowed": True}
+
+
+def test_invalid_create_is_refused_with_every_field() -> None:
+    response = review("CREATE", dj(schedule="0 25 * * *", maxParallel="150%"))
+    assert response["allowed"] is False
+    status = response["status"]
+    assert status["code"] == 422 and status["reason"] == "Invalid"
+    assert status["message"].startswith("spec.maxParallel: Invalid value: ")
+    assert "; spec.schedule: Invalid value: " in status["message"]
+    assert [c["field"] for c in status["details"]["causes"]] == ["spec.maxParallel", "spec.schedule"]
+
+
+def test_an_update_that_adds_a_problem_is_refused() -> None:
+    response = review("UPDATE", dj(schedule="0 25 * * *", maxParallel="150%"), dj(maxParallel="150%"))
+    assert response["allowed"] is False
+    assert response["status"]["message"].count("spec.") == 2  # all problems, not only the new one
+
+
+def test_an_update_that_only_removes_problems_passes_with_warnings() -> None:
+    response = review("UPDATE", dj(maxParallel="150%"), dj(schedule="0 25 * * *", maxParallel="150%"))
+    assert response["allowed"] is True
+    assert [w.split(":")[0] for w in response["warnings"]] == ["spec.maxParallel"]
+
+
+def test_an_object_being_deleted_and_a_delete_are_never_refused() -> None:
+    dying = dj(schedule="bad")
+    dying["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert review("UPDATE", dying, dj())["allowed"] is True
+    assert review("DELETE", None, dj(schedule="bad"))["allowed"] is True
+
+
+def test_status_and_other_kinds_pass() -> None:
+    assert review("UPDATE", dj(schedule="bad"), dj(), subResource="status")["allowed"] is True
+    assert review("CREATE", dj(schedule="bad"), kind={"group": "", "version": "v1", "kind": "Pod"})["allowed"] is True
+
+
+@pytest.mark.parametrize("body, says", [
+    (b"not json", "not JSON"),
+    (b"[]", "not a JSON object"),
+    (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}', "expected apiVersion"),
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "request: Required value"),
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}}',
+     "request.uid: Required value"),
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "x", '
+     b'"operation": "CREATE", "object": "str"}}', "request.object: must be an object"),
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "x", '
+     b'"operation": "CREATE", "kind": {"group": "daemonjob.io", "kind": "DaemonJob"}, '
+     b'"object": {"metadata": "x", "spec": {}}}}', "cannot read the object"),
+])
+def test_malformed_reviews_get_a_clear_400(body: bytes, says: str) -> None:
+    answer = handle(body)
+    assert answer.code == 400
+    assert says in json.loads(answer.body)["error"]
