@@ -78,6 +78,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-configmap-watches-per-daemonjob", type=_positive_int,
                    default=defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB,
                    help="ConfigMaps one DaemonJob may have watched; past either limit it is Stalled")
+    p.add_argument("--prometheus-url", default=None,
+                   help="Prometheus whose firing alerts spec.rollout.haltOnAlerts reads (/api/v1/alerts); "
+                        "without it a DaemonJob with haltOnAlerts starts no new node (AlertsUnknown)")
+    p.add_argument("--prometheus-poll-interval", type=_seconds, default=defaults.PROMETHEUS_POLL_INTERVAL,
+                   metavar="SECONDS", help="time between two reads of the firing alerts")
     admission.add_flags(p)
     p.add_argument("--log-level", choices=logsetup.LEVELS, default=defaults.LOG_LEVEL)
     p.add_argument("--log-format", choices=("json", "console"), default=None,
@@ -221,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     controller = Controller.for_kube(kube, namespace=args.namespace, workers=args.workers, metrics=metrics,
                                      events=events, fence=fence, clock=clock, rng=rng,
                                      configmap_limits=ConfigMapLimits(args.max_configmap_watches_per_daemonjob,
-                                                                      args.max_configmap_watches))
+                                                                      args.max_configmap_watches),
+                                     prometheus_url=args.prometheus_url,
+                                     prometheus_poll_interval=args.prometheus_poll_interval)
     ready = controller.ready
     webhook: admission.Webhook | None = None
     try:

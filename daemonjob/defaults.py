@@ -64,6 +64,10 @@ CONFLICT_RECHECK_INTERVAL = 30.0
 # Added to the delay until a tick, so the reconcile it wakes finds the tick due (seconds).
 SCHEDULE_REQUEUE_SLACK = 0.01
 
+# Prometheus (spec.rollout.haltOnAlerts): its firing alerts are read this often (seconds)
+PROMETHEUS_POLL_INTERVAL = 15.0
+PROMETHEUS_REQUEST_TIMEOUT = 10.0
+
 # Leader election (controller-runtime)
 LEASE_DURATION = 15.0
 RENEW_DEADLINE = 10.0

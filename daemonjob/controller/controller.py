@@ -36,6 +36,7 @@ import structlog
 
 from daemonjob import defaults
 from daemonjob.controller.act import Act
+from daemonjob.controller.alertpoller import AlertPoller, HttpGet
 from daemonjob.controller.adoption import Adopted, Adoption
 from daemonjob.controller.configmaps import ConfigMapLimits, ConfigMapTracker, InformerFactory, kube_configmap_informer
 from daemonjob.controller.events import EventRecorder, error_message
@@ -51,7 +52,7 @@ from daemonjob.controller.report import Reporter
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.troubles import Troubles
 from daemonjob.domain.decide import NODE_COUNT_FIELDS, Decision, EventSpec, decide
-from daemonjob.domain.inputs import DecisionInput
+from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import InformerHooks
 from daemonjob.machinery.kube import ApiError, Kube
@@ -87,9 +88,14 @@ class Controller:
         resync_interval: float = defaults.RESYNC_INTERVAL,
         configmap_informers: InformerFactory | None = None,
         configmap_limits: ConfigMapLimits | None = None,
+        prometheus_url: str | None = None,
+        prometheus_poll_interval: float = defaults.PROMETHEUS_POLL_INTERVAL,
+        prometheus_get: HttpGet | None = None,
     ):
         """`configmap_informers` makes the informer of one ConfigMap (namespace, name), for
-        DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read."""
+        DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read.
+        `prometheus_url`: where the firing alerts are read for spec.rollout.haltOnAlerts (without
+        it a DaemonJob with haltOnAlerts halts, AlertsUnknown); `prometheus_get` replaces the HTTP GET."""
         self.informers = informers
         self.control = control
         self.clock = clock or RealClock()
@@ -121,6 +127,8 @@ class Controller:
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._resync_wake = threading.Condition()
+        self.alerts = (AlertPoller(prometheus_url, self._alerts_changed, interval=prometheus_poll_interval,
+                                   get=prometheus_get, clock=self.clock) if prometheus_url else None)
         self.router.register()
 
     @classmethod
@@ -159,6 +167,8 @@ class Controller:
             self._spawn(self._worker, f"worker-{i}")
         if self.resync_interval > 0:
             self._spawn(self._resync_loop, "resync")
+        if self.alerts is not None:
+            self._spawn(self.alerts.run, "alerts")
 
     def _spawn(self, target: Any, name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
@@ -172,6 +182,8 @@ class Controller:
         self.queue.shutdown()
         with self._resync_wake:
             self._resync_wake.notify_all()
+        if self.alerts is not None:
+            self.alerts.stop()
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
@@ -210,6 +222,18 @@ class Controller:
                     return
                 for key in self.daemonjobs.store.keys():
                     self.queue.add(key)
+
+    def _alerts_changed(self) -> None:
+        """The firing alerts changed: pass over every DaemonJob that halts on alerts."""
+        for key in self.daemonjobs.store.keys():
+            dj = self.daemonjobs.store.get(key)
+            rollout = ((dj or {}).get("spec") or {}).get("rollout")
+            if isinstance(rollout, Mapping) and rollout.get("haltOnAlerts"):
+                self.queue.add(key)
+
+    def firing_alerts(self) -> FiringAlerts:
+        """The alerts as last read from Prometheus; unknown without --prometheus-url."""
+        return self.alerts.current() if self.alerts is not None else FiringAlerts()
 
     # -- workers ---------------------------------------------------------------------------
     def _worker(self) -> None:
@@ -300,6 +324,7 @@ class Controller:
             configmaps=seen.configmaps,
             eligibility=self.router.eligibility_for(seen.key, seen.cached),
             memo=self.memo,
+            alerts=self.firing_alerts(),
         )
 
     def _decide(self, key: str, inp: DecisionInput) -> Decision:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import platform
 import threading
+import time
+from collections.abc import Callable
 from datetime import datetime
 
 from cachetools import TTLCache
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemonjob import __version__
+from daemonjob.controller.gatemetrics import GateWaits
 from daemonjob.controller.healthmetrics import HealthMetrics
 from daemonjob.controller.limitermetrics import limiter_wait_histogram
 from daemonjob.domain.decide import NODE_COUNT_FIELDS
@@ -29,7 +32,8 @@ FORGOTTEN_MAX = 100_000
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None):
+    def __init__(self, registry: CollectorRegistry | None = None, timer: Callable[[], float] = time.monotonic):
+        """`timer`: the monotonic clock the time waiting at a gate is counted with."""
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.reconciles = Counter("daemonjob_reconcile_total", "Reconciles by result.", ["result"], registry=r)
@@ -65,6 +69,7 @@ class Metrics:
         self.rollout_gate = Gauge("daemonjob_rollout_gate",
                                   "1 for the rollout gate (spec.rollout) holding new nodes back, 0 for the others.",
                                   [*per_dj, "gate"], registry=r)
+        self.gate_waits = GateWaits(r, timer)  # daemonjob_rollout_gate_wait_seconds_total
         self.last_success = Gauge("daemonjob_last_successful_time_seconds",
                                   "Unix time the last run reached Complete: alert when it is older than a day.",
                                   per_dj, registry=r)
@@ -117,6 +122,7 @@ class Metrics:
             held = gate_in_force(status)
             for gate in GATES:
                 self.rollout_gate.labels(namespace, name, gate).set(1 if held is not None and held[0] == gate else 0)
+            self.gate_waits.observe(namespace, name, held[0] if held is not None else None)
 
     def observe_health(self, dj: dict, status: dict, now: datetime) -> None:
         """The series alerts read (see healthmetrics), and the run counters of a scheduled or
@@ -157,6 +163,7 @@ class Metrics:
             if uid:
                 self._forgotten[uid] = True
             self.health.forget(namespace, name)
+            self.gate_waits.forget(namespace, name)
             if (namespace, name) not in self._known:
                 return
             self._known.discard((namespace, name))

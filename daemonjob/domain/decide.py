@@ -47,6 +47,7 @@ from daemonjob.domain.conditions import (
     stall_for,
     turned_true,
 )
+from daemonjob.domain.alertgate import AlertHalt, alert_halt
 from daemonjob.domain.configrefs import (
     missing_configmaps,
     pod_template_of,
@@ -252,9 +253,12 @@ def _conclude(reading: Reading) -> Decision:
     slots = _slots(reading)
     pause = pause_hold(plan, reading.checked.rollout.pause, inp.now) if slots is not None else PauseHold()
     window = window_state(reading.checked.rollout.window, inp.now)
-    actions = choose_actions(inp.dj, reading.revision, replace(turns, held=turns.held + pause.held), slots,
-                             _gate(reading, stall, window), run)
-    waiting = _gate_wait(reading, actions, slots, turns.held, pause, window)
+    alerts = alert_halt(reading.checked.rollout.halt_on_alerts, inp.alerts)
+    gate = _gate(reading, stall, window)
+    if alerts.halted:
+        gate = replace(gate, blocked=True)
+    actions = choose_actions(inp.dj, reading.revision, replace(turns, held=turns.held + pause.held), slots, gate, run)
+    waiting = _alerts_wait(actions, alerts) or _gate_wait(reading, actions, slots, turns.held, pause, window)
     conditions = evaluate(plan, reading.checked.settings, actions, reading.revision.name, stall, reading.budget, run,
                           reading.idle, waiting)
     run_changed = run != recorded.status.get("currentRun")
@@ -306,6 +310,11 @@ def _gate_wait(reading: Reading, actions: Actions, slots: int | None, held: int,
     if pause.held and rollout.pause is not None and slots is not None and held < slots and not actions.free_slots:
         return GateWait(GATE_PAUSE, PAUSING_BETWEEN_NODES, pause.message(rollout.pause), pause.until)
     return None
+
+
+def _alerts_wait(actions: Actions, alerts: AlertHalt) -> GateWait | None:
+    """haltOnAlerts holds every waiting turn back (as a closed window does), so it is named first."""
+    return alerts.wait() if alerts.halted and actions.waiting_turns else None
 
 
 def _became_true(previous: Mapping[str, Mapping[str, Any]], kind: str, now_true: bool) -> bool:

@@ -21,7 +21,7 @@ from daemonjob.domain.validate import Window, scaled
 
 __all__ = ["GATES", "gate_in_force", "CanaryState", "canary_state", "canary_nodes", "canary_message", "ANNOTATION_PROMOTE", "CANARY_PAUSED",
            "WAITING_FOR_CANARY", "CANARY_FAILED", "GATE_CANARY", "GateWait", "PauseHold", "WindowState", "pause_hold", "window_state", "PAUSING_BETWEEN_NODES",
-           "WAITING_FOR_WINDOW", "GATE_PAUSE", "GATE_WINDOW"]
+           "WAITING_FOR_WINDOW", "GATE_PAUSE", "GATE_WINDOW", "GATE_ALERTS", "HALTED_BY_ALERTS", "ALERTS_UNKNOWN"]
 
 # Reconciling reasons while a gate holds the rollout
 PAUSING_BETWEEN_NODES = "PausingBetweenNodes"
@@ -40,7 +40,12 @@ CANARY_NODES_SHOWN = 10
 GATE_PAUSE = "pauseBetweenNodes"
 GATE_WINDOW = "window"
 GATE_CANARY = "canary"
-GATES = (GATE_WINDOW, GATE_CANARY, GATE_PAUSE)
+GATE_ALERTS = "alerts"
+GATES = (GATE_WINDOW, GATE_CANARY, GATE_PAUSE, GATE_ALERTS)
+
+# spec.rollout.haltOnAlerts (alertgate.py): a matching alert fires, or the firing alerts are unknown
+HALTED_BY_ALERTS = "HaltedByAlerts"
+ALERTS_UNKNOWN = "AlertsUnknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,4 +173,4 @@ def gate_in_force(status: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 _GATE_OF_REASON = {WAITING_FOR_WINDOW: GATE_WINDOW, PAUSING_BETWEEN_NODES: GATE_PAUSE, CANARY_PAUSED: GATE_CANARY,
-                   WAITING_FOR_CANARY: GATE_CANARY}
+                   WAITING_FOR_CANARY: GATE_CANARY, HALTED_BY_ALERTS: GATE_ALERTS, ALERTS_UNKNOWN: GATE_ALERTS}

@@ -18,7 +18,7 @@ from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.memo import Memo, no_memo
 
-__all__ = ["ApiTroubles", "ConfigMapsRead", "DecisionInput", "Recorded"]
+__all__ = ["ApiTroubles", "ConfigMapsRead", "DecisionInput", "FiringAlerts", "Recorded"]
 
 Obj = Mapping[str, Any]
 
@@ -39,6 +39,19 @@ class ConfigMapsRead:
     objects: dict[str, Obj | None] | None = None  # by name (None: missing); None: not opted in, not read
     pending: bool = False  # a watch has not listed yet: its sync listener wakes the DaemonJob
     unreadable: dict[str, str] = field(default_factory=dict)  # name -> why its list fails
+
+
+@dataclass(frozen=True, slots=True)
+class FiringAlerts:
+    """The alerts firing in Prometheus as the controller last read them (spec.rollout.haltOnAlerts).
+
+    `firing`: each alert's labels as sorted (name, value) pairs; `unknown`: why they are not
+    known (no Prometheus configured, not read yet, unreachable), which halts like a firing
+    match. The default is that no Prometheus is read: only a DaemonJob with haltOnAlerts reads
+    this, and for it an unread Prometheus must halt, not let everything through."""
+
+    firing: tuple[tuple[tuple[str, str], ...], ...] = ()
+    unknown: str | None = "the controller runs without --prometheus-url"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +88,7 @@ class DecisionInput:
     eligibility: Eligibility | None = None  # the node rules compiled from `dj` (compiled by decide if None)
     memo: Memo = no_memo  # keeps values derived from cached objects on them (the caches' ObjectMemo)
     # gates of the rollout go here, each a field whose default lets everything through
+    alerts: FiringAlerts = FiringAlerts()  # read only with spec.rollout.haltOnAlerts (which then halts)
     recorded: Recorded = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "Window",
     "validate_rollout",
     "parse_duration",
+    "AlertMatcher",
     "RERUN_ON_TEMPLATE_CHANGE",
     "RERUN_NEVER",
 ]
@@ -103,6 +104,9 @@ class Window:
     duration: timedelta
 
 
+AlertMatcher = tuple[tuple[str, str], ...]  # (label, value) pairs, sorted: every one must be equal
+
+
 @dataclass(frozen=True, slots=True)
 class Rollout:
     """The gates of spec.rollout, each None when unset (it lets everything through)."""
@@ -110,6 +114,7 @@ class Rollout:
     pause: timedelta | None = None  # pauseBetweenNodes
     window: Window | None = None
     canary: int | str | None = None  # a count of nodes, or a percentage of the desired nodes
+    halt_on_alerts: tuple[AlertMatcher, ...] = ()  # haltOnAlerts: any firing alert one of them matches halts
 
 
 @dataclass(slots=True)
@@ -325,7 +330,8 @@ def validate_rollout(spec: Mapping[str, Any], problems: list[Problem]) -> Rollou
         problems.append(Problem(INVALID_SPEC, f"spec.rollout: Invalid value: {_show(raw)}: must be an object"))
         return Rollout()
     pause = _duration(raw, "pauseBetweenNodes", "spec.rollout", problems)
-    return Rollout(pause=pause or None, window=_window(raw, problems), canary=_canary(raw, problems))
+    return Rollout(pause=pause or None, window=_window(raw, problems), canary=_canary(raw, problems),
+                   halt_on_alerts=_halt_on_alerts(raw, problems))
 
 
 def _canary(rollout: Mapping[str, Any], problems: list[Problem]) -> int | str | None:
@@ -338,3 +344,37 @@ def _canary(rollout: Mapping[str, Any], problems: list[Problem]) -> int | str | 
     problems.append(Problem(INVALID_SPEC, f"spec.rollout.canary: Invalid value: {_show(value)}: must be an integer "
                                           'of at least 1 or a percentage from "1%" to "100%"'))
     return None
+
+
+_LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")  # Prometheus' label names
+
+
+def _halt_on_alerts(rollout: Mapping[str, Any], problems: list[Problem]) -> tuple[AlertMatcher, ...]:
+    """spec.rollout.haltOnAlerts: a list of equality matchers over alert labels. A matcher with
+    no label would match every alert, so it is refused rather than read as "halt always"."""
+    raw = rollout.get("haltOnAlerts")
+    path = "spec.rollout.haltOnAlerts"
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(raw)}: must be a list of label matchers"))
+        return ()
+    matchers: list[AlertMatcher] = []
+    for i, item in enumerate(raw):
+        at = f"{path}[{i}]"
+        if not isinstance(item, Mapping) or not item:
+            problems.append(Problem(INVALID_SPEC, f"{at}: Invalid value: {_show(item)}: must map at least one "
+                                                  "alert label to its value, such as {alertname: NodeNotReady}"))
+            continue
+        bad = False
+        for label, value in item.items():
+            if not isinstance(label, str) or not _LABEL_NAME_RE.match(label):
+                problems.append(Problem(INVALID_SPEC, f"{at}: Invalid value: {_show(label)}: an alert label name "
+                                                      "must match [a-zA-Z_][a-zA-Z0-9_]*"))
+                bad = True
+            elif not isinstance(value, str):
+                problems.append(Problem(INVALID_SPEC, f"{at}.{label}: Invalid value: {_show(value)}: must be a string"))
+                bad = True
+        if not bad:
+            matchers.append(tuple(sorted(item.items())))
+    return tuple(matchers)

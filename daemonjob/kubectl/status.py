@@ -121,8 +121,20 @@ def document(dj: Mapping[str, Any], view: NodeView, rows: list[NodeRow],
         "generation": meta.get("generation"), "observedGeneration": (dj.get("status") or {}).get("observedGeneration"),
         "nodeSelector": selector, "counts": view.counts, "conditions": (dj.get("status") or {}).get("conditions") or [],
         **_schedule_fields(dj),
+        "rolloutGate": _gate_field(dj),
         "nodes": [r.to_dict() for r in rows],
     }
+
+
+def _gate_field(dj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The rollout gate holding new nodes back (spec.rollout), as the Reconciling condition says; None: none."""
+    status = dj.get("status") or {}
+    held = gate_in_force(status)
+    if held is None:
+        return None
+    message = next((c.get("message") for c in status.get("conditions") or ()
+                    if isinstance(c, Mapping) and c.get("type") == "Reconciling"), None)
+    return {"gate": held[0], "reason": held[1], "message": message}
 
 
 def _schedule_fields(dj: Mapping[str, Any]) -> dict[str, Any]:

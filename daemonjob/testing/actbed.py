@@ -45,13 +45,14 @@ class ActBed:
     rv: int = 1
 
     @classmethod
-    def start(cls, create_concurrency: int = 4) -> ActBed:
+    def start(cls, create_concurrency: int = 4, **controller_kw: Any) -> ActBed:
+        """`controller_kw`: more of the Controller's arguments (say prometheus_url and prometheus_get)."""
         clock = FakeClock()
         informers = fake_informers()
         control = FakeJobControl(jobs=informers.jobs)  # type: ignore[arg-type]
         configmaps = ConfigMapInformers()
         ctl = Controller(informers, control, clock=clock, create_concurrency=create_concurrency, resync_interval=0,
-                         configmap_informers=configmaps)
+                         configmap_informers=configmaps, **controller_kw)
         return cls(ctl, control, informers.daemonjobs, informers.jobs, informers.nodes, clock,  # type: ignore[arg-type]
                    configmaps)
 

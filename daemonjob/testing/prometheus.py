@@ -65,6 +65,8 @@ class LocalPrometheus:
     for_override: str | None = None  # e.g. "5s": alerts pend, then fire, within a test
     port: int = 0
     bin_dir: Path | None = None
+    extra_rule_groups: Sequence[dict[str, Any]] = ()  # more rule groups beside the shipped ones
+    extra_scrape_configs: Sequence[dict[str, Any]] = ()  # more scrape jobs beside the controllers'
     # Secure metrics: https, the bearer token read from this file at every scrape, the
     # controller's self-signed certificate accepted (the shipped ServiceMonitor's settings).
     token_file: Path | None = None
@@ -93,12 +95,17 @@ class LocalPrometheus:
         return {
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval},
             "rule_files": ["rules.yml"],
-            "scrape_configs": [job],
+            "scrape_configs": [job, *self.extra_scrape_configs],
         }
 
     def write_config(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        write_rules(self.workdir / "rules.yml", self.for_override)
+        rules = self.workdir / "rules.yml"
+        write_rules(rules, self.for_override)
+        if self.extra_rule_groups:
+            groups = yaml.safe_load(rules.read_text())
+            groups["groups"].extend(self.extra_rule_groups)
+            rules.write_text(yaml.safe_dump(groups, sort_keys=False))
         self.config_path.write_text(yaml.safe_dump(self.config(), sort_keys=False))
 
     def set_targets(self, targets: Sequence[str]) -> None:

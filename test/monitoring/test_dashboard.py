@@ -38,7 +38,8 @@ def test_variables_datasource_namespace_daemonjob() -> None:
 def test_panels_cover_what_operators_look_at() -> None:
     titles = {p["title"] for p in load()["panels"]}
     for wanted in ("Rollout state", "Nodes by state", "Runs started", "Ticks skipped", "Runs finished",
-                   "Time since the last successful run", "Reconciles by result", "Reconcile duration",
+                   "Time since the last successful run", "Rollout gate in force", "Time waiting at a gate",
+                   "Reconciles by result", "Reconcile duration",
                    "Work queue depth", "Work queue latency", "API requests by verb and code", "Watch health",
                    "Leader and build"):
         assert wanted in titles, wanted

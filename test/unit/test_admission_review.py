@@ -95,3 +95,10 @@ def test_malformed_reviews_get_a_clear_400(body: bytes, says: str) -> None:
     answer = handle(body)
     assert answer.code == 400
     assert says in json.loads(answer.body)["error"]
+
+
+def test_an_invalid_alert_matcher_is_refused_with_its_field() -> None:
+    response = review("CREATE", dj(rollout={"haltOnAlerts": [{"alertname": "NodeNotReady"}, {"bad-label": "x"}]}))
+    assert response["allowed"] is False
+    assert [c["field"] for c in response["status"]["details"]["causes"]] == ["spec.rollout.haltOnAlerts[1]"]
+    assert review("CREATE", dj(rollout={"haltOnAlerts": [{"alertname": "NodeNotReady"}]}))["allowed"] is True

@@ -14,6 +14,7 @@ from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.plan import job_view
 from daemonjob.domain.decide import Decision
 from daemonjob.testing.decisions import decide_over
+from daemonjob.domain.inputs import FiringAlerts
 from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import build_job, format_time, job_node, job_revision, job_state, parse_time
 from daemonjob.domain.validate import parse_duration
@@ -24,6 +25,8 @@ from daemonjob.testing.decisions import apply as apply_decision
 from daemonjob.controller.transforms import job_transform, node_transform
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+# The alerts firing in every decision here: haltOnAlerts [{alertname: A}] halts, the others do not
+ALERTS = FiringAlerts(firing=((("alertname", "A"), ("node", "n1")),), unknown=None)
 POOL = [f"node-{i}" for i in range(8)]
 OLD_REVISIONS = ["0ld0000001", "0ld0000002"]
 TAINTS = [
@@ -89,6 +92,8 @@ def daemonjob_strategy(draw: st.DrawFn) -> dict[str, Any]:
             "canary": st.sampled_from([1, 2, "30%"]),
             "window": st.sampled_from([{"schedule": "0 11 * * *", "duration": "2h"},
                                        {"schedule": "0 22 * * *", "duration": "4h", "timeZone": "Europe/Berlin"}]),
+            "haltOnAlerts": st.sampled_from([[{"alertname": "A"}], [{"alertname": "A", "severity": "critical"}],
+                                             [{"alertname": "B"}]]),
         }),
     }.items():
         if draw(st.booleans()):
@@ -169,7 +174,7 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
           stalled: tuple[str, str] | None) -> Decision:
     spec = dj["spec"]
     before = copy.deepcopy((dj, jobs, nodes))
-    d = decide_over(dj, jobs, nodes, NOW, stalled)
+    d = decide_over(dj, jobs, nodes, NOW, stalled, alerts=ALERTS)
     assert (dj, jobs, nodes) == before, "decide mutated its inputs"
     current = template_revision(spec["jobTemplate"])
     node_names = {n["metadata"]["name"] for n in nodes}
@@ -238,6 +243,10 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
     # window: outside it nothing starts and nothing running is torn down
     window = (spec.get("rollout") or {}).get("window")
     if window is not None and window["schedule"] == "0 22 * * *":  # closed at NOW
+        assert not d.creates and not replaced
+
+    # haltOnAlerts: while a matching alert fires nothing starts and nothing running is torn down
+    if (spec.get("rollout") or {}).get("haltOnAlerts") == [{"alertname": "A"}]:
         assert not d.creates and not replaced
 
     # deletes: existing, not already terminating, never a current Job of an existing node

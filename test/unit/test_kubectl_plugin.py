@@ -469,3 +469,17 @@ def test_status_header_names_the_rollout_gate_in_force() -> None:
     assert "rollout gate: window (WaitingForWindow)" in lines and f"rolling out: {message}" in lines
     d["status"]["conditions"][0]["reason"] = "RollingOut"
     assert not [line for line in header_lines(d, build_view(d, [], [], [node("a")])) if "gate" in line]
+
+
+def test_status_document_names_the_rollout_gate_in_force() -> None:
+    from daemonjob.kubectl.status import document
+
+    d = dj()
+    message = 'haltOnAlerts: 1 matching alert(s) firing: NodeNotReady{node="n7"}; no new node is started'
+    d["status"]["conditions"] = [{"type": "Reconciling", "status": "True", "reason": "HaltedByAlerts",
+                                  "message": message}]
+    view = build_view(d, [], [], [node("a")])
+    assert document(d, view, view.rows)["rolloutGate"] == {"gate": "alerts", "reason": "HaltedByAlerts",
+                                                           "message": message}
+    d["status"]["conditions"][0]["reason"] = "RollingOut"
+    assert document(d, view, view.rows)["rolloutGate"] is None

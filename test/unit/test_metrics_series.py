@@ -89,10 +89,38 @@ def test_the_rollout_gate_in_force_is_1_and_goes_with_the_daemonjob() -> None:
                 if s.name == "daemonjob_rollout_gate" and s.labels["name"] == "audit"}
 
     m.set_status("ops", "audit", "uid-1", _reconciling("WaitingForWindow"))
-    assert gates() == {"window": 1.0, "canary": 0.0, "pauseBetweenNodes": 0.0}
+    assert gates() == {"window": 1.0, "canary": 0.0, "pauseBetweenNodes": 0.0, "alerts": 0.0}
     m.set_status("ops", "audit", "uid-1", _reconciling("CanaryPaused"))
-    assert gates() == {"window": 0.0, "canary": 1.0, "pauseBetweenNodes": 0.0}
+    assert gates() == {"window": 0.0, "canary": 1.0, "pauseBetweenNodes": 0.0, "alerts": 0.0}
+    m.set_status("ops", "audit", "uid-1", _reconciling("HaltedByAlerts"))
+    assert gates() == {"window": 0.0, "canary": 0.0, "pauseBetweenNodes": 0.0, "alerts": 1.0}
+    m.set_status("ops", "audit", "uid-1", _reconciling("AlertsUnknown"))
+    assert gates()["alerts"] == 1.0
     m.set_status("ops", "audit", "uid-1", _reconciling("RollingOut"))
     assert set(gates().values()) == {0.0}
     m.forget("ops", "audit", "uid-1")
     assert gates() == {}
+
+
+def test_time_waiting_at_a_gate_is_counted_per_gate_and_rises_between_writes() -> None:
+    now = [100.0]
+    m = Metrics(timer=lambda: now[0])
+
+    def waited(gate: str) -> float | None:
+        return m.registry.get_sample_value("daemonjob_rollout_gate_wait_seconds_total",
+                                           {"namespace": "ops", "name": "audit", "gate": gate})
+
+    m.set_status("ops", "audit", "uid-1", _reconciling("RollingOut"))
+    assert waited("alerts") == 0.0 and waited("window") == 0.0  # every gate's series from the start
+    now[0] = 110.0
+    m.set_status("ops", "audit", "uid-1", _reconciling("HaltedByAlerts"))
+    now[0] = 140.0
+    assert waited("alerts") == 30.0  # rising while nothing is written
+    m.set_status("ops", "audit", "uid-1", _reconciling("WaitingForWindow"))
+    now[0] = 145.0
+    assert (waited("alerts"), waited("window")) == (30.0, 5.0)
+    m.set_status("ops", "audit", "uid-1", _reconciling("RollingOut"))
+    now[0] = 200.0
+    assert (waited("alerts"), waited("window")) == (30.0, 5.0)
+    m.forget("ops", "audit", "uid-1")
+    assert waited("alerts") is None

@@ -1,0 +1,70 @@
+"""The rollout gate spec.rollout.haltOnAlerts: no new node starts while a matching alert fires.
+
+A pure function of the matchers and the firing alerts as the controller last read them from
+Prometheus (a field of the decision's input). Alerts that cannot be read count as a halt: a
+health gate that opens whenever its source is down would let a rollout through exactly when
+nobody can see the cluster's health. A running Job is never stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from daemonjob.domain.gates import ALERTS_UNKNOWN, GATE_ALERTS, HALTED_BY_ALERTS, GateWait
+from daemonjob.domain.inputs import FiringAlerts
+from daemonjob.domain.validate import AlertMatcher
+
+__all__ = ["AlertHalt", "alert_halt", "matches", "alert_text"]
+
+ALERTS_SHOWN = 10
+Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlertHalt:
+    """Whether haltOnAlerts holds new nodes back now, and what the status says of it."""
+
+    halted: bool = False
+    reason: str = ""
+    message: str = ""
+
+    def wait(self) -> GateWait:
+        """The gate in force; no wake-up by the clock: the alert poller enqueues on a change."""
+        return GateWait(GATE_ALERTS, self.reason, self.message, None)
+
+
+def matches(matcher: AlertMatcher, labels: Labels) -> bool:
+    """Equality matchers: every label of the matcher has that value on the alert."""
+    have = dict(labels)
+    return all(have.get(name) == value for name, value in matcher)
+
+
+def alert_text(labels: Labels) -> str:
+    """An alert as Prometheus writes a series: alertname{label="value",...}."""
+    have = dict(labels)
+    name = have.pop("alertname", "")
+    rest = ",".join(f'{k}="{v}"' for k, v in sorted(have.items()))
+    return f"{name}{{{rest}}}" if rest else name
+
+
+def _shown(items: Iterable[str]) -> str:
+    items = list(items)
+    more = f" (+{len(items) - ALERTS_SHOWN} more)" if len(items) > ALERTS_SHOWN else ""
+    return ", ".join(items[:ALERTS_SHOWN]) + more
+
+
+def alert_halt(matchers: tuple[AlertMatcher, ...], alerts: FiringAlerts) -> AlertHalt:
+    """Halted while any firing alert matches any matcher, or while the alerts are unknown."""
+    if not matchers:
+        return AlertHalt()
+    if alerts.unknown is not None:
+        return AlertHalt(True, ALERTS_UNKNOWN,
+                         f"haltOnAlerts: the firing alerts are unknown ({alerts.unknown}), which halts the rollout "
+                         "as a firing alert does: no new node is started, running Jobs finish")
+    firing = sorted({alert_text(a) for a in alerts.firing if any(matches(m, a) for m in matchers)})
+    if not firing:
+        return AlertHalt()
+    return AlertHalt(True, HALTED_BY_ALERTS,
+                     f"haltOnAlerts: {len(firing)} matching alert(s) firing: {_shown(firing)}; no new node is "
+                     "started until they resolve, running Jobs finish")
