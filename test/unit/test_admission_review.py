@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 import pytest
 
 from daemonjob.admission.review import handle
-
-GOOD: dict[str, Any] = {
-    "apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob", "metadata": {"name": "ok", "namespace": "ns"},
-    "spec": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
-                                                             "containers": [{"name": "c", "image": "busybox"}]}}}}},
-}
+from daemonjob.testing.builders import make_dj
 
 
 def dj(**spec: Any) -> dict[str, Any]:
-    out = copy.deepcopy(GOOD)
-    out["spec"].update(spec)
-    return out
+    return make_dj("ok", namespace="ns", **spec)
 
 
 def review(operation: str, obj: Any, old: Any = None, **extra: Any) -> dict[str, Any]:

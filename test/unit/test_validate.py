@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from daemonjob import defaults
 from daemonjob.domain.validate import problems_of, validate
-
-GOOD: dict[str, Any] = {
-    "apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob", "metadata": {"name": "ok", "namespace": "ns"},
-    "spec": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
-                                                             "containers": [{"name": "c", "image": "busybox"}]}}}}},
-}
+from daemonjob.testing.builders import make_dj
 
 
 def dj(**spec: Any) -> dict[str, Any]:
-    out = copy.deepcopy(GOOD)
-    out["spec"].update(spec)
-    return out
+    return make_dj("ok", namespace="ns", **spec)
 
 
 def test_a_good_spec_has_no_problem() -> None:
