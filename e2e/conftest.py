@@ -125,7 +125,7 @@ rules: [{{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, up
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {{name: daemonjob-test-leases, namespace: {CONTROLLER_NS}}}
+metadata: {{name: daemonjob-test-leases-service-account, namespace: {CONTROLLER_NS}}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-test-leases}}
 subjects: [{{kind: ServiceAccount, name: {SERVICE_ACCOUNT}, namespace: {CONTROLLER_NS}}}]
 """)
