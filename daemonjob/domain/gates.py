@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from daemonjob.domain.jobs import TERMINATING, format_time
+from daemonjob.domain.order import GATE_AFTER, GATE_EXCLUSION, WAITING_FOR_DEPENDENCIES, WAITING_FOR_EXCLUSION_GROUP
 from daemonjob.domain.plan import JobView, Plan
 from daemonjob.domain.validate import Window, scaled
 
@@ -40,7 +41,7 @@ CANARY_NODES_SHOWN = 10
 GATE_PAUSE = "pauseBetweenNodes"
 GATE_WINDOW = "window"
 GATE_CANARY = "canary"
-GATES = (GATE_WINDOW, GATE_CANARY, GATE_PAUSE)
+GATES = (GATE_WINDOW, GATE_CANARY, GATE_PAUSE, GATE_EXCLUSION, GATE_AFTER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,4 +169,5 @@ def gate_in_force(status: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 _GATE_OF_REASON = {WAITING_FOR_WINDOW: GATE_WINDOW, PAUSING_BETWEEN_NODES: GATE_PAUSE, CANARY_PAUSED: GATE_CANARY,
-                   WAITING_FOR_CANARY: GATE_CANARY}
+                   WAITING_FOR_CANARY: GATE_CANARY, WAITING_FOR_EXCLUSION_GROUP: GATE_EXCLUSION,
+                   WAITING_FOR_DEPENDENCIES: GATE_AFTER}
