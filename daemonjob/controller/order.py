@@ -21,7 +21,7 @@ from daemonjob.controller.informers import OWNER_INDEX, RUNNING_INDEX
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.domain.gates import gate_in_force
 from daemonjob.domain.jobs import SUCCEEDED, job_node, job_revision, job_run, job_state
-from daemonjob.domain.order import GATE_EXCLUSION, OrderInput, order_key
+from daemonjob.domain.order import GATE_AFTER, GATE_EXCLUSION, OrderInput, order_key
 from daemonjob.machinery.informer import SharedInformer
 
 __all__ = ["OrderIndex", "OrderReader", "group_of", "after_of"]
@@ -183,7 +183,8 @@ class OrderReader:
 
 def _waits_for_turns(dj: Obj) -> bool:
     """An older member counts as waiting for its turns unless it cannot start any now: suspended,
-    Stalled or Failed, or held by a gate of its own (its written status says which)."""
+    Stalled or Failed, or held by a rollout gate (its written status says which); the order's own
+    gates do not count (its turns where its dependencies have not succeeded are left out)."""
     if _spec(dj).get("suspend") is True:
         return False
     status = dj.get("status") or {}
@@ -191,4 +192,4 @@ def _waits_for_turns(dj: Obj) -> bool:
         if isinstance(cond, Mapping) and cond.get("type") in ("Stalled", "Failed") and cond.get("status") == "True":
             return False
     gate = gate_in_force(status)
-    return gate is None or gate[0] == GATE_EXCLUSION
+    return gate is None or gate[0] in (GATE_EXCLUSION, GATE_AFTER)

@@ -129,3 +129,25 @@ def test_the_order_index_follows_spec_changes() -> None:
     assert index.peers("ops/b") == [] and index.dependents("ops/p") == []
     index.set("ops/a", None)
     assert index.members("ops", "h") == []
+
+
+def test_an_older_member_that_cannot_start_does_not_hold_the_others_back(bed: ActBed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(member("first", "2024-03-01T00:00:00Z", exclusionGroup="maint", suspend=True))
+    bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    bed.ctl.reconcile("ops/first")  # suspended: its turns wait, but not for the group
+    bed.ctl.reconcile("ops/second")
+    assert nodes_created_by(bed, "first") == [] and nodes_created_by(bed, "second") == ["node-00", "node-01"]
+
+
+def test_an_older_member_goes_first_only_where_its_own_dependencies_succeeded(bed: ActBed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(member("prepare", "2024-03-01T00:00:00Z", nodeSelector={"matchLabels": {"none": "x"}}))
+    bed.add_dj(member("first", "2024-03-01T00:00:01Z", exclusionGroup="maint", after=["prepare"]))
+    bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    bed.ctl.reconcile("ops/prepare")
+    bed.key = "ops/prepare"
+    bed.sync()
+    bed.ctl.reconcile("ops/first")  # waits for prepare everywhere: it holds no node for the group
+    bed.ctl.reconcile("ops/second")
+    assert nodes_created_by(bed, "second") == ["node-00", "node-01"]
