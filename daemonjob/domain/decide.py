@@ -317,10 +317,10 @@ def _order_problems(inp: DecisionInput) -> list[Problem]:
     if order.missing:
         names = ", ".join(order.missing)
         out.append(Problem(DEPENDENCY_NOT_FOUND, f"spec.after: Not found: {names}: no DaemonJob of that name in the "
-                                                 f"namespace; no node starts until it exists"))
+                                                 f"namespace, so no node starts until it exists"))
     if order.cycle:
-        out.append(Problem(DEPENDENCY_CYCLE, f"spec.after: Invalid value: a cycle: {' -> '.join(order.cycle)}; "
-                                             f"no node can start"))
+        out.append(Problem(DEPENDENCY_CYCLE, f"spec.after: Invalid value: a cycle: {' -> '.join(order.cycle)}, "
+                                             f"so no node can start"))
     return out
 
 

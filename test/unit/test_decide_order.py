@@ -104,6 +104,7 @@ def test_a_missing_dependency_is_stalled_and_starts_nothing() -> None:
     cond = condition(decision, "Stalled")
     assert (cond["status"], cond["reason"]) == ("True", "DependencyNotFound")
     assert "spec.after" in cond["message"] and "prepare" in cond["message"]
+    assert "; " not in cond["message"]  # problems are joined with "; ": each stays one item
 
 
 def test_a_cycle_is_stalled_and_named() -> None:
