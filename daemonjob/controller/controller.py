@@ -269,6 +269,9 @@ class Controller:
                 look_again.append(0.0 if repaired else None)
             self.reporter.report(seen, decision, now, events)
             reported = True
+            if decision.reading is not None and self.order_index.group(seen.key):
+                plan = decision.reading.plan
+                self.router.turns_taken(seen.key, len(plan.replacing) + len(plan.starting))
             look_again.append(self._next_tick(decision))
             if self.troubles.conflicts(seen.uid):  # a foreign Job's removal sends no event here
                 look_again.append(defaults.CONFLICT_RECHECK_INTERVAL)

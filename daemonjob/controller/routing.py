@@ -69,6 +69,7 @@ class Router:
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
         self._lock = threading.Lock()
         self._decide_seconds: dict[str, float] = {}  # by key, of its last decision
+        self._turns: dict[str, int] = {}  # by key of a group member: the turns its last pass left waiting
 
     def register(self) -> None:
         self.daemonjobs.add_handlers(Handlers(self.dj_added, self.dj_updated, self.dj_deleted))
@@ -140,6 +141,8 @@ class Router:
         self.forget_uid(dj["metadata"].get("uid") or "")
         self._wake_order(key, dj)
         self.order.set(key, None)
+        with self._lock:
+            self._turns.pop(key, None)
         self._decide_seconds.pop(key, None)
         if self.configmaps is not None:
             self.configmaps.forget(key)
@@ -204,6 +207,17 @@ class Router:
         if succeeded:
             for dependent in self.order.dependents(key):
                 self.queue.add_after(dependent, self._job_event_delay(dependent))
+
+    def turns_taken(self, key: str, turns: int) -> None:
+        """After a pass: `turns`, the nodes its plan leaves waiting. A group member whose turns
+        went down (it started them, or no longer needs them) wakes the rest of its group: a
+        younger member that yielded those nodes to it may take them now (no Job event says so)."""
+        with self._lock:
+            before = self._turns.get(key)
+            self._turns[key] = turns
+        if before is not None and turns < before:
+            for peer in self.order.peers(key):
+                self.queue.add_after(peer, self._job_event_delay(peer))
 
     def _wake_order(self, key: str, *versions: Obj) -> None:
         """A DaemonJob appeared, changed its spec or revision, or went: the rest of its group

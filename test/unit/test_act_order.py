@@ -151,3 +151,21 @@ def test_an_older_member_goes_first_only_where_its_own_dependencies_succeeded(be
     bed.ctl.reconcile("ops/first")  # waits for prepare everywhere: it holds no node for the group
     bed.ctl.reconcile("ops/second")
     assert nodes_created_by(bed, "second") == ["node-00", "node-01"]
+
+
+def test_the_younger_member_is_woken_when_the_older_one_starts_what_it_yielded(bed: ActBed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(member("first", "2024-03-01T00:00:00Z", exclusionGroup="maint"))
+    bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    bed.ctl.reconcile("ops/first")  # creates on both nodes; its plan lists them until its next pass
+    bed.control.deliver()
+    for node in ("node-00", "node-01"):
+        finish(bed, node, "first")
+    bed.ctl.reconcile("ops/second")  # first's Jobs are done but its plan still lists the turns
+    assert nodes_created_by(bed, "second") == []
+    assert reconciling(bed, "second")["reason"] == "WaitingForExclusionGroup"
+    queued(bed)
+    bed.ctl.reconcile("ops/first")  # its plan catches up: no turn left, so second is woken
+    assert "ops/second" in queued(bed)
+    bed.ctl.reconcile("ops/second")
+    assert nodes_created_by(bed, "second") == ["node-00", "node-01"]
