@@ -18,7 +18,7 @@ endif
 KIND_CLUSTER ?= daemonjob-e2e
 KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 
-.PHONY: help venv binaries test unit cluster-up cluster-down demo run bench bench-informer bench-scale \
+.PHONY: help venv binaries test unit cluster-up cluster-down demo run bench bench-informer bench-scale bench-scale-ordered \
         install uninstall deploy undeploy helm-install helm-uninstall checkov docker-build image image-tools lock e2e-kind
 
 help:
@@ -78,6 +78,10 @@ bench: venv binaries
 
 bench-scale: venv binaries
 	$(PY) hack/bench_scale.py $(if $(call given,N),--nodes $(N)) --daemonjobs $(DJS) $(BENCH_ARGS)
+
+# 200 DaemonJobs over 500 nodes, half in exclusion groups, half in spec.after chains
+bench-scale-ordered: venv binaries
+	$(PY) hack/bench_scale.py --nodes 500 --daemonjobs 200 --ordered $(BENCH_ARGS)
 
 install:
 	$(KUBECTL) apply -f manifests/crd.yaml

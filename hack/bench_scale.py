@@ -66,13 +66,57 @@ def progress(kube: Kube, ctl: ControllerProcess, names: list[str], n: int) -> st
             f"{succeeded} succeeded")
 
 
-def converge(kube: Kube, ctl: ControllerProcess, n: int, d: int, timeout: float, res: Results) -> list[str]:
-    """(a): D DaemonJobs created at once; seconds until all are Complete over N nodes."""
+GROUP_SIZE = 5  # --ordered: DaemonJobs per exclusion group
+CHAIN_LENGTH = 4  # --ordered: DaemonJobs per spec.after chain
+
+
+def create_ordered(kube: Kube, d: int) -> tuple[list[str], int]:
+    """--ordered: half the D DaemonJobs in exclusion groups of GROUP_SIZE, the others in chains of
+    CHAIN_LENGTH (each after the one before), each group and chain in a namespace of its own.
+    Returns their names and how many of them may start on a node at once (one per group and chain)."""
+    names: list[str] = []
+    grouped = d // 2
+    groups = [list(range(i, min(i + GROUP_SIZE, grouped))) for i in range(0, grouped, GROUP_SIZE)]
+    chains = [list(range(i, min(i + CHAIN_LENGTH, d))) for i in range(grouped, d, CHAIN_LENGTH)]
+    for g, members in enumerate(groups):
+        namespace = f"{bench.DJ_NAMESPACE_PREFIX}group-{g:02d}"
+        benchlib.create_namespace(kube, namespace)
+        for i in members:
+            name = f"bench-g{g:02d}-{i:03d}"
+            body = bench.daemonjob_body(name, bench.CONVERGENCE_DURATION)
+            body["metadata"]["namespace"] = namespace
+            body["spec"]["exclusionGroup"] = "maintenance"
+            kube.create(path_for(API_VERSION, bench.DJ_PLURAL, namespace), body)
+            names.append(name)
+    for c, members in enumerate(chains):
+        namespace = f"{bench.DJ_NAMESPACE_PREFIX}chain-{c:02d}"
+        benchlib.create_namespace(kube, namespace)
+        previous: str | None = None
+        for i in members:
+            name = f"bench-c{c:02d}-{i:03d}"
+            body = bench.daemonjob_body(name, bench.CONVERGENCE_DURATION)
+            body["metadata"]["namespace"] = namespace
+            if previous is not None:
+                body["spec"]["after"] = [previous]
+            kube.create(path_for(API_VERSION, bench.DJ_PLURAL, namespace), body)
+            names.append(name)
+            previous = name
+    return names, len(groups) + len(chains)
+
+
+def converge(kube: Kube, ctl: ControllerProcess, n: int, d: int, timeout: float, res: Results,
+             ordered: bool = False) -> tuple[list[str], int]:
+    """(a): D DaemonJobs created at once; seconds until all are Complete over N nodes. Returns
+    their names and how many Jobs a joining node gets at once (all D, unless --ordered)."""
     names = [f"bench-{i:02d}" for i in range(d)]
     cpu0 = benchlib.cpu_seconds(ctl.pid)
     started = time.monotonic()
-    for name in names:
-        bench.create_daemonjob(kube, name, bench.CONVERGENCE_DURATION)
+    first_wave = d
+    if ordered:
+        names, first_wave = create_ordered(kube, d)
+    else:
+        for name in names:
+            bench.create_daemonjob(kube, name, bench.CONVERGENCE_DURATION)
     deadline = started + timeout
     while True:
         left = deadline - time.monotonic()
@@ -87,15 +131,22 @@ def converge(kube: Kube, ctl: ControllerProcess, n: int, d: int, timeout: float,
     res.add(f"{d} DaemonJobs over {n} nodes ({n * d} Jobs): seconds to all Complete", done - started)
     res.add("controller CPU seconds to all Complete", benchlib.cpu_seconds(ctl.pid) - cpu0)
     res.add("controller RSS now (MB)", benchlib.rss_mb(ctl.pid), fmt="{:.1f}")
-    return names
+    return names, first_wave
 
 
 def join_latencies(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, names: list[str], n: int,
-                   args: argparse.Namespace, res: Results) -> None:
-    """(b): seconds from a node's registration until its D Jobs exist, over J joins."""
-    d = len(names)
+                   args: argparse.Namespace, res: Results, first_wave: int | None = None) -> None:
+    """(b): seconds from a node's registration until its D Jobs exist, over J joins (with
+    --ordered, the Jobs that may start at once: one per exclusion group and per chain); and
+    the controller's CPU seconds per join."""
+    d = first_wave or len(names)
+    cpu0 = benchlib.cpu_seconds(ctl.pid)
     latencies = bench.join_nodes(kube, kubelet, ctl, d, args.joins, args.join_interval, args.timeout)
+    cpu = benchlib.cpu_seconds(ctl.pid) - cpu0
     bench.report_joins(res, latencies, d, "<= 0.5 (N=10000)")
+    if latencies:
+        res.add("controller CPU seconds per join (over the joins and the intervals between them)",
+                cpu / len(latencies), fmt="{:.3f}")
     bench.wait_complete(kube, names, n + args.joins, args.timeout, ctl.check)
 
 
@@ -226,6 +277,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--nodes", type=int, default=10000, help="simulated nodes (N); 1000, 2500, 5000 for a trend")
     p.add_argument("--daemonjobs", type=int, default=10, help="DaemonJobs over all nodes (D)")
     p.add_argument("--joins", type=int, default=20, help="nodes joined one at a time (J)")
+    p.add_argument("--ordered", action="store_true",
+                   help="half the DaemonJobs in exclusion groups of 5, half in spec.after chains of 4")
     p.add_argument("--join-interval", type=float, default=0.5, help="seconds between two joins")
     p.add_argument("--workers", type=int, default=None, help="controller --workers (default: its own)")
     p.add_argument("--writers", type=int, default=16, help="API writer threads of the simulated kubelet and Jobs")
@@ -246,7 +299,8 @@ def main() -> int:
     converge_timeout = args.converge_timeout or max(3600.0, 0.05 * n * d)
     cores = os.cpu_count() or 1
     res = Results()
-    res.note(f"N={n} nodes, D={d} DaemonJobs, {cores} cores; Jobs end through a simulated Job controller (no pods)")
+    res.note(f"N={n} nodes, D={d} DaemonJobs{' (ordered: groups of 5, chains of 4)' if args.ordered else ''}, "
+             f"{cores} cores; Jobs end through a simulated Job controller (no pods)")
     workdir = Path(tempfile.mkdtemp(prefix="daemonjob-bench-scale-"))
     # No Job controller (the simulated one ends Jobs) and no node lifecycle controller (no heartbeats).
     cluster = LocalCluster(options=ClusterOptions(node_lifecycle=False, controllers="*,-job",
@@ -270,9 +324,9 @@ def main() -> int:
         ctl = ControllerProcess(cluster.kubeconfig, workdir / "controller.log", args.workers)
         ctl.wait_ready(120)
 
-        dj_names = converge(kube, ctl, n, d, converge_timeout, res)
+        dj_names, first_wave = converge(kube, ctl, n, d, converge_timeout, res, args.ordered)
         if args.joins > 0:
-            join_latencies(kube, kubelet, ctl, dj_names, n, args, res)
+            join_latencies(kube, kubelet, ctl, dj_names, n, args, res, first_wave)
         peak_rss = benchlib.hwm_mb(ctl.pid)
         res.add("controller peak RSS over rollouts and joins (MB)", peak_rss, "<= 300", fmt="{:.1f}")
         ctl.stop()

@@ -47,6 +47,7 @@ from daemonjob.controller.informers import ORPHAN_INDEX, Informers
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.observe import Observation, Observer
+from daemonjob.controller.order import OrderIndex, OrderReader
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.report import Reporter
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
@@ -118,9 +119,11 @@ class Controller:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.memo = ObjectMemo()  # values kept on cached objects; the router sizes it to the node rules in use
         self.plans = KeptPlans(self.jobs, self.nodes, self.memo)
+        self.order_index = OrderIndex()  # DaemonJobs by exclusion group and by what they come after
+        self.order = OrderReader(self.daemonjobs, self.jobs, self.plans, self.order_index)
         self.router = Router(informers, self.queue, expectations=self.expectations, name_holds=self.name_holds,
                              plans=self.plans, metrics=self.metrics, configmaps=self.configmaps, memo=self.memo,
-                             forget_uid=self._forget_uid)
+                             forget_uid=self._forget_uid, order=self.order_index)
         self.observer = Observer(informers, control=control, expectations=self.expectations,
                                  configmaps=self.configmaps, metrics=self.metrics, clock=self.clock, memo=self.memo)
         self.reporter = Reporter(control, metrics=self.metrics, clock=self.clock)
@@ -290,6 +293,9 @@ class Controller:
                 look_again.append(0.0 if repaired else None)
             self.reporter.report(seen, decision, now, events)
             reported = True
+            if decision.reading is not None and self.order_index.group(seen.key):
+                plan = decision.reading.plan
+                self.router.turns_taken(seen.key, len(plan.replacing) + len(plan.starting))
             look_again.append(self._next_tick(decision))
             if self.troubles.conflicts(seen.uid):  # a foreign Job's removal sends no event here
                 look_again.append(defaults.CONFLICT_RECHECK_INTERVAL)
@@ -325,6 +331,7 @@ class Controller:
             eligibility=self.router.eligibility_for(seen.key, seen.cached),
             memo=self.memo,
             alerts=self.firing_alerts(),
+            order=self.order.read(seen.key, seen.cached),
         )
 
     def _decide(self, key: str, inp: DecisionInput) -> Decision:

@@ -12,16 +12,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemonjob.controller.transforms import job_transform, node_transform
-from daemonjob.domain.jobs import API_VERSION, LABEL_NAME, PLURAL, controller_ref, daemonjob_ref, job_node, owner_uid
+from daemonjob.domain.jobs import (
+    ACTIVE,
+    API_VERSION,
+    LABEL_NAME,
+    PLURAL,
+    TERMINATING,
+    controller_ref,
+    daemonjob_ref,
+    job_finish_time,
+    job_node,
+    job_state,
+    owner_uid,
+)
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.kube import Kube
 
-__all__ = ["Informers", "OWNER_INDEX", "NODE_INDEX", "ORPHAN_INDEX", "owner_uid_index", "job_node_index",
+__all__ = ["Informers", "OWNER_INDEX", "NODE_INDEX", "ORPHAN_INDEX", "RUNNING_INDEX", "running_index", "owner_uid_index", "job_node_index",
            "orphan_index"]
 
 OWNER_INDEX = "owner"  # Jobs by the uid of the DaemonJob that controls them
 NODE_INDEX = "node"  # Jobs by node name
+RUNNING_INDEX = "running"  # Jobs that may still run, by the uid of their DaemonJob: the exclusion group reads it
 ORPHAN_INDEX = "orphans"  # Jobs with no controller, by namespace/<daemonjob.io/name label>: to adopt
 
 Obj = Mapping[str, Any]
@@ -36,6 +49,17 @@ def job_node_index(job: Obj) -> list[str]:
     return [node] if node else []
 
 
+def running_index(job: Obj) -> list[str]:
+    """Owned Jobs that may still run (active, or deleted before they finished): a few per
+    DaemonJob, so a group member's running Jobs are read without its finished thousands."""
+    if daemonjob_ref(job) is None:
+        return []
+    state = job_state(job)
+    if state == ACTIVE or (state == TERMINATING and job_finish_time(job) is None):
+        return [owner_uid(job)]
+    return []
+
+
 def orphan_index(job: Obj) -> list[str]:
     """Orphans only (no controller): the candidates for adoption, a handful at most, so the
     index costs nothing for the thousands of owned Jobs."""
@@ -46,7 +70,8 @@ def orphan_index(job: Obj) -> list[str]:
     return [f"{meta.get('namespace', '')}/{name}"]
 
 
-JOB_INDEXERS = {OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index, ORPHAN_INDEX: orphan_index}
+JOB_INDEXERS = {OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index, ORPHAN_INDEX: orphan_index,
+                RUNNING_INDEX: running_index}
 
 
 @dataclass(frozen=True)

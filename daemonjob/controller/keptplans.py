@@ -99,6 +99,18 @@ class KeptPlans:
         return [j for j in self._jobs.store.by_index(NODE_INDEX, node)
                 if owner_uid(j) == uid]
 
+    def turn_nodes(self, uid: str) -> list[str]:
+        """The nodes where this DaemonJob's last pass left a turn waiting (another DaemonJob of
+        its exclusion group reads them: an older member goes first there). Empty before its
+        first pass. A snapshot: the lists are copied whole, while its own pass may change them."""
+        with self._lock:
+            entry = self._entries.get(uid)
+            state = entry.state if entry is not None else None
+        if state is None:
+            return []
+        plan = state.plan
+        return [t.node for t in (*list(plan.replacing), *list(plan.starting))]
+
     def check_due(self, uid: str, now: float) -> bool:
         """True once per SELF_CHECK_INTERVAL for a DaemonJob: time to compare with a full plan.
 

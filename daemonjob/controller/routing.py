@@ -17,11 +17,12 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.controller.configmaps import ConfigMapTracker
 from daemonjob.controller.expectations import Expectations, NameHolds
-from daemonjob.controller.informers import NODE_INDEX, Informers, orphan_index
+from daemonjob.controller.informers import NODE_INDEX, Informers, orphan_index, running_index
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.keptplans import KeptPlans
+from daemonjob.controller.order import OrderIndex, group_of
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
-from daemonjob.domain.jobs import ACTIVE, daemonjob_ref, job_state, owner_uid
+from daemonjob.domain.jobs import ACTIVE, SUCCEEDED, daemonjob_ref, job_state, owner_uid
 from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
 from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.memo import MEMO_CAPACITY, ObjectMemo
@@ -54,7 +55,7 @@ def _revision_of(dj: Obj) -> tuple[Any, Any]:
 class Router:
     def __init__(self, informers: Informers, queue: RateLimitingQueue, *, expectations: Expectations,
                  name_holds: NameHolds, plans: KeptPlans, metrics: Metrics, configmaps: ConfigMapTracker | None,
-                 memo: ObjectMemo, forget_uid: Callable[[str], None]) -> None:
+                 memo: ObjectMemo, forget_uid: Callable[[str], None], order: OrderIndex | None = None) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.queue = queue
         self.expectations = expectations
@@ -63,10 +64,12 @@ class Router:
         self.metrics = metrics
         self.configmaps = configmaps
         self.forget_uid = forget_uid
+        self.order = order if order is not None else OrderIndex()
         self.memo = memo  # sized here to the node rule sets in use: one memo entry each per node
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
         self._lock = threading.Lock()
         self._decide_seconds: dict[str, float] = {}  # by key, of its last decision
+        self._turns: dict[str, int] = {}  # by key of a group member: the turns its last pass left waiting
 
     def register(self) -> None:
         self.daemonjobs.add_handlers(Handlers(self.dj_added, self.dj_updated, self.dj_deleted))
@@ -109,7 +112,9 @@ class Router:
     def dj_added(self, dj: Obj) -> None:
         key = meta_namespace_key(dj)
         self.eligibility_for(key, dj)
+        self.order.set(key, dj)
         self.queue.add(key)
+        self._wake_order(key, dj)
 
     def dj_updated(self, old: Obj, new: Obj) -> None:
         om, nm = old["metadata"], new["metadata"]
@@ -122,7 +127,10 @@ class Router:
             return  # a status write that records no new revision: nothing to decide
         key = meta_namespace_key(new)
         self.eligibility_for(key, new)
+        self.order.set(key, new)
         self.queue.add(key)
+        if om.get("generation") != nm.get("generation") or _revision_of(old) != _revision_of(new):
+            self._wake_order(key, old, new)  # its turns or its current revision may have changed
 
     def dj_deleted(self, obj: Obj | Tombstone) -> None:
         dj = deleted_object(obj)
@@ -131,6 +139,10 @@ class Router:
             self._eligibility.pop(key, None)
             self._size_memo()
         self.forget_uid(dj["metadata"].get("uid") or "")
+        self._wake_order(key, dj)
+        self.order.set(key, None)
+        with self._lock:
+            self._turns.pop(key, None)
         self._decide_seconds.pop(key, None)
         if self.configmaps is not None:
             self.configmaps.forget(key)
@@ -167,6 +179,7 @@ class Router:
                 or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")
                 or old["metadata"].get("labels") != new["metadata"].get("labels")):
             self.queue.add_after(key, self._job_event_delay(key))
+            self._job_order_changed(key, old, new)
 
     def job_deleted(self, obj: Obj | Tombstone) -> None:
         job = deleted_object(obj)
@@ -180,6 +193,44 @@ class Router:
             self.name_holds.hold(uid, name)
             self.metrics.name_holds.inc()
         self.queue.add_after(key, self._job_event_delay(key))
+        self._job_order_changed(key, job, None)
+
+    # -- order across DaemonJobs ---------------------------------------------------------------
+    def _job_order_changed(self, key: str, old: Obj, new: Obj | None) -> None:
+        """A member's Job that stops running frees its node for the rest of its group; a Job
+        that succeeds lets the DaemonJobs that come after its owner start there."""
+        stopped = bool(running_index(old)) and (new is None or not running_index(new))
+        succeeded = new is not None and job_state(new) == SUCCEEDED and job_state(old) != SUCCEEDED
+        if stopped:
+            for peer in self.order.peers(key):
+                self.queue.add_after(peer, self._job_event_delay(peer))
+        if succeeded:
+            for dependent in self.order.dependents(key):
+                self.queue.add_after(dependent, self._job_event_delay(dependent))
+
+    def turns_taken(self, key: str, turns: int) -> None:
+        """After a pass: `turns`, the nodes its plan leaves waiting. A group member whose turns
+        went down (it started them, or no longer needs them) wakes the rest of its group: a
+        younger member that yielded those nodes to it may take them now (no Job event says so)."""
+        with self._lock:
+            before = self._turns.get(key)
+            self._turns[key] = turns
+        if before is not None and turns < before:
+            for peer in self.order.peers(key):
+                self.queue.add_after(peer, self._job_event_delay(peer))
+
+    def _wake_order(self, key: str, *versions: Obj) -> None:
+        """A DaemonJob appeared, changed its spec or revision, or went: the rest of its group
+        (their turns may come now) and the DaemonJobs that name it in spec.after."""
+        ns, _, _ = key.rpartition("/")
+        wake = set(self.order.dependents(key))
+        for dj in versions:
+            group = group_of(dj)
+            if group:
+                wake.update(self.order.members(ns, group))
+        wake.discard(key)
+        for other in wake:
+            self.queue.add(other)
 
     def _maybe_orphan(self, job: Obj) -> None:
         """A Job with no controller that names a DaemonJob: that DaemonJob may adopt it."""

@@ -76,10 +76,11 @@ from daemonjob.domain.gates import (
 )
 from daemonjob.domain.inputs import ApiTroubles, DecisionInput, Recorded
 from daemonjob.domain.jobs import format_time, parse_time
+from daemonjob.domain.order import DEPENDENCY_CYCLE, DEPENDENCY_NOT_FOUND, OrderHold, order_hold
 from daemonjob.domain.plan import JobView, Plan, PlanContext
 from daemonjob.domain.revision import Revision, current_revision, template_revision
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, ScheduleStep, replaces_other_runs, schedule_step
-from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Validation, scaled, validate
+from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Problem, Validation, scaled, validate
 
 __all__ = [
     "CreateJob",
@@ -226,6 +227,7 @@ def _read(inp: DecisionInput) -> Reading:
                    or ANNOTATION_RUN_NOW in ((dj.get("metadata") or {}).get("annotations") or {}))
     step = schedule_step(dj, inp.now, inp.plan.active_runs() if runs_matter else ())
     # validate() has reported the schedule's problems already (all of them, step.problem among them)
+    checked.problems.extend(_order_problems(inp))
     idle = None
     if step.current_run is None and spec.get("schedule") is not None and step.problem is None:
         nxt = step.status.get("nextScheduleTime", recorded.status.get("nextScheduleTime"))
@@ -248,7 +250,7 @@ def _read(inp: DecisionInput) -> Reading:
 def _conclude(reading: Reading) -> Decision:
     inp, plan, step, recorded = reading.input, reading.plan, reading.step, reading.input.recorded
     run = step.current_run
-    turns = plan.turns(inp.troubles.conflicts, inp.troubles.rejected)
+    turns, order = order_hold(inp.order, plan.turns(inp.troubles.conflicts, inp.troubles.rejected))
     stall = stall_for(inp, reading.checked, plan, reading.missing, turns.refused)
     slots = _slots(reading)
     pause = pause_hold(plan, reading.checked.rollout.pause, inp.now) if slots is not None else PauseHold()
@@ -258,7 +260,8 @@ def _conclude(reading: Reading) -> Decision:
     if alerts.halted:
         gate = replace(gate, blocked=True)
     actions = choose_actions(inp.dj, reading.revision, replace(turns, held=turns.held + pause.held), slots, gate, run)
-    waiting = _alerts_wait(actions, alerts) or _gate_wait(reading, actions, slots, turns.held, pause, window)
+    waiting = (_alerts_wait(actions, alerts) or _gate_wait(reading, actions, slots, turns.held, pause, window)
+               or _order_wait(order))
     conditions = evaluate(plan, reading.checked.settings, actions, reading.revision.name, stall, reading.budget, run,
                           reading.idle, waiting)
     run_changed = run != recorded.status.get("currentRun")
@@ -315,6 +318,24 @@ def _gate_wait(reading: Reading, actions: Actions, slots: int | None, held: int,
 def _alerts_wait(actions: Actions, alerts: AlertHalt) -> GateWait | None:
     """haltOnAlerts holds every waiting turn back (as a closed window does), so it is named first."""
     return alerts.wait() if alerts.halted and actions.waiting_turns else None
+
+
+def _order_problems(inp: DecisionInput) -> list[Problem]:
+    """What only the other DaemonJobs can tell of spec.after: a name with no DaemonJob, a cycle."""
+    order, out = inp.order, []
+    if order.missing:
+        names = ", ".join(order.missing)
+        out.append(Problem(DEPENDENCY_NOT_FOUND, f"spec.after: Not found: {names}: no DaemonJob of that name in the "
+                                                 f"namespace, so no node starts until it exists"))
+    if order.cycle:
+        out.append(Problem(DEPENDENCY_CYCLE, f"spec.after: Invalid value: a cycle: {' -> '.join(order.cycle)}, "
+                                             f"so no node can start"))
+    return out
+
+
+def _order_wait(order: OrderHold) -> GateWait | None:
+    """The order across DaemonJobs holding nodes back: an event of the DaemonJob waited for wakes this one."""
+    return GateWait(order.gate, order.reason, order.message(), None) if order else None
 
 
 def _became_true(previous: Mapping[str, Mapping[str, Any]], kind: str, now_true: bool) -> bool:

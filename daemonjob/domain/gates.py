@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from daemonjob.domain.jobs import TERMINATING, format_time
+from daemonjob.domain.order import GATE_AFTER, GATE_EXCLUSION, WAITING_FOR_DEPENDENCIES, WAITING_FOR_EXCLUSION_GROUP
 from daemonjob.domain.plan import JobView, Plan
 from daemonjob.domain.validate import Window, scaled
 
@@ -41,7 +42,7 @@ GATE_PAUSE = "pauseBetweenNodes"
 GATE_WINDOW = "window"
 GATE_CANARY = "canary"
 GATE_ALERTS = "alerts"
-GATES = (GATE_WINDOW, GATE_CANARY, GATE_PAUSE, GATE_ALERTS)
+GATES = (GATE_WINDOW, GATE_CANARY, GATE_PAUSE, GATE_ALERTS, GATE_EXCLUSION, GATE_AFTER)
 
 # spec.rollout.haltOnAlerts (alertgate.py): a matching alert fires, or the firing alerts are unknown
 HALTED_BY_ALERTS = "HaltedByAlerts"
@@ -173,4 +174,5 @@ def gate_in_force(status: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 _GATE_OF_REASON = {WAITING_FOR_WINDOW: GATE_WINDOW, PAUSING_BETWEEN_NODES: GATE_PAUSE, CANARY_PAUSED: GATE_CANARY,
-                   WAITING_FOR_CANARY: GATE_CANARY, HALTED_BY_ALERTS: GATE_ALERTS, ALERTS_UNKNOWN: GATE_ALERTS}
+                   WAITING_FOR_CANARY: GATE_CANARY, HALTED_BY_ALERTS: GATE_ALERTS, ALERTS_UNKNOWN: GATE_ALERTS,
+                   WAITING_FOR_EXCLUSION_GROUP: GATE_EXCLUSION, WAITING_FOR_DEPENDENCIES: GATE_AFTER}

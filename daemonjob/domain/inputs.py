@@ -17,6 +17,7 @@ from typing import Any
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.memo import Memo, no_memo
+from daemonjob.domain.order import OrderInput
 
 __all__ = ["ApiTroubles", "ConfigMapsRead", "DecisionInput", "FiringAlerts", "Recorded"]
 
@@ -89,6 +90,7 @@ class DecisionInput:
     memo: Memo = no_memo  # keeps values derived from cached objects on them (the caches' ObjectMemo)
     # gates of the rollout go here, each a field whose default lets everything through
     alerts: FiringAlerts = FiringAlerts()  # read only with spec.rollout.haltOnAlerts (which then halts)
+    order: OrderInput = OrderInput()  # the other DaemonJobs' per-node state (exclusionGroup, after)
     recorded: Recorded = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "Rollout",
     "Window",
     "validate_rollout",
+    "validate_order",
     "parse_duration",
     "AlertMatcher",
     "RERUN_ON_TEMPLATE_CHANGE",
@@ -266,6 +267,7 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
         )
     problems.extend(_schedule(spec))
     out.rollout = validate_rollout(spec, problems)
+    validate_order(spec, name, problems)
     return out
 
 
@@ -276,6 +278,37 @@ def _schedule(spec: Mapping[str, Any]) -> list[Problem]:
 def problems_of(dj: Mapping[str, Any]) -> list[Problem]:
     """Every problem of `dj`, as `Stalled` reports them: what admission refuses."""
     return validate(dj).problems
+
+
+def validate_order(spec: Mapping[str, Any], name: str, problems: list[Problem]) -> None:
+    """spec.exclusionGroup and spec.after as far as one object tells (missing names and cycles
+    through other DaemonJobs are for the decision, which reads them from the caches)."""
+    group = spec.get("exclusionGroup")
+    if group is not None:
+        try:
+            if not isinstance(group, str) or not group:
+                raise InvalidSelector(f"spec.exclusionGroup: Invalid value: {_show(group)}: must be a non-empty string")
+            validate_label_value(group, "spec.exclusionGroup")
+        except InvalidSelector as e:
+            problems.append(Problem(INVALID_SPEC, e.message))
+    after = spec.get("after")
+    if after is None:
+        return
+    if not isinstance(after, list):
+        problems.append(Problem(INVALID_SPEC, f"spec.after: Invalid value: {_show(after)}: must be a list of names"))
+        return
+    seen: set[str] = set()
+    for i, dep in enumerate(after):
+        path = f"spec.after[{i}]"
+        if not isinstance(dep, str) or not dep:
+            problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(dep)}: must be a DaemonJob name"))
+        elif dep == name:
+            problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(dep)}: a DaemonJob cannot come "
+                                                  f"after itself"))
+        elif dep in seen:
+            problems.append(Problem(INVALID_SPEC, f"{path}: Duplicate value: {_show(dep)}"))
+        else:
+            seen.add(dep)
 
 
 def parse_duration(value: Any) -> timedelta | None:

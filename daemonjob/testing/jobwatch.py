@@ -105,6 +105,11 @@ class JobWatcher:
     def path(self) -> str:
         return path_for("batch/v1", "jobs", self.namespace)
 
+    @property
+    def selector(self) -> str:
+        """The DaemonJob's Jobs; a `name` with commas (a,b) follows several DaemonJobs' Jobs at once."""
+        return f"{LABEL_NAME} in ({self.name})" if "," in self.name else f"{LABEL_NAME}={self.name}"
+
     def start(self) -> JobWatcher:
         self._list()
         self._thread = threading.Thread(target=self._run, name=f"watch-{self.name}", daemon=True)
@@ -160,7 +165,7 @@ class JobWatcher:
 
     # internals
     def _list(self) -> None:
-        listed = self.kube.get(self.path, labelSelector=f"{LABEL_NAME}={self.name}")
+        listed = self.kube.get(self.path, labelSelector=self.selector)
         seen = {j["metadata"]["uid"]: j for j in listed["items"]}
         with self._lock:
             for uid in list(self._jobs):
@@ -197,7 +202,7 @@ class JobWatcher:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                stream = self.kube.watch(self.path, {"labelSelector": f"{LABEL_NAME}={self.name}",
+                stream = self.kube.watch(self.path, {"labelSelector": self.selector,
                                                      "resourceVersion": self._rv, "allowWatchBookmarks": True,
                                                      "timeoutSeconds": 120}, read_timeout=150)
                 with self._lock:

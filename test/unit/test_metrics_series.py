@@ -89,13 +89,15 @@ def test_the_rollout_gate_in_force_is_1_and_goes_with_the_daemonjob() -> None:
                 if s.name == "daemonjob_rollout_gate" and s.labels["name"] == "audit"}
 
     m.set_status("ops", "audit", "uid-1", _reconciling("WaitingForWindow"))
-    assert gates() == {"window": 1.0, "canary": 0.0, "pauseBetweenNodes": 0.0, "alerts": 0.0}
+    assert gates() == {"window": 1.0, "canary": 0.0, "pauseBetweenNodes": 0.0, "alerts": 0.0, "exclusionGroup": 0.0, "after": 0.0}
     m.set_status("ops", "audit", "uid-1", _reconciling("CanaryPaused"))
-    assert gates() == {"window": 0.0, "canary": 1.0, "pauseBetweenNodes": 0.0, "alerts": 0.0}
+    assert gates() == {"window": 0.0, "canary": 1.0, "pauseBetweenNodes": 0.0, "alerts": 0.0, "exclusionGroup": 0.0, "after": 0.0}
     m.set_status("ops", "audit", "uid-1", _reconciling("HaltedByAlerts"))
-    assert gates() == {"window": 0.0, "canary": 0.0, "pauseBetweenNodes": 0.0, "alerts": 1.0}
+    assert gates() == {"window": 0.0, "canary": 0.0, "pauseBetweenNodes": 0.0, "alerts": 1.0, "exclusionGroup": 0.0, "after": 0.0}
     m.set_status("ops", "audit", "uid-1", _reconciling("AlertsUnknown"))
     assert gates()["alerts"] == 1.0
+    m.set_status("ops", "audit", "uid-1", _reconciling("WaitingForExclusionGroup"))
+    assert gates()["exclusionGroup"] == 1.0 and sum(gates().values()) == 1.0
     m.set_status("ops", "audit", "uid-1", _reconciling("RollingOut"))
     assert set(gates().values()) == {0.0}
     m.forget("ops", "audit", "uid-1")

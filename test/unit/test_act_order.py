@@ -1,0 +1,171 @@
+"""Order across DaemonJobs through the controller on fakes: the pass reads the other members'
+per-node state from the caches, and a Job event wakes only the DaemonJobs it concerns."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from daemonjob import defaults
+
+from daemonjob.controller.order import OrderIndex
+from daemonjob.domain.jobs import format_time, job_node
+from daemonjob.testing.actbed import ActBed
+from daemonjob.testing.builders import make_dj
+
+
+def member(name: str, created: str, **spec: Any) -> dict[str, Any]:
+    return make_dj(name, uid=f"uid-{name}", created=created, **spec)
+
+
+def status_of(bed: ActBed, name: str) -> dict[str, Any]:
+    return [c for c in bed.control.of("status") if c.name == name][-1].body
+
+
+def reconciling(bed: ActBed, name: str) -> dict[str, Any]:
+    (cond,) = [c for c in status_of(bed, name)["conditions"] if c["type"] == "Reconciling"]
+    return cond
+
+
+def nodes_created_by(bed: ActBed, name: str) -> list[str]:
+    return sorted(job_node(c.body) or "" for c in bed.control.of("create")
+                  if c.body["metadata"]["labels"].get("daemonjob.io/name") == name)
+
+
+def queued(bed: ActBed) -> set[str]:
+    """The keys due once the Job events' delay is over (the fake clock moves past it)."""
+    bed.clock.step(defaults.JOB_EVENT_DELAY_MAX + 1)
+    time.sleep(0.1)  # the queue's delay thread moves what came due
+    keys = set()
+    while len(bed.ctl.queue):
+        key, _ = bed.ctl.queue.get()
+        bed.ctl.queue.done(key)
+        keys.add(key)
+    return keys
+
+
+def finish(bed: ActBed, node: str, owner: str) -> None:
+    for job in bed.control.objects.values():
+        if job_node(job) == node and job["metadata"]["labels"].get("daemonjob.io/name") == owner:
+            job["status"] = {"conditions": [{"type": "Complete", "status": "True",
+                                             "lastTransitionTime": format_time(bed.clock.wall())}],
+                             "completionTime": format_time(bed.clock.wall())}
+            bed.jobs.update(job)
+
+
+def test_a_member_waits_on_the_nodes_another_member_runs_on_and_is_woken_when_one_finishes(bed: ActBed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(member("first", "2024-03-01T00:00:00Z", exclusionGroup="maint", maxParallel=1))
+    bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    bed.add_dj(member("bystander", "2024-03-02T00:00:00Z"))
+    bed.ctl.reconcile("ops/first")
+    bed.control.deliver()
+    assert nodes_created_by(bed, "first") == ["node-00"]
+    bed.ctl.reconcile("ops/second")  # node-00 is busy; node-01 is first's turn (older, waiting)
+    bed.control.deliver()
+    assert nodes_created_by(bed, "second") == []
+    cond = reconciling(bed, "second")
+    assert cond["reason"] == "WaitingForExclusionGroup" and "DaemonJob first" in cond["message"]
+    assert "node-00, node-01" in cond["message"]
+    queued(bed)
+    finish(bed, "node-00", "first")
+    woken = queued(bed)
+    assert woken >= {"ops/first", "ops/second"} and "ops/bystander" not in woken
+    bed.ctl.reconcile("ops/first")
+    bed.control.deliver()
+    assert nodes_created_by(bed, "first") == ["node-00", "node-01"]
+    bed.ctl.reconcile("ops/second")
+    bed.control.deliver()
+    assert nodes_created_by(bed, "second") == ["node-00"]  # never both on a node
+
+
+def test_a_dependency_that_succeeds_on_a_node_wakes_its_dependents_which_start_there(bed: ActBed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(member("prepare", "2024-03-01T00:00:00Z"))
+    bed.add_dj(member("upgrade", "2024-03-02T00:00:00Z", after=["prepare"]))
+    bed.ctl.reconcile("ops/prepare")
+    bed.control.deliver()
+    bed.key = "ops/prepare"
+    bed.sync()  # its status records the revision the dependents compare with
+    bed.ctl.reconcile("ops/upgrade")
+    assert nodes_created_by(bed, "upgrade") == []
+    assert reconciling(bed, "upgrade")["reason"] == "WaitingForDependencies"
+    queued(bed)
+    finish(bed, "node-01", "prepare")
+    assert "ops/upgrade" in queued(bed)
+    bed.ctl.reconcile("ops/upgrade")
+    assert nodes_created_by(bed, "upgrade") == ["node-01"]
+
+
+def test_a_missing_dependency_is_stalled_until_it_is_created(bed: ActBed) -> None:
+    bed.add_nodes(1)
+    bed.add_dj(member("upgrade", "2024-03-02T00:00:00Z", after=["prepare"]))
+    bed.ctl.reconcile("ops/upgrade")
+    stalled = [c for c in status_of(bed, "upgrade")["conditions"] if c["type"] == "Stalled"][0]
+    assert (stalled["status"], stalled["reason"]) == ("True", "DependencyNotFound")
+    queued(bed)
+    bed.add_dj(member("prepare", "2024-03-03T00:00:00Z"))
+    assert "ops/upgrade" in queued(bed)
+
+
+def test_a_cycle_is_stalled_on_each_of_its_daemonjobs(bed: ActBed) -> None:
+    bed.add_nodes(1)
+    bed.add_dj(member("a", "2024-03-01T00:00:00Z", after=["b"]))
+    bed.add_dj(member("b", "2024-03-01T00:00:00Z", after=["a"]))
+    for name in ("a", "b"):
+        bed.ctl.reconcile(f"ops/{name}")
+        stalled = [c for c in status_of(bed, name)["conditions"] if c["type"] == "Stalled"][0]
+        assert stalled["reason"] == "DependencyCycle"
+    assert bed.control.of("create") == []
+
+
+def test_the_order_index_follows_spec_changes() -> None:
+    index = OrderIndex()
+    index.set("ops/a", make_dj("a", exclusionGroup="g", after=["p"]))
+    index.set("ops/b", make_dj("b", exclusionGroup="g"))
+    index.set("other/c", make_dj("c", exclusionGroup="g"))
+    assert index.peers("ops/a") == ["ops/b"] and index.dependents("ops/p") == ["ops/a"]
+    index.set("ops/a", make_dj("a", exclusionGroup="h"))
+    assert index.peers("ops/b") == [] and index.dependents("ops/p") == []
+    index.set("ops/a", None)
+    assert index.members("ops", "h") == []
+
+
+def test_an_older_member_that_cannot_start_does_not_hold_the_others_back(bed: ActBed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(member("first", "2024-03-01T00:00:00Z", exclusionGroup="maint", suspend=True))
+    bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    bed.ctl.reconcile("ops/first")  # suspended: its turns wait, but not for the group
+    bed.ctl.reconcile("ops/second")
+    assert nodes_created_by(bed, "first") == [] and nodes_created_by(bed, "second") == ["node-00", "node-01"]
+
+
+def test_an_older_member_goes_first_only_where_its_own_dependencies_succeeded(bed: ActBed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(member("prepare", "2024-03-01T00:00:00Z", nodeSelector={"matchLabels": {"none": "x"}}))
+    bed.add_dj(member("first", "2024-03-01T00:00:01Z", exclusionGroup="maint", after=["prepare"]))
+    bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    bed.ctl.reconcile("ops/prepare")
+    bed.key = "ops/prepare"
+    bed.sync()
+    bed.ctl.reconcile("ops/first")  # waits for prepare everywhere: it holds no node for the group
+    bed.ctl.reconcile("ops/second")
+    assert nodes_created_by(bed, "second") == ["node-00", "node-01"]
+
+
+def test_the_younger_member_is_woken_when_the_older_one_starts_what_it_yielded(bed: ActBed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(member("first", "2024-03-01T00:00:00Z", exclusionGroup="maint"))
+    bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    bed.ctl.reconcile("ops/first")  # creates on both nodes; its plan lists them until its next pass
+    bed.control.deliver()
+    for node in ("node-00", "node-01"):
+        finish(bed, node, "first")
+    bed.ctl.reconcile("ops/second")  # first's Jobs are done but its plan still lists the turns
+    assert nodes_created_by(bed, "second") == []
+    assert reconciling(bed, "second")["reason"] == "WaitingForExclusionGroup"
+    queued(bed)
+    bed.ctl.reconcile("ops/first")  # its plan catches up: no turn left, so second is woken
+    assert "ops/second" in queued(bed)
+    bed.ctl.reconcile("ops/second")
+    assert nodes_created_by(bed, "second") == ["node-00", "node-01"]
