@@ -283,6 +283,21 @@ class ControllerProcess(process.ControllerProcess):
         return "\n".join(self.log_text().splitlines()[-lines:])
 
 
+_METRICS_READER_BINDING = f"""\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: daemonjob-e2e-metrics-reader}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: daemonjob-metrics-reader}}
+subjects: [{{kind: ServiceAccount, name: daemonjob-controller, namespace: {CONTROLLER_NS}}}]
+"""
+_READ_OWN_METRICS = (
+    "import ssl, urllib.request\n"
+    "token = open('/var/run/secrets/kubernetes.io/serviceaccount/token').read()\n"
+    "req = urllib.request.Request('https://127.0.0.1:8443/metrics', headers={'Authorization': 'Bearer ' + token})\n"
+    "print(urllib.request.urlopen(req, context=ssl._create_unverified_context(), timeout=10).read().decode())\n"
+)
+
+
 class DeployedController:
     """The controller `make deploy` runs in an external cluster, behind the same interface.
 
@@ -298,6 +313,7 @@ class DeployedController:
         self.kube = kube
         self.kubectl = kubectl
         self.log_path = Path("(in-cluster)")
+        self._reader_bound = False
 
     def _lease(self) -> dict[str, Any]:
         try:
@@ -344,8 +360,14 @@ class DeployedController:
         return self._renewing(8.0)
 
     def metrics(self) -> str:
-        path = path_for("v1", "pods", CONTROLLER_NS, f"{self._leader_pod()}:8080", "proxy") + "/metrics"
-        return self.kubectl("get", "--raw", path).stdout
+        """The leader's /metrics as its own ServiceAccount reads them inside the pod: the deployed
+        controller serves them over HTTPS with TokenReview/SubjectAccessReview, and the API
+        server's pod proxy carries no caller token, so the account is bound to the reader role."""
+        if not self._reader_bound:
+            self.kubectl("apply", "-f", "-", stdin=_METRICS_READER_BINDING)
+            self._reader_bound = True
+        return self.kubectl("exec", "-n", CONTROLLER_NS, self._leader_pod(), "--",
+                            "python", "-c", _READ_OWN_METRICS).stdout
 
     def tail(self, lines: int = 60) -> str:
         try:
