@@ -150,6 +150,7 @@ class ControllerProcess:
         cmd = [sys.executable, "-m", "daemonjob", "--kubeconfig", str(kubeconfig),
                "--kube-api-qps", str(UNTHROTTLED), "--kube-api-burst", str(UNTHROTTLED),
                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}", "--metrics-secure=false",
+               "--webhook-bind-address=0",  # the local control plane reaches no webhook Service
                "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", "--log-level", "warning"]
         if workers:
             cmd += ["--workers", str(workers)]

@@ -157,6 +157,7 @@ def main() -> int:
                     controller = subprocess.Popen(
                         [sys.executable, "-m", "daemonjob", "--kubeconfig", str(cluster.kubeconfig),
                          "--metrics-bind-address", f"127.0.0.1:{metrics_port}", "--metrics-secure=false",
+                         "--webhook-bind-address=0",  # no webhook Service to reach locally
                          "--health-probe-bind-address", f"127.0.0.1:{free_port()}", "--log-format", "json"],
                         stdout=log, stderr=subprocess.STDOUT)
                 prometheus = LocalPrometheus(cluster.workdir / "prometheus", targets=[f"127.0.0.1:{metrics_port}"],
