@@ -156,9 +156,14 @@ def test_job_informer_emits_the_update_after_a_410_relist(uncached: LocalCluster
         wait_for(lambda: "expired" in restarts, what="a 410 Gone on the re-watch", timeout=30,
                  describe=lambda: restarts)
         wait_for(lambda: relists, what="a relist")
-        with lock:
-            seen = [(old, new) for old, new in updates if new["metadata"]["name"] == "finisher"]
-        assert seen, f"no update for the finished Job after the relist (updates: {updates})"
+
+        def finisher_updates() -> list[tuple[Any, Any]]:
+            with lock:
+                return [(old, new) for old, new in updates if new["metadata"]["name"] == "finisher"]
+
+        # on_relist fires as the relist begins; its updates reach the handlers once the list is in
+        seen = wait_for(finisher_updates, what="the finished Job's update after the relist", timeout=30,
+                        describe=lambda: updates)
         old, new = seen[-1]
         assert not job_complete(old) and job_complete(new)
         assert job_complete(inf.store.get(key))
