@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 # API client
 USER_AGENT = "daemonjob-controller"
 API_REQUEST_TIMEOUT = 30.0  # seconds, per request
@@ -123,3 +125,8 @@ PLUGIN_LOG_TIMEOUT = 60.0  # seconds per node's log
 PLUGIN_POLL_INTERVAL = 1.0  # seconds between DaemonJob reads while waiting
 PLUGIN_PLAIN_PROGRESS_EVERY = 10.0  # seconds between unchanged progress lines off a terminal
 PLUGIN_MESSAGE_WIDTH = 60  # termination messages are cut to this in tables (not in -o wide)
+
+# Node maintenance (spec.nodeMaintenance)
+DRAIN_TIMEOUT = timedelta(minutes=10)  # spec.nodeMaintenance.drain.timeout when unset
+DRAIN_POLL_INTERVAL = 2.0  # seconds between two looks at a node's pods while it drains
+NODE_MAINTENANCE_NAMESPACES: tuple[str, ...] = ()  # --node-maintenance-namespaces: none by default

@@ -26,8 +26,10 @@ import orjson
 from daemonjob import defaults
 from daemonjob.domain.eligibility import POD_SPEC_PATH, Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import LABEL_NAME
+from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, ON_TIMEOUT_POLICIES, Drain, Maintenance
+from daemonjob.domain.maintenancespec import PATH as MAINTENANCE_PATH
 from daemonjob.domain.schedule import InvalidSchedule, Schedule, parse_schedule, schedule_problems
-from daemonjob.domain.selectors import InvalidSelector, validate_label_value
+from daemonjob.domain.selectors import InvalidSelector, compile_label_selector, validate_label_value
 
 __all__ = [
     "Problem",
@@ -41,6 +43,7 @@ __all__ = [
     "Window",
     "validate_rollout",
     "validate_order",
+    "validate_maintenance",
     "parse_duration",
     "AlertMatcher",
     "RERUN_ON_TEMPLATE_CHANGE",
@@ -127,6 +130,7 @@ class Validation:
     eligibility: Eligibility | None = None
     template_has_ttl: bool = False
     rollout: Rollout = field(default_factory=Rollout)
+    maintenance: Maintenance | None = None  # spec.nodeMaintenance, None: nodes are never written
 
 
 def _show(value: Any) -> str:
@@ -268,6 +272,7 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
     problems.extend(_schedule(spec))
     out.rollout = validate_rollout(spec, problems)
     validate_order(spec, name, problems)
+    out.maintenance = validate_maintenance(spec, problems)
     return out
 
 
@@ -411,3 +416,64 @@ def _halt_on_alerts(rollout: Mapping[str, Any], problems: list[Problem]) -> tupl
         if not bad:
             matchers.append(tuple(sorted(item.items())))
     return tuple(matchers)
+
+
+def _flag(section: Mapping[str, Any], key: str, path: str, problems: list[Problem]) -> bool:
+    value = section.get(key)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    problems.append(Problem(INVALID_SPEC, f"{path}.{key}: Invalid value: {_show(value)}: must be a boolean"))
+    return False
+
+
+def validate_maintenance(spec: Mapping[str, Any], problems: list[Problem]) -> Maintenance | None:
+    """spec.nodeMaintenance compiled, None when it asks for nothing or has a problem (appended)."""
+    raw = spec.get("nodeMaintenance")
+    path = MAINTENANCE_PATH
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(raw)}: must be an object"))
+        return None
+    before = len(problems)
+    cordon = _flag(raw, "cordon", path, problems)
+    keep = _flag(raw, "keepFailedCordoned", path, problems)
+    drain = _drain(raw, problems)
+    if drain is not None and not cordon:
+        problems.append(Problem(INVALID_SPEC, f"{path}.drain: Invalid value: a drain needs cordon: true "
+                                              "(pods evicted from a schedulable node may come straight back)"))
+    if len(problems) > before or not (cordon or drain is not None):
+        return None
+    return Maintenance(cordon=cordon, drain=drain, keep_failed_cordoned=keep)
+
+
+def _drain(section: Mapping[str, Any], problems: list[Problem]) -> Drain | None:
+    raw = section.get("drain")
+    path = f"{MAINTENANCE_PATH}.drain"
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(raw)}: must be an object"))
+        return None
+    timeout = _duration(raw, "timeout", path, problems, positive=True) or defaults.DRAIN_TIMEOUT
+    grace = raw.get("gracePeriodSeconds")
+    if grace is not None and not (is_int(grace) and grace >= 0):
+        problems.append(Problem(INVALID_SPEC, f"{path}.gracePeriodSeconds: Invalid value: {_show(grace)}: "
+                                              "must be an integer >= 0"))
+        grace = None
+    on_timeout = raw.get("onTimeout", ON_TIMEOUT_FAIL)
+    if on_timeout not in ON_TIMEOUT_POLICIES:
+        supported = ", ".join(_show(p) for p in ON_TIMEOUT_POLICIES)
+        problems.append(Problem(INVALID_SPEC, f"{path}.onTimeout: Unsupported value: {_show(on_timeout)}: "
+                                              f"supported values: {supported}"))
+        on_timeout = ON_TIMEOUT_FAIL
+    ignore = None
+    selector = raw.get("ignorePodSelector")
+    if selector is not None:
+        try:
+            ignore = compile_label_selector(selector, f"{path}.ignorePodSelector")
+        except InvalidSelector as e:
+            problems.append(Problem(INVALID_SELECTOR, e.message))
+    return Drain(timeout=timeout, grace_period_seconds=grace,
+                 delete_emptydir_data=_flag(raw, "deleteEmptyDirData", path, problems),
+                 force=_flag(raw, "force", path, problems), ignore_pods=ignore, on_timeout=on_timeout)
