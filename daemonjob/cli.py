@@ -83,6 +83,10 @@ def parser() -> argparse.ArgumentParser:
                         "without it a DaemonJob with haltOnAlerts starts no new node (AlertsUnknown)")
     p.add_argument("--prometheus-poll-interval", type=_seconds, default=defaults.PROMETHEUS_POLL_INTERVAL,
                    metavar="SECONDS", help="time between two reads of the firing alerts")
+    p.add_argument("--node-maintenance-namespaces", type=_names, default=defaults.NODE_MAINTENANCE_NAMESPACES,
+                   metavar="NS1,NS2",
+                   help="namespaces whose DaemonJobs may cordon and drain nodes (spec.nodeMaintenance); "
+                        "default none: elsewhere such a DaemonJob is Stalled (NodeMaintenanceNotAllowed)")
     admission.add_flags(p)
     p.add_argument("--log-level", choices=logsetup.LEVELS, default=defaults.LOG_LEVEL)
     p.add_argument("--log-format", choices=("json", "console"), default=None,
@@ -108,6 +112,11 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
     return value
+
+
+def _names(value: str) -> tuple[str, ...]:
+    """A comma-separated list of names (namespaces): blanks dropped."""
+    return tuple(sorted({part.strip() for part in value.split(",") if part.strip()}))
 
 
 def _seconds(text: str) -> float:
@@ -228,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                                      configmap_limits=ConfigMapLimits(args.max_configmap_watches_per_daemonjob,
                                                                       args.max_configmap_watches),
                                      prometheus_url=args.prometheus_url,
-                                     prometheus_poll_interval=args.prometheus_poll_interval)
+                                     prometheus_poll_interval=args.prometheus_poll_interval,
+                                     node_maintenance_namespaces=frozenset(args.node_maintenance_namespaces))
     ready = controller.ready
     webhook: admission.Webhook | None = None
     try:

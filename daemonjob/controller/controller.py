@@ -43,9 +43,12 @@ from daemonjob.controller.events import EventRecorder, error_message
 from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.controller.fence import Fence, NotLeader, always
 from daemonjob.controller.history import HistoryCleaner
-from daemonjob.controller.informers import ORPHAN_INDEX, Informers
+from daemonjob.controller.informers import MAINTENANCE_INDEX, ORPHAN_INDEX, Informers
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
+from daemonjob.controller.drains import Drains
 from daemonjob.controller.metrics import Metrics
+from daemonjob.controller.nodecontrol import KubeNodeControl, NodeControl
+from daemonjob.controller.nodework import NodeActed, NodeActs, release_node
 from daemonjob.controller.observe import Observation, Observer
 from daemonjob.controller.order import OrderIndex, OrderReader
 from daemonjob.controller.keptplans import KeptPlans
@@ -54,6 +57,15 @@ from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.troubles import Troubles
 from daemonjob.domain.decide import NODE_COUNT_FIELDS, Decision, EventSpec, decide
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
+from daemonjob.domain.maintenance import (
+    FINALIZER,
+    MaintenanceInput,
+    NodeRecord,
+    has_finalizer,
+    record_of,
+    releases_on_delete,
+)
+from daemonjob.domain.maintenancespec import wants_maintenance
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import InformerHooks
 from daemonjob.machinery.kube import ApiError, Kube
@@ -92,11 +104,15 @@ class Controller:
         prometheus_url: str | None = None,
         prometheus_poll_interval: float = defaults.PROMETHEUS_POLL_INTERVAL,
         prometheus_get: HttpGet | None = None,
+        node_control: NodeControl | None = None,
+        node_maintenance_namespaces: frozenset[str] = frozenset(defaults.NODE_MAINTENANCE_NAMESPACES),
     ):
         """`configmap_informers` makes the informer of one ConfigMap (namespace, name), for
         DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read.
         `prometheus_url`: where the firing alerts are read for spec.rollout.haltOnAlerts (without
-        it a DaemonJob with haltOnAlerts halts, AlertsUnknown); `prometheus_get` replaces the HTTP GET."""
+        it a DaemonJob with haltOnAlerts halts, AlertsUnknown); `prometheus_get` replaces the HTTP GET.
+        `node_control`: what node maintenance writes through (Nodes, evictions, the finalizer);
+        `node_maintenance_namespaces`: where a DaemonJob may use it (elsewhere it is Stalled)."""
         self.informers = informers
         self.control = control
         self.clock = clock or RealClock()
@@ -127,6 +143,10 @@ class Controller:
         self.observer = Observer(informers, control=control, expectations=self.expectations,
                                  configmaps=self.configmaps, metrics=self.metrics, clock=self.clock, memo=self.memo)
         self.reporter = Reporter(control, metrics=self.metrics, clock=self.clock)
+        self.node_maintenance_namespaces = frozenset(node_maintenance_namespaces)
+        self.drains = Drains()
+        self.node_control = node_control
+        self.node_acts = NodeActs(node_control, self.drains, self.clock) if node_control is not None else None
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._resync_wake = threading.Condition()
@@ -144,7 +164,8 @@ class Controller:
                               on_watch_restart=metrics.on_watch_restart)
         informers = Informers.for_kube(kube, namespace=namespace, hooks=hooks, clock=clock, rng=rng)
         return cls(informers, KubeJobControl(kube, events, fence), metrics=metrics, clock=clock,
-                   configmap_informers=kube_configmap_informer(kube, hooks, clock=clock, rng=rng), **kw)
+                   configmap_informers=kube_configmap_informer(kube, hooks, clock=clock, rng=rng),
+                   node_control=KubeNodeControl(kube, fence), **kw)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start_informers(self) -> None:
@@ -216,6 +237,7 @@ class Controller:
         self.name_holds.forget(uid)
         self.troubles.forget(uid)
         self.plans.forget(uid)
+        self.drains.forget(uid)
 
     def _resync_loop(self) -> None:
         with self._resync_wake:
@@ -272,6 +294,8 @@ class Controller:
         events: list[EventSpec] = []  # posted by the report step, or below if the pass ends early
         reported = False
         try:
+            if self._finalizing(key):
+                return None
             seen, wake = self.observer.observe(key)
             look_again.append(wake)
             if seen is None:
@@ -287,6 +311,11 @@ class Controller:
             acted = self.act.carry(seen, decision)
             events.extend(acted.events)
             look_again.append(acted.look_again)
+            node_acted = self._carry_node_work(seen, decision)
+            if node_acted is not None:
+                events.extend(node_acted.events)
+                look_again.append(node_acted.look_again)
+                acted.errors.extend(node_acted.errors)
             decision = decision.after_act(self.troubles.of(seen.uid, seen.generation))
             if not decision.creates and not decision.deletes and self.plans.check_due(seen.uid, self.clock.now()):
                 decision, repaired = self._self_check(seen, decision)
@@ -332,7 +361,63 @@ class Controller:
             memo=self.memo,
             alerts=self.firing_alerts(),
             order=self.order.read(seen.key, seen.cached),
+            maintenance=MaintenanceInput(self._records(seen.uid), self.drains.of(seen.uid),
+                                         self.node_maintenance_namespaces),
         )
+
+    # -- node maintenance ----------------------------------------------------------------------------
+    def _records(self, uid: str) -> dict[str, NodeRecord]:
+        """The nodes carrying this DaemonJob's maintenance record, as cached."""
+        out = {}
+        for node in self.nodes.store.by_index(MAINTENANCE_INDEX, uid):
+            record = record_of(node)
+            if record is not None:
+                out[node["metadata"]["name"]] = record
+        return out
+
+    def _carry_node_work(self, seen: Observation, decision: Decision) -> NodeActed | None:
+        work = decision.node_work
+        if work is None or not work.writes:
+            return None
+        if self.node_acts is None:
+            seen.log.warning("node maintenance asked for, but this controller writes no Nodes")
+            return None
+        maintenance = decision.reading.checked.maintenance if decision.reading is not None else None
+        return self.node_acts.carry(seen, work, maintenance.drain if maintenance is not None else None)
+
+    def _finalizing(self, key: str) -> bool:
+        """A DaemonJob with node maintenance's finalizer that is being deleted, or that no longer
+        asks for maintenance: every node still carrying its record is released, then the
+        finalizer goes. True when the pass is this and nothing else."""
+        cached = self.daemonjobs.store.get(key)
+        if cached is None or not has_finalizer(cached):
+            return False
+        meta = cached["metadata"]
+        deleting = bool(meta.get("deletionTimestamp"))
+        records = self._records(meta.get("uid") or "")
+        if not deleting and (wants_maintenance(cached.get("spec")) or records):
+            return False  # the decision releases what it holds, as the spec says
+        if self.node_control is None:
+            return False
+        rlog = log.bind(namespace=meta.get("namespace"), name=meta.get("name"))
+        errors: list[Exception] = []
+        for release in releases_on_delete(records):
+            try:
+                done = release_node(self.node_control, release.node, release.record)
+            except ApiError as exc:
+                errors.append(exc)
+                continue
+            if done is not None:
+                what = "Uncordoned" if done else "Released"
+                rlog.info("node released", node=release.node, uncordoned=done, why=release.why)
+                self.control.record_event(cached, "Normal", what, f"{what} node {release.node}: {release.why}")
+        if errors:
+            raise ReconcileError(errors)
+        finalizers = [f for f in meta.get("finalizers") or () if f != FINALIZER]
+        self.node_control.set_finalizers(meta.get("namespace") or "", meta.get("name") or "", finalizers,
+                                         meta.get("resourceVersion") or "")
+        rlog.info("node maintenance finalizer removed", released=len(records))
+        return deleting
 
     def _decide(self, key: str, inp: DecisionInput) -> Decision:
         """The pass's one decision, its CPU time kept for the node-join figures."""

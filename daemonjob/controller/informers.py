@@ -25,17 +25,19 @@ from daemonjob.domain.jobs import (
     job_state,
     owner_uid,
 )
+from daemonjob.domain.maintenance import record_of
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.kube import Kube
 
-__all__ = ["Informers", "OWNER_INDEX", "NODE_INDEX", "ORPHAN_INDEX", "RUNNING_INDEX", "running_index", "owner_uid_index", "job_node_index",
+__all__ = ["Informers", "MAINTENANCE_INDEX", "NODE_INDEXERS", "OWNER_INDEX", "NODE_INDEX", "ORPHAN_INDEX", "RUNNING_INDEX", "running_index", "owner_uid_index", "job_node_index",
            "orphan_index"]
 
 OWNER_INDEX = "owner"  # Jobs by the uid of the DaemonJob that controls them
 NODE_INDEX = "node"  # Jobs by node name
 RUNNING_INDEX = "running"  # Jobs that may still run, by the uid of their DaemonJob: the exclusion group reads it
 ORPHAN_INDEX = "orphans"  # Jobs with no controller, by namespace/<daemonjob.io/name label>: to adopt
+MAINTENANCE_INDEX = "maintenance"  # Nodes by the uid of the DaemonJob whose maintenance record they carry
 
 Obj = Mapping[str, Any]
 
@@ -70,6 +72,13 @@ def orphan_index(job: Obj) -> list[str]:
     return [f"{meta.get('namespace', '')}/{name}"]
 
 
+def maintenance_index(node: Obj) -> list[str]:
+    record = record_of(node)
+    return [record.uid] if record is not None else []
+
+
+NODE_INDEXERS = {MAINTENANCE_INDEX: maintenance_index}
+
 JOB_INDEXERS = {OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index, ORPHAN_INDEX: orphan_index,
                 RUNNING_INDEX: running_index}
 
@@ -92,5 +101,6 @@ class Informers:
             daemonjobs=Informer(kube, API_VERSION, PLURAL, namespace=namespace, name=PLURAL, **common),
             jobs=Informer(kube, "batch/v1", "jobs", namespace=namespace, label_selector=LABEL_NAME,
                           transform=job_transform, name="jobs", indexers=JOB_INDEXERS, **common),
-            nodes=Informer(kube, "v1", "nodes", transform=node_transform, name="nodes", **common),
+            nodes=Informer(kube, "v1", "nodes", transform=node_transform, name="nodes", indexers=NODE_INDEXERS,
+                           **common),
         )

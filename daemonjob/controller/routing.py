@@ -21,6 +21,7 @@ from daemonjob.controller.informers import NODE_INDEX, Informers, orphan_index, 
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.order import OrderIndex, group_of
+from daemonjob.domain.maintenance import record_of
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import ACTIVE, SUCCEEDED, daemonjob_ref, job_state, owner_uid
 from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
@@ -246,20 +247,24 @@ class Router:
         self._node_changed(node, lambda elig: elig.eligible(node))
 
     def node_updated(self, old: Obj, new: Obj) -> None:
-        if old.get("spec") == new.get("spec") and (old["metadata"].get("labels") == new["metadata"].get("labels")):
+        om, nm = old["metadata"], new["metadata"]
+        if (old.get("spec") == new.get("spec") and om.get("labels") == nm.get("labels")
+                and om.get("annotations") == nm.get("annotations")):
             return  # heartbeats and status changes do not change any answer
-        self._node_changed(new, lambda elig: elig.eligible(old) != elig.eligible(new))
+        self._node_changed(new, lambda elig: elig.eligible(old) != elig.eligible(new), old)
 
     def node_deleted(self, obj: Obj | Tombstone) -> None:
         node = deleted_object(obj)
         self._node_changed(node, lambda elig: elig.eligible(node))
 
-    def _node_changed(self, node: Obj, concerns: Callable[[Eligibility], bool]) -> None:
-        """Mark the node for every kept plan; enqueue the DaemonJobs it concerns, and those with
-        Jobs on it (why a node holding a Job is not eligible may have changed)."""
+    def _node_changed(self, node: Obj, concerns: Callable[[Eligibility], bool], old: Obj | None = None) -> None:
+        """Mark the node for every kept plan; enqueue the DaemonJobs it concerns, those with
+        Jobs on it (why a node holding a Job is not eligible may have changed), and the one
+        whose maintenance record it carries or carried (its cordon, its release, seen)."""
         name = node["metadata"]["name"]
         self.plans.node_changed(name)
         keys = {k for k in (owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)) if k is not None}
+        keys.update(r.daemon_job for r in (record_of(node), record_of(old)) if r is not None)
         keys.update(key for key, elig in self._dj_items() if elig is not None and concerns(elig))
         for key in keys:
             self.queue.add(key)

@@ -17,6 +17,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH
+from daemonjob.domain.maintenance import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.frozen import freeze
 
 __all__ = ["Interner", "job_transform", "node_transform"]
@@ -56,11 +57,16 @@ def _text(value: Any) -> Any:
 
 
 def node_transform(node: dict[str, Any]) -> dict[str, Any]:
-    """What eligibility reads: no status and no resourceVersion, so a heartbeat is no change."""
+    """What eligibility reads: no status and no resourceVersion, so a heartbeat is no change;
+    of the annotations only node maintenance's record (a DaemonJob's own cordon)."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
+    kept = {k: meta[k] for k in ("name", "uid", "labels") if k in meta}
+    record = (meta.get("annotations") or {}).get(ANNOTATION_MAINTENANCE)
+    if record is not None:
+        kept["annotations"] = {ANNOTATION_MAINTENANCE: record}
     return {
-        "metadata": {k: meta[k] for k in ("name", "uid", "labels") if k in meta},
+        "metadata": kept,
         "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
     }
 

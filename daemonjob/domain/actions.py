@@ -37,11 +37,12 @@ class CreateJob:
     dj: Mapping[str, Any] = field(repr=False, compare=False)
     run: str | None = None
     template_hash: str | None = None
+    tolerate_cordon: bool = False  # the node is cordoned for this Job (spec.nodeMaintenance)
 
     @property
     def body(self) -> dict[str, Any]:
         """A fresh Job body on each read (the caller may change it)."""
-        return build_job(self.dj, self.node, self.revision, self.run, self.template_hash)
+        return build_job(self.dj, self.node, self.revision, self.run, self.template_hash, self.tolerate_cordon)
 
 
 @dataclass(frozen=True, slots=True)

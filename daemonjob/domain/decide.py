@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from daemonjob.domain.actions import Actions, CreateJob, DeleteJob, Gate, choose_actions
+from daemonjob.domain.actions import Actions, CreateJob, DeleteJob, Gate, Turns, choose_actions
 from daemonjob.domain.conditions import (
     COMPLETE,
     FAILED_CONDITION,
@@ -76,6 +76,19 @@ from daemonjob.domain.gates import (
 )
 from daemonjob.domain.inputs import ApiTroubles, DecisionInput, Recorded
 from daemonjob.domain.jobs import format_time, parse_time
+from daemonjob.domain.maintenance import (
+    NODE_MAINTENANCE_NOT_ALLOWED,
+    NodeWork,
+    Outcomes,
+    Situation,
+    cordons_for,
+    has_finalizer,
+    maintenance_refusal,
+    node_work,
+    outcomes_of,
+    with_outcomes,
+)
+from daemonjob.domain.revision import job_name
 from daemonjob.domain.order import DEPENDENCY_CYCLE, DEPENDENCY_NOT_FOUND, OrderHold, order_hold
 from daemonjob.domain.plan import JobView, Plan, PlanContext
 from daemonjob.domain.revision import Revision, current_revision, template_revision
@@ -103,6 +116,7 @@ EVENT_REVISION_STARTED = "RevisionStarted"
 EVENT_COMPLETED = "Completed"
 EVENT_FAILURE_THRESHOLD = "FailureThresholdReached"
 EVENT_NODES_FAILED = "NodesFailed"
+EVENT_DRAIN_TIMED_OUT = "DrainTimedOut"
 
 # Run results (the runs_finished metric's label)
 RUN_SUCCEEDED = "succeeded"
@@ -141,6 +155,7 @@ class Decision:
     run_finished: str | None = None  # RUN_SUCCEEDED or RUN_FAILED: the current run finished now
     requeue_at: datetime | None = None
     gate: str | None = None  # the rollout gate holding new nodes back (gates.py), if any
+    node_work: NodeWork | None = None  # Node writes of spec.nodeMaintenance (maintenance.py), if any
     reading: Reading | None = field(default=None, repr=False, compare=False)  # what it was concluded from
 
     def after_act(self, troubles: ApiTroubles) -> Decision:
@@ -201,6 +216,7 @@ class Reading:
     plan: Plan
     budget: FailureBudget
     canary: CanaryState
+    outcomes: Outcomes | None = None  # drains timed out in this revision or run (nodeMaintenance)
 
 
 def decide(inp: DecisionInput) -> Decision:
@@ -228,6 +244,9 @@ def _read(inp: DecisionInput) -> Reading:
     step = schedule_step(dj, inp.now, inp.plan.active_runs() if runs_matter else ())
     # validate() has reported the schedule's problems already (all of them, step.problem among them)
     checked.problems.extend(_order_problems(inp))
+    refusal = maintenance_refusal(dj, inp.maintenance.allowed_namespaces)
+    if refusal is not None:
+        checked.problems.append(Problem(NODE_MAINTENANCE_NOT_ALLOWED, refusal))
     idle = None
     if step.current_run is None and spec.get("schedule") is not None and step.problem is None:
         nxt = step.status.get("nextScheduleTime", recorded.status.get("nextScheduleTime"))
@@ -239,12 +258,26 @@ def _read(inp: DecisionInput) -> Reading:
     ctx = PlanContext(checked.eligibility, revision.name, settings.never, settings.history_limit, step.current_run,
                       replaces_other_runs(spec), successes=checked.rollout.pause is not None)
     plan = inp.plan.plan_for(ctx, inp.memo)
+    outcomes = None
+    if checked.maintenance is not None or inp.maintenance.records:
+        outcomes = outcomes_of(checked.maintenance, inp.maintenance, recorded.status, revision.name,
+                               step.current_run, inp.now, _started(inp, revision.name, step.current_run))
+        plan = with_outcomes(plan, outcomes)
     promoted = ((dj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_PROMOTE)
     canary = canary_state(checked.rollout.canary, plan, step.current_run or revision.name, promoted, settings.never)
     budget = failure_budget(plan, settings)
     if canary.failed:
         budget = FailureBudget(0, True, canary=True)  # a canary failure stops the rollout as maxFailedNodes does
-    return Reading(inp, revision, checked, step, idle, missing, plan, budget, canary)
+    return Reading(inp, revision, checked, step, idle, missing, plan, budget, canary, outcomes)
+
+
+def _started(inp: DecisionInput, revision: str, run: str | None) -> dict[str, bool]:
+    """Nodes carrying this DaemonJob's record -> whether a Job of the record's rollout exists there."""
+    out = {}
+    for node in inp.maintenance.records:
+        known = inp.plan.node(node)
+        out[node] = known is not None and any(j.revision == revision and j.run == run for j in known[1])
+    return out
 
 
 def _conclude(reading: Reading) -> Decision:
@@ -259,25 +292,105 @@ def _conclude(reading: Reading) -> Decision:
     gate = _gate(reading, stall, window)
     if alerts.halted:
         gate = replace(gate, blocked=True)
+    work = _node_work(reading, stall, turns)
+    if work is not None and work.turns is not None:
+        turns = work.turns
     actions = choose_actions(inp.dj, reading.revision, replace(turns, held=turns.held + pause.held), slots, gate, run)
+    if work is not None:
+        actions = _with_node_work(reading, work, actions)
     waiting = (_alerts_wait(actions, alerts) or _gate_wait(reading, actions, slots, turns.held, pause, window)
                or _order_wait(order))
     conditions = evaluate(plan, reading.checked.settings, actions, reading.revision.name, stall, reading.budget, run,
                           reading.idle, waiting)
     run_changed = run != recorded.status.get("currentRun")
+    status = _status(recorded, reading.revision, plan, conditions, format_time(inp.now), step, run_changed)
+    events = _events(recorded, reading.revision, plan, reading.checked, conditions, reading.budget.exceeded, step,
+                     reading.idle is None)
+    requeue = [step.requeue_at, waiting and waiting.wake]
+    if work is not None:
+        status = _with_maintenance_status(status, work)
+        events.extend(_maintenance_events(reading))
+        if reading.outcomes is not None and reading.outcomes.new:
+            requeue.append(inp.now)  # released once the status records the timeout: look again then
     return Decision(
         creates=actions.creates,
         deletes=actions.deletes,
-        status=_status(recorded, reading.revision, plan, conditions, format_time(inp.now), step, run_changed),
-        events=_events(recorded, reading.revision, plan, reading.checked, conditions, reading.budget.exceeded, step,
-                       reading.idle is None),
+        status=status,
+        events=events,
         run_started=step.start.run if step.start is not None else None,
         ticks_skipped=[(s.reason, s.count) for s in step.skipped],
         run_finished=_run_finished(recorded, conditions, run, run_changed),
-        requeue_at=min((t for t in (step.requeue_at, waiting and waiting.wake) if t is not None), default=None),
+        requeue_at=min((t for t in requeue if t is not None), default=None),
         gate=waiting.gate if waiting is not None else None,
+        node_work=work,
         reading=reading,
     )
+
+
+def _node_work(reading: Reading, stall: Stall | None, turns: Turns) -> NodeWork | None:
+    """spec.nodeMaintenance's step: the nodes this DaemonJob holds, released or carried on, and
+    the turns left for the others (a node in maintenance keeps its slot)."""
+    inp, checked = reading.input, reading.checked
+    spec = checked.maintenance
+    if reading.outcomes is None:
+        return None
+    refusal = maintenance_refusal(inp.dj, inp.maintenance.allowed_namespaces)
+    settings = checked.settings
+    stopped = (settings.suspend or reading.budget.exceeded or reading.idle is not None
+               or (stall is not None and stall.blocks))
+    eligible: dict[str, bool] = {}
+    jobs: dict[str, Any] = {}
+    for node in inp.maintenance.records:
+        known, part = inp.plan.node(node), inp.plan.part(node)
+        if known is None or known[0] is None:
+            continue  # the node is gone
+        eligible[node] = part is not None and part.eligible
+        jobs[node] = known[1]
+    situation = Situation(inp.dj, None if refusal else spec, refusal, reading.revision.name, reading.step.current_run,
+                          inp.now, stopped, eligible, jobs)
+    work = node_work(situation, inp.maintenance, reading.outcomes, turns)
+    work.add_finalizer = situation.spec is not None and not has_finalizer(inp.dj)
+    return work
+
+
+def _with_node_work(reading: Reading, work: NodeWork, actions: Actions) -> Actions:
+    """A turn taken by a maintenance DaemonJob cordons its node first; a node in maintenance
+    whose drain is done gets its Job now, tolerating the cordon."""
+    spec = reading.checked.maintenance
+    if spec is None or work.refusal is not None:
+        return actions
+    inp, revision, run = reading.input, reading.revision, reading.step.current_run
+    dj_name = inp.recorded.name
+    work.cordons = cordons_for(inp.dj, revision.name, run, inp.now, [c.node for c in actions.creates])
+    starts = [CreateJob(node, job_name(dj_name, node, revision.name, run), revision.name, inp.dj, run,
+                        revision.template_hash, tolerate_cordon=True) for node in work.start]
+    return replace(actions, creates=starts)
+
+
+def _with_maintenance_status(status: dict[str, Any], work: NodeWork) -> dict[str, Any]:
+    if work.status is not None:
+        status["nodeMaintenance"] = work.status
+    return status
+
+
+def _maintenance_events(reading: Reading) -> list[EventSpec]:
+    outcomes, spec = reading.outcomes, reading.checked.maintenance
+    if outcomes is None or not outcomes.new or spec is None or spec.drain is None:
+        return []
+    progress = reading.input.maintenance.drains
+    out = []
+    for node in outcomes.new:
+        p = progress.get(node)
+        detail = ""
+        if p is not None and p.waiting:
+            detail = f"; pods still there: {', '.join(p.waiting[:5])}"
+            if p.blocked:
+                detail += f" ({p.blocked})"
+        then = ("the node fails and is uncordoned" if spec.drain.on_timeout == "Fail"
+                else "the node is skipped and uncordoned; the rollout goes on")
+        out.append(EventSpec(WARNING, EVENT_DRAIN_TIMED_OUT,
+                             f"drain of node {node} timed out after {spec.drain.timeout}{detail}: {then}"))
+    return out
 
 
 def _slots(reading: Reading) -> int | None:

@@ -28,6 +28,7 @@ from daemonjob.domain.selectors import (
     validate_label_key,
 )
 from daemonjob.domain.jobs import REQUIRED_AFFINITY
+from daemonjob.domain.maintenancespec import wants_maintenance
 from daemonjob.domain.memo import Memo, no_memo
 
 _RULES = "eligibility"  # tags the memo key of eligibility answers on cached nodes
@@ -153,6 +154,7 @@ class Eligibility:
         "_tolerations",
         "_tolerates_all",
         "_tolerates_cordon",
+        "_own_uid",
         "rules",
     )
 
@@ -164,6 +166,7 @@ class Eligibility:
         tolerations: tuple[Toleration, ...] = (),
         rules: Hashable = None,
         node_name: str | None = None,
+        own_uid: str | None = None,
     ) -> None:
         self.rules = rules  # the rules' source, canonical: equal rules, equal answers
         self._node_name = node_name
@@ -174,6 +177,7 @@ class Eligibility:
         self._tolerates_all = any(t.tolerates_everything for t in tolerations)
         cordon = {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}
         self._tolerates_cordon = any(t.tolerates(cordon) for t in tolerations)
+        self._own_uid = own_uid  # spec.nodeMaintenance: a cordon this DaemonJob wrote does not count
 
     def eligible(self, node: Mapping[str, Any]) -> bool:
         return self.reason(node) is None
@@ -203,7 +207,7 @@ class Eligibility:
             return Ineligible(NOT_SELECTED, f"node does not match {POD_SPEC_PATH}.affinity.nodeAffinity."
                                             f"{REQUIRED_AFFINITY}")
         spec = node.get("spec") or {}
-        if spec.get("unschedulable") and not self._tolerates_cordon:
+        if spec.get("unschedulable") and not self._tolerates_cordon and not self._own_cordon(node):
             return Ineligible(CORDONED, "node is cordoned (spec.unschedulable) and the pod template does not "
                                         f'tolerate "{UNSCHEDULABLE_TAINT_KEY}:NoSchedule"')
         if self._tolerates_all:
@@ -211,11 +215,23 @@ class Eligibility:
         for taint in spec.get("taints") or ():
             if taint.get("effect") not in BLOCKING_EFFECTS:
                 continue
+            if taint.get("key") == UNSCHEDULABLE_TAINT_KEY and self._own_cordon(node):
+                continue  # the node controller's taint for our own cordon
             if not any(t.tolerates(taint) for t in self._tolerations):
                 kind = NOT_READY if taint.get("key") in NOT_READY_TAINT_KEYS else TAINTED
                 return Ineligible(kind, f'node has taint "{_taint_str(taint)}" that the pod template does not '
                                         "tolerate")
         return None
+
+    def _own_cordon(self, node: Mapping[str, Any]) -> bool:
+        """The node is cordoned by this DaemonJob's node maintenance (its record says so)."""
+        if self._own_uid is None:
+            return False
+        from daemonjob.domain.maintenance import record_of
+
+        record = record_of(node)
+        return record is not None and record.cordoned and record.uid == self._own_uid
+
 
 def _get(obj: Any, *keys: str) -> Any:
     for key in keys:
@@ -250,10 +266,11 @@ def compile_eligibility(dj: Mapping[str, Any]) -> Eligibility:
     if node_name is not None and not isinstance(node_name, str):
         raise InvalidSpec(f"{POD_SPEC_PATH}.nodeName: Invalid value: {node_name!r}: must be a string")
     node_name = node_name or None  # "" means unset, as for the DaemonSet controller
+    own_uid = ((dj.get("metadata") or {}).get("uid") or "") if wants_maintenance(spec) else None
     try:
         rules: Hashable = (_RULES, orjson.dumps([raw_selector, raw_pod_selector, raw_affinity,
-                                                pod_spec.get("tolerations"), node_name],
+                                                pod_spec.get("tolerations"), node_name, own_uid],
                                                option=orjson.OPT_SORT_KEYS))
     except TypeError:  # not JSON (e.g. an integer beyond 64 bits): answers are not kept
         rules = None
-    return Eligibility(selector, pod_selector, affinity, tolerations, rules, node_name)
+    return Eligibility(selector, pod_selector, affinity, tolerations, rules, node_name, own_uid)

@@ -16,6 +16,7 @@ from typing import Any
 
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.keptplan import KeptPlan
+from daemonjob.domain.maintenance import MaintenanceInput
 from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.order import OrderInput
 
@@ -91,6 +92,7 @@ class DecisionInput:
     # gates of the rollout go here, each a field whose default lets everything through
     alerts: FiringAlerts = FiringAlerts()  # read only with spec.rollout.haltOnAlerts (which then halts)
     order: OrderInput = OrderInput()  # the other DaemonJobs' per-node state (exclusionGroup, after)
+    maintenance: MaintenanceInput = MaintenanceInput()  # its records on Nodes, drains' progress (nodeMaintenance)
     recorded: Recorded = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -193,6 +193,9 @@ def owner_reference(dj: Mapping[str, Any]) -> dict[str, Any]:
             "controller": True, "blockOwnerDeletion": True}
 
 
+CORDON_TOLERATION = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+
+
 def _pin_to_node(pod_spec: dict[str, Any], node_name: str) -> None:
     """Replace required node affinity with `metadata.name In [node]`, keep the rest."""
     affinity = pod_spec.get("affinity") or {}
@@ -207,13 +210,15 @@ def _pin_to_node(pod_spec: dict[str, Any], node_name: str) -> None:
 
 
 def build_job(dj: Mapping[str, Any], node_name: str, revision: str, run: str | None = None,
-              template_hash: str | None = None) -> dict[str, Any]:
+              template_hash: str | None = None, tolerate_cordon: bool = False) -> dict[str, Any]:
     """The batch/v1 Job body that runs revision `revision` (of run `run`, if any) of `dj` on `node_name`.
 
     `template_hash`: the hash the revision stands for, labelled on the Job (not its pods).
     Only labels and annotations of the template metadata are carried over (as the
     CronJob controller does); the input is deep-copied, never mutated. A run's Jobs and
     their pods carry `daemonjob.io/run`, so one run's Jobs, pods and logs are one selector.
+    `tolerate_cordon`: the node was cordoned for this Job (spec.nodeMaintenance), so its pod
+    tolerates the cordon's taint, as a DaemonSet's pods do.
     """
     meta = dj.get("metadata") or {}
     dj_name = meta.get("name") or ""
@@ -236,6 +241,8 @@ def build_job(dj: Mapping[str, Any], node_name: str, revision: str, run: str | N
     pod_template["metadata"] = pod_meta
     pod_spec = pod_template.get("spec") or {}
     _pin_to_node(pod_spec, node_name)
+    if tolerate_cordon:
+        pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or ()), dict(CORDON_TOLERATION)]
     pod_template["spec"] = pod_spec
     spec["template"] = pod_template
 

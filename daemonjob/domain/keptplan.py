@@ -69,6 +69,14 @@ class KeptPlan:
         """The runs that have an active Job (None: Jobs without a run)."""
         return set(self._runs)
 
+    def node(self, name: str) -> Inputs | None:
+        """`name`'s node object (None: deleted) and its Jobs of this DaemonJob, as last told."""
+        return self._inputs.get(name)
+
+    def part(self, name: str) -> NodePlan | None:
+        """`name`'s part of the plan last made by `plan_for`."""
+        return self._parts.get(name)
+
     def job_views(self) -> Iterator[JobView]:
         for _, views in self._inputs.values():
             yield from views

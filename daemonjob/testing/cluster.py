@@ -54,6 +54,7 @@ rules:
   - {group: "", resources: [events]}
   - {group: events.k8s.io, resources: [events]}
   - {group: coordination.k8s.io, resources: [leases]}
+  - {group: "", resources: [nodes, pods/eviction]}
 - level: None
 """
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemonjob.controller.informers import JOB_INDEXERS, Informers
+from daemonjob.controller.informers import JOB_INDEXERS, NODE_INDEXERS, Informers
 from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.machinery.informer import Handlers, Tombstone
 from daemonjob.machinery.kube import ApiError
@@ -110,7 +110,7 @@ def fake_informers() -> Informers:
     """The controller's three caches as fakes, with the real indexers and transforms."""
     return Informers(FakeInformer("daemonjobs"),
                      FakeInformer("jobs", indexers=JOB_INDEXERS, transform=job_transform),
-                     FakeInformer("nodes", transform=node_transform))
+                     FakeInformer("nodes", indexers=NODE_INDEXERS, transform=node_transform))
 
 
 @dataclass

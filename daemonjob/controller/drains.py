@@ -1,0 +1,52 @@
+"""What the act layer learned of each draining node, for the next decision of its DaemonJob.
+
+Kept in memory only: after a restart the first look at a node's pods tells it again (its
+Node record says a drain is under way, and since when, so the timeout still counts from the
+cordon). Keyed by DaemonJob uid, as the other per-DaemonJob memories are.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from daemonjob.domain.maintenance import DrainProgress
+
+__all__ = ["Drains"]
+
+
+@dataclass(slots=True)
+class _Drain:
+    progress: DrainProgress
+    announced: str | None = None  # the blocking reason last said in an Event (said again only when it changes)
+
+
+class Drains:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_uid: dict[str, dict[str, _Drain]] = {}
+
+    def of(self, uid: str) -> dict[str, DrainProgress]:
+        with self._lock:
+            return {node: d.progress for node, d in self._by_uid.get(uid, {}).items()}
+
+    def note(self, uid: str, node: str, progress: DrainProgress) -> bool:
+        """Keep `progress`; True when its blocking reason is new (an Event should say it)."""
+        with self._lock:
+            drains = self._by_uid.setdefault(uid, {})
+            known = drains.get(node)
+            new = progress.blocked is not None and (known is None or known.announced != progress.blocked)
+            drains[node] = _Drain(progress, progress.blocked if new else (known.announced if known else None))
+            return new
+
+    def forget_node(self, uid: str, node: str) -> None:
+        with self._lock:
+            drains = self._by_uid.get(uid)
+            if drains is not None:
+                drains.pop(node, None)
+                if not drains:
+                    del self._by_uid[uid]
+
+    def forget(self, uid: str) -> None:
+        with self._lock:
+            self._by_uid.pop(uid, None)

@@ -1,0 +1,88 @@
+"""What node maintenance writes through: Nodes, evictions, a DaemonJob's finalizer.
+
+Kept apart from JobControl because these are cluster-wide powers (nodes patch, pods/eviction
+create) that only a cluster operator's opt-in grants (--node-maintenance-namespaces and
+its ClusterRole). The real one is fenced like every other write; the fake in
+`daemonjob.testing.fakes` records calls for unit tests.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from daemonjob.controller.fence import Fence, always, as_fence
+from daemonjob.domain.jobs import API_VERSION, PLURAL
+from daemonjob.machinery.kube import PATCH_MERGE, Kube, path_for
+
+__all__ = ["NodeControl", "KubeNodeControl"]
+
+
+class NodeControl(Protocol):
+    """Each call raises ApiError as the API server answers."""
+
+    def get_node(self, name: str) -> Mapping[str, Any]:
+        """A fresh read: a cordon or an uncordon is decided on the Node as it is now, not as cached."""
+        ...
+
+    def patch_node(self, name: str, patch: Mapping[str, Any], resource_version: str) -> None:
+        """A merge patch guarded by `resource_version` (409 Conflict if the Node changed since read)."""
+        ...
+
+    def pods_on_node(self, name: str) -> list[Mapping[str, Any]]: ...
+
+    def evict(self, namespace: str, name: str, uid: str | None, grace_period_seconds: int | None) -> None:
+        """An eviction through the Eviction API (PodDisruptionBudgets apply: 429 when one refuses)."""
+        ...
+
+    def set_finalizers(self, namespace: str, name: str, finalizers: list[str], resource_version: str) -> None:
+        """Replace a DaemonJob's finalizers, guarded by `resource_version`."""
+        ...
+
+
+class KubeNodeControl:
+    """NodeControl on a Kube client, fenced by `fence`. The Eviction version is the newest the
+    server offers (policy/v1 from Kubernetes 1.22, policy/v1beta1 before), asked once."""
+
+    def __init__(self, kube: Kube, fence: Fence | Callable[[], bool] = always) -> None:
+        self.kube = kube
+        self.fence = as_fence(fence)
+        self._eviction_version: str | None = None
+        self._lock = threading.Lock()
+
+    def get_node(self, name: str) -> Mapping[str, Any]:
+        return self.kube.get(path_for("v1", "nodes", None, name))
+
+    def patch_node(self, name: str, patch: Mapping[str, Any], resource_version: str) -> None:
+        body = {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": resource_version}}
+        with self.fence.writing("Node patch") as fenced:
+            self.kube.patch(path_for("v1", "nodes", None, name), body, content_type=PATCH_MERGE, **fenced)
+
+    def pods_on_node(self, name: str) -> list[Mapping[str, Any]]:
+        listed = self.kube.get(path_for("v1", "pods"), fieldSelector=f"spec.nodeName={name}")
+        return list(listed.get("items") or ())
+
+    def eviction_version(self) -> str:
+        with self._lock:
+            if self._eviction_version is None:
+                groups = self.kube.get("/apis/policy")
+                versions = {v.get("version") for v in groups.get("versions") or ()}
+                self._eviction_version = "policy/v1" if "v1" in versions else "policy/v1beta1"
+            return self._eviction_version
+
+    def evict(self, namespace: str, name: str, uid: str | None, grace_period_seconds: int | None) -> None:
+        options: dict[str, Any] = {}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if uid:
+            options["preconditions"] = {"uid": uid}  # never a namesake that replaced it
+        body = {"apiVersion": self.eviction_version(), "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace}, "deleteOptions": options}
+        with self.fence.writing("eviction") as fenced:
+            self.kube.create(path_for("v1", "pods", namespace, name, "eviction"), body, **fenced)
+
+    def set_finalizers(self, namespace: str, name: str, finalizers: list[str], resource_version: str) -> None:
+        body = {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}
+        with self.fence.writing("DaemonJob finalizer") as fenced:
+            self.kube.patch(path_for(API_VERSION, PLURAL, namespace, name), body, content_type=PATCH_MERGE, **fenced)

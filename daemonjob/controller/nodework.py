@@ -1,0 +1,274 @@
+"""The act layer of node maintenance: finalizer, releases, cordons, drains, in that order.
+
+Every Node write is decided on the Node as the API server has it now (a fresh read), and
+sent with that read's resourceVersion, so a cordon never lands on a node someone cordoned a
+moment ago without our record saying so, and a release never uncordons a node whose record
+is no longer ours. A drain is one look per pass: evict what may be evicted, report what is
+left (and why) for the next decision, look again shortly; pods are gone when the API server
+says so, which the kubelet confirms. What is evicted, and what is left alone, follows
+`kubectl drain`: DaemonSet pods, mirror pods, finished pods and this DaemonJob's own pods
+stay; pods with emptyDir data and pods no controller would re-create wait for their opt-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemonjob import defaults
+from daemonjob.controller.drains import Drains
+from daemonjob.controller.events import error_message, names_shown
+from daemonjob.controller.fence import NotLeader
+from daemonjob.controller.nodecontrol import NodeControl
+from daemonjob.controller.observe import Observation
+from daemonjob.domain.decide import EventSpec
+from daemonjob.domain.jobs import LABEL_NAME, parse_time
+from daemonjob.domain.maintenance import (
+    ANNOTATION_MAINTENANCE,
+    FINALIZER,
+    Cordon,
+    DrainNode,
+    DrainProgress,
+    NodeRecord,
+    NodeWork,
+    Release,
+    record_of,
+)
+from daemonjob.domain.maintenancespec import Drain
+from daemonjob.machinery.clock import Clock
+from daemonjob.machinery.kube import ApiError
+
+__all__ = ["NodeActs", "NodeActed", "pods_to_evict"]
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+WAITING_SHOWN = 5  # pods named per draining node
+CONFLICT_RETRIES = 3  # a Node changes often (labels, taints): read it again and retry this many times
+
+
+@dataclass(slots=True)
+class NodeActed:
+    events: list[EventSpec] = field(default_factory=list)
+    errors: list[Exception] = field(default_factory=list)
+    look_again: float | None = None
+    cordoned: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    drained: list[tuple[str, float | None]] = field(default_factory=list)  # (node, seconds since the cordon)
+    refused_evictions: int = 0
+
+    def soon(self, seconds: float) -> None:
+        self.look_again = seconds if self.look_again is None else min(self.look_again, seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class PodVerdicts:
+    evict: list[Mapping[str, Any]]
+    waiting: list[str]  # namespace/name of the pods that keep the node from being drained
+    blocked: list[str]  # why some of them are not evicted at all
+
+
+def _controller_kind(pod: Mapping[str, Any]) -> str | None:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return ref.get("kind") or ""
+    return None
+
+
+def pods_to_evict(pods: list[Mapping[str, Any]], drain: Drain, dj_namespace: str, dj_name: str) -> PodVerdicts:
+    """kubectl drain's filters, with this DaemonJob's own pods and spec's ignorePodSelector left alone."""
+    evict: list[Mapping[str, Any]] = []
+    waiting: list[str] = []
+    blocked: list[str] = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        name = f"{meta.get('namespace')}/{meta.get('name')}"
+        labels = meta.get("labels") or {}
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if MIRROR_ANNOTATION in (meta.get("annotations") or {}) or _controller_kind(pod) == "DaemonSet":
+            continue
+        if meta.get("namespace") == dj_namespace and labels.get(LABEL_NAME) == dj_name:
+            continue
+        if drain.ignore_pods is not None and drain.ignore_pods(labels):
+            continue
+        waiting.append(name)
+        if meta.get("deletionTimestamp"):
+            continue  # on its way out: waited for, not evicted again
+        volumes = (pod.get("spec") or {}).get("volumes") or ()
+        if not drain.delete_emptydir_data and any("emptyDir" in v for v in volumes):
+            blocked.append(f"pod {name} has emptyDir data (drain.deleteEmptyDirData is false)")
+            continue
+        if not drain.force and _controller_kind(pod) is None:
+            blocked.append(f"pod {name} is not managed by a controller, it would not come back (drain.force is false)")
+            continue
+        evict.append(pod)
+    return PodVerdicts(evict, waiting, blocked)
+
+
+def _refusal(exc: ApiError) -> str:
+    """What a 429 says: the PodDisruptionBudget that refuses, as the API server names it."""
+    causes = ((exc.body or {}).get("details") or {}).get("causes") or ()
+    named = [c.get("message") for c in causes if c.get("reason") == "DisruptionBudget" and c.get("message")]
+    return "; ".join(named) if named else error_message(exc)
+
+
+class NodeActs:
+    def __init__(self, control: NodeControl, drains: Drains, clock: Clock) -> None:
+        self.control = control
+        self.drains = drains
+        self.clock = clock
+
+    def carry(self, seen: Observation, work: NodeWork, drain: Drain | None) -> NodeActed:
+        acted = NodeActed()
+        if not work.writes:
+            return acted
+        try:
+            finalized = not work.add_finalizer or self._add_finalizer(seen, acted)
+            for release in work.releases:
+                self._release(seen, release, acted)
+            cordoned: list[DrainNode] = []
+            if finalized:
+                for cordon in work.cordons:
+                    record = self._cordon(seen, cordon, acted)
+                    if record is not None and drain is not None:
+                        cordoned.append(DrainNode(cordon.node, record))
+            if drain is not None:
+                for item in [*work.drains, *cordoned]:
+                    self._drain(seen, item, drain, acted)
+        except NotLeader:
+            raise
+        if acted.cordoned:
+            acted.events.append(EventSpec("Normal", "Cordoned", f"Cordoned {len(acted.cordoned)} node(s) for "
+                                          f"revision {seen.dj.get('status', {}).get('currentRevision') or '-'}: "
+                                          f"{names_shown(acted.cordoned)}"))
+        return acted
+
+    # -- the finalizer -------------------------------------------------------------------------------
+    def _add_finalizer(self, seen: Observation, acted: NodeActed) -> bool:
+        """Before the first cordon: what this DaemonJob cordons is released before it is deleted."""
+        meta = seen.cached["metadata"]
+        finalizers = [*(meta.get("finalizers") or ()), FINALIZER]
+        try:
+            self.control.set_finalizers(seen.namespace, seen.name, finalizers, meta.get("resourceVersion") or "")
+        except ApiError as exc:
+            acted.errors.append(exc)
+            return False
+        return True
+
+    # -- releases ------------------------------------------------------------------------------------
+    def _release(self, seen: Observation, release: Release, acted: NodeActed) -> None:
+        try:
+            done = release_node(self.control, release.node, release.record)
+        except ApiError as exc:
+            acted.errors.append(exc)
+            seen.log.warning("releasing node failed", node=release.node, error=error_message(exc))
+            return
+        self.drains.forget_node(seen.uid, release.node)
+        if done is None:
+            return
+        acted.released.append(release.node)
+        what = "Uncordoned" if done else "Released"
+        seen.log.info("node released", node=release.node, uncordoned=done, why=release.why)
+        acted.events.append(EventSpec("Normal", what, f"{what} node {release.node}: {release.why}"))
+
+    # -- cordons -------------------------------------------------------------------------------------
+    def _cordon(self, seen: Observation, cordon: Cordon, acted: NodeActed) -> NodeRecord | None:
+        """Write the record and cordon in one patch; the record written, or None if the node is not ours to take."""
+        for _ in range(CONFLICT_RETRIES):
+            try:
+                node = self.control.get_node(cordon.node)
+            except ApiError as exc:
+                if not exc.not_found:
+                    acted.errors.append(exc)
+                return None
+            held = record_of(node)
+            if held is not None:
+                if held.uid == cordon.record.uid and held.of_rollout(cordon.record.revision, cordon.record.run):
+                    return held  # written by an earlier pass whose cache had not caught up
+                seen.log.info("node held by another record, not cordoned", node=cordon.node, by=held.daemon_job)
+                return None
+            schedulable = not (node.get("spec") or {}).get("unschedulable")
+            record = NodeRecord(cordon.record.daemon_job, cordon.record.uid, cordon.record.revision,
+                                cordon.record.run, schedulable, cordon.record.since)
+            patch: dict[str, Any] = {"metadata": {"annotations": {ANNOTATION_MAINTENANCE: record.text()}}}
+            if schedulable:
+                patch["spec"] = {"unschedulable": True}
+            try:
+                self.control.patch_node(cordon.node, patch, (node.get("metadata") or {}).get("resourceVersion") or "")
+            except ApiError as exc:
+                if exc.conflict:
+                    continue
+                acted.errors.append(exc)
+                return None
+            seen.log.info("node cordoned", node=cordon.node, cordoned=schedulable)
+            acted.cordoned.append(cordon.node)
+            return record
+        acted.soon(0.0)
+        return None
+
+    # -- drains --------------------------------------------------------------------------------------
+    def _drain(self, seen: Observation, item: DrainNode, drain: Drain, acted: NodeActed) -> None:
+        try:
+            pods = self.control.pods_on_node(item.node)
+        except ApiError as exc:
+            acted.errors.append(exc)
+            acted.soon(defaults.DRAIN_POLL_INTERVAL)
+            return
+        verdicts = pods_to_evict(pods, drain, seen.namespace, seen.name)
+        blocked = list(verdicts.blocked)
+        for pod in verdicts.evict:
+            meta = pod.get("metadata") or {}
+            try:
+                self.control.evict(meta.get("namespace") or "", meta.get("name") or "", meta.get("uid"),
+                                   drain.grace_period_seconds)
+            except ApiError as exc:
+                if exc.not_found or exc.conflict:
+                    continue  # gone already, or replaced by a namesake: not ours to wait for
+                if exc.status == 429:
+                    acted.refused_evictions += 1
+                    blocked.append(f"eviction of pod {meta.get('namespace')}/{meta.get('name')} refused: "
+                                   f"{_refusal(exc)}")
+                else:
+                    blocked.append(f"eviction of pod {meta.get('namespace')}/{meta.get('name')} failed: "
+                                   f"{error_message(exc)}")
+        progress = DrainProgress(drained=not verdicts.waiting, waiting=tuple(verdicts.waiting[:WAITING_SHOWN]),
+                                 blocked="; ".join(blocked[:3]) or None)
+        if self.drains.note(seen.uid, item.node, progress) and progress.blocked:
+            acted.events.append(EventSpec("Warning", "EvictionRefused" if acted.refused_evictions else "DrainBlocked",
+                                          f"drain of node {item.node}: {progress.blocked}"))
+        if progress.drained:
+            since = parse_time(item.record.since)
+            seconds = (self.clock.wall() - since).total_seconds() if since is not None else None
+            acted.drained.append((item.node, seconds))
+            acted.events.append(EventSpec("Normal", "Drained", f"Drained node {item.node}"))
+            acted.soon(0.0)  # its Job is created by the next decision
+        else:
+            acted.soon(defaults.DRAIN_POLL_INTERVAL)
+
+
+def release_node(control: NodeControl, name: str, record: NodeRecord) -> bool | None:
+    """Remove `record` from node `name` and uncordon it if the record says we cordoned it:
+    True when uncordoned, False when only the record went, None when the node no longer
+    carries that record (someone else's now, or gone): nothing written."""
+    for _ in range(CONFLICT_RETRIES):
+        try:
+            node = control.get_node(name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        held = record_of(node)
+        if held is None or held.uid != record.uid or held.revision != record.revision or held.run != record.run:
+            return None
+        uncordon = held.cordoned and bool((node.get("spec") or {}).get("unschedulable"))
+        patch: dict[str, Any] = {"metadata": {"annotations": {ANNOTATION_MAINTENANCE: None}}}
+        if uncordon:
+            patch["spec"] = {"unschedulable": None}
+        try:
+            control.patch_node(name, patch, (node.get("metadata") or {}).get("resourceVersion") or "")
+        except ApiError as exc:
+            if exc.conflict:
+                continue
+            raise
+        return uncordon
+    raise ApiError(409, "Conflict", f"node {name} kept changing; its release is retried")

@@ -1,0 +1,359 @@
+"""A step of the decision for spec.nodeMaintenance: cordon, drain, the node's Job, uncordon.
+
+A node's turn (within maxParallel, which counts nodes in maintenance) first writes this
+DaemonJob's record on the Node and cordons it, in one patch; then drains it (the act layer
+evicts, and reports back what is left); then the node's Job is created, tolerating the
+cordon; once the Job has finished, the node is released: the record goes and, only if the
+record says this DaemonJob cordoned a schedulable node, the cordon goes with it.
+
+The Node's record is the truth a successor reads after a crash at any step, so each node
+is cordoned once per revision or run, and released once. A node is released when its Job
+finished (a failed one stays cordoned with keepFailedCordoned), when its drain timed out
+(once the status records that, so a crash in between does not drain it again), and, while
+no Job of ours runs there, when the rollout stops (suspend, an unusable spec, the failure
+budget, the namespace no longer allowed), when its record is of an older revision or run,
+or when the node stops being selected. A deleted DaemonJob's finalizer releases the rest
+(`releases_on_delete`).
+
+Pure: the records, the drains' progress and the allowed namespaces come in the input
+(`MaintenanceInput`); the Node writes go out in `NodeWork`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from daemonjob.domain.actions import Turns
+from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, TERMINATING, format_time, parse_time
+from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, PATH, Maintenance, wants_maintenance
+from daemonjob.domain.plan import JobView, Plan
+
+__all__ = ["ANNOTATION_MAINTENANCE", "FINALIZER", "NODE_MAINTENANCE_NOT_ALLOWED", "NodeRecord", "record_of",
+           "DrainProgress", "MaintenanceInput", "Cordon", "DrainNode", "Release", "NodeWork", "Outcomes",
+           "maintenance_refusal", "outcomes_of", "with_outcomes", "node_work", "releases_on_delete"]
+
+ANNOTATION_MAINTENANCE = "daemonjob.io/maintenance"  # on a Node: the DaemonJob that holds it in maintenance
+FINALIZER = "daemonjob.io/node-maintenance"  # on a DaemonJob: what it cordoned is released before it goes
+NODE_MAINTENANCE_NOT_ALLOWED = "NodeMaintenanceNotAllowed"
+
+DRAINING_SHOWN_MAX = 10  # nodes whose drain is detailed in the status
+NODE_NAMES_MAX = 1000  # names kept per list of the status (a list is the outcome's record: not truncated lightly)
+
+# Why a node is released (the Uncordoned Event says it)
+JOB_SUCCEEDED = "its Job succeeded"
+JOB_FAILED = "its Job failed"
+DRAIN_TIMED_OUT = "its drain timed out"
+STOPPED = "the rollout stopped"
+OLDER_ROLLOUT = "its record is of an older revision or run"
+NOT_SELECTED = "the node is no longer selected"
+OFF = "spec.nodeMaintenance no longer asks for it"
+DELETED = "the DaemonJob is being deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """The annotation a DaemonJob writes on a Node it takes into maintenance, before the cordon.
+
+    `cordoned`: this DaemonJob cordoned the node (it was schedulable), so only then does it
+    uncordon it; `since`: when the cordon was written (the drain's timeout counts from it)."""
+
+    daemon_job: str  # namespace/name
+    uid: str
+    revision: str
+    run: str | None = None
+    cordoned: bool = True
+    since: str = ""
+
+    def text(self) -> str:
+        body: dict[str, Any] = {"daemonJob": self.daemon_job, "uid": self.uid, "revision": self.revision,
+                                "cordoned": self.cordoned, "since": self.since}
+        if self.run is not None:
+            body["run"] = self.run
+        return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, text: Any) -> NodeRecord | None:
+        """The record in an annotation's text; None if it is not one (hand-edited, say)."""
+        try:
+            body = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            return None
+        if not isinstance(body, Mapping):
+            return None
+        dj, uid, revision = body.get("daemonJob"), body.get("uid"), body.get("revision")
+        run, since = body.get("run"), body.get("since", "")
+        if not (isinstance(dj, str) and isinstance(uid, str) and uid and isinstance(revision, str)):
+            return None
+        return cls(dj, uid, revision, run if isinstance(run, str) else None, body.get("cordoned") is True,
+                   since if isinstance(since, str) else "")
+
+    def of_rollout(self, revision: str, run: str | None) -> bool:
+        return self.revision == revision and self.run == run
+
+
+def record_of(node: Mapping[str, Any] | None) -> NodeRecord | None:
+    annotations = ((node or {}).get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(ANNOTATION_MAINTENANCE)
+    return NodeRecord.parse(text) if text is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class DrainProgress:
+    """What the act layer's last look at a draining node found (kept between passes, not across restarts)."""
+
+    drained: bool = False
+    waiting: tuple[str, ...] = ()  # namespace/name of the pods still on the node, first few
+    blocked: str | None = None  # why they are still there: a PodDisruptionBudget, a pod not evictable
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceInput:
+    """What the maintenance step reads besides the DaemonJob and its plan."""
+
+    records: Mapping[str, NodeRecord] = field(default_factory=dict)  # node -> this DaemonJob's record on it
+    drains: Mapping[str, DrainProgress] = field(default_factory=dict)  # node -> its drain's progress
+    allowed_namespaces: frozenset[str] = frozenset()  # --node-maintenance-namespaces
+
+
+def maintenance_refusal(dj: Mapping[str, Any], allowed: frozenset[str]) -> str | None:
+    """Why `dj` may not take nodes into maintenance (its namespace is not allowed), or None."""
+    if not wants_maintenance(dj.get("spec")):
+        return None
+    namespace = (dj.get("metadata") or {}).get("namespace") or ""
+    if namespace in allowed:
+        return None
+    allows = ", ".join(sorted(allowed)) if allowed else "none (--node-maintenance-namespaces is empty)"
+    return (f'{PATH}: Forbidden: node maintenance is not allowed in namespace "{namespace}"; '
+            f"the controller allows it in: {allows}")
+
+
+@dataclass(frozen=True, slots=True)
+class Cordon:
+    """Write `record` on the node and cordon it (if schedulable), in one patch."""
+
+    node: str
+    record: NodeRecord
+
+
+@dataclass(frozen=True, slots=True)
+class DrainNode:
+    """Evict what is left on a cordoned node (the act layer reports back a DrainProgress)."""
+
+    node: str
+    record: NodeRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Remove `record` from the node and, if it says we cordoned it, uncordon it."""
+
+    node: str
+    record: NodeRecord
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """Nodes whose drain timed out in this revision or run: recorded in the status (`recorded`)
+    or found now (`new`), by onTimeout policy. A recorded one is released; a new one holds its
+    node until the status records it."""
+
+    rollout: str
+    failed: frozenset[str] = frozenset()
+    skipped: frozenset[str] = frozenset()
+    recorded: frozenset[str] = frozenset()
+    new: tuple[str, ...] = ()
+
+    @property
+    def done(self) -> frozenset[str]:
+        return self.failed | self.skipped
+
+
+@dataclass(slots=True)
+class NodeWork:
+    """The Node writes of one decision, and what the status and the slots make of them."""
+
+    cordons: list[Cordon] = field(default_factory=list)
+    drains: list[DrainNode] = field(default_factory=list)
+    releases: list[Release] = field(default_factory=list)
+    start: list[str] = field(default_factory=list)  # nodes in maintenance whose Job is created now
+    held: int = 0  # slots held by nodes in maintenance with no running Job of ours
+    add_finalizer: bool = False
+    refusal: str | None = None
+    status: dict[str, Any] | None = None
+    turns: Turns | None = None  # the turns left to choose from (nodes in maintenance taken out)
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.cordons or self.drains or self.releases or self.add_finalizer)
+
+
+def rollout_key(revision: str, run: str | None) -> str:
+    return run if run is not None else revision
+
+
+def outcomes_of(spec: Maintenance | None, mi: MaintenanceInput, status: Mapping[str, Any], revision: str,
+                run: str | None, now: datetime, started: Mapping[str, bool]) -> Outcomes:
+    """The drains that timed out in this revision or run. `started`: nodes with a current
+    record whose Job exists (their drain is over)."""
+    key = rollout_key(revision, run)
+    previous = status.get("nodeMaintenance")
+    previous = previous if isinstance(previous, Mapping) and previous.get("rollout") == key else {}
+    failed = set(_names(previous.get("drainFailedNodes")))
+    skipped = set(_names(previous.get("skippedNodes")))
+    recorded = frozenset(failed | skipped)
+    new: list[str] = []
+    drain = spec.drain if spec is not None else None
+    if drain is not None:
+        for node, record in sorted(mi.records.items()):
+            if (node in recorded or not record.of_rollout(revision, run) or started.get(node)
+                    or mi.drains.get(node, DrainProgress()).drained):
+                continue
+            since = parse_time(record.since)
+            if since is not None and now >= since + drain.timeout:
+                new.append(node)
+                (failed if drain.on_timeout == ON_TIMEOUT_FAIL else skipped).add(node)
+    return Outcomes(key, frozenset(failed), frozenset(skipped), recorded, tuple(new))
+
+
+def _names(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def with_outcomes(plan: Plan, outcomes: Outcomes) -> Plan:
+    """The plan with timed-out drains folded in: a failed one counts as a failed node (the
+    failure budget spends it), a skipped one is left out of this rollout; neither takes a turn."""
+    if not outcomes.done:
+        return plan
+    done = outcomes.done
+    starting = [t for t in plan.starting if t.node not in done]
+    failed = sorted(n for n in outcomes.failed if any(t.node == n for t in plan.starting))
+    skipped = sum(1 for t in plan.starting if t.node in outcomes.skipped)
+    return replace(plan, starting=starting, eligible=plan.eligible - skipped, failed=plan.failed + len(failed),
+                   failed_names=sorted([*plan.failed_names, *failed]),
+                   failed_current_names=sorted([*plan.failed_current_names, *failed]))
+
+
+@dataclass(frozen=True, slots=True)
+class Situation:
+    """What the step reads of the decision so far."""
+
+    dj: Mapping[str, Any]
+    spec: Maintenance | None
+    refusal: str | None
+    revision: str
+    run: str | None
+    now: datetime
+    stopped: bool  # suspend, an unusable spec, the failure budget: nothing new starts, nothing new is held
+    eligible: Mapping[str, bool]  # nodes with a record -> still selected (absent: the node is gone)
+    jobs: Mapping[str, Sequence[JobView]]  # nodes with a record -> this DaemonJob's Jobs there
+
+
+def node_work(s: Situation, mi: MaintenanceInput, outcomes: Outcomes, turns: Turns) -> NodeWork:
+    """The Node writes for the nodes carrying this DaemonJob's record, and the turns left for
+    the others: a node in maintenance keeps its slot until it is released."""
+    work = NodeWork(refusal=s.refusal)
+    in_maintenance: set[str] = set()
+    draining: list[tuple[str, DrainProgress]] = []
+    kept: list[str] = []
+    uncordoning = 0
+    for node, record in sorted(mi.records.items()):
+        if node not in s.eligible:
+            continue  # the node is gone: nothing to write
+        jobs = s.jobs.get(node, ())
+        running = any(j.state == ACTIVE or (j.state == TERMINATING and j.finished is None) for j in jobs)
+        current = [j for j in jobs if j.revision == record.revision and j.run == record.run
+                   and j.state != TERMINATING]
+        state = max(current, key=lambda j: j.age_key).state if current else None
+        why = _release(s, record, outcomes, node, state, running)
+        if why == "keep":
+            kept.append(node)
+            continue
+        if why is not None:
+            work.releases.append(Release(node, record, why))
+            uncordoning += 1
+            continue
+        in_maintenance.add(node)
+        if state is not None or running:
+            continue  # its Job runs: it holds its slot as any running node does
+        work.held += 1
+        progress = mi.drains.get(node, DrainProgress())
+        if s.spec is not None and s.spec.drain is not None and not progress.drained:
+            if node not in outcomes.new:
+                work.drains.append(DrainNode(node, record))
+            draining.append((node, progress))
+        else:
+            work.start.append(node)
+    work.held += uncordoning  # released in this pass: their slot frees once the release is seen
+    if mi.records:  # a node carrying a record takes no new turn until its release is seen
+        turns = replace(turns, starting=[t for t in turns.starting if t.node not in mi.records])
+    work.turns = replace(turns, held=turns.held + work.held)
+    work.status = _status(s, mi, outcomes, in_maintenance, draining, kept, uncordoning)
+    return work
+
+
+def _release(s: Situation, record: NodeRecord, outcomes: Outcomes, node: str, state: str | None,
+             running: bool) -> str | None:
+    """Why the node is released now ("keep": a failed node kept cordoned), or None: it stays in maintenance."""
+    if record.of_rollout(s.revision, s.run):
+        if state == SUCCEEDED:
+            return JOB_SUCCEEDED
+        if state == FAILED:
+            return "keep" if s.spec is not None and s.spec.keep_failed_cordoned and not s.refusal else JOB_FAILED
+    if running:
+        return None  # a Job of ours runs there: it finishes first, whatever changed
+    if s.spec is None:
+        return OFF
+    if s.refusal is not None or s.stopped:
+        return STOPPED
+    if not record.of_rollout(s.revision, s.run):
+        return OLDER_ROLLOUT
+    if not s.eligible.get(node):
+        return NOT_SELECTED
+    if node in outcomes.recorded:
+        return DRAIN_TIMED_OUT
+    return None
+
+
+def _status(s: Situation, mi: MaintenanceInput, outcomes: Outcomes, in_maintenance: set[str],
+            draining: list[tuple[str, DrainProgress]], kept: list[str], uncordoning: int) -> dict[str, Any] | None:
+    if s.spec is None and not mi.records:
+        return None
+    shown = []
+    for node, progress in draining[:DRAINING_SHOWN_MAX]:
+        entry: dict[str, Any] = {"node": node, "waitingPods": list(progress.waiting)}
+        if progress.blocked:
+            entry["blockedBy"] = progress.blocked
+        shown.append(entry)
+    return {
+        "rollout": outcomes.rollout,
+        "cordonedNodes": sum(1 for r in mi.records.values() if r.cordoned),
+        "drainingNodes": len(draining),
+        "uncordoningNodes": uncordoning,
+        "draining": shown,
+        "drainFailedNodes": sorted(outcomes.failed)[:NODE_NAMES_MAX],
+        "skippedNodes": sorted(outcomes.skipped)[:NODE_NAMES_MAX],
+        "keptCordonedNodes": kept[:NODE_NAMES_MAX],
+    }
+
+
+def cordons_for(dj: Mapping[str, Any], revision: str, run: str | None, now: datetime,
+                nodes: Iterable[str]) -> list[Cordon]:
+    """The records written on the nodes whose turn came in this decision."""
+    meta = dj.get("metadata") or {}
+    name = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+    since = format_time(now)
+    return [Cordon(node, NodeRecord(name, meta.get("uid") or "", revision, run, True, since)) for node in nodes]
+
+
+def releases_on_delete(records: Mapping[str, NodeRecord]) -> list[Release]:
+    """A deleted DaemonJob's finalizer: every node still carrying its record is released."""
+    return [Release(node, record, DELETED) for node, record in sorted(records.items())]
+
+
+def has_finalizer(dj: Mapping[str, Any]) -> bool:
+    return FINALIZER in ((dj.get("metadata") or {}).get("finalizers") or ())

@@ -1,0 +1,247 @@
+"""Node maintenance (spec.nodeMaintenance) against the API server: cordon, drain through the
+Eviction API (PodDisruptionBudgets are the API server's own), run, uncordon; nothing left
+cordoned, nobody else's cordon undone, each node cordoned and uncordoned exactly once even
+when the controller is killed at each step.
+
+Counts come from the API server: a Node watch (cordons, uncordons, the most nodes held at
+once) and its audit log (the controller's successful Node writes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from harness import (
+    CONTROLLER_NS,
+    EXTERNAL,
+    FAIL,
+    GROUP_LABEL,
+    IMAGE,
+    SIM_DURATION,
+    Cluster,
+    Nodes,
+    condition,
+    daemonjob,
+    sleep,
+    wait_for,
+)
+
+from daemonjob.domain.maintenance import ANNOTATION_MAINTENANCE, FINALIZER
+from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.testing.audit import AuditLog
+from daemonjob.testing.nodewatch import NodeWatcher
+
+pytestmark = pytest.mark.skipif(EXTERNAL, reason="needs the local control plane's audit log and its own RBAC")
+
+SA_USER = f"system:serviceaccount:{CONTROLLER_NS}:daemonjob-controller"
+ROLE = f"""\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: daemonjob-node-maintenance-e2e}}
+rules:
+- {{apiGroups: [""], resources: [nodes], verbs: [get, patch]}}
+- {{apiGroups: [""], resources: [pods], verbs: [get, list]}}
+- {{apiGroups: [""], resources: [pods/eviction], verbs: [create]}}
+- {{apiGroups: [daemonjob.io], resources: [daemonjobs], verbs: [patch]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: daemonjob-node-maintenance-e2e}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: daemonjob-node-maintenance-e2e}}
+subjects: [{{kind: ServiceAccount, name: daemonjob-controller, namespace: {CONTROLLER_NS}}}]
+"""
+
+
+@pytest.fixture(scope="session")
+def maintenance_rbac(kubectl: Callable[..., Any], sa_kubeconfig: Any) -> None:
+    kubectl("apply", "-f", "-", stdin=ROLE)
+
+
+@pytest.fixture
+def allowed_controller(spawn_controller: Callable[..., Any], namespace: str, maintenance_rbac: None) -> Any:
+    return spawn_controller(extra_args=[f"--node-maintenance-namespaces={namespace}"])
+
+
+@pytest.fixture
+def watch(kube: Kube, group: str) -> Iterator[NodeWatcher]:
+    with NodeWatcher(kube, f"{GROUP_LABEL}={group}") as watcher:
+        yield watcher
+
+
+def _maintained(name: str, group: str, workload: Any = None, **maintenance: Any) -> dict[str, Any]:
+    body = daemonjob(name, group, workload or sleep(2), maxParallel=2)
+    body["spec"]["nodeMaintenance"] = {"cordon": True, **maintenance}
+    return body
+
+
+def _workload(api: Cluster, name: str, group: str, replicas: int, nodes: list[str] | None = None) -> None:
+    """A ReplicaSet whose pods run (the simulated kubelet keeps them Running) on the group's nodes."""
+    selector = {"app": name}
+    spec: dict[str, Any] = {"containers": [{"name": "app", "image": IMAGE, "command": ["sleep", "3600"]}],
+                            "nodeSelector": {GROUP_LABEL: group}, "terminationGracePeriodSeconds": 1}
+    if nodes:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": nodes}]}]}}}
+    api.kube.create(path_for("apps/v1", "replicasets", api.namespace), {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": selector},
+                 "template": {"metadata": {"labels": selector, "annotations": {SIM_DURATION: "3600"}},
+                              "spec": spec}}})
+    wait_for(lambda: len(_running_pods(api, name)) == replicas, what=f"{replicas} pods of {name} running")
+
+
+def _running_pods(api: Cluster, app: str) -> list[dict[str, Any]]:
+    pods = api.kube.get(path_for("v1", "pods", api.namespace), labelSelector=f"app={app}")["items"]
+    return [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+def _pdb(api: Cluster, name: str, app: str, min_available: int) -> None:
+    versions = {v["version"] for v in api.kube.get("/apis/policy")["versions"]}
+    version = "policy/v1" if "v1" in versions else "policy/v1beta1"  # 1.20 serves only v1beta1
+    api.kube.create(path_for(version, "poddisruptionbudgets", api.namespace), {
+        "apiVersion": version, "kind": "PodDisruptionBudget", "metadata": {"name": name},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}}})
+    wait_for(lambda: (api.kube.get(path_for(version, "poddisruptionbudgets", api.namespace, name)).get("status")
+                      or {}).get("currentHealthy") == min_available, what="the PDB counts its pods")
+
+
+def _node_writes(audit: AuditLog, since: int, nodes: list[str]) -> dict[str, int]:
+    """The controller's successful writes of each Node (its cordon and its release)."""
+    out = {n: 0 for n in nodes}
+    for r in audit.writes(user=SA_USER, resources=["nodes"], since=since, succeeded_only=True):
+        if r.name in out:
+            out[r.name] += 1
+    return out
+
+
+def _uncordoned_without_record(api: Cluster, node: str) -> bool:
+    obj = api.node(node)
+    return not obj["spec"].get("unschedulable") and ANNOTATION_MAINTENANCE not in (
+        obj["metadata"].get("annotations") or {})
+
+
+def test_cordon_drain_run_uncordon_two_at_a_time(api: Cluster, nodes: Nodes, group: str, allowed_controller: Any,
+                                                  watch: NodeWatcher, audit_log: AuditLog) -> None:
+    names = nodes(4)
+    _workload(api, "app", group, 4)
+    mark = audit_log.mark()
+    api.apply(_maintained("upgrade", group, drain={"timeout": "2m"}))
+    dj = api.wait_complete("upgrade", 4, timeout=180)
+    assert dj["status"]["succeededNodes"] == 4
+    wait_for(lambda: all(_uncordoned_without_record(api, n) for n in names), what="every node uncordoned")
+    assert watch.max_held <= 2, watch.summary()
+    assert all(watch.cordons[n] == 1 and watch.uncordons[n] == 1 for n in names), watch.summary()
+    assert _node_writes(audit_log, mark, names) == {n: 2 for n in names}
+    evictions = [r for r in audit_log.writes(user=SA_USER, resources=["pods"], since=mark, succeeded_only=True)
+                 if r.subresource == "eviction"]
+    assert evictions, "no pod was evicted"
+    reasons = {e.get("reason") for e in api.events("upgrade")}
+    assert {"Cordoned", "Drained", "Uncordoned"} <= reasons, reasons
+    assert FINALIZER in (api.get("upgrade")["metadata"].get("finalizers") or ())
+
+
+def test_a_pdb_that_blocks_the_drain_fails_the_node_and_uncordons_it(
+        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher) -> None:
+    (node,) = nodes(1)
+    _workload(api, "guarded", group, 1)
+    _pdb(api, "guarded-pdb", "guarded", 1)
+    api.apply(_maintained("blocked", group, drain={"timeout": "8s", "onTimeout": "Fail"}))
+    draining = api.wait_status("blocked", lambda d: ((d.get("status") or {}).get("nodeMaintenance") or {})
+                               .get("draining"), "the drain reported")
+    entry = draining["status"]["nodeMaintenance"]["draining"][0]
+    assert entry["node"] == node and entry["waitingPods"][0].startswith(f"{api.namespace}/guarded-"), entry
+    assert "guarded-pdb" in entry.get("blockedBy", ""), entry
+    dj = api.wait_status("blocked", lambda d: (d.get("status") or {}).get("failedNodes") == 1, "the node failed")
+    assert dj["status"]["nodeMaintenance"]["drainFailedNodes"] == [node]
+    event = api.wait_event("blocked", lambda e: e.get("reason") == "DrainTimedOut", "DrainTimedOut")
+    assert "guarded-pdb" in event["message"] and node in event["message"], event
+    wait_for(lambda: _uncordoned_without_record(api, node), what="the node uncordoned")
+    assert api.jobs("blocked") == [], "a Job started on a node that was never drained"
+    assert len(_running_pods(api, "guarded")) == 1
+    assert watch.cordons[node] == 1 and watch.uncordons[node] == 1, watch.summary()
+
+
+def test_someone_elses_cordon_stays_and_a_failed_job_uncordons(
+        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher,
+        audit_log: AuditLog) -> None:
+    theirs, ours = nodes(2)
+    api.patch_node(theirs, {"spec": {"unschedulable": True}})  # kubectl cordon, by an operator
+    mark = audit_log.mark()
+    api.apply(_maintained("failing", group, FAIL))
+    dj = api.wait_status("failing", lambda d: (d.get("status") or {}).get("failedNodes") == 1, "the Job failed")
+    assert dj["status"]["desiredNodes"] == 1, "a node cordoned by someone else counted as eligible"
+    wait_for(lambda: _uncordoned_without_record(api, ours), what="the failed node uncordoned")
+    assert api.node(theirs)["spec"].get("unschedulable") is True
+    assert _node_writes(audit_log, mark, [theirs, ours]) == {theirs: 0, ours: 2}
+    assert condition(api.get("failing"), "Failed").get("status") == "True"
+
+
+def test_not_allowed_namespace_is_stalled_and_writes_no_node(
+        api: Cluster, nodes: Nodes, group: str, spawn_controller: Callable[..., Any], maintenance_rbac: None,
+        audit_log: AuditLog) -> None:
+    names = nodes(2)
+    spawn_controller(extra_args=["--node-maintenance-namespaces=somewhere-else"])
+    mark = audit_log.mark()
+    api.apply(_maintained("refused", group))
+    dj = api.wait_status("refused", lambda d: condition(d, "Stalled").get("reason") == "NodeMaintenanceNotAllowed",
+                         "Stalled NodeMaintenanceNotAllowed")
+    assert f'namespace "{api.namespace}"' in condition(dj, "Stalled")["message"]
+    assert api.jobs("refused") == []
+    assert _node_writes(audit_log, mark, names) == {n: 0 for n in names}
+
+
+def test_deleting_the_daemonjob_mid_rollout_uncordons_before_it_goes(
+        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher) -> None:
+    names = nodes(2)
+    api.apply(_maintained("long", group, sleep(60)))
+    wait_for(lambda: len(api.jobs("long")) == 2, what="both Jobs created")
+    assert watch.held_now() == names
+    api.delete("long")
+    wait_for(lambda: _gone(api, "long"), what="the DaemonJob gone")
+    assert all(_uncordoned_without_record(api, n) for n in names), [api.node(n)["spec"] for n in names]
+    assert all(watch.uncordons[n] == 1 for n in names), watch.summary()
+
+
+def _gone(api: Cluster, name: str) -> bool:
+    try:
+        api.get(name)
+    except ApiError as exc:
+        if exc.not_found:
+            return True
+        raise
+    return False
+
+
+def test_a_controller_killed_at_each_step_leaves_each_node_cordoned_and_uncordoned_once(
+        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher,
+        audit_log: AuditLog) -> None:
+    names = nodes(2)
+    first = names[0]
+    _workload(api, "held", group, 1, nodes=[first])
+    _pdb(api, "held-pdb", "held", 1)
+    mark = audit_log.mark()
+    body = _maintained("crash", group, sleep(10), drain={"timeout": "5m"})
+    body["spec"]["maxParallel"] = 1
+    api.apply(body)
+    # killed mid-drain (after the cordon): the PDB holds the first node's drain
+    api.wait_status("crash", lambda d: ((d.get("status") or {}).get("nodeMaintenance") or {}).get("draining"),
+                    "draining")
+    allowed_controller.kill()
+    allowed_controller.start()
+    api.kube.delete(path_for(_policy_version(api), "poddisruptionbudgets", api.namespace, "held-pdb"))
+    # killed mid-Job
+    wait_for(lambda: len(api.jobs("crash")) == 1, what="the first node's Job")
+    allowed_controller.kill()
+    allowed_controller.start()
+    api.wait_complete("crash", 2, timeout=180)
+    wait_for(lambda: all(_uncordoned_without_record(api, n) for n in names), what="every node uncordoned")
+    assert all(watch.cordons[n] == 1 and watch.uncordons[n] == 1 for n in names), watch.summary()
+    assert watch.max_held == 1, watch.summary()
+    assert _node_writes(audit_log, mark, names) == {n: 2 for n in names}
+
+
+def _policy_version(api: Cluster) -> str:
+    versions = {v["version"] for v in api.kube.get("/apis/policy")["versions"]}
+    return "policy/v1" if "v1" in versions else "policy/v1beta1"
