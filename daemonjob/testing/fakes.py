@@ -7,6 +7,7 @@ with an ApiError, and can apply Job writes to a FakeInformer as the API server w
 
 from __future__ import annotations
 
+import copy
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -260,3 +261,61 @@ class FakeJobControl:
     def reset(self) -> None:
         with self._lock:
             self.calls.clear()
+
+
+class FakeNodeControl:
+    """NodeControl on dicts: nodes by name (with a resourceVersion bumped on every write), pods by
+    node, evictions refused for the pods named in `refuse` (429, the PDB's cause as the API server
+    words it). Records the writes it took."""
+
+    def __init__(self, nodes: Mapping[str, dict[str, Any]] = (), pods: Mapping[str, list[dict[str, Any]]] = ()):
+        self.nodes = {name: dict(body) for name, body in dict(nodes).items()}
+        for body in self.nodes.values():
+            body.setdefault("metadata", {}).setdefault("resourceVersion", "1")
+        self.pods = {name: list(items) for name, items in dict(pods).items()}
+        self.refuse: dict[str, str] = {}  # pod name -> PDB name
+        self.evicted: list[str] = []
+        self.node_patches: list[tuple[str, dict[str, Any]]] = []
+        self.finalizers: list[list[str]] = []
+
+    def get_node(self, name: str) -> Mapping[str, Any]:
+        if name not in self.nodes:
+            raise api_error(404, "NotFound")
+        return copy.deepcopy(self.nodes[name])
+
+    def patch_node(self, name: str, patch: Mapping[str, Any], resource_version: str) -> None:
+        node = self.nodes[name]
+        if node["metadata"]["resourceVersion"] != resource_version:
+            raise api_error(409, "Conflict")
+        self.node_patches.append((name, copy.deepcopy(dict(patch))))
+        for section, values in patch.items():
+            target = node.setdefault(section, {})
+            for key, value in values.items():
+                if isinstance(value, Mapping):
+                    sub = target.setdefault(key, {})
+                    for k, v in value.items():
+                        if v is None:
+                            sub.pop(k, None)
+                        else:
+                            sub[k] = v
+                elif value is None:
+                    target.pop(key, None)
+                else:
+                    target[key] = value
+        node["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
+
+    def pods_on_node(self, name: str) -> list[Mapping[str, Any]]:
+        return list(self.pods.get(name, ()))
+
+    def evict(self, namespace: str, name: str, uid: str | None, grace_period_seconds: int | None) -> None:
+        if name in self.refuse:
+            pdb = self.refuse[name]
+            raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+                           {"details": {"causes": [{"reason": "DisruptionBudget", "message":
+                            f"The disruption budget {pdb} needs 1 healthy pods and has 1 currently"}]}})
+        self.evicted.append(f"{namespace}/{name}")
+        for items in self.pods.values():
+            items[:] = [p for p in items if p["metadata"]["name"] != name]
+
+    def set_finalizers(self, namespace: str, name: str, finalizers: list[str], resource_version: str) -> None:
+        self.finalizers.append(list(finalizers))

@@ -1,0 +1,156 @@
+"""The decision's node maintenance step: cordon before the Job, the slots it holds, when a node
+is released, drain timeouts recorded before the release, the namespace allowance."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.inputs import DecisionInput
+from daemonjob.domain.jobs import CORDON_TOLERATION
+from daemonjob.domain.maintenance import (
+    ANNOTATION_MAINTENANCE,
+    DRAIN_TIMED_OUT,
+    JOB_FAILED,
+    JOB_SUCCEEDED,
+    NODE_MAINTENANCE_NOT_ALLOWED,
+    OLDER_ROLLOUT,
+    STOPPED,
+    DrainProgress,
+    MaintenanceInput,
+    NodeRecord,
+)
+from daemonjob.domain.jobs import format_time
+from daemonjob.testing.builders import NS, UID, job, make_dj, node, revision_of
+
+NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
+ALLOWED = frozenset({NS})
+
+
+def _dj(**maintenance: Any) -> dict[str, Any]:
+    dj = make_dj()
+    dj["spec"]["maxParallel"] = 2
+    dj["spec"]["nodeMaintenance"] = {"cordon": True, **maintenance}
+    return dj
+
+
+def _record(dj: dict[str, Any], *, revision: str | None = None, since: datetime = NOW,
+            cordoned: bool = True) -> NodeRecord:
+    meta = dj["metadata"]
+    return NodeRecord(f"{meta['namespace']}/{meta['name']}", meta["uid"], revision or revision_of(dj), None,
+                      cordoned, format_time(since))
+
+
+def _held(name: str, record: NodeRecord) -> dict[str, Any]:
+    n = node(name, unschedulable=record.cordoned)
+    n["metadata"]["annotations"] = {ANNOTATION_MAINTENANCE: record.text()}
+    return n
+
+
+def _decide(dj: dict[str, Any], nodes: list[dict[str, Any]], jobs: list[dict[str, Any]] = (), *,
+            drains: dict[str, DrainProgress] | None = None, allowed: frozenset[str] = ALLOWED,
+            now: datetime = NOW) -> Decision:
+    records = {}
+    for n in nodes:
+        text = (n["metadata"].get("annotations") or {}).get(ANNOTATION_MAINTENANCE)
+        if text:
+            records[n["metadata"]["name"]] = NodeRecord.parse(text)
+    mi = MaintenanceInput(records, drains or {}, allowed)
+    return decide(DecisionInput.from_objects(dj, list(jobs), nodes, now, maintenance=mi))
+
+
+def test_a_turn_cordons_first_and_creates_no_job() -> None:
+    dj = _dj(drain={"timeout": "5m"})
+    d = _decide(dj, [node("a"), node("b"), node("c")])
+    assert d.creates == []
+    assert [c.node for c in d.node_work.cordons] == ["a", "b"]  # maxParallel 2
+    assert all(c.record.uid == UID and c.record.cordoned for c in d.node_work.cordons)
+    assert d.node_work.add_finalizer
+
+
+def test_nodes_in_maintenance_hold_their_slots() -> None:
+    dj = _dj(drain={"timeout": "5m"})
+    a, b = _held("a", _record(dj)), _held("b", _record(dj))
+    d = _decide(dj, [a, b, node("c")])
+    assert d.node_work.cordons == [] and d.creates == []
+    assert sorted(x.node for x in d.node_work.drains) == ["a", "b"]
+    assert d.status["nodeMaintenance"]["drainingNodes"] == 2
+
+
+def test_a_drained_node_gets_its_job_tolerating_the_cordon() -> None:
+    dj = _dj(drain={"timeout": "5m"})
+    d = _decide(dj, [_held("a", _record(dj)), node("b")], drains={"a": DrainProgress(drained=True)})
+    assert [c.node for c in d.creates] == ["a"]
+    assert CORDON_TOLERATION in d.creates[0].body["spec"]["template"]["spec"]["tolerations"]
+    assert [c.node for c in d.node_work.cordons] == ["b"]
+
+
+def test_cordon_only_creates_right_after_the_cordon() -> None:
+    dj = _dj()
+    d = _decide(dj, [_held("a", _record(dj))])
+    assert [c.node for c in d.creates] == ["a"] and d.node_work.drains == []
+
+
+def test_a_finished_job_releases_its_node_and_a_kept_failure_stays() -> None:
+    dj = _dj()
+    nodes = [_held("a", _record(dj)), _held("b", _record(dj))]
+    jobs = [job(dj, "a", "succeeded"), job(dj, "b", "failed")]
+    d = _decide(dj, nodes, jobs)
+    assert {(r.node, r.why) for r in d.node_work.releases} == {("a", JOB_SUCCEEDED), ("b", JOB_FAILED)}
+    kept = _dj(keepFailedCordoned=True)
+    d = _decide(kept, [_held("b", _record(kept))], [job(kept, "b", "failed")])
+    assert d.node_work.releases == []
+    assert d.status["nodeMaintenance"]["keptCordonedNodes"] == ["b"]
+
+
+def test_a_running_job_keeps_its_node_whatever_changed() -> None:
+    dj = _dj()
+    dj["spec"]["suspend"] = True
+    d = _decide(dj, [_held("a", _record(dj)), _held("b", _record(dj))], [job(dj, "a", "active")])
+    assert [(r.node, r.why) for r in d.node_work.releases] == [("b", STOPPED)]
+
+
+def test_a_record_of_an_older_revision_is_released() -> None:
+    dj = _dj()
+    d = _decide(dj, [_held("a", _record(dj, revision="old"))])
+    assert [(r.node, r.why) for r in d.node_work.releases] == [("a", OLDER_ROLLOUT)]
+    assert d.node_work.cordons == [], "a node is released before it takes a new turn"
+
+
+def test_a_drain_timeout_is_recorded_before_the_node_is_released() -> None:
+    dj = _dj(drain={"timeout": "1m", "onTimeout": "Fail"})
+    late = NOW + timedelta(minutes=2)
+    a = _held("a", _record(dj))
+    d = _decide(dj, [a, node("b")], drains={"a": DrainProgress(waiting=("ns/p",), blocked="PDB ns/pdb")}, now=late)
+    assert d.node_work.releases == [] and d.status["nodeMaintenance"]["drainFailedNodes"] == ["a"]
+    assert d.status["failedNodes"] == 1 and d.requeue_at == late
+    assert any(e.reason == "DrainTimedOut" and "PDB ns/pdb" in e.message for e in d.events)
+    dj["status"] = d.status  # the status written: the next pass releases the node, and never drains it again
+    d = _decide(dj, [a, node("b")], now=late)
+    assert [(r.node, r.why) for r in d.node_work.releases] == [("a", DRAIN_TIMED_OUT)]
+    assert d.node_work.drains == [] and d.status["failedNodes"] == 1
+    dj["status"] = d.status
+    d = _decide(dj, [node("a"), node("b")], now=late)  # released: it takes no new turn in this revision
+    assert [c.node for c in d.node_work.cordons] == ["b"]
+
+
+def test_a_skipped_node_leaves_the_rollout() -> None:
+    dj = _dj(drain={"timeout": "1m", "onTimeout": "Skip"})
+    d = _decide(dj, [_held("a", _record(dj))], now=NOW + timedelta(minutes=2))
+    assert d.status["nodeMaintenance"]["skippedNodes"] == ["a"]
+    assert d.status["desiredNodes"] == 0 and d.status["failedNodes"] == 0
+
+
+def test_a_namespace_not_allowed_is_stalled_and_writes_no_node() -> None:
+    dj = _dj()
+    d = _decide(dj, [node("a")], allowed=frozenset({"elsewhere"}))
+    stalled = next(c for c in d.status["conditions"] if c["type"] == "Stalled")
+    assert stalled["reason"] == NODE_MAINTENANCE_NOT_ALLOWED and f'namespace "{NS}"' in stalled["message"]
+    assert not d.node_work.writes and d.creates == []
+
+
+def test_without_maintenance_nothing_changes() -> None:
+    dj = make_dj()
+    d = decide(DecisionInput.from_objects(dj, [], [node("a")], NOW))
+    assert d.node_work is None and [c.node for c in d.creates] == ["a"] and "nodeMaintenance" not in d.status
