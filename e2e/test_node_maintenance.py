@@ -27,7 +27,9 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.domain.maintenance import ANNOTATION_MAINTENANCE, FINALIZER
+from daemonjob.domain.maintenance import ANNOTATION_MAINTENANCE, FINALIZER, NodeRecord
+from daemonjob.kubectl.client import Target
+from daemonjob.kubectl.status import load_view
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog
 from daemonjob.testing.nodewatch import NodeWatcher
@@ -153,6 +155,9 @@ def test_a_pdb_that_blocks_the_drain_fails_the_node_and_uncordons_it(
     entry = draining["status"]["nodeMaintenance"]["draining"][0]
     assert entry["node"] == node and entry["waitingPods"][0].startswith(f"{api.namespace}/guarded-"), entry
     assert "guarded-pdb" in entry.get("blockedBy", ""), entry
+    _, view = load_view(Target(api.kube, api.namespace), "blocked")  # kubectl daemonjob status
+    (row,) = view.rows
+    assert row.reason == "draining" and "guarded-pdb" in row.message and f"{api.namespace}/guarded-" in row.message
     dj = api.wait_status("blocked", lambda d: (d.get("status") or {}).get("failedNodes") == 1, "the node failed")
     assert dj["status"]["nodeMaintenance"]["drainFailedNodes"] == [node]
     event = api.wait_event("blocked", lambda e: e.get("reason") == "DrainTimedOut", "DrainTimedOut")
@@ -245,3 +250,57 @@ def test_a_controller_killed_at_each_step_leaves_each_node_cordoned_and_uncordon
 def _policy_version(api: Cluster) -> str:
     versions = {v["version"] for v in api.kube.get("/apis/policy")["versions"]}
     return "policy/v1" if "v1" in versions else "policy/v1beta1"
+
+
+def test_a_daemonjob_asking_for_cordoned_nodes_drains_them_and_leaves_the_cordon(
+        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, audit_log: AuditLog) -> None:
+    (theirs,) = nodes(1)
+    _workload(api, "app", group, 1)
+    api.patch_node(theirs, {"spec": {"unschedulable": True}})  # cordoned by an operator, pods still there
+    body = _maintained("tolerant", group, drain={"timeout": "1m"})
+    body["spec"]["jobTemplate"]["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
+    mark = audit_log.mark()
+    api.apply(body)
+    api.wait_complete("tolerant", 1)
+    wait_for(lambda: ANNOTATION_MAINTENANCE not in (api.node(theirs)["metadata"].get("annotations") or {}),
+             what="the record removed")
+    assert api.node(theirs)["spec"].get("unschedulable") is True, "someone else's cordon was undone"
+    evicted = [r for r in audit_log.writes(user=SA_USER, resources=["pods"], since=mark, succeeded_only=True)
+               if r.subresource == "eviction"]
+    assert len(evicted) == 1
+
+
+def test_suspending_mid_drain_releases_the_node(
+        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher) -> None:
+    (node,) = nodes(1)
+    _workload(api, "pinned", group, 1)
+    _pdb(api, "pinned-pdb", "pinned", 1)
+    api.apply(_maintained("edited", group, drain={"timeout": "5m"}))
+    api.wait_status("edited", lambda d: ((d.get("status") or {}).get("nodeMaintenance") or {}).get("draining"),
+                    "draining")
+    api.patch("edited", {"suspend": True})
+    wait_for(lambda: _uncordoned_without_record(api, node), what="the node released on suspend")
+    assert api.jobs("edited") == []
+    assert watch.cordons[node] == 1 and watch.uncordons[node] == 1, watch.summary()
+
+
+def test_a_template_change_mid_drain_releases_the_node_and_the_new_revision_takes_it_again(
+        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher) -> None:
+    (node,) = nodes(1)
+    _workload(api, "pinned", group, 1)
+    _pdb(api, "pinned-pdb", "pinned", 1)
+    api.apply(_maintained("edited", group, drain={"timeout": "5m"}))
+    first = api.wait_status("edited", lambda d: ((d.get("status") or {}).get("nodeMaintenance") or {})
+                            .get("draining"), "draining")["status"]["currentRevision"]
+    template = api.get("edited")["spec"]["jobTemplate"]
+    template["spec"]["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", "echo v2"]
+    api.patch("edited", {"jobTemplate": template})
+
+    def recorded_revision() -> str | None:
+        text = (api.node(node)["metadata"].get("annotations") or {}).get(ANNOTATION_MAINTENANCE)
+        return NodeRecord.parse(text).revision if text else None
+
+    wait_for(lambda: recorded_revision() not in (None, first), what="the node taken again by the new revision")
+    assert watch.cordons[node] == 2 and watch.uncordons[node] == 1, watch.summary()
+    assert api.jobs("edited") == [], "a Job started on a node that was never drained"

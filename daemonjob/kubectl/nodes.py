@@ -34,6 +34,7 @@ from daemonjob.domain.jobs import (
     job_state,
     parse_time,
 )
+from daemonjob.domain.maintenance import record_of
 from daemonjob.domain.revision import template_revision
 
 PENDING = "pending"
@@ -62,6 +63,7 @@ class NodeRow:
     ineligible: str = ""  # a short word when the node is not eligible now (NOT_SELECTED...)
     detail: str = ""  # the full eligibility sentence
     containers: tuple[str, ...] = ()
+    maintenance: str = ""  # spec.nodeMaintenance: cordoned, draining, running, uncordoning, kept cordoned
 
     def to_dict(self) -> dict[str, Any]:
         """Field by field: dataclasses.asdict deep-copies every value (a tenth of a second per 1000 rows)."""
@@ -229,6 +231,7 @@ def build_view(
     rows: list[NodeRow] = []
     hidden = 0
     seen: set[str] = set()
+    maintenance = MaintenanceView.of(dj, revision, run)
     for node in nodes:
         name = (node.get("metadata") or {}).get("name") or ""
         seen.add(name)
@@ -237,9 +240,20 @@ def build_view(
         if word == TAINTED and not node_ready(node):
             word = NOT_READY
         job = current.get(name)
+        held = maintenance.held(node)
         if job is not None:
             row = job_row(name, job, newest_pod.get((job.get("metadata") or {}).get("uid") or ""))
-            rows.append(_with_eligibility(row, word, detail or ""))
+            rows.append(replace(_with_eligibility(row, word, detail or ""), maintenance=maintenance.with_job(
+                row.state, held)))
+        elif name in maintenance.drain_failed:
+            rows.append(NodeRow(node=name, state=FAILED, reason="DrainTimedOut",
+                                message="its drain timed out (spec.nodeMaintenance.drain.onTimeout: Fail)"))
+        elif name in maintenance.skipped:
+            rows.append(NodeRow(node=name, state=INELIGIBLE, reason="DrainSkipped", ineligible="skipped",
+                                message="its drain timed out (onTimeout: Skip): left out of this rollout"))
+        elif held:
+            reason, message = maintenance.before_job(name)
+            rows.append(NodeRow(node=name, state=PENDING, reason=reason, message=message, maintenance=reason))
         elif detail:
             if word == NOT_SELECTED and not all_nodes:
                 hidden += 1
@@ -255,6 +269,55 @@ def build_view(
     rows.sort(key=lambda r: r.node)
     return NodeView(revision=revision, run=run, rows=rows, hidden_not_selected=hidden, spec_error=spec_error,
                     counts=count_rows(rows, hidden))
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceView:
+    """What spec.nodeMaintenance adds to the rows: the nodes carrying this DaemonJob's record
+    (read from the Nodes), and what the status says of drains in this revision or run."""
+
+    uid: str = ""
+    drains: bool = False
+    keep_failed: bool = False
+    draining: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    drain_failed: frozenset[str] = frozenset()
+    skipped: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, dj: Mapping[str, Any], revision: str, run: str | None) -> MaintenanceView:
+        spec = (dj.get("spec") or {}).get("nodeMaintenance")
+        status = (dj.get("status") or {}).get("nodeMaintenance") or {}
+        if not isinstance(spec, Mapping) and not status:
+            return cls()
+        spec = spec if isinstance(spec, Mapping) else {}
+        current = status.get("rollout") == (run if run is not None else revision)
+        return cls(uid=(dj.get("metadata") or {}).get("uid") or "", drains=spec.get("drain") is not None,
+                   keep_failed=bool(spec.get("keepFailedCordoned")),
+                   draining={d.get("node"): d for d in status.get("draining") or () if isinstance(d, Mapping)},
+                   drain_failed=frozenset(status.get("drainFailedNodes") or ()) if current else frozenset(),
+                   skipped=frozenset(status.get("skippedNodes") or ()) if current else frozenset())
+
+    def held(self, node: Mapping[str, Any]) -> bool:
+        record = record_of(node) if self.uid else None
+        return record is not None and record.uid == self.uid
+
+    def with_job(self, state: str, held: bool) -> str:
+        if not held:
+            return ""
+        if state in (ACTIVE, TERMINATING):
+            return "running"
+        return "kept cordoned" if state == FAILED and self.keep_failed else "uncordoning"
+
+    def before_job(self, name: str) -> tuple[str, str]:
+        """The reason and message of a node in maintenance whose Job is not created yet."""
+        if not self.drains:
+            return "cordoned", "cordoned; its Job starts next"
+        entry = self.draining.get(name) or {}
+        waiting = ", ".join(entry.get("waitingPods") or ())
+        message = f"waiting for pods to go: {waiting}" if waiting else "draining"
+        if entry.get("blockedBy"):
+            message += f" ({entry['blockedBy']})"
+        return "draining", message
 
 
 def count_rows(rows: Iterable[NodeRow], hidden_not_selected: int = 0) -> dict[str, int]:

@@ -69,6 +69,11 @@ def header_lines(dj: Mapping[str, Any], view: NodeView, selector: str | None = N
     for cond in status.get("conditions") or ():
         if cond.get("status") == "True" and cond.get("type") in CONDITION_WORDS:
             lines.append(f"{CONDITION_WORDS[cond['type']]}: {cond.get('message') or cond.get('reason') or ''}")
+    if (held := status.get("nodeMaintenance")) and isinstance(held, Mapping):
+        lines.append(f"node maintenance: {held.get('cordonedNodes', 0)} cordoned, {held.get('drainingNodes', 0)} "
+                     f"draining, {held.get('uncordoningNodes', 0)} uncordoning"
+                     + (f", kept cordoned: {', '.join(held['keptCordonedNodes'])}" if held.get("keptCordonedNodes")
+                        else ""))
     if (held := gate_in_force(status)) is not None:
         lines.append(f"rollout gate: {held[0]} ({held[1]})")
     if (line := schedule_line(dj, datetime.now(timezone.utc))) is not None:
@@ -106,7 +111,8 @@ def table_row(row: NodeRow, now: datetime, wide: bool) -> list[str]:
     started = f"{human_duration((now - row.started).total_seconds())} ago" if row.started else ""
     duration = between(row.started, row.finished or (now if row.state == "active" else None))
     message = row.message if wide else output.shorten(row.message, defaults.PLUGIN_MESSAGE_WIDTH)
-    cells = [row.node, row.state, row.job, started, duration,
+    state = f"{row.state} ({row.maintenance})" if row.maintenance and row.maintenance != row.reason else row.state
+    cells = [row.node, state, row.job, started, duration,
              "" if row.exit_code is None else str(row.exit_code), row.reason, message]
     if wide:
         cells += [row.pod, row.revision, row.ineligible]
