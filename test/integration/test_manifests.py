@@ -142,6 +142,18 @@ def test_sample_defaults(cluster: LocalCluster, crd: None, namespace: str) -> No
     assert (spec["concurrencyPolicy"], spec["rerunOnConfigChange"]) == ("Forbid", False)
 
 
+def test_node_maintenance_defaults(kube: Kube, crd: None, namespace: str) -> None:
+    created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace),
+                          daemonjob("maintenance-defaults", nodeMaintenance={"cordon": True, "drain": {}}),
+                          dryRun="All")
+    assert created["spec"]["nodeMaintenance"] == {
+        "cordon": True, "keepFailedCordoned": False,
+        "drain": {"timeout": "10m", "deleteEmptyDirData": False, "force": False, "onTimeout": "Fail"}}
+    assert "drain" not in kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace),
+                                      daemonjob("cordon-only", nodeMaintenance={"cordon": True}),
+                                      dryRun="All")["spec"]["nodeMaintenance"]
+
+
 # -- (b) kustomize --------------------------------------------------------------------------
 def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None:
     out = kubectl(cluster, "kustomize", str(MANIFESTS))
@@ -271,10 +283,12 @@ def test_explain_prints_every_field(cluster: LocalCluster, crd: None) -> None:
     for field in ("jobTemplate", "nodeSelector", "matchExpressions", "rerunPolicy", "maxParallel",
                   "maxFailedNodes", "suspend", "historyLimit", "failedNodeNames", "conditions",
                   "schedule", "timeZone", "startingDeadlineSeconds", "concurrencyPolicy", "rerunOnConfigChange",
-                  "currentRun", "lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime"):
+                  "currentRun", "lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime",
+                  "nodeMaintenance", "ignorePodSelector", "keepFailedCordoned", "keptCordonedNodes"):
         assert field in out
     for field in ("spec.maxParallel", "spec.maxFailedNodes", "spec.jobTemplate", "spec.nodeSelector",
-                  "spec.schedule", "spec.timeZone", "spec.concurrencyPolicy", "spec.rerunOnConfigChange"):
+                  "spec.schedule", "spec.timeZone", "spec.concurrencyPolicy", "spec.rerunOnConfigChange",
+                  "spec.nodeMaintenance", "spec.nodeMaintenance.drain.onTimeout", "status.nodeMaintenance"):
         text = kubectl(cluster, "explain", f"dj.{field}").stdout
         assert "DESCRIPTION" in text and "MISSING" not in text and "%!" not in text, text
 
@@ -382,6 +396,15 @@ REJECTED: list[tuple[str, Any, list[str]]] = [
      ["spec.nodeSelector.matchExpressions", "operator", "Unsupported value", '"Is"']),
     ("selector-no-key", lambda n: daemonjob(n, nodeSelector={"matchExpressions": [{"operator": "Exists"}]}),
      ["spec.nodeSelector.matchExpressions", "key", "Required value"]),
+    ("drain-on-timeout", lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"onTimeout": "Retry"}}),
+     ["spec.nodeMaintenance.drain.onTimeout", "Unsupported value", '"Retry"', '"Fail"', '"Skip"']),
+    ("drain-grace-negative", lambda n: daemonjob(n, nodeMaintenance={"cordon": True,
+                                                                     "drain": {"gracePeriodSeconds": -1}}),
+     ["spec.nodeMaintenance.drain.gracePeriodSeconds", "greater than or equal to 0"]),
+    ("drain-timeout", lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"timeout": "ten minutes"}}),
+     ["spec.nodeMaintenance.drain.timeout", "should match"]),
+    ("cordon-type", lambda n: daemonjob(n, nodeMaintenance={"cordon": "yes"}), ["spec.nodeMaintenance.cordon",
+                                                                                 "boolean"]),
 ]
 
 
@@ -407,6 +430,11 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("schedule", {"schedule": "0 3 * * *", "timeZone": "Europe/Berlin", "startingDeadlineSeconds": 0,
                   "concurrencyPolicy": "Replace", "rerunOnConfigChange": True}),
     ("schedule-macro", {"schedule": "@daily", "concurrencyPolicy": "Forbid"}),
+    ("node-maintenance", {"nodeMaintenance": {
+        "cordon": True, "keepFailedCordoned": True,
+        "drain": {"timeout": "1h30m", "gracePeriodSeconds": 30, "deleteEmptyDirData": True, "force": True,
+                  "onTimeout": "Skip", "ignorePodSelector": {
+                      "matchLabels": {"app": "keep"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]}}}}),
 ]
 
 
