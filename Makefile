@@ -95,12 +95,15 @@ HELM ?= $(HELM_BIN_DIR)/helm
 KUSTOMIZE_KUBECTL ?= $(HELM_BIN_DIR)/kubectl
 
 # MONITORING=1 adds the component manifests/monitoring (ServiceMonitor, PrometheusRule,
-# Grafana dashboard ConfigMap; needs prometheus-operator's CRDs). Without IMG, the image
-# pinned in manifests/kustomization.yaml.
+# Grafana dashboard ConfigMap; needs prometheus-operator's CRDs). NODE_MAINTENANCE=1 adds
+# manifests/node-maintenance (Node RBAC and --node-maintenance-namespaces with its sample
+# value, ops). Without IMG, the image pinned in manifests/kustomization.yaml.
 MONITORING ?=
+NODE_MAINTENANCE ?=
 deploy:
 	dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
-	IMG="$(if $(call given,IMG),$(IMG))" MONITORING="$(MONITORING)" bash hack/deploy-overlay.sh "$$dir" && \
+	IMG="$(if $(call given,IMG),$(IMG))" MONITORING="$(MONITORING)" NODE_MAINTENANCE="$(NODE_MAINTENANCE)" \
+	bash hack/deploy-overlay.sh "$$dir" && \
 	$(KUSTOMIZE_KUBECTL) kustomize "$$dir" | $(KUBECTL) apply -f -
 
 undeploy:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import signal
 import socket
 import sys
@@ -83,10 +84,12 @@ def parser() -> argparse.ArgumentParser:
                         "without it a DaemonJob with haltOnAlerts starts no new node (AlertsUnknown)")
     p.add_argument("--prometheus-poll-interval", type=_seconds, default=defaults.PROMETHEUS_POLL_INTERVAL,
                    metavar="SECONDS", help="time between two reads of the firing alerts")
-    p.add_argument("--node-maintenance-namespaces", type=_names, default=defaults.NODE_MAINTENANCE_NAMESPACES,
-                   metavar="NS1,NS2",
-                   help="namespaces whose DaemonJobs may cordon and drain nodes (spec.nodeMaintenance); "
-                        "default none: elsewhere such a DaemonJob is Stalled (NodeMaintenanceNotAllowed)")
+    p.add_argument("--node-maintenance-namespaces", type=_namespaces,
+                   default=frozenset(defaults.NODE_MAINTENANCE_NAMESPACES), metavar="NAMESPACES",
+                   help="comma-separated namespaces whose DaemonJobs may cordon, drain and uncordon nodes "
+                        "(spec.nodeMaintenance; the Node RBAC of manifests/node-maintenance is needed too); "
+                        "elsewhere the webhook refuses such a DaemonJob and the controller sets it Stalled, "
+                        "NodeMaintenanceNotAllowed (default: none)")
     admission.add_flags(p)
     p.add_argument("--log-level", choices=logsetup.LEVELS, default=defaults.LOG_LEVEL)
     p.add_argument("--log-format", choices=("json", "console"), default=None,
@@ -114,11 +117,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _names(value: str) -> tuple[str, ...]:
-    """A comma-separated list of names (namespaces): blanks dropped."""
-    return tuple(sorted({part.strip() for part in value.split(",") if part.strip()}))
-
-
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -127,6 +125,19 @@ def _seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
     return value
+
+
+_NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _namespaces(text: str) -> frozenset[str]:
+    """A comma-separated list of namespace names (DNS-1123 labels); empty items are ignored."""
+    names = frozenset(n.strip() for n in text.split(",") if n.strip())
+    bad = sorted(n for n in names if len(n) > 63 or not _NAMESPACE_RE.match(n))
+    if bad:
+        raise argparse.ArgumentTypeError(f"{bad[0]!r} is not a namespace name (a DNS-1123 label: lower case "
+                                         "letters, digits and '-', at most 63 characters)")
+    return names
 
 
 def _lease_timings(args: argparse.Namespace) -> str | None:
@@ -238,13 +249,14 @@ def main(argv: list[str] | None = None) -> int:
                                                                       args.max_configmap_watches),
                                      prometheus_url=args.prometheus_url,
                                      prometheus_poll_interval=args.prometheus_poll_interval,
-                                     node_maintenance_namespaces=frozenset(args.node_maintenance_namespaces))
+                                     node_maintenance_namespaces=args.node_maintenance_namespaces)
     ready = controller.ready
     webhook: admission.Webhook | None = None
     try:
         if args.webhook_addr:  # every replica serves: admission never waits for an election
             args.webhook_service_namespace = _lease_namespace(args.webhook_service_namespace)  # the pod's
-            webhook = admission.start(args, args.webhook_addr, kube, metrics.registry)
+            webhook = admission.start(args, args.webhook_addr, kube, metrics.registry,
+                                      maintenance_namespaces=args.node_maintenance_namespaces)
             ready = _both(controller.ready, webhook.problem)
         servers = _servers(args, metrics, controller, ready)
     except OSError as exc:
@@ -257,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: manager.request_stop())
     log.info("starting", version=__version__, namespace=args.namespace or "(all)", workers=args.workers,
-             leader_elect=args.leader_elect, identity=identity)
+             leader_elect=args.leader_elect, identity=identity,
+             node_maintenance_namespaces=sorted(args.node_maintenance_namespaces))
     return manager.run()
 
 

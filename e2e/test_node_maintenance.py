@@ -9,6 +9,7 @@ once) and its audit log (the controller's successful Node writes)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from harness import (
     Nodes,
     condition,
     daemonjob,
+    metric_value,
     sleep,
     wait_for,
 )
@@ -37,27 +39,13 @@ from daemonjob.testing.nodewatch import NodeWatcher
 pytestmark = pytest.mark.skipif(EXTERNAL, reason="needs the local control plane's audit log and its own RBAC")
 
 SA_USER = f"system:serviceaccount:{CONTROLLER_NS}:daemonjob-controller"
-ROLE = f"""\
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {{name: daemonjob-node-maintenance-e2e}}
-rules:
-- {{apiGroups: [""], resources: [nodes], verbs: [get, patch]}}
-- {{apiGroups: [""], resources: [pods], verbs: [get, list]}}
-- {{apiGroups: [""], resources: [pods/eviction], verbs: [create]}}
-- {{apiGroups: [daemonjob.io], resources: [daemonjobs], verbs: [patch]}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {{name: daemonjob-node-maintenance-e2e}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: daemonjob-node-maintenance-e2e}}
-subjects: [{{kind: ServiceAccount, name: daemonjob-controller, namespace: {CONTROLLER_NS}}}]
-"""
+RBAC = Path(__file__).resolve().parents[1] / "manifests" / "node-maintenance" / "rbac.yaml"
 
 
 @pytest.fixture(scope="session")
 def maintenance_rbac(kubectl: Callable[..., Any], sa_kubeconfig: Any) -> None:
-    kubectl("apply", "-f", "-", stdin=ROLE)
+    """The optional ClusterRole the manifests ship for node maintenance: the controller runs with it alone."""
+    kubectl("apply", "-f", str(RBAC))
 
 
 @pytest.fixture
@@ -141,6 +129,11 @@ def test_cordon_drain_run_uncordon_two_at_a_time(api: Cluster, nodes: Nodes, gro
     assert evictions, "no pod was evicted"
     reasons = {e.get("reason") for e in api.events("upgrade")}
     assert {"Cordoned", "Drained", "Uncordoned"} <= reasons, reasons
+    mine = {"name": "upgrade"}
+    text = allowed_controller.metrics()
+    assert metric_value(text, "daemonjob_drain_duration_seconds_count", {**mine, "result": "drained"}) == 4
+    wait_for(lambda: metric_value(allowed_controller.metrics(), "daemonjob_nodes_cordoned", mine) == 0,
+             what="no node held cordoned")
     assert FINALIZER in (api.get("upgrade")["metadata"].get("finalizers") or ())
 
 
@@ -164,6 +157,9 @@ def test_a_pdb_that_blocks_the_drain_fails_the_node_and_uncordons_it(
     assert "guarded-pdb" in event["message"] and node in event["message"], event
     wait_for(lambda: _uncordoned_without_record(api, node), what="the node uncordoned")
     assert api.jobs("blocked") == [], "a Job started on a node that was never drained"
+    text = allowed_controller.metrics()
+    assert (metric_value(text, "daemonjob_evictions_refused_total", {"name": "blocked"}) or 0) >= 1
+    assert metric_value(text, "daemonjob_drain_duration_seconds_count", {"name": "blocked", "result": "timed_out"}) == 1
     assert len(_running_pods(api, "guarded")) == 1
     assert watch.cordons[node] == 1 and watch.uncordons[node] == 1, watch.summary()
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Write a kustomization that deploys manifests/ (and, with MONITORING=1, its monitoring
-# component) with the image IMG, into the directory $1: the `images:` entry that
+# component; with NODE_MAINTENANCE=1, its node-maintenance component) with the image IMG,
+# into the directory $1: the `images:` entry that
 # `kustomize edit set image daemonjob-controller=IMG` would write, without editing the
 # kustomization kept in the repository.
 set -euo pipefail
@@ -16,7 +17,10 @@ case "$img" in
 esac
 {
     echo "resources: [\"$root/manifests\"]"
-    [ -n "${MONITORING:-}" ] && echo "components: [\"$root/manifests/monitoring\"]"
+    components=()
+    [ -n "${MONITORING:-}" ] && components+=("\"$root/manifests/monitoring\"")
+    [ -n "${NODE_MAINTENANCE:-}" ] && components+=("\"$root/manifests/node-maintenance\"")
+    if [ ${#components[@]} -gt 0 ]; then (IFS=,; echo "components: [${components[*]}]"); fi
     if [ -n "$field" ]; then
         echo "images:"
         echo "  - name: daemonjob-controller"

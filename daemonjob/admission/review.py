@@ -7,6 +7,11 @@ that only removes problems (or keeps them, as a label edit or a finalizer remova
 passes with the remaining problems as warnings, so an object that got in while the webhook
 was away can always be fixed step by step and deleted. DELETE is never refused. Anything
 that is not a well-formed AdmissionReview gets a 400 naming what is wrong.
+
+Beside the rule book, the controller's allowance: a DaemonJob asking for node maintenance
+outside the namespaces of --node-maintenance-namespaces (`domain.allowance`) has that
+problem too, so it is refused on create and on an update that newly asks for it, and an
+object that already asked (the flag changed since) can still be edited and deleted.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from daemonjob.domain.allowance import maintenance_refusal
 from daemonjob.domain.jobs import GROUP, KIND
 from daemonjob.domain.validate import Problem, problems_of
 
@@ -73,8 +79,20 @@ def _denial(request: Mapping[str, Any], problems: list[Problem]) -> dict[str, An
     }
 
 
-def decide(request: Mapping[str, Any]) -> dict[str, Any]:
-    """The AdmissionResponse to `request` (uid, allowed, and a status or warnings)."""
+def _problems(obj: Mapping[str, Any], namespace: Any, maintenance_namespaces: frozenset[str]) -> list[Problem]:
+    """The rule book's problems of `obj`, and the allowance's; the namespace is the request's
+    when the object does not carry one yet."""
+    problems = problems_of(obj)
+    metadata = obj.get("metadata") or {}
+    if not metadata.get("namespace") and isinstance(namespace, str):
+        obj = {**obj, "metadata": {**metadata, "namespace": namespace}}
+    refusal = maintenance_refusal(obj, maintenance_namespaces)
+    return problems if refusal is None else [*problems, refusal]
+
+
+def decide(request: Mapping[str, Any], maintenance_namespaces: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The AdmissionResponse to `request` (uid, allowed, and a status or warnings);
+    `maintenance_namespaces`: where node maintenance is allowed (--node-maintenance-namespaces)."""
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
     operation = request["operation"]
     if operation not in ("CREATE", "UPDATE") or request.get("subResource") or not _is_daemonjob(request):
@@ -82,12 +100,14 @@ def decide(request: Mapping[str, Any]) -> dict[str, Any]:
     obj = request.get("object") or {}
     if ((obj.get("metadata") or {}).get("deletionTimestamp")) is not None:
         return response  # being deleted: finalizers must come off whatever the spec says
-    problems = problems_of(obj)
+    namespace = request.get("namespace")
+    problems = _problems(obj, namespace, maintenance_namespaces)
     if not problems:
         return response
     if operation == "UPDATE":
         old = request.get("oldObject")
-        before = {p.message for p in problems_of(old)} if isinstance(old, dict) else set()
+        before = ({p.message for p in _problems(old, namespace, maintenance_namespaces)} if isinstance(old, dict)
+                  else set())
         if all(p.message in before for p in problems):
             response["warnings"] = [p.message for p in problems[:WARNINGS_MAX]]
             return response
@@ -108,15 +128,15 @@ class Answer:
     result: str = "malformed"  # allowed, warned, refused, malformed
 
 
-def handle(body: bytes) -> Answer:
-    """The answer to a POSTed AdmissionReview."""
+def handle(body: bytes, maintenance_namespaces: frozenset[str] = frozenset()) -> Answer:
+    """The answer to a POSTed AdmissionReview; `maintenance_namespaces` as for decide()."""
     try:
         request = parse(body)
     except BadReview as exc:
         return Answer(400, json.dumps({"error": f"malformed AdmissionReview: {exc}"}).encode())
     operation = request["operation"]
     try:
-        response = decide(request)
+        response = decide(request, maintenance_namespaces)
     except Exception as exc:  # an object no API server sends (metadata a string...): say so, stay up
         log.warning("unreadable object in review", error=repr(exc))
         return Answer(400, json.dumps({"error": f"malformed AdmissionReview: cannot read the object: {exc!r}"}).encode(),

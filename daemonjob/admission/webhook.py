@@ -64,8 +64,10 @@ class Webhook:
         self.server.stop()
 
 
-def start(args: argparse.Namespace, address: tuple[str, int], kube: Kube, registry: CollectorRegistry) -> Webhook:
-    """Keep the certificates (first look done before serving), then serve; OSError if the address is taken."""
+def start(args: argparse.Namespace, address: tuple[str, int], kube: Kube, registry: CollectorRegistry,
+          maintenance_namespaces: frozenset[str] = frozenset()) -> Webhook:
+    """Keep the certificates (first look done before serving), then serve; OSError if the address is taken.
+    `maintenance_namespaces`: where DaemonJobs may ask for node maintenance (--node-maintenance-namespaces)."""
     reviews = Counter("daemonjob_webhook_reviews_total", reviews_total_help, ["operation", "result"],
                       registry=registry)
     cert_dir = Path(args.webhook_cert_dir)
@@ -79,7 +81,7 @@ def start(args: argparse.Namespace, address: tuple[str, int], kube: Kube, regist
         certificates.check()
 
     def validate(body: bytes) -> tuple[int, str, bytes]:
-        answer = handle(body)
+        answer = handle(body, maintenance_namespaces)
         reviews.labels(answer.operation or "", answer.result).inc()
         return answer.code, "application/json", answer.body
 

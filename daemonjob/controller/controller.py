@@ -46,7 +46,7 @@ from daemonjob.controller.history import HistoryCleaner
 from daemonjob.controller.informers import MAINTENANCE_INDEX, ORPHAN_INDEX, Informers
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.drains import Drains
-from daemonjob.controller.metrics import Metrics
+from daemonjob.controller.metrics import DRAIN_DRAINED, DRAIN_TIMED_OUT, Metrics
 from daemonjob.controller.nodecontrol import KubeNodeControl, NodeControl
 from daemonjob.controller.nodework import NodeActed, NodeActs, release_node
 from daemonjob.controller.observe import Observation, Observer
@@ -57,6 +57,7 @@ from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.troubles import Troubles
 from daemonjob.domain.decide import NODE_COUNT_FIELDS, Decision, EventSpec, decide
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
+from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.maintenance import (
     FINALIZER,
     MaintenanceInput,
@@ -316,6 +317,7 @@ class Controller:
                 events.extend(node_acted.events)
                 look_again.append(node_acted.look_again)
                 acted.errors.extend(node_acted.errors)
+            self._maintenance_metrics(seen, inp, decision, node_acted)
             decision = decision.after_act(self.troubles.of(seen.uid, seen.generation))
             if not decision.creates and not decision.deletes and self.plans.check_due(seen.uid, self.clock.now()):
                 decision, repaired = self._self_check(seen, decision)
@@ -384,6 +386,29 @@ class Controller:
             return None
         maintenance = decision.reading.checked.maintenance if decision.reading is not None else None
         return self.node_acts.carry(seen, work, maintenance.drain if maintenance is not None else None)
+
+    def _maintenance_metrics(self, seen: Observation, inp: DecisionInput, decision: Decision,
+                             acted: NodeActed | None) -> None:
+        """Nodes held cordoned (as this pass found them), drains ended, evictions refused."""
+        if decision.node_work is None:
+            return
+        ns, name, uid = seen.namespace, seen.name, seen.uid
+        records = inp.maintenance.records
+        held = [t for r in records.values() if r.cordoned and (t := parse_time(r.since)) is not None]
+        self.metrics.maintenance_observed(ns, name, uid, sum(1 for r in records.values() if r.cordoned),
+                                          min(held).timestamp() if held else None)
+        outcomes = decision.reading.outcomes if decision.reading is not None else None
+        for node in outcomes.new if outcomes is not None else ():
+            since = parse_time(records[node].since) if node in records else None
+            if since is not None:
+                self.metrics.drain_finished(ns, name, uid, DRAIN_TIMED_OUT, (inp.now - since).total_seconds())
+        if acted is None:
+            return
+        for _, seconds in acted.drained:
+            if seconds is not None:
+                self.metrics.drain_finished(ns, name, uid, DRAIN_DRAINED, seconds)
+        if acted.refused_evictions:
+            self.metrics.eviction_refused(ns, name, uid, acted.refused_evictions)
 
     def _finalizing(self, key: str) -> bool:
         """A DaemonJob with node maintenance's finalizer that is being deleted, or that no longer

@@ -25,6 +25,11 @@ SKIP_REASONS = (SKIP_FORBID, SKIP_DEADLINE, SKIP_MISSED, SKIP_SUSPENDED)
 RUN_RESULTS = ("succeeded", "failed")
 NODE_STATES = ("desired", "active", "succeeded", "failed", "pending")
 STATUS_FIELDS = dict(zip(NODE_STATES, NODE_COUNT_FIELDS))  # the node_states label -> its status field
+DRAIN_DRAINED, DRAIN_TIMED_OUT = "drained", "timed_out"
+DRAIN_RESULTS = (DRAIN_DRAINED, DRAIN_TIMED_OUT)
+# A drain ends within its timeout (spec.nodeMaintenance.drain.timeout, default 10m): buckets
+# from seconds to the hours a long timeout allows.
+DRAIN_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)
 # A reconcile in flight when its DaemonJob is deleted must not bring the series back: the
 # uids of deleted DaemonJobs are remembered this long (seconds), far beyond any reconcile.
 FORGOTTEN_TTL = 3600.0
@@ -87,6 +92,19 @@ class Metrics:
         self.plan_differences = Counter("daemonjob_plan_self_check_differences_total",
                                         "Kept plans found to differ from one made from scratch (each repaired).",
                                         registry=r)
+        # spec.nodeMaintenance: what the controller holds out of service, and its drains
+        self.nodes_cordoned = Gauge("daemonjob_nodes_cordoned",
+                                    "Nodes the controller holds cordoned for a DaemonJob (spec.nodeMaintenance).",
+                                    per_dj, registry=r)
+        self.cordoned_oldest = Gauge("daemonjob_node_cordoned_oldest_timestamp_seconds",
+                                     "Unix time since which the longest-held node cordoned for a DaemonJob is "
+                                     "cordoned; 0 when it holds none.", per_dj, registry=r)
+        self.drain_seconds = Histogram("daemonjob_drain_duration_seconds",
+                                       "Time a node's drain took, by result (drained, timed_out).",
+                                       [*per_dj, "result"], buckets=DRAIN_BUCKETS, registry=r)
+        self.evictions_refused = Counter("daemonjob_evictions_refused_total",
+                                         "Evictions refused by a PodDisruptionBudget (HTTP 429) while draining "
+                                         "a DaemonJob's nodes.", per_dj, registry=r)
         self.queue_provider = PrometheusMetricsProvider(registry=r)
         self.health = HealthMetrics(r)  # conditions, last progress, schedule ticks: what alerts read
         self.limiter_wait = limiter_wait_histogram(r)
@@ -156,6 +174,40 @@ class Metrics:
             if finished is not None:
                 self.runs_finished.labels(namespace, name, finished).inc()
 
+    def maintenance_observed(self, namespace: str, name: str, uid: str, cordoned: int,
+                             oldest_cordon: float | None) -> None:
+        """The nodes a DaemonJob with spec.nodeMaintenance holds cordoned now, and since when
+        (Unix time) the longest-held one is (None: none); its drain and eviction series start
+        at zero here, so that rates count from the first drain. Nothing for a DaemonJob
+        already deleted."""
+        with self._dj_lock:
+            if uid in self._forgotten:
+                return
+            self._known.add((namespace, name))
+            self.nodes_cordoned.labels(namespace, name).set(cordoned)
+            self.cordoned_oldest.labels(namespace, name).set(oldest_cordon if cordoned and oldest_cordon else 0)
+            self.evictions_refused.labels(namespace, name)
+            for result in DRAIN_RESULTS:
+                self.drain_seconds.labels(namespace, name, result)
+
+    def drain_finished(self, namespace: str, name: str, uid: str, result: str, seconds: float) -> None:
+        """A node's drain ended: `result` drained (every pod gone) or timed_out."""
+        if result not in DRAIN_RESULTS:
+            raise ValueError(f"drain result {result!r} is not one of {DRAIN_RESULTS}")
+        with self._dj_lock:
+            if uid in self._forgotten:
+                return
+            self._known.add((namespace, name))
+            self.drain_seconds.labels(namespace, name, result).observe(max(0.0, seconds))
+
+    def eviction_refused(self, namespace: str, name: str, uid: str, count: int = 1) -> None:
+        """Evictions of a drain answered 429 (a PodDisruptionBudget allows no disruption now)."""
+        with self._dj_lock:
+            if uid in self._forgotten:
+                return
+            self._known.add((namespace, name))
+            self.evictions_refused.labels(namespace, name).inc(count)
+
     def forget(self, namespace: str, name: str, uid: str) -> None:
         """Drop a deleted DaemonJob's series, so dashboards do not show ghosts, and keep them
         dropped: a reconcile of it still in flight writes nothing more."""
@@ -178,9 +230,13 @@ class Metrics:
             _remove_series(self.next_schedule, namespace, name)
             _remove_series(self.last_success, namespace, name)
             _remove_series(self.rollout_gate, namespace, name, GATES)
+            _remove_series(self.nodes_cordoned, namespace, name)
+            _remove_series(self.cordoned_oldest, namespace, name)
+            _remove_series(self.drain_seconds, namespace, name, DRAIN_RESULTS)
+            _remove_series(self.evictions_refused, namespace, name)
 
 
-def _remove_series(family: Counter | Gauge, namespace: str, name: str, *extra: tuple[str, ...]) -> None:
+def _remove_series(family: Counter | Gauge | Histogram, namespace: str, name: str, *extra: tuple[str, ...]) -> None:
     """Drop one DaemonJob's series; `extra` lists the values of a family's further label."""
     for values in (extra[0] if extra else [()]):
         try:

@@ -76,14 +76,13 @@ from daemonjob.domain.gates import (
 )
 from daemonjob.domain.inputs import ApiTroubles, DecisionInput, Recorded
 from daemonjob.domain.jobs import format_time, parse_time
+from daemonjob.domain.allowance import maintenance_refusal
 from daemonjob.domain.maintenance import (
-    NODE_MAINTENANCE_NOT_ALLOWED,
     NodeWork,
     Outcomes,
     Situation,
     cordons_for,
     has_finalizer,
-    maintenance_refusal,
     node_work,
     outcomes_of,
     with_outcomes,
@@ -246,7 +245,7 @@ def _read(inp: DecisionInput) -> Reading:
     checked.problems.extend(_order_problems(inp))
     refusal = maintenance_refusal(dj, inp.maintenance.allowed_namespaces)
     if refusal is not None:
-        checked.problems.append(Problem(NODE_MAINTENANCE_NOT_ALLOWED, refusal))
+        checked.problems.append(refusal)
     idle = None
     if step.current_run is None and spec.get("schedule") is not None and step.problem is None:
         nxt = step.status.get("nextScheduleTime", recorded.status.get("nextScheduleTime"))
@@ -334,7 +333,8 @@ def _node_work(reading: Reading, stall: Stall | None, turns: Turns) -> NodeWork 
     spec = checked.maintenance
     if reading.outcomes is None:
         return None
-    refusal = maintenance_refusal(inp.dj, inp.maintenance.allowed_namespaces)
+    refused = maintenance_refusal(inp.dj, inp.maintenance.allowed_namespaces)
+    refusal = refused.message if refused is not None else None
     settings = checked.settings
     stopped = (settings.suspend or reading.budget.exceeded or reading.idle is not None
                or (stall is not None and stall.blocks))

@@ -29,16 +29,15 @@ from typing import Any
 
 from daemonjob.domain.actions import Turns
 from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, TERMINATING, format_time, parse_time
-from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, PATH, Maintenance, wants_maintenance
+from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, Maintenance
 from daemonjob.domain.plan import JobView, Plan
 
-__all__ = ["ANNOTATION_MAINTENANCE", "FINALIZER", "NODE_MAINTENANCE_NOT_ALLOWED", "NodeRecord", "record_of",
+__all__ = ["ANNOTATION_MAINTENANCE", "FINALIZER", "NodeRecord", "record_of",
            "DrainProgress", "MaintenanceInput", "Cordon", "DrainNode", "Release", "NodeWork", "Outcomes",
-           "maintenance_refusal", "outcomes_of", "with_outcomes", "node_work", "releases_on_delete"]
+           "outcomes_of", "with_outcomes", "node_work", "releases_on_delete"]
 
 ANNOTATION_MAINTENANCE = "daemonjob.io/maintenance"  # on a Node: the DaemonJob that holds it in maintenance
 FINALIZER = "daemonjob.io/node-maintenance"  # on a DaemonJob: what it cordoned is released before it goes
-NODE_MAINTENANCE_NOT_ALLOWED = "NodeMaintenanceNotAllowed"
 
 DRAINING_SHOWN_MAX = 10  # nodes whose drain is detailed in the status
 NODE_NAMES_MAX = 1000  # names kept per list of the status (a list is the outcome's record: not truncated lightly)
@@ -117,18 +116,6 @@ class MaintenanceInput:
     records: Mapping[str, NodeRecord] = field(default_factory=dict)  # node -> this DaemonJob's record on it
     drains: Mapping[str, DrainProgress] = field(default_factory=dict)  # node -> its drain's progress
     allowed_namespaces: frozenset[str] = frozenset()  # --node-maintenance-namespaces
-
-
-def maintenance_refusal(dj: Mapping[str, Any], allowed: frozenset[str]) -> str | None:
-    """Why `dj` may not take nodes into maintenance (its namespace is not allowed), or None."""
-    if not wants_maintenance(dj.get("spec")):
-        return None
-    namespace = (dj.get("metadata") or {}).get("namespace") or ""
-    if namespace in allowed:
-        return None
-    allows = ", ".join(sorted(allowed)) if allowed else "none (--node-maintenance-namespaces is empty)"
-    return (f'{PATH}: Forbidden: node maintenance is not allowed in namespace "{namespace}"; '
-            f"the controller allows it in: {allows}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,9 @@ def test_lint_strict(tmp_path: Path, helm: str) -> None:
     (("monitoring",), MONITORING_ON),
     (("namespaced",), ("--set", f"watchNamespace={NAMESPACE}")),
     (("cert-manager",), ("--set", "webhook.certManager.enabled=true")),
-], ids=["base", "monitoring", "namespaced", "cert-manager"])
+    # the component's sample namespace is ops
+    (("node-maintenance",), ("--set", "nodeMaintenance.enabled=true,nodeMaintenance.namespaces={ops}")),
+], ids=["base", "monitoring", "namespaced", "cert-manager", "node-maintenance"])
 @HELMS
 def test_chart_renders_what_kustomize_renders(tmp_path: Path, components: tuple[str, ...], extra: tuple[str, ...],
                                               helm: str) -> None:
@@ -112,6 +114,8 @@ def test_tag_defaults_to_app_version(tmp_path: Path) -> None:
     "webhook.failurePolicy=Sometimes",
     "webhook.timeoutSeconds=60",
     "metrics.secure=yes",
+    "nodeMaintenance.enabled=yes",
+    "nodeMaintenance.namespaces={Ops}",
 ], ids=lambda v: v.split("=")[0])
 @HELMS
 def test_schema_refuses_a_wrong_value_naming_the_field(tmp_path: Path, setting: str, helm: str) -> None:
@@ -188,3 +192,22 @@ def test_network_policy_needs_a_scraper_selector(tmp_path: Path) -> None:
               "networkPolicy.metricsFrom.namespaceSelector=null,networkPolicy.metricsFrom.podSelector=null",
               env=helm_env(tmp_path), check=False)
     assert out.returncode != 0 and "networkPolicy.metricsFrom needs" in out.stderr, out.stderr
+
+
+def test_node_maintenance_values(tmp_path: Path) -> None:
+    objs = by_key(template(tmp_path))
+    container = objs["Deployment", "daemonjob-controller", NAMESPACE]["spec"]["template"]["spec"]["containers"][0]
+    assert not any(a.startswith("--node-maintenance-namespaces") for a in container["args"])
+    assert not any(k[1] == "daemonjob-node-maintenance" for k in objs)  # off by default: no Node writes
+    objs = by_key(template(tmp_path, "-n", "ops-system", "--set",
+                           "nodeMaintenance.enabled=true,nodeMaintenance.namespaces={ops,infra},extraArgs={--workers=8}"))
+    container = objs["Deployment", "daemonjob-controller", "ops-system"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][-2:] == ["--node-maintenance-namespaces=ops,infra", "--workers=8"]
+    role = objs["ClusterRole", "daemonjob-node-maintenance", ""]
+    assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in role["rules"]
+    assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]} in role["rules"]
+    binding = objs["ClusterRoleBinding", "daemonjob-node-maintenance", ""]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "daemonjob-controller", "namespace": "ops-system"}]
+    out = run("helm", "template", "daemonjob", str(CHART), "--set", "nodeMaintenance.enabled=true",
+              env=helm_env(tmp_path), check=False)
+    assert out.returncode != 0 and "nodeMaintenance.enabled needs nodeMaintenance.namespaces" in out.stderr, out.stderr

@@ -142,6 +142,18 @@ def test_sample_defaults(cluster: LocalCluster, crd: None, namespace: str) -> No
     assert (spec["concurrencyPolicy"], spec["rerunOnConfigChange"]) == ("Forbid", False)
 
 
+def test_node_maintenance_defaults(kube: Kube, crd: None, namespace: str) -> None:
+    created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace),
+                          daemonjob("maintenance-defaults", nodeMaintenance={"cordon": True, "drain": {}}),
+                          dryRun="All")
+    assert created["spec"]["nodeMaintenance"] == {
+        "cordon": True, "keepFailedCordoned": False,
+        "drain": {"timeout": "10m", "deleteEmptyDirData": False, "force": False, "onTimeout": "Fail"}}
+    assert "drain" not in kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace),
+                                      daemonjob("cordon-only", nodeMaintenance={"cordon": True}),
+                                      dryRun="All")["spec"]["nodeMaintenance"]
+
+
 # -- (b) kustomize --------------------------------------------------------------------------
 def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None:
     out = kubectl(cluster, "kustomize", str(MANIFESTS))
@@ -266,15 +278,68 @@ def test_service_account_has_nothing_more(cluster: LocalCluster, rbac: None) -> 
     assert not allowed, f"{SERVICE_ACCOUNT} may: {allowed}"
 
 
+MAINTENANCE_CAN: list[tuple[str, ...]] = [
+    ("get", "nodes"),
+    ("patch", "nodes"),
+    ("list", "pods", "--all-namespaces"),
+    ("get", "pods", "-n", "default"),
+    ("create", "pods", "--subresource=eviction", "-n", "default"),
+    ("patch", "daemonjobs.daemonjob.io", "-n", "default"),
+]
+MAINTENANCE_CANNOT: list[tuple[str, ...]] = [
+    ("update", "nodes"),
+    ("delete", "nodes"),
+    ("delete", "pods", "-n", "default"),
+    ("create", "pods", "-n", "default"),
+    ("watch", "pods", "--all-namespaces"),
+    ("update", "daemonjobs.daemonjob.io", "-n", "default"),
+    ("delete", "daemonjobs.daemonjob.io", "-n", "default"),
+    ("get", "secrets", "-n", CONTROLLER_NS),
+]
+
+
+def test_node_maintenance_component_grants_what_the_contract_names_and_no_more(cluster: LocalCluster,
+                                                                                rbac: None) -> None:
+    """manifests/node-maintenance's RBAC, applied for real and removed again (the tests above
+    check the controller without it)."""
+    assert not can_i(cluster, ("patch", "nodes"))  # the base install writes no Node
+    rbac_file = str(MANIFESTS / "node-maintenance" / "rbac.yaml")
+    kubectl(cluster, "apply", "-f", rbac_file)
+    try:
+        denied = [" ".join(c) for c in MAINTENANCE_CAN if not can_i(cluster, c)]
+        allowed = [" ".join(c) for c in MAINTENANCE_CANNOT if can_i(cluster, c)]
+        assert (denied, allowed) == ([], []), f"lacks: {denied}; may: {allowed}"
+    finally:
+        kubectl(cluster, "delete", "--ignore-not-found", "--wait=true", "-f", rbac_file)
+
+
+def test_node_maintenance_component_adds_the_flag_and_the_roles(tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    base = os.path.relpath(MANIFESTS, overlay)
+    (overlay / "kustomization.yaml").write_text(f"resources: [{base}]\ncomponents: [{base}/node-maintenance]\n")
+    modern = shutil.which("kubectl")
+    assert modern is not None, "a kubectl >= 1.21 on PATH renders kustomize components"
+    out = subprocess.run([modern, "kustomize", str(overlay)], capture_output=True, text=True, timeout=60, check=True)
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out.stdout) if d}
+    assert by_kind[("ClusterRoleBinding", "daemonjob-node-maintenance")]["roleRef"]["name"] == \
+        "daemonjob-node-maintenance"
+    assert ("ClusterRole", "daemonjob-node-maintenance") in by_kind
+    args = by_kind[("Deployment", "daemonjob-controller")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[-1] == "--node-maintenance-namespaces=ops"  # the sample value, to be edited
+
+
 def test_explain_prints_every_field(cluster: LocalCluster, crd: None) -> None:
     out = kubectl(cluster, "explain", "dj", "--recursive").stdout
     for field in ("jobTemplate", "nodeSelector", "matchExpressions", "rerunPolicy", "maxParallel",
                   "maxFailedNodes", "suspend", "historyLimit", "failedNodeNames", "conditions",
                   "schedule", "timeZone", "startingDeadlineSeconds", "concurrencyPolicy", "rerunOnConfigChange",
-                  "currentRun", "lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime"):
+                  "currentRun", "lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime",
+                  "nodeMaintenance", "ignorePodSelector", "keepFailedCordoned", "keptCordonedNodes"):
         assert field in out
     for field in ("spec.maxParallel", "spec.maxFailedNodes", "spec.jobTemplate", "spec.nodeSelector",
-                  "spec.schedule", "spec.timeZone", "spec.concurrencyPolicy", "spec.rerunOnConfigChange"):
+                  "spec.schedule", "spec.timeZone", "spec.concurrencyPolicy", "spec.rerunOnConfigChange",
+                  "spec.nodeMaintenance", "spec.nodeMaintenance.drain.onTimeout", "status.nodeMaintenance"):
         text = kubectl(cluster, "explain", f"dj.{field}").stdout
         assert "DESCRIPTION" in text and "MISSING" not in text and "%!" not in text, text
 
@@ -382,6 +447,15 @@ REJECTED: list[tuple[str, Any, list[str]]] = [
      ["spec.nodeSelector.matchExpressions", "operator", "Unsupported value", '"Is"']),
     ("selector-no-key", lambda n: daemonjob(n, nodeSelector={"matchExpressions": [{"operator": "Exists"}]}),
      ["spec.nodeSelector.matchExpressions", "key", "Required value"]),
+    ("drain-on-timeout", lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"onTimeout": "Retry"}}),
+     ["spec.nodeMaintenance.drain.onTimeout", "Unsupported value", '"Retry"', '"Fail"', '"Skip"']),
+    ("drain-grace-negative", lambda n: daemonjob(n, nodeMaintenance={"cordon": True,
+                                                                     "drain": {"gracePeriodSeconds": -1}}),
+     ["spec.nodeMaintenance.drain.gracePeriodSeconds", "greater than or equal to 0"]),
+    ("drain-timeout", lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"timeout": "ten minutes"}}),
+     ["spec.nodeMaintenance.drain.timeout", "should match"]),
+    ("cordon-type", lambda n: daemonjob(n, nodeMaintenance={"cordon": "yes"}), ["spec.nodeMaintenance.cordon",
+                                                                                 "boolean"]),
 ]
 
 
@@ -407,6 +481,11 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("schedule", {"schedule": "0 3 * * *", "timeZone": "Europe/Berlin", "startingDeadlineSeconds": 0,
                   "concurrencyPolicy": "Replace", "rerunOnConfigChange": True}),
     ("schedule-macro", {"schedule": "@daily", "concurrencyPolicy": "Forbid"}),
+    ("node-maintenance", {"nodeMaintenance": {
+        "cordon": True, "keepFailedCordoned": True,
+        "drain": {"timeout": "1h30m", "gracePeriodSeconds": 30, "deleteEmptyDirData": True, "force": True,
+                  "onTimeout": "Skip", "ignorePodSelector": {
+                      "matchLabels": {"app": "keep"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]}}}}),
 ]
 
 

@@ -29,8 +29,10 @@ from typing import Any
 import pytest
 import urllib3
 import yaml
+from prometheus_client import CollectorRegistry
 
-from daemonjob import defaults
+from daemonjob import cli, defaults
+from daemonjob.admission import webhook as admission
 from daemonjob.machinery import certs
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster
@@ -489,3 +491,102 @@ def test_provided_certificate_files_are_served_and_reloaded_and_readiness_waits_
         assert len(replica.exit_codes) == 0 and replica.running()  # reloaded, not restarted
     finally:
         replica.stop()
+
+
+# -- node maintenance: only where --node-maintenance-namespaces allows it -------------------------
+MAINTENANCE_SCOPE = "daemonjob.io/webhook-maintenance-test"
+
+
+@dataclass
+class AllowanceBed:
+    kube: Kube
+    allowed: str  # a namespace the flag names
+    other: str  # one it does not
+
+    def create(self, ns: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
+        return self.kube.create(path_for(DJ_API, "daemonjobs", ns), body, **params)
+
+    def refusal(self, ns: str, body: dict[str, Any]) -> str:
+        """The API server's message refusing a create of `body` in `ns`."""
+        with pytest.raises(ApiError) as info:
+            self.create(ns, body)
+        assert f'admission webhook "{HOOK}" denied the request: ' in info.value.message, info.value.message
+        return info.value.message.split("denied the request: ", 1)[1]
+
+
+@pytest.fixture
+def allowance(cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path: Path) -> Iterator[AllowanceBed]:
+    """The controller's webhook, started from its own flags (--node-maintenance-namespaces naming
+    one namespace), serving the provided certificate files, registered for two namespaces."""
+    suffix = uuid.uuid4().hex[:6]
+    bed = AllowanceBed(kube, f"wh-maint-{suffix}", f"wh-no-maint-{suffix}")
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    ca = certs.new_ca("maintenance-test-ca", 3600)
+    serving = certs.issue(ca, ["127.0.0.1"], 3600)
+    (cert_dir / "tls.crt").write_bytes(serving.cert_pem)
+    (cert_dir / "tls.key").write_bytes(serving.key_pem)
+    args = cli.parser().parse_args(["--webhook-cert-secret=", "--webhook-cert-dir", str(cert_dir),
+                                    f"--node-maintenance-namespaces={bed.allowed},ops"])
+    webhook = admission.start(args, ("127.0.0.1", 0), kube, CollectorRegistry(),
+                              maintenance_namespaces=args.node_maintenance_namespaces)
+    config = copy.deepcopy(_manifest(CONFIG, "ValidatingWebhookConfiguration"))
+    config["metadata"] = {"name": f"daemonjob-maintenance-test-{suffix}"}
+    hook = config["webhooks"][0]
+    hook["clientConfig"] = {"url": f"https://127.0.0.1:{webhook.server.port}{defaults.WEBHOOK_PATH}",
+                            "caBundle": base64.b64encode(ca.cert_pem).decode()}
+    hook["namespaceSelector"] = {"matchLabels": {MAINTENANCE_SCOPE: suffix}}
+    config_path = path_for(WEBHOOKS, "validatingwebhookconfigurations")
+    cleanup = [path_for("v1", "namespaces", name=ns) for ns in (bed.allowed, bed.other)]
+    try:
+        for ns in (bed.allowed, bed.other):
+            kube.create(path_for("v1", "namespaces"), {"metadata": {"name": ns, "labels": {MAINTENANCE_SCOPE: suffix}}})
+        kube.create(config_path, config)
+        cleanup.insert(0, f"{config_path}/{config['metadata']['name']}")
+        probe = daemonjob("probe", schedule="bad")
+
+        def refused() -> bool:
+            try:
+                bed.create(bed.other, probe, dryRun="All")
+            except ApiError as exc:
+                return f'admission webhook "{HOOK}" denied the request' in exc.message
+            return False
+
+        wait_for(refused, 60, "the API server to call the webhook")
+        yield bed
+    finally:
+        webhook.stop()
+        for path in cleanup:
+            try:
+                kube.delete(path)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+
+
+def test_node_maintenance_is_refused_outside_the_allowed_namespaces_and_admitted_inside(
+        allowance: AllowanceBed) -> None:
+    maintenance = {"cordon": True, "drain": {"timeout": "5m", "onTimeout": "Skip"}}
+    expected = (f'spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace "{allowance.other}" '
+                f"(the controller allows it in: ops, {allowance.allowed})")
+    assert allowance.refusal(allowance.other, daemonjob("patch-kernel", nodeMaintenance=maintenance)) == expected
+    with pytest.raises(ApiError) as info:
+        allowance.kube.get(path_for(DJ_API, "daemonjobs", allowance.other, "patch-kernel"))
+    assert info.value.not_found
+    # With a rule book problem too, both are named.
+    both = allowance.refusal(allowance.other, daemonjob("both", schedule="0 25 * * *", nodeMaintenance=maintenance))
+    assert both.startswith('spec.schedule: Invalid value: "0 25 * * *"') and both.endswith("; " + expected)
+    # Admitted where the flag allows it, stored with the schema's defaults.
+    created = allowance.create(allowance.allowed, daemonjob("patch-kernel", nodeMaintenance=maintenance))
+    assert created["spec"]["nodeMaintenance"] == {
+        "cordon": True, "keepFailedCordoned": False,
+        "drain": {"timeout": "5m", "onTimeout": "Skip", "deleteEmptyDirData": False, "force": False}}
+    # A DaemonJob without maintenance is welcome anywhere; an update that adds it is refused.
+    # (merge patches: a controller running in this cluster may write the status meanwhile)
+    allowance.create(allowance.other, daemonjob("plain"))
+    plain = path_for(DJ_API, "daemonjobs", allowance.other, "plain")
+    with pytest.raises(ApiError) as info:
+        allowance.kube.patch(plain, {"spec": {"nodeMaintenance": {"cordon": True}}})
+    assert info.value.message.endswith(expected), info.value.message
+    patched = allowance.kube.patch(plain, {"spec": {"nodeMaintenance": {"cordon": False}}})  # asks for nothing
+    assert patched["spec"]["nodeMaintenance"]["cordon"] is False

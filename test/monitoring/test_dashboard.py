@@ -41,7 +41,7 @@ def test_panels_cover_what_operators_look_at() -> None:
                    "Time since the last successful run", "Rollout gate in force", "Time waiting at a gate",
                    "Reconciles by result", "Reconcile duration",
                    "Work queue depth", "Work queue latency", "API requests by verb and code", "Watch health",
-                   "Leader and build"):
+                   "Leader and build", "Nodes cordoned", "Drain duration", "Evictions refused"):
         assert wanted in titles, wanted
 
 

@@ -94,3 +94,60 @@ def test_an_invalid_alert_matcher_is_refused_with_its_field() -> None:
     assert response["allowed"] is False
     assert [c["field"] for c in response["status"]["details"]["causes"]] == ["spec.rollout.haltOnAlerts[1]"]
     assert review("CREATE", dj(rollout={"haltOnAlerts": [{"alertname": "NodeNotReady"}]}))["allowed"] is True
+
+
+# -- node maintenance: the controller's allowance ----------------------------------------------
+def maintenance_review(operation: str, obj: Any, old: Any = None, allowed: frozenset[str] = frozenset(),
+                       namespace: str = "ns") -> dict[str, Any]:
+    request = {"uid": "u-2", "operation": operation, "name": "ok", "namespace": namespace,
+               "kind": {"group": "daemonjob.io", "version": "v1alpha1", "kind": "DaemonJob"},
+               "object": obj, "oldObject": old}
+    answer = handle(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                "request": request}).encode(), allowed)
+    assert answer.code == 200, answer.body
+    return json.loads(answer.body)["response"]
+
+
+CORDON = {"cordon": True}
+
+
+def test_maintenance_outside_the_allowed_namespaces_is_refused_on_create() -> None:
+    response = maintenance_review("CREATE", dj(nodeMaintenance=CORDON), allowed=frozenset({"ops"}))
+    assert response["allowed"] is False
+    status = response["status"]
+    assert status["message"] == ('spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace '
+                                 '"ns" (the controller allows it in: ops)')
+    assert [c["field"] for c in status["details"]["causes"]] == ["spec.nodeMaintenance"]
+    assert maintenance_review("CREATE", dj(nodeMaintenance=CORDON), allowed=frozenset({"ns"}))["allowed"] is True
+    assert maintenance_review("CREATE", dj(), allowed=frozenset())["allowed"] is True
+
+
+def test_the_namespace_of_the_request_counts_when_the_object_has_none_yet() -> None:
+    obj = dj(nodeMaintenance=CORDON)
+    del obj["metadata"]["namespace"]
+    assert maintenance_review("CREATE", obj, allowed=frozenset({"ns"}))["allowed"] is True
+    refused = maintenance_review("CREATE", obj, allowed=frozenset({"ops"}))
+    assert '"ns"' in refused["status"]["message"]
+
+
+def test_the_refusal_comes_with_the_rule_book_problems() -> None:
+    response = maintenance_review("CREATE", dj(schedule="0 25 * * *", nodeMaintenance={"drain": {}}))
+    fields = [c["field"] for c in response["status"]["details"]["causes"]]
+    assert fields == ["spec.schedule", "spec.nodeMaintenance.drain", "spec.nodeMaintenance"]
+
+
+def test_an_update_that_newly_asks_for_maintenance_is_refused() -> None:
+    response = maintenance_review("UPDATE", dj(nodeMaintenance=CORDON), dj())
+    assert response["allowed"] is False
+    assert "none, --node-maintenance-namespaces is empty" in response["status"]["message"]
+
+
+def test_an_object_that_already_asked_can_be_edited_and_its_request_removed() -> None:
+    # Written before the flag stopped allowing its namespace: labels, finalizer removal, fixes pass.
+    before = dj(nodeMaintenance=CORDON)
+    relabelled = dj(nodeMaintenance=CORDON)
+    relabelled["metadata"]["labels"] = {"team": "ops"}
+    kept = maintenance_review("UPDATE", relabelled, before)
+    assert kept["allowed"] is True
+    assert [w.split(":")[0] for w in kept["warnings"]] == ["spec.nodeMaintenance"]
+    assert maintenance_review("UPDATE", dj(), before) == {"uid": "u-2", "allowed": True}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from daemonjob.domain.allowance import NODE_MAINTENANCE_NOT_ALLOWED
 from daemonjob.domain.decide import Decision, decide
 from daemonjob.domain.inputs import DecisionInput
 from daemonjob.domain.jobs import CORDON_TOLERATION
@@ -14,7 +15,6 @@ from daemonjob.domain.maintenance import (
     DRAIN_TIMED_OUT,
     JOB_FAILED,
     JOB_SUCCEEDED,
-    NODE_MAINTENANCE_NOT_ALLOWED,
     OLDER_ROLLOUT,
     STOPPED,
     DrainProgress,

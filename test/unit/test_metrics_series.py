@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+import pytest
+
 from daemonjob.controller.configmaps import kube_configmap_informer
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.metrics import Metrics
@@ -126,3 +128,56 @@ def test_time_waiting_at_a_gate_is_counted_per_gate_and_rises_between_writes() -
     assert (waited("alerts"), waited("window")) == (30.0, 5.0)
     m.forget("ops", "audit", "uid-1")
     assert waited("alerts") is None
+
+
+def test_node_maintenance_series_follow_what_the_core_reports_and_go_with_the_daemonjob() -> None:
+    m = Metrics()
+    labels = {"namespace": "ops", "name": "audit"}
+
+    def value(metric: str, **extra: str) -> float | None:
+        return m.registry.get_sample_value(metric, {**labels, **extra})
+
+    m.maintenance_observed("ops", "audit", "uid-1", 0, None)
+    assert value("daemonjob_nodes_cordoned") == 0.0
+    assert value("daemonjob_node_cordoned_oldest_timestamp_seconds") == 0.0
+    # counters and histograms start at zero, so a rate counts the first drain and refusal
+    assert value("daemonjob_evictions_refused_total") == 0.0
+    assert value("daemonjob_drain_duration_seconds_count", result="drained") == 0.0
+    assert value("daemonjob_drain_duration_seconds_count", result="timed_out") == 0.0
+
+    m.maintenance_observed("ops", "audit", "uid-1", 2, 1_700_000_000.0)
+    assert value("daemonjob_nodes_cordoned") == 2.0
+    assert value("daemonjob_node_cordoned_oldest_timestamp_seconds") == 1_700_000_000.0
+    m.eviction_refused("ops", "audit", "uid-1")
+    m.eviction_refused("ops", "audit", "uid-1", 3)
+    assert value("daemonjob_evictions_refused_total") == 4.0
+    m.drain_finished("ops", "audit", "uid-1", "drained", 42.0)
+    m.drain_finished("ops", "audit", "uid-1", "timed_out", 600.0)
+    assert value("daemonjob_drain_duration_seconds_sum", result="drained") == 42.0
+    assert value("daemonjob_drain_duration_seconds_bucket", result="drained", le="60.0") == 1.0
+    assert value("daemonjob_drain_duration_seconds_bucket", result="drained", le="30.0") == 0.0
+    assert value("daemonjob_drain_duration_seconds_count", result="timed_out") == 1.0
+    with pytest.raises(ValueError):
+        m.drain_finished("ops", "audit", "uid-1", "failed", 1.0)
+
+    m.maintenance_observed("ops", "audit", "uid-1", 0, 1_700_000_000.0)  # all released: 0, which the alert ignores
+    assert value("daemonjob_node_cordoned_oldest_timestamp_seconds") == 0.0
+
+    m.forget("ops", "audit", "uid-1")
+    assert series(m) == []
+    m.maintenance_observed("ops", "audit", "uid-1", 1, 1_700_000_000.0)  # the reconcile that was in flight
+    m.drain_finished("ops", "audit", "uid-1", "drained", 1.0)
+    m.eviction_refused("ops", "audit", "uid-1")
+    assert series(m) == []
+    m.maintenance_observed("ops", "audit", "uid-2", 1, 1_700_000_000.0)  # re-created under the same name
+    assert value("daemonjob_nodes_cordoned") == 1.0
+
+
+def test_a_drain_reported_alone_is_forgotten_too() -> None:
+    # No maintenance_observed before: the DaemonJob is still known, and its series go with it.
+    m = Metrics()
+    m.drain_finished("ops", "audit", "uid-1", "drained", 3.0)
+    m.eviction_refused("ops", "audit", "uid-1")
+    assert series(m)
+    m.forget("ops", "audit", "uid-1")
+    assert series(m) == []
