@@ -107,3 +107,31 @@ def test_the_finalizer_comes_before_the_first_cordon() -> None:
     control = FakeNodeControl({"a": {"metadata": {"name": "a"}, "spec": {}}})
     _acts(control).carry(_seen(), NodeWork(cordons=[Cordon("a", RECORD)], add_finalizer=True), None)
     assert control.finalizers == [["daemonjob.io/node-maintenance"]] and control.node_patches
+
+
+class _Discovery:
+    """The policy group as a server of one version or another answers its discovery."""
+
+    def __init__(self, versions: list[str]) -> None:
+        self.versions = versions
+        self.created: list[tuple[str, dict[str, Any]]] = []
+
+    def get(self, path: str, **params: Any) -> dict[str, Any]:
+        assert path == "/apis/policy"
+        return {"versions": [{"version": v} for v in self.versions]}
+
+    def create(self, path: str, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        self.created.append((path, body))
+        return body
+
+
+def test_evictions_use_the_newest_version_the_server_offers() -> None:
+    from daemonjob.controller.nodecontrol import KubeNodeControl
+
+    for versions, expected in ((["v1beta1"], "policy/v1beta1"), (["v1", "v1beta1"], "policy/v1")):
+        kube = _Discovery(versions)
+        KubeNodeControl(kube).evict("app", "web", "uid-web", 30)  # type: ignore[arg-type]
+        (path, body), = kube.created
+        assert path == "/api/v1/namespaces/app/pods/web/eviction"
+        assert body["apiVersion"] == expected and body["deleteOptions"] == {
+            "gracePeriodSeconds": 30, "preconditions": {"uid": "uid-web"}}
