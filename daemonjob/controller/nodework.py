@@ -19,7 +19,6 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.controller.drains import Drains
 from daemonjob.controller.events import error_message, names_shown
-from daemonjob.controller.fence import NotLeader
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.observe import Observation
 from daemonjob.domain.decide import EventSpec
@@ -122,25 +121,23 @@ class NodeActs:
         acted = NodeActed()
         if not work.writes:
             return acted
-        try:
-            finalized = not work.add_finalizer or self._add_finalizer(seen, acted)
-            for release in work.releases:
-                self._release(seen, release, acted)
-            cordoned: list[DrainNode] = []
-            if finalized:
-                for cordon in work.cordons:
-                    record = self._cordon(seen, cordon, acted)
-                    if record is not None and drain is not None:
-                        cordoned.append(DrainNode(cordon.node, record))
-            if drain is not None:
-                for item in [*work.drains, *cordoned]:
-                    self._drain(seen, item, drain, acted)
-        except NotLeader:
-            raise
+        finalized = not work.add_finalizer or self._add_finalizer(seen, acted)
+        for release in work.releases:
+            self._release(seen, release, acted)
+        cordoned: list[DrainNode] = []
+        if finalized:
+            for cordon in work.cordons:
+                record = self._cordon(seen, cordon, acted)
+                if record is not None and drain is not None:
+                    cordoned.append(DrainNode(cordon.node, record))
+        if drain is not None:
+            for item in [*work.drains, *cordoned]:
+                self._drain(seen, item, drain, acted)
         if acted.cordoned:
+            record = work.cordons[0].record
+            what = f"run {record.run}" if record.run is not None else f"revision {record.revision}"
             acted.events.append(EventSpec("Normal", "Cordoned", f"Cordoned {len(acted.cordoned)} node(s) for "
-                                          f"revision {seen.dj.get('status', {}).get('currentRevision') or '-'}: "
-                                          f"{names_shown(acted.cordoned)}"))
+                                          f"{what}: {names_shown(acted.cordoned)}"))
         return acted
 
     # -- the finalizer -------------------------------------------------------------------------------

@@ -394,8 +394,11 @@ def _maintenance_events(reading: Reading) -> list[EventSpec]:
 
 
 def _slots(reading: Reading) -> int | None:
-    """maxParallel as a number of nodes (a percentage of the desired nodes, rounded up)."""
+    """maxParallel as a number of nodes (a percentage of the desired nodes, rounded up); 1 when
+    unset and nodes are taken out of service (spec.nodeMaintenance)."""
     max_parallel = reading.checked.settings.max_parallel
+    if max_parallel is None and reading.checked.maintenance is not None:
+        return 1  # nodes out of service: one at a time unless maxParallel says otherwise (as kured and SUC)
     return None if max_parallel is None else max(1, scaled(max_parallel, reading.plan.desired, round_up=True))
 
 

@@ -154,3 +154,10 @@ def test_without_maintenance_nothing_changes() -> None:
     dj = make_dj()
     d = decide(DecisionInput.from_objects(dj, [], [node("a")], NOW))
     assert d.node_work is None and [c.node for c in d.creates] == ["a"] and "nodeMaintenance" not in d.status
+
+
+def test_without_max_parallel_one_node_at_a_time_is_out_of_service() -> None:
+    dj = _dj()
+    del dj["spec"]["maxParallel"]
+    d = _decide(dj, [node("a"), node("b"), node("c")])
+    assert [c.node for c in d.node_work.cordons] == ["a"]
