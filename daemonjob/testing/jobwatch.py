@@ -9,12 +9,12 @@ node and revision".
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from daemonjob.machinery.kube import Kube, WatchStream, path_for
+from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.testing.follow import Follower
 
 __all__ = ["Created", "JobWatcher", "condition", "is_true", "job_active", "job_finished", "job_node",
            "job_revision", "job_run"]
@@ -92,14 +92,13 @@ class JobWatcher:
     deleted: list[Created] = field(default_factory=list)
     max_active_per_node: dict[str, int] = field(default_factory=dict)
     max_active_per_revision: dict[str, int] = field(default_factory=dict)
-    relists: int = 0
     _jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _rv: str = ""
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _stream: WatchStream | None = None
-    _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _errors: list[str] = field(default_factory=list)
+    _follower: Follower | None = None
+
+    @property
+    def relists(self) -> int:
+        return self._follower.relists if self._follower is not None else 0
 
     @property
     def path(self) -> str:
@@ -111,19 +110,14 @@ class JobWatcher:
         return f"{LABEL_NAME} in ({self.name})" if "," in self.name else f"{LABEL_NAME}={self.name}"
 
     def start(self) -> JobWatcher:
-        self._list()
-        self._thread = threading.Thread(target=self._run, name=f"watch-{self.name}", daemon=True)
-        self._thread.start()
+        self._follower = Follower(self.kube, self.path, {"labelSelector": self.selector}, self._lock, self._list,
+                                  self._on_event, f"watch-{self.name}")
+        self._follower.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        with self._lock:
-            stream = self._stream
-        if stream is not None:
-            stream.close()
-        if self._thread is not None:
-            self._thread.join(10)
+        if self._follower is not None:
+            self._follower.stop()
 
     def __enter__(self) -> Self:
         return self.start()
@@ -161,19 +155,25 @@ class JobWatcher:
                     "deleted": [(c.node, c.revision) for c in self.deleted],
                     "max_active_per_node": dict(self.max_active_per_node),
                     "max_active_per_revision": dict(self.max_active_per_revision), "relists": self.relists,
-                    "errors": self._errors[-3:]}
+                    "errors": self._follower.errors[-3:] if self._follower is not None else []}
 
     # internals
-    def _list(self) -> None:
+    def _list(self) -> str:
+        """Called with the lock held: the Jobs as listed now; the list's resourceVersion."""
         listed = self.kube.get(self.path, labelSelector=self.selector)
         seen = {j["metadata"]["uid"]: j for j in listed["items"]}
-        with self._lock:
-            for uid in list(self._jobs):
-                if uid not in seen:
-                    del self._jobs[uid]
-            for uid, job in seen.items():
-                self._observe(job)
-            self._rv = listed["metadata"]["resourceVersion"]
+        for uid in list(self._jobs):
+            if uid not in seen:
+                del self._jobs[uid]
+        for job in seen.values():
+            self._observe(job)
+        return listed["metadata"]["resourceVersion"]
+
+    def _on_event(self, kind: str, job: dict[str, Any]) -> None:
+        if kind in ("ADDED", "MODIFIED"):
+            self._observe(job)
+        elif kind == "DELETED":
+            self._observe(job, deleted=True)
 
     def _observe(self, job: dict[str, Any], deleted: bool = False) -> None:
         uid = job["metadata"]["uid"]
@@ -198,33 +198,3 @@ class JobWatcher:
             self.max_active_per_node[node] = max(self.max_active_per_node.get(node, 0), count)
         for revision, count in per_revision.items():
             self.max_active_per_revision[revision] = max(self.max_active_per_revision.get(revision, 0), count)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                stream = self.kube.watch(self.path, {"labelSelector": self.selector,
-                                                     "resourceVersion": self._rv, "allowWatchBookmarks": True,
-                                                     "timeoutSeconds": 120}, read_timeout=150)
-                with self._lock:
-                    self._stream = stream
-                if self._stop.is_set():
-                    stream.close()
-                    return
-                for event in stream:
-                    kind, obj = event.get("type"), event.get("object") or {}
-                    if kind == "ERROR":
-                        if obj.get("code") == 410:
-                            self.relists += 1
-                            self._list()
-                        break
-                    with self._lock:
-                        self._rv = obj["metadata"]["resourceVersion"]
-                        if kind in ("ADDED", "MODIFIED"):
-                            self._observe(obj)
-                        elif kind == "DELETED":
-                            self._observe(obj, deleted=True)
-            except Exception as exc:  # noqa: BLE001 (connection trouble: re-watch from the last resourceVersion)
-                if self._stop.is_set():
-                    return
-                self._errors.append(repr(exc))
-                time.sleep(0.2)

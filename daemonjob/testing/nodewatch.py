@@ -8,13 +8,13 @@ controller under test.
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Self
 
 from daemonjob.domain.maintenance import ANNOTATION_MAINTENANCE
-from daemonjob.machinery.kube import Kube, WatchStream, path_for
+from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.testing.follow import Follower
 
 __all__ = ["NodeWatcher"]
 
@@ -35,29 +35,18 @@ class NodeWatcher:
     uncordons: Counter[str] = field(default_factory=Counter)
     max_held: int = 0  # most nodes at once carrying a record and cordoned
     _nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _rv: str = ""
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _stream: WatchStream | None = None
-    _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _follower: Follower | None = None
 
     def __enter__(self) -> Self:
-        listed = self.kube.get(path_for("v1", "nodes"), labelSelector=self.selector)
-        for node in listed["items"]:
-            self._nodes[node["metadata"]["name"]] = node
-        self._rv = listed["metadata"]["resourceVersion"]
-        self._thread = threading.Thread(target=self._run, name="watch-nodes", daemon=True)
-        self._thread.start()
+        self._follower = Follower(self.kube, path_for("v1", "nodes"), {"labelSelector": self.selector}, self._lock,
+                                  self._list, self._on_event, "watch-nodes")
+        self._follower.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        with self._lock:
-            stream = self._stream
-        if stream is not None:
-            stream.close()
-        if self._thread is not None:
-            self._thread.join(10)
+        if self._follower is not None:
+            self._follower.stop()
 
     def held_now(self) -> list[str]:
         with self._lock:
@@ -71,6 +60,19 @@ class NodeWatcher:
         with self._lock:
             return {"cordons": dict(self.cordons), "uncordons": dict(self.uncordons), "max_held": self.max_held}
 
+    def _list(self) -> str:
+        """Called with the lock held: the nodes as listed now (a relist counts no transition it missed)."""
+        listed = self.kube.get(path_for("v1", "nodes"), labelSelector=self.selector)
+        for node in listed["items"]:
+            self._observe(node)
+        return listed["metadata"]["resourceVersion"]
+
+    def _on_event(self, kind: str, node: dict[str, Any]) -> None:
+        if kind in ("ADDED", "MODIFIED"):
+            self._observe(node)
+        elif kind == "DELETED":
+            self._nodes.pop(node["metadata"]["name"], None)
+
     def _observe(self, node: dict[str, Any]) -> None:
         name = node["metadata"]["name"]
         old = self._nodes.get(name)
@@ -80,29 +82,3 @@ class NodeWatcher:
             self.uncordons[name] += 1
         self._nodes[name] = node
         self.max_held = max(self.max_held, sum(1 for n in self._nodes.values() if _recorded(n) and _cordoned(n)))
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                stream = self.kube.watch(path_for("v1", "nodes"), {"labelSelector": self.selector,
-                                                                   "resourceVersion": self._rv,
-                                                                   "timeoutSeconds": 120}, read_timeout=150)
-                with self._lock:
-                    self._stream = stream
-                if self._stop.is_set():
-                    stream.close()
-                    return
-                for event in stream:
-                    kind, obj = event.get("type"), event.get("object") or {}
-                    if kind == "ERROR":
-                        raise RuntimeError(f"node watch ended: {obj.get('message')}")
-                    with self._lock:
-                        self._rv = obj["metadata"]["resourceVersion"]
-                        if kind in ("ADDED", "MODIFIED"):
-                            self._observe(obj)
-                        elif kind == "DELETED":
-                            self._nodes.pop(obj["metadata"]["name"], None)
-            except Exception:  # noqa: BLE001 (connection trouble: re-watch from the last resourceVersion)
-                if self._stop.is_set():
-                    return
-                time.sleep(0.2)
