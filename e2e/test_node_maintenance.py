@@ -19,6 +19,7 @@ from harness import (
     FAIL,
     GROUP_LABEL,
     IMAGE,
+    JobWatcher,
     SIM_DURATION,
     Cluster,
     Nodes,
@@ -225,6 +226,7 @@ def test_a_controller_killed_at_each_step_leaves_each_node_cordoned_and_uncordon
     mark = audit_log.mark()
     body = _maintained("crash", group, sleep(10), drain={"timeout": "5m"})
     body["spec"]["maxParallel"] = 1
+    jobs = JobWatcher(api.kube, api.namespace, "crash").start()
     api.apply(body)
     # killed mid-drain (after the cordon): the PDB holds the first node's drain
     api.wait_status("crash", lambda d: ((d.get("status") or {}).get("nodeMaintenance") or {}).get("draining"),
@@ -241,6 +243,8 @@ def test_a_controller_killed_at_each_step_leaves_each_node_cordoned_and_uncordon
     assert all(watch.cordons[n] == 1 and watch.uncordons[n] == 1 for n in names), watch.summary()
     assert watch.max_held == 1, watch.summary()
     assert _node_writes(audit_log, mark, names) == {n: 2 for n in names}
+    jobs.stop()
+    assert all(len(uids) == 1 for uids in jobs.uids_per_node_revision().values()), jobs.summary()
 
 
 def _policy_version(api: Cluster) -> str:
