@@ -8,6 +8,7 @@ once) and its audit log (the controller's successful Node writes)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -245,6 +246,9 @@ def test_a_controller_killed_at_each_step_leaves_each_node_cordoned_and_uncordon
     assert _node_writes(audit_log, mark, names) == {n: 2 for n in names}
     jobs.stop()
     assert all(len(uids) == 1 for uids in jobs.uids_per_node_revision().values()), jobs.summary()
+    evicted = Counter(r.name for r in audit_log.writes(user=SA_USER, resources=["pods"], since=mark,
+                                                       succeeded_only=True) if r.subresource == "eviction")
+    assert evicted and all(n == 1 for n in evicted.values()), evicted  # drained once: no pod evicted twice
 
 
 def _policy_version(api: Cluster) -> str:
