@@ -24,7 +24,7 @@ from daemonjob.domain.jobs import SUCCEEDED, job_node, job_revision, job_run, jo
 from daemonjob.domain.order import GATE_AFTER, GATE_EXCLUSION, OrderInput, order_key
 from daemonjob.machinery.informer import SharedInformer
 
-__all__ = ["OrderIndex", "OrderReader", "group_of", "after_of"]
+__all__ = ["OrderIndex", "OrderReader", "group_of", "after_of", "done_view", "waits_for_turns"]
 
 Obj = Mapping[str, Any]
 
@@ -44,6 +44,13 @@ def after_of(dj: Obj) -> tuple[str, ...]:
     if not isinstance(after, (list, tuple)):
         return ()
     return tuple(dict.fromkeys(a for a in after if isinstance(a, str) and a))
+
+
+def done_view(dj: Obj) -> tuple[Any, Any]:
+    """What the DaemonJobs that come after `dj` read of its status: which revision and run of
+    its Jobs count as done (`OrderReader._done`)."""
+    status = dj.get("status") or {}
+    return status.get("currentRevision"), status.get("currentRun")
 
 
 def _ns_name(key: str) -> tuple[str, str]:
@@ -139,7 +146,7 @@ class OrderReader:
                     node = job_node(job)
                     if node:
                         busy.setdefault(node, peer_name)
-                if order_key(other) < mine and _waits_for_turns(other):
+                if order_key(other) < mine and waits_for_turns(other):
                     ahead_nodes = self.plans.turn_nodes(uid)
                     for dep in after_of(other):  # it waits for its own dependencies there, not for us
                         dep_done = self._done(ns, dep, done_cache) or frozenset()
@@ -181,8 +188,8 @@ class OrderReader:
         return []
 
 
-def _waits_for_turns(dj: Obj) -> bool:
-    """An older member counts as waiting for its turns unless it cannot start any now: suspended,
+def waits_for_turns(dj: Obj) -> bool:
+    """What the younger members of its exclusion group read of it. An older member counts as waiting for its turns unless it cannot start any now: suspended,
     Stalled or Failed, or held by a rollout gate (its written status says which); the order's own
     gates do not count (its turns where its dependencies have not succeeded are left out)."""
     if _spec(dj).get("suspend") is True:

@@ -1,7 +1,8 @@
 """Event routing: what an informer event means for which DaemonJob. Handlers only note and enqueue.
 
 A DaemonJob event enqueues it (not a status write of its own, unless it records a new
-revision, which lets that revision's first Jobs start). A Job event records what it shows
+revision, which lets that revision's first Jobs start); a status write also wakes the
+DaemonJobs ordered after it or beside it when it changed what they read of it (order.py). A Job event records what it shows
 of the controller's own writes (expectations), marks the Job's node for its owner's kept
 plan and enqueues the owner after a short delay, so a burst of Job events costs one pass.
 A node event marks the node for every kept plan and enqueues only the DaemonJobs whose
@@ -20,7 +21,7 @@ from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.controller.informers import NODE_INDEX, Informers, orphan_index, running_index
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.keptplans import KeptPlans
-from daemonjob.controller.order import OrderIndex, group_of
+from daemonjob.controller.order import OrderIndex, done_view, group_of, waits_for_turns
 from daemonjob.domain.maintenance import record_of
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import ACTIVE, SUCCEEDED, daemonjob_ref, job_state, owner_uid
@@ -125,13 +126,16 @@ class Router:
               and om.get("annotations") == nm.get("annotations")
               and om.get("deletionTimestamp") == nm.get("deletionTimestamp")
               and _revision_of(old) == _revision_of(new)):
-            return  # a status write that records no new revision: nothing to decide
+            self._order_status_changed(meta_namespace_key(new), old, new)
+            return  # a status write that records no new revision: nothing to decide for it
         key = meta_namespace_key(new)
         self.eligibility_for(key, new)
         self.order.set(key, new)
         self.queue.add(key)
         if om.get("generation") != nm.get("generation") or _revision_of(old) != _revision_of(new):
             self._wake_order(key, old, new)  # its turns or its current revision may have changed
+        else:
+            self._order_status_changed(key, old, new)
 
     def dj_deleted(self, obj: Obj | Tombstone) -> None:
         dj = deleted_object(obj)
@@ -206,8 +210,30 @@ class Router:
             for peer in self.order.peers(key):
                 self.queue.add_after(peer, self._job_event_delay(peer))
         if succeeded:
-            for dependent in self.order.dependents(key):
-                self.queue.add_after(dependent, self._job_event_delay(dependent))
+            for reader in self._done_readers(key):
+                self.queue.add_after(reader, self._job_event_delay(reader))
+
+    def _order_status_changed(self, key: str, old: Obj, new: Obj) -> None:
+        """A write of `key`'s status wakes the DaemonJobs that read what it changed, and only
+        then: those that come after it when the revision or run its done nodes count in
+        changed, the rest of its group when whether it waits for its turns changed (it became
+        Stalled, say). Most status writes change neither and wake nobody."""
+        wake: set[str] = set()
+        if done_view(old) != done_view(new):
+            wake.update(self._done_readers(key))
+        if waits_for_turns(old) != waits_for_turns(new):
+            wake.update(self.order.peers(key))
+        wake.discard(key)
+        for other in wake:
+            self.queue.add_after(other, self._job_event_delay(other))
+
+    def _done_readers(self, key: str) -> set[str]:
+        """Who reads where `key` succeeded: the DaemonJobs that come after it, and the rest of the
+        group of each of them (an older member goes first only where its dependencies are done)."""
+        readers = set(self.order.dependents(key))
+        for dependent in list(readers):
+            readers.update(self.order.peers(dependent))
+        return readers
 
     def turns_taken(self, key: str, turns: int) -> None:
         """After a pass: `turns`, the nodes its plan leaves waiting. A group member whose turns
@@ -224,7 +250,7 @@ class Router:
         """A DaemonJob appeared, changed its spec or revision, or went: the rest of its group
         (their turns may come now) and the DaemonJobs that name it in spec.after."""
         ns, _, _ = key.rpartition("/")
-        wake = set(self.order.dependents(key))
+        wake = self._done_readers(key)
         for dj in versions:
             group = group_of(dj)
             if group:

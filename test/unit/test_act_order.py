@@ -6,12 +6,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from daemonjob import defaults
 
+from daemonjob.controller.controller import ReconcileError
 from daemonjob.controller.order import OrderIndex
 from daemonjob.domain.jobs import format_time, job_node
+from daemonjob.machinery.frozen import thaw
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import make_dj
+from daemonjob.testing.fakes import api_error
 
 
 def member(name: str, created: str, **spec: Any) -> dict[str, Any]:
@@ -166,6 +171,56 @@ def test_the_younger_member_is_woken_when_the_older_one_starts_what_it_yielded(b
     assert reconciling(bed, "second")["reason"] == "WaitingForExclusionGroup"
     queued(bed)
     bed.ctl.reconcile("ops/first")  # its plan catches up: no turn left, so second is woken
+    assert "ops/second" in queued(bed)
+    bed.ctl.reconcile("ops/second")
+    assert nodes_created_by(bed, "second") == ["node-00", "node-01"]
+
+
+def write_status(bed: ActBed, name: str, **status: Any) -> None:
+    """A status-only write of DaemonJob `name` reaches the cache (same generation)."""
+    dj = thaw(bed.djs.store.get(f"ops/{name}"))
+    dj["status"] = {**(dj.get("status") or {}), **status}
+    bed.rv += 1
+    dj["metadata"]["resourceVersion"] = str(bed.rv)
+    bed.djs.update(dj)
+
+
+def test_a_status_write_wakes_only_the_daemonjobs_that_read_what_it_changed(bed: ActBed) -> None:
+    bed.add_nodes(1)
+    bed.add_dj(member("prepare", "2024-03-01T00:00:00Z", exclusionGroup="maint"))
+    bed.add_dj(member("peer", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    bed.add_dj(member("upgrade", "2024-03-02T00:00:00Z", after=["prepare"]))
+    bed.add_dj(member("bystander", "2024-03-02T00:00:00Z"))
+    write_status(bed, "prepare", currentRevision="prepare-abc", currentRun="r1")
+    queued(bed)
+    write_status(bed, "prepare", activeNodes=1, desiredNodes=1)  # nothing another DaemonJob reads
+    assert queued(bed) == set()
+    write_status(bed, "prepare", currentRun="r2")  # what succeeded "in its current run" changed
+    assert queued(bed) == {"ops/upgrade"}
+    stalled = {"type": "Stalled", "status": "True", "reason": "JobRejected", "message": "rejected"}
+    write_status(bed, "prepare", conditions=[stalled])  # it no longer waits for its turns in the group
+    assert queued(bed) == {"ops/peer"}
+    write_status(bed, "peer", conditions=[{"type": "Reconciling", "status": "True",
+                                           "reason": "WaitingForExclusionGroup", "message": "waiting"}])
+    assert queued(bed) == set()  # waiting for the group itself: it still waits for its turns
+
+
+def test_an_older_member_that_stalls_lets_the_younger_one_start_without_a_resync(bed: ActBed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(member("first", "2024-03-01T00:00:00Z", exclusionGroup="maint"))
+    bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    bed.control.errors[("create", "*")] = api_error(422, "Invalid", "spec.template: Invalid value")
+    with pytest.raises(ReconcileError):  # every create rejected: Stalled, in a status not in the cache yet
+        bed.ctl.reconcile("ops/first")
+    assert [c["reason"] for c in status_of(bed, "first")["conditions"] if c["type"] == "Stalled"] == ["JobRejected"]
+    del bed.control.errors[("create", "*")]
+    written = status_of(bed, "first")
+    write_status(bed, "first", **{k: v for k, v in written.items() if k != "conditions"})  # its revision
+    bed.ctl.reconcile("ops/second")  # reads first as waiting for both nodes, older: it goes first
+    assert nodes_created_by(bed, "second") == []
+    assert reconciling(bed, "second")["reason"] == "WaitingForExclusionGroup"
+    queued(bed)
+    write_status(bed, "first", conditions=written["conditions"])  # now that it is Stalled: status only
     assert "ops/second" in queued(bed)
     bed.ctl.reconcile("ops/second")
     assert nodes_created_by(bed, "second") == ["node-00", "node-01"]
