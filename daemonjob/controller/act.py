@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from daemonjob import defaults
 from daemonjob.controller.adoption import Adoption
+from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.events import error_message, names_shown
 from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.controller.history import HistoryCleaner
@@ -45,7 +46,8 @@ class Act:
 
     def __init__(self, control: JobControl, expectations: Expectations, metrics: Metrics,
                  run_all: Callable[[Callable[[_T], _R], Iterable[_T]], Iterable[_R]], *,
-                 history: HistoryCleaner, name_holds: NameHolds, adoption: Adoption, troubles: Troubles) -> None:
+                 history: HistoryCleaner, name_holds: NameHolds, adoption: Adoption, troubles: Troubles,
+                 claims: NodeClaims | None = None) -> None:
         self.control = control
         self.expectations = expectations
         self.metrics = metrics
@@ -54,11 +56,14 @@ class Act:
         self.name_holds = name_holds
         self.adoption = adoption
         self.troubles = troubles
+        self.claims = claims  # an exclusion group's nodes taken by creates not in the cache yet
 
     def carry(self, seen: Observation, decision: Decision) -> Acted:
         """Carry out `decision`; what failed, what to say, when held-back creates may go."""
         acted = Acted()
         decision = self._without_held_names(seen, decision, acted)
+        if self.claims is not None:
+            decision = self.claims.take(seen.key, seen.dj, decision)
         acted.errors = self._delete(seen, decision, acted) + self._create(seen, decision, acted)
         self._clean_history(seen, decision, acted)
         return acted
@@ -100,6 +105,8 @@ class Act:
         uid, generation = seen.uid, seen.generation
         with self.history.creates_first() if decision.creates else nullcontext():
             outcome = self.create_jobs(uid, seen.namespace, decision.creates)
+        if self.claims is not None:
+            self.claims.settle(uid, decision.creates, outcome.created)
         revision = decision.status.get("currentRevision")
         if outcome.created:
             nodes = [c.node for c in outcome.created]

@@ -37,6 +37,7 @@ import structlog
 from daemonjob import defaults
 from daemonjob.controller.act import Act
 from daemonjob.controller.alertpoller import AlertPoller, HttpGet
+from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.adoption import Adopted, Adoption
 from daemonjob.controller.configmaps import ConfigMapLimits, ConfigMapTracker, InformerFactory, kube_configmap_informer
 from daemonjob.controller.events import EventRecorder, error_message
@@ -129,18 +130,19 @@ class Controller:
         self.history = HistoryCleaner(control, self.metrics, clock=self.clock)
         self.troubles = Troubles()
         self.adoption = Adoption(control)
+        self.order_index = OrderIndex()  # DaemonJobs by exclusion group and by what they come after
+        self.claims = NodeClaims(informers.daemonjobs, informers.jobs, self.order_index, self.queue.add, self.clock.now)
         self.act = Act(control, self.expectations, self.metrics, self._writers.map, history=self.history,
-                       name_holds=self.name_holds, adoption=self.adoption, troubles=self.troubles)
+                       name_holds=self.name_holds, adoption=self.adoption, troubles=self.troubles, claims=self.claims)
         self.configmaps = (ConfigMapTracker(configmap_informers, self.queue.add, configmap_limits)
                            if configmap_informers is not None else None)
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.memo = ObjectMemo()  # values kept on cached objects; the router sizes it to the node rules in use
         self.plans = KeptPlans(self.jobs, self.nodes, self.memo)
-        self.order_index = OrderIndex()  # DaemonJobs by exclusion group and by what they come after
-        self.order = OrderReader(self.daemonjobs, self.jobs, self.plans, self.order_index)
+        self.order = OrderReader(self.daemonjobs, self.jobs, self.plans, self.order_index, self.claims)
         self.router = Router(informers, self.queue, expectations=self.expectations, name_holds=self.name_holds,
                              plans=self.plans, metrics=self.metrics, configmaps=self.configmaps, memo=self.memo,
-                             forget_uid=self._forget_uid, order=self.order_index)
+                             forget_uid=self._forget_uid, order=self.order_index, claims=self.claims)
         self.observer = Observer(informers, control=control, expectations=self.expectations,
                                  configmaps=self.configmaps, metrics=self.metrics, clock=self.clock, memo=self.memo)
         self.reporter = Reporter(control, metrics=self.metrics, clock=self.clock)
@@ -239,6 +241,7 @@ class Controller:
         self.troubles.forget(uid)
         self.plans.forget(uid)
         self.drains.forget(uid)
+        self.claims.forget(uid)
 
     def _resync_loop(self) -> None:
         with self._resync_wake:

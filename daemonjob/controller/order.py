@@ -7,15 +7,16 @@ concerns: a member's Job that stops running wakes the rest of its group, a Job t
 wakes the DaemonJobs that come after its owner. Nothing scans every DaemonJob per event.
 
 `OrderReader.read` costs what the group and the dependencies hold: the other members' Jobs
-that may still run (the Jobs cache's RUNNING_INDEX, a few per member), the nodes where
-older members wait for their turn (their kept plans' turns), and each dependency's Jobs.
+that may still run (the Jobs cache's RUNNING_INDEX, a few per member) and their creates the
+cache does not show yet (claims.py), the nodes where older members wait for their turn
+(their kept plans' turns), and each dependency's Jobs.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemonjob.controller.informers import OWNER_INDEX, RUNNING_INDEX
 from daemonjob.controller.keptplans import KeptPlans
@@ -23,6 +24,9 @@ from daemonjob.domain.gates import gate_in_force
 from daemonjob.domain.jobs import SUCCEEDED, job_node, job_revision, job_run, job_state
 from daemonjob.domain.order import GATE_AFTER, GATE_EXCLUSION, OrderInput, order_key
 from daemonjob.machinery.informer import SharedInformer
+
+if TYPE_CHECKING:
+    from daemonjob.controller.claims import NodeClaims
 
 __all__ = ["OrderIndex", "OrderReader", "group_of", "after_of", "done_view", "waits_for_turns"]
 
@@ -121,8 +125,10 @@ def _discard(index: dict[tuple[str, str], set[str]], at: tuple[str, str] | None,
 class OrderReader:
     """Reads one DaemonJob's `OrderInput` from the caches (the observe step's part for the order)."""
 
-    def __init__(self, daemonjobs: SharedInformer, jobs: SharedInformer, plans: KeptPlans, index: OrderIndex) -> None:
+    def __init__(self, daemonjobs: SharedInformer, jobs: SharedInformer, plans: KeptPlans, index: OrderIndex,
+                 claims: NodeClaims | None = None) -> None:
         self.daemonjobs, self.jobs, self.plans, self.index = daemonjobs, jobs, plans, index
+        self.claims = claims
 
     def read(self, key: str, dj: Obj) -> OrderInput:
         group, after = group_of(dj), after_of(dj)
@@ -136,6 +142,8 @@ class OrderReader:
         ahead: dict[str, str] = {}
         if group:
             mine = order_key(dj)
+            if self.claims is not None:  # the other members' creates not in the cache yet
+                busy.update(self.claims.held(ns, group, dj["metadata"].get("uid") or ""))
             for peer in self.index.peers(key):
                 other = self.daemonjobs.store.get(peer)
                 if other is None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from daemonjob import defaults
+from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.configmaps import ConfigMapTracker
 from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.controller.informers import NODE_INDEX, Informers, orphan_index, running_index
@@ -57,7 +58,8 @@ def _revision_of(dj: Obj) -> tuple[Any, Any]:
 class Router:
     def __init__(self, informers: Informers, queue: RateLimitingQueue, *, expectations: Expectations,
                  name_holds: NameHolds, plans: KeptPlans, metrics: Metrics, configmaps: ConfigMapTracker | None,
-                 memo: ObjectMemo, forget_uid: Callable[[str], None], order: OrderIndex | None = None) -> None:
+                 memo: ObjectMemo, forget_uid: Callable[[str], None], order: OrderIndex | None = None,
+                 claims: NodeClaims | None = None) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.queue = queue
         self.expectations = expectations
@@ -67,6 +69,7 @@ class Router:
         self.configmaps = configmaps
         self.forget_uid = forget_uid
         self.order = order if order is not None else OrderIndex()
+        self.claims = claims
         self.memo = memo  # sized here to the node rule sets in use: one memo entry each per node
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
         self._lock = threading.Lock()
@@ -162,6 +165,8 @@ class Router:
             return
         uid = owner_uid(job)
         self.expectations.creation_observed(uid, job["metadata"]["name"])
+        if self.claims is not None:
+            self.claims.observed(uid, job["metadata"]["name"])  # the cache shows it: the claim's work is done
         if job["metadata"].get("deletionTimestamp"):
             self.expectations.deletion_observed(uid, job["metadata"]["name"])
         self.plans.job_changed(job)
@@ -178,6 +183,8 @@ class Router:
             # the delete and the create were observed.
             self.expectations.deletion_observed(owner_uid(old), old["metadata"]["name"])
             self.expectations.creation_observed(owner_uid(new), new["metadata"]["name"])
+            if self.claims is not None:
+                self.claims.observed(owner_uid(new), new["metadata"]["name"])
         if new["metadata"].get("deletionTimestamp"):
             self.expectations.deletion_observed(owner_uid(new), new["metadata"]["name"])
         if (old.get("status") != new.get("status") or owner_key(old) != key

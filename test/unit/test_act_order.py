@@ -3,6 +3,7 @@ per-node state from the caches, and a Job event wakes only the DaemonJobs it con
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -15,7 +16,7 @@ from daemonjob.controller.order import OrderIndex
 from daemonjob.domain.jobs import format_time, job_node
 from daemonjob.machinery.frozen import thaw
 from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import make_dj
+from daemonjob.testing.builders import make_dj, node
 from daemonjob.testing.fakes import api_error
 
 
@@ -224,3 +225,70 @@ def test_an_older_member_that_stalls_lets_the_younger_one_start_without_a_resync
     assert "ops/second" in queued(bed)
     bed.ctl.reconcile("ops/second")
     assert nodes_created_by(bed, "second") == ["node-00", "node-01"]
+
+
+def converged_pair(bed: ActBed) -> None:
+    """Members a (older) and b of one group, both done on node-00, with nothing left to do."""
+    bed.add_nodes(1)
+    bed.add_dj(member("a", "2024-03-01T00:00:00Z", exclusionGroup="maint"))
+    bed.add_dj(member("b", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    for name in ("a", "b", "a", "b"):
+        bed.ctl.reconcile(f"ops/{name}")
+        bed.control.deliver()
+        finish(bed, "node-00", name)
+    assert nodes_created_by(bed, "a") == nodes_created_by(bed, "b") == ["node-00"]
+    bed.nodes.add(node("node-01"))  # a node joins: both are woken; a's kept plan has no turn there yet
+
+
+def creates_on(bed: ActBed, node_name: str) -> list[str]:
+    return sorted(c.body["metadata"]["labels"]["daemonjob.io/name"] for c in bed.control.of("create")
+                  if job_node(c.body) == node_name)
+
+
+def test_a_create_not_in_the_cache_yet_holds_the_node_for_the_rest_of_the_group(bed: ActBed) -> None:
+    converged_pair(bed)
+    bed.ctl.reconcile("ops/b")  # a has no turn on node-01 yet: b creates there
+    assert creates_on(bed, "node-01") == ["b"]
+    bed.ctl.reconcile("ops/a")  # b's Job is not in the cache, but its claim is
+    assert creates_on(bed, "node-01") == ["b"]
+    assert reconciling(bed, "a")["reason"] == "WaitingForExclusionGroup"
+    bed.control.deliver()  # b's Job shows: the claim ends, the Job holds the node from now on
+    assert bed.ctl.claims.held("ops", "maint", "uid-a") == {}
+    bed.ctl.reconcile("ops/a")
+    assert creates_on(bed, "node-01") == ["b"]
+    queued(bed)
+    finish(bed, "node-01", "b")
+    assert "ops/a" in queued(bed)
+    bed.ctl.reconcile("ops/a")
+    assert creates_on(bed, "node-01") == ["a", "b"]
+
+
+def test_two_members_deciding_at_once_never_both_create_on_a_node(bed: ActBed, monkeypatch: pytest.MonkeyPatch) -> None:
+    converged_pair(bed)
+    both_read = threading.Barrier(2, timeout=10)
+    decide = bed.ctl._decide
+
+    def read_then_decide(key: str, inp: Any) -> Any:
+        both_read.wait()  # both read the caches before either decides (its plan) or acts (its Jobs)
+        return decide(key, inp)
+
+    monkeypatch.setattr(bed.ctl, "_decide", read_then_decide)
+    passes = [threading.Thread(target=bed.ctl.reconcile, args=(f"ops/{name}",)) for name in ("a", "b")]
+    for t in passes:
+        t.start()
+    for t in passes:
+        t.join(10)
+    assert len(creates_on(bed, "node-01")) == 1
+
+
+def test_a_claim_whose_create_failed_ends_and_wakes_the_rest_of_the_group(bed: ActBed) -> None:
+    converged_pair(bed)
+    bed.control.errors[("create", "*")] = api_error(500, "InternalError", "etcd timeout")
+    queued(bed)
+    with pytest.raises(ReconcileError):
+        bed.ctl.reconcile("ops/b")
+    assert bed.ctl.claims.held("ops", "maint", "uid-a") == {}
+    assert "ops/a" in queued(bed)
+    del bed.control.errors[("create", "*")]
+    bed.ctl.reconcile("ops/a")
+    assert creates_on(bed, "node-01") == ["a", "b"]  # b's attempt failed; a's went through
