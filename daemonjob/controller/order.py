@@ -9,7 +9,8 @@ wakes the DaemonJobs that come after its owner. Nothing scans every DaemonJob pe
 `OrderReader.read` costs what the group and the dependencies hold: the other members' Jobs
 that may still run (the Jobs cache's RUNNING_INDEX, a few per member) and their creates the
 cache does not show yet (claims.py), the nodes where older members wait for their turn
-(their kept plans' turns), and each dependency's Jobs.
+(their kept plans' turns), and where each dependency succeeded (succeeded.py, kept from the
+Job events: a set, not a look at each of its Jobs).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from daemonjob.controller.informers import OWNER_INDEX, RUNNING_INDEX
+from daemonjob.controller.informers import RUNNING_INDEX
 from daemonjob.controller.keptplans import KeptPlans
+from daemonjob.controller.succeeded import SucceededNodes
 from daemonjob.domain.gates import gate_in_force
-from daemonjob.domain.jobs import SUCCEEDED, job_node, job_revision, job_run, job_state
+from daemonjob.domain.jobs import job_node
 from daemonjob.domain.order import GATE_AFTER, GATE_EXCLUSION, OrderInput, order_key
 from daemonjob.machinery.informer import SharedInformer
 
@@ -67,6 +69,7 @@ class OrderIndex:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.succeeded = SucceededNodes()  # what spec.after reads, kept from the Job events (the router's)
         self._groups: dict[tuple[str, str], set[str]] = {}
         self._dependents: dict[tuple[str, str], set[str]] = {}
         self._of: dict[str, tuple[str | None, tuple[str, ...]]] = {}  # key -> (group, after)
@@ -90,6 +93,12 @@ class OrderIndex:
                 self._groups.setdefault((ns, now[0]), set()).add(key)
             for dep in now[1]:
                 self._dependents.setdefault((ns, dep), set()).add(key)
+
+    def ordered(self, key: str) -> bool:
+        """Whether `key` is in an exclusion group or comes after another DaemonJob."""
+        with self._lock:
+            group, after = self._of.get(key, (None, ()))
+        return bool(group or after)
 
     def group(self, key: str) -> str | None:
         with self._lock:
@@ -171,11 +180,8 @@ class OrderReader:
         dep = self.daemonjobs.store.get(f"{ns}/{name}")
         out: frozenset[str] | None = None
         if dep is not None:
-            status = dep.get("status") or {}
-            revision, run = status.get("currentRevision"), status.get("currentRun")
-            out = frozenset(n for j in self.jobs.store.by_index(OWNER_INDEX, dep["metadata"].get("uid") or "")
-                            if revision and job_revision(j) == revision and job_run(j) == run
-                            and job_state(j) == SUCCEEDED and (n := job_node(j)))
+            revision, run = done_view(dep)
+            out = self.index.succeeded.nodes(dep["metadata"].get("uid") or "", revision, run)
         cache[name] = out
         return out
 
