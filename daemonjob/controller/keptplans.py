@@ -1,9 +1,9 @@
 """Each DaemonJob's plan, kept across passes: events mark the nodes they changed.
 
 Event handlers mark a node for the DaemonJobs it may concern (a Job's owner; for a node
-event, every DaemonJob kept here); a pass reads only the marked nodes back from the caches
-and hands them to that DaemonJob's KeptPlan, so a Job finishing or a node joining costs
-one node's work. A DaemonJob met for the first time, or after a check found a difference,
+event, every DaemonJob kept here, which then reads back the node object only: its Jobs did
+not change); a pass reads only the marked nodes back from the caches and hands them to that
+DaemonJob's KeptPlan, so a Job finishing or a node joining costs one node's work. A DaemonJob met for the first time, or after a check found a difference,
 is loaded whole. Every SELF_CHECK_INTERVAL a pass also makes the full plan and compares
 (see `Controller`): a difference is logged, counted and repaired by loading it whole.
 """
@@ -32,7 +32,8 @@ NO_NODE = ""  # where Jobs without a node annotation are kept (only a TTL on the
 @dataclass
 class _Entry:
     state: KeptPlan | None = None  # None: load it whole at the next pass
-    dirty: set[str] = field(default_factory=set)
+    dirty: set[str] = field(default_factory=set)  # nodes whose Jobs of this DaemonJob changed
+    moved: set[str] = field(default_factory=set)  # nodes of which only the node object changed
     checked_at: float = 0.0
 
 
@@ -54,9 +55,11 @@ class KeptPlans:
                     entry.dirty.add(job_node(job) or NO_NODE)
 
     def node_changed(self, name: str) -> None:
+        """A node object changed: its Jobs did not (their events mark them), so a pass reads
+        only the node back, not the Jobs there (which, with many DaemonJobs, are many)."""
         with self._lock:
             for entry in self._entries.values():
-                entry.dirty.add(name)
+                entry.moved.add(name)
 
     def forget(self, uid: str) -> None:
         with self._lock:
@@ -77,6 +80,7 @@ class KeptPlans:
         with self._lock:
             entry = self._entries.setdefault(uid, _Entry())
             dirty, entry.dirty = entry.dirty, set()  # marks from now on come to the next pass
+            moved, entry.moved = entry.moved, set()
             state = entry.state
         extra: dict[str, list[Mapping[str, Any]]] = {}
         for job in adopted:
@@ -91,6 +95,8 @@ class KeptPlans:
             jobs = [*self._jobs_of(uid, name), *extra.get(name, ())]
             state.set_node(name, self._nodes.store.get(name) if name != NO_NODE else None,
                            [job_view(j, self._memo) for j in jobs])
+        for name in moved - dirty - extra.keys():
+            state.set_node(name, self._nodes.store.get(name), state.jobs_on(name))
         return state
 
     def _jobs_of(self, uid: str, node: str) -> Iterable[Mapping[str, Any]]:

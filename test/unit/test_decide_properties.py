@@ -403,7 +403,9 @@ def test_the_incremental_plan_equals_the_full_plan_after_every_event(
         elif kind == "max-parallel":
             dj = copy.deepcopy(dj)
             dj["spec"]["maxParallel"] = 1 + seed % 4
-        if kind not in ("template", "max-parallel"):
+        if kind in ("node", "node-gone"):  # a node event: its Jobs are as the state has them
+            state.set_node(node, nodes_by_name.get(node), state.jobs_on(node))
+        elif kind not in ("template", "max-parallel"):
             tell(node)
         full = decide_over(dj, list(jobs_by_name.values()), list(nodes_by_name.values()), NOW, stalled)
         kept = decide_over(dj, [], [], NOW, stalled, memo=object_memo, plan=state)
