@@ -22,10 +22,11 @@ from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.controller.informers import NODE_INDEX, Informers, orphan_index, running_index
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.keptplans import KeptPlans
-from daemonjob.controller.order import OrderIndex, done_view, group_of, waits_for_turns
+from daemonjob.controller.order import OrderIndex, after_of, done_view, group_of, waits_for_turns
 from daemonjob.domain.maintenance import record_of
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import ACTIVE, SUCCEEDED, daemonjob_ref, job_state, owner_uid
+from daemonjob.domain.order import order_key
 from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
 from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.memo import MEMO_CAPACITY, ObjectMemo
@@ -159,6 +160,7 @@ class Router:
 
     # -- Jobs ----------------------------------------------------------------------------------
     def job_added(self, job: Obj) -> None:
+        self.order.succeeded.job_changed(None, job)
         key = owner_key(job)
         if key is None:
             self._maybe_orphan(job)
@@ -174,6 +176,7 @@ class Router:
 
     def job_updated(self, old: Obj, new: Obj) -> None:
         self.plans.job_changed(old, new)
+        self.order.succeeded.job_changed(old, new)
         key = owner_key(new)
         if key is None:
             self._maybe_orphan(new)
@@ -196,6 +199,7 @@ class Router:
     def job_deleted(self, obj: Obj | Tombstone) -> None:
         job = deleted_object(obj)
         self.plans.job_changed(job)
+        self.order.succeeded.job_changed(job, None)
         key = owner_key(job)
         if key is None:
             return
@@ -293,11 +297,51 @@ class Router:
     def _node_changed(self, node: Obj, concerns: Callable[[Eligibility], bool], old: Obj | None = None) -> None:
         """Mark the node for every kept plan; enqueue the DaemonJobs it concerns, those with
         Jobs on it (why a node holding a Job is not eligible may have changed), and the one
-        whose maintenance record it carries or carried (its cordon, its release, seen)."""
+        whose maintenance record it carries or carried (its cordon, its release, seen). Those
+        the order holds back there come a little later (`_order_holds`): what they have to do
+        is count the node, and a few node events then cost one pass, while the DaemonJobs that
+        may start there go first."""
         name = node["metadata"]["name"]
         self.plans.node_changed(name)
-        keys = {k for k in (owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)) if k is not None}
-        keys.update(r.daemon_job for r in (record_of(node), record_of(old)) if r is not None)
-        keys.update(key for key, elig in self._dj_items() if elig is not None and concerns(elig))
-        for key in keys:
+        owners = {k for k in (owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)) if k is not None}
+        owners.update(r.daemon_job for r in (record_of(node), record_of(old)) if r is not None)
+        for key in owners:
             self.queue.add(key)
+        eligibility = {key: elig for key, elig in self._dj_items() if elig is not None}
+        for key, elig in eligibility.items():
+            if key in owners or not concerns(elig):
+                continue
+            if self._order_holds(key, node, eligibility):
+                self.queue.add_after(key, defaults.JOB_EVENT_DELAY_MAX)
+            else:
+                self.queue.add(key)
+
+    def _order_holds(self, key: str, node: Obj, eligibility: Mapping[str, Eligibility]) -> bool:
+        """Whether the order holds `key` back on `node` for now, as the caches show it: a
+        DaemonJob it comes after has not succeeded there, or an older member of its group that
+        waits for its turns (and is not held there itself) goes first there."""
+        dj = self.daemonjobs.store.get(key)
+        if dj is None or not self.order.ordered(key):
+            return False
+        name = node["metadata"]["name"]
+        if self._after_pending(key, dj, name):
+            return True
+        mine = order_key(dj)
+        for peer in self.order.peers(key):
+            other, elig = self.daemonjobs.store.get(peer), eligibility.get(peer)
+            if (other is not None and elig is not None and order_key(other) < mine and waits_for_turns(other)
+                    and elig.eligible(node) and not self._after_pending(peer, other, name)):
+                return True
+        return False
+
+    def _after_pending(self, key: str, dj: Obj, node: str) -> bool:
+        """A DaemonJob `dj` comes after has no succeeded Job on `node` of its current revision and run."""
+        ns = key.rpartition("/")[0]
+        for name in after_of(dj):
+            dep = self.daemonjobs.store.get(f"{ns}/{name}")
+            if dep is None:
+                return False  # Stalled: its status says so at once
+            revision, run = done_view(dep)
+            if not self.order.succeeded.has(dep["metadata"].get("uid") or "", revision, run, node):
+                return True
+        return False

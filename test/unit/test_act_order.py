@@ -292,3 +292,21 @@ def test_a_claim_whose_create_failed_ends_and_wakes_the_rest_of_the_group(bed: A
     del bed.control.errors[("create", "*")]
     bed.ctl.reconcile("ops/a")
     assert creates_on(bed, "node-01") == ["a", "b"]  # b's attempt failed; a's went through
+
+
+def test_a_node_join_passes_over_those_that_may_start_there_first_and_the_held_ones_soon_after(bed: ActBed) -> None:
+    bed.add_nodes(1)
+    bed.add_dj(member("first", "2024-03-01T00:00:00Z", exclusionGroup="maint"))
+    bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    bed.add_dj(member("prepare", "2024-03-01T00:00:00Z"))
+    bed.add_dj(member("upgrade", "2024-03-02T00:00:00Z", after=["prepare"]))
+    bed.add_dj(member("bystander", "2024-03-02T00:00:00Z"))
+    queued(bed)
+    bed.nodes.add(node("node-01"))
+    now = set()
+    while len(bed.ctl.queue):
+        key, _ = bed.ctl.queue.get()
+        bed.ctl.queue.done(key)
+        now.add(key)
+    assert now == {"ops/first", "ops/prepare", "ops/bystander"}
+    assert queued(bed) == {"ops/second", "ops/upgrade"}  # their pass counts the node; they wait there
