@@ -12,7 +12,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import Any
 
-from harness import Cluster, JobWatcher, Nodes, condition, daemonjob, job_node, sleep
+from harness import Cluster, JobWatcher, Nodes, Workload, condition, daemonjob, job_node, sleep, wait_for
 
 
 def _time(text: str) -> datetime:
@@ -83,3 +83,27 @@ def test_a_missing_dependency_is_stalled_until_it_exists(api: Cluster, nodes: No
     api.apply(daemonjob("prepare", group))
     api.wait_complete("upgrade", 1)
     _starts_after(api, "upgrade", "prepare")
+
+
+
+
+def test_a_member_that_fails_lets_the_next_one_start_where_it_waited_without_a_resync(
+        api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
+    """The older member stops at its first failure (maxFailedNodes 0), which only its status says.
+    The younger one, on the node the older one waited for (and on no other, so no Job of its own
+    wakes it), starts there once that status is written, not at the periodic resync (600 s, far
+    past this test's waits)."""
+    first, second = nodes(2)
+    fails_later = Workload(("sh", "-c", "sleep 8; exit 3"), exit_code=3, duration=8)
+    with JobWatcher(api.kube, api.namespace, "older,younger") as watcher:
+        api.apply(daemonjob("older", group, fails_later, exclusionGroup="maint", maxParallel=1, maxFailedNodes=0))
+        wait_for(lambda: api.job_nodes("older") == [first], 90, "the older member's first Job")
+        only_second = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [second]}]}
+        api.apply(daemonjob("younger", group, exclusionGroup="maint", node_selector=only_second))
+        cond = _reconciling(api, "younger", "WaitingForExclusionGroup")
+        assert second in cond["message"] and "DaemonJob older" in cond["message"], cond
+        dj = api.wait_status("older", lambda d: (condition(d, "Failed") or {}).get("status") == "True", "older Failed")
+        assert condition(dj, "Failed")["reason"] == "FailureThresholdExceeded", condition(dj, "Failed")
+        api.wait_complete("younger", 1)
+    assert api.job_nodes("older") == [first], "the older member started another node after its failure"
+    assert max(watcher.max_active_per_node.values()) == 1, watcher.summary()
