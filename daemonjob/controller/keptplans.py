@@ -10,6 +10,7 @@ is loaded whole. Every SELF_CHECK_INTERVAL a pass also makes the full plan and c
 
 from __future__ import annotations
 
+import bisect
 import threading
 import zlib
 from collections.abc import Iterable, Mapping
@@ -19,6 +20,7 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.controller.informers import NODE_INDEX, OWNER_INDEX
 from daemonjob.domain.jobs import daemonjob_ref, job_node, owner_uid
+from daemonjob.domain.actions import Turn
 from daemonjob.domain.memo import Memo
 from daemonjob.domain.plan import job_view
 from daemonjob.domain.keptplan import KeptPlan
@@ -29,11 +31,23 @@ __all__ = ["KeptPlans", "NO_NODE"]
 NO_NODE = ""  # where Jobs without a node annotation are kept (only a TTL on them matters)
 
 
+def _turn_node(turn: Turn) -> str:
+    return turn.node
+
+
+def _names_uid(job: Mapping[str, Any], uid: str) -> bool:
+    for ref in job["metadata"].get("ownerReferences") or ():
+        if ref.get("uid") == uid:
+            return True
+    return False
+
+
 @dataclass
 class _Entry:
     state: KeptPlan | None = None  # None: load it whole at the next pass
     dirty: set[str] = field(default_factory=set)  # nodes whose Jobs of this DaemonJob changed
     moved: set[str] = field(default_factory=set)  # nodes of which only the node object changed
+    taken: int = -1  # the plan's `planned` when a pass took the marks: equal while that pass plans
     checked_at: float = 0.0
 
 
@@ -82,6 +96,7 @@ class KeptPlans:
             dirty, entry.dirty = entry.dirty, set()  # marks from now on come to the next pass
             moved, entry.moved = entry.moved, set()
             state = entry.state
+            entry.taken = state.planned if state is not None else 0
         extra: dict[str, list[Mapping[str, Any]]] = {}
         for job in adopted:
             extra.setdefault(job_node(job) or NO_NODE, []).append(job)
@@ -102,8 +117,9 @@ class KeptPlans:
     def _jobs_of(self, uid: str, node: str) -> Iterable[Mapping[str, Any]]:
         if node == NO_NODE:
             return [j for j in self._jobs.store.by_index(OWNER_INDEX, uid) if not job_node(j)]
+        # A node holds a Job of every DaemonJob there: a look at the owners' uids first is cheap.
         return [j for j in self._jobs.store.by_index(NODE_INDEX, node)
-                if owner_uid(j) == uid]
+                if _names_uid(j, uid) and owner_uid(j) == uid]
 
     def turn_nodes(self, uid: str) -> list[str]:
         """The nodes where this DaemonJob's last pass left a turn waiting (another DaemonJob of
@@ -116,6 +132,26 @@ class KeptPlans:
             return []
         plan = state.plan
         return [t.node for t in (*list(plan.replacing), *list(plan.starting))]
+
+    def concerned(self, uid: str, node: str) -> bool:
+        """Whether `node` may matter to this DaemonJob's next pass: its last plan left a turn
+        there, or its plan does not show the node yet (marked since, loaded whole next, or being
+        made now). What changes on a node wakes only the DaemonJobs of an order it concerns."""
+        with self._lock:
+            entry = self._entries.get(uid)
+            if entry is None or entry.state is None or node in entry.dirty or node in entry.moved:
+                return True
+            if entry.state.planned == entry.taken:
+                return True  # a pass took its marks and has not made its plan yet
+            plan = entry.state.plan
+        try:  # the lists are sorted by node; its own pass may change them meanwhile
+            for turns in (plan.starting, plan.replacing):
+                i = bisect.bisect_left(turns, node, key=_turn_node)
+                if i < len(turns) and turns[i].node == node:
+                    return True
+        except IndexError:
+            return True
+        return False
 
     def check_due(self, uid: str, now: float) -> bool:
         """True once per SELF_CHECK_INTERVAL for a DaemonJob: time to compare with a full plan.

@@ -12,20 +12,20 @@ answer for that node changed, or that have Jobs there.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from daemonjob import defaults
 from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.configmaps import ConfigMapTracker
 from daemonjob.controller.expectations import Expectations, NameHolds
-from daemonjob.controller.informers import NODE_INDEX, Informers, orphan_index, running_index
+from daemonjob.controller.informers import NODE_INDEX, RUNNING_INDEX, Informers, orphan_index, running_index
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.order import OrderIndex, after_of, done_view, group_of, waits_for_turns
 from daemonjob.domain.maintenance import record_of
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
-from daemonjob.domain.jobs import ACTIVE, SUCCEEDED, daemonjob_ref, job_state, owner_uid
+from daemonjob.domain.jobs import ACTIVE, SUCCEEDED, daemonjob_ref, job_node, job_state, owner_uid
 from daemonjob.domain.order import order_key
 from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
 from daemonjob.machinery.frozen import thaw
@@ -75,7 +75,7 @@ class Router:
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
         self._lock = threading.Lock()
         self._decide_seconds: dict[str, float] = {}  # by key, of its last decision
-        self._turns: dict[str, int] = {}  # by key of a group member: the turns its last pass left waiting
+        self._turns: dict[str, frozenset[str]] = {}  # by key of a group member: the nodes its last pass left waiting
 
     def register(self) -> None:
         self.daemonjobs.add_handlers(Handlers(self.dj_added, self.dj_updated, self.dj_deleted))
@@ -217,12 +217,12 @@ class Router:
         that succeeds lets the DaemonJobs that come after its owner start there."""
         stopped = bool(running_index(old)) and (new is None or not running_index(new))
         succeeded = new is not None and job_state(new) == SUCCEEDED and job_state(old) != SUCCEEDED
+        node = job_node(new if new is not None else old)
+        nodes = [node] if node else []
         if stopped:
-            for peer in self.order.peers(key):
-                self.queue.add_after(peer, self._job_event_delay(peer))
+            self._wake_concerned(self.order.peers(key), nodes)
         if succeeded:
-            for reader in self._done_readers(key):
-                self.queue.add_after(reader, self._job_event_delay(reader))
+            self._wake_concerned(self._done_readers(key), nodes)
 
     def _order_status_changed(self, key: str, old: Obj, new: Obj) -> None:
         """A write of `key`'s status wakes the DaemonJobs that read what it changed, and only
@@ -247,15 +247,32 @@ class Router:
         return readers
 
     def turns_taken(self, key: str, turns: int) -> None:
-        """After a pass: `turns`, the nodes its plan leaves waiting. A group member whose turns
-        went down (it started them, or no longer needs them) wakes the rest of its group: a
-        younger member that yielded those nodes to it may take them now (no Job event says so)."""
+        """After a pass: `turns`, how many nodes its plan leaves waiting. A group member whose
+        turns went down wakes the members of its group concerned with a node it no longer waits
+        for and does not run a Job on (it needs it no more): a younger member that yielded such
+        a node to it may take it now (no Job event says so). A node it started is busy: the
+        end of that Job wakes them."""
+        dj = self.daemonjobs.store.get(key)
+        uid = (dj["metadata"].get("uid") or "") if dj is not None else ""
+        nodes = frozenset(self.plans.turn_nodes(uid)) if turns else frozenset()
         with self._lock:
             before = self._turns.get(key)
-            self._turns[key] = turns
-        if before is not None and turns < before:
-            for peer in self.order.peers(key):
-                self.queue.add_after(peer, self._job_event_delay(peer))
+            self._turns[key] = nodes
+        if before is None or turns >= len(before):
+            return
+        gone = before - nodes
+        gone -= {job_node(j) for j in self.jobs.store.by_index(RUNNING_INDEX, uid)}
+        if gone:
+            self._wake_concerned(self.order.peers(key), gone)
+
+    def _wake_concerned(self, keys: Iterable[str], nodes: Collection[str]) -> None:
+        """Wake those of `keys` that `nodes` concern (KeptPlans.concerned): a node's change
+        wakes the DaemonJobs waiting there, not every DaemonJob of the order."""
+        for key in keys:
+            dj = self.daemonjobs.store.get(key)
+            uid = (dj["metadata"].get("uid") or "") if dj is not None else ""
+            if dj is None or any(self.plans.concerned(uid, node) for node in nodes):
+                self.queue.add_after(key, self._job_event_delay(key))
 
     def _wake_order(self, key: str, *versions: Obj) -> None:
         """A DaemonJob appeared, changed its spec or revision, or went: the rest of its group

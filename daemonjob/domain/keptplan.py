@@ -35,6 +35,7 @@ class KeptPlan:
         self._runs: Counter[str | None] = Counter()  # active Jobs per run: the schedule's step reads it
         self._ctx: PlanContext | None = None
         self.plan = Plan()
+        self.planned = 0  # how many times `plan` was made: a reader tells a plan in the making
 
     @classmethod
     def of(cls, jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
@@ -102,4 +103,5 @@ class KeptPlan:
                     part = self._parts[name] = plan_node(name, inputs[0], inputs[1], ctx, memo)
                     self.plan.add(name, part)
         self._dirty.clear()
+        self.planned += 1
         return self.plan

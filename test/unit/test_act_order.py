@@ -310,3 +310,32 @@ def test_a_node_join_passes_over_those_that_may_start_there_first_and_the_held_o
         now.add(key)
     assert now == {"ops/first", "ops/prepare", "ops/bystander"}
     assert queued(bed) == {"ops/second", "ops/upgrade"}  # their pass counts the node; they wait there
+
+
+def test_a_job_that_stops_wakes_only_the_members_waiting_on_its_node(bed: ActBed) -> None:
+    bed.nodes.add(node("node-00", labels={"pool": "a"}))
+    bed.nodes.add(node("node-01", labels={"pool": "b"}))
+    bed.add_dj(member("first", "2024-03-01T00:00:00Z", exclusionGroup="maint"))
+    bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
+    bed.add_dj(member("third", "2024-03-03T00:00:00Z", exclusionGroup="maint",
+                      nodeSelector={"matchLabels": {"pool": "b"}}))
+    bed.ctl.reconcile("ops/first")
+    bed.control.deliver()
+    for name in ("first", "second", "third"):
+        bed.ctl.reconcile(f"ops/{name}")  # second waits on both nodes, third on node-01 only
+    assert nodes_created_by(bed, "first") == ["node-00", "node-01"]
+    queued(bed)
+    finish(bed, "node-00", "first")
+    assert queued(bed) == {"ops/first", "ops/second"}
+    finish(bed, "node-01", "first")
+    assert queued(bed) == {"ops/first", "ops/second", "ops/third"}
+
+
+def test_a_plan_in_the_making_counts_as_concerned_with_every_node(bed: ActBed) -> None:
+    bed.add_nodes(1)
+    bed.add_dj(member("a", "2024-03-01T00:00:00Z", exclusionGroup="maint"))
+    bed.ctl.reconcile("ops/a")
+    plans = bed.ctl.plans
+    assert plans.concerned("uid-a", "node-00") and not plans.concerned("uid-a", "node-99")
+    plans.kept_plan("uid-a")  # a pass took its marks and reads the order before it plans: wake it
+    assert plans.concerned("uid-a", "node-99")
