@@ -26,9 +26,10 @@ from daemonjob.domain.plan import job_view
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.machinery.informer import SharedInformer
 
-__all__ = ["KeptPlans", "NO_NODE"]
+__all__ = ["KeptPlans", "NO_NODE", "TURN", "MAYBE"]
 
 NO_NODE = ""  # where Jobs without a node annotation are kept (only a TTL on them matters)
+TURN, MAYBE = "turn", "maybe"  # how a node concerns a DaemonJob's next pass (KeptPlans.concern)
 
 
 def _turn_node(turn: Turn) -> str:
@@ -134,24 +135,29 @@ class KeptPlans:
         return [t.node for t in (*list(plan.replacing), *list(plan.starting))]
 
     def concerned(self, uid: str, node: str) -> bool:
-        """Whether `node` may matter to this DaemonJob's next pass: its last plan left a turn
-        there, or its plan does not show the node yet (marked since, loaded whole next, or being
-        made now). What changes on a node wakes only the DaemonJobs of an order it concerns."""
+        """Whether `node` may matter to this DaemonJob's next pass (`concern` says how)."""
+        return bool(self.concern(uid, node))
+
+    def concern(self, uid: str, node: str) -> str:
+        """How `node` matters to this DaemonJob's next pass: TURN, its last plan left a turn
+        there; MAYBE, its plan does not show the node yet (marked since, loaded whole next, or
+        being made now); "" not at all. What changes on a node wakes only the DaemonJobs of an
+        order it concerns."""
         with self._lock:
             entry = self._entries.get(uid)
             if entry is None or entry.state is None or node in entry.dirty or node in entry.moved:
-                return True
+                return MAYBE
             if entry.state.planned == entry.taken:
-                return True  # a pass took its marks and has not made its plan yet
+                return MAYBE  # a pass took its marks and has not made its plan yet
             plan = entry.state.plan
         try:  # the lists are sorted by node; its own pass may change them meanwhile
             for turns in (plan.starting, plan.replacing):
                 i = bisect.bisect_left(turns, node, key=_turn_node)
                 if i < len(turns) and turns[i].node == node:
-                    return True
+                    return TURN
         except IndexError:
-            return True
-        return False
+            return MAYBE
+        return ""
 
     def check_due(self, uid: str, now: float) -> bool:
         """True once per SELF_CHECK_INTERVAL for a DaemonJob: time to compare with a full plan.

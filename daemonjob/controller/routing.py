@@ -21,7 +21,7 @@ from daemonjob.controller.configmaps import ConfigMapTracker
 from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.controller.informers import NODE_INDEX, RUNNING_INDEX, Informers, orphan_index, running_index
 from daemonjob.controller.metrics import Metrics
-from daemonjob.controller.keptplans import KeptPlans
+from daemonjob.controller.keptplans import TURN, KeptPlans
 from daemonjob.controller.order import OrderIndex, after_of, done_view, group_of, waits_for_turns
 from daemonjob.domain.maintenance import record_of
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
@@ -220,7 +220,7 @@ class Router:
         node = job_node(new if new is not None else old)
         nodes = [node] if node else []
         if stopped:
-            self._wake_concerned(self.order.peers(key), nodes)
+            self._wake_next_in_line(key, nodes)
         if succeeded:
             self._wake_concerned(self._done_readers(key), nodes)
 
@@ -263,7 +263,26 @@ class Router:
         gone = before - nodes
         gone -= {job_node(j) for j in self.jobs.store.by_index(RUNNING_INDEX, uid)}
         if gone:
-            self._wake_concerned(self.order.peers(key), gone)
+            self._wake_next_in_line(key, gone)
+
+    def _wake_next_in_line(self, key: str, nodes: Collection[str]) -> None:
+        """`nodes` freed in `key`'s group: wake, oldest first, the other members a node concerns,
+        up to the first that goes first there (a turn there, waiting for its turns and for no
+        dependency there). The younger ones yield the node to it, and the end of its Job there
+        wakes the next in line; their pass now would only say so again."""
+        line = sorted((order_key(dj), peer, dj) for peer in self.order.peers(key)
+                      if (dj := self.daemonjobs.store.get(peer)) is not None)
+        wake: set[str] = set()
+        for node in nodes:
+            for _, peer, dj in line:
+                how = self.plans.concern(dj["metadata"].get("uid") or "", node)
+                if not how:
+                    continue
+                wake.add(peer)
+                if how == TURN and waits_for_turns(dj) and not self._after_pending(peer, dj, node):
+                    break
+        for peer in wake:
+            self.queue.add_after(peer, self._job_event_delay(peer))
 
     def _wake_concerned(self, keys: Iterable[str], nodes: Collection[str]) -> None:
         """Wake those of `keys` that `nodes` concern (KeptPlans.concerned): a node's change

@@ -312,7 +312,7 @@ def test_a_node_join_passes_over_those_that_may_start_there_first_and_the_held_o
     assert queued(bed) == {"ops/second", "ops/upgrade"}  # their pass counts the node; they wait there
 
 
-def test_a_job_that_stops_wakes_only_the_members_waiting_on_its_node(bed: ActBed) -> None:
+def test_a_job_that_stops_wakes_the_next_member_in_line_on_its_node(bed: ActBed) -> None:
     bed.nodes.add(node("node-00", labels={"pool": "a"}))
     bed.nodes.add(node("node-01", labels={"pool": "b"}))
     bed.add_dj(member("first", "2024-03-01T00:00:00Z", exclusionGroup="maint"))
@@ -326,9 +326,19 @@ def test_a_job_that_stops_wakes_only_the_members_waiting_on_its_node(bed: ActBed
     assert nodes_created_by(bed, "first") == ["node-00", "node-01"]
     queued(bed)
     finish(bed, "node-00", "first")
-    assert queued(bed) == {"ops/first", "ops/second"}
+    assert queued(bed) == {"ops/first", "ops/second"}  # third has nothing to do with node-00
     finish(bed, "node-01", "first")
-    assert queued(bed) == {"ops/first", "ops/second", "ops/third"}
+    assert queued(bed) == {"ops/first", "ops/second"}  # second, older, goes first there: third yields
+    bed.ctl.reconcile("ops/first")  # its plan catches up: done on both nodes
+    bed.ctl.reconcile("ops/second")
+    bed.control.deliver()
+    assert nodes_created_by(bed, "second") == ["node-00", "node-01"]
+    queued(bed)
+    finish(bed, "node-01", "second")
+    assert queued(bed) == {"ops/second", "ops/third"}  # next in line there
+    bed.ctl.reconcile("ops/second")  # its plan catches up: no turn left on node-01
+    bed.ctl.reconcile("ops/third")
+    assert nodes_created_by(bed, "third") == ["node-01"]
 
 
 def test_a_plan_in_the_making_counts_as_concerned_with_every_node(bed: ActBed) -> None:
