@@ -112,7 +112,8 @@ class KeptPlans:
             state.set_node(name, self._nodes.store.get(name) if name != NO_NODE else None,
                            [job_view(j, self._memo) for j in jobs])
         for name in moved - dirty - extra.keys():
-            state.set_node(name, self._nodes.store.get(name), state.jobs_on(name))
+            inputs = state.node(name)
+            state.set_node(name, self._nodes.store.get(name), inputs[1] if inputs is not None else ())
         return state
 
     def _jobs_of(self, uid: str, node: str) -> Iterable[Mapping[str, Any]]:

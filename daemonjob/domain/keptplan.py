@@ -59,11 +59,6 @@ class KeptPlan:
             self._count_runs(views, 1)
         self._dirty.add(name)
 
-    def jobs_on(self, name: str) -> tuple[JobView, ...]:
-        """The Jobs of this DaemonJob on `name` as last set."""
-        inputs = self._inputs.get(name)
-        return inputs[1] if inputs is not None else ()
-
     def _count_runs(self, views: Iterable[JobView], sign: int) -> None:
         for view in views:
             if view.state == ACTIVE:

@@ -404,7 +404,8 @@ def test_the_incremental_plan_equals_the_full_plan_after_every_event(
             dj = copy.deepcopy(dj)
             dj["spec"]["maxParallel"] = 1 + seed % 4
         if kind in ("node", "node-gone"):  # a node event: its Jobs are as the state has them
-            state.set_node(node, nodes_by_name.get(node), state.jobs_on(node))
+            inputs = state.node(node)
+            state.set_node(node, nodes_by_name.get(node), inputs[1] if inputs is not None else ())
         elif kind not in ("template", "max-parallel"):
             tell(node)
         full = decide_over(dj, list(jobs_by_name.values()), list(nodes_by_name.values()), NOW, stalled)
