@@ -3,9 +3,10 @@
 Event handlers mark a node for the DaemonJobs it may concern (a Job's owner; for a node
 event, every DaemonJob kept here, which then reads back the node object only: its Jobs did
 not change); a pass reads only the marked nodes back from the caches and hands them to that
-DaemonJob's KeptPlan, so a Job finishing or a node joining costs one node's work. A DaemonJob met for the first time, or after a check found a difference,
-is loaded whole. Every SELF_CHECK_INTERVAL a pass also makes the full plan and compares
-(see `Controller`): a difference is logged, counted and repaired by loading it whole.
+DaemonJob's KeptPlan, so a Job finishing or a node joining costs one node's work. A DaemonJob
+met for the first time, or after a check found a difference, is loaded whole. Every
+SELF_CHECK_INTERVAL a pass also makes the full plan and compares (see `Controller`): a
+difference is logged, counted and repaired by loading it whole.
 """
 
 from __future__ import annotations

@@ -203,9 +203,10 @@ class OrderReader:
 
 
 def waits_for_turns(dj: Obj) -> bool:
-    """What the younger members of its exclusion group read of it. An older member counts as waiting for its turns unless it cannot start any now: suspended,
-    Stalled or Failed, or held by a rollout gate (its written status says which); the order's own
-    gates do not count (its turns where its dependencies have not succeeded are left out)."""
+    """What the younger members of its exclusion group read of it. An older member counts as
+    waiting for its turns unless it cannot start any now: suspended, Stalled or Failed, or held
+    by a rollout gate (its written status says which); the order's own gates do not count (its
+    turns where its dependencies have not succeeded are left out)."""
     if _spec(dj).get("suspend") is True:
         return False
     status = dj.get("status") or {}

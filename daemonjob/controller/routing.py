@@ -2,9 +2,10 @@
 
 A DaemonJob event enqueues it (not a status write of its own, unless it records a new
 revision, which lets that revision's first Jobs start); a status write also wakes the
-DaemonJobs ordered after it or beside it when it changed what they read of it (order.py). A Job event records what it shows
-of the controller's own writes (expectations), marks the Job's node for its owner's kept
-plan and enqueues the owner after a short delay, so a burst of Job events costs one pass.
+DaemonJobs ordered after it or beside it when it changed what they read of it (order.py).
+A Job event records what it shows of the controller's own writes (expectations), marks the
+Job's node for its owner's kept plan and enqueues the owner after a short delay, so a burst
+of Job events costs one pass.
 A node event marks the node for every kept plan and enqueues only the DaemonJobs whose
 answer for that node changed, or that have Jobs there.
 """
