@@ -31,7 +31,8 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.domain.maintenance import ANNOTATION_MAINTENANCE, FINALIZER, NodeRecord
+from daemonjob.domain.maintenance import FINALIZER
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.kubectl.client import Target
 from daemonjob.kubectl.status import load_view
 from daemonjob.machinery.kube import ApiError, Kube, path_for
@@ -99,6 +100,19 @@ def _pdb(api: Cluster, name: str, app: str, min_available: int) -> None:
                       or {}).get("currentHealthy") == min_available, what="the PDB counts its pods")
 
 
+def _draining(dj: dict[str, Any]) -> Any:
+    return ((dj.get("status") or {}).get("nodeMaintenance") or {}).get("draining")
+
+
+def _drain_held_by_pdb(api: Cluster, group: str, name: str, app: str, drain: dict[str, Any]) -> dict[str, Any]:
+    """DaemonJob `name` draining a node whose only pod of `app` a PDB keeps: the DaemonJob as
+    it first reported the drain."""
+    _workload(api, app, group, 1)
+    _pdb(api, f"{app}-pdb", app, 1)
+    api.apply(_maintained(name, group, drain=drain))
+    return api.wait_status(name, _draining, "the drain reported")
+
+
 def _node_writes(audit: AuditLog, since: int, nodes: list[str]) -> dict[str, int]:
     """The controller's successful writes of each Node (its cordon and its release)."""
     out = {n: 0 for n in nodes}
@@ -142,11 +156,7 @@ def test_cordon_drain_run_uncordon_two_at_a_time(api: Cluster, nodes: Nodes, gro
 def test_a_pdb_that_blocks_the_drain_fails_the_node_and_uncordons_it(
         api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher) -> None:
     (node,) = nodes(1)
-    _workload(api, "guarded", group, 1)
-    _pdb(api, "guarded-pdb", "guarded", 1)
-    api.apply(_maintained("blocked", group, drain={"timeout": "8s", "onTimeout": "Fail"}))
-    draining = api.wait_status("blocked", lambda d: ((d.get("status") or {}).get("nodeMaintenance") or {})
-                               .get("draining"), "the drain reported")
+    draining = _drain_held_by_pdb(api, group, "blocked", "guarded", {"timeout": "8s", "onTimeout": "Fail"})
     entry = draining["status"]["nodeMaintenance"]["draining"][0]
     assert entry["node"] == node and entry["waitingPods"][0].startswith(f"{api.namespace}/guarded-"), entry
     assert "guarded-pdb" in entry.get("blockedBy", ""), entry
@@ -230,8 +240,7 @@ def test_a_controller_killed_at_each_step_leaves_each_node_cordoned_and_uncordon
     jobs = JobWatcher(api.kube, api.namespace, "crash").start()
     api.apply(body)
     # killed mid-drain (after the cordon): the PDB holds the first node's drain
-    api.wait_status("crash", lambda d: ((d.get("status") or {}).get("nodeMaintenance") or {}).get("draining"),
-                    "draining")
+    api.wait_status("crash", _draining, "draining")
     allowed_controller.kill()
     allowed_controller.start()
     api.kube.delete(path_for(_policy_version(api), "poddisruptionbudgets", api.namespace, "held-pdb"))
@@ -278,11 +287,7 @@ def test_a_daemonjob_asking_for_cordoned_nodes_drains_them_and_leaves_the_cordon
 def test_suspending_mid_drain_releases_the_node(
         api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher) -> None:
     (node,) = nodes(1)
-    _workload(api, "pinned", group, 1)
-    _pdb(api, "pinned-pdb", "pinned", 1)
-    api.apply(_maintained("edited", group, drain={"timeout": "5m"}))
-    api.wait_status("edited", lambda d: ((d.get("status") or {}).get("nodeMaintenance") or {}).get("draining"),
-                    "draining")
+    _drain_held_by_pdb(api, group, "edited", "pinned", {"timeout": "5m"})
     api.patch("edited", {"suspend": True})
     wait_for(lambda: _uncordoned_without_record(api, node), what="the node released on suspend")
     assert api.jobs("edited") == []
@@ -292,11 +297,7 @@ def test_suspending_mid_drain_releases_the_node(
 def test_a_template_change_mid_drain_releases_the_node_and_the_new_revision_takes_it_again(
         api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher) -> None:
     (node,) = nodes(1)
-    _workload(api, "pinned", group, 1)
-    _pdb(api, "pinned-pdb", "pinned", 1)
-    api.apply(_maintained("edited", group, drain={"timeout": "5m"}))
-    first = api.wait_status("edited", lambda d: ((d.get("status") or {}).get("nodeMaintenance") or {})
-                            .get("draining"), "draining")["status"]["currentRevision"]
+    first = _drain_held_by_pdb(api, group, "edited", "pinned", {"timeout": "5m"})["status"]["currentRevision"]
     template = api.get("edited")["spec"]["jobTemplate"]
     template["spec"]["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", "echo v2"]
     api.patch("edited", {"jobTemplate": template})

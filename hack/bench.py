@@ -151,7 +151,7 @@ class ControllerProcess:
                "--kube-api-qps", str(UNTHROTTLED), "--kube-api-burst", str(UNTHROTTLED),
                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}", "--metrics-secure=false",
                "--webhook-bind-address=0",  # the local control plane reaches no webhook Service
-               "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", "--log-level", "warning"]
+               "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", "--log-level", os.environ.get("BENCH_CONTROLLER_LOG_LEVEL", "warning")]
         if workers:
             cmd += ["--workers", str(workers)]
         with open(log_path, "ab") as log:
@@ -276,7 +276,7 @@ def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Nam
     res.add("daemonjob: seconds to Complete", complete - started)
     res.add("controller CPU seconds for the rollout", cpu)
     res.add("controller peak RSS so far, startup included (MB)", benchlib.hwm_mb(ctl.pid), fmt="{:.1f}")
-    res.note(f"controller requests during the rollout: {_requests_text(delta)}")
+    res.note(f"controller requests during the rollout: {requests_text(delta)}")
     res.note(f"daemonjob: CPU until {n} Jobs: {benchlib.CpuShares.text(used, seconds)}")
     return seconds
 
@@ -355,10 +355,10 @@ def bench_idle(ctl: ControllerProcess, args: argparse.Namespace, res: Results) -
     res.add(f"idle writes per minute (over {args.idle_seconds:.0f}s)", writes * per_min, "0")
     res.add("idle lists per minute", lists * per_min, "0")
     if delta:
-        res.note(f"controller requests while idle: {_requests_text(delta)}")
+        res.note(f"controller requests while idle: {requests_text(delta)}")
 
 
-def _requests_text(delta: Mapping[tuple[str, str], float]) -> str:
+def requests_text(delta: Mapping[tuple[str, str], float]) -> str:
     return ", ".join(f"{verb} {resource or '-'} {v:.0f}" for (verb, resource), v in sorted(delta.items())) or "none"
 
 
@@ -470,7 +470,7 @@ def _report_run(i: int, figures: RunFigures, first: RunFigures, n: int, res: Res
         res.add(f"{what}: ratio to run 1, to {n} Jobs", figures.to_jobs / first.to_jobs, "<= 1.1")
         res.add(f"{what}: ratio to run 1, to Complete", figures.to_complete / first.to_complete)
     res.add(f"{what}: controller CPU seconds", figures.cpu)
-    res.note(f"{what}, {figures.run}: requests {_requests_text(figures.requests)}")
+    res.note(f"{what}, {figures.run}: requests {requests_text(figures.requests)}")
     res.note(f"{what}: CPU until {n} Jobs: {benchlib.CpuShares.text(figures.cpu_shares, figures.to_jobs)}; "
              f"controller: {figures.watches}")
 

@@ -140,9 +140,24 @@ def join_latencies(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, name
     --ordered, the Jobs that may start at once: one per exclusion group and per chain); and
     the controller's CPU seconds per join."""
     d = first_wave or len(names)
-    cpu0 = benchlib.cpu_seconds(ctl.pid)
+    cpu0, before = benchlib.cpu_seconds(ctl.pid), benchlib.scrape(ctl.metrics_url)
     latencies = bench.join_nodes(kube, kubelet, ctl, d, args.joins, args.join_interval, args.timeout)
-    cpu = benchlib.cpu_seconds(ctl.pid) - cpu0
+    cpu, after = benchlib.cpu_seconds(ctl.pid) - cpu0, benchlib.scrape(ctl.metrics_url)
+    res.note("controller requests during the joins: " + bench.requests_text(
+        benchlib.request_delta(benchlib.api_requests(before), benchlib.api_requests(after))))
+    waited = benchlib.sample_value(after, "daemonjob_api_rate_limiter_wait_seconds_sum") - \
+        benchlib.sample_value(before, "daemonjob_api_rate_limiter_wait_seconds_sum")
+    res.note(f"during the joins: {waited:.1f} s waited for the client-side rate limiter (--kube-api-qps)")
+
+    def mean(name: str) -> tuple[float, float]:
+        count = benchlib.sample_value(after, f"{name}_count") - benchlib.sample_value(before, f"{name}_count")
+        total = benchlib.sample_value(after, f"{name}_sum") - benchlib.sample_value(before, f"{name}_sum")
+        return count, total / count if count else 0.0
+
+    passes, in_queue = mean("workqueue_queue_duration_seconds")
+    _, working = mean("workqueue_work_duration_seconds")
+    res.note(f"during the joins: {passes:.0f} passes, each {1000 * in_queue:.0f} ms in the queue and "
+             f"{1000 * working:.0f} ms at work on average")
     bench.report_joins(res, latencies, d, "<= 0.5 (N=10000)")
     if latencies:
         res.add("controller CPU seconds per join (over the joins and the intervals between them)",

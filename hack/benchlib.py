@@ -162,7 +162,7 @@ def tear_down(*started: Any, workdir: Path, ok: bool) -> None:
     for thing in started:
         if thing is not None:
             thing.stop()
-    if ok:
+    if ok and not os.environ.get("BENCH_KEEP_LOGS"):
         shutil.rmtree(workdir, ignore_errors=True)
     else:
         print(f"logs kept in {workdir}", file=sys.stderr)

@@ -108,6 +108,7 @@ class Act:
         if self.claims is not None:
             self.claims.settle(uid, decision.creates, outcome.created)
         revision = decision.status.get("currentRevision")
+        acted.created = len(outcome.created)
         if outcome.created:
             nodes = [c.node for c in outcome.created]
             seen.log.info("created jobs", count=len(nodes), revision=revision)

@@ -49,7 +49,7 @@ from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.drains import Drains
 from daemonjob.controller.metrics import DRAIN_DRAINED, DRAIN_TIMED_OUT, Metrics
 from daemonjob.controller.nodecontrol import KubeNodeControl, NodeControl
-from daemonjob.controller.nodework import NodeActed, NodeActs, release_node
+from daemonjob.controller.nodework import NodeActed, NodeActs, release_node, released_event
 from daemonjob.controller.observe import Observation, Observer
 from daemonjob.controller.order import OrderIndex, OrderReader
 from daemonjob.controller.keptplans import KeptPlans
@@ -59,14 +59,8 @@ from daemonjob.controller.troubles import Troubles
 from daemonjob.domain.decide import NODE_COUNT_FIELDS, Decision, EventSpec, decide
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.jobs import parse_time
-from daemonjob.domain.maintenance import (
-    FINALIZER,
-    MaintenanceInput,
-    NodeRecord,
-    has_finalizer,
-    record_of,
-    releases_on_delete,
-)
+from daemonjob.domain.maintenance import FINALIZER, MaintenanceInput, has_finalizer, releases_on_delete
+from daemonjob.domain.noderecord import NodeRecord, record_of
 from daemonjob.domain.maintenancespec import wants_maintenance
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import InformerHooks
@@ -325,7 +319,8 @@ class Controller:
             if not decision.creates and not decision.deletes and self.plans.check_due(seen.uid, self.clock.now()):
                 decision, repaired = self._self_check(seen, decision)
                 look_again.append(0.0 if repaired else None)
-            self.reporter.report(seen, decision, now, events)
+            self.reporter.report(seen, decision, now, events, created=acted.created > 0 and not acted.errors
+                                 and len(decision.creates) == acted.created)
             reported = True
             if decision.reading is not None and self.order_index.group(seen.key):
                 plan = decision.reading.plan
@@ -436,9 +431,9 @@ class Controller:
                 errors.append(exc)
                 continue
             if done is not None:
-                what = "Uncordoned" if done else "Released"
                 rlog.info("node released", node=release.node, uncordoned=done, why=release.why)
-                self.control.record_event(cached, "Normal", what, f"{what} node {release.node}: {release.why}")
+                event = released_event(release, done)
+                self.control.record_event(cached, event.type, event.reason, event.message)
         if errors:
             raise ReconcileError(errors)
         finalizers = [f for f in meta.get("finalizers") or () if f != FINALIZER]
@@ -458,13 +453,19 @@ class Controller:
         """The kept plan's decision against one from scratch, in a pass that had nothing to do
         (so a check never delays a create), compared without acting on either: a difference is
         a bug, logged, counted and repaired (the plan is loaded whole, and the DaemonJob passed
-        over again at once). Returns the decision to report and whether it was repaired."""
+        over again at once), unless an event marked the DaemonJob's nodes between the two reads
+        (the full plan read newer caches: checked again at a later pass). Returns the decision
+        to report and whether it was repaired."""
         assert kept.reading is not None
         full = decide(dataclasses.replace(kept.reading.input, plan=self.observer.full_plan(seen)))
         self.metrics.plan_checks.inc()
         same = (kept.status == full.status and kept.deletes == full.deletes
                 and [(c.node, c.name) for c in kept.creates] == [(c.node, c.name) for c in full.creates])
         if same:
+            return kept, False
+        if self.plans.marked(seen.uid):  # a Job or node changed between the two reads: not a difference
+            seen.log.debug("plan self-check inconclusive: the caches changed in between; checked again soon")
+            self.plans.check_soon(seen.uid)
             return kept, False
         self.metrics.plan_differences.inc()
         seen.log.warning("the kept plan differed from a full one; repaired",

@@ -25,7 +25,7 @@ from daemonjob.domain.jobs import (
     job_state,
     owner_uid,
 )
-from daemonjob.domain.maintenance import record_of
+from daemonjob.domain.noderecord import record_of
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.kube import Kube

@@ -161,6 +161,21 @@ class KeptPlans:
             return MAYBE
         return ""
 
+    def marked(self, uid: str) -> bool:
+        """Whether an event marked this DaemonJob's nodes since its pass took the marks: a
+        full plan made now may have read what the kept one has not yet (its next pass will)."""
+        with self._lock:
+            entry = self._entries.get(uid)
+            return entry is not None and bool(entry.dirty or entry.moved)
+
+    def check_soon(self, uid: str) -> None:
+        """The comparison was inconclusive (the caches moved in between): due at the next pass
+        that has nothing to do."""
+        with self._lock:
+            entry = self._entries.get(uid)
+            if entry is not None:
+                entry.checked_at = float("-inf")
+
     def check_due(self, uid: str, now: float) -> bool:
         """True once per SELF_CHECK_INTERVAL for a DaemonJob: time to compare with a full plan.
 

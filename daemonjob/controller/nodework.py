@@ -23,22 +23,13 @@ from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.observe import Observation
 from daemonjob.domain.decide import EventSpec
 from daemonjob.domain.jobs import LABEL_NAME, parse_time
-from daemonjob.domain.maintenance import (
-    ANNOTATION_MAINTENANCE,
-    FINALIZER,
-    Cordon,
-    DrainNode,
-    DrainProgress,
-    NodeRecord,
-    NodeWork,
-    Release,
-    record_of,
-)
+from daemonjob.domain.maintenance import FINALIZER, Cordon, DrainNode, DrainProgress, NodeWork, Release
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, record_of
 from daemonjob.domain.maintenancespec import Drain
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.kube import ApiError
 
-__all__ = ["NodeActs", "NodeActed", "pods_to_evict"]
+__all__ = ["NodeActs", "NodeActed", "pods_to_evict", "release_node", "released_event"]
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 WAITING_SHOWN = 5  # pods named per draining node
@@ -164,9 +155,8 @@ class NodeActs:
         if done is None:
             return
         acted.released.append(release.node)
-        what = "Uncordoned" if done else "Released"
         seen.log.info("node released", node=release.node, uncordoned=done, why=release.why)
-        acted.events.append(EventSpec("Normal", what, f"{what} node {release.node}: {release.why}"))
+        acted.events.append(released_event(release, done))
 
     # -- cordons -------------------------------------------------------------------------------------
     def _cordon(self, seen: Observation, cordon: Cordon, acted: NodeActed) -> NodeRecord | None:
@@ -241,6 +231,13 @@ class NodeActs:
             acted.soon(0.0)  # its Job is created by the next decision
         else:
             acted.soon(defaults.DRAIN_POLL_INTERVAL)
+
+
+def released_event(release: Release, uncordoned: bool) -> EventSpec:
+    """What a release says, from a pass or from the finalizer: Uncordoned, or Released when
+    the node was cordoned by someone else before (only the record went)."""
+    what = "Uncordoned" if uncordoned else "Released"
+    return EventSpec("Normal", what, f"{what} node {release.node}: {release.why}")
 
 
 def release_node(control: NodeControl, name: str, record: NodeRecord) -> bool | None:

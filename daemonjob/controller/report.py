@@ -5,6 +5,11 @@ status is patched only when it changed, guarded by the resourceVersion it was co
 from; runs are counted with the status write that records them, so a refused write never
 counts one twice. While the cache does not show the controller's own writes past their
 deadline, the status says so (Reconciling, WaitingForCache) and nothing else is reported.
+
+A pass whose creates all went through writes no status when all it would change is counts
+and conditions: those counts are stale the moment the Jobs exist, and the Jobs' arrival in
+the cache (which the expectations wait for) brings the pass that writes them, so a wave of
+creates costs one status write, not two, and the creating pass one round trip.
 """
 
 from __future__ import annotations
@@ -24,7 +29,19 @@ from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.kube import ApiError
 
-__all__ = ["Reporter", "write_status"]
+__all__ = ["DEFERRABLE_STATUS_FIELDS", "Reporter", "deferrable", "write_status"]
+
+
+# What a pass that created Jobs leaves to the pass that sees them (report.py's docstring).
+DEFERRABLE_STATUS_FIELDS = frozenset((*NODE_COUNT_FIELDS, "failedNodeNames", "conditions", "completionTime"))
+
+
+def deferrable(old: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """The status changes nothing but counts and conditions (completionTime goes with
+    Complete); not a revision, run, generation or node maintenance outcome, which are
+    recorded by the pass that makes them."""
+    keys = (old.keys() | status.keys()) - DEFERRABLE_STATUS_FIELDS
+    return all(old.get(k) == status.get(k) for k in keys)
 
 
 def write_status(control: JobControl, dj: Mapping[str, Any], old: Mapping[str, Any],
@@ -50,14 +67,18 @@ class Reporter:
         self.clock = clock
 
     def report(self, seen: Observation, decision: Decision, now: datetime, events: Iterable[EventSpec] = (),
-               wait: Waiting | None = None) -> None:
+               wait: Waiting | None = None, created: bool = False) -> None:
         """`events`: what the pass did before (adoption, act); `wait`: what the cache still does
-        not show past the deadline, when the pass acted on nothing for it."""
+        not show past the deadline, when the pass acted on nothing for it; `created`: every
+        create of the pass went through (the cache's view of them brings the next pass)."""
         if wait is not None:
             self._report_cache_wait(seen, decision, wait, now)
             return
         self.post(seen, [*events, *decision.events])
-        if write_status(self.control, seen.dj, thaw(seen.cached.get("status") or {}), decision.status):
+        old = thaw(seen.cached.get("status") or {})
+        if created and decision.run_started is None and old and deferrable(old, decision.status):
+            seen.log.debug("status left to the pass that sees the created Jobs")
+        elif write_status(self.control, seen.dj, old, decision.status):
             status = decision.status
             seen.log.debug("status updated", **{f.removesuffix("Nodes"): status.get(f) for f in NODE_COUNT_FIELDS[:4]})
             if decision.run_started is not None:

@@ -24,7 +24,7 @@ from daemonjob.controller.informers import NODE_INDEX, RUNNING_INDEX, Informers,
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.keptplans import TURN, KeptPlans
 from daemonjob.controller.order import OrderIndex, after_of, done_view, group_of, waits_for_turns
-from daemonjob.domain.maintenance import record_of
+from daemonjob.domain.noderecord import record_of
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import ACTIVE, SUCCEEDED, daemonjob_ref, job_node, job_state, owner_uid
 from daemonjob.domain.order import order_key
@@ -318,26 +318,29 @@ class Router:
 
     # -- nodes -----------------------------------------------------------------------------------
     def node_added(self, node: Obj) -> None:
-        self._node_changed(node, lambda elig: elig.eligible(node))
+        self._node_changed(node, lambda elig: elig.eligible(node), joined=True)
 
     def node_updated(self, old: Obj, new: Obj) -> None:
         om, nm = old["metadata"], new["metadata"]
         if (old.get("spec") == new.get("spec") and om.get("labels") == nm.get("labels")
                 and om.get("annotations") == nm.get("annotations")):
             return  # heartbeats and status changes do not change any answer
-        self._node_changed(new, lambda elig: elig.eligible(old) != elig.eligible(new), old)
+        self._node_changed(new, lambda elig: elig.eligible(old) != elig.eligible(new), old, joined=True)
 
     def node_deleted(self, obj: Obj | Tombstone) -> None:
         node = deleted_object(obj)
         self._node_changed(node, lambda elig: elig.eligible(node))
 
-    def _node_changed(self, node: Obj, concerns: Callable[[Eligibility], bool], old: Obj | None = None) -> None:
+    def _node_changed(self, node: Obj, concerns: Callable[[Eligibility], bool], old: Obj | None = None,
+                      joined: bool = False) -> None:
         """Mark the node for every kept plan; enqueue the DaemonJobs it concerns, those with
         Jobs on it (why a node holding a Job is not eligible may have changed), and the one
         whose maintenance record it carries or carried (its cordon, its release, seen). Those
         the order holds back there come a little later (`_order_holds`): what they have to do
         is count the node, and a few node events then cost one pass, while the DaemonJobs that
-        may start there go first."""
+        may start there go first; `joined` (the node is there, not deleted): those for which it
+        just became eligible go ahead of the queued work, since a node waiting for its Jobs
+        is the wait operators feel, and a node event adds each DaemonJob at most once."""
         name = node["metadata"]["name"]
         self.plans.node_changed(name)
         owners = {k for k in (owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)) if k is not None}
@@ -351,7 +354,7 @@ class Router:
             if self._order_holds(key, node, eligibility):
                 self.queue.add_after(key, defaults.JOB_EVENT_DELAY_MAX)
             else:
-                self.queue.add(key)
+                self.queue.add(key, urgent=joined and elig.eligible(node))
 
     def _order_holds(self, key: str, node: Obj, eligibility: Mapping[str, Eligibility]) -> bool:
         """Whether the order holds `key` back on `node` for now, as the caches show it: a

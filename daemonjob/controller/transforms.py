@@ -17,7 +17,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH
-from daemonjob.domain.maintenance import ANNOTATION_MAINTENANCE
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.frozen import freeze
 
 __all__ = ["Interner", "job_transform", "node_transform"]

@@ -30,6 +30,7 @@ from daemonjob.domain.selectors import (
 from daemonjob.domain.jobs import REQUIRED_AFFINITY
 from daemonjob.domain.maintenancespec import wants_maintenance
 from daemonjob.domain.memo import Memo, no_memo
+from daemonjob.domain.noderecord import record_of
 
 _RULES = "eligibility"  # tags the memo key of eligibility answers on cached nodes
 
@@ -227,8 +228,6 @@ class Eligibility:
         """The node is cordoned by this DaemonJob's node maintenance (its record says so)."""
         if self._own_uid is None:
             return False
-        from daemonjob.domain.maintenance import record_of
-
         record = record_of(node)
         return record is not None and record.cordoned and record.uid == self._own_uid
 

@@ -21,7 +21,6 @@ Pure: the records, the drains' progress and the allowed namespaces come in the i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -30,13 +29,12 @@ from typing import Any
 from daemonjob.domain.actions import Turns
 from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, TERMINATING, format_time, parse_time
 from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, Maintenance
+from daemonjob.domain.noderecord import NodeRecord
 from daemonjob.domain.plan import JobView, Plan
 
-__all__ = ["ANNOTATION_MAINTENANCE", "FINALIZER", "NodeRecord", "record_of",
-           "DrainProgress", "MaintenanceInput", "Cordon", "DrainNode", "Release", "NodeWork", "Outcomes",
+__all__ = ["FINALIZER", "DrainProgress", "MaintenanceInput", "Cordon", "DrainNode", "Release", "NodeWork", "Outcomes",
            "outcomes_of", "with_outcomes", "node_work", "releases_on_delete"]
 
-ANNOTATION_MAINTENANCE = "daemonjob.io/maintenance"  # on a Node: the DaemonJob that holds it in maintenance
 FINALIZER = "daemonjob.io/node-maintenance"  # on a DaemonJob: what it cordoned is released before it goes
 
 DRAINING_SHOWN_MAX = 10  # nodes whose drain is detailed in the status
@@ -51,53 +49,6 @@ OLDER_ROLLOUT = "its record is of an older revision or run"
 NOT_SELECTED = "the node is no longer selected"
 OFF = "spec.nodeMaintenance no longer asks for it"
 DELETED = "the DaemonJob is being deleted"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRecord:
-    """The annotation a DaemonJob writes on a Node it takes into maintenance, before the cordon.
-
-    `cordoned`: this DaemonJob cordoned the node (it was schedulable), so only then does it
-    uncordon it; `since`: when the cordon was written (the drain's timeout counts from it)."""
-
-    daemon_job: str  # namespace/name
-    uid: str
-    revision: str
-    run: str | None = None
-    cordoned: bool = True
-    since: str = ""
-
-    def text(self) -> str:
-        body: dict[str, Any] = {"daemonJob": self.daemon_job, "uid": self.uid, "revision": self.revision,
-                                "cordoned": self.cordoned, "since": self.since}
-        if self.run is not None:
-            body["run"] = self.run
-        return json.dumps(body, sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def parse(cls, text: Any) -> NodeRecord | None:
-        """The record in an annotation's text; None if it is not one (hand-edited, say)."""
-        try:
-            body = json.loads(text) if isinstance(text, str) else None
-        except ValueError:
-            return None
-        if not isinstance(body, Mapping):
-            return None
-        dj, uid, revision = body.get("daemonJob"), body.get("uid"), body.get("revision")
-        run, since = body.get("run"), body.get("since", "")
-        if not (isinstance(dj, str) and isinstance(uid, str) and uid and isinstance(revision, str)):
-            return None
-        return cls(dj, uid, revision, run if isinstance(run, str) else None, body.get("cordoned") is True,
-                   since if isinstance(since, str) else "")
-
-    def of_rollout(self, revision: str, run: str | None) -> bool:
-        return self.revision == revision and self.run == run
-
-
-def record_of(node: Mapping[str, Any] | None) -> NodeRecord | None:
-    annotations = ((node or {}).get("metadata") or {}).get("annotations") or {}
-    text = annotations.get(ANNOTATION_MAINTENANCE)
-    return NodeRecord.parse(text) if text is not None else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from daemonjob.domain.jobs import (
     job_state,
     parse_time,
 )
-from daemonjob.domain.maintenance import record_of
+from daemonjob.domain.noderecord import record_of
 from daemonjob.domain.revision import template_revision
 
 PENDING = "pending"

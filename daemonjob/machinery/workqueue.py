@@ -7,6 +7,12 @@ The guarantees controllers rely on:
 - failures back off per key (exponentially) and overall (token bucket), so a
   broken object cannot starve the others nor hammer the API server: the rate
   limiters are in `ratelimit.py`, the queues' metrics in `queuemetrics.py`.
+
+Beyond client-go, a key may be added as urgent (as controller-runtime's priority queue
+raises an item's priority): urgent keys are handed out before the others, and an urgent
+add of a key already waiting moves it ahead. A controller keeps this for work whose
+latency people feel (a node that just became eligible waits for its Jobs) and which is
+bounded by its own events, so the rest is delayed, never starved.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ class Queue:
         self._ready = threading.Condition(self._lock)
         self._ticker = threading.Condition(self._lock)
         self._queue: deque[Hashable] = deque()
+        self._urgent: deque[Hashable] = deque()  # handed out before `_queue`
+        self._urgent_keys: set[Hashable] = set()  # in `_urgent`, or to go there when re-queued by done()
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
         self._shutting_down = False
@@ -60,20 +68,30 @@ class Queue:
                 daemon=True,
             ).start()
 
-    def add(self, key: Hashable) -> None:
-        """Queue `key` unless it is already waiting; ignored once shutting down."""
+    def add(self, key: Hashable, urgent: bool = False) -> None:
+        """Queue `key` unless it is already waiting; ignored once shutting down. `urgent`:
+        handed out before the keys that are not (moved ahead if it is already waiting)."""
         with self._lock:
-            self._add_locked(key)
+            self._add_locked(key, urgent)
 
-    def _add_locked(self, key: Hashable) -> None:
-        if self._shutting_down or key in self._dirty:
+    def _add_locked(self, key: Hashable, urgent: bool = False) -> None:
+        if self._shutting_down:
+            return
+        if key in self._dirty:
+            if urgent and key not in self._urgent_keys:
+                self._urgent_keys.add(key)
+                if key not in self._processing:  # waiting in the other lane: moved ahead
+                    self._queue.remove(key)
+                    self._urgent.append(key)
             return
         self._metrics.add(key)
         self._dirty.add(key)
+        if urgent:
+            self._urgent_keys.add(key)
         if key in self._processing:
             # Re-queued by done(), so no second worker sees it meanwhile.
             return
-        self._queue.append(key)
+        (self._urgent if urgent else self._queue).append(key)
         self._ready.notify()
 
     def get(self) -> tuple[Hashable | None, bool]:
@@ -83,11 +101,15 @@ class Queue:
         before shutdown is not silently dropped.
         """
         with self._lock:
-            while not self._queue and not self._shutting_down:
+            while not self._urgent and not self._queue and not self._shutting_down:
                 self._ready.wait()
-            if not self._queue:
+            if self._urgent:
+                key = self._urgent.popleft()
+                self._urgent_keys.discard(key)
+            elif self._queue:
+                key = self._queue.popleft()
+            else:
                 return None, True
-            key = self._queue.popleft()
             self._metrics.get(key)
             self._processing.add(key)
             self._dirty.discard(key)
@@ -99,13 +121,13 @@ class Queue:
             self._metrics.done(key)
             self._processing.discard(key)
             if key in self._dirty:
-                self._queue.append(key)
+                (self._urgent if key in self._urgent_keys else self._queue).append(key)
                 self._ready.notify()
 
     def __len__(self) -> int:
         """Keys ready to be handed out (not those being processed or delayed)."""
         with self._lock:
-            return len(self._queue)
+            return len(self._urgent) + len(self._queue)
 
     def shutdown(self) -> None:
         """Stop accepting keys and wake every blocked `get()`."""

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from daemonjob.domain.maintenance import ANNOTATION_MAINTENANCE
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.follow import Follower
 

@@ -9,6 +9,7 @@ import pytest
 from daemonjob.controller import controller as controller_module
 from daemonjob.controller.controller import Controller, ReconcileError
 from daemonjob.controller.jobcontrol import NotLeader
+from daemonjob.controller.report import deferrable
 from daemonjob.domain.decide import Decision, decide
 from daemonjob.domain.inputs import ApiTroubles, DecisionInput
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, build_job
@@ -369,6 +370,9 @@ def test_a_conflict_clears_once_the_foreign_job_is_gone(bed: ActBed) -> None:
     bed.control.reset()
     bed.ctl.reconcile(KEY)  # the re-check finds the name free: the node gets its Job
     assert [c.name for c in bed.control.of("create")] == [body["metadata"]["name"]]
+    assert bed.statuses() == []  # the status is the next pass's, once the cache shows the Job
+    bed.sync()
+    bed.ctl.reconcile(KEY)
     assert condition(bed.statuses()[-1], "Stalled")["status"] == "False"
 
 
@@ -411,6 +415,35 @@ def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed:
     assert value("daemonjob_plan_self_checks_total") == 2 and value("daemonjob_plan_self_check_differences_total") == 1
 
 
+def test_a_job_changing_between_the_self_checks_two_reads_is_no_difference(bed: ActBed) -> None:
+    """Under churn the full plan may read a Job event the kept plan gets at its next pass."""
+    names = bed.add_nodes(2)
+    bed.add_dj(make_dj())
+    bed.ctl.reconcile(KEY)
+    bed.control.deliver()
+    bed.ctl.reconcile(KEY)
+    bed.clock.step(2 * 300 + 1)
+    drain(bed.ctl)
+    full_plan = bed.ctl.observer.full_plan
+
+    def job_succeeds_meanwhile(seen: Any) -> Any:
+        job = bed.control.objects[next(k for k in bed.control.objects if names[0] in k)]
+        job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+        bed.jobs.update(job)  # the store, then the handlers: the kept plan is marked
+        return full_plan(seen)
+
+    bed.ctl.observer.full_plan = job_succeeds_meanwhile  # type: ignore[method-assign]
+    decision = bed.ctl.reconcile(KEY)
+    value = bed.ctl.metrics.registry.get_sample_value
+    assert value("daemonjob_plan_self_check_differences_total") == 0
+    assert decision is not None and decision.status["succeededNodes"] == 0  # the kept plan's, as read
+    bed.ctl.observer.full_plan = full_plan  # type: ignore[method-assign]
+    drain(bed.ctl)
+    assert bed.ctl.reconcile(KEY).status["succeededNodes"] == 1  # type: ignore[union-attr]
+    assert value("daemonjob_plan_self_checks_total") == 2  # checked again at once, and agreed
+    assert value("daemonjob_plan_self_check_differences_total") == 0
+
+
 def drain(ctl: Controller) -> None:
     while len(ctl.queue):
         key, _ = ctl.queue.get()
@@ -435,3 +468,73 @@ def test_a_pass_decides_once_and_its_status_says_what_act_heard(bed: ActBed, mon
     assert len(inputs) == 1 and inputs[0].troubles == ApiTroubles()  # decided before act heard anything
     stalled = condition(bed.last_status(), "Stalled")  # ...and the status written says what it heard
     assert stalled["status"] == "True" and stalled["reason"] == "JobRejected" and "denied by policy" in stalled["message"]
+
+
+# -- one status write per wave of creates --------------------------------------------------
+def _complete_on(bed: ActBed, count: int) -> None:
+    """The bed's DaemonJob Complete on `count` nodes, its status as the cache shows it."""
+    bed.add_nodes(count)
+    bed.add_dj(make_dj())
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    bed.finish_jobs()
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    assert condition(bed.dj()["status"], "Complete")["status"] == "True"
+    bed.control.reset()
+
+
+def test_a_joining_nodes_create_leaves_the_status_to_the_pass_that_sees_the_job(bed: ActBed) -> None:
+    _complete_on(bed, 2)
+    bed.nodes.add(node("joined"))
+    bed.ctl.reconcile(KEY)
+    assert bed.created_names() and bed.statuses() == []  # counts only, stale once the Job exists: not written
+    bed.sync()
+    bed.finish_jobs()  # the Job succeeded before its DaemonJob's next pass
+    bed.ctl.reconcile(KEY)
+    (status,) = bed.statuses()
+    assert (status["desiredNodes"], status["succeededNodes"]) == (3, 3)
+    assert condition(status, "Complete")["status"] == "True"
+    assert bed.events("Completed") == []  # it never stopped being Complete
+
+
+def test_a_create_pass_writes_the_status_when_it_records_more_than_counts(bed: ActBed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(make_dj())
+    bed.ctl.reconcile(KEY)  # the first pass records the revision with its creates
+    assert len(bed.statuses()) == 1 and bed.statuses()[0]["currentRevision"]
+    bed.sync()
+    bed.finish_jobs()
+    bed.ctl.reconcile(KEY)
+    bed.sync()
+    bed.control.reset()
+    dj = bed.dj()
+    dj["spec"]["maxParallel"] = 5
+    dj["metadata"]["generation"] = 2
+    bed.djs.update(dj)
+    bed.nodes.add(node("joined"))
+    bed.ctl.reconcile(KEY)  # a new generation is recorded by the pass that read it
+    assert bed.created_names()
+    (status,) = bed.statuses()
+    assert status["observedGeneration"] == 2
+
+
+def test_a_failed_create_writes_the_status_at_once(bed: ActBed) -> None:
+    _complete_on(bed, 1)
+    dj = bed.dj()
+    bed.nodes.add(node("joined"))
+    failing = build_job(dj, "joined", template_revision(dj["spec"]["jobTemplate"]))["metadata"]["name"]
+    bed.control.errors[("create", failing)] = api_error(500, message="etcd is sad")
+    with pytest.raises(ReconcileError):
+        bed.ctl.reconcile(KEY)
+    (status,) = bed.statuses()
+    assert status["pendingNodes"] == 1
+
+
+@pytest.mark.parametrize("field,deferred", [("pendingNodes", True), ("conditions", True), ("completionTime", True),
+                                            ("currentRevision", False), ("currentRun", False),
+                                            ("observedGeneration", False), ("nodeMaintenance", False)])
+def test_what_a_create_pass_may_leave_to_the_next(field: str, deferred: bool) -> None:
+    old = {"currentRevision": "a", "observedGeneration": 1, "pendingNodes": 0}
+    assert deferrable(old, {**old, field: "changed"}) is deferred
+    assert deferrable(old, dict(old))

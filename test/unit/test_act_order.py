@@ -312,6 +312,32 @@ def test_a_node_join_passes_over_those_that_may_start_there_first_and_the_held_o
     assert queued(bed) == {"ops/second", "ops/upgrade"}  # their pass counts the node; they wait there
 
 
+def _taken(bed: ActBed) -> list[str]:
+    order = []
+    while len(bed.ctl.queue):
+        key, _ = bed.ctl.queue.get()
+        bed.ctl.queue.done(key)
+        order.append(key)
+    return order
+
+
+def test_a_node_that_becomes_eligible_goes_ahead_of_the_queued_work(bed: ActBed) -> None:
+    bed.add_nodes(1)
+    bed.add_dj(member("elsewhere", "2024-03-01T00:00:00Z", nodeSelector={"matchLabels": {"pool": "other"}}))
+    for name in ("joiner", "also"):
+        bed.add_dj(member(name, "2024-03-01T00:00:00Z"))
+    queued(bed)
+    bed.ctl.queue.add("ops/elsewhere")  # say a Job event's pass, queued before the join
+    bed.ctl.queue.add("ops/joiner")  # already waiting: moved ahead by the join
+    ready = node("node-01")
+    bed.nodes.add({**ready, "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}})
+    assert _taken(bed) == ["ops/elsewhere", "ops/joiner"]  # not eligible yet: nothing moves
+    bed.ctl.queue.add("ops/elsewhere")
+    bed.ctl.queue.add("ops/joiner")
+    bed.nodes.update(ready)  # its not-ready taint cleared: eligible now
+    assert _taken(bed) == ["ops/joiner", "ops/also", "ops/elsewhere"]
+
+
 def test_a_job_that_stops_wakes_the_next_member_in_line_on_its_node(bed: ActBed) -> None:
     bed.nodes.add(node("node-00", labels={"pool": "a"}))
     bed.nodes.add(node("node-01", labels={"pool": "b"}))

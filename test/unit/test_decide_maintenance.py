@@ -10,17 +10,9 @@ from daemonjob.domain.allowance import NODE_MAINTENANCE_NOT_ALLOWED
 from daemonjob.domain.decide import Decision, decide
 from daemonjob.domain.inputs import DecisionInput
 from daemonjob.domain.jobs import CORDON_TOLERATION
-from daemonjob.domain.maintenance import (
-    ANNOTATION_MAINTENANCE,
-    DRAIN_TIMED_OUT,
-    JOB_FAILED,
-    JOB_SUCCEEDED,
-    OLDER_ROLLOUT,
-    STOPPED,
-    DrainProgress,
-    MaintenanceInput,
-    NodeRecord,
-)
+from daemonjob.domain.maintenance import (DRAIN_TIMED_OUT, JOB_FAILED, JOB_SUCCEEDED, OLDER_ROLLOUT, STOPPED,
+                                          DrainProgress, MaintenanceInput)
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.jobs import format_time
 from daemonjob.testing.builders import NS, UID, job, make_dj, node, revision_of
 

@@ -11,7 +11,8 @@ from daemonjob.controller.drains import Drains
 from daemonjob.controller.nodework import NodeActs, pods_to_evict, release_node
 from daemonjob.controller.observe import Observation
 from daemonjob.domain.inputs import ConfigMapsRead
-from daemonjob.domain.maintenance import ANNOTATION_MAINTENANCE, Cordon, DrainNode, NodeRecord, NodeWork, Release
+from daemonjob.domain.maintenance import Cordon, DrainNode, NodeWork, Release
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.maintenancespec import Drain
 from daemonjob.domain.selectors import compile_label_selector
 from daemonjob.machinery.clock import FakeClock

@@ -425,3 +425,63 @@ def test_unnamed_queue_records_nothing(make, clock):
     q = make(Queue, clock=clock, metrics_provider=PrometheusMetricsProvider(registry))
     q.add("x")
     assert registry.get_sample_value("workqueue_adds_total", {"name": ""}) is None
+
+
+# -- urgent keys -----------------------------------------------------------------------------
+def _drain(q: Queue) -> list[object]:
+    out = []
+    while len(q):
+        key, _ = q.get()
+        out.append(key)
+        q.done(key)
+    return out
+
+
+def test_urgent_keys_are_handed_out_first_in_their_own_order(make: Callable[..., Queue]) -> None:
+    q = make()
+    for key in ("a", "b"):
+        q.add(key)
+    q.add("u1", urgent=True)
+    q.add("c")
+    q.add("u2", urgent=True)
+    assert _drain(q) == ["u1", "u2", "a", "b", "c"]
+
+
+def test_an_urgent_add_moves_a_waiting_key_ahead_once(make: Callable[..., Queue]) -> None:
+    q = make()
+    for key in ("a", "b", "c"):
+        q.add(key)
+    q.add("c", urgent=True)
+    q.add("c", urgent=True)
+    q.add("c")  # a plain add does not move it back
+    assert len(q) == 3
+    assert _drain(q) == ["c", "a", "b"]
+
+
+def test_an_urgent_add_while_processing_requeues_it_ahead(make: Callable[..., Queue]) -> None:
+    q = make()
+    q.add("busy")
+    key, _ = q.get()
+    q.add("a")
+    q.add("busy", urgent=True)
+    assert len(q) == 1  # never handed to a second worker meanwhile
+    q.done(key)
+    assert _drain(q) == ["busy", "a"]
+
+
+def test_a_key_urgent_once_is_plain_when_added_again(make: Callable[..., Queue]) -> None:
+    q = make()
+    q.add("k", urgent=True)
+    assert _drain(q) == ["k"]
+    q.add("a")
+    q.add("k")
+    assert _drain(q) == ["a", "k"]
+
+
+def test_shutdown_hands_out_urgent_and_plain_keys_before_ending(make: Callable[..., Queue]) -> None:
+    q = make()
+    q.add("a")
+    q.add("u", urgent=True)
+    q.shutdown()
+    assert [q.get()[0], q.get()[0]] == ["u", "a"]
+    assert q.get() == (None, True)
