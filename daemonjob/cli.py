@@ -29,6 +29,7 @@ from daemonjob.controller.configmaps import ConfigMapLimits
 from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.jobs import API_VERSION, GROUP
 from daemonjob.machinery.clock import RealClock
+from daemonjob.machinery.processmetrics import process_metrics
 from daemonjob.machinery.kube import ApiError, ConfigError, Kube
 from daemonjob.machinery.leaderelection import LeaderElector
 from daemonjob.machinery.malloc import limit_malloc_arenas
@@ -220,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = RealClock()
     rng = random.Random()  # the one source of jitter: watch timeouts, backoffs, lease retries
     metrics = Metrics()
+    process_metrics(metrics.registry)
     try:
         limiter = MeasuredLimiter(TokenBucket(args.kube_api_qps, args.kube_api_burst), metrics.limiter_wait)
         kube = Kube.from_config(args.kubeconfig, limiter=limiter,

@@ -158,6 +158,9 @@ def join_latencies(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, name
     _, working = mean("workqueue_work_duration_seconds")
     res.note(f"during the joins: {passes:.0f} passes, each {1000 * in_queue:.0f} ms in the queue and "
              f"{1000 * working:.0f} ms at work on average")
+    full = [after.get(("python_gc_duration_seconds_" + k, (("generation", "2"),)), 0.0)
+            - before.get(("python_gc_duration_seconds_" + k, (("generation", "2"),)), 0.0) for k in ("count", "sum")]
+    res.note(f"during the joins: {full[0]:.0f} full garbage collections, {full[1]:.2f} s of pauses")
     bench.report_joins(res, latencies, d, "<= 0.5 (N=10000)")
     if latencies:
         res.add("controller CPU seconds per join (over the joins and the intervals between them)",
