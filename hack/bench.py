@@ -282,8 +282,9 @@ def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Nam
 
 
 def join_nodes(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, d: int, joins: int, interval: float,
-               timeout: float) -> list[float]:
-    """Nodes joined one at a time: for each, seconds from its registration until its D Jobs exist.
+               timeout: float, firsts: list[float] | None = None) -> list[float]:
+    """Nodes joined one at a time: for each, seconds from its registration until its D Jobs exist
+    (and, into `firsts`, until its first Job did).
 
     From the start of registration: the node is eligible once the simulated kubelet has
     cleared its not-ready taint, a few milliseconds later.
@@ -303,6 +304,8 @@ def join_nodes(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, d: int, 
 
             jobs.wait(joined, timeout, f"{d} Jobs on {node}")
             latencies.append(jobs.time_of_nth(d, jobs.groups[node]) - started)
+            if firsts is not None:
+                firsts.append(jobs.time_of_nth(1, jobs.groups[node]) - started)
             time.sleep(interval)
     finally:
         jobs.stop()

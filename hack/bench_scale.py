@@ -141,7 +141,9 @@ def join_latencies(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, name
     the controller's CPU seconds per join."""
     d = first_wave or len(names)
     cpu0, before = benchlib.cpu_seconds(ctl.pid), benchlib.scrape(ctl.metrics_url)
-    latencies = bench.join_nodes(kube, kubelet, ctl, d, args.joins, args.join_interval, args.timeout)
+    firsts: list[float] = []
+    latencies = bench.join_nodes(kube, kubelet, ctl, d, args.joins, args.join_interval, args.timeout, firsts)
+    res.note("first Job of each join after (s): " + " ".join(f"{x:.2f}" for x in firsts))
     cpu, after = benchlib.cpu_seconds(ctl.pid) - cpu0, benchlib.scrape(ctl.metrics_url)
     res.note("controller requests during the joins: " + bench.requests_text(
         benchlib.request_delta(benchlib.api_requests(before), benchlib.api_requests(after))))
