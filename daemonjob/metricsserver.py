@@ -18,7 +18,6 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from daemonjob import defaults
-from daemonjob.machinery import certs
 from daemonjob.machinery.authn import TokenReviewAuth
 from daemonjob.machinery.kube import Kube
 from daemonjob.machinery.serving import Server, metrics_route
@@ -34,7 +33,10 @@ def metrics_server(args: argparse.Namespace, registry: CollectorRegistry) -> Ser
     auth = TokenReviewAuth(Kube.from_config(args.kubeconfig), ttl=defaults.METRICS_AUTH_CACHE_TTL)
     if args.metrics_cert_dir:
         return Server(args.metrics_addr, routes, "metrics", cert_dir=args.metrics_cert_dir, filter=auth)
-    # The pair is loaded once and kept in memory; the files are not needed afterwards.
+    # The pair is loaded once and kept in memory; the files are not needed afterwards. Only
+    # here is a certificate made: the cryptography package (some 10 MB) is loaded for it.
+    from daemonjob.machinery import certs
+
     tmp = Path(tempfile.mkdtemp(prefix="daemonjob-metrics-"))
     try:
         host = socket.gethostname()

@@ -11,14 +11,17 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter
 
 from daemonjob import defaults
-from daemonjob.admission.certificates import SelfManagedCertificates, service_names
 from daemonjob.admission.review import handle
 from daemonjob.machinery.kube import Kube
 from daemonjob.machinery.serving import Server
+
+if TYPE_CHECKING:
+    from daemonjob.admission.certificates import SelfManagedCertificates
 
 __all__ = ["add_flags", "Webhook", "start"]
 
@@ -73,6 +76,10 @@ def start(args: argparse.Namespace, address: tuple[str, int], kube: Kube, regist
     cert_dir = Path(args.webhook_cert_dir)
     certificates = None
     if args.webhook_cert_secret:
+        # Imported here: certificates are made with the cryptography package (some 10 MB),
+        # which a process without the webhook, or with provided certificates, never loads.
+        from daemonjob.admission.certificates import SelfManagedCertificates, service_names
+
         namespace = args.webhook_service_namespace
         names = service_names(args.webhook_service_name, namespace)
         names += [n.strip() for n in args.webhook_cert_extra_names.split(",") if n.strip()]

@@ -124,7 +124,7 @@ class Controller:
         self.history = HistoryCleaner(control, self.metrics, clock=self.clock)
         self.troubles = Troubles()
         self.adoption = Adoption(control)
-        self.order_index = OrderIndex()  # DaemonJobs by exclusion group and by what they come after
+        self.order_index = OrderIndex(informers.jobs)  # DaemonJobs by exclusion group and by what they come after
         self.claims = NodeClaims(informers.daemonjobs, informers.jobs, self.order_index, self.queue.add, self.clock.now)
         self.act = Act(control, self.expectations, self.metrics, self._writers.map, history=self.history,
                        name_holds=self.name_holds, adoption=self.adoption, troubles=self.troubles, claims=self.claims)
@@ -236,6 +236,7 @@ class Controller:
         self.plans.forget(uid)
         self.drains.forget(uid)
         self.claims.forget(uid)
+        self.order_index.succeeded.forget(uid)
 
     def _resync_loop(self) -> None:
         with self._resync_wake:

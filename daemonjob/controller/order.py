@@ -10,7 +10,7 @@ wakes the DaemonJobs that come after its owner. Nothing scans every DaemonJob pe
 that may still run (the Jobs cache's RUNNING_INDEX, a few per member) and their creates the
 cache does not show yet (claims.py), the nodes where older members wait for their turn
 (their kept plans' turns), and where each dependency succeeded (succeeded.py, kept from the
-Job events: a set, not a look at each of its Jobs).
+Job events for the DaemonJobs named in spec.after: a set, not a look at each of its Jobs).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from daemonjob.controller.informers import RUNNING_INDEX
+from daemonjob.controller.informers import OWNER_INDEX, RUNNING_INDEX
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.succeeded import SucceededNodes
 from daemonjob.domain.gates import gate_in_force
@@ -67,9 +67,13 @@ def _ns_name(key: str) -> tuple[str, str]:
 class OrderIndex:
     """DaemonJob keys by (namespace, group) and by (namespace, name they come after)."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs: SharedInformer | None = None) -> None:
+        """`jobs`: the Jobs cache, from which where a DaemonJob named in spec.after succeeded is
+        built the first time it is read (without it, as if it had no Jobs)."""
         self._lock = threading.Lock()
-        self.succeeded = SucceededNodes()  # what spec.after reads, kept from the Job events (the router's)
+        self._jobs = jobs
+        # what spec.after reads, kept from the Job events (the router's) for the DaemonJobs named there
+        self.succeeded = SucceededNodes(self._owned, self.named)
         self._groups: dict[tuple[str, str], set[str]] = {}
         self._dependents: dict[tuple[str, str], set[str]] = {}
         self._of: dict[str, tuple[str | None, tuple[str, ...]]] = {}  # key -> (group, after)
@@ -86,13 +90,15 @@ class OrderIndex:
             _discard(self._groups, (ns, old[0]) if old[0] else None, key)
             for dep in old[1]:
                 _discard(self._dependents, (ns, dep), key)
-            if dj is None:
-                return
-            self._of[key] = now
-            if now[0]:
-                self._groups.setdefault((ns, now[0]), set()).add(key)
-            for dep in now[1]:
-                self._dependents.setdefault((ns, dep), set()).add(key)
+            if dj is not None:
+                self._of[key] = now
+                if now[0]:
+                    self._groups.setdefault((ns, now[0]), set()).add(key)
+                for dep in now[1]:
+                    self._dependents.setdefault((ns, dep), set()).add(key)
+            unnamed = [dep for dep in old[1] if (ns, dep) not in self._dependents]
+        for dep in unnamed:  # named by no DaemonJob any more: where it succeeded is not kept
+            self.succeeded.drop(ns, dep)
 
     def ordered(self, key: str) -> bool:
         """Whether `key` is in an exclusion group or comes after another DaemonJob."""
@@ -119,6 +125,14 @@ class OrderIndex:
         ns, name = _ns_name(key)
         with self._lock:
             return sorted(self._dependents.get((ns, name), ()))
+
+    def named(self, namespace: str, name: str) -> bool:
+        """Whether some DaemonJob names `namespace/name` in spec.after."""
+        with self._lock:
+            return (namespace, name) in self._dependents
+
+    def _owned(self, uid: str) -> list[Obj]:
+        return self._jobs.store.by_index(OWNER_INDEX, uid) if self._jobs is not None else []
 
 
 def _discard(index: dict[tuple[str, str], set[str]], at: tuple[str, str] | None, key: str) -> None:
@@ -181,7 +195,7 @@ class OrderReader:
         out: frozenset[str] | None = None
         if dep is not None:
             revision, run = done_view(dep)
-            out = self.index.succeeded.nodes(dep["metadata"].get("uid") or "", revision, run)
+            out = self.index.succeeded.nodes(dep, revision, run)
         cache[name] = out
         return out
 

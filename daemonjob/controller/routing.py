@@ -70,7 +70,7 @@ class Router:
         self.metrics = metrics
         self.configmaps = configmaps
         self.forget_uid = forget_uid
-        self.order = order if order is not None else OrderIndex()
+        self.order = order if order is not None else OrderIndex(informers.jobs)
         self.claims = claims
         self.memo = memo  # sized here to the node rule sets in use: one memo entry each per node
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
@@ -382,6 +382,6 @@ class Router:
             if dep is None:
                 return False  # Stalled: its status says so at once
             revision, run = done_view(dep)
-            if not self.order.succeeded.has(dep["metadata"].get("uid") or "", revision, run, node):
+            if not self.order.succeeded.has(dep, revision, run, node):
                 return True
         return False

@@ -1,16 +1,29 @@
-"""Where each DaemonJob's Jobs succeeded, by revision and run: what spec.after reads.
+"""Where a DaemonJob's Jobs succeeded, by revision and run: what spec.after reads.
 
 A DaemonJob that comes after another starts on a node only once the other has a succeeded
 Job there of its current revision and run (domain/order.py). Reading that from the other's
 Jobs costs one look at each of them, in every pass of every DaemonJob after it; kept here
 from the Job events instead (the router hands over each change before it wakes anyone), it
-costs a set copy. The sets follow the Jobs cache: an event changes at most one node's entry.
+costs a set copy. An event changes at most one node's entry.
+
+Only the DaemonJobs some other one names in spec.after are kept (an entry per node each, so
+keeping every DaemonJob's would cost memory for nothing at thousands of nodes): a set is
+built from the Jobs cache the first time it is read, follows the Job events from then on,
+and is dropped once no DaemonJob names its DaemonJob any more (or that one is deleted). A
+read of one not named (a pass that read a spec.after just edited away) is a full read of
+its Jobs, kept nowhere.
+
+The build reads the cache under the lock the event handler takes, after marking the DaemonJob
+kept: an event of a Job changed after that read waits for the build, and one changed before
+it is already in the read. Each node's entry holds the names of its succeeded Jobs (one,
+unless names were reused), so an event the read already showed changes nothing when its
+handler comes.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from daemonjob.domain.jobs import SUCCEEDED, daemonjob_ref, job_node, job_revision, job_run, job_state, owner_uid
@@ -19,6 +32,7 @@ __all__ = ["SucceededNodes"]
 
 Obj = Mapping[str, Any]
 _Entry = tuple[str, str, str | None, str]  # (owner uid, revision, run, node)
+_Names = str | set[str]  # the succeeded Jobs on a node: one name, or several
 
 
 def _entry(job: Obj | None) -> _Entry | None:
@@ -31,43 +45,128 @@ def _entry(job: Obj | None) -> _Entry | None:
     return owner_uid(job), revision, job_run(job), node
 
 
-class SucceededNodes:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        # owner uid -> (revision, run) -> node -> succeeded Jobs there (one, unless names were reused)
-        self._nodes: dict[str, dict[tuple[str, str | None], dict[str, int]]] = {}
+def _name(job: Obj) -> str:
+    return job["metadata"]["name"]
 
+
+class SucceededNodes:
+    def __init__(self, jobs_of: Callable[[str], Iterable[Obj]], named: Callable[[str, str], bool]) -> None:
+        """`jobs_of(uid)`: the cached Jobs the DaemonJob `uid` controls; `named(namespace, name)`:
+        whether some DaemonJob names that one in spec.after."""
+        self._jobs_of = jobs_of
+        self._named = named
+        self._lock = threading.Lock()
+        self._kept: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name) of the DaemonJobs kept
+        # uid -> (revision, run) -> node -> its succeeded Jobs' names
+        self._nodes: dict[str, dict[tuple[str, str | None], dict[str, _Names]]] = {}
+
+    # -- the router: every Job event -----------------------------------------------------------
     def job_changed(self, old: Obj | None, new: Obj | None) -> None:
         """A Job event: `old` before (None: added), `new` after (None: deleted)."""
         before, after = _entry(old), _entry(new)
         if before == after:
             return
         with self._lock:
-            if before is not None:
-                uid, revision, run, node = before
-                counts = self._nodes.get(uid, {}).get((revision, run))
-                if counts is not None and node in counts:
-                    counts[node] -= 1
-                    if not counts[node]:
-                        del counts[node]
-                        if not counts:
-                            del self._nodes[uid][(revision, run)]
-                            if not self._nodes[uid]:
-                                del self._nodes[uid]
-            if after is not None:
-                uid, revision, run, node = after
-                counts = self._nodes.setdefault(uid, {}).setdefault((revision, run), {})
-                counts[node] = counts.get(node, 0) + 1
+            if before is not None and before[0] in self._kept:
+                self._remove(before, _name(old))  # type: ignore[arg-type]
+            if after is not None and after[0] in self._kept:
+                self._add(after, _name(new))  # type: ignore[arg-type]
 
-    def nodes(self, uid: str, revision: str | None, run: str | None) -> frozenset[str]:
-        """The nodes where the DaemonJob `uid` has a succeeded Job of this revision and run."""
+    # -- the DaemonJobs kept -----------------------------------------------------------------------
+    def drop(self, namespace: str, name: str) -> None:
+        """No DaemonJob names `namespace/name` in spec.after any more: its sets go."""
+        with self._lock:
+            for uid in [u for u, at in self._kept.items() if at == (namespace, name)]:
+                del self._kept[uid]
+                self._nodes.pop(uid, None)
+
+    def forget(self, uid: str) -> None:
+        """The DaemonJob `uid` was deleted or re-created: its sets go."""
+        with self._lock:
+            self._kept.pop(uid, None)
+            self._nodes.pop(uid, None)
+
+    def kept(self) -> set[str]:
+        """The uids of the DaemonJobs whose sets are kept."""
+        with self._lock:
+            return set(self._kept)
+
+    # -- the order's readers -------------------------------------------------------------------------
+    def nodes(self, dep: Obj, revision: str | None, run: str | None) -> frozenset[str]:
+        """The nodes where the DaemonJob `dep` has a succeeded Job of this revision and run."""
         if not revision:
             return frozenset()
+        uid = self._keep(dep)
+        if uid is None:
+            return frozenset(self._read(dep, revision, run))
         with self._lock:
             return frozenset(self._nodes.get(uid, {}).get((revision, run), ()))
 
-    def has(self, uid: str, revision: str | None, run: str | None, node: str) -> bool:
+    def has(self, dep: Obj, revision: str | None, run: str | None, node: str) -> bool:
         if not revision:
             return False
+        uid = self._keep(dep)
+        if uid is None:
+            return node in self._read(dep, revision, run)
         with self._lock:
             return node in self._nodes.get(uid, {}).get((revision, run), ())
+
+    def _keep(self, dep: Obj) -> str | None:
+        """`dep`'s uid once its sets are kept (built now if need be); None if no DaemonJob names it."""
+        meta = dep["metadata"]
+        uid, at = meta.get("uid") or "", (meta.get("namespace") or "", meta["name"])
+        with self._lock:
+            if self._kept.get(uid) == at:
+                return uid
+        if not self._named(*at):
+            return None
+        with self._lock:
+            if self._kept.get(uid) != at:
+                self._kept[uid] = at  # first, so an event from now on waits for this lock
+                self._nodes.pop(uid, None)
+                for job in self._jobs_of(uid):
+                    entry = _entry(job)
+                    if entry is not None and entry[0] == uid:
+                        self._add(entry, _name(job))
+        if not self._named(*at):  # the spec.after that named it went while it was built
+            self.drop(*at)
+            return None
+        return uid
+
+    def _read(self, dep: Obj, revision: str, run: str | None) -> set[str]:
+        uid = dep["metadata"].get("uid") or ""
+        return {e[3] for j in self._jobs_of(uid) if (e := _entry(j)) is not None and e[:3] == (uid, revision, run)}
+
+    # -- under the lock ----------------------------------------------------------------------------------
+    def _add(self, entry: _Entry, name: str) -> None:
+        uid, revision, run, node = entry
+        at = self._nodes.setdefault(uid, {}).setdefault((revision, run), {})
+        held = at.get(node)
+        if held is None:
+            at[node] = name
+        elif isinstance(held, str):
+            if held != name:
+                at[node] = {held, name}
+        else:
+            held.add(name)
+
+    def _remove(self, entry: _Entry, name: str) -> None:
+        uid, revision, run, node = entry
+        runs = self._nodes.get(uid)
+        at = runs.get((revision, run)) if runs is not None else None
+        held = at.get(node) if at is not None else None
+        if held is None:
+            return
+        assert runs is not None and at is not None
+        if isinstance(held, str):
+            if held != name:
+                return
+            del at[node]
+        else:
+            held.discard(name)
+            if len(held) == 1:
+                at[node] = next(iter(held))
+        if not at:
+            del runs[(revision, run)]
+            if not runs:
+                del self._nodes[uid]

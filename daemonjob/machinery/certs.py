@@ -2,20 +2,17 @@
 
 P-256 keys, SANs for DNS names and IP addresses (Go clients check the SAN, never the CN),
 validity starting an hour back for clocks that lag (cert-controller does the same).
+The pair on disk and the TLS context reloaded from it are in `tls.py` (re-exported here):
+serving needs only those, and the cryptography package costs some 10 MB of memory, so a
+process loads this module only once it makes or reads a certificate.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
-import ssl
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
-from typing import Protocol
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -23,18 +20,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from daemonjob.machinery.tls import TLS_CERT, TLS_KEY, KeyPair, ReloadingTLS, TLSProvider, read_dir, write_dir
+
 __all__ = ["KeyPair", "new_ca", "issue", "not_after", "split_pem", "issued_by", "covers", "read_dir", "write_dir",
            "TLSProvider", "ReloadingTLS", "TLS_CERT", "TLS_KEY"]
 
 _BACKDATE = timedelta(hours=1)
-TLS_CERT, TLS_KEY = "tls.crt", "tls.key"  # the file names of a kubernetes.io/tls Secret
 _PEM_RE = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n?", re.S)
-
-
-@dataclass(frozen=True)
-class KeyPair:
-    cert_pem: bytes
-    key_pem: bytes
 
 
 def _now(now: datetime | None) -> datetime:
@@ -125,64 +117,3 @@ def covers(cert_pem: bytes, names: Sequence[str]) -> bool:
     have = {str(v) for v in san.get_values_for_type(x509.DNSName)}
     have |= {str(v) for v in san.get_values_for_type(x509.IPAddress)}
     return all(str(_san(n).value) in have for n in names)
-
-
-def read_dir(cert_dir: str | Path) -> KeyPair:
-    """The `tls.crt`/`tls.key` pair in a directory (OSError when missing)."""
-    d = Path(cert_dir)
-    return KeyPair((d / TLS_CERT).read_bytes(), (d / TLS_KEY).read_bytes())
-
-
-def write_dir(cert_dir: str | Path, pair: KeyPair) -> None:
-    """Write `tls.crt`/`tls.key` into a directory, the key readable by its owner only."""
-    d = Path(cert_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    (d / TLS_CERT).write_bytes(pair.cert_pem)
-    key = d / TLS_KEY
-    key.touch(mode=0o600, exist_ok=True)
-    key.write_bytes(pair.key_pem)
-
-
-class TLSProvider(Protocol):
-    """What a TLS server asks for each handshake: the context to use now, and why there is none."""
-
-    problem: str | None
-
-    def context(self) -> ssl.SSLContext | None: ...
-
-
-class ReloadingTLS:
-    """The server side of TLS from `tls.crt`/`tls.key` in a directory, reloaded when they change.
-
-    Each new connection looks at the files (two stat calls: change time, inode, size, so a
-    mounted Secret's symlink swap counts) and loads them again when they changed; a pair that does not load (a key replaced before its certificate) keeps
-    the previous context until the next look.
-    """
-
-    def __init__(self, cert_dir: str | Path) -> None:
-        self.cert_dir = Path(cert_dir)
-        self._lock = threading.Lock()
-        self._stamp: tuple[tuple[int, int, int], ...] | None = None
-        self._context: ssl.SSLContext | None = None
-        self.problem: str | None = f"no certificate loaded from {self.cert_dir} yet"
-        self.context()
-
-    def context(self) -> ssl.SSLContext | None:
-        crt, key = self.cert_dir / TLS_CERT, self.cert_dir / TLS_KEY
-        try:
-            stamp = tuple((st.st_mtime_ns, st.st_ino, st.st_size) for st in (os.stat(crt), os.stat(key)))
-        except OSError as exc:
-            if self._context is None:
-                self.problem = f"no certificate in {self.cert_dir}: {exc.strerror}"
-            return self._context
-        with self._lock:
-            if stamp != self._stamp:
-                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-                ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-                try:
-                    ctx.load_cert_chain(crt, key)
-                    self._context, self._stamp, self.problem = ctx, stamp, None
-                except (ssl.SSLError, OSError) as exc:
-                    if self._context is None:
-                        self.problem = f"the certificate in {self.cert_dir} does not load: {exc}"
-            return self._context

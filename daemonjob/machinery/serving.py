@@ -24,7 +24,7 @@ from pathlib import Path
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from daemonjob.machinery.certs import ReloadingTLS, TLSProvider
+from daemonjob.machinery.tls import ReloadingTLS, TLSProvider
 
 __all__ = ["Route", "PostRoute", "Filter", "ReloadingTLS", "TLSProvider", "Server", "parse_bind_address", "bind_socket",
            "metrics_route", "check_route", "READ_TIMEOUT", "IDLE_TIMEOUT", "MAX_BODY", "WORKERS",

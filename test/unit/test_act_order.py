@@ -103,6 +103,35 @@ def test_a_dependency_that_succeeds_on_a_node_wakes_its_dependents_which_start_t
     assert nodes_created_by(bed, "upgrade") == ["node-01"]
 
 
+def test_where_a_dependency_succeeded_is_kept_only_while_another_daemonjob_names_it(bed: ActBed) -> None:
+    bed.add_nodes(2)
+    bed.add_dj(member("prepare", "2024-03-01T00:00:00Z"))
+    bed.ctl.reconcile("ops/prepare")
+    bed.control.deliver()
+    bed.key = "ops/prepare"
+    bed.sync()
+    finish(bed, "node-00", "prepare")
+    succeeded = bed.ctl.order_index.succeeded
+    assert succeeded.kept() == set()  # no DaemonJob comes after it: its Job events keep nothing
+    upgrade = member("upgrade", "2024-03-02T00:00:00Z", after=["prepare"])
+    bed.add_dj(upgrade)
+    bed.ctl.reconcile("ops/upgrade")  # its first read builds prepare's set from the Jobs cache
+    bed.control.deliver()
+    assert nodes_created_by(bed, "upgrade") == ["node-00"] and succeeded.kept() == {"uid-prepare"}
+    finish(bed, "node-01", "prepare")  # followed from the Job event
+    bed.ctl.reconcile("ops/upgrade")
+    assert nodes_created_by(bed, "upgrade") == ["node-00", "node-01"]
+    upgrade["metadata"]["generation"] = 2
+    del upgrade["spec"]["after"]
+    bed.add_dj(upgrade)  # spec.after edited away: no one names prepare, its set goes
+    assert succeeded.kept() == set()
+    bed.add_dj(member("check", "2024-03-03T00:00:00Z", after=["prepare"]))
+    bed.ctl.reconcile("ops/check")  # named again: built again, with all it did meanwhile
+    assert nodes_created_by(bed, "check") == ["node-00", "node-01"] and succeeded.kept() == {"uid-prepare"}
+    bed.djs.delete("ops/check")
+    assert succeeded.kept() == set()
+
+
 def test_a_missing_dependency_is_stalled_until_it_is_created(bed: ActBed) -> None:
     bed.add_nodes(1)
     bed.add_dj(member("upgrade", "2024-03-02T00:00:00Z", after=["prepare"]))
