@@ -318,29 +318,29 @@ class Router:
 
     # -- nodes -----------------------------------------------------------------------------------
     def node_added(self, node: Obj) -> None:
-        self._node_changed(node, lambda elig: elig.eligible(node), joined=True)
+        self._node_changed(node)
 
     def node_updated(self, old: Obj, new: Obj) -> None:
         om, nm = old["metadata"], new["metadata"]
         if (old.get("spec") == new.get("spec") and om.get("labels") == nm.get("labels")
                 and om.get("annotations") == nm.get("annotations")):
             return  # heartbeats and status changes do not change any answer
-        self._node_changed(new, lambda elig: elig.eligible(old) != elig.eligible(new), old, joined=True)
+        self._node_changed(new, old)
 
     def node_deleted(self, obj: Obj | Tombstone) -> None:
         node = deleted_object(obj)
-        self._node_changed(node, lambda elig: elig.eligible(node))
+        self._node_changed(node, node, deleted=True)
 
-    def _node_changed(self, node: Obj, concerns: Callable[[Eligibility], bool], old: Obj | None = None,
-                      joined: bool = False) -> None:
-        """Mark the node for every kept plan; enqueue the DaemonJobs it concerns, those with
-        Jobs on it (why a node holding a Job is not eligible may have changed), and the one
-        whose maintenance record it carries or carried (its cordon, its release, seen). Those
-        the order holds back there come a little later (`_order_holds`): what they have to do
-        is count the node, and a few node events then cost one pass, while the DaemonJobs that
-        may start there go first; `joined` (the node is there, not deleted): those for which it
-        just became eligible go ahead of the queued work, since a node waiting for its Jobs
-        is the wait operators feel, and a node event adds each DaemonJob at most once."""
+    def _node_changed(self, node: Obj, old: Obj | None = None, deleted: bool = False) -> None:
+        """Mark the node for every kept plan; enqueue the DaemonJobs for which it became or
+        stopped being eligible (`old`: the node before, None when it joined), those with Jobs
+        on it (why a node holding a Job is not eligible may have changed), and the one whose
+        maintenance record it carries or carried (its cordon, its release, seen). Those the
+        order holds back there come a little later (`_order_holds`): what they have to do is
+        count the node, and a few node events then cost one pass, while the DaemonJobs that may
+        start there go first, ahead of the queued work (urgent) when it just became eligible for
+        them, since a node waiting for its Jobs is the wait operators feel, and a node event
+        adds each DaemonJob at most once."""
         name = node["metadata"]["name"]
         self.plans.node_changed(name)
         owners = {k for k in (owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)) if k is not None}
@@ -349,12 +349,15 @@ class Router:
             self.queue.add(key)
         eligibility = {key: elig for key, elig in self._dj_items() if elig is not None}
         for key, elig in eligibility.items():
-            if key in owners or not concerns(elig):
+            if key in owners:
                 continue
+            now = not deleted and elig.eligible(node)
+            if now == (old is not None and elig.eligible(old)):
+                continue  # no change for this DaemonJob
             if self._order_holds(key, node, eligibility):
                 self.queue.add_after(key, defaults.JOB_EVENT_DELAY_MAX)
             else:
-                self.queue.add(key, urgent=joined and elig.eligible(node))
+                self.queue.add(key, urgent=now)
 
     def _order_holds(self, key: str, node: Obj, eligibility: Mapping[str, Eligibility]) -> bool:
         """Whether the order holds `key` back on `node` for now, as the caches show it: a
