@@ -21,22 +21,22 @@ import structlog
 
 from daemonjob import __version__, defaults, logsetup
 from daemonjob.admission import webhook as admission
+from daemonjob.controller.configmaps import ConfigMapLimits
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.fence import Fence
 from daemonjob.controller.limitermetrics import MeasuredLimiter
-from daemonjob.controller.configmaps import ConfigMapLimits
 from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.jobs import API_VERSION, GROUP
 from daemonjob.machinery.clock import RealClock
-from daemonjob.machinery.processmetrics import process_metrics
 from daemonjob.machinery.kube import ApiError, ConfigError, Kube
 from daemonjob.machinery.leaderelection import LeaderElector
 from daemonjob.machinery.malloc import limit_malloc_arenas
+from daemonjob.machinery.processmetrics import process_metrics
 from daemonjob.machinery.ratelimit import TokenBucket
 from daemonjob.machinery.serving import Server, check_route, parse_bind_address
-from daemonjob.metricsserver import metrics_server
 from daemonjob.manager import Manager
+from daemonjob.metricsserver import metrics_server
 
 log = structlog.get_logger("daemonjob")
 
@@ -44,57 +44,123 @@ EXIT_FAILURE = 1
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="daemonjob-controller",
-                                description="Runs a Job on every eligible node for each DaemonJob.")
-    p.add_argument("--kubeconfig", default=None,
-                   help="kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
+    p = argparse.ArgumentParser(
+        prog="daemonjob-controller", description="Runs a Job on every eligible node for each DaemonJob."
+    )
+    p.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)",
+    )
     p.add_argument("--namespace", default=None, help="watch DaemonJobs and Jobs in this namespace only (default: all)")
     p.add_argument("--workers", type=_positive_int, default=defaults.WORKERS, help="concurrent reconciles")
-    p.add_argument("--kube-api-qps", type=float, default=defaults.KUBE_API_QPS,
-                   help="client-side API request rate limit (0: unlimited)")
-    p.add_argument("--kube-api-burst", type=_positive_int, default=defaults.KUBE_API_BURST,
-                   help="client-side API request burst")
+    p.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=defaults.KUBE_API_QPS,
+        help="client-side API request rate limit (0: unlimited)",
+    )
+    p.add_argument(
+        "--kube-api-burst", type=_positive_int, default=defaults.KUBE_API_BURST, help="client-side API request burst"
+    )
     p.add_argument("--leader-elect", action="store_true", help="elect a leader on a Lease; only it acts")
     p.add_argument("--leader-election-id", default=defaults.LEADER_ELECTION_ID, help="name of the Lease")
-    p.add_argument("--leader-election-namespace", default=None,
-                   help="namespace of the Lease (default: the pod's namespace, else default)")
-    p.add_argument("--leader-election-lease-duration", type=_seconds, default=defaults.LEASE_DURATION,
-                   metavar="SECONDS", help="how long a stand-by waits for an unrenewed Lease before taking it")
-    p.add_argument("--leader-election-renew-deadline", type=_seconds, default=defaults.RENEW_DEADLINE,
-                   metavar="SECONDS", help="how long the leader acts after its last renewal was sent")
-    p.add_argument("--leader-election-retry-period", type=_seconds, default=defaults.RETRY_PERIOD,
-                   metavar="SECONDS", help="time between renewals, and between a stand-by's attempts")
-    p.add_argument("--metrics-bind-address", default=None,
-                   help=f"address of /metrics ('0' disables; default {defaults.METRICS_SECURE_BIND_ADDRESS}, "
-                        f"{defaults.METRICS_BIND_ADDRESS} with --metrics-secure=false)")
-    p.add_argument("--metrics-secure", type=_bool, nargs="?", const=True, default=defaults.METRICS_SECURE,
-                   metavar="BOOL", help="serve /metrics over HTTPS to callers whose bearer token may get "
-                                        "/metrics (TokenReview, SubjectAccessReview); false: plain HTTP, open")
-    p.add_argument("--metrics-cert-dir", default="",
-                   help="directory of tls.crt and tls.key for /metrics, reloaded when they change "
-                        "(default: a self-signed certificate made at start)")
-    p.add_argument("--health-probe-bind-address", default=defaults.HEALTH_PROBE_BIND_ADDRESS,
-                   help="address of /healthz and /readyz ('0' disables)")
-    p.add_argument("--max-configmap-watches", type=_positive_int, default=defaults.MAX_CONFIGMAP_WATCHES,
-                   help="ConfigMaps watched for rerunOnConfigChange across all DaemonJobs (one watch each)")
-    p.add_argument("--max-configmap-watches-per-daemonjob", type=_positive_int,
-                   default=defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB,
-                   help="ConfigMaps one DaemonJob may have watched; past either limit it is Stalled")
-    p.add_argument("--prometheus-url", default=None,
-                   help="Prometheus whose firing alerts spec.rollout.haltOnAlerts reads (/api/v1/alerts); "
-                        "without it a DaemonJob with haltOnAlerts starts no new node (AlertsUnknown)")
-    p.add_argument("--prometheus-poll-interval", type=_seconds, default=defaults.PROMETHEUS_POLL_INTERVAL,
-                   metavar="SECONDS", help="time between two reads of the firing alerts")
-    p.add_argument("--node-maintenance-namespaces", type=_namespaces,
-                   default=frozenset(defaults.NODE_MAINTENANCE_NAMESPACES), metavar="NAMESPACES",
-                   help="comma-separated namespaces whose DaemonJobs may cordon, drain and uncordon nodes "
-                        "(spec.nodeMaintenance; the Node RBAC of manifests/node-maintenance is needed too); "
-                        "elsewhere the webhook refuses such a DaemonJob and the controller sets it Stalled, "
-                        "NodeMaintenanceNotAllowed (default: none)")
+    p.add_argument(
+        "--leader-election-namespace",
+        default=None,
+        help="namespace of the Lease (default: the pod's namespace, else default)",
+    )
+    p.add_argument(
+        "--leader-election-lease-duration",
+        type=_seconds,
+        default=defaults.LEASE_DURATION,
+        metavar="SECONDS",
+        help="how long a stand-by waits for an unrenewed Lease before taking it",
+    )
+    p.add_argument(
+        "--leader-election-renew-deadline",
+        type=_seconds,
+        default=defaults.RENEW_DEADLINE,
+        metavar="SECONDS",
+        help="how long the leader acts after its last renewal was sent",
+    )
+    p.add_argument(
+        "--leader-election-retry-period",
+        type=_seconds,
+        default=defaults.RETRY_PERIOD,
+        metavar="SECONDS",
+        help="time between renewals, and between a stand-by's attempts",
+    )
+    p.add_argument(
+        "--metrics-bind-address",
+        default=None,
+        help=f"address of /metrics ('0' disables; default {defaults.METRICS_SECURE_BIND_ADDRESS}, "
+        f"{defaults.METRICS_BIND_ADDRESS} with --metrics-secure=false)",
+    )
+    p.add_argument(
+        "--metrics-secure",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=defaults.METRICS_SECURE,
+        metavar="BOOL",
+        help="serve /metrics over HTTPS to callers whose bearer token may get "
+        "/metrics (TokenReview, SubjectAccessReview); false: plain HTTP, open",
+    )
+    p.add_argument(
+        "--metrics-cert-dir",
+        default="",
+        help="directory of tls.crt and tls.key for /metrics, reloaded when they change "
+        "(default: a self-signed certificate made at start)",
+    )
+    p.add_argument(
+        "--health-probe-bind-address",
+        default=defaults.HEALTH_PROBE_BIND_ADDRESS,
+        help="address of /healthz and /readyz ('0' disables)",
+    )
+    p.add_argument(
+        "--max-configmap-watches",
+        type=_positive_int,
+        default=defaults.MAX_CONFIGMAP_WATCHES,
+        help="ConfigMaps watched for rerunOnConfigChange across all DaemonJobs (one watch each)",
+    )
+    p.add_argument(
+        "--max-configmap-watches-per-daemonjob",
+        type=_positive_int,
+        default=defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB,
+        help="ConfigMaps one DaemonJob may have watched; past either limit it is Stalled",
+    )
+    p.add_argument(
+        "--prometheus-url",
+        default=None,
+        help="Prometheus whose firing alerts spec.rollout.haltOnAlerts reads (/api/v1/alerts); "
+        "without it a DaemonJob with haltOnAlerts starts no new node (AlertsUnknown)",
+    )
+    p.add_argument(
+        "--prometheus-poll-interval",
+        type=_seconds,
+        default=defaults.PROMETHEUS_POLL_INTERVAL,
+        metavar="SECONDS",
+        help="time between two reads of the firing alerts",
+    )
+    p.add_argument(
+        "--node-maintenance-namespaces",
+        type=_namespaces,
+        default=frozenset(defaults.NODE_MAINTENANCE_NAMESPACES),
+        metavar="NAMESPACES",
+        help="comma-separated namespaces whose DaemonJobs may cordon, drain and uncordon nodes "
+        "(spec.nodeMaintenance; the Node RBAC of manifests/node-maintenance is needed too); "
+        "elsewhere the webhook refuses such a DaemonJob and the controller sets it Stalled, "
+        "NodeMaintenanceNotAllowed (default: none)",
+    )
     admission.add_flags(p)
     p.add_argument("--log-level", choices=logsetup.LEVELS, default=defaults.LOG_LEVEL)
-    p.add_argument("--log-format", choices=("json", "console"), default=None,
-                   help="default: json in-cluster or when stderr is not a terminal, else console")
+    p.add_argument(
+        "--log-format",
+        choices=("json", "console"),
+        default=None,
+        help="default: json in-cluster or when stderr is not a terminal, else console",
+    )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p
 
@@ -136,8 +202,10 @@ def _namespaces(text: str) -> frozenset[str]:
     names = frozenset(n.strip() for n in text.split(",") if n.strip())
     bad = sorted(n for n in names if len(n) > 63 or not _NAMESPACE_RE.match(n))
     if bad:
-        raise argparse.ArgumentTypeError(f"{bad[0]!r} is not a namespace name (a DNS-1123 label: lower case "
-                                         "letters, digits and '-', at most 63 characters)")
+        raise argparse.ArgumentTypeError(
+            f"{bad[0]!r} is not a namespace name (a DNS-1123 label: lower case "
+            "letters, digits and '-', at most 63 characters)"
+        )
     return names
 
 
@@ -145,8 +213,7 @@ def _lease_timings(args: argparse.Namespace) -> str | None:
     """Why the leader election timings cannot work, if they cannot."""
     if args.leader_election_lease_duration > args.leader_election_renew_deadline > args.leader_election_retry_period:
         return None
-    return ("need --leader-election-lease-duration > --leader-election-renew-deadline > "
-            "--leader-election-retry-period")
+    return "need --leader-election-lease-duration > --leader-election-renew-deadline > --leader-election-retry-period"
 
 
 def _lease_namespace(flag: str | None) -> str:
@@ -173,24 +240,32 @@ def _check_api(kube: Kube) -> str | None:
         kube.request("GET", f"/apis/{API_VERSION}", timeout=10)
     except ApiError as exc:
         if exc.not_found:
-            return (f"the DaemonJob CRD (daemonjobs.{GROUP}) is not installed on {kube.host}: "
-                    "kubectl apply -f manifests/crd.yaml")
+            return (
+                f"the DaemonJob CRD (daemonjobs.{GROUP}) is not installed on {kube.host}: "
+                "kubectl apply -f manifests/crd.yaml"
+            )
         return f"the API server at {kube.host} refused the controller: {exc}"
     except Exception as exc:
         return f"cannot reach the Kubernetes API server at {kube.host}: {exc}"
     return None
 
 
-def _servers(args: argparse.Namespace, metrics: Metrics, controller: Controller,
-             ready: Callable[[], str | None]) -> list[Server]:
+def _servers(
+    args: argparse.Namespace, metrics: Metrics, controller: Controller, ready: Callable[[], str | None]
+) -> list[Server]:
     """Start /metrics and the probes; OSError when an address is taken (nothing left running)."""
     servers: list[Server] = []
     try:
         if args.metrics_addr:
             servers.append(metrics_server(args, metrics.registry).start())
         if args.health_addr:
-            servers.append(Server(args.health_addr, {"/healthz": check_route(controller.healthy),
-                                                     "/readyz": check_route(ready)}, "health").start())
+            servers.append(
+                Server(
+                    args.health_addr,
+                    {"/healthz": check_route(controller.healthy), "/readyz": check_route(ready)},
+                    "health",
+                ).start()
+            )
     except OSError:
         for s in servers:
             s.stop()
@@ -206,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         if args.metrics_bind_address is None:
-            args.metrics_bind_address = (defaults.METRICS_SECURE_BIND_ADDRESS if args.metrics_secure
-                                         else defaults.METRICS_BIND_ADDRESS)
+            args.metrics_bind_address = (
+                defaults.METRICS_SECURE_BIND_ADDRESS if args.metrics_secure else defaults.METRICS_BIND_ADDRESS
+            )
         args.metrics_addr = parse_bind_address(args.metrics_bind_address)
         args.health_addr = parse_bind_address(args.health_probe_bind_address)
         args.webhook_addr = parse_bind_address(args.webhook_bind_address)
@@ -224,8 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     process_metrics(metrics.registry)
     try:
         limiter = MeasuredLimiter(TokenBucket(args.kube_api_qps, args.kube_api_burst), metrics.limiter_wait)
-        kube = Kube.from_config(args.kubeconfig, limiter=limiter,
-                                on_request=metrics.on_request)
+        kube = Kube.from_config(args.kubeconfig, limiter=limiter, on_request=metrics.on_request)
     except ConfigError as exc:
         return fail(str(exc))
     problem = _check_api(kube)
@@ -238,27 +313,41 @@ def main(argv: list[str] | None = None) -> int:
     if args.leader_elect:
         # Its own client, without the rate limiter: a renewal never queues behind the workers' writes.
         lease_kube = Kube.from_config(args.kubeconfig, on_request=metrics.on_request)
-        elector = LeaderElector(lease_kube, _lease_namespace(args.leader_election_namespace),
-                                args.leader_election_id, identity,
-                                lease_duration=args.leader_election_lease_duration,
-                                renew_deadline=args.leader_election_renew_deadline,
-                                retry_period=args.leader_election_retry_period, clock=clock, rng=rng)
+        elector = LeaderElector(
+            lease_kube,
+            _lease_namespace(args.leader_election_namespace),
+            args.leader_election_id,
+            identity,
+            lease_duration=args.leader_election_lease_duration,
+            renew_deadline=args.leader_election_renew_deadline,
+            retry_period=args.leader_election_retry_period,
+            clock=clock,
+            rng=rng,
+        )
         fence = Fence(elector.holds_lease, elector.lease_remaining)
     events = EventRecorder(kube, host=socket.gethostname(), clock=clock, fence=fence)
-    controller = Controller.for_kube(kube, namespace=args.namespace, workers=args.workers, metrics=metrics,
-                                     events=events, fence=fence, clock=clock, rng=rng,
-                                     configmap_limits=ConfigMapLimits(args.max_configmap_watches_per_daemonjob,
-                                                                      args.max_configmap_watches),
-                                     prometheus_url=args.prometheus_url,
-                                     prometheus_poll_interval=args.prometheus_poll_interval,
-                                     node_maintenance_namespaces=args.node_maintenance_namespaces)
+    controller = Controller.for_kube(
+        kube,
+        namespace=args.namespace,
+        workers=args.workers,
+        metrics=metrics,
+        events=events,
+        fence=fence,
+        clock=clock,
+        rng=rng,
+        configmap_limits=ConfigMapLimits(args.max_configmap_watches_per_daemonjob, args.max_configmap_watches),
+        prometheus_url=args.prometheus_url,
+        prometheus_poll_interval=args.prometheus_poll_interval,
+        node_maintenance_namespaces=args.node_maintenance_namespaces,
+    )
     ready = controller.ready
     webhook: admission.Webhook | None = None
     try:
         if args.webhook_addr:  # every replica serves: admission never waits for an election
             args.webhook_service_namespace = _lease_namespace(args.webhook_service_namespace)  # the pod's
-            webhook = admission.start(args, args.webhook_addr, kube, metrics.registry,
-                                      maintenance_namespaces=args.node_maintenance_namespaces)
+            webhook = admission.start(
+                args, args.webhook_addr, kube, metrics.registry, maintenance_namespaces=args.node_maintenance_namespaces
+            )
             ready = _both(controller.ready, webhook.problem)
         servers = _servers(args, metrics, controller, ready)
     except OSError as exc:
@@ -270,9 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     manager = Manager(controller, events, metrics, elector=elector, fence=fence, servers=servers)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: manager.request_stop())
-    log.info("starting", version=__version__, namespace=args.namespace or "(all)", workers=args.workers,
-             leader_elect=args.leader_elect, identity=identity,
-             node_maintenance_namespaces=sorted(args.node_maintenance_namespaces))
+    log.info(
+        "starting",
+        version=__version__,
+        namespace=args.namespace or "(all)",
+        workers=args.workers,
+        leader_elect=args.leader_elect,
+        identity=identity,
+        node_maintenance_namespaces=sorted(args.node_maintenance_namespaces),
+    )
     return manager.run()
 
 

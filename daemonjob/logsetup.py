@@ -18,8 +18,11 @@ def default_format() -> str:
 def configure(level: str = "info", fmt: str | None = None) -> None:
     fmt = fmt or default_format()
     numeric = getattr(logging, level.upper())
-    renderer = (structlog.processors.JSONRenderer() if fmt == "json"
-                else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
+    renderer = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

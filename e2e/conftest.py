@@ -101,8 +101,11 @@ def _service_account_token(kube: Kube) -> str:
             if secret.get("type") == "kubernetes.io/service-account-token" and token:
                 return base64.b64decode(token).decode()
         if EXTERNAL:  # v1.24+ creates no token Secrets
-            request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                       "spec": {"expirationSeconds": 7200}}
+            request = {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 7200},
+            }
             return kube.create(sa_path + "/token", request)["status"]["token"]
         time.sleep(0.3)
     raise AssertionError(f"no token for ServiceAccount {CONTROLLER_NS}/{SERVICE_ACCOUNT} after 30s")
@@ -140,16 +143,21 @@ subjects: [{{kind: ServiceAccount, name: {SERVICE_ACCOUNT}, namespace: {CONTROLL
     # The token really is the ServiceAccount (and not, say, an admin).
     review = Kube.from_config(str(path)).create(
         "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-        {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-         "spec": {"resourceAttributes": {"verb": "list", "resource": "secrets", "namespace": CONTROLLER_NS}}})
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": "list", "resource": "secrets", "namespace": CONTROLLER_NS}},
+        },
+    )
     assert review["status"]["allowed"] is False, "the controller's credentials may read Secrets"
     return path
 
 
 # -- the controller ---------------------------------------------------------------------------
 @pytest.fixture
-def spawn_controller(request: pytest.FixtureRequest, sa_kubeconfig: Path, namespace: str, tmp_path: Path,
-                     kube: Kube) -> Iterator[Callable[..., ControllerProcess]]:
+def spawn_controller(
+    request: pytest.FixtureRequest, sa_kubeconfig: Path, namespace: str, tmp_path: Path, kube: Kube
+) -> Iterator[Callable[..., ControllerProcess]]:
     """spawn_controller(log_name, extra_args=...) -> a started controller process for this test's
     namespace; `extra_args` are more flags of daemonjob-controller (say `--kube-api-qps 5`).
 
@@ -221,6 +229,7 @@ def group(namespace: str) -> str:
 @pytest.fixture
 def nodes(make_nodes: Callable[..., list[str]], group: str) -> Callable[..., list[str]]:
     """nodes(count, labels=..., taints=..., unschedulable=...) -> names, all in this test's group."""
+
     def make(count: int = 1, *, labels: dict[str, str] | None = None, **kw: Any) -> list[str]:
         return make_nodes(count, labels={GROUP_LABEL: group, **(labels or {})}, **kw)
 

@@ -78,10 +78,18 @@ def sleep(seconds: int) -> Workload:
     return Workload(("sleep", str(seconds)), duration=seconds)
 
 
-def daemonjob(name: str, group: str, workload: Workload = OK, *, backoff_limit: int | None = None,
-              pod_spec: Mapping[str, Any] | None = None, job_spec: Mapping[str, Any] | None = None,
-              container: Mapping[str, Any] | None = None, node_selector: Mapping[str, Any] | None = None,
-              **spec: Any) -> dict[str, Any]:
+def daemonjob(
+    name: str,
+    group: str,
+    workload: Workload = OK,
+    *,
+    backoff_limit: int | None = None,
+    pod_spec: Mapping[str, Any] | None = None,
+    job_spec: Mapping[str, Any] | None = None,
+    container: Mapping[str, Any] | None = None,
+    node_selector: Mapping[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
     """A DaemonJob whose spec.nodeSelector selects only the nodes labelled with `group`.
 
     A failing workload gets backoffLimit 0 unless told otherwise: the Job controller would
@@ -91,13 +99,17 @@ def daemonjob(name: str, group: str, workload: Workload = OK, *, backoff_limit: 
         backoff_limit = 0
     main = {"name": "main", "image": IMAGE, "command": list(workload.command), **(container or {})}
     pod = {"restartPolicy": "Never", "containers": [main], **(pod_spec or {})}
-    jspec: dict[str, Any] = {"template": {"metadata": {"annotations": workload.annotations()}, "spec": pod},
-                             **(job_spec or {})}
+    jspec: dict[str, Any] = {
+        "template": {"metadata": {"annotations": workload.annotations()}, "spec": pod},
+        **(job_spec or {}),
+    }
     if backoff_limit is not None:
         jspec["backoffLimit"] = backoff_limit
     selector = dict(node_selector) if node_selector is not None else {"matchLabels": {GROUP_LABEL: group}}
     return {
-        "apiVersion": GROUP_VERSION, "kind": "DaemonJob", "metadata": {"name": name},
+        "apiVersion": GROUP_VERSION,
+        "kind": "DaemonJob",
+        "metadata": {"name": name},
         "spec": {"jobTemplate": {"spec": jspec}, "nodeSelector": selector, **spec},
     }
 
@@ -114,8 +126,13 @@ def with_workload(body: Mapping[str, Any], workload: Workload) -> dict[str, Any]
 
 
 # -- polling ----------------------------------------------------------------------------------
-def wait_for(predicate: Callable[[], T], timeout: float = 90.0, what: str = "condition",
-             interval: float = 0.25, describe: Callable[[], Any] | None = None) -> T:
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float = 90.0,
+    what: str = "condition",
+    interval: float = 0.25,
+    describe: Callable[[], Any] | None = None,
+) -> T:
     """The shared poller with the suite's longer default timeout."""
     return waiting.wait_for(predicate, timeout, what, interval, describe)
 
@@ -136,8 +153,12 @@ class Cluster:
 
     def apply(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create the DaemonJob, or replace the spec of an existing one."""
-        fresh = {"apiVersion": GROUP_VERSION, "kind": "DaemonJob",
-                 "metadata": {"name": body["metadata"]["name"]}, "spec": copy.deepcopy(body["spec"])}
+        fresh = {
+            "apiVersion": GROUP_VERSION,
+            "kind": "DaemonJob",
+            "metadata": {"name": body["metadata"]["name"]},
+            "spec": copy.deepcopy(body["spec"]),
+        }
         try:
             return self.kube.create(self.dj_path(), fresh)
         except ApiError as exc:
@@ -163,8 +184,9 @@ class Cluster:
 
     def run_now(self, name: str, value: str) -> dict[str, Any]:
         """Set the run-now annotation, as `kubectl annotate --overwrite` does: a new value starts a run."""
-        return self.kube.patch(self.dj_path(name), {"metadata": {"annotations": {ANNOTATION_RUN_NOW: value}}},
-                               content_type=PATCH_MERGE)
+        return self.kube.patch(
+            self.dj_path(name), {"metadata": {"annotations": {ANNOTATION_RUN_NOW: value}}}, content_type=PATCH_MERGE
+        )
 
     def get(self, name: str) -> dict[str, Any]:
         return self.kube.get(self.dj_path(name))
@@ -175,8 +197,9 @@ class Cluster:
     def delete(self, name: str) -> None:
         self.kube.delete(self.dj_path(name))
 
-    def wait_status(self, name: str, predicate: Callable[[dict[str, Any]], Any], what: str,
-                    timeout: float = 90.0) -> dict[str, Any]:
+    def wait_status(
+        self, name: str, predicate: Callable[[dict[str, Any]], Any], what: str, timeout: float = 90.0
+    ) -> dict[str, Any]:
         """Wait until predicate(DaemonJob) holds for a status of the current generation."""
         last: dict[str, Any] = {}
 
@@ -190,13 +213,17 @@ class Cluster:
 
     def wait_complete(self, name: str, desired: int, timeout: float = 90.0) -> dict[str, Any]:
         return self.wait_status(
-            name, lambda dj: is_true(dj, "Complete") and dj["status"].get("desiredNodes") == desired,
-            f"Complete=True on {desired} nodes", timeout)
+            name,
+            lambda dj: is_true(dj, "Complete") and dj["status"].get("desiredNodes") == desired,
+            f"Complete=True on {desired} nodes",
+            timeout,
+        )
 
     # Jobs
     def jobs(self, name: str) -> list[dict[str, Any]]:
-        items = self.kube.get(path_for("batch/v1", "jobs", self.namespace),
-                              labelSelector=f"{LABEL_NAME}={name}")["items"]
+        items = self.kube.get(path_for("batch/v1", "jobs", self.namespace), labelSelector=f"{LABEL_NAME}={name}")[
+            "items"
+        ]
         return sorted(items, key=lambda j: (job_node(j), j["metadata"]["creationTimestamp"], j["metadata"]["name"]))
 
     def jobs_by_node(self, name: str) -> dict[str, list[dict[str, Any]]]:
@@ -209,26 +236,32 @@ class Cluster:
         return sorted(job_node(j) for j in self.jobs(name))
 
     def delete_job(self, job_name: str) -> None:
-        self.kube.delete(path_for("batch/v1", "jobs", self.namespace, job_name),
-                         {"propagationPolicy": "Background"})
+        self.kube.delete(path_for("batch/v1", "jobs", self.namespace, job_name), {"propagationPolicy": "Background"})
 
     def pods(self, job_name: str) -> list[dict[str, Any]]:
         return self.kube.get(path_for("v1", "pods", self.namespace), labelSelector=f"job-name={job_name}")["items"]
 
     def events(self, name: str) -> list[dict[str, Any]]:
-        return self.kube.get(path_for("v1", "events", self.namespace),
-                             fieldSelector=f"involvedObject.kind=DaemonJob,involvedObject.name={name}")["items"]
+        return self.kube.get(
+            path_for("v1", "events", self.namespace),
+            fieldSelector=f"involvedObject.kind=DaemonJob,involvedObject.name={name}",
+        )["items"]
 
-    def wait_event(self, name: str, predicate: Callable[[dict[str, Any]], bool], what: str,
-                   timeout: float = 60.0) -> dict[str, Any]:
+    def wait_event(
+        self, name: str, predicate: Callable[[dict[str, Any]], bool], what: str, timeout: float = 60.0
+    ) -> dict[str, Any]:
         found: list[dict[str, Any]] = []
 
         def check() -> dict[str, Any] | None:
             found[:] = self.events(name)
             return next((e for e in found if predicate(e)), None)
 
-        return wait_for(check, timeout, f"event on {name}: {what}",
-                        describe=lambda: [(e.get("type"), e.get("reason"), e.get("message")) for e in found])
+        return wait_for(
+            check,
+            timeout,
+            f"event on {name}: {what}",
+            describe=lambda: [(e.get("type"), e.get("reason"), e.get("message")) for e in found],
+        )
 
     # Nodes
     def patch_node(self, node: str, body: Mapping[str, Any]) -> None:
@@ -253,9 +286,20 @@ class ControllerProcess(process.ControllerProcess):
     def __init__(self, kubeconfig: Path, namespace: str, log_path: Path, extra_args: Sequence[str] = ()):
         self.namespace = namespace
         self.lease = f"dj-{namespace}"
-        super().__init__(kubeconfig, log_path, "--namespace", namespace, "--leader-elect",
-                         "--leader-election-namespace", CONTROLLER_NS, "--leader-election-id", self.lease,
-                         "--log-format", "json", *extra_args)
+        super().__init__(
+            kubeconfig,
+            log_path,
+            "--namespace",
+            namespace,
+            "--leader-elect",
+            "--leader-election-namespace",
+            CONTROLLER_NS,
+            "--leader-election-id",
+            self.lease,
+            "--log-format",
+            "json",
+            *extra_args,
+        )
 
     def start(self, wait: bool = True) -> ControllerProcess:
         super().start(wait)
@@ -265,8 +309,12 @@ class ControllerProcess(process.ControllerProcess):
         return self.running()
 
     def wait_leader(self, timeout: float = 60.0) -> None:
-        wait_for(lambda: metric_value(self.metrics(), "daemonjob_leader") == 1.0, timeout,
-                 "the controller to lead", interval=0.3)
+        wait_for(
+            lambda: metric_value(self.metrics(), "daemonjob_leader") == 1.0,
+            timeout,
+            "the controller to lead",
+            interval=0.3,
+        )
 
     def restart(self, wait: bool = True) -> ControllerProcess:
         if self.running():
@@ -366,12 +414,12 @@ class DeployedController:
         if not self._reader_bound:
             self.kubectl("apply", "-f", "-", stdin=_METRICS_READER_BINDING)
             self._reader_bound = True
-        return self.kubectl("exec", "-n", CONTROLLER_NS, self._leader_pod(), "--",
-                            "python", "-c", _READ_OWN_METRICS).stdout
+        return self.kubectl(
+            "exec", "-n", CONTROLLER_NS, self._leader_pod(), "--", "python", "-c", _READ_OWN_METRICS
+        ).stdout
 
     def tail(self, lines: int = 60) -> str:
         try:
-            return self.kubectl("logs", "-n", CONTROLLER_NS, self._leader_pod(), f"--tail={lines}",
-                                check=False).stdout
-        except Exception as exc:  # noqa: BLE001 (only ever used to explain a failure)
+            return self.kubectl("logs", "-n", CONTROLLER_NS, self._leader_pod(), f"--tail={lines}", check=False).stdout
+        except Exception as exc:
             return f"(no log: {exc})"

@@ -23,8 +23,11 @@ def assert_stalled(api: Cluster, name: str, *phrases: str) -> dict[str, Any]:
     for phrase in phrases:
         assert phrase in stalled["message"], stalled
     assert condition(dj, "Complete")["status"] == "False"
-    api.wait_event(name, lambda e: e["type"] == "Warning" and all(p in e["message"] for p in phrases),
-                   f"a Warning saying {phrases}")
+    api.wait_event(
+        name,
+        lambda e: e["type"] == "Warning" and all(p in e["message"] for p in phrases),
+        f"a Warning saying {phrases}",
+    )
     holds(lambda: not api.jobs(name), 3, f"{name} creates no Job")
     return dj
 
@@ -54,8 +57,9 @@ def test_invalid_selector_is_reported(api: Cluster, nodes: Nodes, group: str, co
     assert controller.alive()
 
 
-def test_template_the_api_server_rejects_stalls_only_its_daemonjob(api: Cluster, nodes: Nodes, group: str,
-                                                                   controller: Any) -> None:
+def test_template_the_api_server_rejects_stalls_only_its_daemonjob(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     """The API server's own message surfaces; another DaemonJob in the namespace still runs."""
     nodes(2)
     api.apply(daemonjob("rejected", group, OK, container={"name": "Bad_Name"}))

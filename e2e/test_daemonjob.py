@@ -37,7 +37,7 @@ from daemonjob.testing.kubelet import NodeSpec, SimKubelet
 def table_row(header: str, line: str) -> dict[str, str]:
     """One row of kubectl's table output, cut at the header's column starts."""
     starts = [i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 1] == " ")]
-    return {header[a:b].strip(): line[a:b].strip() for a, b in zip(starts, [*starts[1:], None])}
+    return {header[a:b].strip(): line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)}
 
 
 @pytest.fixture
@@ -54,8 +54,9 @@ def long_named_node(kubelet: SimKubelet, group: str) -> Iterator[str]:
         kubelet.delete_node(name)
 
 
-def test_rollout_completes_and_jobs_follow_the_contract(api: Cluster, nodes: Nodes, group: str, controller: Any,
-                                                        kubectl: Callable[..., Any], long_named_node: str) -> None:
+def test_rollout_completes_and_jobs_follow_the_contract(
+    api: Cluster, nodes: Nodes, group: str, controller: Any, kubectl: Callable[..., Any], long_named_node: str
+) -> None:
     """Every selected node runs one Job that the status, the Jobs themselves and kubectl agree on."""
     names = [*nodes(2), long_named_node]
     # A long name: the Job name must still fit in 63 characters.
@@ -66,15 +67,26 @@ def test_rollout_completes_and_jobs_follow_the_contract(api: Cluster, nodes: Nod
     status = done["status"]
     revision = status["currentRevision"]
     assert revision
-    assert {k: status[k] for k in ("desiredNodes", "succeededNodes", "activeNodes", "failedNodes", "pendingNodes")} \
-        == {"desiredNodes": 3, "succeededNodes": 3, "activeNodes": 0, "failedNodes": 0, "pendingNodes": 0}
+    assert {k: status[k] for k in ("desiredNodes", "succeededNodes", "activeNodes", "failedNodes", "pendingNodes")} == {
+        "desiredNodes": 3,
+        "succeededNodes": 3,
+        "activeNodes": 0,
+        "failedNodes": 0,
+        "pendingNodes": 0,
+    }
     assert status["observedGeneration"] == done["metadata"]["generation"]
     assert status.get("failedNodeNames", []) == []
     assert status["startTime"] and status["completionTime"] and status["completionTime"] >= status["startTime"]
     assert {c["type"]: c["status"] for c in status["conditions"]} == {
-        "Complete": "True", "Failed": "False", "Reconciling": "False", "Stalled": "False"}
-    assert all(c.get("observedGeneration", done["metadata"]["generation"]) == done["metadata"]["generation"]
-               for c in status["conditions"])
+        "Complete": "True",
+        "Failed": "False",
+        "Reconciling": "False",
+        "Stalled": "False",
+    }
+    assert all(
+        c.get("observedGeneration", done["metadata"]["generation"]) == done["metadata"]["generation"]
+        for c in status["conditions"]
+    )
 
     jobs = api.jobs(name)
     assert sorted(job_node(j) for j in jobs) == sorted(names), "one Job per node"
@@ -85,13 +97,22 @@ def test_rollout_completes_and_jobs_follow_the_contract(api: Cluster, nodes: Nod
         assert meta["labels"][LABEL_REVISION] == revision
         assert meta["annotations"][ANNOTATION_NODE] == node
         owners = [o for o in meta.get("ownerReferences") or [] if o.get("controller")]
-        assert owners == [{"apiVersion": GROUP_VERSION, "kind": "DaemonJob", "name": name,
-                           "uid": dj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+        assert owners == [
+            {
+                "apiVersion": GROUP_VERSION,
+                "kind": "DaemonJob",
+                "name": name,
+                "uid": dj["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
         spec = job["spec"]
         assert (spec["completions"], spec["parallelism"]) == (1, 1)
         affinity = spec["template"]["spec"]["affinity"]["nodeAffinity"]
-        assert affinity["requiredDuringSchedulingIgnoredDuringExecution"] == {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+        assert affinity["requiredDuringSchedulingIgnoredDuringExecution"] == {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+        }
         assert job_finished(job) == "Complete"
         pods = api.pods(meta["name"])
         assert [p["spec"]["nodeName"] for p in pods] == [node], "the pod ran on its node"
@@ -103,21 +124,35 @@ def test_rollout_completes_and_jobs_follow_the_contract(api: Cluster, nodes: Nod
     assert lines[0].split() == ["NAME", "DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "COMPLETE", "AGE"]
     row = table_row(lines[0], lines[1])
     assert {k: row[k] for k in ("NAME", "DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "COMPLETE")} == {
-        "NAME": name, "DESIRED": "3", "ACTIVE": "0", "SUCCEEDED": "3", "FAILED": "0", "COMPLETE": "True"}
+        "NAME": name,
+        "DESIRED": "3",
+        "ACTIVE": "0",
+        "SUCCEEDED": "3",
+        "FAILED": "0",
+        "COMPLETE": "True",
+    }
     assert row["AGE"]
 
 
-def test_failing_nodes_are_listed_and_the_daemonjob_fails(api: Cluster, nodes: Nodes, group: str,
-                                                           controller: Any, kubectl: Callable[..., Any]) -> None:
+def test_failing_nodes_are_listed_and_the_daemonjob_fails(
+    api: Cluster, nodes: Nodes, group: str, controller: Any, kubectl: Callable[..., Any]
+) -> None:
     """A node whose pod exits non-zero is a failed node, named in the status and an Event."""
     names = nodes(2)
     api.apply(daemonjob("exits-3", group, FAIL))
 
-    dj = api.wait_status("exits-3", lambda d: is_true(d, "Failed") and d["status"].get("failedNodes") == 2,
-                         "Failed=True with 2 failed nodes")
+    dj = api.wait_status(
+        "exits-3",
+        lambda d: is_true(d, "Failed") and d["status"].get("failedNodes") == 2,
+        "Failed=True with 2 failed nodes",
+    )
     status = dj["status"]
-    assert (status["desiredNodes"], status["succeededNodes"], status["activeNodes"], status["pendingNodes"]) \
-        == (2, 0, 0, 0)
+    assert (status["desiredNodes"], status["succeededNodes"], status["activeNodes"], status["pendingNodes"]) == (
+        2,
+        0,
+        0,
+        0,
+    )
     assert status["failedNodeNames"] == sorted(names)
     failed = condition(dj, "Failed")
     assert all(n in failed["message"] for n in names), failed
@@ -129,12 +164,20 @@ def test_failing_nodes_are_listed_and_the_daemonjob_fails(api: Cluster, nodes: N
         pods = api.pods(job["metadata"]["name"])
         assert len(pods) == 1, "backoffLimit 0: one attempt"
         assert pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
-    api.wait_event("exits-3", lambda e: e["type"] == "Warning" and all(n in e["message"] for n in names),
-                   "a Warning naming the failed nodes")
+    api.wait_event(
+        "exits-3",
+        lambda e: e["type"] == "Warning" and all(n in e["message"] for n in names),
+        "a Warning naming the failed nodes",
+    )
     lines = kubectl("get", "dj", "exits-3", "-n", api.namespace).stdout.splitlines()
     row = table_row(lines[0], lines[1])
     assert {k: row[k] for k in ("DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "COMPLETE")} == {
-        "DESIRED": "2", "ACTIVE": "0", "SUCCEEDED": "0", "FAILED": "2", "COMPLETE": "False"}
+        "DESIRED": "2",
+        "ACTIVE": "0",
+        "SUCCEEDED": "0",
+        "FAILED": "2",
+        "COMPLETE": "False",
+    }
 
 
 def test_max_failed_nodes_stops_the_rollout(api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
@@ -142,22 +185,36 @@ def test_max_failed_nodes_stops_the_rollout(api: Cluster, nodes: Nodes, group: s
     names = nodes(3)
     api.apply(daemonjob("guarded", group, FAIL, maxParallel=1, maxFailedNodes=0))
 
-    dj = api.wait_status("guarded", lambda d: is_true(d, "Failed") and d["status"].get("failedNodes") == 1,
-                         "Failed=True after the first failure")
+    dj = api.wait_status(
+        "guarded",
+        lambda d: is_true(d, "Failed") and d["status"].get("failedNodes") == 1,
+        "Failed=True after the first failure",
+    )
     # The first node in name order ran; no other node starts, however long we wait.
-    holds(lambda: api.job_nodes("guarded") == [names[0]], 5, "only the first node has a Job",
-          describe=lambda: api.job_nodes("guarded"))
+    holds(
+        lambda: api.job_nodes("guarded") == [names[0]],
+        5,
+        "only the first node has a Job",
+        describe=lambda: api.job_nodes("guarded"),
+    )
     dj = api.get("guarded")
     status = dj["status"]
-    assert (status["failedNodes"], status["pendingNodes"], status["succeededNodes"], status["activeNodes"]) \
-        == (1, 2, 0, 0)
+    assert (status["failedNodes"], status["pendingNodes"], status["succeededNodes"], status["activeNodes"]) == (
+        1,
+        2,
+        0,
+        0,
+    )
     assert status["failedNodeNames"] == [names[0]]
     failed = condition(dj, "Failed")
     assert failed["status"] == "True"
     assert "maxFailedNodes 0" in failed["message"] and names[0] in failed["message"], failed
     assert condition(dj, "Complete")["status"] == "False"
-    api.wait_event("guarded", lambda e: e["type"] == "Warning" and "maxFailedNodes 0" in e["message"],
-                   "a Warning naming the threshold")
+    api.wait_event(
+        "guarded",
+        lambda e: e["type"] == "Warning" and "maxFailedNodes 0" in e["message"],
+        "a Warning naming the threshold",
+    )
 
     # The threshold counts failures of the current revision: a fixed template starts over.
     api.apply(with_workload(api.get("guarded"), OK))
@@ -190,8 +247,9 @@ def test_deleting_a_nodes_job_reruns_that_node(api: Cluster, nodes: Nodes, group
     assert after[names[2]] == before[names[2]]["metadata"]["uid"]
 
 
-def test_deleting_the_daemonjob_garbage_collects_its_jobs(api: Cluster, nodes: Nodes, group: str,
-                                                          controller: Any) -> None:
+def test_deleting_the_daemonjob_garbage_collects_its_jobs(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     """The Jobs are owned by their DaemonJob: deleting it deletes them, and nothing recreates them."""
     nodes(2)
     api.apply(daemonjob("gone", group, OK))
@@ -200,22 +258,33 @@ def test_deleting_the_daemonjob_garbage_collects_its_jobs(api: Cluster, nodes: N
     assert len(job_names) == 2
 
     api.delete("gone")
-    wait_for(lambda: not api.jobs("gone"), 60, "the Jobs to be garbage collected",
-             describe=lambda: [j["metadata"]["name"] for j in api.jobs("gone")])
+    wait_for(
+        lambda: not api.jobs("gone"),
+        60,
+        "the Jobs to be garbage collected",
+        describe=lambda: [j["metadata"]["name"] for j in api.jobs("gone")],
+    )
     wait_for(lambda: all(not api.pods(n) for n in job_names), 60, "their pods to be garbage collected")
     holds(lambda: not api.jobs("gone"), 2, "no Job reappears")
     assert controller.alive()
 
 
 def test_max_failed_nodes_percentage_rounds_down(api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
-    """"40%" of 3 nodes tolerates one failure (rounded down): the second failure stops the rollout."""
+    """ "40%" of 3 nodes tolerates one failure (rounded down): the second failure stops the rollout."""
     names = nodes(3)
     api.apply(daemonjob("percent", group, FAIL, maxParallel=1, maxFailedNodes="40%"))
 
-    dj = api.wait_status("percent", lambda d: is_true(d, "Failed") and d["status"].get("failedNodes") == 2,
-                         "Failed=True after the second failure")
-    holds(lambda: api.job_nodes("percent") == names[:2], 4, "the third node never starts",
-          describe=lambda: api.job_nodes("percent"))
+    dj = api.wait_status(
+        "percent",
+        lambda d: is_true(d, "Failed") and d["status"].get("failedNodes") == 2,
+        "Failed=True after the second failure",
+    )
+    holds(
+        lambda: api.job_nodes("percent") == names[:2],
+        4,
+        "the third node never starts",
+        describe=lambda: api.job_nodes("percent"),
+    )
     status = api.get("percent")["status"]
     assert (status["failedNodes"], status["pendingNodes"]) == (2, 1)
     assert status["failedNodeNames"] == names[:2]

@@ -43,8 +43,9 @@ def _created(job: dict[str, Any]) -> datetime:
 
 
 def _reconciling(api: Cluster, name: str, reason: str) -> dict[str, Any]:
-    dj = api.wait_status(name, lambda d: (condition(d, "Reconciling") or {}).get("reason") == reason,
-                         f"Reconciling {reason}")
+    dj = api.wait_status(
+        name, lambda d: (condition(d, "Reconciling") or {}).get("reason") == reason, f"Reconciling {reason}"
+    )
     return condition(dj, "Reconciling")
 
 
@@ -52,8 +53,9 @@ def _once_per_node(watcher: JobWatcher) -> bool:
     return all(n == 1 for n in Counter(c.node for c in watcher.created).values())
 
 
-def test_pause_between_nodes_holds_the_slot_across_a_restart(api: Cluster, nodes: Nodes, group: str,
-                                                             controller: Any) -> None:
+def test_pause_between_nodes_holds_the_slot_across_a_restart(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     first, second = nodes(2)
     with JobWatcher(api.kube, api.namespace, "paced") as watcher:
         api.apply(daemonjob("paced", group, OK, maxParallel=1, rollout={"pauseBetweenNodes": "30s"}))
@@ -72,8 +74,9 @@ def test_pause_between_nodes_holds_the_slot_across_a_restart(api: Cluster, nodes
     assert _once_per_node(watcher) and watcher.max_active == 1, watcher.summary()
 
 
-def test_window_starts_nodes_only_inside_it_and_goes_on_in_the_next(api: Cluster, nodes: Nodes, group: str,
-                                                                   controller: Any) -> None:
+def test_window_starts_nodes_only_inside_it_and_goes_on_in_the_next(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     """A window opening every minute for 20 seconds; the first node's Job outlasts it, so the second
     node waits for the next window, across a restart of the controller."""
     first, second = nodes(2)
@@ -94,8 +97,7 @@ def test_window_starts_nodes_only_inside_it_and_goes_on_in_the_next(api: Cluster
     assert _once_per_node(watcher) and not watcher.deleted, watcher.summary()
 
 
-def test_canary_pauses_until_promoted_across_a_restart(api: Cluster, nodes: Nodes, group: str,
-                                                      controller: Any) -> None:
+def test_canary_pauses_until_promoted_across_a_restart(api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
     names = nodes(3)
     with JobWatcher(api.kube, api.namespace, "canaried") as watcher:
         api.apply(daemonjob("canaried", group, OK, rollout={"canary": 1}))
@@ -104,8 +106,12 @@ def test_canary_pauses_until_promoted_across_a_restart(api: Cluster, nodes: Node
         assert api.job_nodes("canaried") == [names[0]]
 
         controller.restart()  # while paused: the canary is read from the Jobs, the promote from the annotation
-        holds(lambda: api.job_nodes("canaried") == [names[0]], 3, "nothing past the canary before a promote",
-              describe=lambda: api.job_nodes("canaried"))
+        holds(
+            lambda: api.job_nodes("canaried") == [names[0]],
+            3,
+            "nothing past the canary before a promote",
+            describe=lambda: api.job_nodes("canaried"),
+        )
         assert promote.run(argparse.Namespace(name="canaried"), Target(api.kube, api.namespace)) == 0
         api.wait_complete("canaried", 3)
     assert _once_per_node(watcher) and sorted(c.node for c in watcher.created) == names, watcher.summary()
@@ -114,8 +120,13 @@ def test_canary_pauses_until_promoted_across_a_restart(api: Cluster, nodes: Node
 def test_a_failed_canary_stops_the_rollout(api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
     names = nodes(3)
     api.apply(daemonjob("doomed", group, FAIL, rollout={"canary": 1}))
-    dj = api.wait_status("doomed", lambda d: condition(d, "Failed").get("reason") == "CanaryFailed",
-                         "Failed CanaryFailed")
+    dj = api.wait_status(
+        "doomed", lambda d: condition(d, "Failed").get("reason") == "CanaryFailed", "Failed CanaryFailed"
+    )
     assert names[0] in condition(dj, "Failed")["message"] and condition(dj, "Stalled")["status"] == "True"
-    holds(lambda: api.job_nodes("doomed") == [names[0]], 3, "no other node after the canary failed",
-          describe=lambda: api.job_nodes("doomed"))
+    holds(
+        lambda: api.job_nodes("doomed") == [names[0]],
+        3,
+        "no other node after the canary failed",
+        describe=lambda: api.job_nodes("doomed"),
+    )

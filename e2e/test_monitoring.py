@@ -32,8 +32,9 @@ ROLE_LABEL = "e2e.daemonjob.io/role"
 
 @pytest.fixture
 def prometheus(tmp_path: Path, controller_process: ControllerProcess) -> Iterator[LocalPrometheus]:
-    prom = LocalPrometheus(tmp_path / "prometheus", targets=[f"127.0.0.1:{controller_process.metrics_port}"],
-                           for_override=FOR)
+    prom = LocalPrometheus(
+        tmp_path / "prometheus", targets=[f"127.0.0.1:{controller_process.metrics_port}"], for_override=FOR
+    )
     prom.start()
     try:
         yield prom
@@ -45,13 +46,16 @@ def prometheus(tmp_path: Path, controller_process: ControllerProcess) -> Iterato
 
 
 def alert_states(prom: LocalPrometheus, name: str, namespace: str, daemonjob_name: str) -> list[dict]:
-    return [a for a in prom.alerts(name)
-            if a["labels"].get("namespace") == namespace and a["labels"].get("name") == daemonjob_name]
+    return [
+        a
+        for a in prom.alerts(name)
+        if a["labels"].get("namespace") == namespace and a["labels"].get("name") == daemonjob_name
+    ]
 
 
 def test_failing_node_alert_pends_then_fires_and_every_dashboard_query_has_data(
-        api: Cluster, nodes: Nodes, group: str, controller_process: ControllerProcess,
-        prometheus: LocalPrometheus) -> None:
+    api: Cluster, nodes: Nodes, group: str, controller_process: ControllerProcess, prometheus: LocalPrometheus
+) -> None:
     nodes(2)
     (bad,) = nodes(1, labels={ROLE_LABEL: "bad"})
     wait_for(lambda: prometheus.targets_up() == 1, 30, "Prometheus to scrape the controller", interval=0.5)
@@ -72,8 +76,13 @@ def test_failing_node_alert_pends_then_fires_and_every_dashboard_query_has_data(
                 seen.append(alert["state"])
         return next((a for a in found if a["state"] == "firing"), None)
 
-    alert = wait_for(firing, 90, "DaemonJobNodesFailed to fire for broken", interval=0.25,
-                     describe=lambda: (seen, api.status("broken")))
+    alert = wait_for(
+        firing,
+        90,
+        "DaemonJobNodesFailed to fire for broken",
+        interval=0.25,
+        describe=lambda: (seen, api.status("broken")),
+    )
     assert seen[0] == "pending" and seen[-1] == "firing", seen
     assert alert["labels"]["severity"] == "warning"
     assert f"{api.namespace}/broken" in alert["annotations"]["description"]
@@ -96,8 +105,15 @@ def test_failing_node_alert_pends_then_fires_and_every_dashboard_query_has_data(
                 raise AssertionError(f"panel {title!r}: {exc}") from None
         return all(answers.values())
 
-    wait_for(all_have_data, 60, "every dashboard query to return data", interval=1.0,
-             describe=lambda: [(t, e) for t, e in queries if not answers.get(e)])
-    by_state = {r["metric"]["state"]: float(r["value"][1]) for r in prometheus.query(
-        f'daemonjob_nodes{{namespace="{api.namespace}", name="audit"}}')}
+    wait_for(
+        all_have_data,
+        60,
+        "every dashboard query to return data",
+        interval=1.0,
+        describe=lambda: [(t, e) for t, e in queries if not answers.get(e)],
+    )
+    by_state = {
+        r["metric"]["state"]: float(r["value"][1])
+        for r in prometheus.query(f'daemonjob_nodes{{namespace="{api.namespace}", name="audit"}}')
+    }
     assert by_state["succeeded"] == 3 and by_state["failed"] == 0, by_state

@@ -25,7 +25,8 @@ from harness import (
 )
 
 from daemonjob.machinery.kube import path_for
-from daemonjob.testing.kstatus import CURRENT, FAILED, IN_PROGRESS, verdict as kstatus_verdict
+from daemonjob.testing.kstatus import CURRENT, FAILED, IN_PROGRESS
+from daemonjob.testing.kstatus import verdict as kstatus_verdict
 from daemonjob.testing.webhook import ValidatingWebhook
 
 
@@ -33,18 +34,18 @@ def verdict(api: Cluster, name: str) -> str:
     return kstatus_verdict(api.get(name)).status
 
 
-def test_a_job_stuck_on_a_cordoned_node_holds_its_slot_and_is_named(api: Cluster, nodes: Nodes, group: str,
-                                                                   controller: Any) -> None:
+def test_a_job_stuck_on_a_cordoned_node_holds_its_slot_and_is_named(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     """maxParallel 1: the first node's pod cannot be scheduled, then a drain cordons the node."""
     names = sorted(nodes(3))
     first = names[0]
-    api.kube.patch(f"/api/v1/nodes/{first}/status", {"status": {"capacity": {"cpu": "1"},
-                                                                 "allocatable": {"cpu": "1"}}})
-    body = daemonjob("drained", group, sleep(1), maxParallel=1,
-                     container={"resources": {"requests": {"cpu": "2"}}})
+    api.kube.patch(f"/api/v1/nodes/{first}/status", {"status": {"capacity": {"cpu": "1"}, "allocatable": {"cpu": "1"}}})
+    body = daemonjob("drained", group, sleep(1), maxParallel=1, container={"resources": {"requests": {"cpu": "2"}}})
     api.apply(body)
-    stuck = wait_for(lambda: next((j for j in api.jobs("drained") if job_node(j) == first), None), 60,
-                     "the first node's Job")
+    stuck = wait_for(
+        lambda: next((j for j in api.jobs("drained") if job_node(j) == first), None), 60, "the first node's Job"
+    )
     api.patch_node(first, {"spec": {"unschedulable": True}})  # kubectl drain's cordon
 
     def named(dj: dict[str, Any]) -> bool:
@@ -66,15 +67,17 @@ def test_a_job_stuck_on_a_cordoned_node_holds_its_slot_and_is_named(api: Cluster
 def test_a_failed_rollout_reads_as_stalled(api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
     nodes(2)
     api.apply(daemonjob("broken", group, FAIL, maxFailedNodes=0))
-    failed = api.wait_status("broken", lambda d: condition(d, "Stalled").get("status") == "True",
-                             "Stalled=True", timeout=90)
+    failed = api.wait_status(
+        "broken", lambda d: condition(d, "Stalled").get("status") == "True", "Stalled=True", timeout=90
+    )
     assert condition(failed, "Stalled")["reason"] in ("FailureThresholdExceeded", "NodesFailed")
     assert condition(failed, "Reconciling")["status"] == "False"
     assert verdict(api, "broken") == FAILED
 
 
-def test_a_template_node_name_does_not_pin_every_nodes_job_to_one_node(api: Cluster, nodes: Nodes, group: str,
-                                                                       controller: Any) -> None:
+def test_a_template_node_name_does_not_pin_every_nodes_job_to_one_node(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     names = nodes(3)
     api.apply(daemonjob("pinned", group, OK, pod_spec={"nodeName": names[1]}))
     done = api.wait_complete("pinned", desired=1)
@@ -84,24 +87,33 @@ def test_a_template_node_name_does_not_pin_every_nodes_job_to_one_node(api: Clus
     assert [p["spec"]["nodeName"] for p in pods] == [names[1]]
 
 
-def test_a_blocking_quota_backs_off_names_the_quota_and_recovers(api: Cluster, nodes: Nodes, group: str,
-                                                                  controller: Any) -> None:
+def test_a_blocking_quota_backs_off_names_the_quota_and_recovers(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     """Creates refused by a ResourceQuota: a handful of probes, a condition naming the quota, and
     the rollout goes on once the quota allows it. Create calls are read from the controller's
     request counter (every answer, refusals included), so this runs against any cluster."""
+
     def creates() -> float:
-        return metric_value(controller.metrics(), "daemonjob_api_requests_total",
-                            {"verb": "create", "resource": "jobs"}) or 0.0
+        return (
+            metric_value(controller.metrics(), "daemonjob_api_requests_total", {"verb": "create", "resource": "jobs"})
+            or 0.0
+        )
 
     nodes(4)
     quota_path = f"/api/v1/namespaces/{api.namespace}/resourcequotas"
     api.kube.create(quota_path, {"metadata": {"name": "one-job"}, "spec": {"hard": {"count/jobs.batch": "1"}}})
-    wait_for(lambda: (api.kube.get(f"{quota_path}/one-job").get("status") or {}).get("hard"), 30,
-             "the quota to be counted")
+    wait_for(
+        lambda: (api.kube.get(f"{quota_path}/one-job").get("status") or {}).get("hard"), 30, "the quota to be counted"
+    )
     before = creates()
     api.apply(daemonjob("quota", group, sleep(1)))
-    stalled = api.wait_status("quota", lambda d: "exceeded quota" in condition(d, "Stalled").get("message", ""),
-                              "Stalled to name the quota", timeout=60)
+    stalled = api.wait_status(
+        "quota",
+        lambda d: "exceeded quota" in condition(d, "Stalled").get("message", ""),
+        "Stalled to name the quota",
+        timeout=60,
+    )
     assert "one-job" in condition(stalled, "Stalled")["message"]
     time.sleep(10)
     early = creates() - before
@@ -116,8 +128,9 @@ def test_a_blocking_quota_backs_off_names_the_quota_and_recovers(api: Cluster, n
 
 
 @pytest.mark.skipif(EXTERNAL, reason="the webhook listens on loopback, which only a local API server reaches")
-def test_a_node_refused_by_admission_is_named_and_the_others_go_on(api: Cluster, nodes: Nodes, group: str,
-                                                                    controller: Any) -> None:
+def test_a_node_refused_by_admission_is_named_and_the_others_go_on(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     """A validating webhook denies the Jobs of the first node in name order (the one a probe
     used to pick every time): every other node runs, Stalled and a FailedCreate Event name the
     refused node with the webhook's message, and the node runs once the webhook is removed
@@ -132,25 +145,37 @@ def test_a_node_refused_by_admission_is_named_and_the_others_go_on(api: Cluster,
         return reason if request.get("namespace") == api.namespace and node == refused else None
 
     jobs_path = path_for("batch/v1", "jobs", api.namespace)
-    with ValidatingWebhook(api.kube, f"deny-{api.namespace}", decide,
-                           object_selector={"matchLabels": {LABEL_NAME: "refused"}}) as webhook:
+    with ValidatingWebhook(
+        api.kube, f"deny-{api.namespace}", decide, object_selector={"matchLabels": {LABEL_NAME: "refused"}}
+    ) as webhook:
         webhook.wait_denies(jobs_path, probe_job("refused", refused))
         api.apply(daemonjob("refused", group, OK))
-        wait_for(lambda: {job_node(j) for j in api.jobs("refused") if job_finished(j) == "Complete"} == set(names[1:]),
-                 60, "every other node's Job to succeed", describe=lambda: [(job_node(j), job_finished(j))
-                                                                           for j in api.jobs("refused")])
+        wait_for(
+            lambda: {job_node(j) for j in api.jobs("refused") if job_finished(j) == "Complete"} == set(names[1:]),
+            60,
+            "every other node's Job to succeed",
+            describe=lambda: [(job_node(j), job_finished(j)) for j in api.jobs("refused")],
+        )
 
         def named(dj: dict[str, Any]) -> bool:
             stalled = condition(dj, "Stalled")
             counts = (dj["status"].get("succeededNodes"), dj["status"].get("pendingNodes"))
-            return (stalled.get("status") == "True" and stalled.get("reason") == "JobRejected"
-                    and refused in stalled.get("message", "") and reason in stalled.get("message", "")
-                    and counts == (3, 1))
+            return (
+                stalled.get("status") == "True"
+                and stalled.get("reason") == "JobRejected"
+                and refused in stalled.get("message", "")
+                and reason in stalled.get("message", "")
+                and counts == (3, 1)
+            )
 
-        api.wait_status("refused", named, "Stalled JobRejected naming the refused node, the others succeeded",
-                        timeout=30)
-        event = api.wait_event("refused", lambda e: e.get("reason") == "FailedCreate"
-                               and refused in e.get("message", ""), "FailedCreate naming the node")
+        api.wait_status(
+            "refused", named, "Stalled JobRejected naming the refused node, the others succeeded", timeout=30
+        )
+        event = api.wait_event(
+            "refused",
+            lambda e: e.get("reason") == "FailedCreate" and refused in e.get("message", ""),
+            "FailedCreate naming the node",
+        )
         assert event["type"] == "Warning" and reason in event["message"]
         assert refused not in api.job_nodes("refused")
         assert {job_node(r.obj) for r in webhook.denied()} == {refused}
@@ -163,8 +188,11 @@ def test_a_node_refused_by_admission_is_named_and_the_others_go_on(api: Cluster,
 
 def probe_job(name: str, node: str) -> dict[str, Any]:
     """A valid Job that looks like one of DaemonJob `name` for `node` (created only as a dry run)."""
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"generateName": "probe-", "labels": {LABEL_NAME: name},
-                         "annotations": {ANNOTATION_NODE: node}},
-            "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                           "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"generateName": "probe-", "labels": {LABEL_NAME: name}, "annotations": {ANNOTATION_NODE: node}},
+        "spec": {
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}}
+        },
+    }

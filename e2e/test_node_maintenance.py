@@ -20,9 +20,9 @@ from harness import (
     FAIL,
     GROUP_LABEL,
     IMAGE,
-    JobWatcher,
     SIM_DURATION,
     Cluster,
+    JobWatcher,
     Nodes,
     condition,
     daemonjob,
@@ -71,33 +71,67 @@ def _maintained(name: str, group: str, workload: Any = None, **maintenance: Any)
 def _workload(api: Cluster, name: str, group: str, replicas: int, nodes: list[str] | None = None) -> None:
     """A ReplicaSet whose pods run (the simulated kubelet keeps them Running) on the group's nodes."""
     selector = {"app": name}
-    spec: dict[str, Any] = {"containers": [{"name": "app", "image": IMAGE, "command": ["sleep", "3600"]}],
-                            "nodeSelector": {GROUP_LABEL: group}, "terminationGracePeriodSeconds": 1}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "app", "image": IMAGE, "command": ["sleep", "3600"]}],
+        "nodeSelector": {GROUP_LABEL: group},
+        "terminationGracePeriodSeconds": 1,
+    }
     if nodes:
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": nodes}]}]}}}
-    api.kube.create(path_for("apps/v1", "replicasets", api.namespace), {
-        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": selector},
-                 "template": {"metadata": {"labels": selector, "annotations": {SIM_DURATION: "3600"}},
-                              "spec": spec}}})
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": nodes}]}
+                    ]
+                }
+            }
+        }
+    api.kube.create(
+        path_for("apps/v1", "replicasets", api.namespace),
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": selector},
+                "template": {"metadata": {"labels": selector, "annotations": {SIM_DURATION: "3600"}}, "spec": spec},
+            },
+        },
+    )
     wait_for(lambda: len(_running_pods(api, name)) == replicas, what=f"{replicas} pods of {name} running")
 
 
 def _running_pods(api: Cluster, app: str) -> list[dict[str, Any]]:
     pods = api.kube.get(path_for("v1", "pods", api.namespace), labelSelector=f"app={app}")["items"]
-    return [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
-            and not p["metadata"].get("deletionTimestamp")]
+    return [
+        p
+        for p in pods
+        if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    ]
 
 
 def _pdb(api: Cluster, name: str, app: str, min_available: int) -> None:
     versions = {v["version"] for v in api.kube.get("/apis/policy")["versions"]}
     version = "policy/v1" if "v1" in versions else "policy/v1beta1"  # 1.20 serves only v1beta1
-    api.kube.create(path_for(version, "poddisruptionbudgets", api.namespace), {
-        "apiVersion": version, "kind": "PodDisruptionBudget", "metadata": {"name": name},
-        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}}})
-    wait_for(lambda: (api.kube.get(path_for(version, "poddisruptionbudgets", api.namespace, name)).get("status")
-                      or {}).get("currentHealthy") == min_available, what="the PDB counts its pods")
+    api.kube.create(
+        path_for(version, "poddisruptionbudgets", api.namespace),
+        {
+            "apiVersion": version,
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name},
+            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}},
+        },
+    )
+    wait_for(
+        lambda: (
+            (api.kube.get(path_for(version, "poddisruptionbudgets", api.namespace, name)).get("status") or {}).get(
+                "currentHealthy"
+            )
+            == min_available
+        ),
+        what="the PDB counts its pods",
+    )
 
 
 def _draining(dj: dict[str, Any]) -> Any:
@@ -125,11 +159,13 @@ def _node_writes(audit: AuditLog, since: int, nodes: list[str]) -> dict[str, int
 def _uncordoned_without_record(api: Cluster, node: str) -> bool:
     obj = api.node(node)
     return not obj["spec"].get("unschedulable") and ANNOTATION_MAINTENANCE not in (
-        obj["metadata"].get("annotations") or {})
+        obj["metadata"].get("annotations") or {}
+    )
 
 
-def test_cordon_drain_run_uncordon_two_at_a_time(api: Cluster, nodes: Nodes, group: str, allowed_controller: Any,
-                                                  watch: NodeWatcher, audit_log: AuditLog) -> None:
+def test_cordon_drain_run_uncordon_two_at_a_time(
+    api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher, audit_log: AuditLog
+) -> None:
     names = nodes(4)
     _workload(api, "app", group, 4)
     mark = audit_log.mark()
@@ -140,21 +176,27 @@ def test_cordon_drain_run_uncordon_two_at_a_time(api: Cluster, nodes: Nodes, gro
     assert watch.max_held <= 2, watch.summary()
     assert all(watch.cordons[n] == 1 and watch.uncordons[n] == 1 for n in names), watch.summary()
     assert _node_writes(audit_log, mark, names) == {n: 2 for n in names}
-    evictions = [r for r in audit_log.writes(user=SA_USER, resources=["pods"], since=mark, succeeded_only=True)
-                 if r.subresource == "eviction"]
+    evictions = [
+        r
+        for r in audit_log.writes(user=SA_USER, resources=["pods"], since=mark, succeeded_only=True)
+        if r.subresource == "eviction"
+    ]
     assert evictions, "no pod was evicted"
     reasons = {e.get("reason") for e in api.events("upgrade")}
     assert {"Cordoned", "Drained", "Uncordoned"} <= reasons, reasons
     mine = {"name": "upgrade"}
     text = allowed_controller.metrics()
     assert metric_value(text, "daemonjob_drain_duration_seconds_count", {**mine, "result": "drained"}) == 4
-    wait_for(lambda: metric_value(allowed_controller.metrics(), "daemonjob_nodes_cordoned", mine) == 0,
-             what="no node held cordoned")
+    wait_for(
+        lambda: metric_value(allowed_controller.metrics(), "daemonjob_nodes_cordoned", mine) == 0,
+        what="no node held cordoned",
+    )
     assert FINALIZER in (api.get("upgrade")["metadata"].get("finalizers") or ())
 
 
 def test_a_pdb_that_blocks_the_drain_fails_the_node_and_uncordons_it(
-        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher) -> None:
+    api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher
+) -> None:
     (node,) = nodes(1)
     draining = _drain_held_by_pdb(api, group, "blocked", "guarded", {"timeout": "8s", "onTimeout": "Fail"})
     entry = draining["status"]["nodeMaintenance"]["draining"][0]
@@ -177,8 +219,8 @@ def test_a_pdb_that_blocks_the_drain_fails_the_node_and_uncordons_it(
 
 
 def test_someone_elses_cordon_stays_and_a_failed_job_uncordons(
-        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher,
-        audit_log: AuditLog) -> None:
+    api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher, audit_log: AuditLog
+) -> None:
     theirs, ours = nodes(2)
     api.patch_node(theirs, {"spec": {"unschedulable": True}})  # kubectl cordon, by an operator
     mark = audit_log.mark()
@@ -192,21 +234,30 @@ def test_someone_elses_cordon_stays_and_a_failed_job_uncordons(
 
 
 def test_not_allowed_namespace_is_stalled_and_writes_no_node(
-        api: Cluster, nodes: Nodes, group: str, spawn_controller: Callable[..., Any], maintenance_rbac: None,
-        audit_log: AuditLog) -> None:
+    api: Cluster,
+    nodes: Nodes,
+    group: str,
+    spawn_controller: Callable[..., Any],
+    maintenance_rbac: None,
+    audit_log: AuditLog,
+) -> None:
     names = nodes(2)
     spawn_controller(extra_args=["--node-maintenance-namespaces=somewhere-else"])
     mark = audit_log.mark()
     api.apply(_maintained("refused", group))
-    dj = api.wait_status("refused", lambda d: condition(d, "Stalled").get("reason") == "NodeMaintenanceNotAllowed",
-                         "Stalled NodeMaintenanceNotAllowed")
+    dj = api.wait_status(
+        "refused",
+        lambda d: condition(d, "Stalled").get("reason") == "NodeMaintenanceNotAllowed",
+        "Stalled NodeMaintenanceNotAllowed",
+    )
     assert f'namespace "{api.namespace}"' in condition(dj, "Stalled")["message"]
     assert api.jobs("refused") == []
     assert _node_writes(audit_log, mark, names) == {n: 0 for n in names}
 
 
 def test_deleting_the_daemonjob_mid_rollout_uncordons_before_it_goes(
-        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher) -> None:
+    api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher
+) -> None:
     names = nodes(2)
     api.apply(_maintained("long", group, sleep(60)))
     wait_for(lambda: len(api.jobs("long")) == 2, what="both Jobs created")
@@ -228,8 +279,8 @@ def _gone(api: Cluster, name: str) -> bool:
 
 
 def test_a_controller_killed_at_each_step_leaves_each_node_cordoned_and_uncordoned_once(
-        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher,
-        audit_log: AuditLog) -> None:
+    api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher, audit_log: AuditLog
+) -> None:
     names = nodes(2)
     first = names[0]
     _workload(api, "held", group, 1, nodes=[first])
@@ -255,8 +306,11 @@ def test_a_controller_killed_at_each_step_leaves_each_node_cordoned_and_uncordon
     assert _node_writes(audit_log, mark, names) == {n: 2 for n in names}
     jobs.stop()
     assert all(len(uids) == 1 for uids in jobs.uids_per_node_revision().values()), jobs.summary()
-    evicted = Counter(r.name for r in audit_log.writes(user=SA_USER, resources=["pods"], since=mark,
-                                                       succeeded_only=True) if r.subresource == "eviction")
+    evicted = Counter(
+        r.name
+        for r in audit_log.writes(user=SA_USER, resources=["pods"], since=mark, succeeded_only=True)
+        if r.subresource == "eviction"
+    )
     assert evicted and all(n == 1 for n in evicted.values()), evicted  # drained once: no pod evicted twice
 
 
@@ -266,26 +320,34 @@ def _policy_version(api: Cluster) -> str:
 
 
 def test_a_daemonjob_asking_for_cordoned_nodes_drains_them_and_leaves_the_cordon(
-        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, audit_log: AuditLog) -> None:
+    api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, audit_log: AuditLog
+) -> None:
     (theirs,) = nodes(1)
     _workload(api, "app", group, 1)
     api.patch_node(theirs, {"spec": {"unschedulable": True}})  # cordoned by an operator, pods still there
     body = _maintained("tolerant", group, drain={"timeout": "1m"})
     body["spec"]["jobTemplate"]["spec"]["template"]["spec"]["tolerations"] = [
-        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+    ]
     mark = audit_log.mark()
     api.apply(body)
     api.wait_complete("tolerant", 1)
-    wait_for(lambda: ANNOTATION_MAINTENANCE not in (api.node(theirs)["metadata"].get("annotations") or {}),
-             what="the record removed")
+    wait_for(
+        lambda: ANNOTATION_MAINTENANCE not in (api.node(theirs)["metadata"].get("annotations") or {}),
+        what="the record removed",
+    )
     assert api.node(theirs)["spec"].get("unschedulable") is True, "someone else's cordon was undone"
-    evicted = [r for r in audit_log.writes(user=SA_USER, resources=["pods"], since=mark, succeeded_only=True)
-               if r.subresource == "eviction"]
+    evicted = [
+        r
+        for r in audit_log.writes(user=SA_USER, resources=["pods"], since=mark, succeeded_only=True)
+        if r.subresource == "eviction"
+    ]
     assert len(evicted) == 1
 
 
 def test_suspending_mid_drain_releases_the_node(
-        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher) -> None:
+    api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher
+) -> None:
     (node,) = nodes(1)
     _drain_held_by_pdb(api, group, "edited", "pinned", {"timeout": "5m"})
     api.patch("edited", {"suspend": True})
@@ -295,7 +357,8 @@ def test_suspending_mid_drain_releases_the_node(
 
 
 def test_a_template_change_mid_drain_releases_the_node_and_the_new_revision_takes_it_again(
-        api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher) -> None:
+    api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher
+) -> None:
     (node,) = nodes(1)
     first = _drain_held_by_pdb(api, group, "edited", "pinned", {"timeout": "5m"})["status"]["currentRevision"]
     template = api.get("edited")["spec"]["jobTemplate"]

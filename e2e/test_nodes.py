@@ -30,8 +30,9 @@ SKIP = "e2e.daemonjob.io/skip"
 UNREACHABLE = "node.kubernetes.io/unreachable"
 
 
-def test_nodes_joining_get_a_job_and_nodes_leaving_lose_theirs(api: Cluster, nodes: Nodes, group: str,
-                                                                kubelet: SimKubelet, controller: Any) -> None:
+def test_nodes_joining_get_a_job_and_nodes_leaving_lose_theirs(
+    api: Cluster, nodes: Nodes, group: str, kubelet: SimKubelet, controller: Any
+) -> None:
     """A joining node runs the current revision (Complete turns False meanwhile); a deleted node's Jobs go."""
     names = nodes(2)
     api.apply(daemonjob("follow", group, sleep(3)))
@@ -45,19 +46,28 @@ def test_nodes_joining_get_a_job_and_nodes_leaving_lose_theirs(api: Cluster, nod
     assert [job_revision(j) for j in jobs[joined]] == [revision]
 
     kubelet.delete_node(names[0])
-    wait_for(lambda: names[0] not in api.jobs_by_node("follow"), 60, f"the Jobs of deleted node {names[0]} to go",
-             describe=lambda: api.job_nodes("follow"))
+    wait_for(
+        lambda: names[0] not in api.jobs_by_node("follow"),
+        60,
+        f"the Jobs of deleted node {names[0]} to go",
+        describe=lambda: api.job_nodes("follow"),
+    )
     dj = api.wait_complete("follow", 2)
     assert dj["status"]["succeededNodes"] == 2
     assert api.job_nodes("follow") == sorted([names[1], joined])
 
 
 def test_a_node_joining_a_daemonjob_with_expressions_and_tolerations_gets_its_job(
-        api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     """The common "all but these nodes" form (matchExpressions) with a toleration, as in the samples."""
     nodes(1)
-    selector = {"matchExpressions": [{"key": GROUP_LABEL, "operator": "In", "values": [group]},
-                                     {"key": SKIP, "operator": "DoesNotExist"}]}
+    selector = {
+        "matchExpressions": [
+            {"key": GROUP_LABEL, "operator": "In", "values": [group]},
+            {"key": SKIP, "operator": "DoesNotExist"},
+        ]
+    }
     tolerations = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
     api.apply(daemonjob("expressions", group, OK, node_selector=selector, pod_spec={"tolerations": tolerations}))
     api.wait_complete("expressions", 1)
@@ -72,26 +82,40 @@ def test_only_eligible_nodes_run(api: Cluster, nodes: Nodes, group: str, control
     [zone_a] = nodes(1, labels={ZONE: "a"})
     [zone_b] = nodes(1, labels={ZONE: "b"})
     [cordoned] = nodes(1, labels={ZONE: "a"}, unschedulable=True)
-    [no_schedule] = nodes(1, labels={ZONE: "a"},
-                          taints=[{"key": "dedicated", "value": "e2e", "effect": "NoSchedule"}])
-    [no_execute] = nodes(1, labels={ZONE: "a"},
-                         taints=[{"key": "dedicated", "value": "e2e", "effect": "NoExecute"}])
+    [no_schedule] = nodes(1, labels={ZONE: "a"}, taints=[{"key": "dedicated", "value": "e2e", "effect": "NoSchedule"}])
+    [no_execute] = nodes(1, labels={ZONE: "a"}, taints=[{"key": "dedicated", "value": "e2e", "effect": "NoExecute"}])
     [unselected] = nodes(1, labels={ZONE: "a", SKIP: "true"})
-    selector = {"matchExpressions": [{"key": GROUP_LABEL, "operator": "In", "values": [group]},
-                                     {"key": SKIP, "operator": "DoesNotExist"}]}
-    not_zone_a = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": ZONE, "operator": "NotIn", "values": ["a"]}]}]}}}
+    selector = {
+        "matchExpressions": [
+            {"key": GROUP_LABEL, "operator": "In", "values": [group]},
+            {"key": SKIP, "operator": "DoesNotExist"},
+        ]
+    }
+    not_zone_a = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE, "operator": "NotIn", "values": ["a"]}]}]
+            }
+        }
+    }
     cases: dict[str, tuple[dict[str, Any], set[str]]] = {
         "plain": ({}, {zone_a, zone_b}),
         "tolerates-dedicated": (
             {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "e2e", "effect": "NoSchedule"}]},
-            {zone_a, zone_b, no_schedule}),
+            {zone_a, zone_b, no_schedule},
+        ),
         "tolerates-cordon": (
-            {"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
-                              "effect": "NoSchedule"}]},
-            {zone_a, zone_b, cordoned}),
-        "tolerates-everything": ({"tolerations": [{"operator": "Exists"}]},
-                                 {zone_a, zone_b, cordoned, no_schedule, no_execute}),
+            {
+                "tolerations": [
+                    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+                ]
+            },
+            {zone_a, zone_b, cordoned},
+        ),
+        "tolerates-everything": (
+            {"tolerations": [{"operator": "Exists"}]},
+            {zone_a, zone_b, cordoned, no_schedule, no_execute},
+        ),
         "zone-a": ({"nodeSelector": {ZONE: "a"}}, {zone_a}),
         "not-zone-a": ({"affinity": not_zone_a}, {zone_b}),
     }
@@ -114,24 +138,28 @@ def test_only_eligible_nodes_run(api: Cluster, nodes: Nodes, group: str, control
     assert before < {j["metadata"]["uid"] for j in api.jobs("plain")}
 
 
-def test_node_turning_ineligible_keeps_its_running_job(api: Cluster, nodes: Nodes, group: str,
-                                                       controller: Any) -> None:
+def test_node_turning_ineligible_keeps_its_running_job(api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
     """A node cordoned mid-run finishes its Job, is not replaced on a template change, and gets nothing new."""
     names = nodes(2)
     body = daemonjob("cordon", group, sleep(8))
     api.apply(body)
-    rev1 = api.wait_status("cordon", lambda d: d["status"].get("activeNodes") == 2,
-                           "both nodes running")["status"]["currentRevision"]
+    rev1 = api.wait_status("cordon", lambda d: d["status"].get("activeNodes") == 2, "both nodes running")["status"][
+        "currentRevision"
+    ]
     [running] = api.jobs_by_node("cordon")[names[0]]
 
     api.patch_node(names[0], {"spec": {"unschedulable": True}})
     # Its running Job keeps the node counted (it holds a slot) and the status names it.
-    api.wait_status("cordon", lambda d: "cordoned" in condition(d, "Reconciling").get("message", ""),
-                    "the cordoned node named")
+    api.wait_status(
+        "cordon", lambda d: "cordoned" in condition(d, "Reconciling").get("message", ""), "the cordoned node named"
+    )
     # A new revision replaces the eligible node's running Job, not the cordoned node's.
     api.apply(with_workload(body, OK))
-    dj = api.wait_status("cordon", lambda d: d["status"]["currentRevision"] != rev1 and is_true(d, "Complete"),
-                         "the new revision on the eligible node")
+    dj = api.wait_status(
+        "cordon",
+        lambda d: d["status"]["currentRevision"] != rev1 and is_true(d, "Complete"),
+        "the new revision on the eligible node",
+    )
     rev2 = dj["status"]["currentRevision"]
     assert dj["status"]["desiredNodes"] == 1
     mine = api.jobs_by_node("cordon")[names[0]]
@@ -144,15 +172,19 @@ def test_node_turning_ineligible_keeps_its_running_job(api: Cluster, nodes: Node
         return job_finished(jobs[0])
 
     assert wait_for(finished, 60, "the cordoned node's Job to run to completion") == "Complete"
-    holds(lambda: [job_revision(j) for j in api.jobs_by_node("cordon")[names[0]]] == [rev1], 3,
-          "the cordoned node gets no new Job")
+    holds(
+        lambda: [job_revision(j) for j in api.jobs_by_node("cordon")[names[0]]] == [rev1],
+        3,
+        "the cordoned node gets no new Job",
+    )
     eligible = api.jobs_by_node("cordon")[names[1]]
     assert [job_revision(j) for j in eligible if not job_finished(j) or job_revision(j) == rev2] == [rev2]
     assert all(job_finished(j) for j in eligible), "its old Job was replaced or had finished; the new one ran"
 
 
-def test_not_ready_node_gets_no_job_until_it_recovers(api: Cluster, nodes: Nodes, group: str,
-                                                      kubelet: SimKubelet, controller: Any) -> None:
+def test_not_ready_node_gets_no_job_until_it_recovers(
+    api: Cluster, nodes: Nodes, group: str, kubelet: SimKubelet, controller: Any
+) -> None:
     """No default tolerations: a Job is not started on a NotReady (unreachable) node."""
     names = nodes(3)
     kubelet.stop_heartbeat(names[0])

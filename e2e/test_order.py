@@ -33,13 +33,15 @@ def _starts_after(api: Cluster, later: str, earlier: str) -> None:
 
 
 def _reconciling(api: Cluster, name: str, reason: str) -> dict[str, Any]:
-    dj = api.wait_status(name, lambda d: (condition(d, "Reconciling") or {}).get("reason") == reason,
-                         f"Reconciling {reason}")
+    dj = api.wait_status(
+        name, lambda d: (condition(d, "Reconciling") or {}).get("reason") == reason, f"Reconciling {reason}"
+    )
     return condition(dj, "Reconciling")
 
 
-def test_an_exclusion_group_runs_one_member_per_node_across_a_restart(api: Cluster, nodes: Nodes, group: str,
-                                                                      controller: Any) -> None:
+def test_an_exclusion_group_runs_one_member_per_node_across_a_restart(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     names = nodes(3)
     with JobWatcher(api.kube, api.namespace, "maint-a,maint-b") as watcher:
         api.apply(daemonjob("maint-a", group, sleep(4), exclusionGroup="maint"))
@@ -55,8 +57,9 @@ def test_an_exclusion_group_runs_one_member_per_node_across_a_restart(api: Clust
     _starts_after(api, "maint-b", "maint-a")
 
 
-def test_an_after_chain_completes_in_order_per_node_across_a_restart(api: Cluster, nodes: Nodes, group: str,
-                                                                     controller: Any) -> None:
+def test_an_after_chain_completes_in_order_per_node_across_a_restart(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     nodes(2)
     with JobWatcher(api.kube, api.namespace, "prepare,upgrade,verify") as watcher:
         api.apply(daemonjob("prepare", group, sleep(3), maxParallel=1))
@@ -72,12 +75,16 @@ def test_an_after_chain_completes_in_order_per_node_across_a_restart(api: Cluste
     assert len(watcher.created) == 6, watcher.summary()  # each node once per DaemonJob
 
 
-def test_a_missing_dependency_is_stalled_until_it_exists(api: Cluster, nodes: Nodes, group: str,
-                                                         controller: Any) -> None:
+def test_a_missing_dependency_is_stalled_until_it_exists(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     nodes(1)
     api.apply(daemonjob("upgrade", group, after=["prepare"]))
-    dj = api.wait_status("upgrade", lambda d: (condition(d, "Stalled") or {}).get("reason") == "DependencyNotFound",
-                         "Stalled DependencyNotFound")
+    dj = api.wait_status(
+        "upgrade",
+        lambda d: (condition(d, "Stalled") or {}).get("reason") == "DependencyNotFound",
+        "Stalled DependencyNotFound",
+    )
     assert "spec.after" in condition(dj, "Stalled")["message"] and "prepare" in condition(dj, "Stalled")["message"]
     assert api.jobs("upgrade") == []
     api.apply(daemonjob("prepare", group))
@@ -85,10 +92,9 @@ def test_a_missing_dependency_is_stalled_until_it_exists(api: Cluster, nodes: No
     _starts_after(api, "upgrade", "prepare")
 
 
-
-
 def test_a_member_that_fails_lets_the_next_one_start_where_it_waited_without_a_resync(
-        api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     """The older member stops at its first failure (maxFailedNodes 0), which only its status says.
     The younger one, on the node the older one waited for (and on no other, so no Job of its own
     wakes it), starts there once that status is written, not at the periodic resync (600 s, far

@@ -23,8 +23,9 @@ from harness import (
 from daemonjob.machinery.kube import path_for
 
 
-def test_killed_mid_rollout_the_controller_resumes_without_duplicates(api: Cluster, nodes: Nodes, group: str,
-                                                                      controller: Any) -> None:
+def test_killed_mid_rollout_the_controller_resumes_without_duplicates(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
     """SIGKILL at any point, then a restart: one Job per (node, revision), and the rollout completes."""
     names = nodes(5)
     with JobWatcher(api.kube, api.namespace, "survivor") as watcher:
@@ -41,8 +42,9 @@ def test_killed_mid_rollout_the_controller_resumes_without_duplicates(api: Clust
     assert len(api.jobs("survivor")) == 5
 
 
-def test_sigterm_exits_zero_and_logs_are_structured(api: Cluster, nodes: Nodes, group: str,
-                                                    controller_process: ControllerProcess) -> None:
+def test_sigterm_exits_zero_and_logs_are_structured(
+    api: Cluster, nodes: Nodes, group: str, controller_process: ControllerProcess
+) -> None:
     """JSON log lines carry the DaemonJob's namespace and name; metrics and probes answer; SIGTERM exits 0."""
     nodes(2)
     api.apply(daemonjob("observed", group, OK))
@@ -74,9 +76,13 @@ def test_sigterm_exits_zero_and_logs_are_structured(api: Cluster, nodes: Nodes, 
     assert not lease["spec"].get("holderIdentity")
 
 
-def test_a_standby_replica_takes_over_from_a_stopped_leader(api: Cluster, nodes: Nodes, group: str,
-                                                            controller_process: ControllerProcess,
-                                                            spawn_controller: Callable[..., ControllerProcess]) -> None:
+def test_a_standby_replica_takes_over_from_a_stopped_leader(
+    api: Cluster,
+    nodes: Nodes,
+    group: str,
+    controller_process: ControllerProcess,
+    spawn_controller: Callable[..., ControllerProcess],
+) -> None:
     """Two replicas share the Lease: only the leader acts, and the standby finishes the rollout."""
     leader = controller_process
     leader.wait_leader()

@@ -76,8 +76,9 @@ class Caches:
     def __init__(self, api: Cluster) -> None:
         self.namespace = api.namespace
         self.djs = Informer(api.kube, API_VERSION, PLURAL, namespace=api.namespace, name="stress-djs")
-        self.jobs = Informer(api.kube, "batch/v1", "jobs", namespace=api.namespace, label_selector=LABEL_NAME,
-                             name="stress-jobs")
+        self.jobs = Informer(
+            api.kube, "batch/v1", "jobs", namespace=api.namespace, label_selector=LABEL_NAME, name="stress-jobs"
+        )
 
     def __enter__(self) -> Caches:
         for inf in (self.djs, self.jobs):
@@ -102,8 +103,9 @@ class Caches:
         if status.get("succeededNodes") != len(nodes) or status.get("desiredNodes") != len(nodes):
             return False
         jobs = self.jobs_of(r.name)
-        return (sorted(job_node(j) for j in jobs) == sorted(nodes)
-                and all(job_finished(j) == "Complete" and j["metadata"]["uid"] not in r.deleted_uids for j in jobs))
+        return sorted(job_node(j) for j in jobs) == sorted(nodes) and all(
+            job_finished(j) == "Complete" and j["metadata"]["uid"] not in r.deleted_uids for j in jobs
+        )
 
 
 def run_round(api: Cluster, caches: Caches, r: Round, nodes: set[str], group: str, rng: random.Random) -> Round:
@@ -151,18 +153,32 @@ def describe(api: Cluster, r: Round, log_lines: Callable[[str], list[str]]) -> s
             jobs.append(f"{jname} {uid[:8]} {job_finished(j)}")
             continue
         st = j.get("status") or {}
-        pods = [(p["metadata"]["name"], _owner_uid(p)[:8], (p.get("status") or {}).get("phase"),
-                 bool(p["metadata"].get("deletionTimestamp"))) for p in api.pods(jname)]
+        pods = [
+            (
+                p["metadata"]["name"],
+                _owner_uid(p)[:8],
+                (p.get("status") or {}).get("phase"),
+                bool(p["metadata"].get("deletionTimestamp")),
+            )
+            for p in api.pods(jname)
+        ]
         selector = f"involvedObject.kind=Job,involvedObject.name={jname}"
-        events = [(e.get("involvedObject", {}).get("uid", "")[:8], e.get("reason"), e.get("message"))
-                  for e in api.kube.get(path_for("v1", "events", api.namespace), fieldSelector=selector)["items"]]
-        jobs.append(f"{jname} {uid[:8]} ACTIVE created {j['metadata']['creationTimestamp']} "
-                    f"startTime {st.get('startTime')} active {st.get('active')} pods {pods} events {events}")
-    counts = {k: status.get(k) for k in ("desiredNodes", "activeNodes", "succeededNodes", "failedNodes",
-                                         "pendingNodes")}
+        events = [
+            (e.get("involvedObject", {}).get("uid", "")[:8], e.get("reason"), e.get("message"))
+            for e in api.kube.get(path_for("v1", "events", api.namespace), fieldSelector=selector)["items"]
+        ]
+        jobs.append(
+            f"{jname} {uid[:8]} ACTIVE created {j['metadata']['creationTimestamp']} "
+            f"startTime {st.get('startTime')} active {st.get('active')} pods {pods} events {events}"
+        )
+    counts = {
+        k: status.get(k) for k in ("desiredNodes", "activeNodes", "succeededNodes", "failedNodes", "pendingNodes")
+    }
     lines = "\n    ".join(log_lines(r.name)[-25:])
-    return (f"{r.name}: deleted {[(n, u[:8]) for n, u in r.deleted]}\n  status {counts}\n  conditions {conditions}\n"
-            "  jobs\n    " + "\n    ".join(jobs) + f"\n  controller log:\n    {lines}")
+    return (
+        f"{r.name}: deleted {[(n, u[:8]) for n, u in r.deleted]}\n  status {counts}\n  conditions {conditions}\n"
+        "  jobs\n    " + "\n    ".join(jobs) + f"\n  controller log:\n    {lines}"
+    )
 
 
 @pytest.fixture
@@ -173,8 +189,9 @@ def stress_controller(request: pytest.FixtureRequest) -> Any:
     return request.getfixturevalue("spawn_controller")(extra_args=("--log-level", "debug"))
 
 
-def test_jobs_deleted_by_hand_mid_rollout_rerun_and_converge(api: Cluster, nodes: Nodes, group: str,
-                                                             stress_controller: Any) -> None:
+def test_jobs_deleted_by_hand_mid_rollout_rerun_and_converge(
+    api: Cluster, nodes: Nodes, group: str, stress_controller: Any
+) -> None:
     names = set(nodes(NODES))
     rng = random.Random()
     rounds: list[Round] = []
@@ -182,16 +199,21 @@ def test_jobs_deleted_by_hand_mid_rollout_rerun_and_converge(api: Cluster, nodes
     def log_lines(name: str) -> list[str]:
         if not isinstance(stress_controller, ControllerProcess):
             return []
-        return [line for line in stress_controller.log_text().splitlines() if f'"name": "{name}"' in line
-                or f'"name":"{name}"' in line or f"/{name}" in line]
+        return [
+            line
+            for line in stress_controller.log_text().splitlines()
+            if f'"name": "{name}"' in line or f'"name":"{name}"' in line or f"/{name}" in line
+        ]
 
     started = time.monotonic()
     with Caches(api) as caches, ThreadPoolExecutor(max_workers=ROUNDS_PER_WAVE) as pool:
         for wave in range(WAVES):
             batch = [Round(f"w{wave}-r{i}") for i in range(ROUNDS_PER_WAVE)]
             seeds = [rng.random() for _ in batch]
-            rounds += pool.map(lambda rs: run_round(api, caches, rs[0], names, group, random.Random(rs[1])),
-                               zip(batch, seeds))
+            rounds += pool.map(
+                lambda rs: run_round(api, caches, rs[0], names, group, random.Random(rs[1])),
+                zip(batch, seeds, strict=True),
+            )
             for r in batch:
                 if r.converged_after is None or r.converged_after > CONVERGE_WITHIN:
                     r.report = describe(api, r, log_lines)
@@ -206,15 +228,16 @@ def test_jobs_deleted_by_hand_mid_rollout_rerun_and_converge(api: Cluster, nodes
     late = [r for r in rounds if r.converged_after is not None and r.converged_after > CONVERGE_WITHIN]
     stalled = [r for r in rounds if r.converged_after is None]
     times = sorted(r.converged_after for r in rounds if r.converged_after is not None)
-    print(f"\nconverged within {CONVERGE_WITHIN:g}s: {len(within)}/{len(rounds)} rounds; "
-          f"later: {len(late)}; not within {GIVE_UP_AFTER:g}s: {len(stalled)}; "
-          f"median {times[len(times) // 2] if times else float('nan'):.1f}s, "
-          f"max {times[-1] if times else float('nan'):.1f}s; total {time.monotonic() - started:.0f}s")
+    print(
+        f"\nconverged within {CONVERGE_WITHIN:g}s: {len(within)}/{len(rounds)} rounds; "
+        f"later: {len(late)}; not within {GIVE_UP_AFTER:g}s: {len(stalled)}; "
+        f"median {times[len(times) // 2] if times else float('nan'):.1f}s, "
+        f"max {times[-1] if times else float('nan'):.1f}s; total {time.monotonic() - started:.0f}s"
+    )
     if isinstance(stress_controller, ControllerProcess):
         held = stress_controller.metric("daemonjob_job_name_holds_total")
         overdue = stress_controller.metric("daemonjob_expectations_pending_overdue")
-        print(f"Job names held back after an unfinished Job's delete: {held:g}; expectations overdue now: "
-              f"{overdue:g}")
+        print(f"Job names held back after an unfinished Job's delete: {held:g}; expectations overdue now: {overdue:g}")
         assert overdue == 0
 
     bad = late + stalled

@@ -95,15 +95,19 @@ class Results:
 def daemonset_body(seconds_running: int) -> dict[str, Any]:
     labels = {"app": "bench-ds"}
     return {
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
         "metadata": {"name": "bench", "namespace": DS_NAMESPACE},
         "spec": {
             "selector": {"matchLabels": labels},
             "template": {
                 # Pods keep running for the whole measurement: a finished pod would be replaced.
                 "metadata": {"labels": labels, "annotations": {ANNOTATION_DURATION: str(seconds_running)}},
-                "spec": {"nodeSelector": {POOL_LABEL: POOL}, "terminationGracePeriodSeconds": 0,
-                         "containers": [{"name": "work", "image": "registry.k8s.io/pause:3.2"}]},
+                "spec": {
+                    "nodeSelector": {POOL_LABEL: POOL},
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "work", "image": "registry.k8s.io/pause:3.2"}],
+                },
             },
         },
     }
@@ -111,17 +115,24 @@ def daemonset_body(seconds_running: int) -> dict[str, Any]:
 
 def daemonjob_body(name: str, duration: float) -> dict[str, Any]:
     return {
-        "apiVersion": API_VERSION, "kind": KIND,
+        "apiVersion": API_VERSION,
+        "kind": KIND,
         "metadata": {"name": name, "namespace": dj_namespace(name)},
         "spec": {
             "nodeSelector": {"matchLabels": {POOL_LABEL: POOL}},
             "jobTemplate": {
                 "metadata": {"labels": {"app": "bench-dj"}},
-                "spec": {"backoffLimit": 0, "template": {
-                    "metadata": {"annotations": {ANNOTATION_DURATION: str(duration)}},
-                    "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                             "containers": [{"name": "work", "image": "busybox:1.36", "command": ["true"]}]},
-                }},
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"annotations": {ANNOTATION_DURATION: str(duration)}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "terminationGracePeriodSeconds": 0,
+                            "containers": [{"name": "work", "image": "busybox:1.36", "command": ["true"]}],
+                        },
+                    },
+                },
             },
         },
     }
@@ -147,17 +158,36 @@ class ControllerProcess:
     def __init__(self, kubeconfig: Path, log_path: Path, workers: int | None):
         self.metrics_port, self.health_port = free_port(), free_port()
         self.log_path = log_path
-        cmd = [sys.executable, "-m", "daemonjob", "--kubeconfig", str(kubeconfig),
-               "--kube-api-qps", str(UNTHROTTLED), "--kube-api-burst", str(UNTHROTTLED),
-               "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}", "--metrics-secure=false",
-               "--webhook-bind-address=0",  # the local control plane reaches no webhook Service
-               "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", "--log-level", os.environ.get("BENCH_CONTROLLER_LOG_LEVEL", "warning")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "daemonjob",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--kube-api-qps",
+            str(UNTHROTTLED),
+            "--kube-api-burst",
+            str(UNTHROTTLED),
+            "--metrics-bind-address",
+            f"127.0.0.1:{self.metrics_port}",
+            "--metrics-secure=false",
+            "--webhook-bind-address=0",  # the local control plane reaches no webhook Service
+            "--health-probe-bind-address",
+            f"127.0.0.1:{self.health_port}",
+            "--log-level",
+            os.environ.get("BENCH_CONTROLLER_LOG_LEVEL", "warning"),
+        ]
         if workers:
             cmd += ["--workers", str(workers)]
         with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=benchlib.ROOT,
-                                         preexec_fn=benchlib.die_with_parent)  # noqa: PLW1509 (prctl only)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=benchlib.ROOT,
+                preexec_fn=benchlib.die_with_parent,
+            )
 
     @property
     def pid(self) -> int:
@@ -180,6 +210,7 @@ class ControllerProcess:
                 return benchlib.http_get(f"http://127.0.0.1:{self.health_port}/readyz", timeout=1.0)[0] == 200
             except urllib3.exceptions.HTTPError:  # not listening yet
                 return False
+
         return benchlib.wait_until(ready, timeout, "the controller's /readyz", interval=0.1)
 
     def requests(self) -> dict[tuple[str, str], float]:
@@ -239,16 +270,24 @@ def wait_complete(kube: Kube, names: list[str], desired: int, timeout: float, ch
     def done() -> bool:
         check()
         items = kube.get(path).get("items") or []
-        ok = {d["metadata"]["name"] for d in items
-              if benchlib.condition_true(d, "Complete") and (d.get("status") or {}).get("desiredNodes") == desired}
+        ok = {
+            d["metadata"]["name"]
+            for d in items
+            if benchlib.condition_true(d, "Complete") and (d.get("status") or {}).get("desiredNodes") == desired
+        }
         return wanted <= ok
 
-    return benchlib.wait_until(done, timeout, f"{len(names)} DaemonJob(s) Complete over {desired} nodes",
-                               interval=0.1 if len(names) == 1 else 0.5)
+    return benchlib.wait_until(
+        done,
+        timeout,
+        f"{len(names)} DaemonJob(s) Complete over {desired} nodes",
+        interval=0.1 if len(names) == 1 else 0.5,
+    )
 
 
-def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results,
-                  pids: Mapping[str, int]) -> float:
+def bench_rollout(
+    kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results, pids: Mapping[str, int]
+) -> float:
     """(b) and (e): one DaemonJob over N nodes; seconds to N Jobs, to Complete; CPU and RSS."""
     benchlib.create_namespace(kube, dj_namespace("bench-00"))
     jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs", dj_namespace("bench-00"))).start()
@@ -281,8 +320,16 @@ def bench_rollout(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Nam
     return seconds
 
 
-def join_nodes(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, d: int, joins: int, interval: float,
-               timeout: float, firsts: list[float] | None = None) -> list[float]:
+def join_nodes(
+    kube: Kube,
+    kubelet: SimKubelet,
+    ctl: ControllerProcess,
+    d: int,
+    joins: int,
+    interval: float,
+    timeout: float,
+    firsts: list[float] | None = None,
+) -> list[float]:
     """Nodes joined one at a time: for each, seconds from its registration until its D Jobs exist
     (and, into `firsts`, until its first Job did).
 
@@ -290,7 +337,8 @@ def join_nodes(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, d: int, 
     cleared its not-ready taint, a few milliseconds later.
     """
     jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs"), label_selector=LABEL_NAME, group=job_node).start(
-        include_existing=False)
+        include_existing=False
+    )
     latencies: list[float] = []
     try:
         for i in range(joins):
@@ -319,8 +367,9 @@ def report_joins(res: Results, latencies: list[float], d: int, p99_target: str) 
     res.note("join latencies (s): " + " ".join(f"{x:.2f}" for x in latencies))
 
 
-def bench_joins(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, n: int, args: argparse.Namespace,
-                res: Results) -> None:
+def bench_joins(
+    kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results
+) -> None:
     """(c): with D DaemonJobs converged, seconds from a node's registration to its D Jobs."""
     d = args.daemonjobs
     names = [f"bench-{i:02d}" for i in range(d)]
@@ -337,12 +386,16 @@ def bench_joins(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, n: int,
     cpu, after = benchlib.cpu_seconds(ctl.pid) - cpu0, benchlib.scrape(ctl.metrics_url)
     wait_complete(kube, names, n + args.joins, args.timeout, ctl.check)
     report_joins(res, latencies, d, "< 1 (N=1000)")
-    count = benchlib.sample_value(after, "daemonjob_reconcile_duration_seconds_count") - \
-        benchlib.sample_value(before, "daemonjob_reconcile_duration_seconds_count")
-    total = benchlib.sample_value(after, "daemonjob_reconcile_duration_seconds_sum") - \
-        benchlib.sample_value(before, "daemonjob_reconcile_duration_seconds_sum")
-    res.note(f"during the joins: {count:.0f} reconciles ({count / max(1, len(latencies)):.1f} per join), "
-             f"mean {1000 * total / max(1, count):.0f} ms wall each, controller CPU {cpu:.1f}s")
+    count = benchlib.sample_value(after, "daemonjob_reconcile_duration_seconds_count") - benchlib.sample_value(
+        before, "daemonjob_reconcile_duration_seconds_count"
+    )
+    total = benchlib.sample_value(after, "daemonjob_reconcile_duration_seconds_sum") - benchlib.sample_value(
+        before, "daemonjob_reconcile_duration_seconds_sum"
+    )
+    res.note(
+        f"during the joins: {count:.0f} reconciles ({count / max(1, len(latencies)):.1f} per join), "
+        f"mean {1000 * total / max(1, count):.0f} ms wall each, controller CPU {cpu:.1f}s"
+    )
 
 
 def bench_idle(ctl: ControllerProcess, args: argparse.Namespace, res: Results) -> None:
@@ -393,8 +446,16 @@ def tick_monotonic(run: str) -> float:
     return time.monotonic() - (time.time() - tick)
 
 
-def wait_run(kube: Kube, ctl: ControllerProcess, jobs: benchlib.ObjectWatch, n: int, known: set[str],
-             started: float | None, timeout: float, pids: Mapping[str, int]) -> RunFigures:
+def wait_run(
+    kube: Kube,
+    ctl: ControllerProcess,
+    jobs: benchlib.ObjectWatch,
+    n: int,
+    known: set[str],
+    started: float | None,
+    timeout: float,
+    pids: Mapping[str, int],
+) -> RunFigures:
     """Until a run not in `known` has N Jobs and its DaemonJob is Complete for that run.
 
     `started`: when the trigger was written; None for a scheduled run, whose start is its tick.
@@ -421,16 +482,28 @@ def wait_run(kube: Kube, ctl: ControllerProcess, jobs: benchlib.ObjectWatch, n: 
         ctl.check()
         dj = kube.get(path)
         status = dj.get("status") or {}
-        return status.get("currentRun") == run and status.get("desiredNodes") == n and \
-            benchlib.condition_true(dj, "Complete")
+        return (
+            status.get("currentRun") == run
+            and status.get("desiredNodes") == n
+            and benchlib.condition_true(dj, "Complete")
+        )
 
     done = benchlib.wait_until(complete, timeout, f"run {run} Complete over {n} nodes")
-    return RunFigures(run, to_first, to_jobs, done - t0, benchlib.cpu_seconds(ctl.pid) - cpu0,
-                      benchlib.request_delta(before, ctl.requests()), used, churn)
+    return RunFigures(
+        run,
+        to_first,
+        to_jobs,
+        done - t0,
+        benchlib.cpu_seconds(ctl.pid) - cpu0,
+        benchlib.request_delta(before, ctl.requests()),
+        used,
+        churn,
+    )
 
 
-def bench_tick(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results,
-               cluster_pids: Mapping[str, int]) -> list[float]:
+def bench_tick(
+    kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results, cluster_pids: Mapping[str, int]
+) -> list[float]:
     """Scenario tick: a first rollout, then `--next-runs` runs over the earlier runs' Jobs.
 
     Returns each next run's ratio (seconds to N Jobs) to the first rollout's.
@@ -449,8 +522,9 @@ def bench_tick(kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namesp
             with benchlib.PySpy(ctl.pid, args.py_spy / f"run-{i + 1}.json" if args.py_spy else None):
                 started = time.monotonic() if trigger is not None else None
                 if i == 0:
-                    kube.create(path_for(API_VERSION, DJ_PLURAL, ns),
-                                tick_daemonjob_body(args.trigger, args.duration, trigger))
+                    kube.create(
+                        path_for(API_VERSION, DJ_PLURAL, ns), tick_daemonjob_body(args.trigger, args.duration, trigger)
+                    )
                     if trigger is None:
                         print("  waiting for the first tick (at most a minute)", flush=True)
                 elif trigger is not None:
@@ -474,8 +548,10 @@ def _report_run(i: int, figures: RunFigures, first: RunFigures, n: int, res: Res
         res.add(f"{what}: ratio to run 1, to Complete", figures.to_complete / first.to_complete)
     res.add(f"{what}: controller CPU seconds", figures.cpu)
     res.note(f"{what}, {figures.run}: requests {requests_text(figures.requests)}")
-    res.note(f"{what}: CPU until {n} Jobs: {benchlib.CpuShares.text(figures.cpu_shares, figures.to_jobs)}; "
-             f"controller: {figures.watches}")
+    res.note(
+        f"{what}: CPU until {n} Jobs: {benchlib.CpuShares.text(figures.cpu_shares, figures.to_jobs)}; "
+        f"controller: {figures.watches}"
+    )
 
 
 def busy_pids(cluster: LocalCluster, ctl: ControllerProcess | None = None) -> dict[str, int]:
@@ -493,12 +569,24 @@ def quiet(cluster: LocalCluster, args: argparse.Namespace, res: Results, before:
 # -- main ---------------------------------------------------------------------------------
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--scenario", choices=SCENARIOS, default="default",
-                   help="default: DaemonSet baseline, rollout, joins, idle; tick: a first rollout, then further runs")
-    p.add_argument("--nodes", type=int, default=None,
-                   help="simulated nodes (N); default " + ", ".join(f"{k}: {v}" for k, v in DEFAULT_NODES.items()))
-    p.add_argument("--trigger", choices=("tick", "run-now"), default="tick",
-                   help=f"tick scenario: runs start at the ticks of '{EVERY_MINUTE}', or by run-now annotations")
+    p.add_argument(
+        "--scenario",
+        choices=SCENARIOS,
+        default="default",
+        help="default: DaemonSet baseline, rollout, joins, idle; tick: a first rollout, then further runs",
+    )
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=None,
+        help="simulated nodes (N); default " + ", ".join(f"{k}: {v}" for k, v in DEFAULT_NODES.items()),
+    )
+    p.add_argument(
+        "--trigger",
+        choices=("tick", "run-now"),
+        default="tick",
+        help=f"tick scenario: runs start at the ticks of '{EVERY_MINUTE}', or by run-now annotations",
+    )
     p.add_argument("--next-runs", type=int, default=2, help="tick scenario: runs after the first rollout")
     p.add_argument("--daemonjobs", type=int, default=10, help="DaemonJobs converged during the join test (D)")
     p.add_argument("--joins", type=int, default=20, help="nodes joined one at a time (J)")
@@ -510,8 +598,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--writers", type=int, default=16, help="simulated kubelet's API writer threads")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for each wait")
     p.add_argument("--skip-daemonset", action="store_true", help="no DaemonSet baseline (no ratio)")
-    p.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
-                   help="record py-spy profiles of the controller (rollout, joins; each run of tick) into DIR")
+    p.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="record py-spy profiles of the controller (rollout, joins; each run of tick) into DIR",
+    )
     args = p.parse_args()
     if args.nodes is None:
         args.nodes = DEFAULT_NODES[args.scenario]
@@ -532,9 +625,16 @@ def main() -> int:
     res = Results()
     workdir = Path(tempfile.mkdtemp(prefix="daemonjob-bench-"))
     # Scenario tick ends Jobs through the simulated Job controller from the start: the real one is off.
-    cluster = LocalCluster(options=ClusterOptions(node_lifecycle=False, kcm_qps=UNTHROTTLED, kcm_burst=UNTHROTTLED,
-                                                  scheduler_qps=UNTHROTTLED, scheduler_burst=UNTHROTTLED,
-                                                  controllers="*,-job" if tick else "*"))
+    cluster = LocalCluster(
+        options=ClusterOptions(
+            node_lifecycle=False,
+            kcm_qps=UNTHROTTLED,
+            kcm_burst=UNTHROTTLED,
+            scheduler_qps=UNTHROTTLED,
+            scheduler_burst=UNTHROTTLED,
+            controllers="*,-job" if tick else "*",
+        )
+    )
     kubelet: SimKubelet | None = None
     jobsim: SimJobController | None = None
     ctl: ControllerProcess | None = None
@@ -554,8 +654,10 @@ def main() -> int:
             jobsim.start()
             ctl = ControllerProcess(cluster.kubeconfig, workdir / "controller.log", args.workers)
             ctl.wait_ready(120)
-            res.note(f"scenario tick: historyLimit 1, runs started by {args.trigger}; "
-                     "Jobs end through a simulated Job controller (no pods)")
+            res.note(
+                f"scenario tick: historyLimit 1, runs started by {args.trigger}; "
+                "Jobs end through a simulated Job controller (no pods)"
+            )
             tick_ratios = bench_tick(kube, ctl, n, args, res, busy_pids(cluster, ctl))
         else:
             if not args.skip_daemonset:
@@ -565,8 +667,10 @@ def main() -> int:
             ctl.wait_ready(120)
             quiet(cluster, args, res, "the DaemonJob")
             # The informers' share: all nodes cached, no DaemonJob yet. VmHWM here is the sync's peak.
-            res.add("controller RSS / peak RSS when ready, no DaemonJob yet (MB)",
-                    f"{benchlib.rss_mb(ctl.pid):.1f} / {benchlib.hwm_mb(ctl.pid):.1f}")
+            res.add(
+                "controller RSS / peak RSS when ready, no DaemonJob yet (MB)",
+                f"{benchlib.rss_mb(ctl.pid):.1f} / {benchlib.hwm_mb(ctl.pid):.1f}",
+            )
             dj_seconds = bench_rollout(kube, ctl, n, args, res, busy_pids(cluster, ctl))
             cluster.restart_controller_manager(f"{cluster.options.controllers},-job")
             jobsim = SimJobController(kube, label_selector=LABEL_NAME, writers=args.writers)
@@ -598,8 +702,10 @@ def _print_tick(res: Results, ratios: list[float]) -> int:
     print()
     print(res.table())
     # The last run is the one with history to delete (from the third run on).
-    print("ratio tick/first rollout (seconds to N Jobs): " + ", ".join(
-        f"run {i + 2}: {r:.2f}" for i, r in enumerate(ratios)))
+    print(
+        "ratio tick/first rollout (seconds to N Jobs): "
+        + ", ".join(f"run {i + 2}: {r:.2f}" for i, r in enumerate(ratios))
+    )
     return 0
 
 

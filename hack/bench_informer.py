@@ -25,7 +25,6 @@ import benchlib
 
 from daemonjob.controller.informers import JOB_INDEXERS
 from daemonjob.controller.transforms import job_transform, node_transform
-from daemonjob.machinery.informer import Handlers, Informer
 from daemonjob.domain.jobs import (
     ANNOTATION_NODE,
     API_VERSION,
@@ -33,6 +32,7 @@ from daemonjob.domain.jobs import (
     LABEL_NAME,
     LABEL_REVISION,
 )
+from daemonjob.machinery.informer import Handlers, Informer
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster
 
@@ -41,14 +41,26 @@ DJ_NAME = "bench"
 REVISION = "5f9c2a1b3c"
 ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
 IMAGE_REPOS = (
-    "registry.k8s.io/kube-proxy", "docker.io/calico/node", "docker.io/calico/cni", "quay.io/prometheus/node-exporter",
-    "registry.k8s.io/pause", "quay.io/cilium/cilium", "ghcr.io/fluxcd/source-controller", "docker.io/grafana/agent",
-    "registry.example.com/platform/security/falco-driver-loader", "registry.example.com/platform/logging/fluent-bit",
-    "registry.example.com/data/batch/feature-pipeline-worker", "registry.example.com/ml/inference/model-server-gpu",
-    "public.ecr.aws/aws-observability/aws-for-fluent-bit", "mcr.microsoft.com/oss/kubernetes/azure-cni",
-    "gcr.io/google-containers/cluster-proportional-autoscaler", "docker.io/bitnami/redis-exporter",
-    "registry.example.com/payments/api/checkout-service", "registry.example.com/search/indexer/shard-writer",
-    "docker.io/library/nginx", "quay.io/jetstack/cert-manager-controller",
+    "registry.k8s.io/kube-proxy",
+    "docker.io/calico/node",
+    "docker.io/calico/cni",
+    "quay.io/prometheus/node-exporter",
+    "registry.k8s.io/pause",
+    "quay.io/cilium/cilium",
+    "ghcr.io/fluxcd/source-controller",
+    "docker.io/grafana/agent",
+    "registry.example.com/platform/security/falco-driver-loader",
+    "registry.example.com/platform/logging/fluent-bit",
+    "registry.example.com/data/batch/feature-pipeline-worker",
+    "registry.example.com/ml/inference/model-server-gpu",
+    "public.ecr.aws/aws-observability/aws-for-fluent-bit",
+    "mcr.microsoft.com/oss/kubernetes/azure-cni",
+    "gcr.io/google-containers/cluster-proportional-autoscaler",
+    "docker.io/bitnami/redis-exporter",
+    "registry.example.com/payments/api/checkout-service",
+    "registry.example.com/search/indexer/shard-writer",
+    "docker.io/library/nginx",
+    "quay.io/jetstack/cert-manager-controller",
 )
 
 
@@ -64,8 +76,12 @@ def node_body(i: int) -> dict[str, Any]:
     images = []
     for j, repo in enumerate(IMAGE_REPOS):
         digest = hashlib.sha256(f"{repo}:{i % 7}:{j}".encode()).hexdigest()
-        images.append({"names": [f"{repo}@sha256:{digest}", f"{repo}:v1.{j}.{i % 7}-build.{1000 + j}"],
-                       "sizeBytes": 10_000_000 + 7919 * j})
+        images.append(
+            {
+                "names": [f"{repo}@sha256:{digest}", f"{repo}:v1.{j}.{i % 7}-build.{1000 + j}"],
+                "sizeBytes": 10_000_000 + 7919 * j,
+            }
+        )
     now = "2026-11-02T10:00:00Z"
     conditions = [
         {"type": t, "status": s, "reason": r, "message": m, "lastHeartbeatTime": now, "lastTransitionTime": now}
@@ -76,37 +92,68 @@ def node_body(i: int) -> dict[str, Any]:
             ("Ready", "True", "KubeletReady", "kubelet is posting ready status. AppArmor enabled"),
         )
     ]
-    capacity = {"cpu": "16", "memory": "65023116Ki", "pods": "110", "ephemeral-storage": "104845292Ki",
-                "hugepages-1Gi": "0", "hugepages-2Mi": "0", "attachable-volumes-aws-ebs": "25"}
+    capacity = {
+        "cpu": "16",
+        "memory": "65023116Ki",
+        "pods": "110",
+        "ephemeral-storage": "104845292Ki",
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+        "attachable-volumes-aws-ebs": "25",
+    }
     taints = [{"key": "dedicated", "value": pool, "effect": "NoSchedule"}] if pool in ("gpu", "spot") else []
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {
             "name": name,
             "labels": {
-                "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
-                "node.kubernetes.io/instance-type": "m5.4xlarge", "beta.kubernetes.io/instance-type": "m5.4xlarge",
-                "topology.kubernetes.io/region": "eu-west-1", "topology.kubernetes.io/zone": zone,
-                "failure-domain.beta.kubernetes.io/region": "eu-west-1", "failure-domain.beta.kubernetes.io/zone": zone,
-                "node-role.kubernetes.io/worker": "", "example.com/pool": pool,
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
+                "node.kubernetes.io/instance-type": "m5.4xlarge",
+                "beta.kubernetes.io/instance-type": "m5.4xlarge",
+                "topology.kubernetes.io/region": "eu-west-1",
+                "topology.kubernetes.io/zone": zone,
+                "failure-domain.beta.kubernetes.io/region": "eu-west-1",
+                "failure-domain.beta.kubernetes.io/zone": zone,
+                "node-role.kubernetes.io/worker": "",
+                "example.com/pool": pool,
             },
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0",
-                            "volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            },
         },
-        "spec": {"providerID": f"aws:///{zone}/i-{i:017x}", "podCIDR": f"10.{100 + (i >> 8) % 100}.{i & 255}.0/24",
-                 "taints": taints},
+        "spec": {
+            "providerID": f"aws:///{zone}/i-{i:017x}",
+            "podCIDR": f"10.{100 + (i >> 8) % 100}.{i & 255}.0/24",
+            "taints": taints,
+        },
         "status": {
-            "capacity": capacity, "allocatable": {**capacity, "cpu": "15890m", "memory": "64006284Ki"},
+            "capacity": capacity,
+            "allocatable": {**capacity, "cpu": "15890m", "memory": "64006284Ki"},
             "conditions": conditions,
-            "addresses": [{"type": "InternalIP", "address": f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"},
-                          {"type": "Hostname", "address": name}, {"type": "InternalDNS", "address": name}],
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"},
+                {"type": "Hostname", "address": name},
+                {"type": "InternalDNS", "address": name},
+            ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {"machineID": hashlib.md5(name.encode()).hexdigest(), "systemUUID": f"ec2{i:029x}",
-                         "bootID": hashlib.md5(f"boot{i}".encode()).hexdigest(), "kernelVersion": "5.10.184",
-                         "osImage": "Amazon Linux 2", "containerRuntimeVersion": "containerd://1.6.19",
-                         "kubeletVersion": "v1.20.2", "kubeProxyVersion": "v1.20.2", "operatingSystem": "linux",
-                         "architecture": "amd64"},
+            "nodeInfo": {
+                "machineID": hashlib.md5(name.encode()).hexdigest(),
+                "systemUUID": f"ec2{i:029x}",
+                "bootID": hashlib.md5(f"boot{i}".encode()).hexdigest(),
+                "kernelVersion": "5.10.184",
+                "osImage": "Amazon Linux 2",
+                "containerRuntimeVersion": "containerd://1.6.19",
+                "kubeletVersion": "v1.20.2",
+                "kubeProxyVersion": "v1.20.2",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
             "images": images,
         },
     }
@@ -117,32 +164,55 @@ def job_body(i: int, owner_uid: str) -> dict[str, Any]:
     node = node_name(i)
     name = f"{DJ_NAME}-{node[:36].rstrip('.-')}-{hashlib.sha256(node.encode()).hexdigest()[:10]}".replace(".", "-")
     return {
-        "apiVersion": "batch/v1", "kind": "Job",
+        "apiVersion": "batch/v1",
+        "kind": "Job",
         "metadata": {
-            "name": name, "namespace": NAMESPACE,
+            "name": name,
+            "namespace": NAMESPACE,
             "labels": {LABEL_NAME: DJ_NAME, LABEL_REVISION: REVISION, "app.kubernetes.io/name": "node-audit"},
             "annotations": {ANNOTATION_NODE: node},
-            "ownerReferences": [{"apiVersion": API_VERSION, "kind": KIND, "name": DJ_NAME, "uid": owner_uid,
-                                 "controller": True, "blockOwnerDeletion": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": KIND,
+                    "name": DJ_NAME,
+                    "uid": owner_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": {
-            "completions": 1, "parallelism": 1, "backoffLimit": 2,
+            "completions": 1,
+            "parallelism": 1,
+            "backoffLimit": 2,
             "template": {
                 "metadata": {"labels": {LABEL_NAME: DJ_NAME, LABEL_REVISION: REVISION}},
                 "spec": {
                     "restartPolicy": "Never",
-                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [{"matchFields": [
-                            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}},
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                                ]
+                            }
+                        }
+                    },
                     "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
-                    "containers": [{
-                        "name": "audit", "image": "registry.example.com/platform/security/node-audit:v2.3.1",
-                        "command": ["/bin/node-audit", "--report=/var/run/audit/report.json", "--level=full"],
-                        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
-                        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
-                                      "limits": {"cpu": "500m", "memory": "256Mi"}},
-                        "volumeMounts": [{"name": "host", "mountPath": "/host", "readOnly": True}],
-                    }],
+                    "containers": [
+                        {
+                            "name": "audit",
+                            "image": "registry.example.com/platform/security/node-audit:v2.3.1",
+                            "command": ["/bin/node-audit", "--report=/var/run/audit/report.json", "--level=full"],
+                            "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                            "resources": {
+                                "requests": {"cpu": "50m", "memory": "64Mi"},
+                                "limits": {"cpu": "500m", "memory": "256Mi"},
+                            },
+                            "volumeMounts": [{"name": "host", "mountPath": "/host", "readOnly": True}],
+                        }
+                    ],
                     "volumes": [{"name": "host", "hostPath": {"path": "/"}}],
                 },
             },
@@ -152,8 +222,12 @@ def job_body(i: int, owner_uid: str) -> dict[str, Any]:
 
 def finished_status() -> dict[str, Any]:
     t0, t1 = "2026-11-02T10:00:00Z", "2026-11-02T10:00:12Z"
-    return {"startTime": t0, "completionTime": t1, "succeeded": 1,
-            "conditions": [{"type": "Complete", "status": "True", "lastProbeTime": t1, "lastTransitionTime": t1}]}
+    return {
+        "startTime": t0,
+        "completionTime": t1,
+        "succeeded": 1,
+        "conditions": [{"type": "Complete", "status": "True", "lastProbeTime": t1, "lastTransitionTime": t1}],
+    }
 
 
 def populate(kube: Kube, n: int, threads: int) -> None:
@@ -161,10 +235,21 @@ def populate(kube: Kube, n: int, threads: int) -> None:
     jobs_path = path_for("batch/v1", "jobs", NAMESPACE)
     benchlib.create_namespace(kube, NAMESPACE)
     benchlib.apply_crd(kube)
-    owner = kube.create(path_for(API_VERSION, "daemonjobs", NAMESPACE), {
-        "apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": DJ_NAME, "namespace": NAMESPACE},
-        "spec": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
-                                                                "containers": [{"name": "c", "image": "x"}]}}}}}})
+    owner = kube.create(
+        path_for(API_VERSION, "daemonjobs", NAMESPACE),
+        {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {"name": DJ_NAME, "namespace": NAMESPACE},
+            "spec": {
+                "jobTemplate": {
+                    "spec": {
+                        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}
+                    }
+                }
+            },
+        },
+    )
     uid = owner["metadata"]["uid"]
 
     def create_node(i: int) -> None:
@@ -181,8 +266,9 @@ def populate(kube: Kube, n: int, threads: int) -> None:
         except ApiError as exc:
             if not exc.already_exists:
                 raise
-        kube.patch(path_for("batch/v1", "jobs", NAMESPACE, body["metadata"]["name"], "status"),
-                   {"status": finished_status()})
+        kube.patch(
+            path_for("batch/v1", "jobs", NAMESPACE, body["metadata"]["name"], "status"), {"status": finished_status()}
+        )
 
     started = time.monotonic()
     benchlib.run_concurrently(create_node, range(n), threads)
@@ -197,8 +283,9 @@ def measure(kube: Kube, timeout: float) -> tuple[float, float, float]:
     gc.collect()
     before = benchlib.rss_mb()
     nodes = Informer(kube, "v1", "nodes", transform=node_transform, name="nodes")
-    jobs = Informer(kube, "batch/v1", "jobs", label_selector=LABEL_NAME, transform=job_transform, name="jobs",
-                    indexers=JOB_INDEXERS)
+    jobs = Informer(
+        kube, "batch/v1", "jobs", label_selector=LABEL_NAME, transform=job_transform, name="jobs", indexers=JOB_INDEXERS
+    )
     synced_at: dict[str, float] = {}
 
     def wait(inf: Informer) -> None:
@@ -240,6 +327,7 @@ def relist_seconds(*informers: Informer) -> float:
     def count(name: str) -> Handlers:
         def inc(*_args: Any) -> None:
             events[name] += 1
+
         return Handlers(on_add=inc, on_update=inc, on_delete=inc)
 
     for inf in informers:
@@ -259,8 +347,13 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=16, help="concurrent creators")
     p.add_argument("--settle", type=float, default=5.0, help="seconds to let the control plane settle before measuring")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds allowed for the informers to sync")
-    p.add_argument("--py-spy", type=Path, default=None, metavar="FILE",
-                   help="record a py-spy profile of the sync into FILE (speedscope format)")
+    p.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="record a py-spy profile of the sync into FILE (speedscope format)",
+    )
     args = p.parse_args()
 
     # Job controller off: the Jobs must not start pods, only the informers are measured.

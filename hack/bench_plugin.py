@@ -23,12 +23,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_informer  # noqa: E402 - its realistic Nodes and Jobs
-import benchlib  # noqa: E402
+import bench_informer
+import benchlib
 
-from daemonjob.domain.jobs import API_VERSION, LABEL_NAME  # noqa: E402
-from daemonjob.machinery.kube import ApiError, Kube, path_for  # noqa: E402
-from daemonjob.testing.cluster import ClusterOptions, LocalCluster  # noqa: E402
+from daemonjob.domain.jobs import API_VERSION, LABEL_NAME
+from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.testing.cluster import ClusterOptions, LocalCluster
 
 NS, NAME, REVISION = bench_informer.NAMESPACE, bench_informer.DJ_NAME, bench_informer.REVISION
 FAIL_EVERY = 100  # one node in a hundred failed
@@ -41,9 +41,20 @@ def failed(i: int) -> bool:
 
 def job_status(i: int) -> dict[str, Any]:
     if failed(i):
-        return {"startTime": T0, "failed": 1, "conditions": [
-            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
-             "message": "Job has reached the specified backoff limit", "lastProbeTime": T1, "lastTransitionTime": T1}]}
+        return {
+            "startTime": T0,
+            "failed": 1,
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                    "lastProbeTime": T1,
+                    "lastTransitionTime": T1,
+                }
+            ],
+        }
     return bench_informer.finished_status()
 
 
@@ -51,36 +62,75 @@ def pod_body(i: int, job: dict[str, Any]) -> dict[str, Any]:
     meta = job["metadata"]
     template = job["spec"]["template"]
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{meta['name'][:50]}-x7k2p", "namespace": NS,
-                     "labels": {**template["metadata"]["labels"], "job-name": meta["name"],
-                                "controller-uid": meta["uid"]},
-                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
-                                          "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{meta['name'][:50]}-x7k2p",
+            "namespace": NS,
+            "labels": {**template["metadata"]["labels"], "job-name": meta["name"], "controller-uid": meta["uid"]},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
         "spec": {**template["spec"], "nodeName": bench_informer.node_name(i)},
     }
 
 
 def pod_status(i: int) -> dict[str, Any]:
     code = 3 if failed(i) else 0
-    terminated = {"exitCode": code, "reason": "Error" if code else "Completed", "startedAt": T0, "finishedAt": T1,
-                  "containerID": f"containerd://{i:064x}"}
+    terminated = {
+        "exitCode": code,
+        "reason": "Error" if code else "Completed",
+        "startedAt": T0,
+        "finishedAt": T1,
+        "containerID": f"containerd://{i:064x}",
+    }
     if code:
         terminated["message"] = "audit: /var/lib/kubelet: permission denied"
-    return {"phase": "Failed" if code else "Succeeded", "startTime": T0, "hostIP": "10.0.0.1", "podIP": "10.244.0.1",
-            "containerStatuses": [{"name": "audit", "ready": False, "restartCount": 0, "started": False,
-                                   "image": "registry.example.com/platform/security/node-audit:v2.3.1",
-                                   "imageID": "", "state": {"terminated": terminated}}]}
+    return {
+        "phase": "Failed" if code else "Succeeded",
+        "startTime": T0,
+        "hostIP": "10.0.0.1",
+        "podIP": "10.244.0.1",
+        "containerStatuses": [
+            {
+                "name": "audit",
+                "ready": False,
+                "restartCount": 0,
+                "started": False,
+                "image": "registry.example.com/platform/security/node-audit:v2.3.1",
+                "imageID": "",
+                "state": {"terminated": terminated},
+            }
+        ],
+    }
 
 
 def populate(kube: Kube, n: int, threads: int) -> None:
     bench_informer.populate(kube, n, threads)  # nodes, the DaemonJob and finished Jobs
     dj_path = path_for(API_VERSION, "daemonjobs", NS, NAME)
     dj = kube.get(dj_path)
-    kube.patch(f"{dj_path}/status", {"status": {"observedGeneration": dj["metadata"]["generation"],
-                                                 "currentRevision": REVISION, "desiredNodes": n}})
-    jobs = {j["metadata"]["name"]: j for j in kube.get(path_for("batch/v1", "jobs", NS),
-                                                        labelSelector=f"{LABEL_NAME}={NAME}")["items"]}
+    kube.patch(
+        f"{dj_path}/status",
+        {
+            "status": {
+                "observedGeneration": dj["metadata"]["generation"],
+                "currentRevision": REVISION,
+                "desiredNodes": n,
+            }
+        },
+    )
+    jobs = {
+        j["metadata"]["name"]: j
+        for j in kube.get(path_for("batch/v1", "jobs", NS), labelSelector=f"{LABEL_NAME}={NAME}")["items"]
+    }
     by_index = {}
     for i in range(n):
         name = bench_informer.job_body(i, "")["metadata"]["name"]
@@ -121,10 +171,12 @@ def measure(kubeconfig: Path, nodes: int, runs: int) -> int:
                 return 1
             times.append(seconds)
         rows = out.stdout.count(b"\n")
-        print(f"status {fmt}: {nodes} nodes, {rows} output lines, exit {out.returncode}: "
-              f"best {min(times):.2f}s, median {sorted(times)[len(times) // 2]:.2f}s of {runs} runs "
-              "(a fresh process each: start-up, 1 DaemonJob get + 3 concurrent lists, building the view)",
-              flush=True)
+        print(
+            f"status {fmt}: {nodes} nodes, {rows} output lines, exit {out.returncode}: "
+            f"best {min(times):.2f}s, median {sorted(times)[len(times) // 2]:.2f}s of {runs} runs "
+            "(a fresh process each: start-up, 1 DaemonJob get + 3 concurrent lists, building the view)",
+            flush=True,
+        )
     return 0
 
 
@@ -137,10 +189,12 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--hold", action="store_true",
-                        help="keep the populated cluster up after measuring, until SIGTERM or Ctrl-C")
-    parser.add_argument("--kubeconfig", type=Path,
-                        help="measure a cluster already populated by a --hold run instead of building one")
+    parser.add_argument(
+        "--hold", action="store_true", help="keep the populated cluster up after measuring, until SIGTERM or Ctrl-C"
+    )
+    parser.add_argument(
+        "--kubeconfig", type=Path, help="measure a cluster already populated by a --hold run instead of building one"
+    )
     args = parser.parse_args()
     if args.kubeconfig:
         return measure(args.kubeconfig, args.nodes, args.runs)
@@ -150,8 +204,9 @@ def main() -> int:
         populate(kube, args.nodes, args.threads)
         code = measure(cluster.kubeconfig, args.nodes, args.runs)
         if args.hold:
-            print(f"holding the cluster: {sys.argv[0]} --nodes {args.nodes} --kubeconfig {cluster.kubeconfig}",
-                  flush=True)
+            print(
+                f"holding the cluster: {sys.argv[0]} --nodes {args.nodes} --kubeconfig {cluster.kubeconfig}", flush=True
+            )
             try:
                 signal.pause()
             except KeyboardInterrupt:

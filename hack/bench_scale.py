@@ -58,12 +58,19 @@ class PhaseTimeout(Exception):
 def progress(kube: Kube, ctl: ControllerProcess, names: list[str], n: int) -> str:
     """How far convergence got: DaemonJobs Complete and the Jobs the controller created."""
     items = kube.get(path_for(API_VERSION, bench.DJ_PLURAL)).get("items") or []
-    complete = sum(1 for d in items if d["metadata"]["name"] in names and benchlib.condition_true(d, "Complete")
-                   and (d.get("status") or {}).get("desiredNodes") == n)
+    complete = sum(
+        1
+        for d in items
+        if d["metadata"]["name"] in names
+        and benchlib.condition_true(d, "Complete")
+        and (d.get("status") or {}).get("desiredNodes") == n
+    )
     succeeded = sum(int((d.get("status") or {}).get("succeededNodes") or 0) for d in items)
     created = benchlib.sample_value(benchlib.scrape(ctl.metrics_url), "daemonjob_jobs_created_total")
-    return (f"{complete}/{len(names)} DaemonJobs Complete, {created:.0f}/{n * len(names)} Jobs created, "
-            f"{succeeded} succeeded")
+    return (
+        f"{complete}/{len(names)} DaemonJobs Complete, {created:.0f}/{n * len(names)} Jobs created, "
+        f"{succeeded} succeeded"
+    )
 
 
 GROUP_SIZE = 5  # --ordered: DaemonJobs per exclusion group
@@ -104,8 +111,9 @@ def create_ordered(kube: Kube, d: int) -> tuple[list[str], int]:
     return names, len(groups) + len(chains)
 
 
-def converge(kube: Kube, ctl: ControllerProcess, n: int, d: int, timeout: float, res: Results,
-             ordered: bool = False) -> tuple[list[str], int]:
+def converge(
+    kube: Kube, ctl: ControllerProcess, n: int, d: int, timeout: float, res: Results, ordered: bool = False
+) -> tuple[list[str], int]:
     """(a): D DaemonJobs created at once; seconds until all are Complete over N nodes. Returns
     their names and how many Jobs a joining node gets at once (all D, unless --ordered)."""
     names = [f"bench-{i:02d}" for i in range(d)]
@@ -126,7 +134,9 @@ def converge(kube: Kube, ctl: ControllerProcess, n: int, d: int, timeout: float,
         except TimeoutError:
             state = progress(kube, ctl, names, n)
             if time.monotonic() >= deadline:
-                raise PhaseTimeout(f"{d} DaemonJobs over {n} nodes not Complete after {timeout:.0f}s: {state}")
+                raise PhaseTimeout(
+                    f"{d} DaemonJobs over {n} nodes not Complete after {timeout:.0f}s: {state}"
+                ) from None
             print(f"  {time.monotonic() - started:.0f}s: {state}", flush=True)
     res.add(f"{d} DaemonJobs over {n} nodes ({n * d} Jobs): seconds to all Complete", done - started)
     res.add("controller CPU seconds to all Complete", benchlib.cpu_seconds(ctl.pid) - cpu0)
@@ -134,8 +144,16 @@ def converge(kube: Kube, ctl: ControllerProcess, n: int, d: int, timeout: float,
     return names, first_wave
 
 
-def join_latencies(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, names: list[str], n: int,
-                   args: argparse.Namespace, res: Results, first_wave: int | None = None) -> None:
+def join_latencies(
+    kube: Kube,
+    kubelet: SimKubelet,
+    ctl: ControllerProcess,
+    names: list[str],
+    n: int,
+    args: argparse.Namespace,
+    res: Results,
+    first_wave: int | None = None,
+) -> None:
     """(b): seconds from a node's registration until its D Jobs exist, over J joins (with
     --ordered, the Jobs that may start at once: one per exclusion group and per chain); and
     the controller's CPU seconds per join."""
@@ -145,10 +163,13 @@ def join_latencies(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, name
     latencies = bench.join_nodes(kube, kubelet, ctl, d, args.joins, args.join_interval, args.timeout, firsts)
     res.note("first Job of each join after (s): " + " ".join(f"{x:.2f}" for x in firsts))
     cpu, after = benchlib.cpu_seconds(ctl.pid) - cpu0, benchlib.scrape(ctl.metrics_url)
-    res.note("controller requests during the joins: " + bench.requests_text(
-        benchlib.request_delta(benchlib.api_requests(before), benchlib.api_requests(after))))
-    waited = benchlib.sample_value(after, "daemonjob_api_rate_limiter_wait_seconds_sum") - \
-        benchlib.sample_value(before, "daemonjob_api_rate_limiter_wait_seconds_sum")
+    res.note(
+        "controller requests during the joins: "
+        + bench.requests_text(benchlib.request_delta(benchlib.api_requests(before), benchlib.api_requests(after)))
+    )
+    waited = benchlib.sample_value(after, "daemonjob_api_rate_limiter_wait_seconds_sum") - benchlib.sample_value(
+        before, "daemonjob_api_rate_limiter_wait_seconds_sum"
+    )
     res.note(f"during the joins: {waited:.1f} s waited for the client-side rate limiter (--kube-api-qps)")
 
     def mean(name: str) -> tuple[float, float]:
@@ -158,15 +179,23 @@ def join_latencies(kube: Kube, kubelet: SimKubelet, ctl: ControllerProcess, name
 
     passes, in_queue = mean("workqueue_queue_duration_seconds")
     _, working = mean("workqueue_work_duration_seconds")
-    res.note(f"during the joins: {passes:.0f} passes, each {1000 * in_queue:.0f} ms in the queue and "
-             f"{1000 * working:.0f} ms at work on average")
-    full = [after.get(("python_gc_duration_seconds_" + k, (("generation", "2"),)), 0.0)
-            - before.get(("python_gc_duration_seconds_" + k, (("generation", "2"),)), 0.0) for k in ("count", "sum")]
+    res.note(
+        f"during the joins: {passes:.0f} passes, each {1000 * in_queue:.0f} ms in the queue and "
+        f"{1000 * working:.0f} ms at work on average"
+    )
+    full = [
+        after.get(("python_gc_duration_seconds_" + k, (("generation", "2"),)), 0.0)
+        - before.get(("python_gc_duration_seconds_" + k, (("generation", "2"),)), 0.0)
+        for k in ("count", "sum")
+    ]
     res.note(f"during the joins: {full[0]:.0f} full garbage collections, {full[1]:.2f} s of pauses")
     bench.report_joins(res, latencies, d, "<= 0.5 (N=10000)")
     if latencies:
-        res.add("controller CPU seconds per join (over the joins and the intervals between them)",
-                cpu / len(latencies), fmt="{:.3f}")
+        res.add(
+            "controller CPU seconds per join (over the joins and the intervals between them)",
+            cpu / len(latencies),
+            fmt="{:.3f}",
+        )
     bench.wait_complete(kube, names, n + args.joins, args.timeout, ctl.check)
 
 
@@ -177,10 +206,21 @@ def kubectl_get(cluster: LocalCluster, cache_dir: Path) -> dict[str, float]:
     while printing almost nothing, so the terminal plays no part. Discovery is cached by an
     untimed first call, as a user's kubectl has it cached: the list is what is compared.
     """
+
     def command(kind: str) -> list[str]:
         selector = KINDS[kind][2].get("labelSelector")
-        return [*cluster.kubectl_command(), "--cache-dir", str(cache_dir), "get", KUBECTL_RESOURCE[kind], "-A",
-                "-o", "name", f"--chunk-size={defaults.LIST_PAGE_SIZE}", *(["-l", selector] if selector else [])]
+        return [
+            *cluster.kubectl_command(),
+            "--cache-dir",
+            str(cache_dir),
+            "get",
+            KUBECTL_RESOURCE[kind],
+            "-A",
+            "-o",
+            "name",
+            f"--chunk-size={defaults.LIST_PAGE_SIZE}",
+            *(["-l", selector] if selector else []),
+        ]
 
     subprocess.run(command("daemonjobs"), stdout=subprocess.DEVNULL, check=True, timeout=120)
     procs: dict[str, subprocess.Popen] = {}
@@ -188,8 +228,9 @@ def kubectl_get(cluster: LocalCluster, cache_dir: Path) -> dict[str, float]:
     started = time.monotonic()
     try:
         for kind in KINDS:
-            procs[kind] = subprocess.Popen(command(kind), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                           preexec_fn=benchlib.die_with_parent)  # noqa: PLW1509 (prctl only)
+            procs[kind] = subprocess.Popen(
+                command(kind), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=benchlib.die_with_parent
+            )
         while len(out) < len(procs):
             for kind, proc in procs.items():
                 if kind not in out and proc.poll() is not None:
@@ -230,8 +271,7 @@ def paged_list(kube: Kube) -> tuple[dict[str, float], dict[str, int]]:
     return {k: t for k, t, _ in results}, {k: c for k, _, c in results}
 
 
-def sync_at_startup(cluster: LocalCluster, workdir: Path, args: argparse.Namespace,
-                    res: Results) -> ControllerProcess:
+def sync_at_startup(cluster: LocalCluster, workdir: Path, args: argparse.Namespace, res: Results) -> ControllerProcess:
     """(c): a controller started on the converged cluster, timed to `/readyz`, against plain reads."""
     kube = Kube.from_config(str(cluster.kubeconfig))
     ctl_times = kubectl_get(cluster, workdir / "kubectl-cache")
@@ -249,8 +289,11 @@ def sync_at_startup(cluster: LocalCluster, workdir: Path, args: argparse.Namespa
     res.add("plain paged list of the same objects (s; the three kinds at once)", list_all)
     res.add("ratio informer sync / kubectl get", sync / kubectl_all, "<= 1.5")
     res.add("ratio informer sync / plain paged list", sync / list_all)
-    res.add("restarted controller RSS / peak RSS when ready (MB)",
-            f"{benchlib.rss_mb(ctl.pid):.1f} / {benchlib.hwm_mb(ctl.pid):.1f}", "<= 300")
+    res.add(
+        "restarted controller RSS / peak RSS when ready (MB)",
+        f"{benchlib.rss_mb(ctl.pid):.1f} / {benchlib.hwm_mb(ctl.pid):.1f}",
+        "<= 300",
+    )
     return ctl
 
 
@@ -297,14 +340,21 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--nodes", type=int, default=10000, help="simulated nodes (N); 1000, 2500, 5000 for a trend")
     p.add_argument("--daemonjobs", type=int, default=10, help="DaemonJobs over all nodes (D)")
     p.add_argument("--joins", type=int, default=20, help="nodes joined one at a time (J)")
-    p.add_argument("--ordered", action="store_true",
-                   help="half the DaemonJobs in exclusion groups of 5, half in spec.after chains of 4")
+    p.add_argument(
+        "--ordered",
+        action="store_true",
+        help="half the DaemonJobs in exclusion groups of 5, half in spec.after chains of 4",
+    )
     p.add_argument("--join-interval", type=float, default=0.5, help="seconds between two joins")
     p.add_argument("--workers", type=int, default=None, help="controller --workers (default: its own)")
     p.add_argument("--writers", type=int, default=16, help="API writer threads of the simulated kubelet and Jobs")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for each short wait")
-    p.add_argument("--converge-timeout", type=float, default=None,
-                   help="seconds allowed for all DaemonJobs to be Complete (default: 3600, or more above 50,000 Jobs)")
+    p.add_argument(
+        "--converge-timeout",
+        type=float,
+        default=None,
+        help="seconds allowed for all DaemonJobs to be Complete (default: 3600, or more above 50,000 Jobs)",
+    )
     return p.parse_args()
 
 
@@ -319,13 +369,22 @@ def main() -> int:
     converge_timeout = args.converge_timeout or max(3600.0, 0.05 * n * d)
     cores = os.cpu_count() or 1
     res = Results()
-    res.note(f"N={n} nodes, D={d} DaemonJobs{' (ordered: groups of 5, chains of 4)' if args.ordered else ''}, "
-             f"{cores} cores; Jobs end through a simulated Job controller (no pods)")
+    res.note(
+        f"N={n} nodes, D={d} DaemonJobs{' (ordered: groups of 5, chains of 4)' if args.ordered else ''}, "
+        f"{cores} cores; Jobs end through a simulated Job controller (no pods)"
+    )
     workdir = Path(tempfile.mkdtemp(prefix="daemonjob-bench-scale-"))
     # No Job controller (the simulated one ends Jobs) and no node lifecycle controller (no heartbeats).
-    cluster = LocalCluster(options=ClusterOptions(node_lifecycle=False, controllers="*,-job",
-                                                  kcm_qps=bench.UNTHROTTLED, kcm_burst=bench.UNTHROTTLED,
-                                                  scheduler_qps=bench.UNTHROTTLED, scheduler_burst=bench.UNTHROTTLED))
+    cluster = LocalCluster(
+        options=ClusterOptions(
+            node_lifecycle=False,
+            controllers="*,-job",
+            kcm_qps=bench.UNTHROTTLED,
+            kcm_burst=bench.UNTHROTTLED,
+            scheduler_qps=bench.UNTHROTTLED,
+            scheduler_burst=bench.UNTHROTTLED,
+        )
+    )
     kubelet: SimKubelet | None = None
     jobsim: SimJobController | None = None
     ctl: ControllerProcess | None = None
@@ -375,10 +434,12 @@ def main() -> int:
     else:
         print("\n".join(res.notes))
     if failure is not None:
-        print(f"NOT MEASURED FURTHER: on this machine ({cores} cores) N={n} x D={d} did not finish within the "
-              f"time limits (--timeout, --converge-timeout): {failure}. The figures above are those measured "
-              f"until then; the controller's peak RSS until then: {peak_rss:.1f} MB. "
-              "For a trend, run N=1000, 2500 and 5000.")
+        print(
+            f"NOT MEASURED FURTHER: on this machine ({cores} cores) N={n} x D={d} did not finish within the "
+            f"time limits (--timeout, --converge-timeout): {failure}. The figures above are those measured "
+            f"until then; the controller's peak RSS until then: {peak_rss:.1f} MB. "
+            "For a trend, run N=1000, 2500 and 5000."
+        )
         return 2
     return 0
 

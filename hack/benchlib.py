@@ -127,7 +127,7 @@ class PySpy:
         self.pid, self.out, self.rate, self.fmt = pid, out, rate, fmt
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> PySpy:  # noqa: PYI034
+    def __enter__(self) -> PySpy:
         if self.out is None:
             return self
         exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -135,11 +135,25 @@ class PySpy:
             raise SystemExit("--py-spy needs py-spy: pip install py-spy")
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [exe, "record", "--pid", str(self.pid), "--rate", str(self.rate), "--format", self.fmt,
-             "--output", str(self.out), "--threads", "--nonblocking",
-             *(["--gil"] if os.environ.get("PY_SPY_GIL") else [])],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=die_with_parent)  # noqa: PLW1509 (prctl only, nothing that takes a lock)
+            [
+                exe,
+                "record",
+                "--pid",
+                str(self.pid),
+                "--rate",
+                str(self.rate),
+                "--format",
+                self.fmt,
+                "--output",
+                str(self.out),
+                "--threads",
+                "--nonblocking",
+                *(["--gil"] if os.environ.get("PY_SPY_GIL") else []),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
         time.sleep(0.5)  # attach before the measured work starts
         return self
 
@@ -192,9 +206,14 @@ def apply_crd(kube: Kube, path: Path = CRD_PATH, timeout: float = 30.0) -> None:
         if not exc.already_exists:
             raise
     name = crd["metadata"]["name"]
-    wait_until(lambda: any(c.get("type") == "Established" and c.get("status") == "True"
-                           for c in (kube.get(f"{base}/{name}").get("status") or {}).get("conditions") or ()),
-               timeout, f"CRD {name} Established")
+    wait_until(
+        lambda: any(
+            c.get("type") == "Established" and c.get("status") == "True"
+            for c in (kube.get(f"{base}/{name}").get("status") or {}).get("conditions") or ()
+        ),
+        timeout,
+        f"CRD {name} Established",
+    )
     group, version = crd["spec"]["group"], crd["spec"]["versions"][0]["name"]
     wait_until(lambda: _served(kube, f"/apis/{group}/{version}"), timeout, f"/apis/{group}/{version} served")
 
@@ -219,8 +238,9 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interva
 
 
 def condition_true(obj: Mapping[str, Any], type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or ())
+    return any(
+        c.get("type") == type_ and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or ()
+    )
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
@@ -242,8 +262,14 @@ class ObjectWatch:
     (e.g. its node) so that one watch can serve per-group waits.
     """
 
-    def __init__(self, kube: Kube, path: str, *, label_selector: str | None = None,
-                 group: Callable[[Mapping[str, Any]], str | None] | None = None):
+    def __init__(
+        self,
+        kube: Kube,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        group: Callable[[Mapping[str, Any]], str | None] | None = None,
+    ):
         self.kube, self.path, self.group = kube, path, group
         self.params: dict[str, Any] = {"labelSelector": label_selector} if label_selector else {}
         self.first_seen: dict[str, float] = {}  # name -> monotonic time
@@ -282,8 +308,12 @@ class ObjectWatch:
     def _run(self) -> None:
         while not self._stopped:
             try:
-                params = {**self.params, "resourceVersion": self.rv, "allowWatchBookmarks": True,
-                          "timeoutSeconds": 1800}
+                params = {
+                    **self.params,
+                    "resourceVersion": self.rv,
+                    "allowWatchBookmarks": True,
+                    "timeoutSeconds": 1800,
+                }
                 self._stream = self.kube.watch(self.path, params, read_timeout=1830)
                 if self._stopped:
                     self._stream.close()
@@ -300,7 +330,7 @@ class ObjectWatch:
                 if self._stopped:
                     return
                 time.sleep(0.2)  # dropped connection: re-watch from the last resourceVersion
-            except Exception as exc:  # noqa: BLE001 (410 Gone and the like: handed to the waiters)
+            except Exception as exc:
                 if not self._stopped:
                     with self._cond:
                         self.error = exc
@@ -336,8 +366,9 @@ class ObjectWatch:
     def time_of_nth(self, n: int, names: Iterable[str] | None = None) -> float:
         """When the n-th object (of `names`, default all) was first seen."""
         with self._cond:
-            times = sorted(self.first_seen[x] for x in (names if names is not None else self.first_seen)
-                           if x in self.first_seen)
+            times = sorted(
+                self.first_seen[x] for x in (names if names is not None else self.first_seen) if x in self.first_seen
+            )
         return times[n - 1]
 
 
@@ -365,13 +396,16 @@ def api_requests(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float
     return out
 
 
-def request_delta(before: Mapping[tuple[str, str], float],
-                  after: Mapping[tuple[str, str], float]) -> dict[tuple[str, str], float]:
+def request_delta(
+    before: Mapping[tuple[str, str], float], after: Mapping[tuple[str, str], float]
+) -> dict[tuple[str, str], float]:
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
 
-def watch_churn(before: Mapping[tuple[str, tuple[tuple[str, str], ...]], float],
-                after: Mapping[tuple[str, tuple[tuple[str, str], ...]], float]) -> str:
+def watch_churn(
+    before: Mapping[tuple[str, tuple[tuple[str, str], ...]], float],
+    after: Mapping[tuple[str, tuple[tuple[str, str], ...]], float],
+) -> str:
     """The controller's watch restarts (by informer and cause) and relists between two scrapes."""
     parts = []
     for (name, labels), value in sorted(after.items()):

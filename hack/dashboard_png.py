@@ -51,9 +51,17 @@ def daemonjob(name: str, seconds: int, *, fail_on: str = "", **spec: Any) -> dic
     if fail_on:
         annotations |= {"sim.daemonjob.io/fail-on": fail_on, "sim.daemonjob.io/exit-code": "3"}
     pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}]}
-    return {"apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": name},
-            "spec": {"jobTemplate": {"spec": {"backoffLimit": 0, "template": {
-                "metadata": {"annotations": annotations}, "spec": pod}}}, **spec}}
+    return {
+        "apiVersion": DJ_API,
+        "kind": "DaemonJob",
+        "metadata": {"name": name},
+        "spec": {
+            "jobTemplate": {
+                "spec": {"backoffLimit": 0, "template": {"metadata": {"annotations": annotations}, "spec": pod}}
+            },
+            **spec,
+        },
+    }
 
 
 def run_scenario(kube: Kube, duration: float) -> None:
@@ -72,12 +80,16 @@ def run_scenario(kube: Kube, duration: float) -> None:
         elapsed = time.monotonic() - started
         if elapsed > 45 * (edits + 1) and elapsed < duration - 20:  # re-run everywhere now and then
             edits += 1
-            kube.patch(path_for(DJ_API, "daemonjobs", NAMESPACE, "node-setup"),
-                       {"spec": {"jobTemplate": {"metadata": {"annotations": {"demo/rerun": str(edits)}}}}},
-                       content_type=PATCH_MERGE)
-            kube.patch(path_for(DJ_API, "daemonjobs", NAMESPACE, "nightly-cleanup"),
-                       {"metadata": {"annotations": {"daemonjob.io/run-now": f"again-{edits}"}}},
-                       content_type=PATCH_MERGE)
+            kube.patch(
+                path_for(DJ_API, "daemonjobs", NAMESPACE, "node-setup"),
+                {"spec": {"jobTemplate": {"metadata": {"annotations": {"demo/rerun": str(edits)}}}}},
+                content_type=PATCH_MERGE,
+            )
+            kube.patch(
+                path_for(DJ_API, "daemonjobs", NAMESPACE, "nightly-cleanup"),
+                {"metadata": {"annotations": {"daemonjob.io/run-now": f"again-{edits}"}}},
+                content_type=PATCH_MERGE,
+            )
 
 
 def substitute(expr: str, variables: dict[str, str]) -> str:
@@ -100,8 +112,9 @@ def query(prom: LocalPrometheus, path: str, **params: Any) -> list[dict[str, Any
     return body["data"]["result"]
 
 
-def draw_timeseries(ax: Any, prom: LocalPrometheus, panel: dict[str, Any], variables: dict[str, str],
-                    start: float, end: float) -> None:
+def draw_timeseries(
+    ax: Any, prom: LocalPrometheus, panel: dict[str, Any], variables: dict[str, str], start: float, end: float
+) -> None:
     for target in panel["targets"]:
         expr = substitute(target["expr"], variables)
         for series in query(prom, "query_range", query=expr, start=start, end=end, step=2):
@@ -124,8 +137,9 @@ def draw_table(ax: Any, prom: LocalPrometheus, panel: dict[str, Any], variables:
     ax.axis("off")
     (target,) = panel["targets"]
     result = query(prom, "query", query=substitute(target["expr"], variables))
-    pivot = next((t["options"]["valueLabel"] for t in panel.get("transformations", ())
-                  if t["id"] == "labelsToFields"), None)
+    pivot = next(
+        (t["options"]["valueLabel"] for t in panel.get("transformations", ()) if t["id"] == "labelsToFields"), None
+    )
     rows: dict[tuple[str, ...], dict[str, str]] = {}
     for r in result:
         labels = dict(r["metric"])
@@ -149,8 +163,13 @@ def draw_table(ax: Any, prom: LocalPrometheus, panel: dict[str, Any], variables:
 
 def render(prom: LocalPrometheus, start: float, end: float, out: Path) -> None:
     dashboard = json.loads(DASHBOARD_PATH.read_text())
-    variables = {"job": JOB, "namespace": NAMESPACE, "daemonjob": ".*",
-                 "__rate_interval": RATE_INTERVAL, "__interval": RATE_INTERVAL}
+    variables = {
+        "job": JOB,
+        "namespace": NAMESPACE,
+        "daemonjob": ".*",
+        "__rate_interval": RATE_INTERVAL,
+        "__interval": RATE_INTERVAL,
+    }
     panels = dashboard["panels"]
     height = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels)
     fig = plt.figure(figsize=(22, height * 0.42))
@@ -162,15 +181,19 @@ def render(prom: LocalPrometheus, start: float, end: float, out: Path) -> None:
             ax.axis("off")
             ax.text(0, 0.2, panel["title"], fontsize=13, fontweight="bold")
             continue
-        ax = fig.add_subplot(grid[pos["y"]:pos["y"] + pos["h"] - 1, pos["x"]:pos["x"] + pos["w"]])
+        ax = fig.add_subplot(grid[pos["y"] : pos["y"] + pos["h"] - 1, pos["x"] : pos["x"] + pos["w"]])
         ax.set_title(panel["title"], fontsize=9, loc="left")
         if panel["type"] == "table":
             draw_table(ax, prom, panel, variables)
         else:
             draw_timeseries(ax, prom, panel, variables, start, end)
     when = datetime.fromtimestamp(end).strftime("%Y-%m-%d %H:%M")
-    fig.suptitle(f"DaemonJob dashboard: its queries answered by Prometheus over {end - start:.0f} s of a local "
-                 f"cluster ({when}; namespace {NAMESPACE}, every DaemonJob)", fontsize=12, y=0.995)
+    fig.suptitle(
+        f"DaemonJob dashboard: its queries answered by Prometheus over {end - start:.0f} s of a local "
+        f"cluster ({when}; namespace {NAMESPACE}, every DaemonJob)",
+        fontsize=12,
+        y=0.995,
+    )
     fig.savefig(out, dpi=80, bbox_inches="tight")
 
 
@@ -187,11 +210,13 @@ def main() -> int:
             kubelet.add_nodes(NodeSpec(n) for n in names)
             kubelet.wait_ready(names)
             install_crd(cluster.kubectl_command())
-            controller = ControllerProcess(cluster.kubeconfig, cluster.workdir / "controller.log",
-                                           "--log-format", "json").start(wait=True)
+            controller = ControllerProcess(
+                cluster.kubeconfig, cluster.workdir / "controller.log", "--log-format", "json"
+            ).start(wait=True)
             try:
-                with LocalPrometheus(cluster.workdir / "prometheus",
-                                     targets=[f"127.0.0.1:{controller.metrics_port}"]) as prom:
+                with LocalPrometheus(
+                    cluster.workdir / "prometheus", targets=[f"127.0.0.1:{controller.metrics_port}"]
+                ) as prom:
                     start = time.time()
                     run_scenario(kube, args.duration)
                     time.sleep(3)  # the last scrape and evaluation

@@ -44,19 +44,34 @@ DAEMONJOB: dict[str, Any] = {
     "spec": {
         "nodeSelector": {"matchLabels": {"kubernetes.io/os": "linux"}},
         "maxParallel": 2,
-        "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
-            "metadata": {"annotations": {
-                "sim.daemonjob.io/duration": "2",
-                "sim.daemonjob.io/output": "configuring {node}\npackages up to date on {node}",
-                "sim.daemonjob.io/failure-output": "configuring {node}\n"
-                                                   "could not get lock /var/lib/dpkg/lock on {node}",
-                "sim.daemonjob.io/fail-on": FAILING_NODE,
-                "sim.daemonjob.io/exit-code": "3",
-                "sim.daemonjob.io/message": "could not get lock /var/lib/dpkg/lock on {node}",
-            }},
-            "spec": {"restartPolicy": "Never", "containers": [{
-                "name": "setup", "image": "busybox:1.36",
-                "command": ["sh", "-c", "echo configuring $(hostname); sleep 2"]}]}}}},
+        "jobTemplate": {
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {
+                        "annotations": {
+                            "sim.daemonjob.io/duration": "2",
+                            "sim.daemonjob.io/output": "configuring {node}\npackages up to date on {node}",
+                            "sim.daemonjob.io/failure-output": "configuring {node}\n"
+                            "could not get lock /var/lib/dpkg/lock on {node}",
+                            "sim.daemonjob.io/fail-on": FAILING_NODE,
+                            "sim.daemonjob.io/exit-code": "3",
+                            "sim.daemonjob.io/message": "could not get lock /var/lib/dpkg/lock on {node}",
+                        }
+                    },
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "setup",
+                                "image": "busybox:1.36",
+                                "command": ["sh", "-c", "echo configuring $(hostname); sleep 2"],
+                            }
+                        ],
+                    },
+                },
+            }
+        },
     },
 }
 
@@ -90,12 +105,15 @@ def frame(kube: Kube, nodes: list[str], title: str) -> tuple[str, bool]:
     conds = {c["type"]: c for c in status.get("conditions") or []}
     observed = status.get("observedGeneration") == dj["metadata"].get("generation")
     finished = observed and any(conds.get(kind, {}).get("status") == "True" for kind in ("Complete", "Failed"))
-    lines = [f"DaemonJob {NAMESPACE}/{NAME}: {title}",
-             f"revision {rev or '-'}   desired {status.get('desiredNodes', 0)}   active {status.get('activeNodes', 0)}"
-             f"   succeeded {status.get('succeededNodes', 0)}   failed {status.get('failedNodes', 0)}"
-             f"   pending {status.get('pendingNodes', 0)}   Complete={conds.get('Complete', {}).get('status', '-')}"
-             f"   Failed={conds.get('Failed', {}).get('status', '-')}",
-             "", f"{'NODE':<16} {'CURRENT REVISION':<18} {'EARLIER REVISIONS':<20} JOB"]
+    lines = [
+        f"DaemonJob {NAMESPACE}/{NAME}: {title}",
+        f"revision {rev or '-'}   desired {status.get('desiredNodes', 0)}   active {status.get('activeNodes', 0)}"
+        f"   succeeded {status.get('succeededNodes', 0)}   failed {status.get('failedNodes', 0)}"
+        f"   pending {status.get('pendingNodes', 0)}   Complete={conds.get('Complete', {}).get('status', '-')}"
+        f"   Failed={conds.get('Failed', {}).get('status', '-')}",
+        "",
+        f"{'NODE':<16} {'CURRENT REVISION':<18} {'EARLIER REVISIONS':<20} JOB",
+    ]
     for node in nodes:
         current = [j for j in by_node.get(node, []) if j["metadata"]["labels"].get(LABEL_REVISION) == rev]
         older = [j for j in by_node.get(node, []) if j["metadata"]["labels"].get(LABEL_REVISION) != rev]
@@ -126,8 +144,10 @@ def show_monitoring(prometheus: LocalPrometheus) -> None:
     print(f"graphs: {prometheus.page('graph')}  (the dashboard's queries: manifests/monitoring/dashboard.json)")
     for alert in prometheus.alerts():
         labels = alert["labels"]
-        print(f"  {alert['state']:8} {labels['alertname']} ({labels.get('severity')}): "
-              f"{alert['annotations'].get('description', '')}")
+        print(
+            f"  {alert['state']:8} {labels['alertname']} ({labels.get('severity')}): "
+            f"{alert['annotations'].get('description', '')}"
+        )
     if sys.stdin.isatty():
         input("press Enter to stop everything ... ")
 
@@ -155,31 +175,64 @@ def main() -> int:
                 metrics_port = free_port()
                 with open(log_path, "wb") as log:
                     controller = subprocess.Popen(
-                        [sys.executable, "-m", "daemonjob", "--kubeconfig", str(cluster.kubeconfig),
-                         "--metrics-bind-address", f"127.0.0.1:{metrics_port}", "--metrics-secure=false",
-                         "--webhook-bind-address=0",  # no webhook Service to reach locally
-                         "--health-probe-bind-address", f"127.0.0.1:{free_port()}", "--log-format", "json"],
-                        stdout=log, stderr=subprocess.STDOUT)
-                prometheus = LocalPrometheus(cluster.workdir / "prometheus", targets=[f"127.0.0.1:{metrics_port}"],
-                                             scrape_interval="2s", evaluation_interval="2s").start()
+                        [
+                            sys.executable,
+                            "-m",
+                            "daemonjob",
+                            "--kubeconfig",
+                            str(cluster.kubeconfig),
+                            "--metrics-bind-address",
+                            f"127.0.0.1:{metrics_port}",
+                            "--metrics-secure=false",
+                            "--webhook-bind-address=0",  # no webhook Service to reach locally
+                            "--health-probe-bind-address",
+                            f"127.0.0.1:{free_port()}",
+                            "--log-format",
+                            "json",
+                        ],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                prometheus = LocalPrometheus(
+                    cluster.workdir / "prometheus",
+                    targets=[f"127.0.0.1:{metrics_port}"],
+                    scrape_interval="2s",
+                    evaluation_interval="2s",
+                ).start()
                 kube.create(path_for("v1", "namespaces"), {"metadata": {"name": NAMESPACE}})
                 kube.create(path_for("daemonjob.io/v1alpha1", "daemonjobs", NAMESPACE), DAEMONJOB)
                 watch_rollout(kube, names, "first run, at most 2 nodes at a time", args.timeout)
                 time.sleep(1)
-                kube.patch(path_for("daemonjob.io/v1alpha1", "daemonjobs", NAMESPACE, NAME),
-                           {"spec": {"jobTemplate": {"metadata": {"annotations": {"demo/rerun": "1"}}}}})
+                kube.patch(
+                    path_for("daemonjob.io/v1alpha1", "daemonjobs", NAMESPACE, NAME),
+                    {"spec": {"jobTemplate": {"metadata": {"annotations": {"demo/rerun": "1"}}}}},
+                )
                 watch_rollout(kube, names, "template changed: a new revision re-runs everywhere", args.timeout)
                 # A fresh discovery cache: the one from before the CRD existed may not know `dj`.
                 kubectl += ["--cache-dir", str(cluster.workdir / "kubectl-cache")]
                 print("\n$ kubectl get dj -n demo")
                 subprocess.run([*kubectl, "get", "dj", "-n", NAMESPACE])
                 print("\n$ kubectl get events -n demo --field-selector involvedObject.kind=DaemonJob")
-                subprocess.run([*kubectl, "get", "events", "-n", NAMESPACE, "--sort-by=.metadata.creationTimestamp",
-                                "--field-selector", "involvedObject.kind=DaemonJob"])
+                subprocess.run(
+                    [
+                        *kubectl,
+                        "get",
+                        "events",
+                        "-n",
+                        NAMESPACE,
+                        "--sort-by=.metadata.creationTimestamp",
+                        "--field-selector",
+                        "involvedObject.kind=DaemonJob",
+                    ]
+                )
                 # The plugin as users run it: kubectl finds kubectl-daemonjob on PATH.
-                env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
-                       "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(cluster.bin_dir),
-                                                os.environ.get("PATH", "")])}
+                env = {
+                    **os.environ,
+                    "KUBECONFIG": str(cluster.kubeconfig),
+                    "PATH": os.pathsep.join(
+                        [str(Path(sys.executable).parent), str(cluster.bin_dir), os.environ.get("PATH", "")]
+                    ),
+                }
                 for words in (["status", NAME], ["logs", NAME]):
                     print(f"\n$ kubectl daemonjob {' '.join(words)} -n {NAMESPACE}", flush=True)
                     subprocess.run(["kubectl", "daemonjob", *words, "-n", NAMESPACE], env=env)

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import daemonjob
-import daemonjob.cli  # noqa: F401  (what the controller process imports: its share of RSS)
+import daemonjob.cli
 from daemonjob import logsetup
 from daemonjob.controller.controller import Controller
 from daemonjob.domain.jobs import API_VERSION, KIND, build_job
@@ -60,18 +60,31 @@ def fmt_time(t: datetime) -> str:
 def daemonjob_body(name: str, i: int) -> dict[str, Any]:
     """A DaemonJob as hack/bench.py makes it, as the API server returns it."""
     return {
-        "apiVersion": API_VERSION, "kind": KIND,
-        "metadata": {"name": name, "namespace": f"bench-dj-{name}", "uid": f"00000000-0000-0000-0000-{i:012d}",
-                     "generation": 1, "resourceVersion": "1", "creationTimestamp": "2026-11-24T10:00:00Z"},
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": name,
+            "namespace": f"bench-dj-{name}",
+            "uid": f"00000000-0000-0000-0000-{i:012d}",
+            "generation": 1,
+            "resourceVersion": "1",
+            "creationTimestamp": "2026-11-24T10:00:00Z",
+        },
         "spec": {
             "nodeSelector": {"matchLabels": {POOL_LABEL: POOL}},
             "jobTemplate": {
                 "metadata": {"labels": {"app": "bench-dj"}},
-                "spec": {"backoffLimit": 0, "template": {
-                    "metadata": {"annotations": {"sim.daemonjob.io/duration": "0.0"}},
-                    "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                             "containers": [{"name": "work", "image": "busybox:1.36", "command": ["true"]}]},
-                }},
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"annotations": {"sim.daemonjob.io/duration": "0.0"}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "terminationGracePeriodSeconds": 0,
+                            "containers": [{"name": "work", "image": "busybox:1.36", "command": ["true"]}],
+                        },
+                    },
+                },
             },
         },
     }
@@ -79,24 +92,45 @@ def daemonjob_body(name: str, i: int) -> dict[str, Any]:
 
 def node_body(name: str) -> dict[str, Any]:
     """A simulated node of the bench's pool (the cache keeps name, uid, labels, taints)."""
-    return {"metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1",
-                         "labels": {POOL_LABEL: POOL, "kubernetes.io/hostname": name}},
-            "spec": {"taints": []},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "labels": {POOL_LABEL: POOL, "kubernetes.io/hostname": name},
+        },
+        "spec": {"taints": []},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
 
 
-def job_body(dj: dict[str, Any], node: str, revision: str, template_hash: str | None, created: datetime,
-             finished: datetime | None, serial: int) -> dict[str, Any]:
+def job_body(
+    dj: dict[str, Any],
+    node: str,
+    revision: str,
+    template_hash: str | None,
+    created: datetime,
+    finished: datetime | None,
+    serial: int,
+) -> dict[str, Any]:
     """A Job the controller created, as the API server returns it (succeeded if `finished`)."""
     body = build_job(dj, node, revision, template_hash=template_hash)
     meta = body["metadata"]
-    meta.update(namespace=dj["metadata"]["namespace"], uid=f"job-uid-{serial:012d}", resourceVersion=str(serial),
-                generation=1, creationTimestamp=fmt_time(created))
+    meta.update(
+        namespace=dj["metadata"]["namespace"],
+        uid=f"job-uid-{serial:012d}",
+        resourceVersion=str(serial),
+        generation=1,
+        creationTimestamp=fmt_time(created),
+    )
     status: dict[str, Any] = {"startTime": fmt_time(created)}
     if finished is not None:
         now = fmt_time(finished)
-        status.update(succeeded=1, completionTime=now, conditions=[
-            {"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}])
+        status.update(
+            succeeded=1,
+            completionTime=now,
+            conditions=[{"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}],
+        )
     body["status"] = status
     return body
 
@@ -109,8 +143,12 @@ class LeanJobControl(FakeJobControl):
     metadata) and no record of the call: 45,000 full bodies would outweigh the controller."""
 
     def create_job(self, namespace: str, body: Mapping[str, Any]) -> None:
-        meta = dict(body["metadata"], namespace=namespace, uid=f"created-{next(_created):012d}",
-                    creationTimestamp="2026-11-24T11:00:00Z")
+        meta = dict(
+            body["metadata"],
+            namespace=namespace,
+            uid=f"created-{next(_created):012d}",
+            creationTimestamp="2026-11-24T11:00:00Z",
+        )
         job = {"metadata": meta, "status": {}}
         with self._lock:
             self.objects[f"{namespace}/{meta['name']}"] = job
@@ -163,8 +201,14 @@ class Bed:
         for job in list(self.control.objects.values()):
             if not (job.get("status") or {}).get("conditions"):
                 now = fmt_time(when)
-                job["status"] = {"succeeded": 1, "startTime": now, "completionTime": now, "conditions": [
-                    {"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}]}
+                job["status"] = {
+                    "succeeded": 1,
+                    "startTime": now,
+                    "completionTime": now,
+                    "conditions": [
+                        {"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}
+                    ],
+                }
                 self.informers.jobs.update(job)  # type: ignore[attr-defined]
         self.control.objects.clear()  # the API server's copies are no part of the controller
 
@@ -174,9 +218,12 @@ def main() -> int:
     p.add_argument("--nodes", type=int, default=5000)
     p.add_argument("--daemonjobs", type=int, default=10)
     p.add_argument("--joins", type=int, default=5)
-    p.add_argument("--converge", action="store_true",
-                   help="the Jobs of the DaemonJobs after the first created by the controller's passes, as in the "
-                        "bench (only what the cache shows of them kept on the API server's side)")
+    p.add_argument(
+        "--converge",
+        action="store_true",
+        help="the Jobs of the DaemonJobs after the first created by the controller's passes, as in the "
+        "bench (only what the cache shows of them kept on the API server's side)",
+    )
     p.add_argument("--trace", action="store_true", help="tracemalloc: what each source line holds")
     p.add_argument("--top", type=int, default=25, help="lines shown per tracemalloc table")
     args = p.parse_args()
@@ -191,8 +238,10 @@ def main() -> int:
         gc.collect()
         rss, hwm = status_kb("VmRSS"), status_kb("VmHWM")
         rows.append((name, rss, hwm, time.monotonic() - started))
-        print(f"  {name:<40} RSS {rss / 1024:7.1f} MB  peak {hwm / 1024:7.1f} MB  "
-              f"({time.monotonic() - started:.1f}s)", flush=True)
+        print(
+            f"  {name:<40} RSS {rss / 1024:7.1f} MB  peak {hwm / 1024:7.1f} MB  ({time.monotonic() - started:.1f}s)",
+            flush=True,
+        )
         if args.trace:
             snapshots.append((name, tracemalloc.take_snapshot()))
 
@@ -222,13 +271,14 @@ def main() -> int:
             created = start + timedelta(seconds=k // FINISHED_PER_SECOND)
             finished = created + timedelta(seconds=2)
             bed.informers.jobs.add(  # type: ignore[attr-defined]
-                job_body(dj, name, revision, template_hash, created, finished, bed.serial))
+                job_body(dj, name, revision, template_hash, created, finished, bed.serial)
+            )
     phase(f"{len(bed.informers.jobs.store)} succeeded Jobs cached", t)
 
     if args.converge:
         t = time.monotonic()
         when = start + timedelta(minutes=30)
-        for rounds in range(1, 100):
+        for rounds in range(1, 100):  # noqa: B007 - read after the loop: how many it took
             bed.passes()
             if not bed.control.objects:
                 break
@@ -267,7 +317,7 @@ def main() -> int:
 
 def _short(filename: str, root: str) -> str:
     if filename.startswith(root + os.sep):
-        return filename[len(root) + 1:]
+        return filename[len(root) + 1 :]
     parts = filename.split(os.sep)
     return os.sep.join(parts[-3:])
 
@@ -288,10 +338,9 @@ def report(snapshots: list[tuple[str, tracemalloc.Snapshot]], root: str, top: in
         line = linecache.getline(frame.filename, frame.lineno).strip()
         return f"{_short(frame.filename, root)}:{frame.lineno}  {line[:90]}"
 
-    table("held at the end, by file", final.statistics("filename"),
-          lambda s: _short(s.traceback[0].filename, root))
+    table("held at the end, by file", final.statistics("filename"), lambda s: _short(s.traceback[0].filename, root))
     table("held at the end, by line", final.statistics("lineno"), where)
-    for (_, before), (name, after) in zip(snapshots, snapshots[1:]):
+    for (_, before), (name, after) in zip(snapshots, snapshots[1:], strict=True):
         stats = [s for s in after.compare_to(before, "lineno") if s.size_diff]
         stats.sort(key=lambda s: -abs(s.size_diff))
         table(f"added by the phase '{name}', by line", stats, where)

@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -106,9 +105,12 @@ class SelfManagedCertificates:
                     if exc.conflict:
                         continue  # another replica renewed first: use its certificates
                     raise
-                log.info("webhook certificate renewed", secret=f"{self.namespace}/{self.secret}",
-                         ca_renewed=renewed[CA_CERT] != data.get(CA_CERT),
-                         not_after=certs.not_after(renewed[TLS_CERT]).isoformat())
+                log.info(
+                    "webhook certificate renewed",
+                    secret=f"{self.namespace}/{self.secret}",
+                    ca_renewed=renewed[CA_CERT] != data.get(CA_CERT),
+                    not_after=certs.not_after(renewed[TLS_CERT]).isoformat(),
+                )
                 data = renewed
                 break
             else:
@@ -119,14 +121,16 @@ class SelfManagedCertificates:
         except ApiError as exc:
             self.problem = self._explain(exc)
             log.error("webhook certificates", error=self.problem)
-        except Exception as exc:  # noqa: BLE001 - reported by readiness, retried next interval
+        except Exception as exc:
             self.problem = f"webhook certificates: {exc}"
             log.error("webhook certificates", error=repr(exc))
 
     def _explain(self, exc: ApiError) -> str:
         if exc.not_found:
-            return (f"webhook certificates: {exc} (the Secret {self.namespace}/{self.secret} and the "
-                    f"ValidatingWebhookConfiguration {self.configuration} come with the manifests)")
+            return (
+                f"webhook certificates: {exc} (the Secret {self.namespace}/{self.secret} and the "
+                f"ValidatingWebhookConfiguration {self.configuration} come with the manifests)"
+            )
         return f"webhook certificates: {exc}"
 
     def _renewed(self, data: dict[str, bytes]) -> dict[str, bytes] | None:
@@ -138,8 +142,13 @@ class SelfManagedCertificates:
             assert ca_cert is not None and ca_key is not None
             ca = certs.KeyPair(ca_cert, ca_key)
             current = data.get(TLS_CERT)
-            if (current and data.get(TLS_KEY) and not _due(current, self.cert_validity, now, self.renew_fraction)
-                    and certs.issued_by(current, ca.cert_pem) and certs.covers(current, self.dns_names)):
+            if (
+                current
+                and data.get(TLS_KEY)
+                and not _due(current, self.cert_validity, now, self.renew_fraction)
+                and certs.issued_by(current, ca.cert_pem)
+                and certs.covers(current, self.dns_names)
+            ):
                 return None
         else:
             ca = certs.new_ca(f"daemonjob-webhook-ca@{int(now.timestamp())}", self.ca_validity, now=now)
@@ -183,7 +192,7 @@ class SelfManagedCertificates:
             os.replace(tmp, target)
 
     # -- the loop ------------------------------------------------------------------------------
-    def start_loop(self) -> "SelfManagedCertificates":
+    def start_loop(self) -> SelfManagedCertificates:
         """Look again every `interval` seconds (the first look is the caller's check())."""
         self._thread = threading.Thread(target=self._run, name="webhook-certificates", daemon=True)
         self._thread.start()

@@ -46,8 +46,10 @@ def parse(body: bytes) -> Mapping[str, Any]:
     if not isinstance(review, dict):
         raise BadReview("the body is not a JSON object")
     if review.get("apiVersion") != API_VERSION or review.get("kind") != "AdmissionReview":
-        raise BadReview(f"expected apiVersion {API_VERSION}, kind AdmissionReview; got "
-                        f"{review.get('apiVersion')!r}, {review.get('kind')!r}")
+        raise BadReview(
+            f"expected apiVersion {API_VERSION}, kind AdmissionReview; got "
+            f"{review.get('apiVersion')!r}, {review.get('kind')!r}"
+        )
     request = review.get("request")
     if not isinstance(request, dict):
         raise BadReview("request: Required value")
@@ -73,9 +75,15 @@ def _denial(request: Mapping[str, Any], problems: list[Problem]) -> dict[str, An
         "code": 422,
         "reason": "Invalid",
         "message": "; ".join(p.message for p in problems),
-        "details": {"name": name, "group": GROUP, "kind": KIND,
-                    "causes": [{"reason": "FieldValueInvalid", "field": p.field,
-                                "message": p.message.split(": ", 1)[-1]} for p in problems]},
+        "details": {
+            "name": name,
+            "group": GROUP,
+            "kind": KIND,
+            "causes": [
+                {"reason": "FieldValueInvalid", "field": p.field, "message": p.message.split(": ", 1)[-1]}
+                for p in problems
+            ],
+        },
     }
 
 
@@ -106,15 +114,21 @@ def decide(request: Mapping[str, Any], maintenance_namespaces: frozenset[str] = 
         return response
     if operation == "UPDATE":
         old = request.get("oldObject")
-        before = ({p.message for p in _problems(old, namespace, maintenance_namespaces)} if isinstance(old, dict)
-                  else set())
+        before = (
+            {p.message for p in _problems(old, namespace, maintenance_namespaces)} if isinstance(old, dict) else set()
+        )
         if all(p.message in before for p in problems):
             response["warnings"] = [p.message for p in problems[:WARNINGS_MAX]]
             return response
     response["allowed"] = False
     response["status"] = _denial(request, problems)
-    log.info("refused", operation=operation, namespace=request.get("namespace"), name=request.get("name"),
-             fields=[p.field for p in problems])
+    log.info(
+        "refused",
+        operation=operation,
+        namespace=request.get("namespace"),
+        name=request.get("name"),
+        fields=[p.field for p in problems],
+    )
     return response
 
 
@@ -139,8 +153,11 @@ def handle(body: bytes, maintenance_namespaces: frozenset[str] = frozenset()) ->
         response = decide(request, maintenance_namespaces)
     except Exception as exc:  # an object no API server sends (metadata a string...): say so, stay up
         log.warning("unreadable object in review", error=repr(exc))
-        return Answer(400, json.dumps({"error": f"malformed AdmissionReview: cannot read the object: {exc!r}"}).encode(),
-                      operation)
+        return Answer(
+            400,
+            json.dumps({"error": f"malformed AdmissionReview: cannot read the object: {exc!r}"}).encode(),
+            operation,
+        )
     review = {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
     result = "refused" if not response["allowed"] else "warned" if response.get("warnings") else "allowed"
     return Answer(200, json.dumps(review).encode(), operation, result)

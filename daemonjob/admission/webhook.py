@@ -28,21 +28,42 @@ __all__ = ["add_flags", "Webhook", "start"]
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("admission webhook")
-    g.add_argument("--webhook-bind-address", default=defaults.WEBHOOK_BIND_ADDRESS,
-                   help=f"address of the validating webhook, HTTPS, POST {defaults.WEBHOOK_PATH} ('0' disables)")
-    g.add_argument("--webhook-cert-dir", default=defaults.WEBHOOK_CERT_DIR,
-                   help="directory of tls.crt and tls.key, reloaded when they change")
-    g.add_argument("--webhook-cert-secret", default=defaults.WEBHOOK_CERT_SECRET,
-                   help="Secret in which this controller keeps the webhook's CA and certificate, renewed before "
-                        "they expire; empty: the files in --webhook-cert-dir are provided (cert-manager)")
-    g.add_argument("--webhook-configuration-name", default=defaults.WEBHOOK_CONFIGURATION,
-                   help="ValidatingWebhookConfiguration whose caBundle this controller keeps (self-managed only)")
-    g.add_argument("--webhook-service-name", default=defaults.WEBHOOK_SERVICE,
-                   help="Service in front of the webhook: its DNS names go into the certificate")
-    g.add_argument("--webhook-service-namespace", default=None,
-                   help="namespace of that Service and of the Secret (default: the pod's namespace, else default)")
-    g.add_argument("--webhook-cert-extra-names", default="",
-                   help="more DNS names or IP addresses for the certificate, comma-separated")
+    g.add_argument(
+        "--webhook-bind-address",
+        default=defaults.WEBHOOK_BIND_ADDRESS,
+        help=f"address of the validating webhook, HTTPS, POST {defaults.WEBHOOK_PATH} ('0' disables)",
+    )
+    g.add_argument(
+        "--webhook-cert-dir",
+        default=defaults.WEBHOOK_CERT_DIR,
+        help="directory of tls.crt and tls.key, reloaded when they change",
+    )
+    g.add_argument(
+        "--webhook-cert-secret",
+        default=defaults.WEBHOOK_CERT_SECRET,
+        help="Secret in which this controller keeps the webhook's CA and certificate, renewed before "
+        "they expire; empty: the files in --webhook-cert-dir are provided (cert-manager)",
+    )
+    g.add_argument(
+        "--webhook-configuration-name",
+        default=defaults.WEBHOOK_CONFIGURATION,
+        help="ValidatingWebhookConfiguration whose caBundle this controller keeps (self-managed only)",
+    )
+    g.add_argument(
+        "--webhook-service-name",
+        default=defaults.WEBHOOK_SERVICE,
+        help="Service in front of the webhook: its DNS names go into the certificate",
+    )
+    g.add_argument(
+        "--webhook-service-namespace",
+        default=None,
+        help="namespace of that Service and of the Secret (default: the pod's namespace, else default)",
+    )
+    g.add_argument(
+        "--webhook-cert-extra-names",
+        default="",
+        help="more DNS names or IP addresses for the certificate, comma-separated",
+    )
 
 
 reviews_total_help = "AdmissionReviews answered, by operation and result (allowed, warned, refused, malformed)."
@@ -67,12 +88,16 @@ class Webhook:
         self.server.stop()
 
 
-def start(args: argparse.Namespace, address: tuple[str, int], kube: Kube, registry: CollectorRegistry,
-          maintenance_namespaces: frozenset[str] = frozenset()) -> Webhook:
+def start(
+    args: argparse.Namespace,
+    address: tuple[str, int],
+    kube: Kube,
+    registry: CollectorRegistry,
+    maintenance_namespaces: frozenset[str] = frozenset(),
+) -> Webhook:
     """Keep the certificates (first look done before serving), then serve; OSError if the address is taken.
     `maintenance_namespaces`: where DaemonJobs may ask for node maintenance (--node-maintenance-namespaces)."""
-    reviews = Counter("daemonjob_webhook_reviews_total", reviews_total_help, ["operation", "result"],
-                      registry=registry)
+    reviews = Counter("daemonjob_webhook_reviews_total", reviews_total_help, ["operation", "result"], registry=registry)
     cert_dir = Path(args.webhook_cert_dir)
     certificates = None
     if args.webhook_cert_secret:
@@ -83,8 +108,9 @@ def start(args: argparse.Namespace, address: tuple[str, int], kube: Kube, regist
         namespace = args.webhook_service_namespace
         names = service_names(args.webhook_service_name, namespace)
         names += [n.strip() for n in args.webhook_cert_extra_names.split(",") if n.strip()]
-        certificates = SelfManagedCertificates(kube, namespace, args.webhook_cert_secret,
-                                               args.webhook_configuration_name, names, cert_dir)
+        certificates = SelfManagedCertificates(
+            kube, namespace, args.webhook_cert_secret, args.webhook_configuration_name, names, cert_dir
+        )
         certificates.check()
 
     def validate(body: bytes) -> tuple[int, str, bytes]:
@@ -92,8 +118,14 @@ def start(args: argparse.Namespace, address: tuple[str, int], kube: Kube, regist
         reviews.labels(answer.operation or "", answer.result).inc()
         return answer.code, "application/json", answer.body
 
-    server = Server(address, {}, "webhook", post_routes={defaults.WEBHOOK_PATH: validate}, cert_dir=cert_dir,
-                    max_body=defaults.WEBHOOK_MAX_REQUEST_BYTES).start()
+    server = Server(
+        address,
+        {},
+        "webhook",
+        post_routes={defaults.WEBHOOK_PATH: validate},
+        cert_dir=cert_dir,
+        max_body=defaults.WEBHOOK_MAX_REQUEST_BYTES,
+    ).start()
     if certificates is not None:
         certificates.start_loop()
     return Webhook(server, certificates, cert_dir)

@@ -44,10 +44,19 @@ _R = TypeVar("_R")
 class Act:
     """Writes for one controller; `run_all` maps over a bounded pool of writer threads (WriterPool.map)."""
 
-    def __init__(self, control: JobControl, expectations: Expectations, metrics: Metrics,
-                 run_all: Callable[[Callable[[_T], _R], Iterable[_T]], Iterable[_R]], *,
-                 history: HistoryCleaner, name_holds: NameHolds, adoption: Adoption, troubles: Troubles,
-                 claims: NodeClaims | None = None) -> None:
+    def __init__(
+        self,
+        control: JobControl,
+        expectations: Expectations,
+        metrics: Metrics,
+        run_all: Callable[[Callable[[_T], _R], Iterable[_T]], Iterable[_R]],
+        *,
+        history: HistoryCleaner,
+        name_holds: NameHolds,
+        adoption: Adoption,
+        troubles: Troubles,
+        claims: NodeClaims | None = None,
+    ) -> None:
         self.control = control
         self.expectations = expectations
         self.metrics = metrics
@@ -74,8 +83,11 @@ class Act:
         held = {c.name: left for c in decision.creates if (left := self.name_holds.held(seen.uid, c.name)) is not None}
         if not held:
             return decision
-        seen.log.debug("job names freed moments ago, created later", jobs=sorted(held)[:5],
-                       wait_seconds=round(min(held.values()), 2))
+        seen.log.debug(
+            "job names freed moments ago, created later",
+            jobs=sorted(held)[:5],
+            wait_seconds=round(min(held.values()), 2),
+        )
         acted.look_again = min(held.values())
         return dataclasses.replace(decision, creates=[c for c in decision.creates if c.name not in held])
 
@@ -88,8 +100,9 @@ class Act:
             done.setdefault(d.reason, []).append(d.node or d.name)
         for reason, nodes in done.items():
             seen.log.info("deleted jobs", reason=reason, count=len(nodes))
-            acted.events.append(EventSpec("Normal", "SuccessfulDelete",
-                                          f"Deleted {len(nodes)} Job(s) ({reason}): {names_shown(nodes)}"))
+            acted.events.append(
+                EventSpec("Normal", "SuccessfulDelete", f"Deleted {len(nodes)} Job(s) ({reason}): {names_shown(nodes)}")
+            )
         errors = [e for _, e in outcome.failed]
         fenced = [e for e in errors if isinstance(e, NotLeader)]
         if fenced:
@@ -97,8 +110,14 @@ class Act:
         if outcome.failed:
             failed_names = [d.name for d, _ in outcome.failed]
             seen.log.warning("deleting jobs failed", count=len(failed_names), error=error_message(errors[0]))
-            acted.events.append(EventSpec("Warning", "FailedDelete", f"Error deleting {len(failed_names)} Job(s) "
-                                          f"({names_shown(failed_names)}): {error_message(errors[0])}"))
+            acted.events.append(
+                EventSpec(
+                    "Warning",
+                    "FailedDelete",
+                    f"Error deleting {len(failed_names)} Job(s) "
+                    f"({names_shown(failed_names)}): {error_message(errors[0])}",
+                )
+            )
         return errors
 
     def _create(self, seen: Observation, decision: Decision, acted: Acted) -> list[Exception]:
@@ -112,8 +131,13 @@ class Act:
         if outcome.created:
             nodes = [c.node for c in outcome.created]
             seen.log.info("created jobs", count=len(nodes), revision=revision)
-            acted.events.append(EventSpec("Normal", "SuccessfulCreate",
-                                          f"Created {len(nodes)} Job(s) for revision {revision}: {names_shown(nodes)}"))
+            acted.events.append(
+                EventSpec(
+                    "Normal",
+                    "SuccessfulCreate",
+                    f"Created {len(nodes)} Job(s) for revision {revision}: {names_shown(nodes)}",
+                )
+            )
         if outcome.existed:
             resolved = self.adoption.resolve_existing(seen.dj, outcome.existed, seen.owner)
             acted.events.extend(resolved.events)
@@ -130,13 +154,15 @@ class Act:
             return []
         message = error_message(outcome.error)
         failed_node = outcome.failed[0][0].node if outcome.failed else None
-        acted.events.append(EventSpec("Warning", "FailedCreate",
-                                      f"Error creating Job for node {failed_node}: {message}"))
+        acted.events.append(
+            EventSpec("Warning", "FailedCreate", f"Error creating Job for node {failed_node}: {message}")
+        )
         if outcome.rejected is not None:
             seen.log.warning("the API server rejected the Job", node=failed_node, error=message)
             if not outcome.created:  # nothing went through: probe once per retry until something does
-                self.troubles.stall(uid, generation, JOB_REJECTED,
-                                    f"the API server rejected the Job of node {failed_node}: {message}")
+                self.troubles.stall(
+                    uid, generation, JOB_REJECTED, f"the API server rejected the Job of node {failed_node}: {message}"
+                )
         return [outcome.error]
 
     def _clean_history(self, seen: Observation, decision: Decision, acted: Acted) -> None:
@@ -147,8 +173,14 @@ class Act:
         queued = self.history.submit(seen.namespace, history)
         if queued:
             seen.log.info("deleting jobs", reason=HISTORY, count=len(queued))
-            acted.events.append(EventSpec("Normal", "SuccessfulDelete", f"Deleting {len(queued)} finished Job(s) "
-                                          f"beyond historyLimit: {names_shown([d.node or d.name for d in queued])}"))
+            acted.events.append(
+                EventSpec(
+                    "Normal",
+                    "SuccessfulDelete",
+                    f"Deleting {len(queued)} finished Job(s) "
+                    f"beyond historyLimit: {names_shown([d.node or d.name for d in queued])}",
+                )
+            )
 
     # -- deletes -------------------------------------------------------------------------
     def delete_jobs(self, uid: str, namespace: str, deletes: Sequence[DeleteJob]) -> DeleteOutcome:
@@ -170,7 +202,7 @@ class Act:
             self.metrics.jobs_deleted.labels(d.reason).inc()
             return None
 
-        for d, error in zip(deletes, self._map(delete, deletes)):
+        for d, error in zip(deletes, self._map(delete, deletes), strict=True):
             if error is None:
                 outcome.deleted.append(d)
             else:
@@ -203,7 +235,7 @@ class Act:
         while remaining and outcome.error is None:
             chunk, remaining = remaining[:batch], remaining[batch:]
             self.expectations.expect_creations(uid, [c.name for c in chunk])
-            for c, result in zip(chunk, self._map(create, chunk)):
+            for c, result in zip(chunk, self._map(create, chunk), strict=True):
                 if result is True:
                     outcome.created.append(c)
                 elif result is False:

@@ -62,8 +62,9 @@ def adoptable(job: Obj, dj_name: str) -> bool:
     meta = job.get("metadata") or {}
     if meta.get("deletionTimestamp") or controller_ref(job) is not None:
         return False
-    return ((meta.get("labels") or {}).get(LABEL_NAME) == dj_name
-            and bool((meta.get("annotations") or {}).get(ANNOTATION_NODE)))
+    return (meta.get("labels") or {}).get(LABEL_NAME) == dj_name and bool(
+        (meta.get("annotations") or {}).get(ANNOTATION_NODE)
+    )
 
 
 class Adoption:
@@ -145,17 +146,28 @@ class Adoption:
         labels = {k: body["labels"][k] for k in _IDENTITY_LABELS if k in body["labels"]}
         annotations = {ANNOTATION_NODE: body["annotations"][ANNOTATION_NODE]}
         have_labels, have_annotations = jmeta.get("labels") or {}, jmeta.get("annotations") or {}
-        if (all(have_labels.get(k) == v for k, v in labels.items())
-                and have_annotations.get(ANNOTATION_NODE) == annotations[ANNOTATION_NODE]):
+        if (
+            all(have_labels.get(k) == v for k, v in labels.items())
+            and have_annotations.get(ANNOTATION_NODE) == annotations[ANNOTATION_NODE]
+        ):
             return []
         try:
-            self.control.relabel_job(jmeta.get("namespace") or dj["metadata"]["namespace"], wanted.name,
-                                     jmeta.get("uid") or "", labels, annotations)
+            self.control.relabel_job(
+                jmeta.get("namespace") or dj["metadata"]["namespace"],
+                wanted.name,
+                jmeta.get("uid") or "",
+                labels,
+                annotations,
+            )
         except ApiError as exc:
             if exc.not_found or exc.invalid:  # gone, or replaced by a namesake: the next pass sees it
                 return []
             raise
-        return [EventSpec(
-            "Warning", EVENT_JOB_RELABELLED,
-            f"Job {wanted.name} (node {wanted.node}) lost its {LABEL_NAME} label or node annotation, so this "
-            "controller could not see it; they were put back. Delete the Job to re-run the node instead")]
+        return [
+            EventSpec(
+                "Warning",
+                EVENT_JOB_RELABELLED,
+                f"Job {wanted.name} (node {wanted.node}) lost its {LABEL_NAME} label or node annotation, so this "
+                "controller could not see it; they were put back. Delete the Job to re-run the node instead",
+            )
+        ]

@@ -54,15 +54,25 @@ def parse_alerts(status: int, body: bytes) -> tuple[tuple[tuple[str, str], ...],
     alerts = (doc.get("data") or {}).get("alerts")
     if not isinstance(alerts, list):
         raise ValueError("the answer has no data.alerts list")
-    firing = {tuple(sorted((str(k), str(v)) for k, v in (a.get("labels") or {}).items()))
-              for a in alerts if isinstance(a, dict) and a.get("state") == "firing"}
+    firing = {
+        tuple(sorted((str(k), str(v)) for k, v in (a.get("labels") or {}).items()))
+        for a in alerts
+        if isinstance(a, dict) and a.get("state") == "firing"
+    }
     return tuple(sorted(firing))
 
 
 class AlertPoller:
-    def __init__(self, url: str, on_change: Callable[[], None], *, interval: float = defaults.PROMETHEUS_POLL_INTERVAL,
-                 timeout: float = defaults.PROMETHEUS_REQUEST_TIMEOUT, get: HttpGet | None = None,
-                 clock: Clock | None = None):
+    def __init__(
+        self,
+        url: str,
+        on_change: Callable[[], None],
+        *,
+        interval: float = defaults.PROMETHEUS_POLL_INTERVAL,
+        timeout: float = defaults.PROMETHEUS_REQUEST_TIMEOUT,
+        get: HttpGet | None = None,
+        clock: Clock | None = None,
+    ):
         self.url = url.rstrip("/")
         self.on_change = on_change
         self.interval = interval
@@ -84,8 +94,10 @@ class AlertPoller:
             status, body = self.get(self.url + ALERTS_PATH, self.timeout)
             read = FiringAlerts(firing=parse_alerts(status, body), unknown=None)
         except Exception as exc:  # unreachable, refused, not Prometheus: all halt alike
-            read = FiringAlerts(unknown=f"Prometheus at {self.url} did not answer {ALERTS_PATH} since "
-                                        f"{format_time(self.clock.wall())}: {_short(exc)}")
+            read = FiringAlerts(
+                unknown=f"Prometheus at {self.url} did not answer {ALERTS_PATH} since "
+                f"{format_time(self.clock.wall())}: {_short(exc)}"
+            )
         with self._lock:
             before = self._current
             if read.unknown is not None and before.unknown is not None and not before.unknown.startswith(NOT_READ_YET):

@@ -45,9 +45,15 @@ class _Claim:
 
 
 class NodeClaims:
-    def __init__(self, daemonjobs: SharedInformer, jobs: SharedInformer, index: OrderIndex,
-                 wake: Callable[[str], None], timer: Callable[[], float],
-                 ttl: float = defaults.EXPECTATIONS_TTL) -> None:
+    def __init__(
+        self,
+        daemonjobs: SharedInformer,
+        jobs: SharedInformer,
+        index: OrderIndex,
+        wake: Callable[[str], None],
+        timer: Callable[[], float],
+        ttl: float = defaults.EXPECTATIONS_TTL,
+    ) -> None:
         self.daemonjobs, self.jobs, self.index = daemonjobs, jobs, index
         self._wake = wake
         self._timer = timer
@@ -106,8 +112,11 @@ class NodeClaims:
         for peer in self.index.members(ns, group):
             other = self.daemonjobs.store.get(peer) if peer != key else None
             if other is not None:
-                nodes.update(n for j in self.jobs.store.by_index(RUNNING_INDEX, other["metadata"].get("uid") or "")
-                             if (n := job_node(j)))
+                nodes.update(
+                    n
+                    for j in self.jobs.store.by_index(RUNNING_INDEX, other["metadata"].get("uid") or "")
+                    if (n := job_node(j))
+                )
         return nodes
 
     # -- the router: a Job shows in the cache ------------------------------------------------------

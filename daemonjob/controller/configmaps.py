@@ -39,23 +39,37 @@ InformerFactory = Callable[[str, str], SharedInformer]
 METRICS_NAME = "configmaps"  # every ConfigMap watch reports as one informer
 
 
-def kube_configmap_informer(kube: Kube, hooks: InformerHooks | None = None, *, clock: Clock | None = None,
-                            rng: random.Random | None = None) -> InformerFactory:
+def kube_configmap_informer(
+    kube: Kube, hooks: InformerHooks | None = None, *, clock: Clock | None = None, rng: random.Random | None = None
+) -> InformerFactory:
     shared = _one_name(hooks, METRICS_NAME) if hooks is not None else None
 
     def make(namespace: str, name: str) -> SharedInformer:
-        return Informer(kube, "v1", "configmaps", namespace=namespace, field_selector=f"metadata.name={name}",
-                        hooks=shared, clock=clock, rng=rng, name=f"configmap-{namespace}-{name}")
+        return Informer(
+            kube,
+            "v1",
+            "configmaps",
+            namespace=namespace,
+            field_selector=f"metadata.name={name}",
+            hooks=shared,
+            clock=clock,
+            rng=rng,
+            name=f"configmap-{namespace}-{name}",
+        )
+
     return make
 
 
 def _one_name(hooks: InformerHooks, name: str) -> InformerHooks:
     """`hooks` reporting every informer as `name`: a label value per ConfigMap (kustomize adds a
     hash suffix per edit) would grow the metrics without bound."""
+
     def fixed(hook: Callable[..., None] | None) -> Callable[..., None] | None:
         return None if hook is None else (lambda _informer, *rest: hook(name, *rest))
-    return InformerHooks(on_list=fixed(hooks.on_list), on_relist=fixed(hooks.on_relist),
-                         on_watch_restart=fixed(hooks.on_watch_restart))
+
+    return InformerHooks(
+        on_list=fixed(hooks.on_list), on_relist=fixed(hooks.on_relist), on_watch_restart=fixed(hooks.on_watch_restart)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +83,9 @@ class ConfigMapLimits:
 class ConfigMapTracker:
     """Reference-counted watches of single ConfigMaps; `enqueue` gets the DaemonJob keys to wake."""
 
-    def __init__(self, make_informer: InformerFactory, enqueue: Callable[[str], None],
-                 limits: ConfigMapLimits | None = None) -> None:
+    def __init__(
+        self, make_informer: InformerFactory, enqueue: Callable[[str], None], limits: ConfigMapLimits | None = None
+    ) -> None:
         self._make = make_informer
         self._enqueue = enqueue
         self.limits = limits or ConfigMapLimits()
@@ -88,14 +103,16 @@ class ConfigMapTracker:
                 f"the pod template references {len(wanted)} ConfigMaps, more than the "
                 f"{self.limits.per_daemonjob} one DaemonJob may have watched for rerunOnConfigChange "
                 "(the controller's --max-configmap-watches-per-daemonjob): reference fewer ConfigMaps or "
-                "set rerunOnConfigChange to false")
+                "set rerunOnConfigChange to false"
+            )
         released = sum(1 for r in before - wanted if self._users.get(r) == {key})
         needed = sum(1 for r in wanted if r not in self._informers)
         if len(self._informers) - released + needed > self.limits.total:
             return ConfigMapLimitExceeded(
                 f"watching the {needed} ConfigMaps this DaemonJob references for rerunOnConfigChange would pass "
                 f"the controller's limit of {self.limits.total} ConfigMap watches (--max-configmap-watches); "
-                "they are watched once other DaemonJobs release theirs")
+                "they are watched once other DaemonJobs release theirs"
+            )
         return None
 
     def track(self, key: str, namespace: str, names: Iterable[str]) -> None:
@@ -117,9 +134,13 @@ class ConfigMapTracker:
                 users.add(key)
                 if ref not in self._informers:
                     informer = self._make(*ref)
-                    informer.add_handlers(Handlers(lambda obj, r=ref: self._changed(r),
-                                                   lambda old, new, r=ref: self._changed(r),
-                                                   lambda obj, r=ref: self._changed(r)))
+                    informer.add_handlers(
+                        Handlers(
+                            lambda obj, r=ref: self._changed(r),
+                            lambda old, new, r=ref: self._changed(r),
+                            lambda obj, r=ref: self._changed(r),
+                        )
+                    )
                     # a ConfigMap that does not exist sends no event when its watch lists: this does
                     informer.add_sync_listener(lambda r=ref: self._changed(r))
                     self._informers[ref] = informer
@@ -137,8 +158,11 @@ class ConfigMapTracker:
             else:
                 self._refs_of.pop(key, None)
             # released watches may let a DaemonJob refused for the controller-wide cap in
-            wake = [k for k, (refs, _) in self._refused.items()
-                    if k != key and len(refs) <= self.limits.per_daemonjob] if to_stop else []
+            wake = (
+                [k for k, (refs, _) in self._refused.items() if k != key and len(refs) <= self.limits.per_daemonjob]
+                if to_stop
+                else []
+            )
         for informer in to_start:
             informer.start()
         for informer in to_stop:

@@ -36,23 +36,23 @@ import structlog
 
 from daemonjob import defaults
 from daemonjob.controller.act import Act
+from daemonjob.controller.adoption import Adopted, Adoption
 from daemonjob.controller.alertpoller import AlertPoller, HttpGet
 from daemonjob.controller.claims import NodeClaims
-from daemonjob.controller.adoption import Adopted, Adoption
 from daemonjob.controller.configmaps import ConfigMapLimits, ConfigMapTracker, InformerFactory, kube_configmap_informer
+from daemonjob.controller.drains import Drains
 from daemonjob.controller.events import EventRecorder, error_message
 from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.controller.fence import Fence, NotLeader, always
 from daemonjob.controller.history import HistoryCleaner
 from daemonjob.controller.informers import MAINTENANCE_INDEX, ORPHAN_INDEX, Informers
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
-from daemonjob.controller.drains import Drains
+from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.metrics import DRAIN_DRAINED, DRAIN_TIMED_OUT, Metrics
 from daemonjob.controller.nodecontrol import KubeNodeControl, NodeControl
 from daemonjob.controller.nodework import NodeActed, NodeActs, release_node, released_event
 from daemonjob.controller.observe import Observation, Observer
 from daemonjob.controller.order import OrderIndex, OrderReader
-from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.report import Reporter
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.troubles import Troubles
@@ -60,8 +60,8 @@ from daemonjob.domain.decide import NODE_COUNT_FIELDS, Decision, EventSpec, deci
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.maintenance import FINALIZER, MaintenanceInput, has_finalizer, releases_on_delete
-from daemonjob.domain.noderecord import NodeRecord, record_of
 from daemonjob.domain.maintenancespec import wants_maintenance
+from daemonjob.domain.noderecord import NodeRecord, record_of
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import InformerHooks
 from daemonjob.machinery.kube import ApiError, Kube
@@ -118,27 +118,60 @@ class Controller:
         self.expectations = Expectations(timer=self.clock.now)  # keyed by DaemonJob uid
         self.name_holds = NameHolds(timer=self.clock.now)  # keyed by DaemonJob uid
         self.metrics.expectations_overdue.set_function(self.expectations.overdue)
-        self.queue = RateLimitingQueue(default_controller_rate_limiter(self.clock), name="daemonjob",
-                                       clock=self.clock, metrics_provider=self.metrics.queue_provider)
+        self.queue = RateLimitingQueue(
+            default_controller_rate_limiter(self.clock),
+            name="daemonjob",
+            clock=self.clock,
+            metrics_provider=self.metrics.queue_provider,
+        )
         self._writers = WriterPool(create_concurrency, "api-writer")
         self.history = HistoryCleaner(control, self.metrics, clock=self.clock)
         self.troubles = Troubles()
         self.adoption = Adoption(control)
         self.order_index = OrderIndex(informers.jobs)  # DaemonJobs by exclusion group and by what they come after
         self.claims = NodeClaims(informers.daemonjobs, informers.jobs, self.order_index, self.queue.add, self.clock.now)
-        self.act = Act(control, self.expectations, self.metrics, self._writers.map, history=self.history,
-                       name_holds=self.name_holds, adoption=self.adoption, troubles=self.troubles, claims=self.claims)
-        self.configmaps = (ConfigMapTracker(configmap_informers, self.queue.add, configmap_limits)
-                           if configmap_informers is not None else None)
+        self.act = Act(
+            control,
+            self.expectations,
+            self.metrics,
+            self._writers.map,
+            history=self.history,
+            name_holds=self.name_holds,
+            adoption=self.adoption,
+            troubles=self.troubles,
+            claims=self.claims,
+        )
+        self.configmaps = (
+            ConfigMapTracker(configmap_informers, self.queue.add, configmap_limits)
+            if configmap_informers is not None
+            else None
+        )
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.memo = ObjectMemo()  # values kept on cached objects; the router sizes it to the node rules in use
         self.plans = KeptPlans(self.jobs, self.nodes, self.memo)
         self.order = OrderReader(self.daemonjobs, self.jobs, self.plans, self.order_index, self.claims)
-        self.router = Router(informers, self.queue, expectations=self.expectations, name_holds=self.name_holds,
-                             plans=self.plans, metrics=self.metrics, configmaps=self.configmaps, memo=self.memo,
-                             forget_uid=self._forget_uid, order=self.order_index, claims=self.claims)
-        self.observer = Observer(informers, control=control, expectations=self.expectations,
-                                 configmaps=self.configmaps, metrics=self.metrics, clock=self.clock, memo=self.memo)
+        self.router = Router(
+            informers,
+            self.queue,
+            expectations=self.expectations,
+            name_holds=self.name_holds,
+            plans=self.plans,
+            metrics=self.metrics,
+            configmaps=self.configmaps,
+            memo=self.memo,
+            forget_uid=self._forget_uid,
+            order=self.order_index,
+            claims=self.claims,
+        )
+        self.observer = Observer(
+            informers,
+            control=control,
+            expectations=self.expectations,
+            configmaps=self.configmaps,
+            metrics=self.metrics,
+            clock=self.clock,
+            memo=self.memo,
+        )
         self.reporter = Reporter(control, metrics=self.metrics, clock=self.clock)
         self.node_maintenance_namespaces = frozenset(node_maintenance_namespaces)
         self.drains = Drains()
@@ -147,22 +180,47 @@ class Controller:
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._resync_wake = threading.Condition()
-        self.alerts = (AlertPoller(prometheus_url, self._alerts_changed, interval=prometheus_poll_interval,
-                                   get=prometheus_get, clock=self.clock) if prometheus_url else None)
+        self.alerts = (
+            AlertPoller(
+                prometheus_url,
+                self._alerts_changed,
+                interval=prometheus_poll_interval,
+                get=prometheus_get,
+                clock=self.clock,
+            )
+            if prometheus_url
+            else None
+        )
         self.router.register()
 
     @classmethod
-    def for_kube(cls, kube: Kube, *, namespace: str | None = None, events: EventRecorder | None = None,
-                 fence: Fence | Callable[[], bool] = always, metrics: Metrics | None = None,
-                 clock: Clock | None = None, rng: random.Random | None = None, **kw: Any) -> Controller:
+    def for_kube(
+        cls,
+        kube: Kube,
+        *,
+        namespace: str | None = None,
+        events: EventRecorder | None = None,
+        fence: Fence | Callable[[], bool] = always,
+        metrics: Metrics | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        **kw: Any,
+    ) -> Controller:
         """The production wiring: real informers on `kube`, writes through a fenced KubeJobControl."""
         metrics = metrics or Metrics()
-        hooks = InformerHooks(on_list=metrics.on_list, on_relist=metrics.on_relist,
-                              on_watch_restart=metrics.on_watch_restart)
+        hooks = InformerHooks(
+            on_list=metrics.on_list, on_relist=metrics.on_relist, on_watch_restart=metrics.on_watch_restart
+        )
         informers = Informers.for_kube(kube, namespace=namespace, hooks=hooks, clock=clock, rng=rng)
-        return cls(informers, KubeJobControl(kube, events, fence), metrics=metrics, clock=clock,
-                   configmap_informers=kube_configmap_informer(kube, hooks, clock=clock, rng=rng),
-                   node_control=KubeNodeControl(kube, fence), **kw)
+        return cls(
+            informers,
+            KubeJobControl(kube, events, fence),
+            metrics=metrics,
+            clock=clock,
+            configmap_informers=kube_configmap_informer(kube, hooks, clock=clock, rng=rng),
+            node_control=KubeNodeControl(kube, fence),
+            **kw,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
     def start_informers(self) -> None:
@@ -279,8 +337,11 @@ class Controller:
                 self.metrics.reconciles.labels("error").inc()
                 conflict = isinstance(exc, ApiError) and exc.conflict
                 (log.debug if conflict else log.warning)(
-                    "reconcile failed, retrying", daemonjob=key, error=str(exc)[:500],
-                    retries=self.queue.num_requeues(key))
+                    "reconcile failed, retrying",
+                    daemonjob=key,
+                    error=str(exc)[:500],
+                    retries=self.queue.num_requeues(key),
+                )
                 self.queue.add_rate_limited(key)
             finally:
                 self.metrics.reconcile_seconds.observe(self.clock.now() - started)
@@ -320,8 +381,13 @@ class Controller:
             if not decision.creates and not decision.deletes and self.plans.check_due(seen.uid, self.clock.now()):
                 decision, repaired = self._self_check(seen, decision)
                 look_again.append(0.0 if repaired else None)
-            self.reporter.report(seen, decision, now, events, created=acted.created > 0 and not acted.errors
-                                 and len(decision.creates) == acted.created)
+            self.reporter.report(
+                seen,
+                decision,
+                now,
+                events,
+                created=acted.created > 0 and not acted.errors and len(decision.creates) == acted.created,
+            )
             reported = True
             if decision.reading is not None and self.order_index.group(seen.key):
                 plan = decision.reading.plan
@@ -362,8 +428,9 @@ class Controller:
             memo=self.memo,
             alerts=self.firing_alerts(),
             order=self.order.read(seen.key, seen.cached),
-            maintenance=MaintenanceInput(self._records(seen.uid), self.drains.of(seen.uid),
-                                         self.node_maintenance_namespaces),
+            maintenance=MaintenanceInput(
+                self._records(seen.uid), self.drains.of(seen.uid), self.node_maintenance_namespaces
+            ),
         )
 
     # -- node maintenance ----------------------------------------------------------------------------
@@ -386,16 +453,18 @@ class Controller:
         maintenance = decision.reading.checked.maintenance if decision.reading is not None else None
         return self.node_acts.carry(seen, work, maintenance.drain if maintenance is not None else None)
 
-    def _maintenance_metrics(self, seen: Observation, inp: DecisionInput, decision: Decision,
-                             acted: NodeActed | None) -> None:
+    def _maintenance_metrics(
+        self, seen: Observation, inp: DecisionInput, decision: Decision, acted: NodeActed | None
+    ) -> None:
         """Nodes held cordoned (as this pass found them), drains ended, evictions refused."""
         if decision.node_work is None:
             return
         ns, name, uid = seen.namespace, seen.name, seen.uid
         records = inp.maintenance.records
         held = [t for r in records.values() if r.cordoned and (t := parse_time(r.since)) is not None]
-        self.metrics.maintenance_observed(ns, name, uid, sum(1 for r in records.values() if r.cordoned),
-                                          min(held).timestamp() if held else None)
+        self.metrics.maintenance_observed(
+            ns, name, uid, sum(1 for r in records.values() if r.cordoned), min(held).timestamp() if held else None
+        )
         outcomes = decision.reading.outcomes if decision.reading is not None else None
         for node in outcomes.new if outcomes is not None else ():
             since = parse_time(records[node].since) if node in records else None
@@ -438,8 +507,9 @@ class Controller:
         if errors:
             raise ReconcileError(errors)
         finalizers = [f for f in meta.get("finalizers") or () if f != FINALIZER]
-        self.node_control.set_finalizers(meta.get("namespace") or "", meta.get("name") or "", finalizers,
-                                         meta.get("resourceVersion") or "")
+        self.node_control.set_finalizers(
+            meta.get("namespace") or "", meta.get("name") or "", finalizers, meta.get("resourceVersion") or ""
+        )
         rlog.info("node maintenance finalizer removed", released=len(records))
         return deleting
 
@@ -460,8 +530,11 @@ class Controller:
         assert kept.reading is not None
         full = decide(dataclasses.replace(kept.reading.input, plan=self.observer.full_plan(seen)))
         self.metrics.plan_checks.inc()
-        same = (kept.status == full.status and kept.deletes == full.deletes
-                and [(c.node, c.name) for c in kept.creates] == [(c.node, c.name) for c in full.creates])
+        same = (
+            kept.status == full.status
+            and kept.deletes == full.deletes
+            and [(c.node, c.name) for c in kept.creates] == [(c.node, c.name) for c in full.creates]
+        )
         if same:
             return kept, False
         if self.plans.marked(seen.uid):  # a Job or node changed between the two reads: not a difference
@@ -469,10 +542,13 @@ class Controller:
             self.plans.check_soon(seen.uid)
             return kept, False
         self.metrics.plan_differences.inc()
-        seen.log.warning("the kept plan differed from a full one; repaired",
-                         kept={k: kept.status.get(k) for k in NODE_COUNT_FIELDS},
-                         full={k: full.status.get(k) for k in NODE_COUNT_FIELDS},
-                         creates=(len(kept.creates), len(full.creates)), deletes=(len(kept.deletes), len(full.deletes)))
+        seen.log.warning(
+            "the kept plan differed from a full one; repaired",
+            kept={k: kept.status.get(k) for k in NODE_COUNT_FIELDS},
+            full={k: full.status.get(k) for k in NODE_COUNT_FIELDS},
+            creates=(len(kept.creates), len(full.creates)),
+            deletes=(len(kept.deletes), len(full.deletes)),
+        )
         self.plans.reload(seen.uid)
         return full, True
 

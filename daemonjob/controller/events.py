@@ -42,8 +42,9 @@ def error_message(exc: BaseException) -> str:
 
 
 class EventRecorder:
-    def __init__(self, kube: Kube, host: str = "", *, clock: Clock | None = None,
-                 fence: Fence | Callable[[], bool] = always):
+    def __init__(
+        self, kube: Kube, host: str = "", *, clock: Clock | None = None, fence: Fence | Callable[[], bool] = always
+    ):
         self.kube = kube
         self.host = host
         self.clock = clock or RealClock()
@@ -73,16 +74,26 @@ class EventRecorder:
             self._seen[key] = True
         now = format_time(self.clock.wall())
         body = {
-            "apiVersion": "v1", "kind": "Event",
+            "apiVersion": "v1",
+            "kind": "Event",
             "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": obj.get("apiVersion", API_VERSION),
-                               "kind": obj.get("kind", KIND), "name": meta["name"],
-                               "namespace": meta["namespace"], "uid": meta.get("uid", ""),
-                               "resourceVersion": meta.get("resourceVersion", "")},
-            "type": type_, "reason": reason, "message": message,
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion", API_VERSION),
+                "kind": obj.get("kind", KIND),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid", ""),
+                "resourceVersion": meta.get("resourceVersion", ""),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message,
             "source": {"component": COMPONENT, "host": self.host},
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-            "reportingComponent": COMPONENT, "reportingInstance": self.host,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.host,
         }
         try:
             self._queue.put_nowait(body)

@@ -45,8 +45,13 @@ class Waiting:
 class Expectations:
     """Per-DaemonJob Job names whose creation or deletion is still unobserved."""
 
-    def __init__(self, ttl: float = defaults.EXPECTATIONS_TTL, timer: Callable[[], float] = RealClock().now,
-                 maxsize: int = 1_000_000, deadline: float = defaults.EXPECTATIONS_DEADLINE):
+    def __init__(
+        self,
+        ttl: float = defaults.EXPECTATIONS_TTL,
+        timer: Callable[[], float] = RealClock().now,
+        maxsize: int = 1_000_000,
+        deadline: float = defaults.EXPECTATIONS_DEADLINE,
+    ):
         self._cache: TTLCache[str, _Pending] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
         self._timer = timer
         self.deadline = deadline
@@ -134,8 +139,12 @@ class NameHolds:
     a finished Job's name (no pod create can be in flight for it) is reused at once.
     """
 
-    def __init__(self, delay: float = defaults.JOB_NAME_REUSE_DELAY,
-                 timer: Callable[[], float] = RealClock().now, maxsize: int = 100_000):
+    def __init__(
+        self,
+        delay: float = defaults.JOB_NAME_REUSE_DELAY,
+        timer: Callable[[], float] = RealClock().now,
+        maxsize: int = 100_000,
+    ):
         self.delay = delay
         self._timer = timer
         self._until: TTLCache[tuple[str, str], float] = TTLCache(maxsize=maxsize, ttl=max(delay, 1e-9), timer=timer)

@@ -35,18 +35,28 @@ class HealthMetrics:
         self.condition = Gauge(
             "daemonjob_status_condition",
             "1 for the current status (true, false, unknown) of each condition type of a DaemonJob, else 0.",
-            [*per_dj, "type", "status"], registry=registry)
+            [*per_dj, "type", "status"],
+            registry=registry,
+        )
         self.last_progress = Gauge(
             "daemonjob_last_progress_time_seconds",
             "Unix time a DaemonJob's node counts, revision or run last changed (as seen by this process).",
-            per_dj, registry=registry)
+            per_dj,
+            registry=registry,
+        )
         self.last_schedule = Gauge(
-            "daemonjob_last_schedule_time_seconds", "Unix time of the tick of the latest scheduled run.",
-            per_dj, registry=registry)
+            "daemonjob_last_schedule_time_seconds",
+            "Unix time of the tick of the latest scheduled run.",
+            per_dj,
+            registry=registry,
+        )
         self.previous_tick = Gauge(
             "daemonjob_previous_schedule_time_seconds",
             "Unix time of the schedule's tick before the latest one, while the DaemonJob existed and is not "
-            "suspended: a run should have succeeded since.", per_dj, registry=registry)
+            "suspended: a run should have succeeded since.",
+            per_dj,
+            registry=registry,
+        )
         self._lock = threading.Lock()
         self._progress: dict[tuple[str, str], tuple[Any, ...]] = {}
 

@@ -33,14 +33,22 @@ log = structlog.get_logger("daemonjob.history")
 
 
 class HistoryCleaner:
-    def __init__(self, control: JobControl, metrics: Metrics, *, clock: Clock | None = None,
-                 qps: float = defaults.HISTORY_DELETE_QPS, burst: int = defaults.HISTORY_DELETE_BURST) -> None:
+    def __init__(
+        self,
+        control: JobControl,
+        metrics: Metrics,
+        *,
+        clock: Clock | None = None,
+        qps: float = defaults.HISTORY_DELETE_QPS,
+        burst: int = defaults.HISTORY_DELETE_BURST,
+    ) -> None:
         self.control = control
         self.metrics = metrics
         clock = clock or RealClock()
         self._bucket = TokenBucket(qps, burst, clock)
-        self._sent: TTLCache[str, bool] = TTLCache(defaults.HISTORY_DELETE_MAX_PENDING, defaults.HISTORY_DELETE_TTL,
-                                                   timer=clock.now)
+        self._sent: TTLCache[str, bool] = TTLCache(
+            defaults.HISTORY_DELETE_MAX_PENDING, defaults.HISTORY_DELETE_TTL, timer=clock.now
+        )
         # One queue and one writer thread: a pass hands over thousands of deletes at a tick,
         # and queueing one must cost no more than appending it.
         self._pending: deque[tuple[str, DeleteJob]] = deque()

@@ -30,8 +30,19 @@ from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.kube import Kube
 
-__all__ = ["Informers", "MAINTENANCE_INDEX", "NODE_INDEXERS", "OWNER_INDEX", "NODE_INDEX", "ORPHAN_INDEX", "RUNNING_INDEX", "running_index", "owner_uid_index", "job_node_index",
-           "orphan_index"]
+__all__ = [
+    "Informers",
+    "MAINTENANCE_INDEX",
+    "NODE_INDEXERS",
+    "OWNER_INDEX",
+    "NODE_INDEX",
+    "ORPHAN_INDEX",
+    "RUNNING_INDEX",
+    "running_index",
+    "owner_uid_index",
+    "job_node_index",
+    "orphan_index",
+]
 
 OWNER_INDEX = "owner"  # Jobs by the uid of the DaemonJob that controls them
 NODE_INDEX = "node"  # Jobs by node name
@@ -79,8 +90,12 @@ def maintenance_index(node: Obj) -> list[str]:
 
 NODE_INDEXERS = {MAINTENANCE_INDEX: maintenance_index}
 
-JOB_INDEXERS = {OWNER_INDEX: owner_uid_index, NODE_INDEX: job_node_index, ORPHAN_INDEX: orphan_index,
-                RUNNING_INDEX: running_index}
+JOB_INDEXERS = {
+    OWNER_INDEX: owner_uid_index,
+    NODE_INDEX: job_node_index,
+    ORPHAN_INDEX: orphan_index,
+    RUNNING_INDEX: running_index,
+}
 
 
 @dataclass(frozen=True)
@@ -94,13 +109,30 @@ class Informers:
         return (self.nodes, self.jobs, self.daemonjobs)
 
     @classmethod
-    def for_kube(cls, kube: Kube, *, namespace: str | None = None, hooks: InformerHooks | None = None,
-                 clock: Clock | None = None, rng: random.Random | None = None) -> Informers:
+    def for_kube(
+        cls,
+        kube: Kube,
+        *,
+        namespace: str | None = None,
+        hooks: InformerHooks | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> Informers:
         common: dict[str, Any] = {"hooks": hooks, "clock": clock, "rng": rng}
         return cls(
             daemonjobs=Informer(kube, API_VERSION, PLURAL, namespace=namespace, name=PLURAL, **common),
-            jobs=Informer(kube, "batch/v1", "jobs", namespace=namespace, label_selector=LABEL_NAME,
-                          transform=job_transform, name="jobs", indexers=JOB_INDEXERS, **common),
-            nodes=Informer(kube, "v1", "nodes", transform=node_transform, name="nodes", indexers=NODE_INDEXERS,
-                           **common),
+            jobs=Informer(
+                kube,
+                "batch/v1",
+                "jobs",
+                namespace=namespace,
+                label_selector=LABEL_NAME,
+                transform=job_transform,
+                name="jobs",
+                indexers=JOB_INDEXERS,
+                **common,
+            ),
+            nodes=Informer(
+                kube, "v1", "nodes", transform=node_transform, name="nodes", indexers=NODE_INDEXERS, **common
+            ),
         )

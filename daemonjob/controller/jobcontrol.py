@@ -21,7 +21,6 @@ from daemonjob.machinery.kube import PATCH_MERGE, PATCH_STRATEGIC, Kube, path_fo
 __all__ = ["JobControl", "KubeJobControl", "NotLeader", "always"]
 
 
-
 class JobControl(Protocol):
     """The writes of the act layer. Each raises ApiError as the API server answers."""
 
@@ -44,8 +43,9 @@ class JobControl(Protocol):
         """Add `owner` as the controller of an orphaned Job, keeping its other owners (uid precondition)."""
         ...
 
-    def relabel_job(self, namespace: str, name: str, job_uid: str, labels: Mapping[str, str],
-                    annotations: Mapping[str, str]) -> None:
+    def relabel_job(
+        self, namespace: str, name: str, job_uid: str, labels: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> None:
         """Put back the identity labels and annotations of a Job this DaemonJob controls (uid precondition)."""
         ...
 
@@ -53,8 +53,7 @@ class JobControl(Protocol):
         """A fresh read of a DaemonJob, checked before adopting (ControllerRefManager)."""
         ...
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any],
-                     resource_version: str | None) -> None:
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str | None) -> None:
         """Merge-patch the status; with `resource_version`, 409 Conflict if it is stale."""
         ...
 
@@ -64,8 +63,9 @@ class JobControl(Protocol):
 class KubeJobControl:
     """JobControl on a Kube client, fenced by `fence` (the elector's, or any predicate)."""
 
-    def __init__(self, kube: Kube, events: EventRecorder | None = None,
-                 fence: Fence | Callable[[], bool] = always) -> None:
+    def __init__(
+        self, kube: Kube, events: EventRecorder | None = None, fence: Fence | Callable[[], bool] = always
+    ) -> None:
         self.kube = kube
         self.events = events
         self.fence = as_fence(fence)
@@ -93,27 +93,28 @@ class KubeJobControl:
         reference or a namesake Job (the uid is immutable)."""
         patch = {"metadata": {"uid": job_uid, "ownerReferences": [dict(owner)]}}
         with self.fence.writing("Job adoption") as fenced:
-            self.kube.patch(path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_STRATEGIC,
-                            **fenced)
+            self.kube.patch(
+                path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_STRATEGIC, **fenced
+            )
 
-    def relabel_job(self, namespace: str, name: str, job_uid: str, labels: Mapping[str, str],
-                    annotations: Mapping[str, str]) -> None:
+    def relabel_job(
+        self, namespace: str, name: str, job_uid: str, labels: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> None:
         patch = {"metadata": {"uid": job_uid, "labels": dict(labels), "annotations": dict(annotations)}}
         with self.fence.writing("Job relabel") as fenced:
-            self.kube.patch(path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_MERGE,
-                            **fenced)
+            self.kube.patch(path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_MERGE, **fenced)
 
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:
         return self.kube.get(path_for(API_VERSION, PLURAL, namespace, name))
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any],
-                     resource_version: str | None) -> None:
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str | None) -> None:
         body: dict[str, Any] = {"status": dict(status)}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         with self.fence.writing("status patch") as fenced:
-            self.kube.patch(path_for(API_VERSION, PLURAL, namespace, name, "status"), body,
-                            content_type=PATCH_MERGE, **fenced)
+            self.kube.patch(
+                path_for(API_VERSION, PLURAL, namespace, name, "status"), body, content_type=PATCH_MERGE, **fenced
+            )
 
     def record_event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         if self.events is not None and self.fence():

@@ -20,11 +20,11 @@ from typing import Any
 
 from daemonjob import defaults
 from daemonjob.controller.informers import NODE_INDEX, OWNER_INDEX
-from daemonjob.domain.jobs import daemonjob_ref, job_node, owner_uid
 from daemonjob.domain.actions import Turn
+from daemonjob.domain.jobs import daemonjob_ref, job_node, owner_uid
+from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.memo import Memo
 from daemonjob.domain.plan import job_view
-from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.machinery.informer import SharedInformer
 
 __all__ = ["KeptPlans", "NO_NODE", "TURN", "MAYBE"]
@@ -103,15 +103,19 @@ class KeptPlans:
         for job in adopted:
             extra.setdefault(job_node(job) or NO_NODE, []).append(job)
         if state is None:
-            state = KeptPlan.of([*self._jobs.store.by_index(OWNER_INDEX, uid), *(j for js in extra.values() for j in js)],
-                                 self._nodes.store.list(), self._memo)
+            state = KeptPlan.of(
+                [*self._jobs.store.by_index(OWNER_INDEX, uid), *(j for js in extra.values() for j in js)],
+                self._nodes.store.list(),
+                self._memo,
+            )
             with self._lock:
                 entry.state = state
             return state
         for name in dirty | extra.keys():
             jobs = [*self._jobs_of(uid, name), *extra.get(name, ())]
-            state.set_node(name, self._nodes.store.get(name) if name != NO_NODE else None,
-                           [job_view(j, self._memo) for j in jobs])
+            state.set_node(
+                name, self._nodes.store.get(name) if name != NO_NODE else None, [job_view(j, self._memo) for j in jobs]
+            )
         for name in moved - dirty - extra.keys():
             inputs = state.node(name)
             state.set_node(name, self._nodes.store.get(name), inputs[1] if inputs is not None else ())
@@ -121,8 +125,7 @@ class KeptPlans:
         if node == NO_NODE:
             return [j for j in self._jobs.store.by_index(OWNER_INDEX, uid) if not job_node(j)]
         # A node holds a Job of every DaemonJob there: a look at the owners' uids first is cheap.
-        return [j for j in self._jobs.store.by_index(NODE_INDEX, node)
-                if _names_uid(j, uid) and owner_uid(j) == uid]
+        return [j for j in self._jobs.store.by_index(NODE_INDEX, node) if _names_uid(j, uid) and owner_uid(j) == uid]
 
     def turn_nodes(self, uid: str) -> list[str]:
         """The nodes where this DaemonJob's last pass left a turn waiting (another DaemonJob of

@@ -13,9 +13,12 @@ WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
 def limiter_wait_histogram(registry: CollectorRegistry) -> Histogram:
-    return Histogram("daemonjob_api_rate_limiter_wait_seconds",
-                     "Time an API request waited for the client-side rate limiter (--kube-api-qps).",
-                     registry=registry, buckets=WAIT_BUCKETS)
+    return Histogram(
+        "daemonjob_api_rate_limiter_wait_seconds",
+        "Time an API request waited for the client-side rate limiter (--kube-api-qps).",
+        registry=registry,
+        buckets=WAIT_BUCKETS,
+    )
 
 
 class MeasuredLimiter:

@@ -24,7 +24,7 @@ from daemonjob.machinery.queuemetrics import PrometheusMetricsProvider
 SKIP_REASONS = (SKIP_FORBID, SKIP_DEADLINE, SKIP_MISSED, SKIP_SUSPENDED)
 RUN_RESULTS = ("succeeded", "failed")
 NODE_STATES = ("desired", "active", "succeeded", "failed", "pending")
-STATUS_FIELDS = dict(zip(NODE_STATES, NODE_COUNT_FIELDS))  # the node_states label -> its status field
+STATUS_FIELDS = dict(zip(NODE_STATES, NODE_COUNT_FIELDS, strict=True))  # the node_states label -> its status field
 DRAIN_DRAINED, DRAIN_TIMED_OUT = "drained", "timed_out"
 DRAIN_RESULTS = (DRAIN_DRAINED, DRAIN_TIMED_OUT)
 # A drain ends within its timeout (spec.nodeMaintenance.drain.timeout, default 10m): buckets
@@ -43,68 +43,127 @@ class Metrics:
         r = self.registry
         self.reconciles = Counter("daemonjob_reconcile_total", "Reconciles by result.", ["result"], registry=r)
         self.reconcile_seconds = Histogram(
-            "daemonjob_reconcile_duration_seconds", "Time spent in one reconcile.", registry=r,
-            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+            "daemonjob_reconcile_duration_seconds",
+            "Time spent in one reconcile.",
+            registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
         self.jobs_created = Counter("daemonjob_jobs_created_total", "Jobs created.", registry=r)
         self.jobs_deleted = Counter("daemonjob_jobs_deleted_total", "Jobs deleted, by reason.", ["reason"], registry=r)
-        self.job_create_errors = Counter("daemonjob_job_create_errors_total", "Job creates the API server refused.",
-                                         registry=r)
-        self.api_requests = Counter("daemonjob_api_requests_total", "Kubernetes API requests by verb, resource "
-                                    "and HTTP code (0: no answer).", ["verb", "resource", "code"], registry=r)
-        self.watch_restarts = Counter("daemonjob_watch_restarts_total", "Watches restarted, by informer and cause.",
-                                      ["informer", "cause"], registry=r)
+        self.job_create_errors = Counter(
+            "daemonjob_job_create_errors_total", "Job creates the API server refused.", registry=r
+        )
+        self.api_requests = Counter(
+            "daemonjob_api_requests_total",
+            "Kubernetes API requests by verb, resource and HTTP code (0: no answer).",
+            ["verb", "resource", "code"],
+            registry=r,
+        )
+        self.watch_restarts = Counter(
+            "daemonjob_watch_restarts_total",
+            "Watches restarted, by informer and cause.",
+            ["informer", "cause"],
+            registry=r,
+        )
         self.lists = Counter("daemonjob_lists_total", "Full lists, by informer.", ["informer"], registry=r)
-        self.relists = Counter("daemonjob_relists_total", "Lists after the first (410 Gone, errors), by informer.",
-                               ["informer"], registry=r)
-        self.nodes = Gauge("daemonjob_nodes", "Nodes of a DaemonJob by state, from its status.",
-                           ["namespace", "name", "state"], registry=r)
+        self.relists = Counter(
+            "daemonjob_relists_total",
+            "Lists after the first (410 Gone, errors), by informer.",
+            ["informer"],
+            registry=r,
+        )
+        self.nodes = Gauge(
+            "daemonjob_nodes",
+            "Nodes of a DaemonJob by state, from its status.",
+            ["namespace", "name", "state"],
+            registry=r,
+        )
         self.leader = Gauge("daemonjob_leader", "1 while this process is the leader.", registry=r)
-        self.build_info = Gauge("daemonjob_build_info", "Build information.", ["version", "python_version"],
-                                registry=r)
+        self.build_info = Gauge("daemonjob_build_info", "Build information.", ["version", "python_version"], registry=r)
         self.build_info.labels(__version__, platform.python_version()).set(1)
         per_dj = ["namespace", "name"]
-        self.runs_started = Counter("daemonjob_runs_started_total", "Runs started (scheduled ticks and run-now).",
-                                    per_dj, registry=r)
-        self.runs_skipped = Counter("daemonjob_runs_skipped_total", "Scheduled ticks skipped, by reason.",
-                                    [*per_dj, "reason"], registry=r)
-        self.runs_finished = Counter("daemonjob_runs_finished_total", "Runs finished, by result (succeeded, failed).",
-                                     [*per_dj, "result"], registry=r)
-        self.next_schedule = Gauge("daemonjob_next_schedule_time_seconds",
-                                   "Unix time of the next scheduled tick.", per_dj, registry=r)
-        self.rollout_gate = Gauge("daemonjob_rollout_gate",
-                                  "1 for the rollout gate (spec.rollout) holding new nodes back, 0 for the others.",
-                                  [*per_dj, "gate"], registry=r)
+        self.runs_started = Counter(
+            "daemonjob_runs_started_total", "Runs started (scheduled ticks and run-now).", per_dj, registry=r
+        )
+        self.runs_skipped = Counter(
+            "daemonjob_runs_skipped_total", "Scheduled ticks skipped, by reason.", [*per_dj, "reason"], registry=r
+        )
+        self.runs_finished = Counter(
+            "daemonjob_runs_finished_total",
+            "Runs finished, by result (succeeded, failed).",
+            [*per_dj, "result"],
+            registry=r,
+        )
+        self.next_schedule = Gauge(
+            "daemonjob_next_schedule_time_seconds", "Unix time of the next scheduled tick.", per_dj, registry=r
+        )
+        self.rollout_gate = Gauge(
+            "daemonjob_rollout_gate",
+            "1 for the rollout gate (spec.rollout) holding new nodes back, 0 for the others.",
+            [*per_dj, "gate"],
+            registry=r,
+        )
         self.gate_waits = GateWaits(r, timer)  # daemonjob_rollout_gate_wait_seconds_total
-        self.last_success = Gauge("daemonjob_last_successful_time_seconds",
-                                  "Unix time the last run reached Complete: alert when it is older than a day.",
-                                  per_dj, registry=r)
+        self.last_success = Gauge(
+            "daemonjob_last_successful_time_seconds",
+            "Unix time the last run reached Complete: alert when it is older than a day.",
+            per_dj,
+            registry=r,
+        )
         self.expectations_overdue = Gauge(
-            "daemonjob_expectations_pending_overdue", "Job creates and deletes of this controller that the cache "
-            "has not shown past their deadline (the Reconciling condition of their DaemonJob names them).", registry=r)
+            "daemonjob_expectations_pending_overdue",
+            "Job creates and deletes of this controller that the cache "
+            "has not shown past their deadline (the Reconciling condition of their DaemonJob names them).",
+            registry=r,
+        )
         self.expectation_checks = Counter(
-            "daemonjob_expectation_checks_total", "Overdue expectations checked against the API server, by outcome "
-            "(cleared: the cache agreed; waiting: the cache is behind).", ["outcome"], registry=r)
+            "daemonjob_expectation_checks_total",
+            "Overdue expectations checked against the API server, by outcome "
+            "(cleared: the cache agreed; waiting: the cache is behind).",
+            ["outcome"],
+            registry=r,
+        )
         self.name_holds = Counter(
-            "daemonjob_job_name_holds_total", "Job names held back from reuse for a moment because their Job was "
-            "deleted unfinished.", registry=r)
-        self.plan_checks = Counter("daemonjob_plan_self_checks_total",
-                                   "Comparisons of a DaemonJob's kept plan with one made from scratch.", registry=r)
-        self.plan_differences = Counter("daemonjob_plan_self_check_differences_total",
-                                        "Kept plans found to differ from one made from scratch (each repaired).",
-                                        registry=r)
+            "daemonjob_job_name_holds_total",
+            "Job names held back from reuse for a moment because their Job was deleted unfinished.",
+            registry=r,
+        )
+        self.plan_checks = Counter(
+            "daemonjob_plan_self_checks_total",
+            "Comparisons of a DaemonJob's kept plan with one made from scratch.",
+            registry=r,
+        )
+        self.plan_differences = Counter(
+            "daemonjob_plan_self_check_differences_total",
+            "Kept plans found to differ from one made from scratch (each repaired).",
+            registry=r,
+        )
         # spec.nodeMaintenance: what the controller holds out of service, and its drains
-        self.nodes_cordoned = Gauge("daemonjob_nodes_cordoned",
-                                    "Nodes the controller holds cordoned for a DaemonJob (spec.nodeMaintenance).",
-                                    per_dj, registry=r)
-        self.cordoned_oldest = Gauge("daemonjob_node_cordoned_oldest_timestamp_seconds",
-                                     "Unix time since which the longest-held node cordoned for a DaemonJob is "
-                                     "cordoned; 0 when it holds none.", per_dj, registry=r)
-        self.drain_seconds = Histogram("daemonjob_drain_duration_seconds",
-                                       "Time a node's drain took, by result (drained, timed_out).",
-                                       [*per_dj, "result"], buckets=DRAIN_BUCKETS, registry=r)
-        self.evictions_refused = Counter("daemonjob_evictions_refused_total",
-                                         "Evictions refused by a PodDisruptionBudget (HTTP 429) while draining "
-                                         "a DaemonJob's nodes.", per_dj, registry=r)
+        self.nodes_cordoned = Gauge(
+            "daemonjob_nodes_cordoned",
+            "Nodes the controller holds cordoned for a DaemonJob (spec.nodeMaintenance).",
+            per_dj,
+            registry=r,
+        )
+        self.cordoned_oldest = Gauge(
+            "daemonjob_node_cordoned_oldest_timestamp_seconds",
+            "Unix time since which the longest-held node cordoned for a DaemonJob is cordoned; 0 when it holds none.",
+            per_dj,
+            registry=r,
+        )
+        self.drain_seconds = Histogram(
+            "daemonjob_drain_duration_seconds",
+            "Time a node's drain took, by result (drained, timed_out).",
+            [*per_dj, "result"],
+            buckets=DRAIN_BUCKETS,
+            registry=r,
+        )
+        self.evictions_refused = Counter(
+            "daemonjob_evictions_refused_total",
+            "Evictions refused by a PodDisruptionBudget (HTTP 429) while draining a DaemonJob's nodes.",
+            per_dj,
+            registry=r,
+        )
         self.queue_provider = PrometheusMetricsProvider(registry=r)
         self.health = HealthMetrics(r)  # conditions, last progress, schedule ticks: what alerts read
         self.limiter_wait = limiter_wait_histogram(r)
@@ -160,8 +219,9 @@ class Metrics:
                 for result in RUN_RESULTS:
                     self.runs_finished.labels(namespace, name, result)
 
-    def count_runs(self, namespace: str, name: str, uid: str, started: bool,
-                   skipped: list[tuple[str, int]], finished: str | None) -> None:
+    def count_runs(
+        self, namespace: str, name: str, uid: str, started: bool, skipped: list[tuple[str, int]], finished: str | None
+    ) -> None:
         """Runs started, ticks skipped, a run finished; nothing for a DaemonJob already deleted."""
         with self._dj_lock:
             if uid in self._forgotten:
@@ -174,8 +234,9 @@ class Metrics:
             if finished is not None:
                 self.runs_finished.labels(namespace, name, finished).inc()
 
-    def maintenance_observed(self, namespace: str, name: str, uid: str, cordoned: int,
-                             oldest_cordon: float | None) -> None:
+    def maintenance_observed(
+        self, namespace: str, name: str, uid: str, cordoned: int, oldest_cordon: float | None
+    ) -> None:
         """The nodes a DaemonJob with spec.nodeMaintenance holds cordoned now, and since when
         (Unix time) the longest-held one is (None: none); its drain and eviction series start
         at zero here, so that rates count from the first drain. Nothing for a DaemonJob
@@ -238,7 +299,7 @@ class Metrics:
 
 def _remove_series(family: Counter | Gauge | Histogram, namespace: str, name: str, *extra: tuple[str, ...]) -> None:
     """Drop one DaemonJob's series; `extra` lists the values of a family's further label."""
-    for values in (extra[0] if extra else [()]):
+    for values in extra[0] if extra else [()]:
         try:
             family.remove(namespace, name, *((values,) if isinstance(values, str) else values))
         except KeyError:

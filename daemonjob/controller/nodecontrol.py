@@ -77,8 +77,12 @@ class KubeNodeControl:
             options["gracePeriodSeconds"] = grace_period_seconds
         if uid:
             options["preconditions"] = {"uid": uid}  # never a namesake that replaced it
-        body = {"apiVersion": self.eviction_version(), "kind": "Eviction",
-                "metadata": {"name": name, "namespace": namespace}, "deleteOptions": options}
+        body = {
+            "apiVersion": self.eviction_version(),
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": options,
+        }
         with self.fence.writing("eviction") as fenced:
             self.kube.create(path_for("v1", "pods", namespace, name, "eviction"), body, **fenced)
 

@@ -24,8 +24,8 @@ from daemonjob.controller.observe import Observation
 from daemonjob.domain.decide import EventSpec
 from daemonjob.domain.jobs import LABEL_NAME, parse_time
 from daemonjob.domain.maintenance import FINALIZER, Cordon, DrainNode, DrainProgress, NodeWork, Release
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, record_of
 from daemonjob.domain.maintenancespec import Drain
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, record_of
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.kube import ApiError
 
@@ -127,8 +127,13 @@ class NodeActs:
         if acted.cordoned:
             record = work.cordons[0].record
             what = f"run {record.run}" if record.run is not None else f"revision {record.revision}"
-            acted.events.append(EventSpec("Normal", "Cordoned", f"Cordoned {len(acted.cordoned)} node(s) for "
-                                          f"{what}: {names_shown(acted.cordoned)}"))
+            acted.events.append(
+                EventSpec(
+                    "Normal",
+                    "Cordoned",
+                    f"Cordoned {len(acted.cordoned)} node(s) for {what}: {names_shown(acted.cordoned)}",
+                )
+            )
         return acted
 
     # -- the finalizer -------------------------------------------------------------------------------
@@ -175,8 +180,14 @@ class NodeActs:
                 seen.log.info("node held by another record, not cordoned", node=cordon.node, by=held.daemon_job)
                 return None
             schedulable = not (node.get("spec") or {}).get("unschedulable")
-            record = NodeRecord(cordon.record.daemon_job, cordon.record.uid, cordon.record.revision,
-                                cordon.record.run, schedulable, cordon.record.since)
+            record = NodeRecord(
+                cordon.record.daemon_job,
+                cordon.record.uid,
+                cordon.record.revision,
+                cordon.record.run,
+                schedulable,
+                cordon.record.since,
+            )
             patch: dict[str, Any] = {"metadata": {"annotations": {ANNOTATION_MAINTENANCE: record.text()}}}
             if schedulable:
                 patch["spec"] = {"unschedulable": True}
@@ -206,23 +217,34 @@ class NodeActs:
         for pod in verdicts.evict:
             meta = pod.get("metadata") or {}
             try:
-                self.control.evict(meta.get("namespace") or "", meta.get("name") or "", meta.get("uid"),
-                                   drain.grace_period_seconds)
+                self.control.evict(
+                    meta.get("namespace") or "", meta.get("name") or "", meta.get("uid"), drain.grace_period_seconds
+                )
             except ApiError as exc:
                 if exc.not_found or exc.conflict:
                     continue  # gone already, or replaced by a namesake: not ours to wait for
                 if exc.status == 429:
                     acted.refused_evictions += 1
-                    blocked.append(f"eviction of pod {meta.get('namespace')}/{meta.get('name')} refused: "
-                                   f"{_refusal(exc)}")
+                    blocked.append(
+                        f"eviction of pod {meta.get('namespace')}/{meta.get('name')} refused: {_refusal(exc)}"
+                    )
                 else:
-                    blocked.append(f"eviction of pod {meta.get('namespace')}/{meta.get('name')} failed: "
-                                   f"{error_message(exc)}")
-        progress = DrainProgress(drained=not verdicts.waiting, waiting=tuple(verdicts.waiting[:WAITING_SHOWN]),
-                                 blocked="; ".join(blocked[:3]) or None)
+                    blocked.append(
+                        f"eviction of pod {meta.get('namespace')}/{meta.get('name')} failed: {error_message(exc)}"
+                    )
+        progress = DrainProgress(
+            drained=not verdicts.waiting,
+            waiting=tuple(verdicts.waiting[:WAITING_SHOWN]),
+            blocked="; ".join(blocked[:3]) or None,
+        )
         if self.drains.note(seen.uid, item.node, progress) and progress.blocked:
-            acted.events.append(EventSpec("Warning", "EvictionRefused" if acted.refused_evictions else "DrainBlocked",
-                                          f"drain of node {item.node}: {progress.blocked}"))
+            acted.events.append(
+                EventSpec(
+                    "Warning",
+                    "EvictionRefused" if acted.refused_evictions else "DrainBlocked",
+                    f"drain of node {item.node}: {progress.blocked}",
+                )
+            )
         if progress.drained:
             since = parse_time(item.record.since)
             seconds = (self.clock.wall() - since).total_seconds() if since is not None else None

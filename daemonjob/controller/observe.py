@@ -25,11 +25,11 @@ from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.configrefs import pod_template_of, referenced_configmaps, rerun_on_config_change
 from daemonjob.domain.inputs import ConfigMapsRead
 from daemonjob.domain.jobs import owner_reference
-from daemonjob.domain.memo import Memo
 from daemonjob.domain.keptplan import KeptPlan
+from daemonjob.domain.memo import Memo
 from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.kube import ApiError
 from daemonjob.machinery.frozen import thaw
+from daemonjob.machinery.kube import ApiError
 
 __all__ = ["Observation", "Observer"]
 
@@ -68,8 +68,17 @@ class Observation:
 
 
 class Observer:
-    def __init__(self, informers: Informers, *, control: JobControl, expectations: Expectations,
-                 configmaps: ConfigMapTracker | None, metrics: Metrics, clock: Clock, memo: Memo) -> None:
+    def __init__(
+        self,
+        informers: Informers,
+        *,
+        control: JobControl,
+        expectations: Expectations,
+        configmaps: ConfigMapTracker | None,
+        metrics: Metrics,
+        clock: Clock,
+        memo: Memo,
+    ) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.control = control
         self.expectations = expectations
@@ -149,9 +158,12 @@ class Observer:
                 return None, None
             overdue = self.expectations.waiting(uid, overdue_only=True)
         if overdue:
-            rlog.warning("the cache does not show this controller's writes past the deadline",
-                         creates=list(overdue.creates[:5]), deletes=list(overdue.deletes[:5]),
-                         pending_seconds=round(self.clock.now() - overdue.since, 1))
+            rlog.warning(
+                "the cache does not show this controller's writes past the deadline",
+                creates=list(overdue.creates[:5]),
+                deletes=list(overdue.deletes[:5]),
+                pending_seconds=round(self.clock.now() - overdue.since, 1),
+            )
             return overdue, defaults.EXPECTATIONS_RECHECK
         creates, deletes = self.expectations.pending(uid)
         rlog.debug("waiting for the cache", pending_creates=creates, pending_deletes=deletes)
@@ -179,9 +191,12 @@ class Observer:
                 if created:
                     agree = fresh is None  # absent for both: creating it again is right
                 else:  # the delete did not take: the cache shows the truth, decide again
-                    agree = (fresh is not None and cached is not None
-                             and not fresh["metadata"].get("deletionTimestamp")
-                             and fresh["metadata"].get("uid") == cached["metadata"].get("uid"))
+                    agree = (
+                        fresh is not None
+                        and cached is not None
+                        and not fresh["metadata"].get("deletionTimestamp")
+                        and fresh["metadata"].get("uid") == cached["metadata"].get("uid")
+                    )
             if agree:
                 (self.expectations.creation_observed if created else self.expectations.deletion_observed)(uid, name)
             self.metrics.expectation_checks.labels("cleared" if agree else "waiting").inc()

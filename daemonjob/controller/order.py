@@ -148,8 +148,14 @@ def _discard(index: dict[tuple[str, str], set[str]], at: tuple[str, str] | None,
 class OrderReader:
     """Reads one DaemonJob's `OrderInput` from the caches (the observe step's part for the order)."""
 
-    def __init__(self, daemonjobs: SharedInformer, jobs: SharedInformer, plans: KeptPlans, index: OrderIndex,
-                 claims: NodeClaims | None = None) -> None:
+    def __init__(
+        self,
+        daemonjobs: SharedInformer,
+        jobs: SharedInformer,
+        plans: KeptPlans,
+        index: OrderIndex,
+        claims: NodeClaims | None = None,
+    ) -> None:
         self.daemonjobs, self.jobs, self.plans, self.index = daemonjobs, jobs, plans, index
         self.claims = claims
 
@@ -184,8 +190,15 @@ class OrderReader:
                         ahead_nodes = [n for n in ahead_nodes if n in dep_done]
                     for node in ahead_nodes:
                         ahead.setdefault(node, peer_name)
-        return OrderInput(group=group, busy=busy, ahead=ahead, after=after, done=done, missing=tuple(missing),
-                          cycle=tuple(self._cycle(ns, name, after)))
+        return OrderInput(
+            group=group,
+            busy=busy,
+            ahead=ahead,
+            after=after,
+            done=done,
+            missing=tuple(missing),
+            cycle=tuple(self._cycle(ns, name, after)),
+        )
 
     def _done(self, ns: str, name: str, cache: dict[str, frozenset[str] | None]) -> frozenset[str] | None:
         """The nodes where DaemonJob `name` succeeded in its current revision and run (None: no such DaemonJob)."""

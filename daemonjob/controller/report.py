@@ -44,8 +44,7 @@ def deferrable(old: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     return all(old.get(k) == status.get(k) for k in keys)
 
 
-def write_status(control: JobControl, dj: Mapping[str, Any], old: Mapping[str, Any],
-                 status: Mapping[str, Any]) -> bool:
+def write_status(control: JobControl, dj: Mapping[str, Any], old: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     """Patch only a changed status, guarded by the resourceVersion it was computed from."""
     if old == status:
         return False
@@ -66,8 +65,15 @@ class Reporter:
         self.metrics = metrics
         self.clock = clock
 
-    def report(self, seen: Observation, decision: Decision, now: datetime, events: Iterable[EventSpec] = (),
-               wait: Waiting | None = None, created: bool = False) -> None:
+    def report(
+        self,
+        seen: Observation,
+        decision: Decision,
+        now: datetime,
+        events: Iterable[EventSpec] = (),
+        wait: Waiting | None = None,
+        created: bool = False,
+    ) -> None:
         """`events`: what the pass did before (adoption, act); `wait`: what the cache still does
         not show past the deadline, when the pass acted on nothing for it; `created`: every
         create of the pass went through (the cache's view of them brings the next pass)."""
@@ -83,8 +89,14 @@ class Reporter:
             seen.log.debug("status updated", **{f.removesuffix("Nodes"): status.get(f) for f in NODE_COUNT_FIELDS[:4]})
             if decision.run_started is not None:
                 seen.log.info("run started", run=decision.run_started)
-            self.metrics.count_runs(seen.namespace, seen.name, seen.uid, decision.run_started is not None,
-                                    decision.ticks_skipped, decision.run_finished)
+            self.metrics.count_runs(
+                seen.namespace,
+                seen.name,
+                seen.uid,
+                decision.run_started is not None,
+                decision.ticks_skipped,
+                decision.run_finished,
+            )
         self.metrics.set_status(seen.namespace, seen.name, seen.uid, decision.status)
         self.metrics.observe_health(seen.dj, decision.status, now)
 
@@ -97,8 +109,9 @@ class Reporter:
         old = thaw(seen.cached.get("status") or {})
         previous = {c.get("type"): c for c in old.get("conditions") or ()}
         facts = CacheWait(wait.creates, wait.deletes, self.clock.now() - wait.since)
-        status = with_cache_wait(decision.status, facts, previous, format_time(now),
-                                 seen.dj["metadata"].get("generation"))
+        status = with_cache_wait(
+            decision.status, facts, previous, format_time(now), seen.dj["metadata"].get("generation")
+        )
         if write_status(self.control, seen.dj, old, status):
             seen.log.debug("status updated while waiting for the cache")
         self.metrics.set_status(seen.namespace, seen.name, seen.uid, status)

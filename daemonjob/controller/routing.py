@@ -21,15 +21,15 @@ from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.configmaps import ConfigMapTracker
 from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.controller.informers import NODE_INDEX, RUNNING_INDEX, Informers, orphan_index, running_index
-from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.keptplans import TURN, KeptPlans
+from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.order import OrderIndex, after_of, done_view, group_of, waits_for_turns
-from daemonjob.domain.noderecord import record_of
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import ACTIVE, SUCCEEDED, daemonjob_ref, job_node, job_state, owner_uid
+from daemonjob.domain.noderecord import record_of
 from daemonjob.domain.order import order_key
-from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
 from daemonjob.machinery.frozen import thaw
+from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
 from daemonjob.machinery.memo import MEMO_CAPACITY, ObjectMemo
 from daemonjob.machinery.store import meta_namespace_key
 from daemonjob.machinery.workqueue import RateLimitingQueue
@@ -58,10 +58,21 @@ def _revision_of(dj: Obj) -> tuple[Any, Any]:
 
 
 class Router:
-    def __init__(self, informers: Informers, queue: RateLimitingQueue, *, expectations: Expectations,
-                 name_holds: NameHolds, plans: KeptPlans, metrics: Metrics, configmaps: ConfigMapTracker | None,
-                 memo: ObjectMemo, forget_uid: Callable[[str], None], order: OrderIndex | None = None,
-                 claims: NodeClaims | None = None) -> None:
+    def __init__(
+        self,
+        informers: Informers,
+        queue: RateLimitingQueue,
+        *,
+        expectations: Expectations,
+        name_holds: NameHolds,
+        plans: KeptPlans,
+        metrics: Metrics,
+        configmaps: ConfigMapTracker | None,
+        memo: ObjectMemo,
+        forget_uid: Callable[[str], None],
+        order: OrderIndex | None = None,
+        claims: NodeClaims | None = None,
+    ) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.queue = queue
         self.expectations = expectations
@@ -127,10 +138,13 @@ class Router:
         om, nm = old["metadata"], new["metadata"]
         if om.get("uid") != nm.get("uid"):
             self.forget_uid(om.get("uid") or "")  # deleted and re-created: nothing carries over
-        elif (om.get("generation") == nm.get("generation") and om.get("labels") == nm.get("labels")
-              and om.get("annotations") == nm.get("annotations")
-              and om.get("deletionTimestamp") == nm.get("deletionTimestamp")
-              and _revision_of(old) == _revision_of(new)):
+        elif (
+            om.get("generation") == nm.get("generation")
+            and om.get("labels") == nm.get("labels")
+            and om.get("annotations") == nm.get("annotations")
+            and om.get("deletionTimestamp") == nm.get("deletionTimestamp")
+            and _revision_of(old) == _revision_of(new)
+        ):
             self._order_status_changed(meta_namespace_key(new), old, new)
             return  # a status write that records no new revision: nothing to decide for it
         key = meta_namespace_key(new)
@@ -156,7 +170,9 @@ class Router:
         self._decide_seconds.pop(key, None)
         if self.configmaps is not None:
             self.configmaps.forget(key)
-        self.metrics.forget(dj["metadata"].get("namespace", ""), dj["metadata"]["name"], dj["metadata"].get("uid") or "")
+        self.metrics.forget(
+            dj["metadata"].get("namespace", ""), dj["metadata"]["name"], dj["metadata"].get("uid") or ""
+        )
         self.queue.add(key)
 
     # -- Jobs ----------------------------------------------------------------------------------
@@ -191,9 +207,12 @@ class Router:
                 self.claims.observed(owner_uid(new), new["metadata"]["name"])
         if new["metadata"].get("deletionTimestamp"):
             self.expectations.deletion_observed(owner_uid(new), new["metadata"]["name"])
-        if (old.get("status") != new.get("status") or owner_key(old) != key
-                or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")
-                or old["metadata"].get("labels") != new["metadata"].get("labels")):
+        if (
+            old.get("status") != new.get("status")
+            or owner_key(old) != key
+            or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")
+            or old["metadata"].get("labels") != new["metadata"].get("labels")
+        ):
             self.queue.add_after(key, self._job_event_delay(key))
             self._job_order_changed(key, old, new)
 
@@ -271,8 +290,11 @@ class Router:
         up to the first that goes first there (a turn there, waiting for its turns and for no
         dependency there). The younger ones yield the node to it, and the end of its Job there
         wakes the next in line; their pass now would only say so again."""
-        line = sorted((order_key(dj), peer, dj) for peer in self.order.peers(key)
-                      if (dj := self.daemonjobs.store.get(peer)) is not None)
+        line = sorted(
+            (order_key(dj), peer, dj)
+            for peer in self.order.peers(key)
+            if (dj := self.daemonjobs.store.get(peer)) is not None
+        )
         wake: set[str] = set()
         for node in nodes:
             for _, peer, dj in line:
@@ -322,8 +344,11 @@ class Router:
 
     def node_updated(self, old: Obj, new: Obj) -> None:
         om, nm = old["metadata"], new["metadata"]
-        if (old.get("spec") == new.get("spec") and om.get("labels") == nm.get("labels")
-                and om.get("annotations") == nm.get("annotations")):
+        if (
+            old.get("spec") == new.get("spec")
+            and om.get("labels") == nm.get("labels")
+            and om.get("annotations") == nm.get("annotations")
+        ):
             return  # heartbeats and status changes do not change any answer
         self._node_changed(new, old)
 
@@ -372,8 +397,14 @@ class Router:
         mine = order_key(dj)
         for peer in self.order.peers(key):
             other, elig = self.daemonjobs.store.get(peer), eligibility.get(peer)
-            if (other is not None and elig is not None and order_key(other) < mine and waits_for_turns(other)
-                    and elig.eligible(node) and not self._after_pending(peer, other, name)):
+            if (
+                other is not None
+                and elig is not None
+                and order_key(other) < mine
+                and waits_for_turns(other)
+                and elig.eligible(node)
+                and not self._after_pending(peer, other, name)
+            ):
                 return True
         return False
 

@@ -86,16 +86,22 @@ def job_transform(job: dict[str, Any], shared: Interner = _shared) -> dict[str, 
             kept[key] = _text(kept[key])
     labels = meta.get("labels") or {}
     kept["labels"] = shared({k: labels[k] for k in _JOB_LABELS if k in labels})
-    owners = [{k: ref[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in ref}
-              for ref in meta.get("ownerReferences") or () if ref.get("controller")]
+    owners = [
+        {k: ref[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in ref}
+        for ref in meta.get("ownerReferences") or ()
+        if ref.get("controller")
+    ]
     if owners:
         kept["ownerReferences"] = shared(owners)
     node = (meta.get("annotations") or {}).get(ANNOTATION_NODE)
     if node is not None:
         kept["annotations"] = shared({ANNOTATION_NODE: node})
     status = job.get("status") or {}
-    conditions = [{k: c[k] for k in _CONDITION_KEYS if k in c}
-                  for c in status.get("conditions") or () if c.get("type") in _TERMINAL_CONDITIONS]
+    conditions = [
+        {k: c[k] for k in _CONDITION_KEYS if k in c}
+        for c in status.get("conditions") or ()
+        if c.get("type") in _TERMINAL_CONDITIONS
+    ]
     kept_status: dict[str, Any] = {"conditions": conditions}
     if "completionTime" in status:
         kept_status["completionTime"] = status["completionTime"]

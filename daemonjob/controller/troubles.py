@@ -38,10 +38,11 @@ class Troubles:
             stall = self._stalled.get(uid)
             rejected = self._rejected.get(uid)
             conflicts = self._conflicts.get(uid, ())
-            return ApiTroubles((stall.reason, stall.message) if stall is not None and stall.generation == generation
-                               else None,
-                               dict(rejected[1]) if rejected is not None and rejected[0] == generation else None,
-                               {c.node: c.text for c in conflicts} if conflicts else None)
+            return ApiTroubles(
+                (stall.reason, stall.message) if stall is not None and stall.generation == generation else None,
+                dict(rejected[1]) if rejected is not None and rejected[0] == generation else None,
+                {c.node: c.text for c in conflicts} if conflicts else None,
+            )
 
     def stall(self, uid: str, generation: int, reason: str, message: str) -> None:
         with self._lock:

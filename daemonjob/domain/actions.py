@@ -98,11 +98,17 @@ class Turns:
     refused: Mapping[str, str] | None = None  # nodes the API server refused that still need their Job
 
 
-def choose_actions(dj: Mapping[str, Any], revision: Revision, turns: Turns, slots: int | None, gate: Gate,
-                   run: str | None = None) -> Actions:
+def choose_actions(
+    dj: Mapping[str, Any], revision: Revision, turns: Turns, slots: int | None, gate: Gate, run: str | None = None
+) -> Actions:
     """`slots`: the maxParallel limit; `run`: the current run, which the created Jobs carry."""
-    replacing, starting, always, extra_old, held = (turns.replacing, turns.starting, turns.always, turns.extra_old,
-                                                    turns.held)
+    replacing, starting, always, extra_old, held = (
+        turns.replacing,
+        turns.starting,
+        turns.always,
+        turns.extra_old,
+        turns.held,
+    )
     free = None if slots is None else max(0, slots - held)
     out = Actions(free_slots=free)
     deletes = list(always)
@@ -127,8 +133,16 @@ def choose_actions(dj: Mapping[str, Any], revision: Revision, turns: Turns, slot
         if turn.replace:
             deletes.extend(turn.replace)
         else:
-            out.creates.append(CreateJob(turn.node, job_name(dj_name, turn.node, revision.name, run), revision.name,
-                                         dj, run, revision.template_hash))
+            out.creates.append(
+                CreateJob(
+                    turn.node,
+                    job_name(dj_name, turn.node, revision.name, run),
+                    revision.name,
+                    dj,
+                    run,
+                    revision.template_hash,
+                )
+            )
     deletes.sort(key=lambda d: (d.node or "", d.name))
     out.deletes = deletes
     out.waiting_turns = len(replacing) + len(starting) - len(chosen)

@@ -59,12 +59,18 @@ def alert_halt(matchers: tuple[AlertMatcher, ...], alerts: FiringAlerts) -> Aler
     if not matchers:
         return AlertHalt()
     if alerts.unknown is not None:
-        return AlertHalt(True, ALERTS_UNKNOWN,
-                         f"haltOnAlerts: the firing alerts are unknown ({alerts.unknown}), which halts the rollout "
-                         "as a firing alert does: no new node is started, running Jobs finish")
+        return AlertHalt(
+            True,
+            ALERTS_UNKNOWN,
+            f"haltOnAlerts: the firing alerts are unknown ({alerts.unknown}), which halts the rollout "
+            "as a firing alert does: no new node is started, running Jobs finish",
+        )
     firing = sorted({alert_text(a) for a in alerts.firing if any(matches(m, a) for m in matchers)})
     if not firing:
         return AlertHalt()
-    return AlertHalt(True, HALTED_BY_ALERTS,
-                     f"haltOnAlerts: {len(firing)} matching alert(s) firing: {_shown(firing)}; no new node is "
-                     "started until they resolve, running Jobs finish")
+    return AlertHalt(
+        True,
+        HALTED_BY_ALERTS,
+        f"haltOnAlerts: {len(firing)} matching alert(s) firing: {_shown(firing)}; no new node is "
+        "started until they resolve, running Jobs finish",
+    )

@@ -24,8 +24,10 @@ FLAG = "--node-maintenance-namespaces"
 def refusal_message(namespace: str, allowed_namespaces: frozenset[str]) -> str:
     """Why a DaemonJob of `namespace` may not have nodes written, naming where it may."""
     allowed = ", ".join(sorted(allowed_namespaces)) if allowed_namespaces else f"none, {FLAG} is empty"
-    return (f'{PATH}: Forbidden: node maintenance is not allowed in namespace "{namespace}" '
-            f"(the controller allows it in: {allowed})")
+    return (
+        f'{PATH}: Forbidden: node maintenance is not allowed in namespace "{namespace}" '
+        f"(the controller allows it in: {allowed})"
+    )
 
 
 def maintenance_refusal(dj: Mapping[str, Any], allowed_namespaces: frozenset[str]) -> Problem | None:

@@ -17,11 +17,11 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.domain.actions import Actions
 from daemonjob.domain.configrefs import ConfigMapLimitExceeded
-from daemonjob.domain.jobs import LABEL_NAME
 from daemonjob.domain.gates import ANNOTATION_PROMOTE, CANARY_FAILED, GateWait
+from daemonjob.domain.inputs import DecisionInput
+from daemonjob.domain.jobs import LABEL_NAME
 from daemonjob.domain.messages import condition_message
 from daemonjob.domain.plan import Held, JobView, Plan
-from daemonjob.domain.inputs import DecisionInput
 from daemonjob.domain.validate import Settings, Validation, is_int, scaled
 
 __all__ = [
@@ -139,13 +139,17 @@ def _injected_ttl(ttl_jobs: Sequence[JobView], previous: Mapping[str, Any] | Non
         and previous.get("reason") == TTL_INJECTED
         and previous.get("observedGeneration") == generation
     ):
-        return Stall(Condition(True, TTL_INJECTED, str(previous.get("message") or "")), event=TTL_INJECTED,
-                     blocks=True)
+        return Stall(Condition(True, TTL_INJECTED, str(previous.get("message") or "")), event=TTL_INJECTED, blocks=True)
     return None
 
 
-def stall_for(inp: DecisionInput, checked: Validation, plan: Plan, missing_configmaps: Sequence[str] = (),
-              refused: Mapping[str, str] | None = None) -> Stall | None:
+def stall_for(
+    inp: DecisionInput,
+    checked: Validation,
+    plan: Plan,
+    missing_configmaps: Sequence[str] = (),
+    refused: Mapping[str, str] | None = None,
+) -> Stall | None:
     """The stall that blocks actions, from the spec, the act layer or the Jobs (failures come later).
 
     Reads the input's API troubles and unreadable ConfigMaps (name -> why the controller
@@ -156,27 +160,37 @@ def stall_for(inp: DecisionInput, checked: Validation, plan: Plan, missing_confi
     api_error, conflicts = inp.troubles.stall, inp.troubles.conflicts
     if problems:
         message = "; ".join(p.message for p in problems)
-        return Stall(Condition(True, problems[0].reason, message), event=EVENT_INVALID_SPEC, on_message=True,
-                     blocks=True)
-    limit = next((why for why in (unreadable_configmaps or {}).values() if isinstance(why, ConfigMapLimitExceeded)),
-                 None)
+        return Stall(
+            Condition(True, problems[0].reason, message), event=EVENT_INVALID_SPEC, on_message=True, blocks=True
+        )
+    limit = next(
+        (why for why in (unreadable_configmaps or {}).values() if isinstance(why, ConfigMapLimitExceeded)), None
+    )
     if limit is not None:
         message = f"{limit}; no Job is started until then"
-        return Stall(Condition(True, CONFIGMAP_LIMIT_EXCEEDED, message), event=CONFIGMAP_LIMIT_EXCEEDED,
-                     on_message=True, blocks=True)
+        return Stall(
+            Condition(True, CONFIGMAP_LIMIT_EXCEEDED, message),
+            event=CONFIGMAP_LIMIT_EXCEEDED,
+            on_message=True,
+            blocks=True,
+        )
     if unreadable_configmaps:
         shown = "; ".join(f"{name}: {why}" for name, why in sorted(unreadable_configmaps.items())[:HELD_SHOWN])
-        message = (f"cannot read {_plural(len(unreadable_configmaps), 'ConfigMap')} referenced by the pod template "
-                   f"(rerunOnConfigChange), retrying with backoff; no Job is started until they can be read: {shown}")
-        return Stall(Condition(True, CONFIGMAP_UNREADABLE, message), event=CONFIGMAP_UNREADABLE, on_message=True,
-                     blocks=True)
+        message = (
+            f"cannot read {_plural(len(unreadable_configmaps), 'ConfigMap')} referenced by the pod template "
+            f"(rerunOnConfigChange), retrying with backoff; no Job is started until they can be read: {shown}"
+        )
+        return Stall(
+            Condition(True, CONFIGMAP_UNREADABLE, message), event=CONFIGMAP_UNREADABLE, on_message=True, blocks=True
+        )
     if missing_configmaps:
         names = ", ".join(missing_configmaps)
         which = "ConfigMap" if len(missing_configmaps) == 1 else "ConfigMaps"
-        message = (f"{which} {names} referenced by the pod template (not optional) not found in the namespace; "
-                   "no Job is started until it exists, and its creation re-runs every eligible node")
-        return Stall(Condition(True, CONFIGMAP_MISSING, message), event=CONFIGMAP_MISSING, on_message=True,
-                     blocks=True)
+        message = (
+            f"{which} {names} referenced by the pod template (not optional) not found in the namespace; "
+            "no Job is started until it exists, and its creation re-runs every eligible node"
+        )
+        return Stall(Condition(True, CONFIGMAP_MISSING, message), event=CONFIGMAP_MISSING, on_message=True, blocks=True)
     if not checked.template_has_ttl:
         injected = _injected_ttl(plan.ttl_jobs, inp.recorded.conditions.get(STALLED), inp.recorded.generation)
         if injected is not None:
@@ -196,8 +210,10 @@ def rejected_stall(rejected: Mapping[str, str]) -> Stall:
     retried with backoff; the other nodes go on."""
     shown = "; ".join(f"node {node}: {rejected[node]}" for node in sorted(rejected)[:HELD_SHOWN])
     more = f" (+{len(rejected) - HELD_SHOWN} more)" if len(rejected) > HELD_SHOWN else ""
-    message = (f"the API server rejected the Job of {_plural(len(rejected), 'node')}, retried with backoff after "
-               f"the other nodes: {shown}{more}")
+    message = (
+        f"the API server rejected the Job of {_plural(len(rejected), 'node')}, retried with backoff after "
+        f"the other nodes: {shown}{more}"
+    )
     return Stall(Condition(True, JOB_REJECTED, message), event=JOB_REJECTED, on_message=True)
 
 
@@ -205,8 +221,10 @@ def conflict_stall(conflicts: Mapping[str, str]) -> Stall:
     """Nodes whose Job name another owner holds: the rest of the rollout goes on without them."""
     shown = "; ".join(conflicts[node] for node in sorted(conflicts)[:HELD_SHOWN])
     more = f" (+{len(conflicts) - HELD_SHOWN} more)" if len(conflicts) > HELD_SHOWN else ""
-    message = (f"{_plural(len(conflicts), 'node')} cannot get a Job: {shown}{more}; "
-               "delete or rename those Jobs, the other nodes go on")
+    message = (
+        f"{_plural(len(conflicts), 'node')} cannot get a Job: {shown}{more}; "
+        "delete or rename those Jobs, the other nodes go on"
+    )
     return Stall(Condition(True, JOB_CONFLICT, message), event=JOB_CONFLICT, on_message=True)
 
 
@@ -328,7 +346,9 @@ def render(
     return out
 
 
-def turned_true(previous: Mapping[str, Mapping[str, Any]], kind: str, cond: Condition, on_message: bool = False) -> bool:
+def turned_true(
+    previous: Mapping[str, Mapping[str, Any]], kind: str, cond: Condition, on_message: bool = False
+) -> bool:
     """True when `cond` is True now and was not, or was True for another reason (or message)."""
     prev = previous.get(kind) or {}
     if not cond.status:
@@ -356,13 +376,16 @@ def cache_wait_condition(wait: CacheWait) -> Condition:
             more = f" (+{len(names) - HELD_SHOWN} more)" if len(names) > HELD_SHOWN else ""
             shown = ", ".join(names[:HELD_SHOWN]) + more
             parts.append(f"{_plural(len(names), what + ' Job')}: {shown}")
-    message = (f"waiting for the cache to show {' and '.join(parts)} (for {wait.seconds:.0f}s); "
-               "nothing new is started for this DaemonJob until the watch delivers it or the expectation expires")
+    message = (
+        f"waiting for the cache to show {' and '.join(parts)} (for {wait.seconds:.0f}s); "
+        "nothing new is started for this DaemonJob until the watch delivers it or the expectation expires"
+    )
     return Condition(True, WAITING_FOR_CACHE, message)
 
 
-def with_cache_wait(status: Mapping[str, Any], wait: CacheWait, previous: Mapping[str, Mapping[str, Any]],
-                    now: str, generation: Any) -> dict[str, Any]:
+def with_cache_wait(
+    status: Mapping[str, Any], wait: CacheWait, previous: Mapping[str, Mapping[str, Any]], now: str, generation: Any
+) -> dict[str, Any]:
     """`status` with its Reconciling condition saying what the controller waits for."""
     cond = render(previous, RECONCILING, cache_wait_condition(wait), now, generation)
     conditions = [cond if c.get("type") == RECONCILING else c for c in status.get("conditions") or ()]

@@ -33,6 +33,8 @@ from datetime import datetime
 from typing import Any
 
 from daemonjob.domain.actions import Actions, CreateJob, DeleteJob, Gate, Turns, choose_actions
+from daemonjob.domain.alertgate import AlertHalt, alert_halt
+from daemonjob.domain.allowance import maintenance_refusal
 from daemonjob.domain.conditions import (
     COMPLETE,
     FAILED_CONDITION,
@@ -47,7 +49,6 @@ from daemonjob.domain.conditions import (
     stall_for,
     turned_true,
 )
-from daemonjob.domain.alertgate import AlertHalt, alert_halt
 from daemonjob.domain.configrefs import (
     missing_configmaps,
     pod_template_of,
@@ -59,24 +60,23 @@ from daemonjob.domain.gates import (
     ANNOTATION_PROMOTE,
     CANARY_PAUSED,
     GATE_CANARY,
-    WAITING_FOR_CANARY,
-    CanaryState,
-    canary_message,
-    canary_nodes,
-    canary_state,
     GATE_PAUSE,
     GATE_WINDOW,
     PAUSING_BETWEEN_NODES,
+    WAITING_FOR_CANARY,
     WAITING_FOR_WINDOW,
+    CanaryState,
     GateWait,
     PauseHold,
     WindowState,
+    canary_message,
+    canary_nodes,
+    canary_state,
     pause_hold,
     window_state,
 )
 from daemonjob.domain.inputs import ApiTroubles, DecisionInput, Recorded
 from daemonjob.domain.jobs import format_time, parse_time
-from daemonjob.domain.allowance import maintenance_refusal
 from daemonjob.domain.maintenance import (
     NodeWork,
     Outcomes,
@@ -87,10 +87,9 @@ from daemonjob.domain.maintenance import (
     outcomes_of,
     with_outcomes,
 )
-from daemonjob.domain.revision import job_name
 from daemonjob.domain.order import DEPENDENCY_CYCLE, DEPENDENCY_NOT_FOUND, OrderHold, order_hold
 from daemonjob.domain.plan import JobView, Plan, PlanContext
-from daemonjob.domain.revision import Revision, current_revision, template_revision
+from daemonjob.domain.revision import Revision, current_revision, job_name, template_revision
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, ScheduleStep, replaces_other_runs, schedule_step
 from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, Problem, Validation, scaled, validate
 
@@ -125,8 +124,16 @@ RUN_FAILED = "failed"
 NODE_COUNT_FIELDS = ("desiredNodes", "activeNodes", "succeededNodes", "failedNodes", "pendingNodes")
 
 # Status fields of runs: carried over from the last status unless the schedule step changes them.
-RUN_STATUS_FIELDS = ("currentRun", "lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime", "lastSkippedTime",
-                     "lastSkipReason", "lastRunNowTrigger", "observedSchedule")
+RUN_STATUS_FIELDS = (
+    "currentRun",
+    "lastScheduleTime",
+    "nextScheduleTime",
+    "lastSuccessfulTime",
+    "lastSkippedTime",
+    "lastSkipReason",
+    "lastRunNowTrigger",
+    "observedSchedule",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +199,9 @@ def _revision(inp: DecisionInput) -> Revision:
 
 def _found_revision(views: Iterable[JobView], template_hash: str) -> str | None:
     """The revision of the newest Job labelled with `template_hash`: a lost status recovered."""
-    newest = max((v for v in views if v.template_hash == template_hash and v.revision),
-                 key=lambda v: v.age_key, default=None)
+    newest = max(
+        (v for v in views if v.template_hash == template_hash and v.revision), key=lambda v: v.age_key, default=None
+    )
     return newest.revision if newest is not None else None
 
 
@@ -238,8 +246,11 @@ def _read(inp: DecisionInput) -> Reading:
     revision = _revision(inp)
     checked = validate(dj, inp.eligibility)
     spec = _spec_of(dj)
-    runs_matter = (spec.get("schedule") is not None or recorded.status.get("currentRun")
-                   or ANNOTATION_RUN_NOW in ((dj.get("metadata") or {}).get("annotations") or {}))
+    runs_matter = (
+        spec.get("schedule") is not None
+        or recorded.status.get("currentRun")
+        or ANNOTATION_RUN_NOW in ((dj.get("metadata") or {}).get("annotations") or {})
+    )
     step = schedule_step(dj, inp.now, inp.plan.active_runs() if runs_matter else ())
     # validate() has reported the schedule's problems already (all of them, step.problem among them)
     checked.problems.extend(_order_problems(inp))
@@ -254,13 +265,27 @@ def _read(inp: DecisionInput) -> Reading:
     if inp.configmaps.objects is not None and rerun_on_config_change(dj):
         missing = missing_configmaps(referenced_configmaps(pod_template_of(dj)), inp.configmaps.objects)
     settings = checked.settings
-    ctx = PlanContext(checked.eligibility, revision.name, settings.never, settings.history_limit, step.current_run,
-                      replaces_other_runs(spec), successes=checked.rollout.pause is not None)
+    ctx = PlanContext(
+        checked.eligibility,
+        revision.name,
+        settings.never,
+        settings.history_limit,
+        step.current_run,
+        replaces_other_runs(spec),
+        successes=checked.rollout.pause is not None,
+    )
     plan = inp.plan.plan_for(ctx, inp.memo)
     outcomes = None
     if checked.maintenance is not None or inp.maintenance.records:
-        outcomes = outcomes_of(checked.maintenance, inp.maintenance, recorded.status, revision.name,
-                               step.current_run, inp.now, _started(inp, revision.name, step.current_run))
+        outcomes = outcomes_of(
+            checked.maintenance,
+            inp.maintenance,
+            recorded.status,
+            revision.name,
+            step.current_run,
+            inp.now,
+            _started(inp, revision.name, step.current_run),
+        )
         plan = with_outcomes(plan, outcomes)
     promoted = ((dj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_PROMOTE)
     canary = canary_state(checked.rollout.canary, plan, step.current_run or revision.name, promoted, settings.never)
@@ -297,14 +322,34 @@ def _conclude(reading: Reading) -> Decision:
     actions = choose_actions(inp.dj, reading.revision, replace(turns, held=turns.held + pause.held), slots, gate, run)
     if work is not None:
         actions = _with_node_work(reading, work, actions)
-    waiting = (_alerts_wait(actions, alerts) or _gate_wait(reading, actions, slots, turns.held, pause, window)
-               or _order_wait(order))
-    conditions = evaluate(plan, reading.checked.settings, actions, reading.revision.name, stall, reading.budget, run,
-                          reading.idle, waiting)
+    waiting = (
+        _alerts_wait(actions, alerts)
+        or _gate_wait(reading, actions, slots, turns.held, pause, window)
+        or _order_wait(order)
+    )
+    conditions = evaluate(
+        plan,
+        reading.checked.settings,
+        actions,
+        reading.revision.name,
+        stall,
+        reading.budget,
+        run,
+        reading.idle,
+        waiting,
+    )
     run_changed = run != recorded.status.get("currentRun")
     status = _status(recorded, reading.revision, plan, conditions, format_time(inp.now), step, run_changed)
-    events = _events(recorded, reading.revision, plan, reading.checked, conditions, reading.budget.exceeded, step,
-                     reading.idle is None)
+    events = _events(
+        recorded,
+        reading.revision,
+        plan,
+        reading.checked,
+        conditions,
+        reading.budget.exceeded,
+        step,
+        reading.idle is None,
+    )
     requeue = [step.requeue_at, waiting and waiting.wake]
     if work is not None:
         status = _with_maintenance_status(status, work)
@@ -336,8 +381,9 @@ def _node_work(reading: Reading, stall: Stall | None, turns: Turns) -> NodeWork 
     refused = maintenance_refusal(inp.dj, inp.maintenance.allowed_namespaces)
     refusal = refused.message if refused is not None else None
     settings = checked.settings
-    stopped = (settings.suspend or reading.budget.exceeded or reading.idle is not None
-               or (stall is not None and stall.blocks))
+    stopped = (
+        settings.suspend or reading.budget.exceeded or reading.idle is not None or (stall is not None and stall.blocks)
+    )
     eligible: dict[str, bool] = {}
     jobs: dict[str, Any] = {}
     for node in inp.maintenance.records:
@@ -346,8 +392,17 @@ def _node_work(reading: Reading, stall: Stall | None, turns: Turns) -> NodeWork 
             continue  # the node is gone
         eligible[node] = part is not None and part.eligible
         jobs[node] = known[1]
-    situation = Situation(inp.dj, None if refusal else spec, refusal, reading.revision.name, reading.step.current_run,
-                          inp.now, stopped, eligible, jobs)
+    situation = Situation(
+        inp.dj,
+        None if refusal else spec,
+        refusal,
+        reading.revision.name,
+        reading.step.current_run,
+        inp.now,
+        stopped,
+        eligible,
+        jobs,
+    )
     work = node_work(situation, inp.maintenance, reading.outcomes, turns)
     work.add_finalizer = situation.spec is not None and not has_finalizer(inp.dj)
     return work
@@ -362,8 +417,18 @@ def _with_node_work(reading: Reading, work: NodeWork, actions: Actions) -> Actio
     inp, revision, run = reading.input, reading.revision, reading.step.current_run
     dj_name = inp.recorded.name
     work.cordons = cordons_for(inp.dj, revision.name, run, inp.now, [c.node for c in actions.creates])
-    starts = [CreateJob(node, job_name(dj_name, node, revision.name, run), revision.name, inp.dj, run,
-                        revision.template_hash, tolerate_cordon=True) for node in work.start]
+    starts = [
+        CreateJob(
+            node,
+            job_name(dj_name, node, revision.name, run),
+            revision.name,
+            inp.dj,
+            run,
+            revision.template_hash,
+            tolerate_cordon=True,
+        )
+        for node in work.start
+    ]
     return replace(actions, creates=starts)
 
 
@@ -386,10 +451,18 @@ def _maintenance_events(reading: Reading) -> list[EventSpec]:
             detail = f"; pods still there: {', '.join(p.waiting[:5])}"
             if p.blocked:
                 detail += f" ({p.blocked})"
-        then = ("the node fails and is uncordoned" if spec.drain.on_timeout == "Fail"
-                else "the node is skipped and uncordoned; the rollout goes on")
-        out.append(EventSpec(WARNING, EVENT_DRAIN_TIMED_OUT,
-                             f"drain of node {node} timed out after {spec.drain.timeout}{detail}: {then}"))
+        then = (
+            "the node fails and is uncordoned"
+            if spec.drain.on_timeout == "Fail"
+            else "the node is skipped and uncordoned; the rollout goes on"
+        )
+        out.append(
+            EventSpec(
+                WARNING,
+                EVENT_DRAIN_TIMED_OUT,
+                f"drain of node {node} timed out after {spec.drain.timeout}{detail}: {then}",
+            )
+        )
     return out
 
 
@@ -405,15 +478,22 @@ def _slots(reading: Reading) -> int | None:
 def _gate(reading: Reading, stall: Stall | None, window: WindowState) -> Gate:
     settings = reading.checked.settings
     return Gate(
-        blocked=(settings.suspend or reading.budget.exceeded or reading.idle is not None
-                 or reading.revision.unrecorded or (stall is not None and stall.blocks) or not window.open),
+        blocked=(
+            settings.suspend
+            or reading.budget.exceeded
+            or reading.idle is not None
+            or reading.revision.unrecorded
+            or (stall is not None and stall.blocks)
+            or not window.open
+        ),
         probing=stall is not None and stall.probing,
         limit=reading.canary.limit,
     )
 
 
-def _gate_wait(reading: Reading, actions: Actions, slots: int | None, held: int, pause: PauseHold,
-               window: WindowState) -> GateWait | None:
+def _gate_wait(
+    reading: Reading, actions: Actions, slots: int | None, held: int, pause: PauseHold, window: WindowState
+) -> GateWait | None:
     """The rollout gate that holds waiting turns back now (the window first: it holds them all)."""
     if not actions.waiting_turns:
         return None
@@ -424,8 +504,12 @@ def _gate_wait(reading: Reading, actions: Actions, slots: int | None, held: int,
     if actions.limited:
         inp = reading.input
         nodes = canary_nodes(inp.plan.job_views(), reading.revision.name, reading.step.current_run)
-        return GateWait(GATE_CANARY, CANARY_PAUSED if canary.paused else WAITING_FOR_CANARY,
-                        canary_message(canary, nodes, inp.recorded.name), None)
+        return GateWait(
+            GATE_CANARY,
+            CANARY_PAUSED if canary.paused else WAITING_FOR_CANARY,
+            canary_message(canary, nodes, inp.recorded.name),
+            None,
+        )
     if pause.held and rollout.pause is not None and slots is not None and held < slots and not actions.free_slots:
         return GateWait(GATE_PAUSE, PAUSING_BETWEEN_NODES, pause.message(rollout.pause), pause.until)
     return None
@@ -441,11 +525,20 @@ def _order_problems(inp: DecisionInput) -> list[Problem]:
     order, out = inp.order, []
     if order.missing:
         names = ", ".join(order.missing)
-        out.append(Problem(DEPENDENCY_NOT_FOUND, f"spec.after: Not found: {names}: no DaemonJob of that name in the "
-                                                 f"namespace, so no node starts until it exists"))
+        out.append(
+            Problem(
+                DEPENDENCY_NOT_FOUND,
+                f"spec.after: Not found: {names}: no DaemonJob of that name in the "
+                f"namespace, so no node starts until it exists",
+            )
+        )
     if order.cycle:
-        out.append(Problem(DEPENDENCY_CYCLE, f"spec.after: Invalid value: a cycle: {' -> '.join(order.cycle)}, "
-                                             f"so no node can start"))
+        out.append(
+            Problem(
+                DEPENDENCY_CYCLE,
+                f"spec.after: Invalid value: a cycle: {' -> '.join(order.cycle)}, so no node can start",
+            )
+        )
     return out
 
 
@@ -469,8 +562,15 @@ def _run_finished(recorded: Recorded, conditions: Conditions, run: str | None, r
     return None
 
 
-def _status(recorded: Recorded, revision: Revision, plan: Plan, conditions: Conditions, now: str,
-            step: ScheduleStep, run_changed: bool) -> dict[str, Any]:
+def _status(
+    recorded: Recorded,
+    revision: Revision,
+    plan: Plan,
+    conditions: Conditions,
+    now: str,
+    step: ScheduleStep,
+    run_changed: bool,
+) -> dict[str, Any]:
     previous = recorded.status
     rollout_changed = revision.changed or run_changed
     status: dict[str, Any] = {}
@@ -511,14 +611,27 @@ def _status(recorded: Recorded, revision: Revision, plan: Plan, conditions: Cond
     return status
 
 
-def _events(recorded: Recorded, revision: Revision, plan: Plan, checked: Validation, conditions: Conditions,
-            failure_stop: bool, step: ScheduleStep, starts: bool) -> list[EventSpec]:
+def _events(
+    recorded: Recorded,
+    revision: Revision,
+    plan: Plan,
+    checked: Validation,
+    conditions: Conditions,
+    failure_stop: bool,
+    step: ScheduleStep,
+    starts: bool,
+) -> list[EventSpec]:
     previous = recorded.conditions
     events: list[EventSpec] = [EventSpec(e.type, e.reason, e.message) for e in step.events]
     if revision.changed and not checked.problems and starts:
         was = f" (was {revision.previous})" if revision.previous else ""
-        events.append(EventSpec(NORMAL, EVENT_REVISION_STARTED,
-                                f"revision {revision.name} started on {plan.desired} eligible nodes{was}"))
+        events.append(
+            EventSpec(
+                NORMAL,
+                EVENT_REVISION_STARTED,
+                f"revision {revision.name} started on {plan.desired} eligible nodes{was}",
+            )
+        )
     stall = conditions.stalled
     if stall.event is not None and turned_true(previous, STALLED, stall.condition, on_message=stall.on_message):
         events.append(EventSpec(WARNING, stall.event, stall.condition.message))

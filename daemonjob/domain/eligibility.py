@@ -18,6 +18,10 @@ from typing import Any
 
 import orjson
 
+from daemonjob.domain.jobs import REQUIRED_AFFINITY
+from daemonjob.domain.maintenancespec import wants_maintenance
+from daemonjob.domain.memo import Memo, no_memo
+from daemonjob.domain.noderecord import record_of
 from daemonjob.domain.selectors import (
     InvalidSelector,
     LabelMatcher,
@@ -27,10 +31,6 @@ from daemonjob.domain.selectors import (
     compile_node_selector,
     validate_label_key,
 )
-from daemonjob.domain.jobs import REQUIRED_AFFINITY
-from daemonjob.domain.maintenancespec import wants_maintenance
-from daemonjob.domain.memo import Memo, no_memo
-from daemonjob.domain.noderecord import record_of
 
 _RULES = "eligibility"  # tags the memo key of eligibility answers on cached nodes
 
@@ -96,9 +96,7 @@ class Toleration:
         return not self.key and self.operator == "Exists" and not self.effect
 
 
-def compile_tolerations(
-    tolerations: Any, path: str = f"{POD_SPEC_PATH}.tolerations"
-) -> tuple[Toleration, ...]:
+def compile_tolerations(tolerations: Any, path: str = f"{POD_SPEC_PATH}.tolerations") -> tuple[Toleration, ...]:
     """Validate tolerations as the API server would, so a typo fails loudly, not silently."""
     if tolerations is None:
         return ()
@@ -130,7 +128,7 @@ def compile_tolerations(
             )
         if operator == "Exists" and value:
             raise InvalidSpec(
-                f'{tpath}.operator: Invalid value: "{value}": value must be empty when `operator` is \'Exists\''
+                f"{tpath}.operator: Invalid value: \"{value}\": value must be empty when `operator` is 'Exists'"
             )
         if effect and effect not in TAINT_EFFECTS:
             allowed = ", ".join(f'"{e}"' for e in TAINT_EFFECTS)
@@ -205,12 +203,16 @@ class Eligibility:
         if self._pod_selector is not None and not self._pod_selector(labels):
             return Ineligible(NOT_SELECTED, f"node does not match {POD_SPEC_PATH}.nodeSelector")
         if self._affinity is not None and not self._affinity(labels, meta.get("name") or ""):
-            return Ineligible(NOT_SELECTED, f"node does not match {POD_SPEC_PATH}.affinity.nodeAffinity."
-                                            f"{REQUIRED_AFFINITY}")
+            return Ineligible(
+                NOT_SELECTED, f"node does not match {POD_SPEC_PATH}.affinity.nodeAffinity.{REQUIRED_AFFINITY}"
+            )
         spec = node.get("spec") or {}
         if spec.get("unschedulable") and not self._tolerates_cordon and not self._own_cordon(node):
-            return Ineligible(CORDONED, "node is cordoned (spec.unschedulable) and the pod template does not "
-                                        f'tolerate "{UNSCHEDULABLE_TAINT_KEY}:NoSchedule"')
+            return Ineligible(
+                CORDONED,
+                "node is cordoned (spec.unschedulable) and the pod template does not "
+                f'tolerate "{UNSCHEDULABLE_TAINT_KEY}:NoSchedule"',
+            )
         if self._tolerates_all:
             return None
         for taint in spec.get("taints") or ():
@@ -220,8 +222,7 @@ class Eligibility:
                 continue  # the node controller's taint for our own cordon
             if not any(t.tolerates(taint) for t in self._tolerations):
                 kind = NOT_READY if taint.get("key") in NOT_READY_TAINT_KEYS else TAINTED
-                return Ineligible(kind, f'node has taint "{_taint_str(taint)}" that the pod template does not '
-                                        "tolerate")
+                return Ineligible(kind, f'node has taint "{_taint_str(taint)}" that the pod template does not tolerate')
         return None
 
     def _own_cordon(self, node: Mapping[str, Any]) -> bool:
@@ -267,9 +268,13 @@ def compile_eligibility(dj: Mapping[str, Any]) -> Eligibility:
     node_name = node_name or None  # "" means unset, as for the DaemonSet controller
     own_uid = ((dj.get("metadata") or {}).get("uid") or "") if wants_maintenance(spec) else None
     try:
-        rules: Hashable = (_RULES, orjson.dumps([raw_selector, raw_pod_selector, raw_affinity,
-                                                pod_spec.get("tolerations"), node_name, own_uid],
-                                               option=orjson.OPT_SORT_KEYS))
+        rules: Hashable = (
+            _RULES,
+            orjson.dumps(
+                [raw_selector, raw_pod_selector, raw_affinity, pod_spec.get("tolerations"), node_name, own_uid],
+                option=orjson.OPT_SORT_KEYS,
+            ),
+        )
     except TypeError:  # not JSON (e.g. an integer beyond 64 bits): answers are not kept
         rules = None
     return Eligibility(selector, pod_selector, affinity, tolerations, rules, node_name, own_uid)

@@ -20,9 +20,31 @@ from daemonjob.domain.order import GATE_AFTER, GATE_EXCLUSION, WAITING_FOR_DEPEN
 from daemonjob.domain.plan import JobView, Plan
 from daemonjob.domain.validate import Window, scaled
 
-__all__ = ["GATES", "gate_in_force", "CanaryState", "canary_state", "canary_nodes", "canary_message", "ANNOTATION_PROMOTE", "CANARY_PAUSED",
-           "WAITING_FOR_CANARY", "CANARY_FAILED", "GATE_CANARY", "GateWait", "PauseHold", "WindowState", "pause_hold", "window_state", "PAUSING_BETWEEN_NODES",
-           "WAITING_FOR_WINDOW", "GATE_PAUSE", "GATE_WINDOW", "GATE_ALERTS", "HALTED_BY_ALERTS", "ALERTS_UNKNOWN"]
+__all__ = [
+    "GATES",
+    "gate_in_force",
+    "CanaryState",
+    "canary_state",
+    "canary_nodes",
+    "canary_message",
+    "ANNOTATION_PROMOTE",
+    "CANARY_PAUSED",
+    "WAITING_FOR_CANARY",
+    "CANARY_FAILED",
+    "GATE_CANARY",
+    "GateWait",
+    "PauseHold",
+    "WindowState",
+    "pause_hold",
+    "window_state",
+    "PAUSING_BETWEEN_NODES",
+    "WAITING_FOR_WINDOW",
+    "GATE_PAUSE",
+    "GATE_WINDOW",
+    "GATE_ALERTS",
+    "HALTED_BY_ALERTS",
+    "ALERTS_UNKNOWN",
+]
 
 # Reconciling reasons while a gate holds the rollout
 PAUSING_BETWEEN_NODES = "PausingBetweenNodes"
@@ -70,8 +92,10 @@ class PauseHold:
 
     def message(self, pause: timedelta) -> str:
         slots = "1 maxParallel slot" if self.held == 1 else f"{self.held} maxParallel slots"
-        return (f"pauseBetweenNodes {_duration_text(pause)}: {slots} paused after a node's Job succeeded; "
-                f"the next node starts at {format_time(self.until)} (after node {self.node})")
+        return (
+            f"pauseBetweenNodes {_duration_text(pause)}: {slots} paused after a node's Job succeeded; "
+            f"the next node starts at {format_time(self.until)} (after node {self.node})"
+        )
 
 
 def pause_hold(plan: Plan, pause: timedelta | None, now: datetime) -> PauseHold:
@@ -96,10 +120,15 @@ class WindowState:
     closes_at: datetime | None = None  # open: this window's end
 
     def message(self, window: Window) -> str:
-        when = (f"the next window opens at {format_time(self.opens_at)}" if self.opens_at is not None
-                else "no window opens again")
-        return (f"outside the rollout window ({window.schedule.expression!r} in {window.schedule.zone_name} "
-                f"for {_duration_text(window.duration)}): no new node is started, running Jobs finish; {when}")
+        when = (
+            f"the next window opens at {format_time(self.opens_at)}"
+            if self.opens_at is not None
+            else "no window opens again"
+        )
+        return (
+            f"outside the rollout window ({window.schedule.expression!r} in {window.schedule.zone_name} "
+            f"for {_duration_text(window.duration)}): no new node is started, running Jobs finish; {when}"
+        )
 
 
 def window_state(window: Window | None, now: datetime) -> WindowState:
@@ -135,8 +164,7 @@ class CanaryState:
     paused: bool = False  # every canary node succeeded: the rest waits for a promote
 
 
-def canary_state(canary: int | str | None, plan: Plan, target: str, promoted: str | None,
-                 never: bool) -> CanaryState:
+def canary_state(canary: int | str | None, plan: Plan, target: str, promoted: str | None, never: bool) -> CanaryState:
     """`target`: the current run, else the current revision; `promoted`: the promote annotation.
     With rerunPolicy Never, nodes keep older revisions and no canary applies."""
     if canary is None or never or promoted == target or not plan.desired:
@@ -151,16 +179,20 @@ def canary_state(canary: int | str | None, plan: Plan, target: str, promoted: st
 
 def canary_nodes(views: Iterable[JobView], revision: str, run: str | None) -> list[str]:
     """The nodes with a Job of the current revision and run: the canary nodes while it holds."""
-    return sorted({v.node for v in views if v.node and v.revision == revision and v.run == run
-                   and v.state != TERMINATING})
+    return sorted(
+        {v.node for v in views if v.node and v.revision == revision and v.run == run and v.state != TERMINATING}
+    )
 
 
 def canary_message(state: CanaryState, nodes: list[str], name: str) -> str:
-    shown = ", ".join(nodes[:CANARY_NODES_SHOWN]) + (f" (+{len(nodes) - CANARY_NODES_SHOWN} more)"
-                                                    if len(nodes) > CANARY_NODES_SHOWN else "")
+    shown = ", ".join(nodes[:CANARY_NODES_SHOWN]) + (
+        f" (+{len(nodes) - CANARY_NODES_SHOWN} more)" if len(nodes) > CANARY_NODES_SHOWN else ""
+    )
     if state.paused:
-        return (f"canary of {state.target} succeeded on {shown}; the other nodes wait for a promote: "
-                f"kubectl daemonjob promote {name} (annotation {ANNOTATION_PROMOTE}={state.target})")
+        return (
+            f"canary of {state.target} succeeded on {shown}; the other nodes wait for a promote: "
+            f"kubectl daemonjob promote {name} (annotation {ANNOTATION_PROMOTE}={state.target})"
+        )
     return f"canary of {state.target} on {state.count} node(s) first: {shown}; the other nodes wait for it"
 
 
@@ -173,6 +205,13 @@ def gate_in_force(status: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-_GATE_OF_REASON = {WAITING_FOR_WINDOW: GATE_WINDOW, PAUSING_BETWEEN_NODES: GATE_PAUSE, CANARY_PAUSED: GATE_CANARY,
-                   WAITING_FOR_CANARY: GATE_CANARY, HALTED_BY_ALERTS: GATE_ALERTS, ALERTS_UNKNOWN: GATE_ALERTS,
-                   WAITING_FOR_EXCLUSION_GROUP: GATE_EXCLUSION, WAITING_FOR_DEPENDENCIES: GATE_AFTER}
+_GATE_OF_REASON = {
+    WAITING_FOR_WINDOW: GATE_WINDOW,
+    PAUSING_BETWEEN_NODES: GATE_PAUSE,
+    CANARY_PAUSED: GATE_CANARY,
+    WAITING_FOR_CANARY: GATE_CANARY,
+    HALTED_BY_ALERTS: GATE_ALERTS,
+    ALERTS_UNKNOWN: GATE_ALERTS,
+    WAITING_FOR_EXCLUSION_GROUP: GATE_EXCLUSION,
+    WAITING_FOR_DEPENDENCIES: GATE_AFTER,
+}

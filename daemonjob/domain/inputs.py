@@ -101,7 +101,8 @@ class DecisionInput:
         object.__setattr__(self, "recorded", Recorded.of(self.dj))
 
     @classmethod
-    def from_objects(cls, dj: Obj, jobs: Iterable[Obj], nodes: Iterable[Obj], now: datetime, *,
-                     memo: Memo = no_memo, **fields: Any) -> DecisionInput:
+    def from_objects(
+        cls, dj: Obj, jobs: Iterable[Obj], nodes: Iterable[Obj], now: datetime, *, memo: Memo = no_memo, **fields: Any
+    ) -> DecisionInput:
         """The input with a plan made from scratch out of `jobs` and `nodes` (its Jobs, all nodes)."""
         return cls(dj, KeptPlan.of(jobs, nodes, memo), now, memo=memo, **fields)

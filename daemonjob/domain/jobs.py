@@ -189,8 +189,14 @@ def owner_uid(obj: Mapping[str, Any]) -> str:
 def owner_reference(dj: Mapping[str, Any]) -> dict[str, Any]:
     """The controller reference of a DaemonJob's Jobs; blockOwnerDeletion for Foreground deletes."""
     meta = dj.get("metadata") or {}
-    return {"apiVersion": API_VERSION, "kind": KIND, "name": meta.get("name"), "uid": meta.get("uid"),
-            "controller": True, "blockOwnerDeletion": True}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 CORDON_TOLERATION = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
@@ -201,16 +207,20 @@ def _pin_to_node(pod_spec: dict[str, Any], node_name: str) -> None:
     affinity = pod_spec.get("affinity") or {}
     node_affinity = affinity.get("nodeAffinity") or {}
     node_affinity[REQUIRED_AFFINITY] = {
-        "nodeSelectorTerms": [
-            {"matchFields": [{"key": NODE_NAME_FIELD, "operator": "In", "values": [node_name]}]}
-        ]
+        "nodeSelectorTerms": [{"matchFields": [{"key": NODE_NAME_FIELD, "operator": "In", "values": [node_name]}]}]
     }
     affinity["nodeAffinity"] = node_affinity
     pod_spec["affinity"] = affinity
 
 
-def build_job(dj: Mapping[str, Any], node_name: str, revision: str, run: str | None = None,
-              template_hash: str | None = None, tolerate_cordon: bool = False) -> dict[str, Any]:
+def build_job(
+    dj: Mapping[str, Any],
+    node_name: str,
+    revision: str,
+    run: str | None = None,
+    template_hash: str | None = None,
+    tolerate_cordon: bool = False,
+) -> dict[str, Any]:
     """The batch/v1 Job body that runs revision `revision` (of run `run`, if any) of `dj` on `node_name`.
 
     `template_hash`: the hash the revision stands for, labelled on the Job (not its pods).

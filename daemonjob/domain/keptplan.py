@@ -38,8 +38,9 @@ class KeptPlan:
         self.planned = 0  # how many times `plan` was made: a reader tells a plan in the making
 
     @classmethod
-    def of(cls, jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
-           memo: Memo = no_memo) -> KeptPlan:
+    def of(
+        cls, jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], memo: Memo = no_memo
+    ) -> KeptPlan:
         """Everything at once, from the caches' content."""
         state = cls()
         for name, (node, views) in node_inputs(jobs, nodes, memo).items():
@@ -85,7 +86,9 @@ class KeptPlan:
     def plan_for(self, ctx: PlanContext, memo: Memo = no_memo) -> Plan:
         """The plan in `ctx`: the changed nodes' parts recomputed, or all of them in a new context."""
         if ctx != self._ctx:
-            self._parts = {name: plan_node(name, node, views, ctx, memo) for name, (node, views) in self._inputs.items()}
+            self._parts = {
+                name: plan_node(name, node, views, ctx, memo) for name, (node, views) in self._inputs.items()
+            }
             self.plan = Plan.of(self._parts.items())
             self._ctx = ctx
         else:

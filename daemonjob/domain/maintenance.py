@@ -32,8 +32,20 @@ from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, Maintenance
 from daemonjob.domain.noderecord import NodeRecord
 from daemonjob.domain.plan import JobView, Plan
 
-__all__ = ["FINALIZER", "DrainProgress", "MaintenanceInput", "Cordon", "DrainNode", "Release", "NodeWork", "Outcomes",
-           "outcomes_of", "with_outcomes", "node_work", "releases_on_delete"]
+__all__ = [
+    "FINALIZER",
+    "DrainProgress",
+    "MaintenanceInput",
+    "Cordon",
+    "DrainNode",
+    "Release",
+    "NodeWork",
+    "Outcomes",
+    "outcomes_of",
+    "with_outcomes",
+    "node_work",
+    "releases_on_delete",
+]
 
 FINALIZER = "daemonjob.io/node-maintenance"  # on a DaemonJob: what it cordoned is released before it goes
 
@@ -134,8 +146,15 @@ def rollout_key(revision: str, run: str | None) -> str:
     return run if run is not None else revision
 
 
-def outcomes_of(spec: Maintenance | None, mi: MaintenanceInput, status: Mapping[str, Any], revision: str,
-                run: str | None, now: datetime, started: Mapping[str, bool]) -> Outcomes:
+def outcomes_of(
+    spec: Maintenance | None,
+    mi: MaintenanceInput,
+    status: Mapping[str, Any],
+    revision: str,
+    run: str | None,
+    now: datetime,
+    started: Mapping[str, bool],
+) -> Outcomes:
     """The drains that timed out in this revision or run. `started`: nodes with a current
     record whose Job exists (their drain is over)."""
     key = rollout_key(revision, run)
@@ -148,8 +167,12 @@ def outcomes_of(spec: Maintenance | None, mi: MaintenanceInput, status: Mapping[
     drain = spec.drain if spec is not None else None
     if drain is not None:
         for node, record in sorted(mi.records.items()):
-            if (node in recorded or not record.of_rollout(revision, run) or started.get(node)
-                    or mi.drains.get(node, DrainProgress()).drained):
+            if (
+                node in recorded
+                or not record.of_rollout(revision, run)
+                or started.get(node)
+                or mi.drains.get(node, DrainProgress()).drained
+            ):
                 continue
             since = parse_time(record.since)
             if since is not None and now >= since + drain.timeout:
@@ -171,9 +194,14 @@ def with_outcomes(plan: Plan, outcomes: Outcomes) -> Plan:
     starting = [t for t in plan.starting if t.node not in done]
     failed = sorted(n for n in outcomes.failed if any(t.node == n for t in plan.starting))
     skipped = sum(1 for t in plan.starting if t.node in outcomes.skipped)
-    return replace(plan, starting=starting, eligible=plan.eligible - skipped, failed=plan.failed + len(failed),
-                   failed_names=sorted([*plan.failed_names, *failed]),
-                   failed_current_names=sorted([*plan.failed_current_names, *failed]))
+    return replace(
+        plan,
+        starting=starting,
+        eligible=plan.eligible - skipped,
+        failed=plan.failed + len(failed),
+        failed_names=sorted([*plan.failed_names, *failed]),
+        failed_current_names=sorted([*plan.failed_current_names, *failed]),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +232,7 @@ def node_work(s: Situation, mi: MaintenanceInput, outcomes: Outcomes, turns: Tur
             continue  # the node is gone: nothing to write
         jobs = s.jobs.get(node, ())
         running = any(j.state == ACTIVE or (j.state == TERMINATING and j.finished is None) for j in jobs)
-        current = [j for j in jobs if j.revision == record.revision and j.run == record.run
-                   and j.state != TERMINATING]
+        current = [j for j in jobs if j.revision == record.revision and j.run == record.run and j.state != TERMINATING]
         state = max(current, key=lambda j: j.age_key).state if current else None
         why = _release(s, record, outcomes, node, state, running)
         if why == "keep":
@@ -234,8 +261,9 @@ def node_work(s: Situation, mi: MaintenanceInput, outcomes: Outcomes, turns: Tur
     return work
 
 
-def _release(s: Situation, record: NodeRecord, outcomes: Outcomes, node: str, state: str | None,
-             running: bool) -> str | None:
+def _release(
+    s: Situation, record: NodeRecord, outcomes: Outcomes, node: str, state: str | None, running: bool
+) -> str | None:
     """Why the node is released now ("keep": a failed node kept cordoned), or None: it stays in maintenance."""
     if record.of_rollout(s.revision, s.run):
         if state == SUCCEEDED:
@@ -257,8 +285,15 @@ def _release(s: Situation, record: NodeRecord, outcomes: Outcomes, node: str, st
     return None
 
 
-def _status(s: Situation, mi: MaintenanceInput, outcomes: Outcomes, in_maintenance: set[str],
-            draining: list[tuple[str, DrainProgress]], kept: list[str], uncordoning: int) -> dict[str, Any] | None:
+def _status(
+    s: Situation,
+    mi: MaintenanceInput,
+    outcomes: Outcomes,
+    in_maintenance: set[str],
+    draining: list[tuple[str, DrainProgress]],
+    kept: list[str],
+    uncordoning: int,
+) -> dict[str, Any] | None:
     if s.spec is None and not mi.records:
         return None
     shown = []
@@ -279,8 +314,9 @@ def _status(s: Situation, mi: MaintenanceInput, outcomes: Outcomes, in_maintenan
     }
 
 
-def cordons_for(dj: Mapping[str, Any], revision: str, run: str | None, now: datetime,
-                nodes: Iterable[str]) -> list[Cordon]:
+def cordons_for(
+    dj: Mapping[str, Any], revision: str, run: str | None, now: datetime, nodes: Iterable[str]
+) -> list[Cordon]:
     """The records written on the nodes whose turn came in this decision."""
     meta = dj.get("metadata") or {}
     name = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"

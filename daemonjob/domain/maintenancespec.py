@@ -15,8 +15,15 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.domain.selectors import LabelMatcher
 
-__all__ = ["Drain", "Maintenance", "ON_TIMEOUT_FAIL", "ON_TIMEOUT_SKIP", "ON_TIMEOUT_POLICIES", "PATH",
-           "wants_maintenance"]
+__all__ = [
+    "Drain",
+    "Maintenance",
+    "ON_TIMEOUT_FAIL",
+    "ON_TIMEOUT_SKIP",
+    "ON_TIMEOUT_POLICIES",
+    "PATH",
+    "wants_maintenance",
+]
 
 PATH = "spec.nodeMaintenance"
 ON_TIMEOUT_FAIL = "Fail"  # the node fails (failedNodes, maxFailedNodes) and is uncordoned

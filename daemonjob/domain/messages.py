@@ -21,7 +21,7 @@ def truncate(text: str, max_bytes: int) -> str:
     if len(data) <= max_bytes:
         return text
     room = max_bytes - len(f"... [{len(data)} more bytes]")  # the marker's longest form
-    head = data[:max(room, 0)].decode("utf-8", "ignore")  # a cut character is dropped whole
+    head = data[: max(room, 0)].decode("utf-8", "ignore")  # a cut character is dropped whole
     rest = len(data) - len(head.encode("utf-8", "surrogatepass"))
     return f"{head}... [{rest} more bytes]"
 

@@ -30,8 +30,13 @@ class NodeRecord:
     since: str = ""
 
     def text(self) -> str:
-        body: dict[str, Any] = {"daemonJob": self.daemon_job, "uid": self.uid, "revision": self.revision,
-                                "cordoned": self.cordoned, "since": self.since}
+        body: dict[str, Any] = {
+            "daemonJob": self.daemon_job,
+            "uid": self.uid,
+            "revision": self.revision,
+            "cordoned": self.cordoned,
+            "since": self.since,
+        }
         if self.run is not None:
             body["run"] = self.run
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
@@ -49,8 +54,14 @@ class NodeRecord:
         run, since = body.get("run"), body.get("since", "")
         if not (isinstance(dj, str) and isinstance(uid, str) and uid and isinstance(revision, str)):
             return None
-        return cls(dj, uid, revision, run if isinstance(run, str) else None, body.get("cordoned") is True,
-                   since if isinstance(since, str) else "")
+        return cls(
+            dj,
+            uid,
+            revision,
+            run if isinstance(run, str) else None,
+            body.get("cordoned") is True,
+            since if isinstance(since, str) else "",
+        )
 
     def of_rollout(self, revision: str, run: str | None) -> bool:
         return self.revision == revision and self.run == run

@@ -20,8 +20,18 @@ from dataclasses import dataclass, field
 
 from daemonjob.domain.actions import Turn, Turns
 
-__all__ = ["OrderInput", "OrderHold", "order_hold", "order_key", "GATE_EXCLUSION", "GATE_AFTER",
-           "WAITING_FOR_EXCLUSION_GROUP", "WAITING_FOR_DEPENDENCIES", "DEPENDENCY_NOT_FOUND", "DEPENDENCY_CYCLE"]
+__all__ = [
+    "OrderInput",
+    "OrderHold",
+    "order_hold",
+    "order_key",
+    "GATE_EXCLUSION",
+    "GATE_AFTER",
+    "WAITING_FOR_EXCLUSION_GROUP",
+    "WAITING_FOR_DEPENDENCIES",
+    "DEPENDENCY_NOT_FOUND",
+    "DEPENDENCY_CYCLE",
+]
 
 # Gate names and Reconciling reasons while they hold nodes back
 GATE_EXCLUSION = "exclusionGroup"
@@ -73,10 +83,14 @@ class OrderHold:
     def message(self) -> str:
         parts = []
         if self.after:
-            parts.append(f"waiting on {_nodes(self.after)} for {_names(self.after)} to succeed there first (spec.after)")
+            parts.append(
+                f"waiting on {_nodes(self.after)} for {_names(self.after)} to succeed there first (spec.after)"
+            )
         if self.exclusion:
-            parts.append(f"waiting on {_nodes(self.exclusion)} for {_names(self.exclusion)} of the same "
-                         f"exclusionGroup, which goes first there")
+            parts.append(
+                f"waiting on {_nodes(self.exclusion)} for {_names(self.exclusion)} of the same "
+                f"exclusionGroup, which goes first there"
+            )
         return "; ".join(parts)
 
     @property

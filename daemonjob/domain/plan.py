@@ -38,8 +38,21 @@ from daemonjob.domain.jobs import (
 )
 from daemonjob.domain.memo import Memo, no_memo
 
-__all__ = ["JobView", "job_view", "Held", "NodePlan", "Plan", "PlanContext", "plan_node", "plan_nodes", "node_inputs",
-           "NODE_GONE", "OLD_REVISION", "OLD_RUN", "HISTORY"]
+__all__ = [
+    "JobView",
+    "job_view",
+    "Held",
+    "NodePlan",
+    "Plan",
+    "PlanContext",
+    "plan_node",
+    "plan_nodes",
+    "node_inputs",
+    "NODE_GONE",
+    "OLD_REVISION",
+    "OLD_RUN",
+    "HISTORY",
+]
 
 # Delete reasons
 NODE_GONE = "NodeGone"
@@ -244,8 +257,11 @@ class Plan:
             _sorted_apply(self.held, part.held, sign, insort, _by_node)
         if part.turn is not None:
             _sorted_apply(self.replacing if part.turn.replace else self.starting, part.turn, sign, insort, _by_node)
-        for attr, value in ((self.by_node_deletes, part.deletes), (self.by_node_extra_old, part.extra_old),
-                            (self.by_node_ttl, part.ttl_jobs)):
+        for attr, value in (
+            (self.by_node_deletes, part.deletes),
+            (self.by_node_extra_old, part.extra_old),
+            (self.by_node_ttl, part.ttl_jobs),
+        ):
             if value:
                 if sign > 0:
                     attr[name] = value
@@ -277,8 +293,14 @@ _COMMON_MAX = 4096  # run ids make new plain parts at each tick: start over past
 
 def _shared(part: NodePlan) -> NodePlan:
     """One instance per plain part: at 10,000 nodes most parts are equal, and small."""
-    if (part.held is not None or part.turn is not None or part.deletes or part.extra_old or part.ttl_jobs
-            or part.succeeded_at is not None):
+    if (
+        part.held is not None
+        or part.turn is not None
+        or part.deletes
+        or part.extra_old
+        or part.ttl_jobs
+        or part.succeeded_at is not None
+    ):
         return part
     if len(_COMMON) >= _COMMON_MAX:
         _COMMON.clear()
@@ -311,8 +333,9 @@ def _record(node_jobs: list[JobView], revision: str, never: bool, run: str | Non
     return best
 
 
-def plan_node(name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView], ctx: PlanContext,
-              memo: Memo = no_memo) -> NodePlan:
+def plan_node(
+    name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView], ctx: PlanContext, memo: Memo = no_memo
+) -> NodePlan:
     """One node's part: `node` is None once the node is deleted; `jobs` are its Jobs of this DaemonJob."""
     ttl = tuple(j for j in jobs if j.ttl is not None and j.state != TERMINATING)
     if not name:  # Jobs without a node annotation: only a TTL on them matters
@@ -339,17 +362,21 @@ def plan_node(name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView]
             key=lambda j: j.history_key,
             reverse=True,
         )
-        deletes = tuple(DeleteJob(j.name, name, HISTORY, j.uid) for j in history[ctx.history_limit:])
+        deletes = tuple(DeleteJob(j.name, name, HISTORY, j.uid) for j in history[ctx.history_limit :])
     common: dict[str, Any] = dict(eligible=eligible, busy=busy, deletes=deletes, ttl_jobs=ttl)
     if not eligible:
         # it keeps a running Job to completion and gets nothing new; an active record holds its slot
         if record is not None and record.state == ACTIVE:
             why = eligibility.reason(node) if eligibility is not None else None
-            return _shared(NodePlan(state=ACTIVE, held=Held(name, record.name, why or "node is not eligible"),
-                                    **common))
+            return _shared(
+                NodePlan(state=ACTIVE, held=Held(name, record.name, why or "node is not eligible"), **common)
+            )
         return _shared(NodePlan(**common))
-    running_older = tuple(DeleteJob(j.name, name, OLD_REVISION, j.uid) for j in older
-                          if j.state == ACTIVE and j.run == run and not ctx.never)
+    running_older = tuple(
+        DeleteJob(j.name, name, OLD_REVISION, j.uid)
+        for j in older
+        if j.state == ACTIVE and j.run == run and not ctx.never
+    )
     other_runs = [j for j in older if j.state == ACTIVE and j.run != run]
     if ctx.replace_runs:
         running_older += tuple(DeleteJob(j.name, name, OLD_RUN, j.uid) for j in other_runs)
@@ -364,19 +391,28 @@ def plan_node(name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView]
         return _shared(NodePlan(**common))
     failed_current = record.state == FAILED and record.revision == revision
     succeeded_at = record.finished if ctx.successes and record.state == SUCCEEDED else None
-    return _shared(NodePlan(state=record.state, failed_current=failed_current, extra_old=running_older,
-                            succeeded_at=succeeded_at, **common))
+    return _shared(
+        NodePlan(
+            state=record.state,
+            failed_current=failed_current,
+            extra_old=running_older,
+            succeeded_at=succeeded_at,
+            **common,
+        )
+    )
 
 
-def plan_nodes(jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], ctx: PlanContext,
-               memo: Memo = no_memo) -> Plan:
+def plan_nodes(
+    jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], ctx: PlanContext, memo: Memo = no_memo
+) -> Plan:
     """The whole plan, every node's part summed: what the incremental plan must always equal."""
     inputs = node_inputs(jobs, nodes, memo)
     return Plan.of((name, plan_node(name, node, views, ctx, memo)) for name, (node, views) in inputs.items())
 
 
-def node_inputs(jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
-                memo: Memo = no_memo) -> dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]]:
+def node_inputs(
+    jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], memo: Memo = no_memo
+) -> dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]]:
     """Each node's inputs to `plan_node`: its node object (None: deleted) and its Jobs' views.
     Jobs without a node annotation are under "" (only a TTL on them matters)."""
     by_node: dict[str, list[JobView]] = {}

@@ -24,8 +24,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Revision", "template_revision", "current_revision", "salted_revision", "job_name", "REVISION_LENGTH",
-           "NAME_MAX"]
+__all__ = [
+    "Revision",
+    "template_revision",
+    "current_revision",
+    "salted_revision",
+    "job_name",
+    "REVISION_LENGTH",
+    "NAME_MAX",
+]
 
 REVISION_LENGTH = 10
 NAME_MAX = 63  # Job names end up in the job-name label of their pods
@@ -68,12 +75,11 @@ def template_revision(job_template: Mapping[str, Any] | None) -> str:
 
 def salted_revision(template_hash: str, generation: Any) -> str:
     """The revision of a template that changed at `generation`: differs for each change."""
-    digest = hashlib.sha256(f"{template_hash}\x00{generation}".encode("utf-8"))
+    digest = hashlib.sha256(f"{template_hash}\x00{generation}".encode())
     return digest.hexdigest()[:REVISION_LENGTH]
 
 
-def current_revision(template_hash: str, generation: Any, status: Mapping[str, Any],
-                     found: str | None = None) -> str:
+def current_revision(template_hash: str, generation: Any, status: Mapping[str, Any], found: str | None = None) -> str:
     """The revision for `template_hash`, given the status the controller last wrote.
 
     Same template hash as recorded: the recorded revision. No revision recorded (a new

@@ -159,6 +159,7 @@ class Schedule:
             tick = self.next_after(tick)
         return latest
 
+
 def _aware(instant: datetime) -> datetime:
     if instant.tzinfo is None:
         raise ValueError("schedule times must be timezone-aware")
@@ -340,8 +341,9 @@ class ScheduleStep:
 
     @property
     def events(self) -> tuple[ScheduleEvent, ...]:
-        out = [ScheduleEvent(WARNING if s.reason != SKIP_SUSPENDED else NORMAL, s.reason, s.message)
-               for s in self.skipped]
+        out = [
+            ScheduleEvent(WARNING if s.reason != SKIP_SUSPENDED else NORMAL, s.reason, s.message) for s in self.skipped
+        ]
         if self.start is not None:
             if self.start.scheduled_time is not None:
                 what = f"the tick of {format_time(self.start.scheduled_time)}"
@@ -355,8 +357,13 @@ class ScheduleStep:
 
 
 # What the status remembers of a schedule; cleared when the schedule is removed.
-FORGOTTEN_WITH_THE_SCHEDULE = ("nextScheduleTime", "observedSchedule", "lastScheduleTime", "lastSkippedTime",
-                               "lastSkipReason")
+FORGOTTEN_WITH_THE_SCHEDULE = (
+    "nextScheduleTime",
+    "observedSchedule",
+    "lastScheduleTime",
+    "lastSkippedTime",
+    "lastSkipReason",
+)
 
 
 def replaces_other_runs(spec: Mapping[str, Any]) -> bool:
@@ -386,7 +393,8 @@ def _policy(spec: Mapping[str, Any]) -> str:
         return str(value)
     supported = ", ".join(_show(p) for p in CONCURRENCY_POLICIES)
     raise InvalidSchedule(
-        INVALID_SCHEDULE_SPEC, f"spec.concurrencyPolicy: Unsupported value: {_show(value)}: supported values: {supported}"
+        INVALID_SCHEDULE_SPEC,
+        f"spec.concurrencyPolicy: Unsupported value: {_show(value)}: supported values: {supported}",
     )
 
 
@@ -421,8 +429,12 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 def schedule_problems(spec: Mapping[str, Any]) -> list[InvalidSchedule]:
     """Every problem of the schedule fields at once (schedule_step stops at the first)."""
     out: list[InvalidSchedule] = []
-    for check in (lambda: _policy(spec), lambda: _deadline(spec), lambda: _zone(spec.get("timeZone")),
-                  lambda: spec.get("schedule") is None or parse_schedule(spec.get("schedule"))):
+    for check in (
+        lambda: _policy(spec),
+        lambda: _deadline(spec),
+        lambda: _zone(spec.get("timeZone")),
+        lambda: spec.get("schedule") is None or parse_schedule(spec.get("schedule")),
+    ):
         try:
             check()
         except InvalidSchedule as e:
@@ -500,8 +512,9 @@ def schedule_step(dj: Mapping[str, Any], now: datetime, active_runs: Collection[
         elif suspended:
             waiting = f"{ANNOTATION_RUN_NOW}={_show(trigger)} waits: the DaemonJob is suspended"
         elif policy == FORBID and other_active(run):
-            waiting = (f"{ANNOTATION_RUN_NOW}={_show(trigger)} waits for the active run to finish "
-                       "(concurrencyPolicy Forbid)")
+            waiting = (
+                f"{ANNOTATION_RUN_NOW}={_show(trigger)} waits for the active run to finish (concurrencyPolicy Forbid)"
+            )
         else:
             start = RunStart(run, None, trigger, policy == REPLACE and other_active(run))
             out["lastRunNowTrigger"] = trigger

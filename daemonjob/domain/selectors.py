@@ -134,13 +134,9 @@ def _check_value_count(op: str, values: list[str], path: str) -> None:
     if op in ("In", "NotIn") and not values:
         raise InvalidSelector(f"{path}: Required value: must be specified when `operator` is 'In' or 'NotIn'")
     if op in ("Exists", "DoesNotExist") and values:
-        raise InvalidSelector(
-            f"{path}: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
-        )
+        raise InvalidSelector(f"{path}: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
     if op in ("Gt", "Lt") and len(values) != 1:
-        raise InvalidSelector(
-            f"{path}: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'"
-        )
+        raise InvalidSelector(f"{path}: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")
 
 
 def _always(*_: Any) -> bool:
@@ -282,9 +278,7 @@ def compile_node_selector(selector: Any, path: str = "nodeSelector") -> NodeMatc
     sel = _mapping(selector, path)
     terms = _list(sel.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")
     if not terms:
-        raise InvalidSelector(
-            f"{path}.nodeSelectorTerms: Required value: must have at least one node selector term"
-        )
+        raise InvalidSelector(f"{path}.nodeSelectorTerms: Required value: must have at least one node selector term")
     compiled: list[tuple[tuple[LabelMatcher, ...], tuple[Callable[[str], bool], ...]]] = []
     for i, term in enumerate(terms):
         tpath = f"{path}.nodeSelectorTerms[{i}]"

@@ -209,8 +209,7 @@ def _check_template(spec: Mapping[str, Any], problems: list[Problem]) -> bool:
         problems.append(
             Problem(
                 INVALID_RESTART_POLICY,
-                f"{POD_SPEC_PATH}.restartPolicy: Unsupported value: {shown}: "
-                'supported values: "Never", "OnFailure"',
+                f'{POD_SPEC_PATH}.restartPolicy: Unsupported value: {shown}: supported values: "Never", "OnFailure"',
             )
         )
     return has_ttl
@@ -262,8 +261,11 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
     elif is_int(history) and history > defaults.HISTORY_LIMIT_MAX:
         settings.history_limit = defaults.HISTORY_LIMIT_MAX  # keeps the most it may, deletes nothing it need not
         problems.append(
-            Problem(INVALID_SPEC, f"spec.historyLimit: Invalid value: {history}: must be less than or equal to "
-                    f"{defaults.HISTORY_LIMIT_MAX} (each kept run is one Job per node)")
+            Problem(
+                INVALID_SPEC,
+                f"spec.historyLimit: Invalid value: {history}: must be less than or equal to "
+                f"{defaults.HISTORY_LIMIT_MAX} (each kept run is one Job per node)",
+            )
         )
     elif history is not None:
         problems.append(
@@ -308,8 +310,9 @@ def validate_order(spec: Mapping[str, Any], name: str, problems: list[Problem]) 
         if not isinstance(dep, str) or not dep:
             problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(dep)}: must be a DaemonJob name"))
         elif dep == name:
-            problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(dep)}: a DaemonJob cannot come "
-                                                  f"after itself"))
+            problems.append(
+                Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(dep)}: a DaemonJob cannot come after itself")
+            )
         elif dep in seen:
             problems.append(Problem(INVALID_SPEC, f"{path}: Duplicate value: {_show(dep)}"))
         else:
@@ -324,16 +327,22 @@ def parse_duration(value: Any) -> timedelta | None:
     return timedelta(seconds=sum(int(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART_RE.findall(value)))
 
 
-def _duration(section: Mapping[str, Any], key: str, path: str, problems: list[Problem],
-              positive: bool = False) -> timedelta | None:
+def _duration(
+    section: Mapping[str, Any], key: str, path: str, problems: list[Problem], positive: bool = False
+) -> timedelta | None:
     value = section.get(key)
     if value is None:
         return None
     parsed = parse_duration(value)
     if parsed is None or (positive and not parsed):
         least = "longer than 0s, " if positive else ""
-        problems.append(Problem(INVALID_SPEC, f"{path}.{key}: Invalid value: {_show(value)}: must be a duration "
-                                              f'{least}in hours, minutes and seconds such as "5m" or "1h30m"'))
+        problems.append(
+            Problem(
+                INVALID_SPEC,
+                f"{path}.{key}: Invalid value: {_show(value)}: must be a duration "
+                f'{least}in hours, minutes and seconds such as "5m" or "1h30m"',
+            )
+        )
         return None
     return parsed
 
@@ -368,8 +377,12 @@ def validate_rollout(spec: Mapping[str, Any], problems: list[Problem]) -> Rollou
         problems.append(Problem(INVALID_SPEC, f"spec.rollout: Invalid value: {_show(raw)}: must be an object"))
         return Rollout()
     pause = _duration(raw, "pauseBetweenNodes", "spec.rollout", problems)
-    return Rollout(pause=pause or None, window=_window(raw, problems), canary=_canary(raw, problems),
-                   halt_on_alerts=_halt_on_alerts(raw, problems))
+    return Rollout(
+        pause=pause or None,
+        window=_window(raw, problems),
+        canary=_canary(raw, problems),
+        halt_on_alerts=_halt_on_alerts(raw, problems),
+    )
 
 
 def _canary(rollout: Mapping[str, Any], problems: list[Problem]) -> int | str | None:
@@ -379,8 +392,13 @@ def _canary(rollout: Mapping[str, Any], problems: list[Problem]) -> int | str | 
     match = _PERCENT_RE.match(value) if isinstance(value, str) else None
     if match and 1 <= int(match.group(1)) <= 100:
         return value
-    problems.append(Problem(INVALID_SPEC, f"spec.rollout.canary: Invalid value: {_show(value)}: must be an integer "
-                                          'of at least 1 or a percentage from "1%" to "100%"'))
+    problems.append(
+        Problem(
+            INVALID_SPEC,
+            f"spec.rollout.canary: Invalid value: {_show(value)}: must be an integer "
+            'of at least 1 or a percentage from "1%" to "100%"',
+        )
+    )
     return None
 
 
@@ -401,14 +419,23 @@ def _halt_on_alerts(rollout: Mapping[str, Any], problems: list[Problem]) -> tupl
     for i, item in enumerate(raw):
         at = f"{path}[{i}]"
         if not isinstance(item, Mapping) or not item:
-            problems.append(Problem(INVALID_SPEC, f"{at}: Invalid value: {_show(item)}: must map at least one "
-                                                  "alert label to its value, such as {alertname: NodeNotReady}"))
+            problems.append(
+                Problem(
+                    INVALID_SPEC,
+                    f"{at}: Invalid value: {_show(item)}: must map at least one "
+                    "alert label to its value, such as {alertname: NodeNotReady}",
+                )
+            )
             continue
         bad = False
         for label, value in item.items():
             if not isinstance(label, str) or not _LABEL_NAME_RE.match(label):
-                problems.append(Problem(INVALID_SPEC, f"{at}: Invalid value: {_show(label)}: an alert label name "
-                                                      "must match [a-zA-Z_][a-zA-Z0-9_]*"))
+                problems.append(
+                    Problem(
+                        INVALID_SPEC,
+                        f"{at}: Invalid value: {_show(label)}: an alert label name must match [a-zA-Z_][a-zA-Z0-9_]*",
+                    )
+                )
                 bad = True
             elif not isinstance(value, str):
                 problems.append(Problem(INVALID_SPEC, f"{at}.{label}: Invalid value: {_show(value)}: must be a string"))
@@ -440,8 +467,13 @@ def validate_maintenance(spec: Mapping[str, Any], problems: list[Problem]) -> Ma
     keep = _flag(raw, "keepFailedCordoned", path, problems)
     drain = _drain(raw, problems)
     if drain is not None and not cordon:
-        problems.append(Problem(INVALID_SPEC, f"{path}.drain: Invalid value: a drain needs cordon: true "
-                                              "(pods evicted from a schedulable node may come straight back)"))
+        problems.append(
+            Problem(
+                INVALID_SPEC,
+                f"{path}.drain: Invalid value: a drain needs cordon: true "
+                "(pods evicted from a schedulable node may come straight back)",
+            )
+        )
     if len(problems) > before or not (cordon or drain is not None):
         return None
     return Maintenance(cordon=cordon, drain=drain, keep_failed_cordoned=keep)
@@ -458,14 +490,18 @@ def _drain(section: Mapping[str, Any], problems: list[Problem]) -> Drain | None:
     timeout = _duration(raw, "timeout", path, problems, positive=True) or defaults.DRAIN_TIMEOUT
     grace = raw.get("gracePeriodSeconds")
     if grace is not None and not (is_int(grace) and grace >= 0):
-        problems.append(Problem(INVALID_SPEC, f"{path}.gracePeriodSeconds: Invalid value: {_show(grace)}: "
-                                              "must be an integer >= 0"))
+        problems.append(
+            Problem(INVALID_SPEC, f"{path}.gracePeriodSeconds: Invalid value: {_show(grace)}: must be an integer >= 0")
+        )
         grace = None
     on_timeout = raw.get("onTimeout", ON_TIMEOUT_FAIL)
     if on_timeout not in ON_TIMEOUT_POLICIES:
         supported = ", ".join(_show(p) for p in ON_TIMEOUT_POLICIES)
-        problems.append(Problem(INVALID_SPEC, f"{path}.onTimeout: Unsupported value: {_show(on_timeout)}: "
-                                              f"supported values: {supported}"))
+        problems.append(
+            Problem(
+                INVALID_SPEC, f"{path}.onTimeout: Unsupported value: {_show(on_timeout)}: supported values: {supported}"
+            )
+        )
         on_timeout = ON_TIMEOUT_FAIL
     ignore = None
     selector = raw.get("ignorePodSelector")
@@ -474,6 +510,11 @@ def _drain(section: Mapping[str, Any], problems: list[Problem]) -> Drain | None:
             ignore = compile_label_selector(selector, f"{path}.ignorePodSelector")
         except InvalidSelector as e:
             problems.append(Problem(INVALID_SELECTOR, e.message))
-    return Drain(timeout=timeout, grace_period_seconds=grace,
-                 delete_emptydir_data=_flag(raw, "deleteEmptyDirData", path, problems),
-                 force=_flag(raw, "force", path, problems), ignore_pods=ignore, on_timeout=on_timeout)
+    return Drain(
+        timeout=timeout,
+        grace_period_seconds=grace,
+        delete_emptydir_data=_flag(raw, "deleteEmptyDirData", path, problems),
+        force=_flag(raw, "force", path, problems),
+        ignore_pods=ignore,
+        on_timeout=on_timeout,
+    )

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 import urllib3
 
 from daemonjob import defaults
-from daemonjob.machinery.kube import ApiError
 from daemonjob.kubectl import client, create, listing, logs, promote, rerun, runnow, status, suspend, wait
 from daemonjob.kubectl.client import PluginError
+from daemonjob.machinery.kube import ApiError
 
 Command = Callable[[argparse.Namespace, client.Target], int]
 
@@ -73,8 +73,13 @@ def _connection_flags(parser: argparse.ArgumentParser, top: bool) -> None:
     """kubectl's global flags, accepted before and after the command (later ones win)."""
     d = {} if top else {"default": argparse.SUPPRESS}
     parser.add_argument("-n", "--namespace", help="the namespace (default: the context's, else default)", **d)
-    parser.add_argument("-A", "--all-namespaces", action="store_true",
-                        help="look in every namespace (for NAME: the one namespace holding it)", **d)
+    parser.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="look in every namespace (for NAME: the one namespace holding it)",
+        **d,
+    )
     parser.add_argument("--context", help="the kubeconfig context to use", **d)
     parser.add_argument("--kubeconfig", help="path to the kubeconfig file", **d)
 
@@ -84,8 +89,9 @@ def _output_flag(parser: argparse.ArgumentParser, choices: Sequence[str]) -> Non
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kubectl daemonjob", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="kubectl daemonjob", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     _connection_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -93,14 +99,26 @@ def build_parser() -> argparse.ArgumentParser:
     _connection_flags(common, top=False)
 
     def command(name: str, help_: str, run: Command, **kw: object) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_, description=help_, parents=[common], epilog=EXAMPLES.get(name),
-                           formatter_class=argparse.RawDescriptionHelpFormatter, **kw)  # type: ignore[arg-type]
+        p = sub.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            parents=[common],
+            epilog=EXAMPLES.get(name),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            **kw,
+        )  # type: ignore[arg-type]
         p.set_defaults(run=run)
         return p
 
     def node_filters(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--node", action="append", metavar="NODE", type=_node_list,
-                       help="only this node (repeat, or comma-separated)")
+        p.add_argument(
+            "--node",
+            action="append",
+            metavar="NODE",
+            type=_node_list,
+            help="only this node (repeat, or comma-separated)",
+        )
         p.add_argument("--failed", action="store_true", help="only nodes whose Job of this revision failed")
         p.add_argument("-l", "--selector", help="only nodes with these labels (kubectl -l syntax)")
 
@@ -110,17 +128,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-nodes", action="store_true", help="also list nodes the DaemonJob does not select")
     _output_flag(p, ("wide", "json", "yaml"))
 
-    p = command("wait", "Follow a rollout until Complete (exit 0), Failed (exit 2) or the timeout (exit 1).",
-                wait.run)
+    p = command("wait", "Follow a rollout until Complete (exit 0), Failed (exit 2) or the timeout (exit 1).", wait.run)
     p.add_argument("name", metavar="NAME")
     p.add_argument("--timeout", help="give up after this long (e.g. 30s, 10m); default: never")
-    rollout = sub.add_parser("rollout", help="kubectl rollout's verbs: `rollout status NAME` waits like `wait`",
-                             description="kubectl rollout's verbs: `rollout status NAME` waits like `wait`")
+    rollout = sub.add_parser(
+        "rollout",
+        help="kubectl rollout's verbs: `rollout status NAME` waits like `wait`",
+        description="kubectl rollout's verbs: `rollout status NAME` waits like `wait`",
+    )
     rollout_sub = rollout.add_subparsers(dest="verb", metavar="VERB")
     rollout_sub.required = True
-    p = rollout_sub.add_parser("status", parents=[common], help="the same as `wait`", description="The same as `wait`",
-                               epilog=EXAMPLES["wait"],
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = rollout_sub.add_parser(
+        "status",
+        parents=[common],
+        help="the same as `wait`",
+        description="The same as `wait`",
+        epilog=EXAMPLES["wait"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.set_defaults(run=wait.run)
     p.add_argument("name", metavar="NAME")
     p.add_argument("--timeout", help="give up after this long (e.g. 30s, 10m); default: never")
@@ -134,15 +159,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timestamps", action="store_true", help="add the time to every line")
     p.add_argument("--output-dir", metavar="DIR", help="write DIR/<node>.log per node instead of printing")
     p.add_argument("--no-prefix", action="store_true", help="print lines without the [node] prefix")
-    p.add_argument("--max-concurrent", type=int, default=defaults.PLUGIN_LOG_CONCURRENCY,
-                   help="log requests in flight at once (default %(default)s)")
+    p.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=defaults.PLUGIN_LOG_CONCURRENCY,
+        help="log requests in flight at once (default %(default)s)",
+    )
 
     p = command("rerun", "Run again everywhere (a new revision), or only failed or named nodes.", rerun.run)
     p.add_argument("name", metavar="NAME")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--failed", action="store_true", help="re-run the nodes whose Job failed")
-    group.add_argument("--node", action="append", metavar="NODE", type=_node_list,
-                       help="re-run this node (repeat, or comma-separated)")
+    group.add_argument(
+        "--node", action="append", metavar="NODE", type=_node_list, help="re-run this node (repeat, or comma-separated)"
+    )
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
     p = command("pause", "Start no new node Job (spec.suspend: true); running Jobs finish.", suspend.pause)
@@ -150,12 +180,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("resume", "Start node Jobs again (spec.suspend: false).", suspend.resume)
     p.add_argument("name", metavar="NAME")
 
-    p = command("promote", "Let the canaried revision or run go on to every node (the daemonjob.io/promote "
-                "annotation).", promote.run)
+    p = command(
+        "promote",
+        "Let the canaried revision or run go on to every node (the daemonjob.io/promote annotation).",
+        promote.run,
+    )
     p.add_argument("name", metavar="NAME")
 
-    p = command("run-now", "Start one run now on every eligible node (the daemonjob.io/run-now annotation).",
-                runnow.run)
+    p = command(
+        "run-now", "Start one run now on every eligible node (the daemonjob.io/run-now annotation).", runnow.run
+    )
     p.add_argument("name", metavar="NAME")
     p.add_argument("--wait", action="store_true", help="follow that run to its end: exit 0 succeeded, 2 failed")
     p.add_argument("--timeout", help="with --wait: give up after this long (e.g. 30s, 10m); default: never")
@@ -168,14 +202,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-failed-nodes", help="stop starting nodes once more have failed: N or a percentage")
     p.add_argument("--schedule", help="a cron schedule: a new run on every node at each tick")
     p.add_argument("--time-zone", help="the IANA time zone of --schedule, e.g. Europe/Berlin (default UTC)")
-    p.add_argument("--concurrency-policy", choices=["Forbid", "Replace"],
-                   help="a tick while the last run is still active: skip it (Forbid, the default) or Replace")
+    p.add_argument(
+        "--concurrency-policy",
+        choices=["Forbid", "Replace"],
+        help="a tick while the last run is still active: skip it (Forbid, the default) or Replace",
+    )
     p.add_argument("--restart", choices=["Never", "OnFailure"], default="Never", help="the pod's restartPolicy")
     p.add_argument("--backoff-limit", type=int, default=0, help="retries per node (default %(default)s)")
     p.add_argument("--container-name", help="the container's name (default: NAME)")
     p.add_argument("--pod-annotation", action="append", metavar="KEY=VALUE", help="an annotation on every pod")
-    p.add_argument("--dry-run", nargs="?", const="client", default="none", choices=["none", "client", "server"],
-                   help="client: print without creating; server: let the API server check it")
+    p.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        default="none",
+        choices=["none", "client", "server"],
+        help="client: print without creating; server: let the API server check it",
+    )
     _output_flag(p, ("json", "yaml"))
     p.add_argument("args", nargs="*", metavar="-- COMMAND", help="the command and its arguments")
 
@@ -196,7 +239,7 @@ def _flatten(values: list[list[str]] | None) -> list[str] | None:
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """Parse the command line; everything after `--` is the container's command (`create`)."""
     argv = list(argv)
-    trailing = argv[argv.index("--") + 1:] if "--" in argv else []
+    trailing = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -219,8 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             target = client.connect(args.kubeconfig, args.context, args.namespace, args.all_namespaces)
         return args.run(args, target)
     except PluginError as exc:
-        print(f"error: {exc.message}" if not exc.message.startswith("Error from server") else exc.message,
-              file=sys.stderr)
+        print(
+            f"error: {exc.message}" if not exc.message.startswith("Error from server") else exc.message, file=sys.stderr
+        )
         return exc.code
     except ApiError as exc:
         print(client.api_error_line(exc), file=sys.stderr)

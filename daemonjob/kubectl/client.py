@@ -9,10 +9,9 @@ from __future__ import annotations
 import gc
 import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,8 +63,7 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str:
     return ((chosen or {}).get("context") or {}).get("namespace") or "default"
 
 
-def connect(kubeconfig: str | None, context: str | None, namespace: str | None,
-            all_namespaces: bool = False) -> Target:
+def connect(kubeconfig: str | None, context: str | None, namespace: str | None, all_namespaces: bool = False) -> Target:
     try:
         kube = Kube.from_config(kubeconfig, context=context)
     except ConfigError as exc:
@@ -115,14 +113,16 @@ def _read_params(cached: bool) -> dict[str, Any]:
 
 
 def list_jobs(target: Target, name: str, cached: bool = False) -> list[dict[str, Any]]:
-    return target.kube.get(path_for("batch/v1", "jobs", target.namespace),
-                           labelSelector=f"{LABEL_NAME}={name}", **_read_params(cached))["items"]
+    return target.kube.get(
+        path_for("batch/v1", "jobs", target.namespace), labelSelector=f"{LABEL_NAME}={name}", **_read_params(cached)
+    )["items"]
 
 
 def list_pods(target: Target, name: str, cached: bool = False) -> list[dict[str, Any]]:
     """Every pod of the DaemonJob's Jobs in one request: the controller labels the pod template too."""
-    return target.kube.get(path_for("v1", "pods", target.namespace), labelSelector=f"{LABEL_NAME}={name}",
-                           **_read_params(cached))["items"]
+    return target.kube.get(
+        path_for("v1", "pods", target.namespace), labelSelector=f"{LABEL_NAME}={name}", **_read_params(cached)
+    )["items"]
 
 
 def list_nodes(target: Target, selector: str | None = None, cached: bool = False) -> list[dict[str, Any]]:

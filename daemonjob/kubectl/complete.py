@@ -106,8 +106,9 @@ def _names(lookup: Lookup, what: str, connection: argparse.Namespace, prefix: st
         return []
 
 
-def _values(action: argparse.Action, current: str, lookup: Lookup,
-            connection: argparse.Namespace) -> tuple[list[str], int]:
+def _values(
+    action: argparse.Action, current: str, lookup: Lookup, connection: argparse.Namespace
+) -> tuple[list[str], int]:
     if action.choices:
         return [c for c in action.choices if c.startswith(current)], NO_FILE
     flag = max(action.option_strings, key=len)
@@ -133,8 +134,7 @@ def cluster_lookup(what: str, connection: argparse.Namespace) -> list[str]:
     if what == "contexts":
         contexts, _ = k8s_config.list_kube_config_contexts(config_file=connection.kubeconfig)
         return [c["name"] for c in contexts]
-    target = client.connect(connection.kubeconfig, connection.context, connection.namespace,
-                            connection.all_namespaces)
+    target = client.connect(connection.kubeconfig, connection.context, connection.namespace, connection.all_namespaces)
     target.kube.timeout = 5.0  # a shell waiting on a tab press
     if what == "namespaces":
         path = path_for("v1", "namespaces")

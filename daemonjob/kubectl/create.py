@@ -13,9 +13,9 @@ from typing import Any
 
 from daemonjob.domain.jobs import API_VERSION, KIND
 from daemonjob.domain.validate import problems_of
-from daemonjob.machinery.kube import path_for
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.client import PluginError
+from daemonjob.machinery.kube import path_for
 
 _PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")
 _SET_OP = re.compile(r"^(?P<key>[^\s!=]+)\s+(?P<op>in|notin)\s*\((?P<values>[^)]*)\)$")
@@ -118,8 +118,12 @@ def build_manifest(args: argparse.Namespace, namespace: str) -> dict[str, Any]:
             spec["concurrencyPolicy"] = args.concurrency_policy
     elif args.time_zone or args.concurrency_policy:
         raise PluginError("--time-zone and --concurrency-policy need --schedule")
-    manifest = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": args.name, "namespace": namespace},
-                "spec": spec}
+    manifest = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": args.name, "namespace": namespace},
+        "spec": spec,
+    }
     problems = problems_of(manifest)
     if problems:
         raise PluginError(f"invalid DaemonJob: {'; '.join(p.message for p in problems)}")

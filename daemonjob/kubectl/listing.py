@@ -6,10 +6,10 @@ import argparse
 from datetime import datetime, timezone
 
 from daemonjob.domain.jobs import API_VERSION, parse_time
-from daemonjob.machinery.kube import path_for
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.timefmt import human_duration
 from daemonjob.kubectl.wait import progress_of
+from daemonjob.machinery.kube import path_for
 
 
 def run(args: argparse.Namespace, target: client.Target) -> int:
@@ -31,9 +31,17 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
     for dj in sorted(items, key=lambda d: (d["metadata"].get("namespace", ""), d["metadata"]["name"])):
         p = progress_of(dj)
         created = parse_time(dj["metadata"].get("creationTimestamp"))
-        row = [dj["metadata"]["name"], (dj.get("status") or {}).get("currentRevision") or "", str(p.desired),
-               str(p.succeeded), str(p.failed), str(p.active), str(p.pending), p.verdict or "InProgress",
-               human_duration((now - created).total_seconds()) if created else ""]
+        row = [
+            dj["metadata"]["name"],
+            (dj.get("status") or {}).get("currentRevision") or "",
+            str(p.desired),
+            str(p.succeeded),
+            str(p.failed),
+            str(p.active),
+            str(p.pending),
+            p.verdict or "InProgress",
+            human_duration((now - created).total_seconds()) if created else "",
+        ]
         if ns is None:
             row.insert(0, dj["metadata"].get("namespace", ""))
         rows.append(row)

@@ -17,11 +17,11 @@ from typing import Any
 import urllib3
 
 from daemonjob import defaults
-from daemonjob.machinery.kube import ApiError, path_for
 from daemonjob.kubectl import client
 from daemonjob.kubectl.nodes import NodeRow
 from daemonjob.kubectl.status import load_view, select_rows
 from daemonjob.kubectl.timefmt import parse_duration
+from daemonjob.machinery.kube import ApiError, path_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +63,11 @@ def requests_for(rows: list[NodeRow], container: str | None) -> tuple[list[tuple
 
 def fetch(target: client.Target, args: argparse.Namespace, row: NodeRow, container: str) -> LogResult:
     try:
-        text = target.kube.get_text(path_for("v1", "pods", target.namespace, row.pod, "log"),
-                                    timeout=defaults.PLUGIN_LOG_TIMEOUT, **log_params(args, container))
+        text = target.kube.get_text(
+            path_for("v1", "pods", target.namespace, row.pod, "log"),
+            timeout=defaults.PLUGIN_LOG_TIMEOUT,
+            **log_params(args, container),
+        )
     except ApiError as exc:
         return LogResult(row.node, container, error=exc.message or str(exc))
     except urllib3.exceptions.HTTPError as exc:
@@ -72,8 +75,9 @@ def fetch(target: client.Target, args: argparse.Namespace, row: NodeRow, contain
     return LogResult(row.node, container, text=text)
 
 
-def fetch_all(target: client.Target, args: argparse.Namespace,
-              wanted: list[tuple[NodeRow, str]]) -> Iterator[LogResult]:
+def fetch_all(
+    target: client.Target, args: argparse.Namespace, wanted: list[tuple[NodeRow, str]]
+) -> Iterator[LogResult]:
     """Results in node order, each yielded as soon as it and those before it are in."""
     workers = max(1, min(args.max_concurrent, len(wanted) or 1))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="logs") as pool:
@@ -109,7 +113,9 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
                 f.write(result.text)
             written += 1
         else:
-            prefix = "" if args.no_prefix else (f"[{result.node}/{result.container}] " if multi else f"[{result.node}] ")
+            prefix = (
+                "" if args.no_prefix else (f"[{result.node}/{result.container}] " if multi else f"[{result.node}] ")
+            )
             sys.stdout.write(prefix_lines(result.text, prefix))
             sys.stdout.flush()
     for p in sorted(problems, key=lambda r: r.node):

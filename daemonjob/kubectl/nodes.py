@@ -183,10 +183,17 @@ def job_row(node: str, job: Mapping[str, Any], pod: Mapping[str, Any] | None) ->
             reason = job_reason
             message = message or (failed.get("message") or "")
     return NodeRow(
-        node=node, state=state, job=(job.get("metadata") or {}).get("name") or "",
+        node=node,
+        state=state,
+        job=(job.get("metadata") or {}).get("name") or "",
         job_uid=(job.get("metadata") or {}).get("uid") or "",
-        pod=((pod or {}).get("metadata") or {}).get("name") or "", revision=job_revision(job) or "",
-        started=started, finished=finished, exit_code=exit_code, reason=reason, message=message,
+        pod=((pod or {}).get("metadata") or {}).get("name") or "",
+        revision=job_revision(job) or "",
+        started=started,
+        finished=finished,
+        exit_code=exit_code,
+        reason=reason,
+        message=message,
         containers=containers,
     )
 
@@ -243,14 +250,28 @@ def build_view(
         held = maintenance.held(node)
         if job is not None:
             row = job_row(name, job, newest_pod.get((job.get("metadata") or {}).get("uid") or ""))
-            rows.append(replace(_with_eligibility(row, word, detail or ""), maintenance=maintenance.with_job(
-                row.state, held)))
+            rows.append(
+                replace(_with_eligibility(row, word, detail or ""), maintenance=maintenance.with_job(row.state, held))
+            )
         elif name in maintenance.drain_failed:
-            rows.append(NodeRow(node=name, state=FAILED, reason="DrainTimedOut",
-                                message="its drain timed out (spec.nodeMaintenance.drain.onTimeout: Fail)"))
+            rows.append(
+                NodeRow(
+                    node=name,
+                    state=FAILED,
+                    reason="DrainTimedOut",
+                    message="its drain timed out (spec.nodeMaintenance.drain.onTimeout: Fail)",
+                )
+            )
         elif name in maintenance.skipped:
-            rows.append(NodeRow(node=name, state=INELIGIBLE, reason="DrainSkipped", ineligible="skipped",
-                                message="its drain timed out (onTimeout: Skip): left out of this rollout"))
+            rows.append(
+                NodeRow(
+                    node=name,
+                    state=INELIGIBLE,
+                    reason="DrainSkipped",
+                    ineligible="skipped",
+                    message="its drain timed out (onTimeout: Skip): left out of this rollout",
+                )
+            )
         elif held:
             reason, message = maintenance.before_job(name)
             rows.append(NodeRow(node=name, state=PENDING, reason=reason, message=message, maintenance=reason))
@@ -258,8 +279,9 @@ def build_view(
             if word == NOT_SELECTED and not all_nodes:
                 hidden += 1
                 continue
-            rows.append(NodeRow(node=name, state=INELIGIBLE, reason=word, message=detail, ineligible=word,
-                                detail=detail))
+            rows.append(
+                NodeRow(node=name, state=INELIGIBLE, reason=word, message=detail, ineligible=word, detail=detail)
+            )
         else:
             rows.append(NodeRow(node=name, state=PENDING))
     for name, job in current.items():  # Jobs whose node was deleted
@@ -267,8 +289,14 @@ def build_view(
             row = job_row(name, job, newest_pod.get((job.get("metadata") or {}).get("uid") or ""))
             rows.append(_with_eligibility(row, NODE_GONE, "the node no longer exists"))
     rows.sort(key=lambda r: r.node)
-    return NodeView(revision=revision, run=run, rows=rows, hidden_not_selected=hidden, spec_error=spec_error,
-                    counts=count_rows(rows, hidden))
+    return NodeView(
+        revision=revision,
+        run=run,
+        rows=rows,
+        hidden_not_selected=hidden,
+        spec_error=spec_error,
+        counts=count_rows(rows, hidden),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,11 +319,14 @@ class MaintenanceView:
             return cls()
         spec = spec if isinstance(spec, Mapping) else {}
         current = status.get("rollout") == (run if run is not None else revision)
-        return cls(uid=(dj.get("metadata") or {}).get("uid") or "", drains=spec.get("drain") is not None,
-                   keep_failed=bool(spec.get("keepFailedCordoned")),
-                   draining={d.get("node"): d for d in status.get("draining") or () if isinstance(d, Mapping)},
-                   drain_failed=frozenset(status.get("drainFailedNodes") or ()) if current else frozenset(),
-                   skipped=frozenset(status.get("skippedNodes") or ()) if current else frozenset())
+        return cls(
+            uid=(dj.get("metadata") or {}).get("uid") or "",
+            drains=spec.get("drain") is not None,
+            keep_failed=bool(spec.get("keepFailedCordoned")),
+            draining={d.get("node"): d for d in status.get("draining") or () if isinstance(d, Mapping)},
+            drain_failed=frozenset(status.get("drainFailedNodes") or ()) if current else frozenset(),
+            skipped=frozenset(status.get("skippedNodes") or ()) if current else frozenset(),
+        )
 
     def held(self, node: Mapping[str, Any]) -> bool:
         record = record_of(node) if self.uid else None

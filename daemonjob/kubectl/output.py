@@ -13,8 +13,14 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 GAP = "   "
-STATE_STYLES = {"succeeded": "green", "failed": "bold red", "active": "cyan", "pending": "yellow",
-                "terminating": "magenta", "ineligible": "dim"}
+STATE_STYLES = {
+    "succeeded": "green",
+    "failed": "bold red",
+    "active": "cyan",
+    "pending": "yellow",
+    "terminating": "magenta",
+    "ineligible": "dim",
+}
 
 
 def is_terminal(stream: TextIO | None = None) -> bool:
@@ -67,15 +73,20 @@ def styled_table(headers: Sequence[str], rows: Sequence[Sequence[str]], state_co
             text.append(GAP.join(cells).rstrip())
             continue
         before = GAP.join(cells[:state_column] + [""])
-        after = GAP.join([""] + cells[state_column + 1:]).rstrip()
+        after = GAP.join([""] + cells[state_column + 1 :]).rstrip()
         text.append(before)
         text.append(cells[state_column], style=STATE_STYLES.get(row[state_column], ""))
         text.append(after)
     return text
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], state_column: int | None = None,
-                stream: TextIO | None = None, force_terminal: bool = False) -> None:
+def print_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    state_column: int | None = None,
+    stream: TextIO | None = None,
+    force_terminal: bool = False,
+) -> None:
     stream = stream or sys.stdout
     if not (force_terminal or is_terminal(stream)):
         stream.write(plain_table(headers, rows) + "\n")

@@ -12,11 +12,11 @@ import sys
 from datetime import datetime, timezone
 
 from daemonjob.domain.jobs import API_VERSION, FAILED, format_time
-from daemonjob.machinery.kube import ApiError, path_for
 from daemonjob.kubectl import client
 from daemonjob.kubectl.nodes import NodeRow
 from daemonjob.kubectl.output import is_terminal
 from daemonjob.kubectl.status import load_view
+from daemonjob.machinery.kube import ApiError, path_for
 
 ANNOTATION_RERUN_AT = "daemonjob.io/rerun-at"
 
@@ -62,8 +62,9 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
         if not confirm(f'Re-run daemonjob "{args.name}" on every eligible node (a new revision)?', args.yes):
             print("cancelled", file=sys.stderr)
             return 1
-        target.kube.patch(path_for(API_VERSION, client.PLURAL, target.namespace, args.name),
-                          rerun_patch(datetime.now(timezone.utc)))
+        target.kube.patch(
+            path_for(API_VERSION, client.PLURAL, target.namespace, args.name), rerun_patch(datetime.now(timezone.utc))
+        )
         print(f"daemonjob.daemonjob.io/{args.name} restarted")
         return 0
     _, view = load_view(target, args.name, all_nodes=True)
@@ -80,8 +81,10 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
     code = 1 if problems else 0
     for row in chosen:
         try:
-            target.kube.delete(path_for("batch/v1", "jobs", target.namespace, row.job),
-                               {"propagationPolicy": "Background", "preconditions": {"uid": row.job_uid}})
+            target.kube.delete(
+                path_for("batch/v1", "jobs", target.namespace, row.job),
+                {"propagationPolicy": "Background", "preconditions": {"uid": row.job_uid}},
+            )
         except ApiError as exc:
             if exc.not_found or exc.conflict:
                 print(f"job.batch/{row.job} (node {row.node}) is already gone", file=sys.stderr)

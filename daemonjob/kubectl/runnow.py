@@ -55,10 +55,20 @@ class RunProgress:
         if self.run is None:
             if status.get("lastRunNowTrigger") != self.trigger:
                 paused = (dj.get("spec") or {}).get("suspend") is True
-                note = ("the DaemonJob is paused: the run starts once it is resumed" if paused
-                        else "waiting for the controller to start the run")
-                return Progress(desired=status.get("desiredNodes") or 0, succeeded=0, failed=0, active=0,
-                                pending=status.get("desiredNodes") or 0, verdict=None, message=note)
+                note = (
+                    "the DaemonJob is paused: the run starts once it is resumed"
+                    if paused
+                    else "waiting for the controller to start the run"
+                )
+                return Progress(
+                    desired=status.get("desiredNodes") or 0,
+                    succeeded=0,
+                    failed=0,
+                    active=0,
+                    pending=status.get("desiredNodes") or 0,
+                    verdict=None,
+                    message=note,
+                )
             self.run = str(status.get("currentRun") or "")
         current = status.get("currentRun")
         if current != self.run:
@@ -79,8 +89,15 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
     if not args.wait:
         return 0
     judge = RunProgress(value)
-    p = follow(target, args.name, judge, timeout=timeout, timeout_text=args.timeout,
-               what=f'the run of daemonjob "{args.name}"', start=start)
+    p = follow(
+        target,
+        args.name,
+        judge,
+        timeout=timeout,
+        timeout_text=args.timeout,
+        what=f'the run of daemonjob "{args.name}"',
+        start=start,
+    )
     if p is None:
         return EXIT_TIMEOUT
     if p.verdict == "Complete":

@@ -21,16 +21,18 @@ WIDE_HEADERS = [*HEADERS, "POD", "REVISION", "ELIGIBILITY"]
 CONDITION_WORDS = {"Complete": "complete", "Failed": "failed", "Stalled": "stalled", "Reconciling": "rolling out"}
 
 
-def load_view(target: client.Target, name: str, node_selector: str | None = None,
-              all_nodes: bool = False, cached: bool = False) -> tuple[dict[str, Any], NodeView]:
+def load_view(
+    target: client.Target, name: str, node_selector: str | None = None, all_nodes: bool = False, cached: bool = False
+) -> tuple[dict[str, Any], NodeView]:
     """One read of the DaemonJob and one list each of its Jobs, their pods and the Nodes, at once.
 
     `cached` lets the API server answer the lists from its watch cache: right for a view,
     not for deciding what to delete (`rerun`)."""
     snap = client.read_snapshot(target, name, node_selector, cached=cached)
     # With -l only the matching Nodes are listed: rows and counts are of those nodes alone.
-    view = build_view(snap.daemonjob, snap.jobs, snap.pods, snap.nodes, all_nodes=all_nodes,
-                      nodes_filtered=bool(node_selector))
+    view = build_view(
+        snap.daemonjob, snap.jobs, snap.pods, snap.nodes, all_nodes=all_nodes, nodes_filtered=bool(node_selector)
+    )
     return snap.daemonjob, view
 
 
@@ -54,8 +56,10 @@ def header_lines(dj: Mapping[str, Any], view: NodeView, selector: str | None = N
     if started is not None:
         title += f", started {human_duration((datetime.now(timezone.utc) - started).total_seconds())} ago"
     lines = [title]
-    counts = (f"{c['desired']} desired, {c['succeeded']} succeeded, {c['failed']} failed, {c['active']} active, "
-              f"{c['pending']} pending")
+    counts = (
+        f"{c['desired']} desired, {c['succeeded']} succeeded, {c['failed']} failed, {c['active']} active, "
+        f"{c['pending']} pending"
+    )
     if c["terminating"]:
         counts += f", {c['terminating']} terminating"
     if c["ineligible"]:
@@ -70,10 +74,11 @@ def header_lines(dj: Mapping[str, Any], view: NodeView, selector: str | None = N
         if cond.get("status") == "True" and cond.get("type") in CONDITION_WORDS:
             lines.append(f"{CONDITION_WORDS[cond['type']]}: {cond.get('message') or cond.get('reason') or ''}")
     if (held := status.get("nodeMaintenance")) and isinstance(held, Mapping):
-        lines.append(f"node maintenance: {held.get('cordonedNodes', 0)} cordoned, {held.get('drainingNodes', 0)} "
-                     f"draining, {held.get('uncordoningNodes', 0)} uncordoning"
-                     + (f", kept cordoned: {', '.join(held['keptCordonedNodes'])}" if held.get("keptCordonedNodes")
-                        else ""))
+        lines.append(
+            f"node maintenance: {held.get('cordonedNodes', 0)} cordoned, {held.get('drainingNodes', 0)} "
+            f"draining, {held.get('uncordoningNodes', 0)} uncordoning"
+            + (f", kept cordoned: {', '.join(held['keptCordonedNodes'])}" if held.get("keptCordonedNodes") else "")
+        )
     if (held := gate_in_force(status)) is not None:
         lines.append(f"rollout gate: {held[0]} ({held[1]})")
     if (line := schedule_line(dj, datetime.now(timezone.utc))) is not None:
@@ -112,20 +117,33 @@ def table_row(row: NodeRow, now: datetime, wide: bool) -> list[str]:
     duration = between(row.started, row.finished or (now if row.state == "active" else None))
     message = row.message if wide else output.shorten(row.message, defaults.PLUGIN_MESSAGE_WIDTH)
     state = f"{row.state} ({row.maintenance})" if row.maintenance and row.maintenance != row.reason else row.state
-    cells = [row.node, state, row.job, started, duration,
-             "" if row.exit_code is None else str(row.exit_code), row.reason, message]
+    cells = [
+        row.node,
+        state,
+        row.job,
+        started,
+        duration,
+        "" if row.exit_code is None else str(row.exit_code),
+        row.reason,
+        message,
+    ]
     if wide:
         cells += [row.pod, row.revision, row.ineligible]
     return cells
 
 
-def document(dj: Mapping[str, Any], view: NodeView, rows: list[NodeRow],
-             selector: str | None = None) -> dict[str, Any]:
+def document(dj: Mapping[str, Any], view: NodeView, rows: list[NodeRow], selector: str | None = None) -> dict[str, Any]:
     meta = dj.get("metadata") or {}
     return {
-        "name": meta.get("name"), "namespace": meta.get("namespace"), "revision": view.revision, "run": view.run,
-        "generation": meta.get("generation"), "observedGeneration": (dj.get("status") or {}).get("observedGeneration"),
-        "nodeSelector": selector, "counts": view.counts, "conditions": (dj.get("status") or {}).get("conditions") or [],
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "revision": view.revision,
+        "run": view.run,
+        "generation": meta.get("generation"),
+        "observedGeneration": (dj.get("status") or {}).get("observedGeneration"),
+        "nodeSelector": selector,
+        "counts": view.counts,
+        "conditions": (dj.get("status") or {}).get("conditions") or [],
         **_schedule_fields(dj),
         "rolloutGate": _gate_field(dj),
         "nodes": [r.to_dict() for r in rows],
@@ -138,8 +156,14 @@ def _gate_field(dj: Mapping[str, Any]) -> dict[str, Any] | None:
     held = gate_in_force(status)
     if held is None:
         return None
-    message = next((c.get("message") for c in status.get("conditions") or ()
-                    if isinstance(c, Mapping) and c.get("type") == "Reconciling"), None)
+    message = next(
+        (
+            c.get("message")
+            for c in status.get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == "Reconciling"
+        ),
+        None,
+    )
     return {"gate": held[0], "reason": held[1], "message": message}
 
 
@@ -147,8 +171,11 @@ def _schedule_fields(dj: Mapping[str, Any]) -> dict[str, Any]:
     spec, status = dj.get("spec") or {}, dj.get("status") or {}
     if not spec.get("schedule"):
         return {}
-    return {"schedule": spec["schedule"], "timeZone": spec.get("timeZone") or "UTC",
-            **{k: status.get(k) for k in ("lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime")}}
+    return {
+        "schedule": spec["schedule"],
+        "timeZone": spec.get("timeZone") or "UTC",
+        **{k: status.get(k) for k in ("lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime")},
+    }
 
 
 def run(args: argparse.Namespace, target: client.Target) -> int:
@@ -157,8 +184,10 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
     if args.node:
         missing = sorted(set(args.node) - {r.node for r in view.rows})
         for node in missing:
-            print(f'node "{node}" is not known to this DaemonJob (no such node, or not selected and never run on)',
-                  file=sys.stderr)
+            print(
+                f'node "{node}" is not known to this DaemonJob (no such node, or not selected and never run on)',
+                file=sys.stderr,
+            )
     if args.output in ("json", "yaml"):
         output.dump(document(dj, view, rows, args.selector), args.output)
     else:
@@ -167,11 +196,13 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
         now = datetime.now(timezone.utc)
         wide = args.output == "wide"
         if rows:
-            output.print_table(WIDE_HEADERS if wide else HEADERS, [table_row(r, now, wide) for r in rows],
-                               state_column=1)
+            output.print_table(
+                WIDE_HEADERS if wide else HEADERS, [table_row(r, now, wide) for r in rows], state_column=1
+            )
         else:
             print("No nodes to show.")
         if view.hidden_not_selected and not args.node and not args.failed:
-            print(f"\n{view.hidden_not_selected} other nodes are not selected by the DaemonJob "
-                  "(--all-nodes lists them).")
+            print(
+                f"\n{view.hidden_not_selected} other nodes are not selected by the DaemonJob (--all-nodes lists them)."
+            )
     return EXIT_FAILED_NODES if any(r.state == FAILED for r in rows) else 0

@@ -29,8 +29,10 @@ def set_suspend(target: client.Target, name: str, suspend: bool) -> None:
         if ((dj.get("spec") or {}).get("suspend") is True) == suspend:
             raise PluginError(f'{client.RESOURCE} "{name}" is {"already paused" if suspend else "not paused"}')
         try:
-            target.kube.patch(path_for(API_VERSION, client.PLURAL, target.namespace, name),
-                              suspend_patch(suspend, dj["metadata"]["resourceVersion"]))
+            target.kube.patch(
+                path_for(API_VERSION, client.PLURAL, target.namespace, name),
+                suspend_patch(suspend, dj["metadata"]["resourceVersion"]),
+            )
             return
         except ApiError as exc:
             if not exc.conflict or attempt == CONFLICT_RETRIES - 1:

@@ -51,8 +51,9 @@ def _true(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
 def progress_of(dj: Mapping[str, Any]) -> Progress:
     """The counts and, once observed, the verdict of a DaemonJob's status."""
     status = dj.get("status") or {}
-    observed = status.get("observedGeneration") is not None and \
-        status.get("observedGeneration") == (dj.get("metadata") or {}).get("generation")
+    observed = status.get("observedGeneration") is not None and status.get("observedGeneration") == (
+        dj.get("metadata") or {}
+    ).get("generation")
     verdict, message = None, ""
     if observed:
         for kind in ("Complete", "Failed", "Stalled"):
@@ -60,9 +61,15 @@ def progress_of(dj: Mapping[str, Any]) -> Progress:
             if cond is not None:
                 verdict, message = kind, cond.get("message") or cond.get("reason") or ""
                 break
-    return Progress(desired=status.get("desiredNodes") or 0, succeeded=status.get("succeededNodes") or 0,
-                    failed=status.get("failedNodes") or 0, active=status.get("activeNodes") or 0,
-                    pending=status.get("pendingNodes") or 0, verdict=verdict, message=message)
+    return Progress(
+        desired=status.get("desiredNodes") or 0,
+        succeeded=status.get("succeededNodes") or 0,
+        failed=status.get("failedNodes") or 0,
+        active=status.get("activeNodes") or 0,
+        pending=status.get("pendingNodes") or 0,
+        verdict=verdict,
+        message=message,
+    )
 
 
 class Rate:
@@ -81,9 +88,11 @@ class Rate:
 
 
 def plain_line(p: Progress, rate: Rate, now: float) -> str:
-    return (f"{datetime.now().strftime('%H:%M:%S')} {p.done}/{p.desired} nodes done, {p.failed} failed, "
-            f"{p.active} active, {p.pending} pending, {rate.per_second(now, p.done):.1f} nodes/s, "
-            f"{rate.left(now, p)} left")
+    return (
+        f"{datetime.now().strftime('%H:%M:%S')} {p.done}/{p.desired} nodes done, {p.failed} failed, "
+        f"{p.active} active, {p.pending} pending, {rate.per_second(now, p.done):.1f} nodes/s, "
+        f"{rate.left(now, p)} left"
+    )
 
 
 def run(args: argparse.Namespace, target: client.Target) -> int:
@@ -98,9 +107,16 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
     return EXIT_FAILED
 
 
-def follow(target: client.Target, name: str, judge: Callable[[Mapping[str, Any]], Progress], *,
-           timeout: float = 0.0, timeout_text: str | None = None, what: str = "",
-           start: float | None = None) -> Progress | None:
+def follow(
+    target: client.Target,
+    name: str,
+    judge: Callable[[Mapping[str, Any]], Progress],
+    *,
+    timeout: float = 0.0,
+    timeout_text: str | None = None,
+    what: str = "",
+    start: float | None = None,
+) -> Progress | None:
     """Read the DaemonJob once a second, showing `judge`'s progress, until it gives a verdict
     (returned) or `timeout` seconds from `start` pass (None, said on stderr). `what` names the
     thing waited for in the timeout's words (default: the DaemonJob)."""
@@ -127,9 +143,11 @@ def follow(target: client.Target, name: str, judge: Callable[[Mapping[str, Any]]
                     bar.stop()
                     bar = None
                 subject = what or f'daemonjob "{name}"'
-                print(f"error: timed out after {timeout_text} waiting for {subject}: "
-                      f"{p.done}/{p.desired} nodes done, {p.failed} failed"
-                      + (f"; {p.message}" if p.message else ""), file=sys.stderr)
+                print(
+                    f"error: timed out after {timeout_text} waiting for {subject}: "
+                    f"{p.done}/{p.desired} nodes done, {p.failed} failed" + (f"; {p.message}" if p.message else ""),
+                    file=sys.stderr,
+                )
                 return None
             time.sleep(defaults.PLUGIN_POLL_INTERVAL)
             p = judge(client.get_daemonjob(target, name))
@@ -142,20 +160,33 @@ class _Bar:
     """A rich progress bar: nodes done of desired, failed count, pace and time left."""
 
     def __init__(self, console: Console | None = None) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+        from rich.progress import Progress as RichProgress
 
         self._progress = RichProgress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("[red]{task.fields[failed]} failed"), TextColumn("{task.fields[active]} active"),
-            TextColumn("{task.fields[rate]:.1f} nodes/s"), TextColumn("{task.fields[left]} left"),
-            transient=False, console=console,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[red]{task.fields[failed]} failed"),
+            TextColumn("{task.fields[active]} active"),
+            TextColumn("{task.fields[rate]:.1f} nodes/s"),
+            TextColumn("{task.fields[left]} left"),
+            transient=False,
+            console=console,
         )
         self._task = self._progress.add_task("nodes", total=None, failed=0, active=0, rate=0.0, left="?")
         self._progress.start()
 
     def update(self, p: Progress, rate: Rate, now: float) -> None:
-        self._progress.update(self._task, total=p.desired or None, completed=p.done, failed=p.failed,
-                              active=p.active, rate=rate.per_second(now, p.done), left=rate.left(now, p))
+        self._progress.update(
+            self._task,
+            total=p.desired or None,
+            completed=p.done,
+            failed=p.failed,
+            active=p.active,
+            rate=rate.per_second(now, p.done),
+            left=rate.left(now, p),
+        )
 
     def stop(self) -> None:
         self._progress.stop()

@@ -60,8 +60,11 @@ class TokenReviewAuth:
         with self._lock:
             if key in self._users:
                 return self._users[key]
-        review = self.kube.create(TOKENREVIEWS, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                                                 "spec": {"token": token}}, request_timeout=self.timeout)
+        review = self.kube.create(
+            TOKENREVIEWS,
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}},
+            request_timeout=self.timeout,
+        )
         status = review.get("status") or {}
         user = (status.get("user") or {}) if status.get("authenticated") else None
         with self._lock:
@@ -72,15 +75,20 @@ class TokenReviewAuth:
         with self._lock:
             if (key, verb, path) in self._allowed:
                 return self._allowed[(key, verb, path)]
-        spec: dict[str, Any] = {"user": user.get("username", ""), "groups": user.get("groups") or [],
-                                "nonResourceAttributes": {"path": path, "verb": verb}}
+        spec: dict[str, Any] = {
+            "user": user.get("username", ""),
+            "groups": user.get("groups") or [],
+            "nonResourceAttributes": {"path": path, "verb": verb},
+        }
         if user.get("uid"):
             spec["uid"] = user["uid"]
         if user.get("extra"):
             spec["extra"] = user["extra"]
-        review = self.kube.create(SUBJECTACCESSREVIEWS, {"apiVersion": "authorization.k8s.io/v1",
-                                                         "kind": "SubjectAccessReview", "spec": spec},
-                                  request_timeout=self.timeout)
+        review = self.kube.create(
+            SUBJECTACCESSREVIEWS,
+            {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec},
+            request_timeout=self.timeout,
+        )
         allowed = bool((review.get("status") or {}).get("allowed"))
         with self._lock:
             self._allowed[(key, verb, path)] = allowed

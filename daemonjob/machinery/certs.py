@@ -22,8 +22,21 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from daemonjob.machinery.tls import TLS_CERT, TLS_KEY, KeyPair, ReloadingTLS, TLSProvider, read_dir, write_dir
 
-__all__ = ["KeyPair", "new_ca", "issue", "not_after", "split_pem", "issued_by", "covers", "read_dir", "write_dir",
-           "TLSProvider", "ReloadingTLS", "TLS_CERT", "TLS_KEY"]
+__all__ = [
+    "KeyPair",
+    "new_ca",
+    "issue",
+    "not_after",
+    "split_pem",
+    "issued_by",
+    "covers",
+    "read_dir",
+    "write_dir",
+    "TLSProvider",
+    "ReloadingTLS",
+    "TLS_CERT",
+    "TLS_KEY",
+]
 
 _BACKDATE = timedelta(hours=1)
 _PEM_RE = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n?", re.S)
@@ -34,8 +47,9 @@ def _now(now: datetime | None) -> datetime:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def new_ca(common_name: str, validity: float, now: datetime | None = None) -> KeyPair:
@@ -43,15 +57,32 @@ def new_ca(common_name: str, validity: float, now: datetime | None = None) -> Ke
     start = _now(now)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(start - _BACKDATE).not_valid_after(start + timedelta(seconds=validity))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start - _BACKDATE)
+        .not_valid_after(start + timedelta(seconds=validity))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
@@ -68,17 +99,23 @@ def issue(ca: KeyPair, names: Sequence[str], validity: float, now: datetime | No
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
-            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(start - _BACKDATE)
-            .not_valid_after(min(start + timedelta(seconds=validity), ca_cert.not_valid_after_utc))
-            .add_extension(x509.SubjectAlternativeName([_san(n) for n in names]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))  # type: ignore[arg-type]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start - _BACKDATE)
+        .not_valid_after(min(start + timedelta(seconds=validity), ca_cert.not_valid_after_utc))
+        .add_extension(x509.SubjectAlternativeName([_san(n) for n in names]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )  # type: ignore[arg-type]
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 

@@ -158,9 +158,7 @@ class FakeClock:
             while len(self._waiters) < count:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(
-                        f"{len(self._waiters)} waiters on the fake clock, expected {count}"
-                    )
+                    raise TimeoutError(f"{len(self._waiters)} waiters on the fake clock, expected {count}")
                 self._waiters_changed.wait(remaining)
 
     def __repr__(self) -> str:

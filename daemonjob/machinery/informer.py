@@ -21,8 +21,8 @@ import urllib3
 
 from daemonjob import defaults
 from daemonjob.machinery.clock import Clock, RealClock
-from daemonjob.machinery.kube import ApiError, Kube, WatchStream, path_for
 from daemonjob.machinery.frozen import FrozenDict, freeze
+from daemonjob.machinery.kube import ApiError, Kube, WatchStream, path_for
 from daemonjob.machinery.store import Store, meta_namespace_key
 
 log = structlog.get_logger("daemonjob.machinery.informer")
@@ -127,9 +127,15 @@ def drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
 class Backoff:
     """Exponential backoff with jitter that resets after a healthy period (client-go's)."""
 
-    def __init__(self, clock: Clock, initial: float = defaults.WATCH_BACKOFF_INITIAL,
-                 cap: float = defaults.WATCH_BACKOFF_MAX, reset_after: float = defaults.WATCH_BACKOFF_RESET,
-                 jitter: float = 1.0, rng: random.Random | None = None):
+    def __init__(
+        self,
+        clock: Clock,
+        initial: float = defaults.WATCH_BACKOFF_INITIAL,
+        cap: float = defaults.WATCH_BACKOFF_MAX,
+        reset_after: float = defaults.WATCH_BACKOFF_RESET,
+        jitter: float = 1.0,
+        rng: random.Random | None = None,
+    ):
         self.clock, self.initial, self.cap, self.reset_after, self.jitter = clock, initial, cap, reset_after, jitter
         self.rng = rng or random.Random()
         self._current = 0.0
@@ -250,8 +256,9 @@ class Informer:
     def _pause(self, cause: str, exc: BaseException) -> None:
         delay = self._backoff.next()
         error = exc.message if isinstance(exc, ApiError) else str(exc)
-        log.warning("watch failed, retrying", informer=self.name, cause=cause, error=error[:300],
-                    retry_in=round(delay, 2))
+        log.warning(
+            "watch failed, retrying", informer=self.name, cause=cause, error=error[:300], retry_in=round(delay, 2)
+        )
         self._restart(cause)
         if not self._synced.is_set() and error != self._sync_error:
             self._sync_error = error

@@ -123,13 +123,14 @@ class Kube:
         self.host = self.configuration.host.rstrip("/")
         # Requests go to the API server's own connection pool with the path alone: the pool
         # manager would parse each URL to find the pool again. Through a proxy, the manager's way.
-        self._host_pool = None if isinstance(self._pool, urllib3.ProxyManager) else \
-            self._pool.connection_from_url(self.host)
+        self._host_pool = (
+            None if isinstance(self._pool, urllib3.ProxyManager) else self._pool.connection_from_url(self.host)
+        )
         self._path_prefix = urllib3.util.parse_url(self.host).path or ""
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def from_config(cls, kubeconfig: str | None = None, context: str | None = None, **kw: Any) -> "Kube":
+    def from_config(cls, kubeconfig: str | None = None, context: str | None = None, **kw: Any) -> Kube:
         """kubeconfig if named, else in-cluster, else ~/.kube/config (KUBECONFIG honoured)."""
         cfg = Configuration()
         try:
@@ -176,8 +177,9 @@ class Kube:
     def _send(self, method: str, path: str, params: Mapping[str, Any] | None, **kw: Any) -> urllib3.BaseHTTPResponse:
         if self._host_pool is None:
             return self._pool.request(method, self.url(path, params), retries=False, **kw)
-        return self._host_pool.urlopen(method, self._path_prefix + _with_query(path, params), retries=False,
-                                       redirect=False, **kw)
+        return self._host_pool.urlopen(
+            method, self._path_prefix + _with_query(path, params), retries=False, redirect=False, **kw
+        )
 
     def url(self, path: str, params: Mapping[str, Any] | None = None) -> str:
         return self.host + _with_query(path, params)
@@ -205,9 +207,15 @@ class Kube:
             content_type = "application/json"
         code = 0
         try:
-            resp = self._send(method, path, params, body=data, headers=self._headers(content_type),
-                              timeout=urllib3.Timeout(total=self.timeout if timeout is None else timeout),
-                              preload_content=True)
+            resp = self._send(
+                method,
+                path,
+                params,
+                body=data,
+                headers=self._headers(content_type),
+                timeout=urllib3.Timeout(total=self.timeout if timeout is None else timeout),
+                preload_content=True,
+            )
             code = resp.status
         finally:
             _send_guard.fn = None
@@ -230,8 +238,14 @@ class Kube:
             self.limiter.accept()
         code = 0
         try:
-            resp = self._send("GET", path, params, headers=self._headers(None),
-                              timeout=urllib3.Timeout(total=timeout or self.timeout), preload_content=True)
+            resp = self._send(
+                "GET",
+                path,
+                params,
+                headers=self._headers(None),
+                timeout=urllib3.Timeout(total=timeout or self.timeout),
+                preload_content=True,
+            )
             code = resp.status
         finally:
             if self.on_request is not None:
@@ -240,31 +254,67 @@ class Kube:
             return resp.data.decode("utf-8", "replace")
         raise _error(resp.status, resp.data)
 
-    def create(self, path: str, body: JSON, *, request_timeout: float | None = None,
-               guard: Callable[[], None] | None = None, **params: Any) -> JSON:
+    def create(
+        self,
+        path: str,
+        body: JSON,
+        *,
+        request_timeout: float | None = None,
+        guard: Callable[[], None] | None = None,
+        **params: Any,
+    ) -> JSON:
         return self.request("POST", path, body=body, params=params, timeout=request_timeout, guard=guard)
 
-    def delete(self, path: str, body: JSON | None = None, *, request_timeout: float | None = None,
-               guard: Callable[[], None] | None = None, **params: Any) -> JSON:
+    def delete(
+        self,
+        path: str,
+        body: JSON | None = None,
+        *,
+        request_timeout: float | None = None,
+        guard: Callable[[], None] | None = None,
+        **params: Any,
+    ) -> JSON:
         return self.request("DELETE", path, body=body, params=params, timeout=request_timeout, guard=guard)
 
-    def patch(self, path: str, body: Any, content_type: str = PATCH_MERGE, *, request_timeout: float | None = None,
-              guard: Callable[[], None] | None = None, **params: Any) -> JSON:
-        return self.request("PATCH", path, body=body, params=params, content_type=content_type,
-                            timeout=request_timeout, guard=guard)
+    def patch(
+        self,
+        path: str,
+        body: Any,
+        content_type: str = PATCH_MERGE,
+        *,
+        request_timeout: float | None = None,
+        guard: Callable[[], None] | None = None,
+        **params: Any,
+    ) -> JSON:
+        return self.request(
+            "PATCH", path, body=body, params=params, content_type=content_type, timeout=request_timeout, guard=guard
+        )
 
-    def put(self, path: str, body: JSON, *, request_timeout: float | None = None,
-            guard: Callable[[], None] | None = None, **params: Any) -> JSON:
+    def put(
+        self,
+        path: str,
+        body: JSON,
+        *,
+        request_timeout: float | None = None,
+        guard: Callable[[], None] | None = None,
+        **params: Any,
+    ) -> JSON:
         return self.request("PUT", path, body=body, params=params, timeout=request_timeout, guard=guard)
 
-    def watch(self, path: str, params: Mapping[str, Any], read_timeout: float) -> "WatchStream":
+    def watch(self, path: str, params: Mapping[str, Any], read_timeout: float) -> WatchStream:
         """Open a watch; iterate the result for event dicts, close() it from any thread."""
         if self.limiter is not None:
             self.limiter.accept()
         code = 0
         try:
-            resp = self._send("GET", path, {**params, "watch": "true"}, headers=self._headers(None),
-                              timeout=urllib3.Timeout(connect=self.timeout, read=read_timeout), preload_content=False)
+            resp = self._send(
+                "GET",
+                path,
+                {**params, "watch": "true"},
+                headers=self._headers(None),
+                timeout=urllib3.Timeout(connect=self.timeout, read=read_timeout),
+                preload_content=False,
+            )
             code = resp.status
         finally:
             if self.on_request is not None:
@@ -330,8 +380,14 @@ def request_info(method: str, path: str) -> tuple[str, str]:
         rest = rest[2:]
     resource = (rest[0] if rest else "") + ("/" + rest[2] if len(rest) > 2 else "")
     named = len(rest) > 1
-    verb = {"GET": "get" if named else "list", "WATCH": "watch", "POST": "create", "PUT": "update",
-            "PATCH": "patch", "DELETE": "delete" if named else "deletecollection"}.get(method, method.lower())
+    verb = {
+        "GET": "get" if named else "list",
+        "WATCH": "watch",
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "patch",
+        "DELETE": "delete" if named else "deletecollection",
+    }.get(method, method.lower())
     return verb, resource
 
 
@@ -350,8 +406,9 @@ def micro_time(value: datetime) -> str:
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def path_for(api_version: str, plural: str, namespace: str | None = None, name: str | None = None,
-             subresource: str | None = None) -> str:
+def path_for(
+    api_version: str, plural: str, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+) -> str:
     """REST path of a resource collection or object."""
     base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
     if namespace:

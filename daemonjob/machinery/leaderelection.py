@@ -39,11 +39,13 @@ class LeaseApi(Protocol):
 
     def get(self, path: str, *, request_timeout: float | None = None) -> JSON: ...
 
-    def create(self, path: str, body: JSON, *, request_timeout: float | None = None,
-               guard: Callable[[], None] | None = None) -> JSON: ...
+    def create(
+        self, path: str, body: JSON, *, request_timeout: float | None = None, guard: Callable[[], None] | None = None
+    ) -> JSON: ...
 
-    def put(self, path: str, body: JSON, *, request_timeout: float | None = None,
-            guard: Callable[[], None] | None = None) -> JSON: ...
+    def put(
+        self, path: str, body: JSON, *, request_timeout: float | None = None, guard: Callable[[], None] | None = None
+    ) -> JSON: ...
 
 
 class _Late(Exception):
@@ -162,8 +164,12 @@ class LeaderElector:
         spec = dict(lease.get("spec") or {})
         spec.update({"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": self._micro_now()})
         try:
-            self.kube.put(self.path, {**lease, "spec": spec}, request_timeout=self._timeout(fence),
-                          guard=lambda: self._check_deadline(fence))
+            self.kube.put(
+                self.path,
+                {**lease, "spec": spec},
+                request_timeout=self._timeout(fence),
+                guard=lambda: self._check_deadline(fence),
+            )
             log.info("lease released", lease=f"{self.namespace}/{self.name}")
         except _Late:
             log.warning("lease not released: the renew deadline passed")
@@ -236,8 +242,9 @@ class LeaderElector:
         self._leading = False
         self._lost = True
         self._cond.notify_all()
-        log.error("leadership lost", reason=reason, lease=f"{self.namespace}/{self.name}",
-                  renew_deadline=self.renew_deadline)
+        log.error(
+            "leadership lost", reason=reason, lease=f"{self.namespace}/{self.name}", renew_deadline=self.renew_deadline
+        )
         if self.on_stopped_leading:
             threading.Thread(target=self.on_stopped_leading, name="stopped-leading", daemon=True).start()
 
@@ -270,15 +277,24 @@ class LeaderElector:
         except ApiError as exc:
             if not exc.not_found:
                 raise
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(),
-                             "acquireTime": now, "renewTime": now, "leaseTransitions": 0}}
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": {
+                    "holderIdentity": self.identity,
+                    "leaseDurationSeconds": self._duration_seconds(),
+                    "acquireTime": now,
+                    "renewTime": now,
+                    "leaseTransitions": 0,
+                },
+            }
             timeout = self._timeout(deadline)
             sent = self.clock.now()
             try:
-                self._lease = self.kube.create(self.collection, body, request_timeout=timeout,
-                                               guard=lambda: self._check_deadline(deadline))
+                self._lease = self.kube.create(
+                    self.collection, body, request_timeout=timeout, guard=lambda: self._check_deadline(deadline)
+                )
             except ApiError as exc2:
                 log.debug("lease create lost a race", error=str(exc2))
                 return None
@@ -298,8 +314,9 @@ class LeaderElector:
             if self.clock.now() - self._observed[1] <= duration:
                 return None
         new_spec = dict(spec)
-        new_spec.update({"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(),
-                         "renewTime": now})
+        new_spec.update(
+            {"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(), "renewTime": now}
+        )
         if not mine:
             new_spec["acquireTime"] = now
             new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
@@ -307,8 +324,9 @@ class LeaderElector:
         timeout = self._timeout(deadline)
         sent = self.clock.now()
         try:
-            self._lease = self.kube.put(self.path, lease, request_timeout=timeout,
-                                        guard=lambda: self._check_deadline(deadline))
+            self._lease = self.kube.put(
+                self.path, lease, request_timeout=timeout, guard=lambda: self._check_deadline(deadline)
+            )
         except ApiError as exc:
             log.debug("lease update refused", error=str(exc))
             return None

@@ -12,8 +12,7 @@ import gc
 import time
 from typing import Any
 
-from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, GCCollector, Histogram, PlatformCollector, ProcessCollector
 
 __all__ = ["GcPauses", "process_metrics"]
 
@@ -24,10 +23,14 @@ class GcPauses:
     """Installed once per process (`install`); the histogram lives in the given registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.histogram = Histogram("python_gc_duration_seconds",
-                                   "Pauses of the cyclic garbage collector, by generation collected (1 and 2; "
-                                   "the youngest, collected most often and in microseconds, is not timed).",
-                                   ["generation"], registry=registry, buckets=PAUSE_BUCKETS)
+        self.histogram = Histogram(
+            "python_gc_duration_seconds",
+            "Pauses of the cyclic garbage collector, by generation collected (1 and 2; "
+            "the youngest, collected most often and in microseconds, is not timed).",
+            ["generation"],
+            registry=registry,
+            buckets=PAUSE_BUCKETS,
+        )
         self._children = {g: self.histogram.labels(str(g)) for g in (1, 2)}
         self._started = 0.0
 

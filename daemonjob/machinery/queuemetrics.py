@@ -107,9 +107,7 @@ class _PrometheusFamilies:
         from prometheus_client import Counter, Gauge, Histogram
 
         labels = ["name"]
-        self.depth = Gauge(
-            "workqueue_depth", "Current depth of workqueue", labels, registry=registry
-        )
+        self.depth = Gauge("workqueue_depth", "Current depth of workqueue", labels, registry=registry)
         self.adds = Counter(
             "workqueue_adds_total",
             "Total number of adds handled by workqueue",
@@ -152,9 +150,7 @@ class _PrometheusFamilies:
 
 
 _families_lock = threading.Lock()
-_families_by_registry: weakref.WeakKeyDictionary[Any, _PrometheusFamilies] = (
-    weakref.WeakKeyDictionary()
-)
+_families_by_registry: weakref.WeakKeyDictionary[Any, _PrometheusFamilies] = weakref.WeakKeyDictionary()
 
 
 def _families_for(registry: Any) -> _PrometheusFamilies:

@@ -26,9 +26,23 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from daemonjob.machinery.tls import ReloadingTLS, TLSProvider
 
-__all__ = ["Route", "PostRoute", "Filter", "ReloadingTLS", "TLSProvider", "Server", "parse_bind_address", "bind_socket",
-           "metrics_route", "check_route", "READ_TIMEOUT", "IDLE_TIMEOUT", "MAX_BODY", "WORKERS",
-           "MAX_CONNECTIONS"]
+__all__ = [
+    "Route",
+    "PostRoute",
+    "Filter",
+    "ReloadingTLS",
+    "TLSProvider",
+    "Server",
+    "parse_bind_address",
+    "bind_socket",
+    "metrics_route",
+    "check_route",
+    "READ_TIMEOUT",
+    "IDLE_TIMEOUT",
+    "MAX_BODY",
+    "WORKERS",
+    "MAX_CONNECTIONS",
+]
 
 log = structlog.get_logger("daemonjob.machinery.serving")
 
@@ -69,10 +83,22 @@ def bind_socket(address: tuple[str, int]) -> socket.socket:
     return socket.create_server((host, port), family=family, backlog=128)
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            405: "Method Not Allowed", 408: "Request Timeout", 411: "Length Required", 413: "Content Too Large",
-            422: "Unprocessable Content", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
-            503: "Service Unavailable", 505: "HTTP Version Not Supported"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    411: "Length Required",
+    413: "Content Too Large",
+    422: "Unprocessable Content",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+    505: "HTTP Version Not Supported",
+}
 MAX_HEAD = 64 * 1024  # bytes of a request line and its headers
 
 
@@ -98,16 +124,28 @@ class Server:
     socket, not a thread); routes and the filter, which may block, run on `workers` threads.
     """
 
-    def __init__(self, address: tuple[str, int], routes: dict[str, Route], name: str,
-                 post_routes: dict[str, PostRoute] | None = None, cert_dir: str | Path | None = None,
-                 max_body: int = MAX_BODY, *, filter: Filter | None = None, workers: int = WORKERS,
-                 max_connections: int = MAX_CONNECTIONS, read_timeout: float = READ_TIMEOUT,
-                 idle_timeout: float = IDLE_TIMEOUT, tls: TLSProvider | None = None):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        routes: dict[str, Route],
+        name: str,
+        post_routes: dict[str, PostRoute] | None = None,
+        cert_dir: str | Path | None = None,
+        max_body: int = MAX_BODY,
+        *,
+        filter: Filter | None = None,
+        workers: int = WORKERS,
+        max_connections: int = MAX_CONNECTIONS,
+        read_timeout: float = READ_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
+        tls: TLSProvider | None = None,
+    ):
         self.name = name
         self.routes, self.posts = dict(routes), dict(post_routes or {})
         self.max_body, self.filter = max_body, filter
-        self.tls: TLSProvider | None = tls if tls is not None else (
-            ReloadingTLS(cert_dir) if cert_dir is not None else None)
+        self.tls: TLSProvider | None = (
+            tls if tls is not None else (ReloadingTLS(cert_dir) if cert_dir is not None else None)
+        )
         self.read_timeout, self.idle_timeout = read_timeout, idle_timeout
         self.max_connections = max(1, max_connections)
         self._listener = bind_socket(address)
@@ -120,7 +158,7 @@ class Server:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     # -- life --------------------------------------------------------------------------------------
-    def start(self) -> "Server":
+    def start(self) -> Server:
         self._thread.start()
         self._started.wait(30)
         return self
@@ -156,6 +194,7 @@ class Server:
             current = tls.context()
             if current is not None:
                 sslobj.context = current
+
         base.sni_callback = swap  # type: ignore[assignment]
         return base
 
@@ -163,13 +202,19 @@ class Server:
         asyncio.set_event_loop(self._loop)
         # A client's broken connection is its own affair: logged at debug, never a traceback on stderr.
         self._loop.set_exception_handler(
-            lambda _loop, ctx: log.debug("connection error", server=self.name, error=repr(ctx.get("exception"))))
+            lambda _loop, ctx: log.debug("connection error", server=self.name, error=repr(ctx.get("exception")))
+        )
 
         async def serve() -> None:
             self._server = await asyncio.start_server(
-                self._client, sock=self._listener, ssl=self._ssl_context(), limit=MAX_HEAD,
-                ssl_handshake_timeout=self.read_timeout if self.tls else None)
+                self._client,
+                sock=self._listener,
+                ssl=self._ssl_context(),
+                limit=MAX_HEAD,
+                ssl_handshake_timeout=self.read_timeout if self.tls else None,
+            )
             self._started.set()
+
         try:
             self._loop.run_until_complete(serve())
             self._loop.run_forever()
@@ -224,7 +269,8 @@ class Server:
                     if method == "POST":
                         body = await asyncio.wait_for(reader.readexactly(self._length(headers)), self.read_timeout)
                     code, ctype, payload = await asyncio.get_running_loop().run_in_executor(
-                        self._pool, self._answer, method, path, headers, body)
+                        self._pool, self._answer, method, path, headers, body
+                    )
                 except _BadRequest as exc:
                     await self._write(writer, exc.code, "text/plain", f"{exc}\n".encode(), close=True)
                     return
@@ -232,8 +278,14 @@ class Server:
                 if not keep:
                     return
                 timeout = self.idle_timeout
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, OSError,
-                asyncio.CancelledError):
+        except (
+            asyncio.TimeoutError,
+            asyncio.IncompleteReadError,
+            ConnectionError,
+            ssl.SSLError,
+            OSError,
+            asyncio.CancelledError,
+        ):
             pass  # the connection ends; on CancelledError the server is stopping
         finally:
             self._conns.discard(conn)
@@ -261,12 +313,14 @@ class Server:
             if self.filter is not None and (refused := self.filter(method, path, headers)) is not None:
                 return refused
             return get() if method == "GET" else post(body)  # type: ignore[misc]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return 500, "text/plain", f"{type(exc).__name__}\n".encode()
 
     async def _write(self, writer: asyncio.StreamWriter, code: int, ctype: str, body: bytes, close: bool) -> None:
-        head = (f"HTTP/1.1 {code} {_REASONS.get(code, 'Unknown')}\r\nContent-Type: {ctype}\r\n"
-                f"Content-Length: {len(body)}\r\n" + ("Connection: close\r\n" if close else "") + "\r\n")
+        head = (
+            f"HTTP/1.1 {code} {_REASONS.get(code, 'Unknown')}\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(body)}\r\n" + ("Connection: close\r\n" if close else "") + "\r\n"
+        )
         writer.write(head.encode("latin-1") + body)
         await asyncio.wait_for(writer.drain(), self.read_timeout)
 
@@ -297,7 +351,9 @@ def metrics_route(registry: CollectorRegistry) -> Route:
 
 def check_route(check: Callable[[], str | None]) -> Route:
     """A probe: `check` returns None when healthy, else the reason."""
+
     def route() -> tuple[int, str, bytes]:
         problem = check()
         return (200, "text/plain", b"ok\n") if problem is None else (500, "text/plain", f"{problem}\n".encode())
+
     return route

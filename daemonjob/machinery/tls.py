@@ -53,8 +53,9 @@ class ReloadingTLS:
     """The server side of TLS from `tls.crt`/`tls.key` in a directory, reloaded when they change.
 
     Each new connection looks at the files (two stat calls: change time, inode, size, so a
-    mounted Secret's symlink swap counts) and loads them again when they changed; a pair that does not load (a key replaced before its certificate) keeps
-    the previous context until the next look.
+    mounted Secret's symlink swap counts) and loads them again when they changed; a pair that
+    does not load (a key replaced before its certificate) keeps the previous context until the
+    next look.
     """
 
     def __init__(self, cert_dir: str | Path) -> None:

@@ -57,8 +57,10 @@ def up(args: argparse.Namespace) -> int:
     workdir = Path(args.dir).resolve()
     pid = _read_pid(workdir / SUPERVISOR_PID)
     if pid and _alive(pid):
-        print(f"a cluster is already running from {workdir} (supervisor PID {pid}); `make cluster-down` stops it",
-              file=sys.stderr)
+        print(
+            f"a cluster is already running from {workdir} (supervisor PID {pid}); `make cluster-down` stops it",
+            file=sys.stderr,
+        )
         return 1
     if workdir.exists():
         shutil.rmtree(workdir)
@@ -71,20 +73,22 @@ def up(args: argparse.Namespace) -> int:
         cmd.append("--prometheus")
         for target in args.prometheus_target or ():
             cmd += ["--prometheus-target", target]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         if (workdir / READY_MARK).exists():
             print(f"cluster up: {args.nodes} Ready node(s); KUBECONFIG={workdir / 'kubeconfig'}")
             if args.prometheus:
                 url, alerts = (workdir / PROMETHEUS_URL).read_text().split()
-                print(f"prometheus: {url} (alerts: {alerts}), scraping "
-                      f"{', '.join(args.prometheus_target or [DEFAULT_PROMETHEUS_TARGET])}")
+                print(
+                    f"prometheus: {url} (alerts: {alerts}), scraping "
+                    f"{', '.join(args.prometheus_target or [DEFAULT_PROMETHEUS_TARGET])}"
+                )
             return 0
         if proc.poll() is not None:
-            print(f"cluster failed to start (exit {proc.returncode}); see {workdir / 'supervisor.log'}",
-                  file=sys.stderr)
+            print(
+                f"cluster failed to start (exit {proc.returncode}); see {workdir / 'supervisor.log'}", file=sys.stderr
+            )
             return 1
         time.sleep(0.3)
     print(f"cluster not ready after {args.timeout}s; stopping it (see {workdir / 'supervisor.log'})", file=sys.stderr)
@@ -106,8 +110,17 @@ def down(args: argparse.Namespace) -> int:
             name, _, child = line.partition(" ")
             if child.isdigit() and _alive(int(child)):
                 stop_pid(int(child))
-    for leftover in ("etcd", "pki", "kubeconfig", SUPERVISOR_PID, READY_MARK, "pids", PROMETHEUS_PID, PROMETHEUS_URL,
-                     "prometheus"):
+    for leftover in (
+        "etcd",
+        "pki",
+        "kubeconfig",
+        SUPERVISOR_PID,
+        READY_MARK,
+        "pids",
+        PROMETHEUS_PID,
+        PROMETHEUS_URL,
+        "prometheus",
+    ):
         path = workdir / leftover
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
@@ -129,9 +142,12 @@ def serve(args: argparse.Namespace) -> int:
     prometheus = None
     try:
         if args.prometheus:  # first: provisioning it may take a moment, before nodes need heartbeats
-            prometheus = LocalPrometheus(workdir / "prometheus",
-                                         targets=args.prometheus_target or [DEFAULT_PROMETHEUS_TARGET],
-                                         scrape_interval="5s", evaluation_interval="5s").start()
+            prometheus = LocalPrometheus(
+                workdir / "prometheus",
+                targets=args.prometheus_target or [DEFAULT_PROMETHEUS_TARGET],
+                scrape_interval="5s",
+                evaluation_interval="5s",
+            ).start()
             (workdir / PROMETHEUS_PID).write_text(f"{prometheus.pid}\n")
             (workdir / PROMETHEUS_URL).write_text(f"{prometheus.url} {prometheus.page('alerts')}\n")
         cluster.start()
@@ -162,14 +178,23 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--dir", default=".cluster")
         if name != "down":
             p.add_argument("--nodes", type=int, default=3)
-            p.add_argument("--no-node-lifecycle", action="store_true",
-                           help="turn the node lifecycle controller off (large clusters: no heartbeats)")
+            p.add_argument(
+                "--no-node-lifecycle",
+                action="store_true",
+                help="turn the node lifecycle controller off (large clusters: no heartbeats)",
+            )
             p.add_argument("--timeout", type=float, default=600.0)
-            p.add_argument("--prometheus", action="store_true",
-                           help="also run Prometheus with the shipped alerts, scraping the controller")
-            p.add_argument("--prometheus-target", action="append", metavar="HOST:PORT",
-                           help=f"a controller's metrics address to scrape (repeatable; default "
-                                f"{DEFAULT_PROMETHEUS_TARGET})")
+            p.add_argument(
+                "--prometheus",
+                action="store_true",
+                help="also run Prometheus with the shipped alerts, scraping the controller",
+            )
+            p.add_argument(
+                "--prometheus-target",
+                action="append",
+                metavar="HOST:PORT",
+                help=f"a controller's metrics address to scrape (repeatable; default {DEFAULT_PROMETHEUS_TARGET})",
+            )
     args = parser.parse_args(argv)
     return {"up": up, "down": down, "serve": serve}[args.cmd](args)
 

@@ -51,10 +51,24 @@ class ActBed:
         informers = fake_informers()
         control = FakeJobControl(jobs=informers.jobs)  # type: ignore[arg-type]
         configmaps = ConfigMapInformers()
-        ctl = Controller(informers, control, clock=clock, create_concurrency=create_concurrency, resync_interval=0,
-                         configmap_informers=configmaps, **controller_kw)
-        return cls(ctl, control, informers.daemonjobs, informers.jobs, informers.nodes, clock,  # type: ignore[arg-type]
-                   configmaps)
+        ctl = Controller(
+            informers,
+            control,
+            clock=clock,
+            create_concurrency=create_concurrency,
+            resync_interval=0,
+            configmap_informers=configmaps,
+            **controller_kw,
+        )
+        return cls(
+            ctl,
+            control,
+            informers.daemonjobs,
+            informers.jobs,
+            informers.nodes,
+            clock,  # type: ignore[arg-type]
+            configmaps,
+        )
 
     def stop(self) -> None:
         self.ctl.stop(timeout=1)
@@ -96,9 +110,12 @@ class ActBed:
         """Every unfinished Job succeeds now."""
         for job in list(self.control.objects.values()):
             if not (job.get("status") or {}).get("conditions"):
-                job["status"] = {"conditions": [{"type": "Complete", "status": "True",
-                                                 "lastTransitionTime": format_time(self.clock.wall())}],
-                                 "completionTime": format_time(self.clock.wall())}
+                job["status"] = {
+                    "conditions": [
+                        {"type": "Complete", "status": "True", "lastTransitionTime": format_time(self.clock.wall())}
+                    ],
+                    "completionTime": format_time(self.clock.wall()),
+                }
                 self.jobs.update(job)
 
     def user_deletes(self, name: str) -> None:

@@ -46,7 +46,7 @@ class AuditRecord:
         return 200 <= self.code < 300
 
     @classmethod
-    def from_event(cls, event: dict) -> "AuditRecord":
+    def from_event(cls, event: dict) -> AuditRecord:
         ref = event.get("objectRef") or {}
         return cls(
             user=(event.get("user") or {}).get("username", ""),
@@ -95,9 +95,17 @@ class AuditLog:
                 out.append(AuditRecord.from_event(event))
         return out
 
-    def writes(self, *, user: str | None = None, users: Iterable[str] | None = None, after: datetime | None = None,
-               resources: Iterable[str] | None = None, namespace: str | None = None, since: int = 0,
-               succeeded_only: bool = False) -> list[AuditRecord]:
+    def writes(
+        self,
+        *,
+        user: str | None = None,
+        users: Iterable[str] | None = None,
+        after: datetime | None = None,
+        resources: Iterable[str] | None = None,
+        namespace: str | None = None,
+        since: int = 0,
+        succeeded_only: bool = False,
+    ) -> list[AuditRecord]:
         """Write requests, filtered: by user(s); received after `after`; of these resources
         ("jobs", "daemonjobs/status", ...); in a namespace; answered 2xx only."""
         wanted_users = set(users or ()) | ({user} if user else set())

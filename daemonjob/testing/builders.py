@@ -16,8 +16,9 @@ UID = "dj-uid"
 EARLIER = "2024-03-01T10:00:00Z"
 
 
-def job_template(annotation: str | None = None, labels: dict[str, str] | None = None,
-                 backoff_limit: int | None = 0) -> dict[str, Any]:
+def job_template(
+    annotation: str | None = None, labels: dict[str, str] | None = None, backoff_limit: int | None = 0
+) -> dict[str, Any]:
     """A Job template of one busybox container; `annotation` (annotation `run`) makes a new revision."""
     metadata: dict[str, Any] = {}
     if labels:
@@ -29,9 +30,18 @@ def job_template(annotation: str | None = None, labels: dict[str, str] | None = 
     return {**({"metadata": metadata} if metadata else {}), "spec": spec}
 
 
-def make_dj(name: str = NAME, *, namespace: str = NS, uid: str = UID, generation: int = 1,
-              resource_version: str | None = "10", status: dict[str, Any] | None = None,
-              template: dict[str, Any] | None = None, created: str | None = None, **spec: Any) -> dict[str, Any]:
+def make_dj(
+    name: str = NAME,
+    *,
+    namespace: str = NS,
+    uid: str = UID,
+    generation: int = 1,
+    resource_version: str | None = "10",
+    status: dict[str, Any] | None = None,
+    template: dict[str, Any] | None = None,
+    created: str | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
     """A DaemonJob; `spec` fields are added to the spec (None leaves one out)."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "generation": generation}
     if resource_version is not None:
@@ -51,8 +61,14 @@ def revision_of(dj: dict[str, Any]) -> str:
     return template_revision(dj["spec"]["jobTemplate"])
 
 
-def job(dj: dict[str, Any], node_name: str, state: str = "active", revision: str | None = None,
-        created: str = EARLIER, finished: str | None = None) -> dict[str, Any]:
+def job(
+    dj: dict[str, Any],
+    node_name: str,
+    state: str = "active",
+    revision: str | None = None,
+    created: str = EARLIER,
+    finished: str | None = None,
+) -> dict[str, Any]:
     """A Job of `dj` as the API server returns it: active, succeeded, failed or terminating."""
     body = build_job(dj, node_name, revision or revision_of(dj))
     body["metadata"]["creationTimestamp"] = created
@@ -70,8 +86,13 @@ def job(dj: dict[str, Any], node_name: str, state: str = "active", revision: str
     return body
 
 
-def node(name: str, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
-         unschedulable: bool = False, ready: bool = True) -> dict[str, Any]:
+def node(
+    name: str,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    ready: bool = True,
+) -> dict[str, Any]:
     """A Node; NotReady ones carry no Ready=True condition (their taints are the test's to add)."""
     spec: dict[str, Any] = {"taints": taints or []}
     if unschedulable:

@@ -177,7 +177,7 @@ class LocalCluster:
         return path
 
     # -- lifecycle -------------------------------------------------------------------------
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         self.start()
         return self
 
@@ -263,8 +263,14 @@ class LocalCluster:
         base = f"http://127.0.0.1:{self.etcd_port}/v3/kv"
 
         def post(path: str, body: dict[str, object]) -> dict[str, Any]:
-            r = http.request("POST", f"{base}/{path}", body=json.dumps(body).encode(),
-                             headers={"Content-Type": "application/json"}, timeout=10.0, retries=False)
+            r = http.request(
+                "POST",
+                f"{base}/{path}",
+                body=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+                timeout=10.0,
+                retries=False,
+            )
             if r.status != 200:
                 raise RuntimeError(f"etcd {path}: HTTP {r.status}: {r.data[:300]!r}")
             return json.loads(r.data)
@@ -280,17 +286,26 @@ class LocalCluster:
         while time.monotonic() < deadline:
             proc = self.procs.get("kube-apiserver")
             if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"kube-apiserver exited with {proc.returncode}; log: {self.log_path('kube-apiserver')}")
+                raise RuntimeError(
+                    f"kube-apiserver exited with {proc.returncode}; log: {self.log_path('kube-apiserver')}"
+                )
             try:
-                r = http.request("GET", f"{self.server}/readyz", headers={"Authorization": f"Bearer {self.token}"},
-                                 timeout=2.0, retries=False)
+                r = http.request(
+                    "GET",
+                    f"{self.server}/readyz",
+                    headers={"Authorization": f"Bearer {self.token}"},
+                    timeout=2.0,
+                    retries=False,
+                )
                 if r.status == 200:
                     return
                 last = f"HTTP {r.status}"
             except urllib3.exceptions.HTTPError as exc:
                 last = str(exc)
             time.sleep(0.25)
-        raise TimeoutError(f"kube-apiserver not ready after {timeout}s ({last}); log: {self.log_path('kube-apiserver')}")
+        raise TimeoutError(
+            f"kube-apiserver not ready after {timeout}s ({last}); log: {self.log_path('kube-apiserver')}"
+        )
 
     def pids(self) -> dict[str, int]:
         return {name: proc.pid for name, proc in self.procs.items() if proc.poll() is None}
@@ -304,8 +319,11 @@ class LocalCluster:
         log = open(self.log_path(name), "ab")
         self.procs[name] = subprocess.Popen(
             [str(self.bin_dir / name), *args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent, cwd=self.workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+            cwd=self.workdir,
         )
         log.close()
         self._write_pids()
@@ -321,19 +339,25 @@ class LocalCluster:
 
     def _start_etcd(self) -> None:
         data = self.workdir / "etcd"
-        self._spawn("etcd", [
-            f"--data-dir={data}",
-            f"--listen-client-urls=http://127.0.0.1:{self.etcd_port}",
-            f"--advertise-client-urls=http://127.0.0.1:{self.etcd_port}",
-            f"--listen-peer-urls=http://127.0.0.1:{free_port()}",
-            "--quota-backend-bytes=4294967296",
-            "--log-level=warn",
-        ])
+        self._spawn(
+            "etcd",
+            [
+                f"--data-dir={data}",
+                f"--listen-client-urls=http://127.0.0.1:{self.etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{self.etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{free_port()}",
+                "--quota-backend-bytes=4294967296",
+                "--log-level=warn",
+            ],
+        )
         http = urllib3.PoolManager()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                if http.request("GET", f"http://127.0.0.1:{self.etcd_port}/health", timeout=1.0, retries=False).status == 200:
+                if (
+                    http.request("GET", f"http://127.0.0.1:{self.etcd_port}/health", timeout=1.0, retries=False).status
+                    == 200
+                ):
                     return
             except urllib3.exceptions.HTTPError:
                 pass
@@ -344,35 +368,48 @@ class LocalCluster:
 
     def _client_args(self) -> list[str]:
         kc = str(self.kubeconfig)
-        return [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-                "--leader-elect=false", "--secure-port=0", "--port=0", "--logtostderr=true", "--v=0"]
+        return [
+            f"--kubeconfig={kc}",
+            f"--authentication-kubeconfig={kc}",
+            f"--authorization-kubeconfig={kc}",
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--port=0",
+            "--logtostderr=true",
+            "--v=0",
+        ]
 
     def _start_controller_manager(self) -> None:
         o = self.options
         controllers = o.controllers if o.node_lifecycle else f"{o.controllers},-nodelifecycle"
-        self._spawn("kube-controller-manager", [
-            *self._client_args(),
-            f"--service-account-private-key-file={self.pki / 'sa.key'}",
-            f"--root-ca-file={self.pki / 'ca.crt'}",
-            f"--controllers={controllers}",
-            f"--node-monitor-grace-period={o.node_monitor_grace_period}",
-            f"--node-monitor-period={o.node_monitor_period}",
-            "--node-startup-grace-period=20s",
-            "--pod-eviction-timeout=5s",
-            f"--kube-api-qps={o.kcm_qps}",
-            f"--kube-api-burst={o.kcm_burst}",
-            "--concurrent-gc-syncs=20",
-            # The informer-based CronJob controller, the default from Kubernetes 1.21: 1.20's
-            # own lists every Job of the cluster from etcd every 10 s, a load that grows with
-            # the Jobs kept and that no current cluster carries.
-            "--feature-gates=CronJobControllerV2=true",
-            "--use-service-account-credentials=false",
-        ])
+        self._spawn(
+            "kube-controller-manager",
+            [
+                *self._client_args(),
+                f"--service-account-private-key-file={self.pki / 'sa.key'}",
+                f"--root-ca-file={self.pki / 'ca.crt'}",
+                f"--controllers={controllers}",
+                f"--node-monitor-grace-period={o.node_monitor_grace_period}",
+                f"--node-monitor-period={o.node_monitor_period}",
+                "--node-startup-grace-period=20s",
+                "--pod-eviction-timeout=5s",
+                f"--kube-api-qps={o.kcm_qps}",
+                f"--kube-api-burst={o.kcm_burst}",
+                "--concurrent-gc-syncs=20",
+                # The informer-based CronJob controller, the default from Kubernetes 1.21: 1.20's
+                # own lists every Job of the cluster from etcd every 10 s, a load that grows with
+                # the Jobs kept and that no current cluster carries.
+                "--feature-gates=CronJobControllerV2=true",
+                "--use-service-account-credentials=false",
+            ],
+        )
 
     def _start_scheduler(self) -> None:
         o = self.options
-        self._spawn("kube-scheduler", [*self._client_args(), f"--kube-api-qps={o.scheduler_qps}",
-                                        f"--kube-api-burst={o.scheduler_burst}"])
+        self._spawn(
+            "kube-scheduler",
+            [*self._client_args(), f"--kube-api-qps={o.scheduler_qps}", f"--kube-api-burst={o.scheduler_burst}"],
+        )
 
     def _make_pki(self) -> None:
         p = self.pki
@@ -384,16 +421,57 @@ class LocalCluster:
         def ssl(*args: str) -> None:
             subprocess.run(["openssl", *args], cwd=p, check=True, capture_output=True)
 
-        ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-keyout", "ca.key", "-out", "ca.crt",
-            "-subj", "/CN=daemonjob-local-ca")
+        ssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "3650",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-subj",
+            "/CN=daemonjob-local-ca",
+        )
         (p / "san.cnf").write_text(
             "[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName=IP:127.0.0.1,DNS:localhost,"
             "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1\n"
-            "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n")
-        ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key", "-out", "apiserver.csr",
-            "-subj", "/CN=kube-apiserver")
-        ssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", "3650", "-out", "apiserver.crt", "-extfile", "san.cnf", "-extensions", "ext")
+            "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+        )
+        ssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "apiserver.key",
+            "-out",
+            "apiserver.csr",
+            "-subj",
+            "/CN=kube-apiserver",
+        )
+        ssl(
+            "x509",
+            "-req",
+            "-in",
+            "apiserver.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "3650",
+            "-out",
+            "apiserver.crt",
+            "-extfile",
+            "san.cnf",
+            "-extensions",
+            "ext",
+        )
         ssl("genrsa", "-out", "sa.key", "2048")
         ssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
         (p / "tokens.csv").write_text(f"{self.token},admin,admin,system:masters\n")
@@ -411,8 +489,13 @@ class LocalCluster:
         policy = self.workdir / "audit-policy.yaml"
         policy.write_text(AUDIT_POLICY)
         # Blocking mode: a request's record is written before the next request of its client.
-        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log_path}",
-                "--audit-log-format=json", "--audit-log-mode=blocking", "--audit-log-maxsize=0"]
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log_path}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+            "--audit-log-maxsize=0",
+        ]
 
     def _grant_controller_role(self) -> None:
         """manifests/rbac.yaml, with its roles bound to CONTROLLER_USERS_GROUP as well."""
@@ -456,8 +539,14 @@ roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-test
 subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
 """
         for source, stdin in ((NAMESPACE_PATH, None), (RBAC_PATH, None), ("-", bindings)):
-            out = subprocess.run([*kubectl, "apply", "-f", str(source)], input=stdin, text=True,
-                                 capture_output=True, check=False, timeout=60)
+            out = subprocess.run(
+                [*kubectl, "apply", "-f", str(source)],
+                input=stdin,
+                text=True,
+                capture_output=True,
+                check=False,
+                timeout=60,
+            )
             if out.returncode != 0:
                 raise RuntimeError(f"kubectl apply -f {source} failed: {out.stderr.strip()}")
 

@@ -19,15 +19,22 @@ def install_crd(kubectl: Sequence[str], path: Path = CRD_PATH, timeout: float = 
     and "daemonjobs", can trail it, so that is waited for too. `kubectl` is the command with
     its connection flags, e.g. [kubectl, "--kubeconfig", path].
     """
-    for args in (["apply", "-f", str(path)],
-                 ["wait", "--for=condition=Established", f"--timeout={int(timeout)}s", f"crd/{CRD_NAME}"]):
+    for args in (
+        ["apply", "-f", str(path)],
+        ["wait", "--for=condition=Established", f"--timeout={int(timeout)}s", f"crd/{CRD_NAME}"],
+    ):
         out = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False, timeout=timeout + 30)
         if out.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)} failed: {out.stderr.strip() or out.stdout.strip()}")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        out = subprocess.run([*kubectl, "api-resources", "--api-group=daemonjob.io", "-o", "name"],
-                             capture_output=True, text=True, check=False, timeout=timeout)
+        out = subprocess.run(
+            [*kubectl, "api-resources", "--api-group=daemonjob.io", "-o", "name"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
         if out.returncode == 0 and CRD_NAME in out.stdout.split():
             return
         time.sleep(0.3)

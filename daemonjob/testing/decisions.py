@@ -19,12 +19,23 @@ from daemonjob.domain.order import OrderInput
 Obj = Mapping[str, Any]
 
 
-def decide_over(dj: Obj, jobs: Iterable[Obj], nodes: Iterable[Obj], now: datetime,
-                stalled: tuple[str, str] | None = None, *, conflicts: Mapping[str, str] | None = None,
-                rejected: Mapping[str, str] | None = None, configmaps: dict[str, Obj | None] | None = None,
-                unreadable: dict[str, str] | None = None, eligibility: Eligibility | None = None,
-                memo: Memo = no_memo, plan: KeptPlan | None = None, alerts: FiringAlerts = FiringAlerts(),
-                order: OrderInput = OrderInput()) -> Decision:
+def decide_over(
+    dj: Obj,
+    jobs: Iterable[Obj],
+    nodes: Iterable[Obj],
+    now: datetime,
+    stalled: tuple[str, str] | None = None,
+    *,
+    conflicts: Mapping[str, str] | None = None,
+    rejected: Mapping[str, str] | None = None,
+    configmaps: dict[str, Obj | None] | None = None,
+    unreadable: dict[str, str] | None = None,
+    eligibility: Eligibility | None = None,
+    memo: Memo = no_memo,
+    plan: KeptPlan | None = None,
+    alerts: FiringAlerts = FiringAlerts(),
+    order: OrderInput = OrderInput(),
+) -> Decision:
     """`decide` on the input value made of these: the plan from scratch out of `jobs` and
     `nodes`, or `plan` (a kept one) as it is; the API's troubles (`stalled`, `conflicts`,
     `rejected`), the ConfigMaps and the firing alerts read as the controller would hand them
@@ -32,9 +43,20 @@ def decide_over(dj: Obj, jobs: Iterable[Obj], nodes: Iterable[Obj], now: datetim
     troubles = ApiTroubles(stalled, rejected, conflicts)
     read = ConfigMapsRead(configmaps, False, dict(unreadable or {}))
     if plan is None:
-        return decide(DecisionInput.from_objects(dj, jobs, nodes, now, memo=memo, troubles=troubles,
-                                                 configmaps=read, eligibility=eligibility, alerts=alerts,
-                                                 order=order))
+        return decide(
+            DecisionInput.from_objects(
+                dj,
+                jobs,
+                nodes,
+                now,
+                memo=memo,
+                troubles=troubles,
+                configmaps=read,
+                eligibility=eligibility,
+                alerts=alerts,
+                order=order,
+            )
+        )
     return decide(DecisionInput(dj, plan, now, troubles, read, eligibility, memo, alerts, order=order))
 
 

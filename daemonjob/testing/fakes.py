@@ -16,9 +16,9 @@ from typing import Any
 
 from daemonjob.controller.informers import JOB_INDEXERS, NODE_INDEXERS, Informers
 from daemonjob.controller.transforms import job_transform, node_transform
+from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.informer import Handlers, Tombstone
 from daemonjob.machinery.kube import ApiError
-from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.store import Store, meta_namespace_key
 
 __all__ = ["FakeInformer", "FakeJobControl", "Call", "api_error", "fake_informers"]
@@ -26,16 +26,26 @@ __all__ = ["FakeInformer", "FakeJobControl", "Call", "api_error", "fake_informer
 
 def api_error(status: int, reason: str = "", message: str = "") -> ApiError:
     """An ApiError as the API server would send it (409 AlreadyExists, 422 Invalid, ...)."""
-    default_reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 422: "Invalid",
-                      429: "TooManyRequests", 500: "InternalError"}.get(status, "")
+    default_reason = {
+        403: "Forbidden",
+        404: "NotFound",
+        409: "Conflict",
+        422: "Invalid",
+        429: "TooManyRequests",
+        500: "InternalError",
+    }.get(status, "")
     return ApiError(status, reason or default_reason, message or f"HTTP {status}")
 
 
 class FakeInformer:
     """A synced informer whose changes the test delivers with add/update/delete."""
 
-    def __init__(self, name: str, indexers: Mapping[str, Callable[[Any], list[str]]] | None = None,
-                 transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        indexers: Mapping[str, Callable[[Any], list[str]]] | None = None,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
         self.name = name
         self.store = Store(dict(indexers or {}))
         self.transform = transform
@@ -109,9 +119,11 @@ class FakeInformer:
 
 def fake_informers() -> Informers:
     """The controller's three caches as fakes, with the real indexers and transforms."""
-    return Informers(FakeInformer("daemonjobs"),
-                     FakeInformer("jobs", indexers=JOB_INDEXERS, transform=job_transform),
-                     FakeInformer("nodes", indexers=NODE_INDEXERS, transform=node_transform))
+    return Informers(
+        FakeInformer("daemonjobs"),
+        FakeInformer("jobs", indexers=JOB_INDEXERS, transform=job_transform),
+        FakeInformer("nodes", indexers=NODE_INDEXERS, transform=node_transform),
+    )
 
 
 @dataclass
@@ -161,8 +173,7 @@ class FakeJobControl:
             if key in self.objects:
                 raise api_error(409, "AlreadyExists", f'jobs.batch "{name}" already exists')
             job = thaw(body)
-            job["metadata"].update(namespace=namespace, uid=str(uuid.uuid4()),
-                                   creationTimestamp="2024-01-01T00:00:00Z")
+            job["metadata"].update(namespace=namespace, uid=str(uuid.uuid4()), creationTimestamp="2024-01-01T00:00:00Z")
             self.objects[key] = job
             self._pending.append(("add", job))
 
@@ -200,13 +211,17 @@ class FakeJobControl:
             job = self._patched(namespace, name, job_uid)
             refs = [r for r in job["metadata"].get("ownerReferences") or () if r.get("uid") != owner.get("uid")]
             if any(r.get("controller") for r in refs):
-                raise api_error(422, "Invalid", "metadata.ownerReferences: Invalid value: "
-                                "Only one reference can have Controller set to true")
+                raise api_error(
+                    422,
+                    "Invalid",
+                    "metadata.ownerReferences: Invalid value: Only one reference can have Controller set to true",
+                )
             job["metadata"]["ownerReferences"] = [*refs, dict(owner)]  # merged by uid, as the API server does
             self._pending.append(("add", job))
 
-    def relabel_job(self, namespace: str, name: str, job_uid: str, labels: Mapping[str, str],
-                    annotations: Mapping[str, str]) -> None:
+    def relabel_job(
+        self, namespace: str, name: str, job_uid: str, labels: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> None:
         self._record("relabel", namespace, name, {**labels, **annotations}, job_uid)
         self._maybe_fail("relabel", name)
         with self._lock:
@@ -222,14 +237,12 @@ class FakeJobControl:
             raise api_error(404)
         return dj
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any],
-                     resource_version: str | None) -> None:
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str | None) -> None:
         self._record("status", namespace, name, thaw(status), resource_version)
         self._maybe_fail("status", name)
 
     def record_event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-        self._record("event", obj["metadata"].get("namespace", ""), obj["metadata"]["name"], (type_, reason),
-                     message)
+        self._record("event", obj["metadata"].get("namespace", ""), obj["metadata"]["name"], (type_, reason), message)
 
     # -- for tests ---------------------------------------------------------------------------
     def put_job(self, job: Mapping[str, Any]) -> None:
@@ -310,9 +323,21 @@ class FakeNodeControl:
     def evict(self, namespace: str, name: str, uid: str | None, grace_period_seconds: int | None) -> None:
         if name in self.refuse:
             pdb = self.refuse[name]
-            raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
-                           {"details": {"causes": [{"reason": "DisruptionBudget", "message":
-                            f"The disruption budget {pdb} needs 1 healthy pods and has 1 currently"}]}})
+            raise ApiError(
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                {
+                    "details": {
+                        "causes": [
+                            {
+                                "reason": "DisruptionBudget",
+                                "message": f"The disruption budget {pdb} needs 1 healthy pods and has 1 currently",
+                            }
+                        ]
+                    }
+                },
+            )
         self.evicted.append(f"{namespace}/{name}")
         for items in self.pods.values():
             items[:] = [p for p in items if p["metadata"]["name"] != name]

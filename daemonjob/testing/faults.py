@@ -43,23 +43,29 @@ _EOF = b""
 class _Conn:
     """One proxied connection: a reader and a writer thread per direction."""
 
-    def __init__(self, proxy: "FaultProxy", client: socket.socket, upstream: socket.socket, held: bool):
+    def __init__(self, proxy: FaultProxy, client: socket.socket, upstream: socket.socket, held: bool):
         self.proxy = proxy
         self.client, self.upstream = client, upstream
         self.held = held  # saw a hang: forwards nothing from now on
         self.cond = threading.Condition()
         self.queues: dict[str, collections.deque[tuple[float, bytes]]] = {
-            "to_server": collections.deque(), "to_client": collections.deque()}
+            "to_server": collections.deque(),
+            "to_client": collections.deque(),
+        }
         self.closed = False
         self.eofs = 0
 
     def start(self) -> None:
-        for direction, src, dst in (("to_server", self.client, self.upstream),
-                                    ("to_client", self.upstream, self.client)):
-            threading.Thread(target=self._read, args=(direction, src), daemon=True,
-                             name=f"proxy-read-{direction}").start()
-            threading.Thread(target=self._write, args=(direction, dst), daemon=True,
-                             name=f"proxy-write-{direction}").start()
+        for direction, src, dst in (
+            ("to_server", self.client, self.upstream),
+            ("to_client", self.upstream, self.client),
+        ):
+            threading.Thread(
+                target=self._read, args=(direction, src), daemon=True, name=f"proxy-read-{direction}"
+            ).start()
+            threading.Thread(
+                target=self._write, args=(direction, dst), daemon=True, name=f"proxy-write-{direction}"
+            ).start()
 
     def _read(self, direction: str, src: socket.socket) -> None:
         while True:
@@ -147,14 +153,14 @@ class FaultProxy:
         self.accepted = 0  # connections accepted since start (refused ones never count)
 
     @classmethod
-    def to_url(cls, url: str, port: int = 0) -> "FaultProxy":
+    def to_url(cls, url: str, port: int = 0) -> FaultProxy:
         """A proxy to the host and port of a server URL such as https://127.0.0.1:6443."""
         parts = urlsplit(url)
         default = 443 if parts.scheme == "https" else 80
         return cls((parts.hostname or "127.0.0.1", parts.port or default), port=port)
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> "FaultProxy":
+    def start(self) -> FaultProxy:
         self._listen()
         return self
 
@@ -164,7 +170,7 @@ class FaultProxy:
         self._close_listener()
         self._cut_all()
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -219,7 +225,7 @@ class FaultProxy:
         log.info("proxy healed", port=self.port)
 
     @contextmanager
-    def partitioned(self) -> Iterator["FaultProxy"]:
+    def partitioned(self) -> Iterator[FaultProxy]:
         self.partition()
         try:
             yield self
@@ -227,7 +233,7 @@ class FaultProxy:
             self.heal()
 
     @contextmanager
-    def hung(self) -> Iterator["FaultProxy"]:
+    def hung(self) -> Iterator[FaultProxy]:
         self.hang()
         try:
             yield self
@@ -235,7 +241,7 @@ class FaultProxy:
             self.heal()
 
     @contextmanager
-    def delayed(self, to_server: float = 0.0, to_client: float = 0.0) -> Iterator["FaultProxy"]:
+    def delayed(self, to_server: float = 0.0, to_client: float = 0.0) -> Iterator[FaultProxy]:
         self.set_latency(to_server, to_client)
         try:
             yield self
@@ -335,8 +341,9 @@ def paused(pid: int, timeout: float = 5.0) -> Iterator[None]:
 _PATH_KEYS = {"cluster": ("certificate-authority",), "user": ("client-certificate", "client-key", "tokenFile")}
 
 
-def proxied_kubeconfig(source: str | Path, dest: str | Path, server: str, *, user: str | None = None,
-                       token: str | None = None) -> Path:
+def proxied_kubeconfig(
+    source: str | Path, dest: str | Path, server: str, *, user: str | None = None, token: str | None = None
+) -> Path:
     """A copy of `source` whose every cluster points at `server` (the proxy).
 
     The API server's certificate must name the proxy's address: the local cluster's names
@@ -357,8 +364,10 @@ def proxied_kubeconfig(source: str | Path, dest: str | Path, server: str, *, use
         entry["cluster"]["server"] = server
     if token is not None:
         name = user or "proxied"
-        config["users"] = [*(u for u in config.get("users") or [] if u.get("name") != name),
-                           {"name": name, "user": {"token": token}}]
+        config["users"] = [
+            *(u for u in config.get("users") or [] if u.get("name") != name),
+            {"name": name, "user": {"token": token}},
+        ]
         current = config.get("current-context")
         for ctx in config.get("contexts") or []:
             if ctx.get("name") == current:

@@ -17,8 +17,16 @@ class Follower:
     """Calls `relist()` once, then `observe(kind, obj)` for each event, from a thread of its own,
     until `stop()`. Both are called with `lock` held."""
 
-    def __init__(self, kube: Kube, path: str, params: Mapping[str, Any], lock: threading.Lock,
-                 relist: Callable[[], str], observe: Callable[[str, dict[str, Any]], None], name: str) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        path: str,
+        params: Mapping[str, Any],
+        lock: threading.Lock,
+        relist: Callable[[], str],
+        observe: Callable[[str, dict[str, Any]], None],
+        name: str,
+    ) -> None:
         self.kube, self.path, self.params, self.lock = kube, path, dict(params), lock
         self._relist, self._observe, self.name = relist, observe, name
         self.relists = 0
@@ -46,9 +54,11 @@ class Follower:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                stream = self.kube.watch(self.path, {**self.params, "resourceVersion": self._rv,
-                                                     "allowWatchBookmarks": True, "timeoutSeconds": 120},
-                                         read_timeout=150)
+                stream = self.kube.watch(
+                    self.path,
+                    {**self.params, "resourceVersion": self._rv, "allowWatchBookmarks": True, "timeoutSeconds": 120},
+                    read_timeout=150,
+                )
                 with self.lock:
                     self._stream = stream
                 if self._stop.is_set():
@@ -66,7 +76,7 @@ class Follower:
                         self._rv = obj["metadata"]["resourceVersion"]
                         if kind != "BOOKMARK":
                             self._observe(kind, obj)
-            except Exception as exc:  # noqa: BLE001 (connection trouble: re-watch from the last resourceVersion)
+            except Exception as exc:
                 if self._stop.is_set():
                     return
                 self.errors.append(repr(exc))

@@ -23,6 +23,7 @@ import structlog
 
 from daemonjob.machinery.informer import Handlers, Informer, Tombstone, deleted_object
 from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
+
 from .kubelet import Timers, now_rfc3339, sim_duration, sim_exit_code
 
 log = structlog.get_logger("daemonjob.sim")
@@ -37,10 +38,12 @@ class SimJobController:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="sim-job-writer")
         self._timers = Timers()
-        self._jobs = Informer(kube, "batch/v1", "jobs", label_selector=label_selector, name="sim-jobs",
-                              transform=_job_transform)
-        self._jobs.add_handlers(Handlers(on_add=self._on_job, on_update=lambda _o, n: self._on_job(n),
-                                         on_delete=self._on_job_gone))
+        self._jobs = Informer(
+            kube, "batch/v1", "jobs", label_selector=label_selector, name="sim-jobs", transform=_job_transform
+        )
+        self._jobs.add_handlers(
+            Handlers(on_add=self._on_job, on_update=lambda _o, n: self._on_job(n), on_delete=self._on_job_gone)
+        )
 
     def start(self, timeout: float = 60.0) -> None:
         self._timers.start()
@@ -80,16 +83,32 @@ class SimJobController:
         meta = job["metadata"]
         now = now_rfc3339()
         if sim_exit_code(job["template"]) == 0:
-            status = {"succeeded": 1, "completionTime": now, "conditions": [
-                {"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}]}
+            status = {
+                "succeeded": 1,
+                "completionTime": now,
+                "conditions": [{"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}],
+            }
         else:
-            status = {"failed": 1, "conditions": [
-                {"type": "Failed", "status": "True", "lastProbeTime": now, "lastTransitionTime": now,
-                 "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}
+            status = {
+                "failed": 1,
+                "conditions": [
+                    {
+                        "type": "Failed",
+                        "status": "True",
+                        "lastProbeTime": now,
+                        "lastTransitionTime": now,
+                        "reason": "BackoffLimitExceeded",
+                        "message": "Job has reached the specified backoff limit",
+                    }
+                ],
+            }
         status["startTime"] = meta.get("creationTimestamp") or now
         try:
-            self.kube.patch(path_for("batch/v1", "jobs", meta["namespace"], meta["name"], "status"),
-                            {"metadata": {"uid": meta["uid"]}, "status": status}, content_type=PATCH_MERGE)
+            self.kube.patch(
+                path_for("batch/v1", "jobs", meta["namespace"], meta["name"], "status"),
+                {"metadata": {"uid": meta["uid"]}, "status": status},
+                content_type=PATCH_MERGE,
+            )
         except ApiError as exc:
             if not (exc.not_found or exc.conflict):
                 log.warning("job status update failed", job=meta["name"], error=str(exc))
@@ -100,8 +119,11 @@ def _job_transform(job: dict[str, Any]) -> dict[str, Any]:
     template = ((job.get("spec") or {}).get("template") or {}).get("metadata") or {}
     conditions = (job.get("status") or {}).get("conditions") or ()
     return {
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp",
-                                          "deletionTimestamp") if k in meta},
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
+            if k in meta
+        },
         "template": {"metadata": {"annotations": template.get("annotations") or {}}},
         "finished": any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions),
     }

@@ -16,8 +16,17 @@ from typing import Any, Self
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.follow import Follower
 
-__all__ = ["Created", "JobWatcher", "condition", "is_true", "job_active", "job_finished", "job_node",
-           "job_revision", "job_run"]
+__all__ = [
+    "Created",
+    "JobWatcher",
+    "condition",
+    "is_true",
+    "job_active",
+    "job_finished",
+    "job_node",
+    "job_revision",
+    "job_run",
+]
 
 LABEL_NAME = "daemonjob.io/name"
 LABEL_REVISION = "daemonjob.io/revision"
@@ -51,7 +60,7 @@ def job_run(job: Mapping[str, Any]) -> str:
 
 
 def job_finished(job: Mapping[str, Any]) -> str | None:
-    """"Complete" or "Failed" once the Job controller says so, else None."""
+    """ "Complete" or "Failed" once the Job controller says so, else None."""
     for kind in ("Complete", "Failed"):
         if is_true(job, kind):
             return kind
@@ -110,8 +119,15 @@ class JobWatcher:
         return f"{LABEL_NAME} in ({self.name})" if "," in self.name else f"{LABEL_NAME}={self.name}"
 
     def start(self) -> JobWatcher:
-        self._follower = Follower(self.kube, self.path, {"labelSelector": self.selector}, self._lock, self._list,
-                                  self._on_event, f"watch-{self.name}")
+        self._follower = Follower(
+            self.kube,
+            self.path,
+            {"labelSelector": self.selector},
+            self._lock,
+            self._list,
+            self._on_event,
+            f"watch-{self.name}",
+        )
         self._follower.start()
         return self
 
@@ -150,12 +166,16 @@ class JobWatcher:
 
     def summary(self) -> dict[str, Any]:
         with self._lock:
-            return {"created": [(c.node, c.revision) for c in self.created], "max_active": self.max_active,
-                    "max_active_nodes": self.max_active_nodes,
-                    "deleted": [(c.node, c.revision) for c in self.deleted],
-                    "max_active_per_node": dict(self.max_active_per_node),
-                    "max_active_per_revision": dict(self.max_active_per_revision), "relists": self.relists,
-                    "errors": self._follower.errors[-3:] if self._follower is not None else []}
+            return {
+                "created": [(c.node, c.revision) for c in self.created],
+                "max_active": self.max_active,
+                "max_active_nodes": self.max_active_nodes,
+                "deleted": [(c.node, c.revision) for c in self.deleted],
+                "max_active_per_node": dict(self.max_active_per_node),
+                "max_active_per_revision": dict(self.max_active_per_revision),
+                "relists": self.relists,
+                "errors": self._follower.errors[-3:] if self._follower is not None else [],
+            }
 
     # internals
     def _list(self) -> str:
@@ -179,12 +199,14 @@ class JobWatcher:
         uid = job["metadata"]["uid"]
         if deleted:
             if self._jobs.pop(uid, None) is not None:
-                self.deleted.append(Created(job_node(job), job_revision(job), job["metadata"]["name"], uid,
-                                            job_run(job)))
+                self.deleted.append(
+                    Created(job_node(job), job_revision(job), job["metadata"]["name"], uid, job_run(job))
+                )
         else:
             if uid not in self._jobs and all(c.uid != uid for c in self.created):
-                self.created.append(Created(job_node(job), job_revision(job), job["metadata"]["name"], uid,
-                                            job_run(job)))
+                self.created.append(
+                    Created(job_node(job), job_revision(job), job["metadata"]["name"], uid, job_run(job))
+                )
             self._jobs[uid] = job
         per_node: dict[str, int] = {}
         per_revision: dict[str, int] = {}

@@ -35,8 +35,11 @@ def verdict(obj: Mapping[str, Any]) -> Verdict:
     generation = meta.get("generation")
     observed = status.get("observedGeneration")
     if generation is not None and observed is not None and observed != generation:
-        return Verdict(IN_PROGRESS, "LatestGenerationNotObserved",
-                       f"generation is {generation}, but latest observed generation is {observed}")
+        return Verdict(
+            IN_PROGRESS,
+            "LatestGenerationNotObserved",
+            f"generation is {generation}, but latest observed generation is {observed}",
+        )
     for cond in status.get("conditions") or ():
         if cond.get("status") != "True":
             continue

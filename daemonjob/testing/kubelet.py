@@ -40,8 +40,8 @@ from typing import Any
 
 import structlog
 
-from daemonjob.machinery.informer import Handlers, Informer, Tombstone, deleted_object
 from daemonjob.domain.jobs import format_time
+from daemonjob.machinery.informer import Handlers, Informer, Tombstone, deleted_object
 from daemonjob.machinery.kube import PATCH_STRATEGIC, ApiError, Kube, micro_time, path_for
 from daemonjob.testing.kubelet_logs import ANNOTATION_OUTPUT, LogServer, pod_output  # noqa: F401 - documented here
 
@@ -115,8 +115,16 @@ class Timers:
 class SimKubelet:
     """Registers nodes, keeps them healthy, and runs the pods bound to them."""
 
-    def __init__(self, kube: Kube, *, heartbeat_interval: float = 2.0, writers: int = 16,
-                 lease_duration: int = 40, clear_not_ready_taint: bool = False, status_every: int = 5):
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        heartbeat_interval: float = 2.0,
+        writers: int = 16,
+        lease_duration: int = 40,
+        clear_not_ready_taint: bool = False,
+        status_every: int = 5,
+    ):
         self.kube = kube
         self.heartbeat_interval = heartbeat_interval
         self.lease_duration = lease_duration
@@ -129,10 +137,12 @@ class SimKubelet:
         self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="sim-writer")
         self._timers = Timers()
         self._stopped = threading.Event()
-        self._pods = Informer(kube, "v1", "pods", field_selector="spec.nodeName!=", name="sim-pods",
-                              transform=_pod_transform)
-        self._pods.add_handlers(Handlers(on_add=self._on_pod, on_update=lambda _o, n: self._on_pod(n),
-                                         on_delete=self._on_pod_gone))
+        self._pods = Informer(
+            kube, "v1", "pods", field_selector="spec.nodeName!=", name="sim-pods", transform=_pod_transform
+        )
+        self._pods.add_handlers(
+            Handlers(on_add=self._on_pod, on_update=lambda _o, n: self._on_pod(n), on_delete=self._on_pod_gone)
+        )
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="sim-heartbeat", daemon=True)
         self._logs = LogServer(self._find_pod)
         self.kubelet_port = self._logs.port
@@ -153,7 +163,7 @@ class SimKubelet:
         self._heartbeat.join(5)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def __enter__(self) -> "SimKubelet":
+    def __enter__(self) -> SimKubelet:
         self.start()
         return self
 
@@ -221,8 +231,11 @@ class SimKubelet:
     def _report_ready(self, name: str) -> None:
         spec = self.nodes.get(name)
         if spec is not None:
-            self.kube.patch(path_for("v1", "nodes", name=name, subresource="status"),
-                            {"status": {"conditions": node_conditions()}}, content_type=PATCH_STRATEGIC)
+            self.kube.patch(
+                path_for("v1", "nodes", name=name, subresource="status"),
+                {"status": {"conditions": node_conditions()}},
+                content_type=PATCH_STRATEGIC,
+            )
 
     def _renew(self, name: str, create: bool = False) -> None:
         path = path_for("coordination.k8s.io/v1", "leases", "kube-node-lease", name)
@@ -234,15 +247,16 @@ class SimKubelet:
                     log.warning("lease renewal failed", node=name, error=str(exc))
                 return
             lease = {
-                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
                 "metadata": {"name": name, "namespace": "kube-node-lease"},
-                "spec": {"holderIdentity": name, "leaseDurationSeconds": self.lease_duration,
-                         "renewTime": now_micro()},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": self.lease_duration, "renewTime": now_micro()},
             }
             try:
                 node = self.kube.get(path_for("v1", "nodes", name=name))
-                lease["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": name,
-                                                         "uid": node["metadata"]["uid"]}]
+                lease["metadata"]["ownerReferences"] = [
+                    {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+                ]
                 self.kube.create(path_for("coordination.k8s.io/v1", "leases", "kube-node-lease"), lease)
             except ApiError as exc2:
                 if not (exc2.already_exists or exc2.not_found):
@@ -321,11 +335,26 @@ class SimKubelet:
             status = {"startTime": now, "hostIP": "10.0.0.1", "podIP": "10.244.0.1", **_end_status(pod, now, now)}
             self._patch_pod_status(pod, status)
             return
-        statuses = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True, "started": True,
-                     "restartCount": 0, "state": {"running": {"startedAt": now}}}
-                    for c in pod["spec"].get("containers", [])]
-        status = {"phase": "Running", "startTime": now, "hostIP": "10.0.0.1", "podIP": "10.244.0.1",
-                  "conditions": pod_conditions("True"), "containerStatuses": statuses}
+        statuses = [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+            }
+            for c in pod["spec"].get("containers", [])
+        ]
+        status = {
+            "phase": "Running",
+            "startTime": now,
+            "hostIP": "10.0.0.1",
+            "podIP": "10.244.0.1",
+            "conditions": pod_conditions("True"),
+            "containerStatuses": statuses,
+        }
         self._patch_pod_status(pod, status)
 
     def _finish_pod(self, pod: Mapping[str, Any]) -> None:
@@ -336,16 +365,18 @@ class SimKubelet:
     def _patch_pod_status(self, pod: Mapping[str, Any], status: dict[str, Any]) -> None:
         meta = pod["metadata"]
         try:
-            self.kube.patch(path_for("v1", "pods", meta["namespace"], meta["name"], "status"),
-                            {"metadata": {"uid": meta["uid"]}, "status": status}, content_type=PATCH_STRATEGIC)
+            self.kube.patch(
+                path_for("v1", "pods", meta["namespace"], meta["name"], "status"),
+                {"metadata": {"uid": meta["uid"]}, "status": status},
+                content_type=PATCH_STRATEGIC,
+            )
         except ApiError as exc:
             if not (exc.not_found or exc.conflict):
                 log.warning("pod status update failed", pod=meta["name"], error=str(exc))
 
     def _confirm_delete(self, ns: str, name: str, uid: str) -> None:
         try:
-            self.kube.delete(path_for("v1", "pods", ns, name),
-                             {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+            self.kube.delete(path_for("v1", "pods", ns, name), {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
         except ApiError as exc:
             if not (exc.not_found or exc.conflict):
                 log.warning("pod delete failed", pod=name, error=str(exc))
@@ -356,12 +387,21 @@ def _pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     return {
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
-                     if k in meta} | {"annotations": {k: v for k, v in annotations.items() if k.startswith("sim.")}},
-        "spec": {"nodeName": spec.get("nodeName"),
-                 "containers": [{"name": c["name"], "image": c.get("image", ""),
-                                 "terminationMessagePolicy": c.get("terminationMessagePolicy", "File")}
-                                for c in spec.get("containers", [])]},
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp") if k in meta
+        }
+        | {"annotations": {k: v for k, v in annotations.items() if k.startswith("sim.")}},
+        "spec": {
+            "nodeName": spec.get("nodeName"),
+            "containers": [
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "terminationMessagePolicy": c.get("terminationMessagePolicy", "File"),
+                }
+                for c in spec.get("containers", [])
+            ],
+        },
         "status": {k: v for k, v in (pod.get("status") or {}).items() if k in ("phase", "startTime")},
     }
 
@@ -380,10 +420,22 @@ def _end_status(pod: Mapping[str, Any], started: str, now: str) -> dict[str, Any
             text = "".join(pod_output(pod).splitlines(keepends=True)[-80:])[-2048:]  # the kubelet's bounds
         if text:
             terminated["message"] = text
-        statuses.append({"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
-                         "started": False, "restartCount": 0, "state": {"terminated": terminated}})
-    return {"phase": "Succeeded" if code == 0 else "Failed", "conditions": pod_conditions("False"),
-            "containerStatuses": statuses}
+        statuses.append(
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {"terminated": terminated},
+            }
+        )
+    return {
+        "phase": "Succeeded" if code == 0 else "Failed",
+        "conditions": pod_conditions("False"),
+        "containerStatuses": statuses,
+    }
 
 
 def _annotation(pod: Mapping[str, Any], key: str, default: str) -> str:
@@ -422,34 +474,62 @@ def node_conditions() -> list[dict[str, str]]:
     now = now_rfc3339()
 
     def cond(type_: str, status: str, reason: str) -> dict[str, str]:
-        return {"type": type_, "status": status, "reason": reason, "message": reason,
-                "lastHeartbeatTime": now, "lastTransitionTime": now}
+        return {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": reason,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
 
-    return [cond("Ready", "True", "KubeletReady"), cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-            cond("DiskPressure", "False", "KubeletHasNoDiskPressure"), cond("PIDPressure", "False", "KubeletHasSufficientPID")]
+    return [
+        cond("Ready", "True", "KubeletReady"),
+        cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+        cond("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+        cond("PIDPressure", "False", "KubeletHasSufficientPID"),
+    ]
 
 
 def pod_conditions(ready: str) -> list[dict[str, str]]:
     now = now_rfc3339()
-    return [{"type": t, "status": s, "lastTransitionTime": now}
-            for t, s in (("Initialized", "True"), ("Ready", ready), ("ContainersReady", ready), ("PodScheduled", "True"))]
+    return [
+        {"type": t, "status": s, "lastTransitionTime": now}
+        for t, s in (("Initialized", "True"), ("Ready", ready), ("ContainersReady", ready), ("PodScheduled", "True"))
+    ]
 
 
 def node_body(spec: NodeSpec, kubelet_port: int = DEFAULT_KUBELET_PORT) -> dict[str, Any]:
-    labels = {"kubernetes.io/hostname": spec.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-              LABEL_MANAGED: "true", **spec.labels}
+    labels = {
+        "kubernetes.io/hostname": spec.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        LABEL_MANAGED: "true",
+        **spec.labels,
+    }
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": spec.name, "labels": labels},
         "spec": {"taints": list(spec.taints), "unschedulable": spec.unschedulable},
         "status": {
-            "capacity": dict(spec.capacity), "allocatable": dict(spec.capacity),
+            "capacity": dict(spec.capacity),
+            "allocatable": dict(spec.capacity),
             "conditions": node_conditions(),
             "addresses": [{"type": "InternalIP", "address": NODE_ADDRESS}, {"type": "Hostname", "address": spec.name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
-            "nodeInfo": {"kubeletVersion": "v1.20.2", "kubeProxyVersion": "v1.20.2", "operatingSystem": "linux",
-                         "architecture": "amd64", "containerRuntimeVersion": "sim://1.0", "osImage": "simulated",
-                         "kernelVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
+            "nodeInfo": {
+                "kubeletVersion": "v1.20.2",
+                "kubeProxyVersion": "v1.20.2",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+                "containerRuntimeVersion": "sim://1.0",
+                "osImage": "simulated",
+                "kernelVersion": "",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
         },
     }
 
@@ -457,6 +537,8 @@ def node_body(spec: NodeSpec, kubelet_port: int = DEFAULT_KUBELET_PORT) -> dict[
 def node_is_ready(node: Mapping[str, Any]) -> bool:
     conds = (node.get("status") or {}).get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
-    tainted = any(t.get("key") in (NOT_READY_TAINT, "node.kubernetes.io/unreachable")
-                  for t in (node.get("spec") or {}).get("taints") or [])
+    tainted = any(
+        t.get("key") in (NOT_READY_TAINT, "node.kubernetes.io/unreachable")
+        for t in (node.get("spec") or {}).get("taints") or []
+    )
     return ready and not tainted

@@ -104,7 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_lookup: PodLookup
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _send(self, code: int, text: str) -> None:
@@ -115,7 +115,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
+    def do_GET(self) -> None:
         url = urlsplit(self.path)
         parts = [unquote(p) for p in url.path.split("/") if p]
         if len(parts) != 4 or parts[0] != "containerLogs":

@@ -39,8 +39,15 @@ class NodeWatcher:
     _follower: Follower | None = None
 
     def __enter__(self) -> Self:
-        self._follower = Follower(self.kube, path_for("v1", "nodes"), {"labelSelector": self.selector}, self._lock,
-                                  self._list, self._on_event, "watch-nodes")
+        self._follower = Follower(
+            self.kube,
+            path_for("v1", "nodes"),
+            {"labelSelector": self.selector},
+            self._lock,
+            self._list,
+            self._on_event,
+            "watch-nodes",
+        )
         self._follower.start()
         return self
 

@@ -38,20 +38,35 @@ class ControllerProcess:
         self._http = urllib3.PoolManager()
 
     def args(self) -> list[str]:
-        return [sys.executable, "-m", "daemonjob", "--kubeconfig", self.kubeconfig,
-                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}", "--metrics-secure=false",
-                "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
-                "--webhook-bind-address", f"127.0.0.1:{self.webhook_port}" if self.webhook else "0",
-                *self.extra_args]
+        return [
+            sys.executable,
+            "-m",
+            "daemonjob",
+            "--kubeconfig",
+            self.kubeconfig,
+            "--metrics-bind-address",
+            f"127.0.0.1:{self.metrics_port}",
+            "--metrics-secure=false",
+            "--health-probe-bind-address",
+            f"127.0.0.1:{self.health_port}",
+            "--webhook-bind-address",
+            f"127.0.0.1:{self.webhook_port}" if self.webhook else "0",
+            *self.extra_args,
+        ]
 
-    def start(self, wait: bool = False) -> "ControllerProcess":
+    def start(self, wait: bool = False) -> ControllerProcess:
         assert not self.running(), "already running"
         self.metrics_port, self.health_port = free_port(), free_port()
         self.webhook_port = free_port() if self.webhook else 0
         with open(self.log_path, "ab") as log:  # appended: the log survives restarts
-            self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                                         preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                self.args(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                preexec_fn=_die_with_parent,
+            )
         if wait:
             self.wait_ready()
         return self
@@ -103,10 +118,12 @@ class ControllerProcess:
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until the caches are synced (/readyz answers 200)."""
+
         def ready() -> bool:
             if not self.running():
-                raise AssertionError(f"the controller exited with {self.proc and self.proc.returncode}:\n"
-                                     f"{self.log_tail()}")
+                raise AssertionError(
+                    f"the controller exited with {self.proc and self.proc.returncode}:\n{self.log_tail()}"
+                )
             return self.get(self.health_port, "/readyz")[0] == 200
 
         wait_for(ready, timeout, "the controller to be ready")

@@ -86,12 +86,18 @@ class LocalPrometheus:
 
     def config(self) -> dict[str, Any]:
         job: dict[str, Any] = {
-            "job_name": JOB, "honor_labels": True,  # keep the DaemonJob's own `namespace` label
+            "job_name": JOB,
+            "honor_labels": True,  # keep the DaemonJob's own `namespace` label
             "static_configs": [{"targets": list(self.targets), "labels": {"namespace": CONTROLLER_NAMESPACE}}],
         }
         if self.token_file is not None:
-            job.update({"scheme": "https", "authorization": {"credentials_file": str(self.token_file)},
-                        "tls_config": {"insecure_skip_verify": True}})
+            job.update(
+                {
+                    "scheme": "https",
+                    "authorization": {"credentials_file": str(self.token_file)},
+                    "tls_config": {"insecure_skip_verify": True},
+                }
+            )
         return {
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval},
             "rule_files": ["rules.yml"],
@@ -115,22 +121,34 @@ class LocalPrometheus:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(1)  # SIGHUP: reload
 
-    def __enter__(self) -> "LocalPrometheus":
+    def __enter__(self) -> LocalPrometheus:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self, wait: bool = True) -> "LocalPrometheus":
+    def start(self, wait: bool = True) -> LocalPrometheus:
         self.bin_dir = self.bin_dir or provision_prometheus()
         self.port = self.port or free_port()
         self.write_config()
-        args = [str(self.bin_dir / "prometheus"), f"--config.file={self.config_path}",
-                f"--storage.tsdb.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
-                "--web.enable-lifecycle", "--log.level=warn", *self._asset_args()]
+        args = [
+            str(self.bin_dir / "prometheus"),
+            f"--config.file={self.config_path}",
+            f"--storage.tsdb.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--web.enable-lifecycle",
+            "--log.level=warn",
+            *self._asset_args(),
+        ]
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=self.workdir, preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.workdir,
+                preexec_fn=_die_with_parent,
+            )
         if wait:
             self.wait_ready()
         return self
@@ -206,8 +224,9 @@ class LocalPrometheus:
         return sum(1 for t in self.api("targets")["activeTargets"] if t.get("health") == "up")
 
 
-def dashboard_queries(variables: dict[str, str], rate_interval: str = "1m",
-                      dashboard_path: Path = DASHBOARD_PATH) -> list[tuple[str, str]]:
+def dashboard_queries(
+    variables: dict[str, str], rate_interval: str = "1m", dashboard_path: Path = DASHBOARD_PATH
+) -> list[tuple[str, str]]:
     """(panel title, query) for every query of every panel, with the dashboard's variables and
     Grafana's interval macros replaced as Grafana would before sending them to Prometheus."""
     dashboard = json.loads(dashboard_path.read_text())
@@ -245,5 +264,6 @@ def _http() -> urllib3.PoolManager:
 def promtool(*args: str, bin_dir: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run promtool; the caller checks the exit code (its output explains a failure)."""
     tool = (bin_dir or provision_prometheus()) / "promtool"
-    return subprocess.run([str(tool), *args], capture_output=True, text=True, check=False, cwd=cwd,
-                          env={**os.environ}, timeout=300)
+    return subprocess.run(
+        [str(tool), *args], capture_output=True, text=True, check=False, cwd=cwd, env={**os.environ}, timeout=300
+    )

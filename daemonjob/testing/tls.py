@@ -22,9 +22,30 @@ def self_signed(common_name: str) -> SelfSigned:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     with tempfile.TemporaryDirectory(prefix="daemonjob-tls-") as tmp:
         key, crt = os.path.join(tmp, "tls.key"), os.path.join(tmp, "tls.crt")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                        "-nodes", "-days", "3650", "-keyout", key, "-out", crt, "-subj", f"/CN={common_name}",
-                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-days",
+                "3650",
+                "-keyout",
+                key,
+                "-out",
+                crt,
+                "-subj",
+                f"/CN={common_name}",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ],
+            check=True,
+            capture_output=True,
+        )
         ctx.load_cert_chain(crt, key)
         with open(crt, "rb") as f:
             pem = f.read()

@@ -9,8 +9,13 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 60.0, what: str = "condition",
-             interval: float = 0.2, describe: Callable[[], Any] | None = None) -> T:
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float = 60.0,
+    what: str = "condition",
+    interval: float = 0.2,
+    describe: Callable[[], Any] | None = None,
+) -> T:
     """Poll until `predicate()` is truthy and return it; the failure names what was last seen."""
     deadline = time.monotonic() + timeout
     while True:
@@ -23,8 +28,13 @@ def wait_for(predicate: Callable[[], T], timeout: float = 60.0, what: str = "con
         time.sleep(interval)
 
 
-def holds(predicate: Callable[[], Any], seconds: float, what: str = "condition", interval: float = 0.25,
-          describe: Callable[[], Any] | None = None) -> None:
+def holds(
+    predicate: Callable[[], Any],
+    seconds: float,
+    what: str = "condition",
+    interval: float = 0.25,
+    describe: Callable[[], Any] | None = None,
+) -> None:
     """Assert `predicate()` stays truthy for `seconds`: how a test shows that nothing happens."""
     deadline = time.monotonic() + seconds
     while True:

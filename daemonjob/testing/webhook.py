@@ -27,8 +27,13 @@ from daemonjob.testing.tls import self_signed
 __all__ = ["Review", "ValidatingWebhook", "JOB_CREATE"]
 
 API = "admissionregistration.k8s.io/v1"
-JOB_CREATE: dict[str, Any] = {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"],
-                              "resources": ["jobs"], "scope": "Namespaced"}
+JOB_CREATE: dict[str, Any] = {
+    "apiGroups": ["batch"],
+    "apiVersions": ["v1"],
+    "operations": ["CREATE"],
+    "resources": ["jobs"],
+    "scope": "Namespaced",
+}
 
 # The AdmissionReview's request -> None to allow, else the message of the denial.
 Decide = Callable[[Mapping[str, Any]], str | None]
@@ -52,10 +57,18 @@ class ValidatingWebhook:
     Ignore, so a test that dies with its server never blocks anyone's writes.
     """
 
-    def __init__(self, kube: Kube, name: str, decide: Decide, *, object_selector: Mapping[str, Any] | None = None,
-                 namespace_selector: Mapping[str, Any] | None = None,
-                 rules: Sequence[Mapping[str, Any]] = (JOB_CREATE,), failure_policy: str = "Ignore",
-                 timeout_seconds: int = 5) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        name: str,
+        decide: Decide,
+        *,
+        object_selector: Mapping[str, Any] | None = None,
+        namespace_selector: Mapping[str, Any] | None = None,
+        rules: Sequence[Mapping[str, Any]] = (JOB_CREATE,),
+        failure_policy: str = "Ignore",
+        timeout_seconds: int = 5,
+    ) -> None:
         self.kube = kube
         self.name = name
         self.decide = decide
@@ -131,8 +144,12 @@ class ValidatingWebhook:
             hook["objectSelector"] = self.object_selector
         if self.namespace_selector:
             hook["namespaceSelector"] = self.namespace_selector
-        return {"apiVersion": API, "kind": "ValidatingWebhookConfiguration", "metadata": {"name": self.name},
-                "webhooks": [hook]}
+        return {
+            "apiVersion": API,
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": self.name},
+            "webhooks": [hook],
+        }
 
     def denied(self) -> list[Review]:
         with self._lock:
@@ -158,12 +175,19 @@ class ValidatingWebhook:
         request = review.get("request") or {}
         try:
             denial = self.decide(request)
-        except Exception as exc:  # noqa: BLE001 (a broken decide must show, not hang the API server)
+        except Exception as exc:
             denial = f"webhook {self.name} failed: {exc!r}"
         obj = request.get("object") or {}
         with self._lock:
-            self.reviews.append(Review(request.get("namespace") or "", (obj.get("metadata") or {}).get("name") or
-                                       request.get("name") or "", request.get("operation") or "", obj, denial))
+            self.reviews.append(
+                Review(
+                    request.get("namespace") or "",
+                    (obj.get("metadata") or {}).get("name") or request.get("name") or "",
+                    request.get("operation") or "",
+                    obj,
+                    denial,
+                )
+            )
         response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": denial is None}
         if denial is not None:
             response["status"] = {"code": 403, "reason": "Forbidden", "message": denial}
@@ -174,10 +198,10 @@ class _Handler(BaseHTTPRequestHandler):
     webhook: ValidatingWebhook
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_POST(self) -> None:  # noqa: N802 - the base class's name
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         try:
             review = json.loads(self.rfile.read(length) or b"{}")

@@ -74,8 +74,17 @@ class Image:
 
 
 # What the Dockerfile copies into the image (see .dockerignore), besides the base.
-IMAGE_INPUTS = ("Dockerfile", "requirements.txt", "requirements-build.txt", "pyproject.toml", "setup.cfg",
-                "README.md", "LICENSE", "manifests/crd.yaml", "hack/build-image.sh")
+IMAGE_INPUTS = (
+    "Dockerfile",
+    "requirements.txt",
+    "requirements-build.txt",
+    "pyproject.toml",
+    "setup.cfg",
+    "README.md",
+    "LICENSE",
+    "manifests/crd.yaml",
+    "hack/build-image.sh",
+)
 TEST_REPO = "localhost/daemonjob-controller"
 
 
@@ -83,8 +92,10 @@ def inputs_digest(base_id: str) -> str:
     """A digest of the base's ID and every file the build reads: equal digests, equal images."""
     h = hashlib.sha256(base_id.encode())
     files = [ROOT / f for f in IMAGE_INPUTS] + sorted(
-        f for f in (ROOT / "daemonjob").rglob("*")
-        if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc", ".pyo"))
+        f
+        for f in (ROOT / "daemonjob").rglob("*")
+        if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc", ".pyo")
+    )
     for f in files:
         h.update(b"\0" + str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
@@ -98,11 +109,18 @@ def image() -> Image:
     base_id = run([*BUILDAH, "images", "--quiet", "--no-trunc", base]).stdout.strip()
     name = f"{TEST_REPO}:test-{inputs_digest(base_id)}"
     started = time.monotonic()
-    reused = subprocess.run([*BUILDAH, "inspect", "--type", "image", name], capture_output=True,
-                            timeout=120, check=False).returncode == 0
+    reused = (
+        subprocess.run(
+            [*BUILDAH, "inspect", "--type", "image", name], capture_output=True, timeout=120, check=False
+        ).returncode
+        == 0
+    )
     if not reused:
-        run(["bash", str(ROOT / "hack" / "build-image.sh")], cwd=ROOT,
-            env={**os.environ, "ENGINE": "buildah", "IMG": name, "BASE": base})
+        run(
+            ["bash", str(ROOT / "hack" / "build-image.sh")],
+            cwd=ROOT,
+            env={**os.environ, "ENGINE": "buildah", "IMG": name, "BASE": base},
+        )
         _prune_test_images(keep=name)
     took = time.monotonic() - started
     info = json.loads(run([*BUILDAH, "inspect", "--type", "image", name]).stdout)
@@ -150,6 +168,7 @@ class Pod:
 
 def _sa_token(kube: Kube) -> str:
     """The ServiceAccount's token Secret, made by the token controller (v1.20)."""
+
     def token() -> str | None:
         for ref in kube.get(path_for("v1", "serviceaccounts", CONTROLLER_NS, SERVICE_ACCOUNT)).get("secrets") or ():
             secret = kube.get(path_for("v1", "secrets", CONTROLLER_NS, ref["name"]))
@@ -181,22 +200,55 @@ def pod(cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path_factory
 class Sandbox:
     """One process of the image in the sandbox; stopped by its PID."""
 
-    def __init__(self, image: Image, rootfs: Path, pod: Pod, args: list[str], log: Path,
-                 entrypoint: list[str] | None = None):
+    def __init__(
+        self, image: Image, rootfs: Path, pod: Pod, args: list[str], log: Path, entrypoint: list[str] | None = None
+    ):
         config = image.config
         user = config.get("User") or "0"
         env = dict(e.split("=", 1) for e in config.get("Env") or ())
-        env.update({"HOSTNAME": pod.name, "KUBERNETES_SERVICE_HOST": pod.host,
-                    "KUBERNETES_SERVICE_PORT": str(pod.port), "KUBERNETES_SERVICE_PORT_HTTPS": str(pod.port)})
+        env.update(
+            {
+                "HOSTNAME": pod.name,
+                "KUBERNETES_SERVICE_HOST": pod.host,
+                "KUBERNETES_SERVICE_PORT": str(pod.port),
+                "KUBERNETES_SERVICE_PORT_HTTPS": str(pod.port),
+            }
+        )
         command = [*(entrypoint or config.get("Entrypoint") or ()), *args]
         self.log = log
-        self.cmd = ["unshare", "--mount", "--uts", "--propagation", "private", "--fork", "--kill-child=SIGKILL",
-                    "--", "sh", "-c", SANDBOX, "sandbox", str(rootfs), str(pod.sa_dir), sa_mount_point(rootfs),
-                    pod.name, f"--userspec={user}", str(rootfs),
-                    "/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()), *command]
+        self.cmd = [
+            "unshare",
+            "--mount",
+            "--uts",
+            "--propagation",
+            "private",
+            "--fork",
+            "--kill-child=SIGKILL",
+            "--",
+            "sh",
+            "-c",
+            SANDBOX,
+            "sandbox",
+            str(rootfs),
+            str(pod.sa_dir),
+            sa_mount_point(rootfs),
+            pod.name,
+            f"--userspec={user}",
+            str(rootfs),
+            "/usr/bin/env",
+            "-i",
+            *(f"{k}={v}" for k, v in env.items()),
+            *command,
+        ]
         with open(log, "wb") as out:
-            self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd="/", preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                self.cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd="/",
+                preexec_fn=_die_with_parent,
+            )
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -277,25 +329,42 @@ def test_the_sandbox_is_the_pod_the_manifests_describe(image: Image, pod: Pod, s
     assert box.wait(60) == 0, box.log_text()
     seen = json.loads(box.log_text().strip().splitlines()[-1])
     assert seen == {
-        "uid": 65532, "gid": 65532, "hostname": pod.name, "sa": ["ca.crt", "namespace", "token"],
-        "namespace": CONTROLLER_NS, "token": len((pod.sa_dir / "token").read_text()),
+        "uid": 65532,
+        "gid": 65532,
+        "hostname": pod.name,
+        "sa": ["ca.crt", "namespace", "token"],
+        "namespace": CONTROLLER_NS,
+        "token": len((pod.sa_dir / "token").read_text()),
         "env": {"KUBERNETES_SERVICE_HOST": pod.host, "KUBERNETES_SERVICE_PORT": str(pod.port)},
-        "root": False, "opt": False, "sa_w": False, "tmp": True,
+        "root": False,
+        "opt": False,
+        "sa_w": False,
+        "tmp": True,
     }
 
 
-def test_the_image_takes_the_lease_and_completes_a_rollout(image: Image, pod: Pod, kube: Kube, namespace: str,
-                                                           make_nodes: Any, sandbox: Any) -> None:
+def test_the_image_takes_the_lease_and_completes_a_rollout(
+    image: Image, pod: Pod, kube: Kube, namespace: str, make_nodes: Any, sandbox: Any
+) -> None:
     group = uuid.uuid4().hex[:8]
     nodes = make_nodes(3, labels={"image.daemonjob.io/group": group})
     metrics, health = free_port(), free_port()
     # The Deployment's arguments; the addresses on loopback ports of their own (host network),
     # metrics over HTTPS as deployed. The webhook is off: the test bed has no Service network
     # to carry the API server's calls to it (test_webhook.py and the Helm install test cover it).
-    box = sandbox(["--leader-elect", f"--leader-election-namespace={CONTROLLER_NS}",
-                   f"--metrics-bind-address=127.0.0.1:{metrics}", "--metrics-secure=true",
-                   f"--health-probe-bind-address=127.0.0.1:{health}", "--webhook-bind-address=0",
-                   "--log-format=json", f"--namespace={namespace}"], log="controller")
+    box = sandbox(
+        [
+            "--leader-elect",
+            f"--leader-election-namespace={CONTROLLER_NS}",
+            f"--metrics-bind-address=127.0.0.1:{metrics}",
+            "--metrics-secure=true",
+            f"--health-probe-bind-address=127.0.0.1:{health}",
+            "--webhook-bind-address=0",
+            "--log-format=json",
+            f"--namespace={namespace}",
+        ],
+        log="controller",
+    )
 
     def lease_holder() -> str | None:
         if box.proc.poll() is not None:
@@ -311,12 +380,25 @@ def test_the_image_takes_the_lease_and_completes_a_rollout(image: Image, pod: Po
 
     wait_for(lease_holder, 90, "the Lease held by the sandboxed controller", describe=lambda: box.log_text()[-2000:])
 
-    body = {"apiVersion": GROUP_VERSION, "kind": "DaemonJob", "metadata": {"name": "from-image"}, "spec": {
-        "nodeSelector": {"matchLabels": {"image.daemonjob.io/group": group}},
-        "jobTemplate": {"spec": {"template": {
-            "metadata": {"annotations": {"sim.daemonjob.io/duration": "1"}},
-            "spec": {"restartPolicy": "Never",
-                     "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}]}}}}}}
+    body = {
+        "apiVersion": GROUP_VERSION,
+        "kind": "DaemonJob",
+        "metadata": {"name": "from-image"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"image.daemonjob.io/group": group}},
+            "jobTemplate": {
+                "spec": {
+                    "template": {
+                        "metadata": {"annotations": {"sim.daemonjob.io/duration": "1"}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}],
+                        },
+                    }
+                }
+            },
+        },
+    }
     kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), body)
 
     def complete() -> dict[str, Any] | None:

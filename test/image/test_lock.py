@@ -10,19 +10,25 @@ from __future__ import annotations
 
 import configparser
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 # The image's interpreter: the lock is resolved for it.
-IMAGE_PYTHON = {"python_version": "3.11", "python_full_version": "3.11.0", "sys_platform": "linux",
-                "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
-                "platform_python_implementation": "CPython"}
+IMAGE_PYTHON = {
+    "python_version": "3.11",
+    "python_full_version": "3.11.0",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+}
 
 
 def pins(path: Path) -> dict[str, tuple[Version, list[str]]]:
@@ -51,8 +57,9 @@ def build_requires() -> list[Requirement]:
     return [Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]]
 
 
-@pytest.mark.parametrize(("lock", "declared"), [("requirements.txt", install_requires),
-                                                ("requirements-build.txt", build_requires)])
+@pytest.mark.parametrize(
+    ("lock", "declared"), [("requirements.txt", install_requires), ("requirements-build.txt", build_requires)]
+)
 def test_every_declared_requirement_is_satisfied_by_a_pin(lock: str, declared: object) -> None:
     locked = pins(ROOT / lock)
     missing, unsatisfied = [], []
@@ -71,8 +78,11 @@ def test_every_declared_requirement_is_satisfied_by_a_pin(lock: str, declared: o
 def test_every_pin_carries_hashes(lock: str) -> None:
     locked = pins(ROOT / lock)
     assert locked
-    bare = [name for name, (_, hashes) in locked.items()
-            if not hashes or not all(re.fullmatch(r"sha256:[0-9a-f]{64}", h.strip()) for h in hashes)]
+    bare = [
+        name
+        for name, (_, hashes) in locked.items()
+        if not hashes or not all(re.fullmatch(r"sha256:[0-9a-f]{64}", h.strip()) for h in hashes)
+    ]
     assert not bare, f"{lock}: pins without sha256 hashes: {bare}"
 
 

@@ -15,21 +15,34 @@ CHART = ROOT / "charts" / "daemonjob"
 MANIFESTS = ROOT / "manifests"
 NAMESPACE = "daemonjob-system"
 # Labels the chart adds to every object beside those of manifests/ (and crds.keep's annotation).
-HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
-               "app.kubernetes.io/version")
+HELM_LABELS = (
+    "helm.sh/chart",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+)
 
 
 @functools.cache
 def bin_dir() -> Path:
-    out = subprocess.run(["bash", str(ROOT / "hack" / "provision-helm.sh")], capture_output=True, text=True,
-                         check=True, timeout=600)
+    out = subprocess.run(
+        ["bash", str(ROOT / "hack" / "provision-helm.sh")], capture_output=True, text=True, check=True, timeout=600
+    )
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-def run(tool: str, *args: str, env: dict[str, str] | None = None, check: bool = True,
-        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(bin_dir() / tool), *args], capture_output=True, text=True, input=stdin,
-                          env={**os.environ, **(env or {})}, timeout=300, check=False)
+def run(
+    tool: str, *args: str, env: dict[str, str] | None = None, check: bool = True, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [str(bin_dir() / tool), *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+        check=False,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"{tool} {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -37,8 +50,11 @@ def run(tool: str, *args: str, env: dict[str, str] | None = None, check: bool = 
 
 def helm_env(home: Path) -> dict[str, str]:
     """Private cache, config and data directories: nothing of the user's helm setup leaks in."""
-    return {"HELM_CACHE_HOME": str(home / "cache"), "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data")}
+    return {
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
 
 
 def docs(text: str) -> list[dict[str, Any]]:
@@ -64,8 +80,12 @@ def without_helm_labels(doc: dict[str, Any]) -> dict[str, Any]:
 
 def kustomize(*components: str, tmp: Path) -> list[dict[str, Any]]:
     """`kubectl kustomize` of manifests/ with the given components (kustomize 5.6 takes relative paths)."""
-    (tmp / "kustomization.yaml").write_text(yaml.safe_dump({
-        "resources": [os.path.relpath(MANIFESTS, tmp)],
-        "components": [os.path.relpath(MANIFESTS / c, tmp) for c in components],
-    }))
+    (tmp / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": [os.path.relpath(MANIFESTS, tmp)],
+                "components": [os.path.relpath(MANIFESTS / c, tmp) for c in components],
+            }
+        )
+    )
     return docs(run("kubectl", "kustomize", str(tmp)).stdout)

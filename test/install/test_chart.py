@@ -10,19 +10,19 @@ import json
 from pathlib import Path
 
 import pytest
-
 from installtools import CHART, NAMESPACE, docs, helm_env, key, kustomize, run, without_helm_labels
 
-MONITORING_ON = ("--set", "monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,"
-                 "monitoring.dashboard.enabled=true")
+MONITORING_ON = (
+    "--set",
+    "monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true",
+)
 
 
 HELMS = pytest.mark.parametrize("helm", ["helm", "helm3"])
 
 
 def template(tmp_path: Path, *args: str, helm: str = "helm") -> list[dict]:
-    return docs(run(helm, "template", "daemonjob", str(CHART), "-n", NAMESPACE, *args,
-                    env=helm_env(tmp_path)).stdout)
+    return docs(run(helm, "template", "daemonjob", str(CHART), "-n", NAMESPACE, *args, env=helm_env(tmp_path)).stdout)
 
 
 @HELMS
@@ -31,17 +31,22 @@ def test_lint_strict(tmp_path: Path, helm: str) -> None:
     assert "0 chart(s) failed" in out.stdout
 
 
-@pytest.mark.parametrize("components,extra", [
-    ((), ()),
-    (("monitoring",), MONITORING_ON),
-    (("namespaced",), ("--set", f"watchNamespace={NAMESPACE}")),
-    (("cert-manager",), ("--set", "webhook.certManager.enabled=true")),
-    # the component's sample namespace is ops
-    (("node-maintenance",), ("--set", "nodeMaintenance.enabled=true,nodeMaintenance.namespaces={ops}")),
-], ids=["base", "monitoring", "namespaced", "cert-manager", "node-maintenance"])
+@pytest.mark.parametrize(
+    "components,extra",
+    [
+        ((), ()),
+        (("monitoring",), MONITORING_ON),
+        (("namespaced",), ("--set", f"watchNamespace={NAMESPACE}")),
+        (("cert-manager",), ("--set", "webhook.certManager.enabled=true")),
+        # the component's sample namespace is ops
+        (("node-maintenance",), ("--set", "nodeMaintenance.enabled=true,nodeMaintenance.namespaces={ops}")),
+    ],
+    ids=["base", "monitoring", "namespaced", "cert-manager", "node-maintenance"],
+)
 @HELMS
-def test_chart_renders_what_kustomize_renders(tmp_path: Path, components: tuple[str, ...], extra: tuple[str, ...],
-                                              helm: str) -> None:
+def test_chart_renders_what_kustomize_renders(
+    tmp_path: Path, components: tuple[str, ...], extra: tuple[str, ...], helm: str
+) -> None:
     """One source of truth: with default values the chart is manifests/, object for object
     (and each kustomize component is the chart's matching values).
 
@@ -57,19 +62,42 @@ def test_chart_renders_what_kustomize_renders(tmp_path: Path, components: tuple[
 
 def test_non_default_values_reach_the_objects(tmp_path: Path) -> None:
     values = tmp_path / "values.yaml"
-    values.write_text(json.dumps({
-        "image": {"repository": "registry.example.com/dj", "digest": "sha256:" + "a" * 64, "pullPolicy": "Always"},
-        "imagePullSecrets": [{"name": "regcred"}], "replicas": 3, "priorityClassName": "system-cluster-critical",
-        "nodeSelector": {"kubernetes.io/os": "linux"}, "tolerations": [{"operator": "Exists"}],
-        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
-                                       "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "daemonjob-controller"}}}],
-        "extraArgs": ["--workers=8"], "logLevel": "debug", "logFormat": "console", "watchNamespace": "ops",
-        "leaderElection": {"leaseDuration": 30, "renewDeadline": 20, "retryPeriod": 4},
-        "podDisruptionBudget": {"maxUnavailable": 1}, "rbac": {"aggregateRoles": False},
-        "crds": {"enabled": False},
-    }))
-    objs = {(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace", "")): d
-            for d in template(tmp_path, "-f", str(values))}
+    values.write_text(
+        json.dumps(
+            {
+                "image": {
+                    "repository": "registry.example.com/dj",
+                    "digest": "sha256:" + "a" * 64,
+                    "pullPolicy": "Always",
+                },
+                "imagePullSecrets": [{"name": "regcred"}],
+                "replicas": 3,
+                "priorityClassName": "system-cluster-critical",
+                "nodeSelector": {"kubernetes.io/os": "linux"},
+                "tolerations": [{"operator": "Exists"}],
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "zone",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "daemonjob-controller"}},
+                    }
+                ],
+                "extraArgs": ["--workers=8"],
+                "logLevel": "debug",
+                "logFormat": "console",
+                "watchNamespace": "ops",
+                "leaderElection": {"leaseDuration": 30, "renewDeadline": 20, "retryPeriod": 4},
+                "podDisruptionBudget": {"maxUnavailable": 1},
+                "rbac": {"aggregateRoles": False},
+                "crds": {"enabled": False},
+            }
+        )
+    )
+    objs = {
+        (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace", "")): d
+        for d in template(tmp_path, "-f", str(values))
+    }
     deploy = objs["Deployment", "daemonjob-controller", NAMESPACE]
     pod = deploy["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -81,18 +109,32 @@ def test_non_default_values_reach_the_objects(tmp_path: Path) -> None:
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
     assert pod["tolerations"] == [{"operator": "Exists"}]
     assert pod["topologySpreadConstraints"][0]["topologyKey"] == "zone"
-    for arg in ("--workers=8", "--log-level=debug", "--log-format=console", "--namespace=ops",
-                "--leader-election-lease-duration=30", "--leader-election-renew-deadline=20",
-                "--leader-election-retry-period=4", f"--leader-election-namespace={NAMESPACE}"):
+    for arg in (
+        "--workers=8",
+        "--log-level=debug",
+        "--log-format=console",
+        "--namespace=ops",
+        "--leader-election-lease-duration=30",
+        "--leader-election-renew-deadline=20",
+        "--leader-election-retry-period=4",
+        f"--leader-election-namespace={NAMESPACE}",
+    ):
         assert arg in container["args"]
     assert objs["PodDisruptionBudget", "daemonjob-controller", NAMESPACE]["spec"] == {
-        "maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": "daemonjob-controller"}}}
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "daemonjob-controller"}},
+    }
     # Namespaced install: Jobs, DaemonJobs, ConfigMaps and Events by a Role in the watched
     # namespace; the ClusterRole keeps Nodes only.
     assert objs["ClusterRole", "daemonjob-controller", ""]["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
+    ]
     role = objs["Role", "daemonjob-controller", "ops"]
-    assert {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]} in role["rules"]
+    assert {
+        "apiGroups": ["batch"],
+        "resources": ["jobs"],
+        "verbs": ["get", "list", "watch", "create", "delete", "patch"],
+    } in role["rules"]
     assert objs["RoleBinding", "daemonjob-controller", "ops"]["subjects"][0]["namespace"] == NAMESPACE
     assert not any(k[0] == "CustomResourceDefinition" for k in objs)
     assert ("ClusterRole", "daemonjob-view", "") not in objs
@@ -104,19 +146,23 @@ def test_tag_defaults_to_app_version(tmp_path: Path) -> None:
     assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == f"r/dj:{chart['appVersion']}"
 
 
-@pytest.mark.parametrize("setting", [
-    "replicas=two",
-    "logFormat=xml",
-    "leaderElection.leaseDuration=soon",
-    "monitoring.serviceMonitor.enabled=yes",
-    "image.digest=latest",
-    "replica=2",
-    "webhook.failurePolicy=Sometimes",
-    "webhook.timeoutSeconds=60",
-    "metrics.secure=yes",
-    "nodeMaintenance.enabled=yes",
-    "nodeMaintenance.namespaces={Ops}",
-], ids=lambda v: v.split("=")[0])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "replicas=two",
+        "logFormat=xml",
+        "leaderElection.leaseDuration=soon",
+        "monitoring.serviceMonitor.enabled=yes",
+        "image.digest=latest",
+        "replica=2",
+        "webhook.failurePolicy=Sometimes",
+        "webhook.timeoutSeconds=60",
+        "metrics.secure=yes",
+        "nodeMaintenance.enabled=yes",
+        "nodeMaintenance.namespaces={Ops}",
+    ],
+    ids=lambda v: v.split("=")[0],
+)
 @HELMS
 def test_schema_refuses_a_wrong_value_naming_the_field(tmp_path: Path, setting: str, helm: str) -> None:
     field = setting.split("=")[0]
@@ -148,8 +194,9 @@ def test_insecure_metrics_are_plain_http_on_8080(tmp_path: Path) -> None:
 
 
 def test_servicemonitor_names_the_release_namespace(tmp_path: Path) -> None:
-    docs_ = docs(run("helm", "template", "daemonjob", str(CHART), "-n", "ops", *MONITORING_ON,
-                     env=helm_env(tmp_path)).stdout)
+    docs_ = docs(
+        run("helm", "template", "daemonjob", str(CHART), "-n", "ops", *MONITORING_ON, env=helm_env(tmp_path)).stdout
+    )
     monitor = by_key(docs_)["ServiceMonitor", "daemonjob-controller", "ops"]
     assert monitor["spec"]["endpoints"][0]["tlsConfig"]["serverName"] == "daemonjob-controller-metrics.ops.svc"
 
@@ -166,31 +213,53 @@ def test_webhook_off_leaves_no_webhook_object(tmp_path: Path) -> None:
 
 def test_webhook_and_network_policy_values(tmp_path: Path) -> None:
     values = tmp_path / "values.yaml"
-    values.write_text(json.dumps({
-        "webhook": {"timeoutSeconds": 10, "failurePolicy": "Ignore",
-                    "certManager": {"enabled": True, "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}},
-        # Helm merges maps with the defaults: null removes a default.
-        "networkPolicy": {"metricsFrom": {"namespaceSelector": {"matchLabels": {
-            "kubernetes.io/metadata.name": None, "team": "obs"}}, "podSelector": None}},
-    }))
+    values.write_text(
+        json.dumps(
+            {
+                "webhook": {
+                    "timeoutSeconds": 10,
+                    "failurePolicy": "Ignore",
+                    "certManager": {"enabled": True, "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}},
+                },
+                # Helm merges maps with the defaults: null removes a default.
+                "networkPolicy": {
+                    "metricsFrom": {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": None, "team": "obs"}},
+                        "podSelector": None,
+                    }
+                },
+            }
+        )
+    )
     objs = by_key(template(tmp_path, "-f", str(values)))
     hook = objs["ValidatingWebhookConfiguration", "daemonjob-validating-webhook", ""]["webhooks"][0]
     assert (hook["timeoutSeconds"], hook["failurePolicy"]) == (10, "Ignore")
     # The given issuer signs the serving certificate: no self-signed Issuer nor CA of the release's own.
     assert objs["Certificate", "daemonjob-webhook", NAMESPACE]["spec"]["issuerRef"] == {
-        "name": "corp-ca", "kind": "ClusterIssuer"}
+        "name": "corp-ca",
+        "kind": "ClusterIssuer",
+    }
     assert not any(k[0] == "Issuer" for k in objs) and ("Certificate", "daemonjob-webhook-ca", NAMESPACE) not in objs
     assert ("Secret", "daemonjob-webhook-tls", NAMESPACE) not in objs
     assert objs["NetworkPolicy", "daemonjob-controller", NAMESPACE]["spec"]["ingress"][0]["from"] == [
-        {"namespaceSelector": {"matchLabels": {"team": "obs"}}}]
+        {"namespaceSelector": {"matchLabels": {"team": "obs"}}}
+    ]
     assert ("NetworkPolicy", "daemonjob-controller", NAMESPACE) not in by_key(
-        template(tmp_path, "--set", "networkPolicy.enabled=false"))
+        template(tmp_path, "--set", "networkPolicy.enabled=false")
+    )
 
 
 def test_network_policy_needs_a_scraper_selector(tmp_path: Path) -> None:
-    out = run("helm", "template", "daemonjob", str(CHART), "--set",
-              "networkPolicy.metricsFrom.namespaceSelector=null,networkPolicy.metricsFrom.podSelector=null",
-              env=helm_env(tmp_path), check=False)
+    out = run(
+        "helm",
+        "template",
+        "daemonjob",
+        str(CHART),
+        "--set",
+        "networkPolicy.metricsFrom.namespaceSelector=null,networkPolicy.metricsFrom.podSelector=null",
+        env=helm_env(tmp_path),
+        check=False,
+    )
     assert out.returncode != 0 and "networkPolicy.metricsFrom needs" in out.stderr, out.stderr
 
 
@@ -199,15 +268,32 @@ def test_node_maintenance_values(tmp_path: Path) -> None:
     container = objs["Deployment", "daemonjob-controller", NAMESPACE]["spec"]["template"]["spec"]["containers"][0]
     assert not any(a.startswith("--node-maintenance-namespaces") for a in container["args"])
     assert not any(k[1] == "daemonjob-node-maintenance" for k in objs)  # off by default: no Node writes
-    objs = by_key(template(tmp_path, "-n", "ops-system", "--set",
-                           "nodeMaintenance.enabled=true,nodeMaintenance.namespaces={ops,infra},extraArgs={--workers=8}"))
+    objs = by_key(
+        template(
+            tmp_path,
+            "-n",
+            "ops-system",
+            "--set",
+            "nodeMaintenance.enabled=true,nodeMaintenance.namespaces={ops,infra},extraArgs={--workers=8}",
+        )
+    )
     container = objs["Deployment", "daemonjob-controller", "ops-system"]["spec"]["template"]["spec"]["containers"][0]
     assert container["args"][-2:] == ["--node-maintenance-namespaces=ops,infra", "--workers=8"]
     role = objs["ClusterRole", "daemonjob-node-maintenance", ""]
     assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in role["rules"]
     assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]} in role["rules"]
     binding = objs["ClusterRoleBinding", "daemonjob-node-maintenance", ""]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "daemonjob-controller", "namespace": "ops-system"}]
-    out = run("helm", "template", "daemonjob", str(CHART), "--set", "nodeMaintenance.enabled=true",
-              env=helm_env(tmp_path), check=False)
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "daemonjob-controller", "namespace": "ops-system"}
+    ]
+    out = run(
+        "helm",
+        "template",
+        "daemonjob",
+        str(CHART),
+        "--set",
+        "nodeMaintenance.enabled=true",
+        env=helm_env(tmp_path),
+        check=False,
+    )
     assert out.returncode != 0 and "nodeMaintenance.enabled needs nodeMaintenance.namespaces" in out.stderr, out.stderr

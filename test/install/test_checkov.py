@@ -10,8 +10,9 @@ from installtools import ROOT
 
 
 def test_checkov_passes_on_manifests_and_chart() -> None:
-    out = subprocess.run(["bash", str(ROOT / "hack" / "checkov.sh")], capture_output=True, text=True,
-                         timeout=900, check=False)
+    out = subprocess.run(
+        ["bash", str(ROOT / "hack" / "checkov.sh")], capture_output=True, text=True, timeout=900, check=False
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert "Failed checks: 0" in out.stdout, out.stdout[-4000:]
     # Both the kustomize build and the chart were scanned (checkov names resources per file).

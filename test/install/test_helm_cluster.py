@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import urllib3
 import yaml
+from installtools import CHART, NAMESPACE, ROOT, docs, helm_env, run
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster, kubeconfig_text
@@ -27,8 +28,6 @@ from daemonjob.testing.kubelet import NodeSpec, SimKubelet
 from daemonjob.testing.process import ControllerProcess
 from daemonjob.testing.serviceproxy import ServiceProxy
 from daemonjob.testing.waiting import wait_for
-
-from installtools import CHART, NAMESPACE, ROOT, docs, helm_env, run
 
 pytestmark = pytest.mark.cluster
 
@@ -58,6 +57,7 @@ def deployment_args(kube: Kube) -> list[str]:
 
 def service_account_token(kube: Kube, name: str) -> str:
     """The token of a ServiceAccount in NAMESPACE (its token Secret on 1.20)."""
+
     def token() -> str | None:
         sa = kube.get(path_for("v1", "serviceaccounts", NAMESPACE, name))
         for ref in sa.get("secrets") or []:
@@ -79,10 +79,18 @@ def service_account_kubeconfig(cluster: LocalCluster, kube: Kube, path: Path) ->
 def metrics_reader_token(kube: Kube) -> str:
     """A scraper's token: a ServiceAccount bound to the chart's daemonjob-metrics-reader."""
     kube.create(path_for("v1", "serviceaccounts", NAMESPACE), {"metadata": {"name": "scraper"}})
-    kube.create(path_for("rbac.authorization.k8s.io/v1", "clusterrolebindings"), {
-        "metadata": {"name": "scraper-daemonjob-metrics"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "daemonjob-metrics-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": NAMESPACE}]})
+    kube.create(
+        path_for("rbac.authorization.k8s.io/v1", "clusterrolebindings"),
+        {
+            "metadata": {"name": "scraper-daemonjob-metrics"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "daemonjob-metrics-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": NAMESPACE}],
+        },
+    )
     return service_account_token(kube, "scraper")
 
 
@@ -92,8 +100,9 @@ def scrape(port: int, token: str | None) -> int:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-        return http.request("GET", f"https://127.0.0.1:{port}/metrics", headers=headers, timeout=10,
-                            retries=False).status
+        return http.request(
+            "GET", f"https://127.0.0.1:{port}/metrics", headers=headers, timeout=10, retries=False
+        ).status
 
 
 def point_webhook_at(kube: Kube, client_config: dict[str, Any]) -> None:
@@ -122,12 +131,26 @@ def webhook_secret(kube: Kube) -> dict[str, str]:
 
 
 def daemonjob(name: str, label: str) -> dict[str, Any]:
-    return {"apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": name}, "spec": {
-        "nodeSelector": {"matchLabels": {"install-test": label}},
-        "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
-            "metadata": {"annotations": {"sim.daemonjob.io/duration": "1"}},
-            "spec": {"restartPolicy": "Never",
-                     "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}]}}}}}}
+    return {
+        "apiVersion": DJ_API,
+        "kind": "DaemonJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"install-test": label}},
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"annotations": {"sim.daemonjob.io/duration": "1"}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}],
+                        },
+                    },
+                }
+            },
+        },
+    }
 
 
 def complete(kube: Kube, ns: str, name: str) -> bool:
@@ -154,9 +177,16 @@ def test_install_rollout_upgrade_uninstall(bed: tuple[LocalCluster, Kube, SimKub
     # chart's RBAC applies. It keeps the webhook's certificate in the chart's Secret and its
     # CA in the chart's configuration, serves the webhook (reached by URL through a Service
     # stand-in) and secure metrics, takes the Lease and completes a rollout.
-    wait_for(lambda: kube.get(path_for(
-        "apiextensions.k8s.io/v1", "customresourcedefinitions", name=CRD)).get("status", {}).get("acceptedNames", {}).get("kind"),
-        timeout=30, what="the CRD served")
+    wait_for(
+        lambda: (
+            kube.get(path_for("apiextensions.k8s.io/v1", "customresourcedefinitions", name=CRD))
+            .get("status", {})
+            .get("acceptedNames", {})
+            .get("kind")
+        ),
+        timeout=30,
+        what="the CRD served",
+    )
     kubeconfig = service_account_kubeconfig(cluster, kube, tmp_path / "sa-kubeconfig")
     label = uuid.uuid4().hex[:8]
     nodes = [f"inst-{label}-{i}" for i in range(2)]
@@ -166,24 +196,41 @@ def test_install_rollout_upgrade_uninstall(bed: tuple[LocalCluster, Kube, SimKub
     kube.create(path_for("v1", "namespaces"), {"metadata": {"name": ns}})
     assert webhook_secret(kube) == {"tls.crt": "", "tls.key": ""}
     scraper = metrics_reader_token(kube)
-    controller = ControllerProcess(kubeconfig, tmp_path / "controller.log", "--leader-elect",
-                                   f"--leader-election-namespace={NAMESPACE}", "--log-format", "json",
-                                   "--metrics-secure=true", "--webhook-cert-dir", str(tmp_path / "webhook-certs"),
-                                   f"--webhook-service-namespace={NAMESPACE}", "--webhook-cert-extra-names=127.0.0.1",
-                                   webhook=True)
+    controller = ControllerProcess(
+        kubeconfig,
+        tmp_path / "controller.log",
+        "--leader-elect",
+        f"--leader-election-namespace={NAMESPACE}",
+        "--log-format",
+        "json",
+        "--metrics-secure=true",
+        "--webhook-cert-dir",
+        str(tmp_path / "webhook-certs"),
+        f"--webhook-service-namespace={NAMESPACE}",
+        "--webhook-cert-extra-names=127.0.0.1",
+        webhook=True,
+    )
     with ServiceProxy(lambda: [controller.webhook_port] if controller.running() else []) as proxy:
         point_webhook_at(kube, {"url": f"https://127.0.0.1:{proxy.port}/validate-daemonjob"})
         try:
             controller.start()
             controller.wait_ready()
-            wait_for(lambda: webhook_refuses(kube, ns), timeout=60, what="the API server to call the webhook",
-                     describe=controller.log_tail)
+            wait_for(
+                lambda: webhook_refuses(kube, ns),
+                timeout=60,
+                what="the API server to call the webhook",
+                describe=controller.log_tail,
+            )
             assert webhook_secret(kube)["tls.crt"]
             assert scrape(controller.metrics_port, scraper) == 200
             assert scrape(controller.metrics_port, None) == 401
             kube.create(path_for(DJ_API, "daemonjobs", ns), daemonjob("rollout", label))
-            wait_for(lambda: complete(kube, ns, "rollout"), timeout=90,
-                     what="the rollout to complete", describe=controller.log_tail)
+            wait_for(
+                lambda: complete(kube, ns, "rollout"),
+                timeout=90,
+                what="the rollout to complete",
+                describe=controller.log_tail,
+            )
             lease = kube.get(path_for("coordination.k8s.io/v1", "leases", NAMESPACE, "daemonjob-controller"))
             assert lease["spec"]["holderIdentity"]
             assert "forbidden" not in controller.log_text().lower()
@@ -191,8 +238,17 @@ def test_install_rollout_upgrade_uninstall(bed: tuple[LocalCluster, Kube, SimKub
             controller.stop()
             for n in nodes:
                 kubelet.delete_node(n)
-            point_webhook_at(kube, {"service": {"name": "daemonjob-webhook", "namespace": NAMESPACE,
-                                                "path": "/validate-daemonjob", "port": 443}})
+            point_webhook_at(
+                kube,
+                {
+                    "service": {
+                        "name": "daemonjob-webhook",
+                        "namespace": NAMESPACE,
+                        "path": "/validate-daemonjob",
+                        "port": 443,
+                    }
+                },
+            )
     certificate = webhook_secret(kube)
 
     # Upgrade: a changed value reaches the Deployment; the CRD is upgraded with the release.
@@ -225,8 +281,12 @@ def test_kustomize_build_with_monitoring_applies(bed: tuple[LocalCluster, Kube, 
     cluster, kube, _ = bed
     overlay = tmp_path / "overlay"
     overlay.mkdir()
-    subprocess.run(["bash", str(ROOT / "hack" / "deploy-overlay.sh"), str(overlay)], check=True, timeout=60,
-                   env={**os.environ, "IMG": "registry.example.com/daemonjob-controller:v0.1.0", "MONITORING": "1"})
+    subprocess.run(
+        ["bash", str(ROOT / "hack" / "deploy-overlay.sh"), str(overlay)],
+        check=True,
+        timeout=60,
+        env={**os.environ, "IMG": "registry.example.com/daemonjob-controller:v0.1.0", "MONITORING": "1"},
+    )
     built = docs(run("kubectl", "kustomize", str(overlay)).stdout)
     kinds = {d["kind"] for d in built}
     assert {"ServiceMonitor", "PrometheusRule", "ConfigMap", "Deployment", "PodDisruptionBudget"} <= kinds
@@ -235,11 +295,21 @@ def test_kustomize_build_with_monitoring_applies(bed: tuple[LocalCluster, Kube, 
             doc["apiVersion"] = "policy/v1beta1"
     kubeconfig = f"--kubeconfig={cluster.kubeconfig}"
     run("kubectl", kubeconfig, "apply", "-f", str(Path(__file__).parent / "data" / "monitoring-api-standins.yaml"))
-    run("kubectl", kubeconfig, "wait", "--for=condition=Established", "--timeout=60s",
-        "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+    run(
+        "kubectl",
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/servicemonitors.monitoring.coreos.com",
+        "crd/prometheusrules.monitoring.coreos.com",
+    )
     run("kubectl", kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(built))
     deploy = kube.get(path_for("apps/v1", "deployments", NAMESPACE, "daemonjob-controller"))
-    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/daemonjob-controller:v0.1.0"
+    assert (
+        deploy["spec"]["template"]["spec"]["containers"][0]["image"]
+        == "registry.example.com/daemonjob-controller:v0.1.0"
+    )
     rule = kube.get(path_for("monitoring.coreos.com/v1", "prometheusrules", NAMESPACE, "daemonjob-controller"))
     assert rule["spec"]["groups"]
     kube.get(path_for("monitoring.coreos.com/v1", "servicemonitors", NAMESPACE, "daemonjob-controller"))

@@ -13,9 +13,9 @@ import pytest
 
 from daemonjob import defaults
 from daemonjob.controller.configmaps import ConfigMapLimits
-from daemonjob.domain.validate import SHOWN_VALUE_MAX
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
+from daemonjob.domain.validate import SHOWN_VALUE_MAX
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.waiting import wait_for
@@ -29,8 +29,9 @@ def controller(cluster: LocalCluster, namespace: str, installed_crd: None) -> It
     kube = Kube.from_config(str(cluster.kubeconfig))
     events = EventRecorder(kube, host="test")
     events.start()
-    ctl = Controller.for_kube(kube, namespace=namespace, workers=2, events=events,
-                              configmap_limits=ConfigMapLimits(PER_DAEMONJOB, TOTAL))
+    ctl = Controller.for_kube(
+        kube, namespace=namespace, workers=2, events=events, configmap_limits=ConfigMapLimits(PER_DAEMONJOB, TOTAL)
+    )
     ctl.start_informers()
     assert ctl.wait_synced(30)
     ctl.start_workers()
@@ -40,15 +41,30 @@ def controller(cluster: LocalCluster, namespace: str, installed_crd: None) -> It
 
 
 def body(name: str, label: str, configmaps: Sequence[str] = (), restart: str = "Never") -> dict[str, Any]:
-    env = [{"name": f"V{i}", "valueFrom": {"configMapKeyRef": {"name": cm, "key": "k", "optional": True}}}
-           for i, cm in enumerate(configmaps)]
+    env = [
+        {"name": f"V{i}", "valueFrom": {"configMapKeyRef": {"name": cm, "key": "k", "optional": True}}}
+        for i, cm in enumerate(configmaps)
+    ]
     return {
-        "apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": name},
-        "spec": {"nodeSelector": {"matchLabels": {"bounds-test": label}}, "rerunOnConfigChange": bool(configmaps),
-                 "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
-                     "metadata": {"annotations": {"sim.daemonjob.io/duration": "0"}},
-                     "spec": {"restartPolicy": restart,
-                              "containers": [{"name": "c", "image": "busybox:1.36", "env": env}]}}}}},
+        "apiVersion": DJ_API,
+        "kind": "DaemonJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"bounds-test": label}},
+            "rerunOnConfigChange": bool(configmaps),
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"annotations": {"sim.daemonjob.io/duration": "0"}},
+                        "spec": {
+                            "restartPolicy": restart,
+                            "containers": [{"name": "c", "image": "busybox:1.36", "env": env}],
+                        },
+                    },
+                }
+            },
+        },
     }
 
 
@@ -67,20 +83,27 @@ def jobs_of(kube: Kube, ns: str, name: str) -> list[dict[str, Any]]:
 
 
 def events_of(kube: Kube, ns: str, name: str, reason: str) -> list[dict[str, Any]]:
-    return [e for e in kube.get(path_for("v1", "events", ns), fieldSelector=f"involvedObject.name={name}")["items"]
-            if e["reason"] == reason]
+    return [
+        e
+        for e in kube.get(path_for("v1", "events", ns), fieldSelector=f"involvedObject.name={name}")["items"]
+        if e["reason"] == reason
+    ]
 
 
 def test_configmap_watches_past_either_cap_stall_that_daemonjob_only(
-        kube: Kube, namespace: str, make_nodes, controller: Controller) -> None:
+    kube: Kube, namespace: str, make_nodes, controller: Controller
+) -> None:
     label = namespace
     make_nodes(2, labels={"bounds-test": label})
     create = path_for(DJ_API, "daemonjobs", namespace)
 
     # one DaemonJob referencing more ConfigMaps than one may have watched
     kube.create(create, body("many", label, [f"many-{i}" for i in range(PER_DAEMONJOB + 1)]))
-    wait_for(lambda: is_true(kube, namespace, "many", "Stalled", "ConfigMapLimitExceeded"), timeout=30,
-             what="many Stalled past the per-DaemonJob cap")
+    wait_for(
+        lambda: is_true(kube, namespace, "many", "Stalled", "ConfigMapLimitExceeded"),
+        timeout=30,
+        what="many Stalled past the per-DaemonJob cap",
+    )
     message = condition(kube, namespace, "many", "Stalled")["message"]
     assert f"references {PER_DAEMONJOB + 1} ConfigMaps, more than the {PER_DAEMONJOB}" in message
     assert "--max-configmap-watches-per-daemonjob" in message
@@ -94,8 +117,11 @@ def test_configmap_watches_past_either_cap_stall_that_daemonjob_only(
         wait_for(lambda n=name: is_true(kube, namespace, n, "Complete"), timeout=60, what=f"{name} Complete")
     assert controller.configmaps.watched() == TOTAL
     kube.create(create, body("late", label, ["late-0"]))
-    wait_for(lambda: is_true(kube, namespace, "late", "Stalled", "ConfigMapLimitExceeded"), timeout=30,
-             what="late Stalled past the controller-wide cap")
+    wait_for(
+        lambda: is_true(kube, namespace, "late", "Stalled", "ConfigMapLimitExceeded"),
+        timeout=30,
+        what="late Stalled past the controller-wide cap",
+    )
     message = condition(kube, namespace, "late", "Stalled")["message"]
     assert f"limit of {TOTAL} ConfigMap watches (--max-configmap-watches)" in message
     assert jobs_of(kube, namespace, "late") == [] and jobs_of(kube, namespace, "many") == []
@@ -116,7 +142,8 @@ def test_configmap_watches_past_either_cap_stall_that_daemonjob_only(
 
 
 def test_a_huge_bad_value_gives_messages_within_the_api_limits(
-        kube: Kube, namespace: str, make_nodes, controller: Controller) -> None:
+    kube: Kube, namespace: str, make_nodes, controller: Controller
+) -> None:
     label = namespace
     make_nodes(1, labels={"bounds-test": label})
     create = path_for(DJ_API, "daemonjobs", namespace)
@@ -127,7 +154,9 @@ def test_a_huge_bad_value_gives_messages_within_the_api_limits(
     # string never reaches the status; every message is cut to the API's limits besides.
     size = len(stalled["message"].encode())
     assert size <= 2 * SHOWN_VALUE_MAX + 1024 < defaults.CONDITION_MESSAGE_MAX_BYTES
-    assert "restartPolicy: Unsupported value" in stalled["message"] and "spec.jobTemplate: Too long" in stalled["message"]
+    assert (
+        "restartPolicy: Unsupported value" in stalled["message"] and "spec.jobTemplate: Too long" in stalled["message"]
+    )
     wait_for(lambda: events_of(kube, namespace, "huge", "InvalidSpec"), timeout=30, what="the InvalidSpec Event")
     event = events_of(kube, namespace, "huge", "InvalidSpec")[0]
     assert len(event["message"].encode()) <= defaults.EVENT_MESSAGE_MAX_BYTES

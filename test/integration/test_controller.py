@@ -8,11 +8,11 @@ from collections.abc import Iterator
 import pytest
 
 from daemonjob.controller.controller import Controller
-from daemonjob.testing.waiting import wait_for
-from daemonjob.machinery.kube import PATCH_STRATEGIC, Kube, path_for
 from daemonjob.controller.metrics import Metrics
+from daemonjob.machinery.kube import PATCH_STRATEGIC, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.kubelet import node_conditions
+from daemonjob.testing.waiting import wait_for
 
 DJ_API = "daemonjob.io/v1alpha1"
 
@@ -44,13 +44,26 @@ def api_calls(m: Metrics, verbs: tuple[str, ...]) -> float:
 
 
 def make_dj(kube: Kube, ns: str, name: str, label: str) -> None:
-    kube.create(path_for(DJ_API, "daemonjobs", ns), {
-        "apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": name},
-        "spec": {"nodeSelector": {"matchLabels": {"ctl-test": label}},
-                 "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
-                     "metadata": {"annotations": {"sim.daemonjob.io/duration": "0"}},
-                     "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}}}}},
-    })
+    kube.create(
+        path_for(DJ_API, "daemonjobs", ns),
+        {
+            "apiVersion": DJ_API,
+            "kind": "DaemonJob",
+            "metadata": {"name": name},
+            "spec": {
+                "nodeSelector": {"matchLabels": {"ctl-test": label}},
+                "jobTemplate": {
+                    "spec": {
+                        "backoffLimit": 0,
+                        "template": {
+                            "metadata": {"annotations": {"sim.daemonjob.io/duration": "0"}},
+                            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]},
+                        },
+                    }
+                },
+            },
+        },
+    )
 
 
 def complete(kube: Kube, ns: str, name: str) -> bool:
@@ -58,8 +71,9 @@ def complete(kube: Kube, ns: str, name: str) -> bool:
     return any(c["type"] == "Complete" and c["status"] == "True" for c in st.get("conditions") or [])
 
 
-def test_heartbeats_enqueue_nothing_and_idle_costs_nothing(kube: Kube, namespace: str, make_nodes,
-                                                           controller: Controller) -> None:
+def test_heartbeats_enqueue_nothing_and_idle_costs_nothing(
+    kube: Kube, namespace: str, make_nodes, controller: Controller
+) -> None:
     m = controller.metrics
     nodes = make_nodes(3, labels={"ctl-test": namespace})
     others = make_nodes(1, labels={"ctl-test": "someone-else"})
@@ -71,8 +85,11 @@ def test_heartbeats_enqueue_nothing_and_idle_costs_nothing(kube: Kube, namespace
     lists = api_calls(m, ("list",))
     for node in nodes + others:  # heartbeats: status-only changes, several times
         for _ in range(3):
-            kube.patch(path_for("v1", "nodes", name=node, subresource="status"),
-                       {"status": {"conditions": node_conditions()}}, content_type=PATCH_STRATEGIC)
+            kube.patch(
+                path_for("v1", "nodes", name=node, subresource="status"),
+                {"status": {"conditions": node_conditions()}},
+                content_type=PATCH_STRATEGIC,
+            )
     kube.patch(path_for("v1", "nodes", name=others[0]), {"metadata": {"labels": {"unrelated": "x"}}})
     time.sleep(2.0)
     assert sample(m, "workqueue_adds_total", name="daemonjob") == adds, "a heartbeat enqueued a DaemonJob"
@@ -82,15 +99,28 @@ def test_heartbeats_enqueue_nothing_and_idle_costs_nothing(kube: Kube, namespace
     # A change that matters to this DaemonJob enqueues it: a node now matches its selector.
     kube.patch(path_for("v1", "nodes", name=others[0]), {"metadata": {"labels": {"ctl-test": namespace}}})
     wait_for(lambda: sample(m, "workqueue_adds_total", name="daemonjob") > adds, what="enqueue on relevant change")
-    wait_for(lambda: kube.get(path_for(DJ_API, "daemonjobs", namespace, "quiet"))["status"].get("desiredNodes") == 4,
-             what="the new node counted")
+    wait_for(
+        lambda: kube.get(path_for(DJ_API, "daemonjobs", namespace, "quiet"))["status"].get("desiredNodes") == 4,
+        what="the new node counted",
+    )
 
 
 def test_unrelated_jobs_are_not_cached(kube: Kube, namespace: str, controller: Controller) -> None:
-    kube.create(path_for("batch/v1", "jobs", namespace), {
-        "metadata": {"name": "plain"},
-        "spec": {"template": {"spec": {"restartPolicy": "Never", "nodeSelector": {"nowhere": "x"},
-                                       "containers": [{"name": "c", "image": "busybox:1.36"}]}}}})
+    kube.create(
+        path_for("batch/v1", "jobs", namespace),
+        {
+            "metadata": {"name": "plain"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "nodeSelector": {"nowhere": "x"},
+                        "containers": [{"name": "c", "image": "busybox:1.36"}],
+                    }
+                }
+            },
+        },
+    )
     time.sleep(1.0)
     assert controller.jobs.store.get(f"{namespace}/plain") is None
     assert len(controller.jobs.store) == 0

@@ -44,8 +44,9 @@ def test_requests_pass_through_with_tls_verified(proxy: FaultProxy, cluster: Loc
     assert proxy.accepted >= 1
 
 
-def test_partition_cuts_and_refuses_until_healed(proxy: FaultProxy, cluster: LocalCluster, tmp_path: Path,
-                                                 namespace: str) -> None:
+def test_partition_cuts_and_refuses_until_healed(
+    proxy: FaultProxy, cluster: LocalCluster, tmp_path: Path, namespace: str
+) -> None:
     kube = through(proxy, cluster, tmp_path)
     watch = kube.watch(path_for("v1", "configmaps", namespace), {}, read_timeout=30)
     events: list[object] = []
@@ -70,8 +71,7 @@ def test_partition_cuts_and_refuses_until_healed(proxy: FaultProxy, cluster: Loc
     assert kube.get("/version")["major"] == "1"
 
 
-def test_hang_accepts_but_never_answers_until_healed(proxy: FaultProxy, cluster: LocalCluster,
-                                                     tmp_path: Path) -> None:
+def test_hang_accepts_but_never_answers_until_healed(proxy: FaultProxy, cluster: LocalCluster, tmp_path: Path) -> None:
     kube = through(proxy, cluster, tmp_path)
     kube.get("/version")  # a pooled connection, open before the hang
     with proxy.hung():
@@ -94,23 +94,32 @@ def test_latency_delays_each_answer(proxy: FaultProxy, cluster: LocalCluster, tm
     print(f"request through a 0.2 s + 0.3 s proxy: {took:.3f} s")
 
 
-def test_audit_log_names_the_user_of_each_write(proxy: FaultProxy, cluster: LocalCluster, tmp_path: Path,
-                                                audit_log: AuditLog) -> None:
+def test_audit_log_names_the_user_of_each_write(
+    proxy: FaultProxy, cluster: LocalCluster, tmp_path: Path, audit_log: AuditLog
+) -> None:
     mark = audit_log.mark()
     before = datetime.now(timezone.utc)
     kube_a = through(proxy, cluster, tmp_path, "daemonjob-a")
     name = f"audit-{uuid.uuid4().hex[:8]}"
-    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name},
-             "spec": {"holderIdentity": "a"}}
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name},
+        "spec": {"holderIdentity": "a"},
+    }
     kube_a.create(path_for(LEASES, "leases", CONTROLLER_NAMESPACE), lease)
     with pytest.raises(ApiError) as refused:  # the controller's RBAC: no Secrets
         kube_a.get(path_for("v1", "secrets", CONTROLLER_NAMESPACE))
     assert refused.value.status == 403
     try:
-        records = wait_for(lambda: audit_log.writes(user="daemonjob-a", since=mark, resources=["leases"]), 10,
-                           "the audit record of the Lease create")
+        records = wait_for(
+            lambda: audit_log.writes(user="daemonjob-a", since=mark, resources=["leases"]),
+            10,
+            "the audit record of the Lease create",
+        )
         assert [(r.verb, r.group, r.resource, r.namespace, r.name, r.code) for r in records] == [
-            ("create", "coordination.k8s.io", "leases", CONTROLLER_NAMESPACE, name, 201)]
+            ("create", "coordination.k8s.io", "leases", CONTROLLER_NAMESPACE, name, 201)
+        ]
         assert before <= records[0].received <= records[0].completed
         assert audit_log.writes(user="daemonjob-b", after=before) == []
     finally:
@@ -131,16 +140,25 @@ def test_pause_stops_the_process_and_always_resumes() -> None:
 
 
 @pytest.mark.parametrize("fault", ["partition", "hang"])
-def test_elector_cut_off_loses_the_fence_at_its_deadline(fault: str, proxy: FaultProxy, cluster: LocalCluster,
-                                                          tmp_path: Path) -> None:
+def test_elector_cut_off_loses_the_fence_at_its_deadline(
+    fault: str, proxy: FaultProxy, cluster: LocalCluster, tmp_path: Path
+) -> None:
     """Through a real API server: the fence lapses at last renewal sent + renewDeadline, and
     run() returns soon after even when the API server never answers."""
     kube = through(proxy, cluster, tmp_path, "daemonjob-a")
     name = f"fence-{uuid.uuid4().hex[:8]}"
     deadline = 2.0
     lost_at: list[float] = []
-    elector = LeaderElector(kube, CONTROLLER_NAMESPACE, name, "a", lease_duration=3.0, renew_deadline=deadline,
-                            retry_period=0.5, on_stopped_leading=lambda: lost_at.append(time.monotonic()))
+    elector = LeaderElector(
+        kube,
+        CONTROLLER_NAMESPACE,
+        name,
+        "a",
+        lease_duration=3.0,
+        renew_deadline=deadline,
+        retry_period=0.5,
+        on_stopped_leading=lambda: lost_at.append(time.monotonic()),
+    )
     result: list[bool] = []
     thread = threading.Thread(target=lambda: result.append(elector.run()), daemon=True)
     thread.start()
@@ -157,8 +175,10 @@ def test_elector_cut_off_loses_the_fence_at_its_deadline(fault: str, proxy: Faul
         noticed = lost_at[0] - faulted_at
         # The fence decides, not a request timeout (30 s): the slack only absorbs a busy machine.
         assert noticed <= remaining + 0.5
-        print(f"{fault}: fence had {remaining:.2f} s left, loss declared after {noticed:.2f} s, "
-              f"run() returned after {time.monotonic() - faulted_at:.2f} s")
+        print(
+            f"{fault}: fence had {remaining:.2f} s left, loss declared after {noticed:.2f} s, "
+            f"run() returned after {time.monotonic() - faulted_at:.2f} s"
+        )
     finally:
         elector.stop()
         proxy.heal()

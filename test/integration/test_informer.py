@@ -9,12 +9,10 @@ from typing import Any
 import pytest
 import urllib3
 
-from daemonjob.machinery.informer import Backoff, Handlers, Informer, Tombstone
-from daemonjob.testing.waiting import wait_for
-from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.machinery.clock import RealClock
-
-
+from daemonjob.machinery.informer import Backoff, Handlers, Informer, Tombstone
+from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.testing.waiting import wait_for
 
 
 class Recorder:
@@ -23,8 +21,9 @@ class Recorder:
         self.lock = threading.Lock()
 
     def handlers(self) -> Handlers:
-        return Handlers(on_add=lambda o: self._rec("add", o), on_update=lambda _o, n: self._rec("update", n),
-                        on_delete=self._delete)
+        return Handlers(
+            on_add=lambda o: self._rec("add", o), on_update=lambda _o, n: self._rec("update", n), on_delete=self._delete
+        )
 
     def _rec(self, kind: str, obj: Any) -> None:
         with self.lock:
@@ -112,8 +111,9 @@ def test_survives_apiserver_restart(cluster, kube: Kube, namespace: str, fast_ba
     path = path_for("v1", "configmaps", namespace)
     for n in ("keep", "change", "drop"):
         kube.create(path, cm(n))
-    inf = Informer(kube, "v1", "configmaps", namespace=namespace, label_selector="informer-test=yes",
-                   backoff=fast_backoff)
+    inf = Informer(
+        kube, "v1", "configmaps", namespace=namespace, label_selector="informer-test=yes", backoff=fast_backoff
+    )
     rec = Recorder()
     inf.add_handlers(rec.handlers())
     inf.start()
@@ -134,8 +134,9 @@ def test_survives_apiserver_restart(cluster, kube: Kube, namespace: str, fast_ba
         inf.stop()
 
 
-def test_expired_resource_version_relists_with_tombstones(cluster, kube: Kube, namespace: str,
-                                                          fast_backoff: Backoff) -> None:
+def test_expired_resource_version_relists_with_tombstones(
+    cluster, kube: Kube, namespace: str, fast_backoff: Backoff
+) -> None:
     path = path_for("v1", "configmaps", namespace)
     for n in ("keep", "change", "drop"):
         kube.create(path, cm(n))
@@ -143,9 +144,15 @@ def test_expired_resource_version_relists_with_tombstones(cluster, kube: Kube, n
     relists: list[str] = []
     from daemonjob.machinery.informer import InformerHooks
 
-    inf = Informer(flaky, "v1", "configmaps", namespace=namespace,  # type: ignore[arg-type]
-                   label_selector="informer-test=yes", backoff=fast_backoff,
-                   hooks=InformerHooks(on_relist=relists.append))
+    inf = Informer(
+        flaky,
+        "v1",
+        "configmaps",
+        namespace=namespace,  # type: ignore[arg-type]
+        label_selector="informer-test=yes",
+        backoff=fast_backoff,
+        hooks=InformerHooks(on_relist=relists.append),
+    )
     rec = Recorder()
     inf.add_handlers(rec.handlers())
     inf.start()
@@ -172,8 +179,9 @@ def test_expired_resource_version_relists_with_tombstones(cluster, kube: Kube, n
         inf.stop()
 
 
-def test_a_refused_first_list_is_reported_to_sync_listeners(cluster, tmp_path, namespace: str,
-                                                            fast_backoff: Backoff) -> None:
+def test_a_refused_first_list_is_reported_to_sync_listeners(
+    cluster, tmp_path, namespace: str, fast_backoff: Backoff
+) -> None:
     """What the ConfigMap watches rely on: no polling for the first list, and why it fails."""
     from daemonjob.testing.cluster import kubeconfig_text
 

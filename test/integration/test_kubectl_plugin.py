@@ -54,8 +54,14 @@ class Env:
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
         environ = {k: v for k, v in self.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "TERM")}
-        proc = subprocess.Popen(["kubectl", *args, "-n", self.ns], env={**environ, "TERM": "xterm-256color"},
-                                stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
+        proc = subprocess.Popen(
+            ["kubectl", *args, "-n", self.ns],
+            env={**environ, "TERM": "xterm-256color"},
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            close_fds=True,
+        )
         os.close(slave)
         chunks, deadline = [], time.monotonic() + timeout
         try:
@@ -84,11 +90,21 @@ class Env:
 
 def daemonjob(name: str, label: str, annotations: dict[str, str]) -> dict[str, Any]:
     return {
-        "apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": name},
-        "spec": {"nodeSelector": {"matchLabels": {"plugin-test": label}},
-                 "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
-                     "metadata": {"annotations": {"sim.daemonjob.io/duration": "0", **annotations}},
-                     "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}},
+        "apiVersion": DJ_API,
+        "kind": "DaemonJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"plugin-test": label}},
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"annotations": {"sim.daemonjob.io/duration": "0", **annotations}},
+                        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]},
+                    },
+                }
+            },
+        },
     }
 
 
@@ -96,7 +112,8 @@ def finished(kube: Kube, ns: str, name: str) -> bool:
     dj = kube.get(path_for(DJ_API, "daemonjobs", ns, name))
     st = dj.get("status") or {}
     return st.get("observedGeneration") == dj["metadata"]["generation"] and any(
-        c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in st.get("conditions") or [])
+        c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in st.get("conditions") or []
+    )
 
 
 @pytest.fixture(scope="module")
@@ -115,15 +132,22 @@ def env(cluster: LocalCluster, kube: Kube, kubelet: SimKubelet, installed_crd: N
     try:
         output = "hello from {node}\nsecond line of {node}"
         for body in (
-            daemonjob("collect", ns, {"sim.daemonjob.io/output": output, "sim.daemonjob.io/fail-on": nodes[0],
-                                      "sim.daemonjob.io/exit-code": "3",
-                                      "sim.daemonjob.io/message": "disk full on {node}"}),
+            daemonjob(
+                "collect",
+                ns,
+                {
+                    "sim.daemonjob.io/output": output,
+                    "sim.daemonjob.io/fail-on": nodes[0],
+                    "sim.daemonjob.io/exit-code": "3",
+                    "sim.daemonjob.io/message": "disk full on {node}",
+                },
+            ),
             daemonjob("oom", ns, {"sim.daemonjob.io/fail-on": nodes[1], "sim.daemonjob.io/reason": "OOMKilled"}),
             daemonjob("fine", ns, {"sim.daemonjob.io/output": "ok"}),
         ):
             kube.create(path_for(DJ_API, "daemonjobs", ns), body)
         for name in ("collect", "oom", "fine"):
-            wait_for(lambda: finished(kube, ns, name), timeout=60, what=f"{name} finished")
+            wait_for(lambda name=name: finished(kube, ns, name), timeout=60, what=f"{name} finished")
         yield e
     finally:
         ctl.stop()
@@ -206,8 +230,14 @@ def test_logs_report_a_node_whose_pod_is_gone(env: Env) -> None:
     pods = env.kube.get(path_for("v1", "pods", env.ns), labelSelector=f"job-name={job['metadata']['name']}")["items"]
     for pod in pods:
         env.kube.delete(path_for("v1", "pods", env.ns, pod["metadata"]["name"]), {"gracePeriodSeconds": 0})
-    wait_for(lambda: not env.kube.get(path_for("v1", "pods", env.ns),
-                                      labelSelector=f"job-name={job['metadata']['name']}")["items"], what="pod gone")
+    wait_for(
+        lambda: (
+            not env.kube.get(path_for("v1", "pods", env.ns), labelSelector=f"job-name={job['metadata']['name']}")[
+                "items"
+            ]
+        ),
+        what="pod gone",
+    )
     out = env.kubectl("daemonjob", "logs", "fine")
     assert out.returncode == 0
     assert sorted(out.stdout.splitlines()) == sorted(f"[{n}] ok" for n in env.eligible[:2])
@@ -231,8 +261,11 @@ def test_rerun_failed_reruns_exactly_the_failed_nodes(env: Env) -> None:
 
     def rerun_done() -> bool:
         now = {job_node(j): j for j in env.jobs("collect")}
-        return (set(now) == set(before) and now[env.eligible[0]]["metadata"]["uid"] != before[env.eligible[0]]
-                and job_state(now[env.eligible[0]]) == "failed")
+        return (
+            set(now) == set(before)
+            and now[env.eligible[0]]["metadata"]["uid"] != before[env.eligible[0]]
+            and job_state(now[env.eligible[0]]) == "failed"
+        )
 
     wait_for(rerun_done, timeout=60, what="the failed node re-ran")
     after = {job_node(j): j["metadata"]["uid"] for j in env.jobs("collect")}
@@ -246,17 +279,39 @@ def test_rerun_everything_makes_a_new_revision(env: Env) -> None:
     assert out.returncode == 0, out.stderr
     dj = env.kube.get(path)
     assert "daemonjob.io/rerun-at" in dj["spec"]["jobTemplate"]["metadata"]["annotations"]
-    wait_for(lambda: env.kube.get(path).get("status", {}).get("currentRevision") != revision, timeout=30,
-             what="a new revision")
+    wait_for(
+        lambda: env.kube.get(path).get("status", {}).get("currentRevision") != revision,
+        timeout=30,
+        what="a new revision",
+    )
 
 
 def test_create_dry_run_yields_a_daemonjob_the_api_server_accepts(env: Env) -> None:
-    out = env.kubectl("daemonjob", "create", "adhoc", "--image", "busybox:1.36", "-l", f"plugin-test={env.ns}",
-                      "--max-parallel", "50%", "--dry-run=client", "-o", "yaml", "--", "sh", "-c", "uname -a")
+    out = env.kubectl(
+        "daemonjob",
+        "create",
+        "adhoc",
+        "--image",
+        "busybox:1.36",
+        "-l",
+        f"plugin-test={env.ns}",
+        "--max-parallel",
+        "50%",
+        "--dry-run=client",
+        "-o",
+        "yaml",
+        "--",
+        "sh",
+        "-c",
+        "uname -a",
+    )
     assert out.returncode == 0, out.stderr
     manifest = yaml.safe_load(out.stdout)
     assert manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"] == [
-        "sh", "-c", "uname -a"]
+        "sh",
+        "-c",
+        "uname -a",
+    ]
     applied = env.kubectl("apply", "-f", "-", input=out.stdout)
     assert applied.returncode == 0, applied.stderr
     stored = env.kube.get(path_for(DJ_API, "daemonjobs", env.ns, "adhoc"))
@@ -265,13 +320,16 @@ def test_create_dry_run_yields_a_daemonjob_the_api_server_accepts(env: Env) -> N
     wait_for(lambda: finished(env.kube, env.ns, "adhoc"), timeout=60, what="adhoc finished")
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["daemonjob", "status", "no-such-dj"], "not found"),
-    (["daemonjob", "logs", "no-such-dj"], "not found"),
-    (["daemonjob", "status", "collect", "-l", "a in ("], "unable to parse"),
-    (["daemonjob", "create", "bad", "--image", "x", "-l", "a in (", "--dry-run=client"], "invalid selector"),
-    (["daemonjob", "wait", "fine", "--timeout", "soon"], "invalid duration"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["daemonjob", "status", "no-such-dj"], "not found"),
+        (["daemonjob", "logs", "no-such-dj"], "not found"),
+        (["daemonjob", "status", "collect", "-l", "a in ("], "unable to parse"),
+        (["daemonjob", "create", "bad", "--image", "x", "-l", "a in (", "--dry-run=client"], "invalid selector"),
+        (["daemonjob", "wait", "fine", "--timeout", "soon"], "invalid duration"),
+    ],
+)
 def test_bad_input_gives_one_clear_line(env: Env, argv: list[str], words: str) -> None:
     out = env.kubectl(*argv)
     assert out.returncode == 1
@@ -281,11 +339,17 @@ def test_bad_input_gives_one_clear_line(env: Env, argv: list[str], words: str) -
 def test_no_cluster_gives_one_clear_line(env: Env, tmp_path: Path) -> None:
     config = tmp_path / "kubeconfig"
     config.write_text(env.cluster.kubeconfig.read_text().replace(env.cluster.server, "https://127.0.0.1:9"))
-    out = subprocess.run(["kubectl", "daemonjob", "--kubeconfig", str(config), "status", "collect"],
-                         env=env.environ, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["kubectl", "daemonjob", "--kubeconfig", str(config), "status", "collect"],
+        env=env.environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 1
-    assert out.stderr.strip().splitlines() == [f"error: cannot reach the API server at https://127.0.0.1:9: "
-                                               "Connection refused"]
+    assert out.stderr.strip().splitlines() == [
+        "error: cannot reach the API server at https://127.0.0.1:9: Connection refused"
+    ]
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -301,7 +365,7 @@ def test_status_on_a_terminal_colours_states_in_kubectl_columns(env: Env) -> Non
     failing = env.eligible[0]
     row = next(line for line in lines if line.startswith(failing))  # one line per node, never folded at 80 columns
     assert row.split()[1] == "failed" and " 3 " in row and f"disk full on {failing}" in row
-    assert {line.split()[0] for line in lines[lines.index(header) + 1:] if line.strip()} == set(env.nodes)
+    assert {line.split()[0] for line in lines[lines.index(header) + 1 :] if line.strip()} == set(env.nodes)
 
 
 def test_wait_on_a_terminal_draws_a_progress_bar_to_the_end(env: Env, kube: Kube) -> None:
@@ -321,15 +385,35 @@ def test_wait_on_a_terminal_draws_a_progress_bar_to_the_end(env: Env, kube: Kube
 
 
 def test_create_with_a_schedule_keeps_it_through_kubectl_apply(env: Env) -> None:
-    out = env.kubectl("daemonjob", "create", "nightly", "--image", "busybox:1.36", "-l", f"plugin-test={env.ns}",
-                      "--schedule", "30 3 * * *", "--time-zone", "Europe/Berlin", "--concurrency-policy", "Replace",
-                      "--dry-run=client", "-o", "yaml", "--", "true")
+    out = env.kubectl(
+        "daemonjob",
+        "create",
+        "nightly",
+        "--image",
+        "busybox:1.36",
+        "-l",
+        f"plugin-test={env.ns}",
+        "--schedule",
+        "30 3 * * *",
+        "--time-zone",
+        "Europe/Berlin",
+        "--concurrency-policy",
+        "Replace",
+        "--dry-run=client",
+        "-o",
+        "yaml",
+        "--",
+        "true",
+    )
     assert out.returncode == 0, out.stderr
     applied = env.kubectl("apply", "-f", "-", input=out.stdout)
     assert applied.returncode == 0, applied.stderr
     stored = env.kube.get(path_for(DJ_API, "daemonjobs", env.ns, "nightly"))["spec"]
     assert (stored["schedule"], stored["timeZone"], stored["concurrencyPolicy"]) == (
-        "30 3 * * *", "Europe/Berlin", "Replace")
+        "30 3 * * *",
+        "Europe/Berlin",
+        "Replace",
+    )
     status = env.kubectl("daemonjob", "status", "nightly")
     assert status.returncode == 0, status.stderr
     assert "schedule '30 3 * * *' (Europe/Berlin), last schedule never" in status.stdout
@@ -339,8 +423,9 @@ def test_create_with_a_schedule_keeps_it_through_kubectl_apply(env: Env) -> None
 
 def test_completion_executable_names_the_daemonjobs(env: Env) -> None:
     def complete(*words: str) -> list[str]:
-        out = subprocess.run(["kubectl_complete-daemonjob", *words], env=env.environ, capture_output=True,
-                             text=True, timeout=60)
+        out = subprocess.run(
+            ["kubectl_complete-daemonjob", *words], env=env.environ, capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 0, out.stderr
         return out.stdout.splitlines()
 
@@ -362,12 +447,25 @@ def test_status_with_a_label_selector_counts_only_the_matching_nodes(env: Env) -
         assert [r["node"] for r in doc["nodes"]] == [failing]
         counts = doc["counts"]
         assert (counts["desired"], counts["failed"], counts["succeeded"], counts["active"], counts["pending"]) == (
-            1, 1, 0, 0, 0)
+            1,
+            1,
+            0,
+            0,
+            0,
+        )
         assert doc["nodeSelector"] == "zone=a"
         table = env.kubectl("daemonjob", "status", "collect", "-l", "zone=a")
         assert "1 desired, 0 succeeded, 1 failed, 0 active, 0 pending (of the nodes matching zone=a" in table.stdout
-        rows = [line.split()[0] for line in table.stdout.splitlines()[table.stdout.splitlines().index(
-            next(line for line in table.stdout.splitlines() if line.startswith("NODE"))) + 1:] if line.strip()]
+        rows = [
+            line.split()[0]
+            for line in table.stdout.splitlines()[
+                table.stdout.splitlines().index(
+                    next(line for line in table.stdout.splitlines() if line.startswith("NODE"))
+                )
+                + 1 :
+            ]
+            if line.strip()
+        ]
         assert rows == [failing]
         # the other nodes, by a selector that excludes the failing one: counts and rows agree again
         code, doc = status_json(env, "collect", "-l", "zone!=a")
@@ -392,8 +490,11 @@ def test_pause_holds_new_jobs_and_resume_lets_the_rollout_go_on(env: Env, kube: 
     before = {j["metadata"]["uid"] for j in env.jobs("held")}
     assert env.kubectl("daemonjob", "rerun", "held").returncode == 0  # a new revision, while paused
     generation = kube.get(path)["metadata"]["generation"]
-    wait_for(lambda: kube.get(path).get("status", {}).get("observedGeneration") == generation, timeout=30,
-             what="the controller observed the new revision")
+    wait_for(
+        lambda: kube.get(path).get("status", {}).get("observedGeneration") == generation,
+        timeout=30,
+        what="the controller observed the new revision",
+    )
     assert {j["metadata"]["uid"] for j in env.jobs("held")} == before, "a paused DaemonJob started a Job"
     status = env.kubectl("daemonjob", "status", "held")
     assert "suspended: no new node is started" in status.stdout and "3 pending" in status.stdout
@@ -410,8 +511,12 @@ def test_pause_holds_new_jobs_and_resume_lets_the_rollout_go_on(env: Env, kube: 
     assert done.returncode == 0, done.stderr
     status = kube.get(path)["status"]
     assert status["lastRunNowTrigger"] == kube.get(path)["metadata"]["annotations"]["daemonjob.io/run-now"]
-    new = [j for j in env.jobs("held") if j["metadata"]["uid"] not in before
-           and j["metadata"]["labels"].get("daemonjob.io/run") == status["currentRun"]]
+    new = [
+        j
+        for j in env.jobs("held")
+        if j["metadata"]["uid"] not in before
+        and j["metadata"]["labels"].get("daemonjob.io/run") == status["currentRun"]
+    ]
     assert sorted(job_node(j) for j in new) == sorted(env.eligible)  # the run asked for while paused
     assert env.kubectl("daemonjob", "resume", "held").stderr.endswith('"held" is not paused\n')
 
@@ -420,7 +525,8 @@ def test_run_now_wait_follows_the_run_it_started(env: Env, kube: Kube) -> None:
     out = env.kubectl("daemonjob", "run-now", "fine", "--wait", "--timeout", "60s")
     assert out.returncode == 0, out.stderr
     trigger = kube.get(path_for(DJ_API, "daemonjobs", env.ns, "fine"))["metadata"]["annotations"][
-        "daemonjob.io/run-now"]
+        "daemonjob.io/run-now"
+    ]
     assert f"daemonjob.daemonjob.io/fine run requested (daemonjob.io/run-now={trigger})" in out.stdout
     status = kube.get(path_for(DJ_API, "daemonjobs", env.ns, "fine"))["status"]
     assert status["lastRunNowTrigger"] == trigger

@@ -66,7 +66,7 @@ class Replica:
         try:
             return self.process.proc.wait(timeout)
         except Exception:
-            raise AssertionError(f"{self.user} still running after {timeout}s:\n{self.process.log_tail()}")
+            raise AssertionError(f"{self.user} still running after {timeout}s:\n{self.process.log_tail()}") from None
 
     def log_event(self, event: str) -> dict[str, Any] | None:
         """The first JSON log record of this event (lines that are not JSON are skipped)."""
@@ -98,15 +98,23 @@ class Pair:
     standby: Replica
     mark: int  # audit log offset before either started
 
-    def by(self, replica: Replica, audit: AuditLog, after: datetime | None = None,
-           resources: list[str] | None = None, succeeded: bool = False) -> list[AuditRecord]:
-        return audit.writes(user=replica.user, since=self.mark, after=after, resources=resources,
-                            succeeded_only=succeeded)
+    def by(
+        self,
+        replica: Replica,
+        audit: AuditLog,
+        after: datetime | None = None,
+        resources: list[str] | None = None,
+        succeeded: bool = False,
+    ) -> list[AuditRecord]:
+        return audit.writes(
+            user=replica.user, since=self.mark, after=after, resources=resources, succeeded_only=succeeded
+        )
 
 
 @pytest.fixture
-def pair(cluster: LocalCluster, namespace: str, installed_crd: None, audit_log: AuditLog, kube: Kube,
-         tmp_path: Path) -> Iterator[Callable[..., Pair]]:
+def pair(
+    cluster: LocalCluster, namespace: str, installed_crd: None, audit_log: AuditLog, kube: Kube, tmp_path: Path
+) -> Iterator[Callable[..., Pair]]:
     """pair(*flags) -> two replicas started together, once one of them leads."""
     lease = f"leader-{uuid.uuid4().hex[:8]}"
     replicas: list[Replica] = []
@@ -115,13 +123,27 @@ def pair(cluster: LocalCluster, namespace: str, installed_crd: None, audit_log: 
         mark = audit_log.mark()
         for user in USERS:
             proxy = FaultProxy.to_url(cluster.server).start()
-            kubeconfig = proxied_kubeconfig(cluster.kubeconfig_for(user), tmp_path / f"kubeconfig-{user}",
-                                            proxy.url())
+            kubeconfig = proxied_kubeconfig(cluster.kubeconfig_for(user), tmp_path / f"kubeconfig-{user}", proxy.url())
             process = ControllerProcess(
-                kubeconfig, tmp_path / f"{user}.log", "--namespace", namespace, "--leader-elect",
-                "--leader-election-namespace", CONTROLLER_NAMESPACE, "--leader-election-id", lease,
-                "--leader-election-lease-duration", str(LEASE), "--leader-election-renew-deadline", str(RENEW),
-                "--leader-election-retry-period", str(RETRY), "--log-format", "json", *flags)
+                kubeconfig,
+                tmp_path / f"{user}.log",
+                "--namespace",
+                namespace,
+                "--leader-elect",
+                "--leader-election-namespace",
+                CONTROLLER_NAMESPACE,
+                "--leader-election-id",
+                lease,
+                "--leader-election-lease-duration",
+                str(LEASE),
+                "--leader-election-renew-deadline",
+                str(RENEW),
+                "--leader-election-retry-period",
+                str(RETRY),
+                "--log-format",
+                "json",
+                *flags,
+            )
             replicas.append(Replica(user, proxy, process.start()))
         for r in replicas:
             r.process.wait_ready()
@@ -152,14 +174,32 @@ def rollout(kube: Kube, namespace: str, rollout_nodes: tuple[str, list[str]]) ->
         group, _ = rollout_nodes
         watcher = JobWatcher(kube, namespace, NAME).start()
         watchers.append(watcher)
-        kube.create(path_for(DJ_API, "daemonjobs", namespace), {
-            "apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": NAME},
-            "spec": {"maxParallel": MAX_PARALLEL, "nodeSelector": {"matchLabels": {"leader-test": group}},
-                     "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
-                         "metadata": {"annotations": {ANNOTATION_DURATION: str(POD_SECONDS)}},
-                         "spec": {"restartPolicy": "Never",
-                                  "containers": [{"name": "c", "image": "busybox:1.36",
-                                                  "command": ["sleep", str(POD_SECONDS)]}]}}}}}})
+        kube.create(
+            path_for(DJ_API, "daemonjobs", namespace),
+            {
+                "apiVersion": DJ_API,
+                "kind": "DaemonJob",
+                "metadata": {"name": NAME},
+                "spec": {
+                    "maxParallel": MAX_PARALLEL,
+                    "nodeSelector": {"matchLabels": {"leader-test": group}},
+                    "jobTemplate": {
+                        "spec": {
+                            "backoffLimit": 0,
+                            "template": {
+                                "metadata": {"annotations": {ANNOTATION_DURATION: str(POD_SECONDS)}},
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [
+                                        {"name": "c", "image": "busybox:1.36", "command": ["sleep", str(POD_SECONDS)]}
+                                    ],
+                                },
+                            },
+                        }
+                    },
+                },
+            },
+        )
         wait_for(lambda: len(watcher.created) >= MAX_PARALLEL, 60, "the rollout under way")
         return watcher
 
@@ -170,14 +210,22 @@ def rollout(kube: Kube, namespace: str, rollout_nodes: tuple[str, list[str]]) ->
 
 def assert_rollout_sound(kube: Kube, namespace: str, watcher: JobWatcher, names: list[str]) -> None:
     """The rollout completes, never over maxParallel, one Job per (node, revision)."""
+
     def complete() -> bool:
         dj = kube.get(path_for(DJ_API, "daemonjobs", namespace, NAME))
         status = dj.get("status") or {}
-        return (status.get("observedGeneration") == dj["metadata"]["generation"] and is_true(dj, "Complete")
-                and status.get("desiredNodes") == NODES)
+        return (
+            status.get("observedGeneration") == dj["metadata"]["generation"]
+            and is_true(dj, "Complete")
+            and status.get("desiredNodes") == NODES
+        )
 
-    wait_for(complete, 90, "the rollout to complete",
-             describe=lambda: kube.get(path_for(DJ_API, "daemonjobs", namespace, NAME)).get("status"))
+    wait_for(
+        complete,
+        90,
+        "the rollout to complete",
+        describe=lambda: kube.get(path_for(DJ_API, "daemonjobs", namespace, NAME)).get("status"),
+    )
     summary = watcher.summary()
     assert watcher.max_active <= MAX_PARALLEL, summary
     per_key = watcher.uids_per_node_revision()
@@ -198,28 +246,36 @@ def describe(records: list[AuditRecord]) -> str:
     return "\n".join(
         f"  {r.user} {r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''} {r.namespace}/{r.name} "
         f"-> {r.code}; received {r.received.isoformat()}, completed {r.completed.isoformat()}"
-        for r in records)
+        for r in records
+    )
 
 
 def leading(p: Pair, audit: AuditLog) -> None:
     """Until the leader has renewed the Lease and created Jobs: a fault now hits a working leader."""
-    wait_for(lambda: any(r.verb == "update" for r in p.by(p.leader, audit, resources=["leases"])), 30,
-             "the leader to renew")
+    wait_for(
+        lambda: any(r.verb == "update" for r in p.by(p.leader, audit, resources=["leases"])), 30, "the leader to renew"
+    )
     assert p.by(p.leader, audit, resources=["jobs"]), "the stand-by acted, or nobody did"
 
 
 def takeover(p: Pair, audit: AuditLog, after: datetime) -> tuple[AuditRecord, AuditRecord]:
     """The stand-by's Lease acquisition (its first successful Lease write) and its first acting
     write, both after `after`."""
-    acquired = wait_for(lambda: p.by(p.standby, audit, after, ["leases"], succeeded=True), 30,
-                        "the stand-by to take the Lease")[0]
+    acquired = wait_for(
+        lambda: p.by(p.standby, audit, after, ["leases"], succeeded=True), 30, "the stand-by to take the Lease"
+    )[0]
     acting = wait_for(lambda: p.by(p.standby, audit, after, ACTING), 30, "the stand-by to act")[0]
     return acquired, acting
 
 
-def test_paused_leader_makes_no_write_after_resuming(pair: Callable[..., Pair], rollout: Callable[[], JobWatcher],
-                                                     audit_log: AuditLog, kube: Kube, namespace: str,
-                                                     rollout_nodes: tuple[str, list[str]]) -> None:
+def test_paused_leader_makes_no_write_after_resuming(
+    pair: Callable[..., Pair],
+    rollout: Callable[[], JobWatcher],
+    audit_log: AuditLog,
+    kube: Kube,
+    namespace: str,
+    rollout_nodes: tuple[str, list[str]],
+) -> None:
     # A slow client-side rate limit keeps the leader's writes waiting, after the fence was
     # checked once, when the pause comes: the moment the issue's stale writes came from.
     p = pair("--kube-api-qps", "2", "--kube-api-burst", "1")
@@ -234,16 +290,22 @@ def test_paused_leader_makes_no_write_after_resuming(pair: Callable[..., Pair], 
     late = p.by(p.leader, audit_log, resumed)
     assert late == [], f"writes by the paused leader after it resumed: {late}"
     assert_rollout_sound(kube, namespace, watcher, rollout_nodes[1])
-    print(f"\npause: paused {seconds(resumed, stopped):.1f} s; stand-by took the Lease "
-          f"{seconds(acquired.received, stopped):.2f} s and acted {seconds(acting.received, stopped):.2f} s "
-          f"after the pause began (lease {LEASE} s); ex-leader's writes {counts(p.by(p.leader, audit_log))}, "
-          f"successor's {counts(p.by(p.standby, audit_log))}; max active {watcher.max_active}")
+    print(
+        f"\npause: paused {seconds(resumed, stopped):.1f} s; stand-by took the Lease "
+        f"{seconds(acquired.received, stopped):.2f} s and acted {seconds(acting.received, stopped):.2f} s "
+        f"after the pause began (lease {LEASE} s); ex-leader's writes {counts(p.by(p.leader, audit_log))}, "
+        f"successor's {counts(p.by(p.standby, audit_log))}; max active {watcher.max_active}"
+    )
 
 
-def test_partitioned_leader_makes_no_write_after_healing(pair: Callable[..., Pair],
-                                                         rollout: Callable[[], JobWatcher], audit_log: AuditLog,
-                                                         kube: Kube, namespace: str,
-                                                         rollout_nodes: tuple[str, list[str]]) -> None:
+def test_partitioned_leader_makes_no_write_after_healing(
+    pair: Callable[..., Pair],
+    rollout: Callable[[], JobWatcher],
+    audit_log: AuditLog,
+    kube: Kube,
+    namespace: str,
+    rollout_nodes: tuple[str, list[str]],
+) -> None:
     p = pair()
     watcher = rollout()
     leading(p, audit_log)
@@ -261,22 +323,30 @@ def test_partitioned_leader_makes_no_write_after_healing(pair: Callable[..., Pai
     assert_rollout_sound(kube, namespace, watcher, rollout_nodes[1])
     lost = p.leader.log_event("leadership lost")
     assert lost is not None
-    print(f"\npartition: ex-leader declared the loss {seconds(parse_time(lost['timestamp']), cut):.2f} s and "
-          f"exited {seconds(exited, cut):.2f} s after the cut (renew deadline {RENEW} s); stand-by took the Lease "
-          f"{seconds(acquired.received, cut):.2f} s and acted {seconds(acting.received, cut):.2f} s after it "
-          f"(lease {LEASE} s); max active {watcher.max_active}")
+    print(
+        f"\npartition: ex-leader declared the loss {seconds(parse_time(lost['timestamp']), cut):.2f} s and "
+        f"exited {seconds(exited, cut):.2f} s after the cut (renew deadline {RENEW} s); stand-by took the Lease "
+        f"{seconds(acquired.received, cut):.2f} s and acted {seconds(acting.received, cut):.2f} s after it "
+        f"(lease {LEASE} s); max active {watcher.max_active}"
+    )
 
 
 def test_leader_of_a_hung_api_server_steps_down_within_the_renew_deadline(
-        pair: Callable[..., Pair], rollout: Callable[[], JobWatcher], audit_log: AuditLog, kube: Kube,
-        namespace: str, rollout_nodes: tuple[str, list[str]]) -> None:
+    pair: Callable[..., Pair],
+    rollout: Callable[[], JobWatcher],
+    audit_log: AuditLog,
+    kube: Kube,
+    namespace: str,
+    rollout_nodes: tuple[str, list[str]],
+) -> None:
     p = pair()
     watcher = rollout()
     leading(p, audit_log)
     with p.leader.proxy.hung():
         hung = now()
-        record = wait_for(lambda: p.leader.log_event("leadership lost"), RENEW + RETRY + 5,
-                          "the leader to step down", interval=0.05)
+        record = wait_for(
+            lambda: p.leader.log_event("leadership lost"), RENEW + RETRY + 5, "the leader to step down", interval=0.05
+        )
         lost = parse_time(record["timestamp"])
         assert seconds(lost, hung) <= RENEW + RETRY
         code = p.leader.wait_exit(30)
@@ -287,15 +357,22 @@ def test_leader_of_a_hung_api_server_steps_down_within_the_renew_deadline(
     late = p.by(p.leader, audit_log, lost)
     assert late == [], f"writes by the leader after it stepped down: {late}"
     assert_rollout_sound(kube, namespace, watcher, rollout_nodes[1])
-    print(f"\nhang: leader stepped down {seconds(lost, hung):.2f} s after the hang (renew deadline {RENEW} s, "
-          f"retry {RETRY} s) and exited after {seconds(exited, hung):.2f} s; stand-by took the Lease "
-          f"{seconds(acquired.received, hung):.2f} s and acted {seconds(acting.received, hung):.2f} s after the "
-          f"hang; max active {watcher.max_active}")
+    print(
+        f"\nhang: leader stepped down {seconds(lost, hung):.2f} s after the hang (renew deadline {RENEW} s, "
+        f"retry {RETRY} s) and exited after {seconds(exited, hung):.2f} s; stand-by took the Lease "
+        f"{seconds(acquired.received, hung):.2f} s and acted {seconds(acting.received, hung):.2f} s after the "
+        f"hang; max active {watcher.max_active}"
+    )
 
 
-def test_sigterm_hands_over_without_overlapping_writes(pair: Callable[..., Pair], rollout: Callable[[], JobWatcher],
-                                                       audit_log: AuditLog, kube: Kube, namespace: str,
-                                                       rollout_nodes: tuple[str, list[str]]) -> None:
+def test_sigterm_hands_over_without_overlapping_writes(
+    pair: Callable[..., Pair],
+    rollout: Callable[[], JobWatcher],
+    audit_log: AuditLog,
+    kube: Kube,
+    namespace: str,
+    rollout_nodes: tuple[str, list[str]],
+) -> None:
     p = pair()
     watcher = rollout()
     leading(p, audit_log)
@@ -318,14 +395,17 @@ def test_sigterm_hands_over_without_overlapping_writes(pair: Callable[..., Pair]
     # arrived: the successor can read the release once it is committed, which may be before the
     # API server stamps the release's answer.
     late = [r for r in old if (r.received if r.resource == "leases" else r.completed) >= acquired.received]
-    assert not late, (f"the old leader's writes were still processed after the successor took the Lease\n"
-                      f"{describe([acquired])}\nlate:\n{describe(late)}")
+    assert not late, (
+        f"the old leader's writes were still processed after the successor took the Lease\n"
+        f"{describe([acquired])}\nlate:\n{describe(late)}"
+    )
     early = [r for r in new if r.resource != "leases" and r.received <= acquired.received]
-    assert not early, (f"the successor acted before it took the Lease\n{describe([acquired])}\n"
-                       f"early:\n{describe(early)}")
+    assert not early, f"the successor acted before it took the Lease\n{describe([acquired])}\nearly:\n{describe(early)}"
     last = max(old_acting, key=lambda r: r.completed)
-    print(f"\nSIGTERM: leader exited {seconds(stopped, term):.2f} s after the signal; successor took the Lease "
-          f"{seconds(acquired.received, term):.2f} s and acted {seconds(acting.received, term):.2f} s after it; "
-          f"from the old leader's last acting write answered to the successor taking the Lease "
-          f"{seconds(acquired.received, last.completed):.2f} s, to its first acting write "
-          f"{seconds(acting.received, last.completed):.2f} s; max active {watcher.max_active}")
+    print(
+        f"\nSIGTERM: leader exited {seconds(stopped, term):.2f} s after the signal; successor took the Lease "
+        f"{seconds(acquired.received, term):.2f} s and acted {seconds(acting.received, term):.2f} s after it; "
+        f"from the old leader's last acting write answered to the successor taking the Lease "
+        f"{seconds(acquired.received, last.completed):.2f} s, to its first acting write "
+        f"{seconds(acting.received, last.completed):.2f} s; max active {watcher.max_active}"
+    )

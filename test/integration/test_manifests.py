@@ -35,7 +35,9 @@ pytestmark = pytest.mark.cluster
 
 
 # -- helpers ------------------------------------------------------------------------------
-def kubectl(cluster: LocalCluster, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def kubectl(
+    cluster: LocalCluster, *args: str, check: bool = True, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     assert cluster.bin_dir is not None
     cmd = [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={cluster.kubeconfig}", *args]
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120, check=False)
@@ -55,15 +57,21 @@ def table_row(header: str, line: str) -> dict[str, str]:
     """
     starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", header)]
     bounds = [*starts[1:], None]
-    return {header[a:b].strip(): line[a:b].strip() for a, b in zip(starts, bounds)}
+    return {header[a:b].strip(): line[a:b].strip() for a, b in zip(starts, bounds, strict=True)}
 
 
 def daemonjob(name: str, **spec: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "jobTemplate": {"spec": {"template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}],
-        }}}},
+        "jobTemplate": {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}],
+                    }
+                }
+            }
+        },
         **spec,
     }
     return {"apiVersion": GROUP_VERSION, "kind": "DaemonJob", "metadata": {"name": name}, "spec": body}
@@ -91,8 +99,11 @@ def test_every_manifest_parses() -> None:
         for doc in docs:
             assert doc.get("apiVersion") and doc.get("kind"), f"{path}: a document without apiVersion/kind"
     assert {p.name for p in SAMPLES} >= {
-        "node-setup-all-linux.yaml", "audit-not-control-plane.yaml", "rolling-cleanup.yaml",
-        "nightly-image-cleanup.yaml"}
+        "node-setup-all-linux.yaml",
+        "audit-not-control-plane.yaml",
+        "rolling-cleanup.yaml",
+        "nightly-image-cleanup.yaml",
+    }
 
 
 def test_deploy_target_can_replace_the_image() -> None:
@@ -127,31 +138,67 @@ def test_sample_passes_server_dry_run(cluster: LocalCluster, crd: None, namespac
 
 
 def test_sample_defaults(cluster: LocalCluster, crd: None, namespace: str) -> None:
-    out = kubectl(cluster, "apply", "--dry-run=server", "-n", namespace, "-o", "json",
-                  "-f", str(MANIFESTS / "samples" / "node-setup-all-linux.yaml"))
+    out = kubectl(
+        cluster,
+        "apply",
+        "--dry-run=server",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        "-f",
+        str(MANIFESTS / "samples" / "node-setup-all-linux.yaml"),
+    )
     spec = json.loads(out.stdout)["spec"]
     assert (spec["rerunPolicy"], spec["suspend"], spec["historyLimit"]) == ("OnTemplateChange", False, 1)
-    out = kubectl(cluster, "apply", "--dry-run=server", "-n", namespace, "-o", "json",
-                  "-f", str(MANIFESTS / "samples" / "rolling-cleanup.yaml"))
+    out = kubectl(
+        cluster,
+        "apply",
+        "--dry-run=server",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        "-f",
+        str(MANIFESTS / "samples" / "rolling-cleanup.yaml"),
+    )
     spec = json.loads(out.stdout)["spec"]
     assert (spec["maxParallel"], spec["maxFailedNodes"]) == ("25%", 1)
-    out = kubectl(cluster, "apply", "--dry-run=server", "-n", namespace, "-o", "json",
-                  "-f", str(MANIFESTS / "samples" / "nightly-image-cleanup.yaml"))
+    out = kubectl(
+        cluster,
+        "apply",
+        "--dry-run=server",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        "-f",
+        str(MANIFESTS / "samples" / "nightly-image-cleanup.yaml"),
+    )
     spec = json.loads(out.stdout)["spec"]
     assert (spec["schedule"], spec["timeZone"], spec["startingDeadlineSeconds"]) == ("0 3 * * *", "Europe/Berlin", 3600)
     assert (spec["concurrencyPolicy"], spec["rerunOnConfigChange"]) == ("Forbid", False)
 
 
 def test_node_maintenance_defaults(kube: Kube, crd: None, namespace: str) -> None:
-    created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace),
-                          daemonjob("maintenance-defaults", nodeMaintenance={"cordon": True, "drain": {}}),
-                          dryRun="All")
+    created = kube.create(
+        path_for(GROUP_VERSION, "daemonjobs", namespace),
+        daemonjob("maintenance-defaults", nodeMaintenance={"cordon": True, "drain": {}}),
+        dryRun="All",
+    )
     assert created["spec"]["nodeMaintenance"] == {
-        "cordon": True, "keepFailedCordoned": False,
-        "drain": {"timeout": "10m", "deleteEmptyDirData": False, "force": False, "onTimeout": "Fail"}}
-    assert "drain" not in kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace),
-                                      daemonjob("cordon-only", nodeMaintenance={"cordon": True}),
-                                      dryRun="All")["spec"]["nodeMaintenance"]
+        "cordon": True,
+        "keepFailedCordoned": False,
+        "drain": {"timeout": "10m", "deleteEmptyDirData": False, "force": False, "onTimeout": "Fail"},
+    }
+    assert (
+        "drain"
+        not in kube.create(
+            path_for(GROUP_VERSION, "daemonjobs", namespace),
+            daemonjob("cordon-only", nodeMaintenance={"cordon": True}),
+            dryRun="All",
+        )["spec"]["nodeMaintenance"]
+    )
 
 
 # -- (b) kustomize --------------------------------------------------------------------------
@@ -159,31 +206,33 @@ def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None
     out = kubectl(cluster, "kustomize", str(MANIFESTS))
     docs = [d for d in yaml.safe_load_all(out.stdout) if d]
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
-    assert kinds == sorted([
-        ("CustomResourceDefinition", CRD_NAME),
-        ("Namespace", CONTROLLER_NS),
-        ("ServiceAccount", "daemonjob-controller"),
-        ("ClusterRole", "daemonjob-controller"),
-        ("ClusterRoleBinding", "daemonjob-controller"),
-        ("Role", "daemonjob-leader-election"),
-        ("RoleBinding", "daemonjob-leader-election"),
-        ("Deployment", "daemonjob-controller"),
-        ("Service", "daemonjob-controller-metrics"),
-        ("ClusterRole", "daemonjob-webhook-configuration"),
-        ("ClusterRoleBinding", "daemonjob-webhook-configuration"),
-        ("Role", "daemonjob-webhook-certificates"),
-        ("RoleBinding", "daemonjob-webhook-certificates"),
-        ("Secret", "daemonjob-webhook-tls"),
-        ("Service", "daemonjob-webhook"),
-        ("ValidatingWebhookConfiguration", "daemonjob-validating-webhook"),
-        ("ClusterRole", "daemonjob-metrics-auth"),
-        ("ClusterRoleBinding", "daemonjob-metrics-auth"),
-        ("ClusterRole", "daemonjob-metrics-reader"),
-        ("NetworkPolicy", "daemonjob-controller"),
-        ("PodDisruptionBudget", "daemonjob-controller"),
-        ("ClusterRole", "daemonjob-view"),
-        ("ClusterRole", "daemonjob-edit"),
-    ])
+    assert kinds == sorted(
+        [
+            ("CustomResourceDefinition", CRD_NAME),
+            ("Namespace", CONTROLLER_NS),
+            ("ServiceAccount", "daemonjob-controller"),
+            ("ClusterRole", "daemonjob-controller"),
+            ("ClusterRoleBinding", "daemonjob-controller"),
+            ("Role", "daemonjob-leader-election"),
+            ("RoleBinding", "daemonjob-leader-election"),
+            ("Deployment", "daemonjob-controller"),
+            ("Service", "daemonjob-controller-metrics"),
+            ("ClusterRole", "daemonjob-webhook-configuration"),
+            ("ClusterRoleBinding", "daemonjob-webhook-configuration"),
+            ("Role", "daemonjob-webhook-certificates"),
+            ("RoleBinding", "daemonjob-webhook-certificates"),
+            ("Secret", "daemonjob-webhook-tls"),
+            ("Service", "daemonjob-webhook"),
+            ("ValidatingWebhookConfiguration", "daemonjob-validating-webhook"),
+            ("ClusterRole", "daemonjob-metrics-auth"),
+            ("ClusterRoleBinding", "daemonjob-metrics-auth"),
+            ("ClusterRole", "daemonjob-metrics-reader"),
+            ("NetworkPolicy", "daemonjob-controller"),
+            ("PodDisruptionBudget", "daemonjob-controller"),
+            ("ClusterRole", "daemonjob-view"),
+            ("ClusterRole", "daemonjob-edit"),
+        ]
+    )
     assert "image: daemonjob-controller:0.1.0" in out.stdout
     assert ":latest" not in out.stdout
     # What `make deploy` applies is valid as a whole, too (this API server, 1.20, predates
@@ -298,8 +347,9 @@ MAINTENANCE_CANNOT: list[tuple[str, ...]] = [
 ]
 
 
-def test_node_maintenance_component_grants_what_the_contract_names_and_no_more(cluster: LocalCluster,
-                                                                                rbac: None) -> None:
+def test_node_maintenance_component_grants_what_the_contract_names_and_no_more(
+    cluster: LocalCluster, rbac: None
+) -> None:
     """manifests/node-maintenance's RBAC, applied for real and removed again (the tests above
     check the controller without it)."""
     assert not can_i(cluster, ("patch", "nodes"))  # the base install writes no Node
@@ -322,8 +372,9 @@ def test_node_maintenance_component_adds_the_flag_and_the_roles(tmp_path: Path) 
     assert modern is not None, "a kubectl >= 1.21 on PATH renders kustomize components"
     out = subprocess.run([modern, "kustomize", str(overlay)], capture_output=True, text=True, timeout=60, check=True)
     by_kind = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out.stdout) if d}
-    assert by_kind[("ClusterRoleBinding", "daemonjob-node-maintenance")]["roleRef"]["name"] == \
-        "daemonjob-node-maintenance"
+    assert (
+        by_kind[("ClusterRoleBinding", "daemonjob-node-maintenance")]["roleRef"]["name"] == "daemonjob-node-maintenance"
+    )
     assert ("ClusterRole", "daemonjob-node-maintenance") in by_kind
     args = by_kind[("Deployment", "daemonjob-controller")]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[-1] == "--node-maintenance-namespaces=ops"  # the sample value, to be edited
@@ -331,15 +382,45 @@ def test_node_maintenance_component_adds_the_flag_and_the_roles(tmp_path: Path) 
 
 def test_explain_prints_every_field(cluster: LocalCluster, crd: None) -> None:
     out = kubectl(cluster, "explain", "dj", "--recursive").stdout
-    for field in ("jobTemplate", "nodeSelector", "matchExpressions", "rerunPolicy", "maxParallel",
-                  "maxFailedNodes", "suspend", "historyLimit", "failedNodeNames", "conditions",
-                  "schedule", "timeZone", "startingDeadlineSeconds", "concurrencyPolicy", "rerunOnConfigChange",
-                  "currentRun", "lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime",
-                  "nodeMaintenance", "ignorePodSelector", "keepFailedCordoned", "keptCordonedNodes"):
+    for field in (
+        "jobTemplate",
+        "nodeSelector",
+        "matchExpressions",
+        "rerunPolicy",
+        "maxParallel",
+        "maxFailedNodes",
+        "suspend",
+        "historyLimit",
+        "failedNodeNames",
+        "conditions",
+        "schedule",
+        "timeZone",
+        "startingDeadlineSeconds",
+        "concurrencyPolicy",
+        "rerunOnConfigChange",
+        "currentRun",
+        "lastScheduleTime",
+        "nextScheduleTime",
+        "lastSuccessfulTime",
+        "nodeMaintenance",
+        "ignorePodSelector",
+        "keepFailedCordoned",
+        "keptCordonedNodes",
+    ):
         assert field in out
-    for field in ("spec.maxParallel", "spec.maxFailedNodes", "spec.jobTemplate", "spec.nodeSelector",
-                  "spec.schedule", "spec.timeZone", "spec.concurrencyPolicy", "spec.rerunOnConfigChange",
-                  "spec.nodeMaintenance", "spec.nodeMaintenance.drain.onTimeout", "status.nodeMaintenance"):
+    for field in (
+        "spec.maxParallel",
+        "spec.maxFailedNodes",
+        "spec.jobTemplate",
+        "spec.nodeSelector",
+        "spec.schedule",
+        "spec.timeZone",
+        "spec.concurrencyPolicy",
+        "spec.rerunOnConfigChange",
+        "spec.nodeMaintenance",
+        "spec.nodeMaintenance.drain.onTimeout",
+        "status.nodeMaintenance",
+    ):
         text = kubectl(cluster, "explain", f"dj.{field}").stdout
         assert "DESCRIPTION" in text and "MISSING" not in text and "%!" not in text, text
 
@@ -348,31 +429,66 @@ def test_explain_prints_every_field(cluster: LocalCluster, crd: None) -> None:
 def test_short_name_and_printer_columns(cluster: LocalCluster, kube: Kube, crd: None, namespace: str) -> None:
     name = f"cols-{uuid.uuid4().hex[:6]}"
     # Selects no node, so a controller running in this cluster has nothing to start.
-    kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace),
-                daemonjob(name, nodeSelector={"matchLabels": {"daemonjob.io/test-no-such-node": "true"}},
-                          schedule="0 3 * * *"))
+    kube.create(
+        path_for(GROUP_VERSION, "daemonjobs", namespace),
+        daemonjob(name, nodeSelector={"matchLabels": {"daemonjob.io/test-no-such-node": "true"}}, schedule="0 3 * * *"),
+    )
     status = {
-        "desiredNodes": 7, "activeNodes": 2, "succeededNodes": 4, "failedNodes": 1, "pendingNodes": 0,
+        "desiredNodes": 7,
+        "activeNodes": 2,
+        "succeededNodes": 4,
+        "failedNodes": 1,
+        "pendingNodes": 0,
         "lastScheduleTime": "2024-01-01T03:00:00Z",
-        "conditions": [{"type": "Complete", "status": "False", "reason": "InProgress", "message": "4/7",
-                        "lastTransitionTime": "2024-01-01T00:00:00Z"}],
+        "conditions": [
+            {
+                "type": "Complete",
+                "status": "False",
+                "reason": "InProgress",
+                "message": "4/7",
+                "lastTransitionTime": "2024-01-01T00:00:00Z",
+            }
+        ],
     }
     kube.patch(path_for(GROUP_VERSION, "daemonjobs", namespace, name, "status"), {"status": status})
 
     plain = kubectl(cluster, "get", "dj", "-n", namespace).stdout.splitlines()
-    assert re.split(r"\s{2,}", plain[0].strip()) == ["NAME", "DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "COMPLETE",
-                                                     "AGE"]
+    assert re.split(r"\s{2,}", plain[0].strip()) == [
+        "NAME",
+        "DESIRED",
+        "ACTIVE",
+        "SUCCEEDED",
+        "FAILED",
+        "COMPLETE",
+        "AGE",
+    ]
     lines = kubectl(cluster, "get", "dj", "-n", namespace, "-o", "wide").stdout.splitlines()
     header = re.split(r"\s{2,}", lines[0].strip())
-    assert header == ["NAME", "DESIRED", "ACTIVE", "SUCCEEDED", "FAILED", "COMPLETE", "SCHEDULE", "LAST SCHEDULE", "AGE"]
+    assert header == [
+        "NAME",
+        "DESIRED",
+        "ACTIVE",
+        "SUCCEEDED",
+        "FAILED",
+        "COMPLETE",
+        "SCHEDULE",
+        "LAST SCHEDULE",
+        "AGE",
+    ]
     rows = {row["NAME"]: row for row in (table_row(lines[0], line) for line in lines[1:])}
     # The row shows whatever the status is when read: normally the values patched above,
     # or a controller's own if one reconciled the object in between.
     current = kube.get(path_for(GROUP_VERSION, "daemonjobs", namespace, name)).get("status") or {}
     complete = [c["status"] for c in current.get("conditions") or [] if c["type"] == "Complete"]
-    expected = {column: str(current.get(field, "")) for column, field in (
-        ("DESIRED", "desiredNodes"), ("ACTIVE", "activeNodes"), ("SUCCEEDED", "succeededNodes"),
-        ("FAILED", "failedNodes"))}
+    expected = {
+        column: str(current.get(field, ""))
+        for column, field in (
+            ("DESIRED", "desiredNodes"),
+            ("ACTIVE", "activeNodes"),
+            ("SUCCEEDED", "succeededNodes"),
+            ("FAILED", "failedNodes"),
+        )
+    }
     expected["COMPLETE"] = complete[0] if complete else ""
     expected["SCHEDULE"] = "0 3 * * *"
     assert {k: rows[name][k] for k in expected} == expected
@@ -392,14 +508,19 @@ def test_status_is_a_subresource(kube: Kube, crd: None, namespace: str) -> None:
     created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), body)
     assert "desiredNodes" not in (created.get("status") or {})  # status is ignored on create
     schedule_status = {
-        "currentRun": "20261123t030000z", "lastScheduleTime": "2026-11-23T03:00:00Z",
-        "nextScheduleTime": "2026-11-24T03:00:00Z", "lastSuccessfulTime": "2026-11-23T03:04:00Z",
-        "lastSkippedTime": "2026-11-22T03:00:00Z", "lastSkipReason": "ConcurrencyForbid",
-        "lastRunNowTrigger": "1", "observedSchedule": "0 3 * * * (UTC)",
+        "currentRun": "20261123t030000z",
+        "lastScheduleTime": "2026-11-23T03:00:00Z",
+        "nextScheduleTime": "2026-11-24T03:00:00Z",
+        "lastSuccessfulTime": "2026-11-23T03:04:00Z",
+        "lastSkippedTime": "2026-11-22T03:00:00Z",
+        "lastSkipReason": "ConcurrencyForbid",
+        "lastRunNowTrigger": "1",
+        "observedSchedule": "0 3 * * * (UTC)",
     }
-    patched = kube.patch(path_for(GROUP_VERSION, "daemonjobs", namespace, name, "status"),
-                         {"spec": {"suspend": True},
-                          "status": {"desiredNodes": 3, "failedNodeNames": ["a"], **schedule_status}})
+    patched = kube.patch(
+        path_for(GROUP_VERSION, "daemonjobs", namespace, name, "status"),
+        {"spec": {"suspend": True}, "status": {"desiredNodes": 3, "failedNodeNames": ["a"], **schedule_status}},
+    )
     assert patched["spec"]["suspend"] is False  # spec is ignored through /status
     assert patched["status"]["desiredNodes"] == 3
     assert {k: patched["status"].get(k) for k in schedule_status} == schedule_status  # none pruned
@@ -420,48 +541,86 @@ def _without_pod_template(name: str) -> dict[str, Any]:
 
 
 REJECTED: list[tuple[str, Any, list[str]]] = [
-    ("rerun-policy", lambda n: daemonjob(n, rerunPolicy="Sometimes"),
-     ["spec.rerunPolicy", "Unsupported value", '"Sometimes"', '"OnTemplateChange"', '"Never"']),
-    ("max-parallel-text", lambda n: daemonjob(n, maxParallel="abc"),
-     ["spec.maxParallel", '"abc"', "should match"]),
+    (
+        "rerun-policy",
+        lambda n: daemonjob(n, rerunPolicy="Sometimes"),
+        ["spec.rerunPolicy", "Unsupported value", '"Sometimes"', '"OnTemplateChange"', '"Never"'],
+    ),
+    ("max-parallel-text", lambda n: daemonjob(n, maxParallel="abc"), ["spec.maxParallel", '"abc"', "should match"]),
     ("max-parallel-percent", lambda n: daemonjob(n, maxParallel="150%"), ["spec.maxParallel", '"150%"']),
-    ("max-parallel-zero", lambda n: daemonjob(n, maxParallel=0),
-     ["spec.maxParallel", "greater than or equal to 1"]),
-    ("max-failed-negative", lambda n: daemonjob(n, maxFailedNodes=-1),
-     ["spec.maxFailedNodes", "greater than or equal to 0"]),
+    ("max-parallel-zero", lambda n: daemonjob(n, maxParallel=0), ["spec.maxParallel", "greater than or equal to 1"]),
+    (
+        "max-failed-negative",
+        lambda n: daemonjob(n, maxFailedNodes=-1),
+        ["spec.maxFailedNodes", "greater than or equal to 0"],
+    ),
     ("max-failed-type", lambda n: daemonjob(n, maxFailedNodes=1.5), ["spec.maxFailedNodes"]),
-    ("history-limit", lambda n: daemonjob(n, historyLimit=-1),
-     ["spec.historyLimit", "-1", "greater than or equal to 0"]),
-    ("history-limit-maximum", lambda n: daemonjob(n, historyLimit=11),
-     ["spec.historyLimit", "11", "less than or equal to 10"]),
+    (
+        "history-limit",
+        lambda n: daemonjob(n, historyLimit=-1),
+        ["spec.historyLimit", "-1", "greater than or equal to 0"],
+    ),
+    (
+        "history-limit-maximum",
+        lambda n: daemonjob(n, historyLimit=11),
+        ["spec.historyLimit", "11", "less than or equal to 10"],
+    ),
     ("suspend-type", lambda n: daemonjob(n, suspend="yes"), ["spec.suspend", "boolean"]),
     ("no-job-template", _without_job_template, ["spec.jobTemplate", "Required value"]),
-    ("concurrency-policy", lambda n: daemonjob(n, schedule="0 3 * * *", concurrencyPolicy="Allow"),
-     ["spec.concurrencyPolicy", "Unsupported value", '"Allow"', '"Forbid"', '"Replace"']),
-    ("deadline-negative", lambda n: daemonjob(n, schedule="0 3 * * *", startingDeadlineSeconds=-1),
-     ["spec.startingDeadlineSeconds", "greater than or equal to 0"]),
+    (
+        "concurrency-policy",
+        lambda n: daemonjob(n, schedule="0 3 * * *", concurrencyPolicy="Allow"),
+        ["spec.concurrencyPolicy", "Unsupported value", '"Allow"', '"Forbid"', '"Replace"'],
+    ),
+    (
+        "deadline-negative",
+        lambda n: daemonjob(n, schedule="0 3 * * *", startingDeadlineSeconds=-1),
+        ["spec.startingDeadlineSeconds", "greater than or equal to 0"],
+    ),
     ("schedule-type", lambda n: daemonjob(n, schedule=3), ["spec.schedule", "string"]),
-    ("rerun-on-config-type", lambda n: daemonjob(n, rerunOnConfigChange="yes"), ["spec.rerunOnConfigChange", "boolean"]),
+    (
+        "rerun-on-config-type",
+        lambda n: daemonjob(n, rerunOnConfigChange="yes"),
+        ["spec.rerunOnConfigChange", "boolean"],
+    ),
     ("no-pod-template", _without_pod_template, ["spec.jobTemplate.spec.template", "Required value"]),
-    ("selector-operator", lambda n: daemonjob(n, nodeSelector={"matchExpressions": [{"key": "a", "operator": "Is"}]}),
-     ["spec.nodeSelector.matchExpressions", "operator", "Unsupported value", '"Is"']),
-    ("selector-no-key", lambda n: daemonjob(n, nodeSelector={"matchExpressions": [{"operator": "Exists"}]}),
-     ["spec.nodeSelector.matchExpressions", "key", "Required value"]),
-    ("drain-on-timeout", lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"onTimeout": "Retry"}}),
-     ["spec.nodeMaintenance.drain.onTimeout", "Unsupported value", '"Retry"', '"Fail"', '"Skip"']),
-    ("drain-grace-negative", lambda n: daemonjob(n, nodeMaintenance={"cordon": True,
-                                                                     "drain": {"gracePeriodSeconds": -1}}),
-     ["spec.nodeMaintenance.drain.gracePeriodSeconds", "greater than or equal to 0"]),
-    ("drain-timeout", lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"timeout": "ten minutes"}}),
-     ["spec.nodeMaintenance.drain.timeout", "should match"]),
-    ("cordon-type", lambda n: daemonjob(n, nodeMaintenance={"cordon": "yes"}), ["spec.nodeMaintenance.cordon",
-                                                                                 "boolean"]),
+    (
+        "selector-operator",
+        lambda n: daemonjob(n, nodeSelector={"matchExpressions": [{"key": "a", "operator": "Is"}]}),
+        ["spec.nodeSelector.matchExpressions", "operator", "Unsupported value", '"Is"'],
+    ),
+    (
+        "selector-no-key",
+        lambda n: daemonjob(n, nodeSelector={"matchExpressions": [{"operator": "Exists"}]}),
+        ["spec.nodeSelector.matchExpressions", "key", "Required value"],
+    ),
+    (
+        "drain-on-timeout",
+        lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"onTimeout": "Retry"}}),
+        ["spec.nodeMaintenance.drain.onTimeout", "Unsupported value", '"Retry"', '"Fail"', '"Skip"'],
+    ),
+    (
+        "drain-grace-negative",
+        lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"gracePeriodSeconds": -1}}),
+        ["spec.nodeMaintenance.drain.gracePeriodSeconds", "greater than or equal to 0"],
+    ),
+    (
+        "drain-timeout",
+        lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"timeout": "ten minutes"}}),
+        ["spec.nodeMaintenance.drain.timeout", "should match"],
+    ),
+    (
+        "cordon-type",
+        lambda n: daemonjob(n, nodeMaintenance={"cordon": "yes"}),
+        ["spec.nodeMaintenance.cordon", "boolean"],
+    ),
 ]
 
 
 @pytest.mark.parametrize(("case", "make", "phrases"), REJECTED, ids=[r[0] for r in REJECTED])
-def test_schema_rejects_bad_input(kube: Kube, crd: None, namespace: str, case: str, make: Any,
-                                  phrases: list[str]) -> None:
+def test_schema_rejects_bad_input(
+    kube: Kube, crd: None, namespace: str, case: str, make: Any, phrases: list[str]
+) -> None:
     with pytest.raises(ApiError) as info:
         kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), make(f"bad-{case}"))
     err = info.value
@@ -475,17 +634,49 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("bounds", {"maxParallel": "100%", "maxFailedNodes": 0, "historyLimit": 0}),
     ("history-limit-maximum", {"historyLimit": 10}),
     ("integers", {"maxParallel": 1, "maxFailedNodes": 10, "rerunPolicy": "Never", "suspend": True}),
-    ("selector", {"nodeSelector": {"matchLabels": {"kubernetes.io/os": "linux"}, "matchExpressions": [
-        {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"},
-        {"key": "zone", "operator": "In", "values": ["a", "b"]}]}}),
-    ("schedule", {"schedule": "0 3 * * *", "timeZone": "Europe/Berlin", "startingDeadlineSeconds": 0,
-                  "concurrencyPolicy": "Replace", "rerunOnConfigChange": True}),
+    (
+        "selector",
+        {
+            "nodeSelector": {
+                "matchLabels": {"kubernetes.io/os": "linux"},
+                "matchExpressions": [
+                    {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"},
+                    {"key": "zone", "operator": "In", "values": ["a", "b"]},
+                ],
+            }
+        },
+    ),
+    (
+        "schedule",
+        {
+            "schedule": "0 3 * * *",
+            "timeZone": "Europe/Berlin",
+            "startingDeadlineSeconds": 0,
+            "concurrencyPolicy": "Replace",
+            "rerunOnConfigChange": True,
+        },
+    ),
     ("schedule-macro", {"schedule": "@daily", "concurrencyPolicy": "Forbid"}),
-    ("node-maintenance", {"nodeMaintenance": {
-        "cordon": True, "keepFailedCordoned": True,
-        "drain": {"timeout": "1h30m", "gracePeriodSeconds": 30, "deleteEmptyDirData": True, "force": True,
-                  "onTimeout": "Skip", "ignorePodSelector": {
-                      "matchLabels": {"app": "keep"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]}}}}),
+    (
+        "node-maintenance",
+        {
+            "nodeMaintenance": {
+                "cordon": True,
+                "keepFailedCordoned": True,
+                "drain": {
+                    "timeout": "1h30m",
+                    "gracePeriodSeconds": 30,
+                    "deleteEmptyDirData": True,
+                    "force": True,
+                    "onTimeout": "Skip",
+                    "ignorePodSelector": {
+                        "matchLabels": {"app": "keep"},
+                        "matchExpressions": [{"key": "tier", "operator": "Exists"}],
+                    },
+                },
+            }
+        },
+    ),
 ]
 
 
@@ -530,5 +721,7 @@ def test_cert_manager_component_swaps_self_managed_certificates(tmp_path: Path) 
     assert "--webhook-cert-secret=" in pod["containers"][0]["args"]
     mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "webhook-certs")
     assert mount["mountPath"] == "/tmp/k8s-webhook-server/serving-certs"
-    assert next(v for v in pod["volumes"] if v["name"] == "webhook-certs")["secret"]["secretName"] == \
-        "daemonjob-webhook-tls"
+    assert (
+        next(v for v in pod["volumes"] if v["name"] == "webhook-certs")["secret"]["secretName"]
+        == "daemonjob-webhook-tls"
+    )

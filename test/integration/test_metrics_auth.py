@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry, Counter
 
 from daemonjob.machinery import certs
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.machinery.serving import Server
 from daemonjob.metricsserver import metrics_server
-from prometheus_client import CollectorRegistry, Counter
 
 pytestmark = pytest.mark.cluster
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -32,9 +32,10 @@ def _manifest(name: str, kind: str) -> dict:
 
 def _token(kube: Kube, namespace: str, account: str) -> str:
     kube.create(path_for("v1", "serviceaccounts", namespace), {"metadata": {"name": account}})
-    review = kube.create(path_for("v1", "serviceaccounts", namespace, account, "token"),
-                         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                          "spec": {"expirationSeconds": 600}})
+    review = kube.create(
+        path_for("v1", "serviceaccounts", namespace, account, "token"),
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}},
+    )
     return review["status"]["token"]
 
 
@@ -59,17 +60,29 @@ def tokens(kube: Kube, namespace: str, reader_role: None) -> Iterator[dict[str, 
     """A token bound to metrics-reader, and one of an account without it."""
     binding = f"metrics-reader-{uuid.uuid4().hex[:8]}"
     out = {"reader": _token(kube, namespace, "scraper"), "stranger": _token(kube, namespace, "stranger")}
-    kube.create(path_for(RBAC, "clusterrolebindings"), {
-        "metadata": {"name": binding},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "daemonjob-metrics-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": namespace}]})
+    kube.create(
+        path_for(RBAC, "clusterrolebindings"),
+        {
+            "metadata": {"name": binding},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "daemonjob-metrics-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": namespace}],
+        },
+    )
     yield out
     kube.delete(path_for(RBAC, "clusterrolebindings", name=binding))
 
 
 def _args(cluster, **kw) -> argparse.Namespace:
-    base = {"metrics_addr": ("127.0.0.1", 0), "metrics_secure": True, "metrics_cert_dir": "",
-            "kubeconfig": str(cluster.kubeconfig)}
+    base = {
+        "metrics_addr": ("127.0.0.1", 0),
+        "metrics_secure": True,
+        "metrics_cert_dir": "",
+        "kubeconfig": str(cluster.kubeconfig),
+    }
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -144,5 +157,6 @@ def test_the_controller_role_may_review_tokens_and_access(kube: Kube):
     assert ("authentication.k8s.io", "tokenreviews", "create") in granted
     assert ("authorization.k8s.io", "subjectaccessreviews", "create") in granted
     binding = _manifest("daemonjob-metrics-auth", "ClusterRoleBinding")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "daemonjob-controller",
-                                    "namespace": "daemonjob-system"}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "daemonjob-controller", "namespace": "daemonjob-system"}
+    ]

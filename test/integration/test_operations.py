@@ -12,22 +12,25 @@ from typing import Any
 import pytest
 
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
-from daemonjob.testing.waiting import wait_for
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.cluster import LocalCluster, kubeconfig_text
 from daemonjob.testing.process import ControllerProcess
+from daemonjob.testing.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DJ_API = "daemonjob.io/v1alpha1"
 
 
 @pytest.fixture
-def controllers(cluster: LocalCluster, tmp_path: Path, installed_crd: None) -> Iterator[Callable[..., ControllerProcess]]:
+def controllers(
+    cluster: LocalCluster, tmp_path: Path, installed_crd: None
+) -> Iterator[Callable[..., ControllerProcess]]:
     started: list[ControllerProcess] = []
 
     def start(*args: str) -> ControllerProcess:
-        proc = ControllerProcess(cluster.kubeconfig, tmp_path / f"controller-{len(started)}.log", *args,
-                                 "--log-format", "json").start()
+        proc = ControllerProcess(
+            cluster.kubeconfig, tmp_path / f"controller-{len(started)}.log", *args, "--log-format", "json"
+        ).start()
         started.append(proc)
         return proc
 
@@ -39,13 +42,27 @@ def controllers(cluster: LocalCluster, tmp_path: Path, installed_crd: None) -> I
 
 def daemonjob(name: str, label: str, duration: str = "1", **spec: Any) -> dict[str, Any]:
     return {
-        "apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": name},
-        "spec": {"nodeSelector": {"matchLabels": {"ops-test": label}}, **spec,
-                 "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
-                     "metadata": {"annotations": {"sim.daemonjob.io/duration": duration}},
-                     "spec": {"restartPolicy": "Never",
-                              "containers": [{"name": "main", "image": "busybox:1.36",
-                                              "command": ["sh", "-c", f"sleep {duration}"]}]}}}}},
+        "apiVersion": DJ_API,
+        "kind": "DaemonJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"ops-test": label}},
+            **spec,
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"annotations": {"sim.daemonjob.io/duration": duration}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", f"sleep {duration}"]}
+                            ],
+                        },
+                    },
+                }
+            },
+        },
     }
 
 
@@ -143,8 +160,14 @@ def test_metrics_and_probes_during_a_rollout(kube: Kube, namespace: str, make_no
     assert proc.metric("daemonjob_build_info") == 1
     assert proc.metric("daemonjob_leader") == 1
     text = proc.metrics_text()
-    for name in ("workqueue_depth", "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds",
-                 "workqueue_retries_total", "daemonjob_watch_restarts_total", "daemonjob_relists_total"):
+    for name in (
+        "workqueue_depth",
+        "workqueue_queue_duration_seconds",
+        "workqueue_work_duration_seconds",
+        "workqueue_retries_total",
+        "daemonjob_watch_restarts_total",
+        "daemonjob_relists_total",
+    ):
         assert f"# TYPE {name}" in text or f"# HELP {name}" in text, name
     kube.delete(path_for(DJ_API, "daemonjobs", namespace, "observed"))
     wait_for(lambda: 'name="observed"' not in proc.metrics_text(), what="series of a deleted DaemonJob removed")
@@ -152,8 +175,9 @@ def test_metrics_and_probes_during_a_rollout(kube: Kube, namespace: str, make_no
 
 
 def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "daemonjob", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "daemonjob", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
 
 
 def test_unreachable_api_server_is_one_clear_line(tmp_path: Path, cluster: LocalCluster) -> None:

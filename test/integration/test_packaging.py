@@ -22,7 +22,7 @@ from daemonjob.testing.cluster import provision_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 
-USER_TEST = '''
+USER_TEST = """
 from daemonjob.machinery.kube import path_for
 
 
@@ -34,7 +34,7 @@ def test_my_daemonjob_is_accepted(kube, installed_crd, namespace, make_nodes):
     created = kube.create(path_for("daemonjob.io/v1alpha1", "daemonjobs", namespace), body)
     assert created["spec"]["rerunPolicy"] == "OnTemplateChange"  # defaulted by the shipped CRD
     assert len(nodes) == 2
-'''
+"""
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -57,8 +57,15 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def test_the_installed_package_has_no_path_into_a_checkout(venv: Path, tmp_path: Path) -> None:
-    out = run([str(venv), "-c", "import daemonjob.testing.cluster as c; print(c.PROVISION_SCRIPT); "
-               "print('kind: CustomResourceDefinition' in c.CRD_PATH.read_text())"], cwd=tmp_path).stdout
+    out = run(
+        [
+            str(venv),
+            "-c",
+            "import daemonjob.testing.cluster as c; print(c.PROVISION_SCRIPT); "
+            "print('kind: CustomResourceDefinition' in c.CRD_PATH.read_text())",
+        ],
+        cwd=tmp_path,
+    ).stdout
     assert str(ROOT) not in out and "site-packages" in out
     assert out.split()[-1] == "True"
 
@@ -66,8 +73,10 @@ def test_the_installed_package_has_no_path_into_a_checkout(venv: Path, tmp_path:
 def test_up_and_down_from_an_installed_wheel(venv: Path, tmp_path: Path) -> None:
     """`up --prometheus` also starts Prometheus with the packaged alerts and prints its URL."""
     cluster_dir = tmp_path / "cluster"
-    up = run([str(venv), "-m", "daemonjob.testing", "up", "--dir", str(cluster_dir), "--nodes", "2", "--prometheus"],
-             cwd=tmp_path)
+    up = run(
+        [str(venv), "-m", "daemonjob.testing", "up", "--dir", str(cluster_dir), "--nodes", "2", "--prometheus"],
+        cwd=tmp_path,
+    )
     try:
         assert "cluster up: 2 Ready node(s)" in up.stdout
         kubectl = [str(provision_binaries() / "kubectl"), "--kubeconfig", str(cluster_dir / "kubeconfig")]
@@ -93,8 +102,9 @@ def test_up_and_down_from_an_installed_wheel(venv: Path, tmp_path: Path) -> None
 def test_the_pytest_plugin_serves_a_users_own_tests(venv: Path, tmp_path: Path) -> None:
     """Only where the user's conftest.py enables it: installing the package registers no fixtures."""
     (tmp_path / "test_mine.py").write_text(USER_TEST)
-    fixtures = run([str(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--fixtures", "test_mine.py"],
-                   cwd=tmp_path).stdout
+    fixtures = run(
+        [str(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--fixtures", "test_mine.py"], cwd=tmp_path
+    ).stdout
     assert "installed_crd" not in fixtures and "make_nodes" not in fixtures
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["daemonjob.testing.pytest_plugin"]\n')
     out = run([str(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_mine.py"], cwd=tmp_path).stdout

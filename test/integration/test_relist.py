@@ -93,12 +93,23 @@ def finish_pod(kube: Kube, ns: str, job: str) -> None:
     assert pod is not None, f"no pod for Job {job}"
     now = now_rfc3339()
     started = pod["status"].get("startTime") or now
-    statuses = [{"name": c["name"], "image": c["image"], "imageID": "", "ready": False, "started": False,
-                 "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                                                             "startedAt": started, "finishedAt": now}}}
-                for c in pod["spec"]["containers"]]
-    kube.patch(path_for("v1", "pods", ns, pod["metadata"]["name"], "status"),
-               {"status": {"phase": "Succeeded", "containerStatuses": statuses}}, content_type=PATCH_STRATEGIC)
+    statuses = [
+        {
+            "name": c["name"],
+            "image": c["image"],
+            "imageID": "",
+            "ready": False,
+            "started": False,
+            "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": now}},
+        }
+        for c in pod["spec"]["containers"]
+    ]
+    kube.patch(
+        path_for("v1", "pods", ns, pod["metadata"]["name"], "status"),
+        {"status": {"phase": "Succeeded", "containerStatuses": statuses}},
+        content_type=PATCH_STRATEGIC,
+    )
 
 
 def job_complete(job: Any) -> bool:
@@ -112,15 +123,27 @@ def expire_history(cluster: LocalCluster, kube: Kube, ns: str) -> None:
     cluster.compact_etcd()
 
 
-def test_job_informer_emits_the_update_after_a_410_relist(uncached: LocalCluster, direct: Kube, ns: str,
-                                                          node: str, link: tuple[FaultProxy, str]) -> None:
+def test_job_informer_emits_the_update_after_a_410_relist(
+    uncached: LocalCluster, direct: Kube, ns: str, node: str, link: tuple[FaultProxy, str]
+) -> None:
     proxy, kubeconfig = link
-    direct.create(path_for("batch/v1", "jobs", ns), {
-        "metadata": {"name": "finisher", "labels": {LABEL_NAME: "relist"}},
-        "spec": {"backoffLimit": 0, "template": {
-            "metadata": {"annotations": RUNS_FOREVER},
-            "spec": {"nodeName": node, "restartPolicy": "Never",
-                     "containers": [{"name": "c", "image": "busybox:1.36"}]}}}})
+    direct.create(
+        path_for("batch/v1", "jobs", ns),
+        {
+            "metadata": {"name": "finisher", "labels": {LABEL_NAME: "relist"}},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {"annotations": RUNS_FOREVER},
+                    "spec": {
+                        "nodeName": node,
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "busybox:1.36"}],
+                    },
+                },
+            },
+        },
+    )
     wait_for(lambda: running(direct, ns, "finisher"), what="the Job's pod running")
 
     restarts: list[str] = []
@@ -132,10 +155,16 @@ def test_job_informer_emits_the_update_after_a_410_relist(uncached: LocalCluster
         with lock:
             updates.append((old, new))
 
-    inf = Informer(Kube.from_config(kubeconfig), "batch/v1", "jobs", namespace=ns, label_selector=LABEL_NAME,
-                   transform=job_transform, backoff=Backoff(RealClock(), initial=0.1, cap=0.5),
-                   hooks=InformerHooks(on_relist=relists.append,
-                                       on_watch_restart=lambda _name, cause: restarts.append(cause)))
+    inf = Informer(
+        Kube.from_config(kubeconfig),
+        "batch/v1",
+        "jobs",
+        namespace=ns,
+        label_selector=LABEL_NAME,
+        transform=job_transform,
+        backoff=Backoff(RealClock(), initial=0.1, cap=0.5),
+        hooks=InformerHooks(on_relist=relists.append, on_watch_restart=lambda _name, cause: restarts.append(cause)),
+    )
     inf.add_handlers(Handlers(on_update=on_update))
     inf.start()
     try:
@@ -145,16 +174,19 @@ def test_job_informer_emits_the_update_after_a_410_relist(uncached: LocalCluster
         proxy.partition()
         wait_for(lambda: "connection" in restarts, what="the watch to notice the cut")
         finish_pod(direct, ns, "finisher")
-        wait_for(lambda: job_complete(direct.get(path_for("batch/v1", "jobs", ns, "finisher"))),
-                 what="the Job Complete on the server")
+        wait_for(
+            lambda: job_complete(direct.get(path_for("batch/v1", "jobs", ns, "finisher"))),
+            what="the Job Complete on the server",
+        )
         assert not job_complete(inf.store.get(key)), "the cut-off informer saw the Job finish"
         expire_history(uncached, direct, ns)
         with lock:
             updates.clear()
         proxy.heal()
 
-        wait_for(lambda: "expired" in restarts, what="a 410 Gone on the re-watch", timeout=30,
-                 describe=lambda: restarts)
+        wait_for(
+            lambda: "expired" in restarts, what="a 410 Gone on the re-watch", timeout=30, describe=lambda: restarts
+        )
         wait_for(lambda: relists, what="a relist")
 
         def finisher_updates() -> list[tuple[Any, Any]]:
@@ -162,8 +194,9 @@ def test_job_informer_emits_the_update_after_a_410_relist(uncached: LocalCluster
                 return [(old, new) for old, new in updates if new["metadata"]["name"] == "finisher"]
 
         # on_relist fires as the relist begins; its updates reach the handlers once the list is in
-        seen = wait_for(finisher_updates, what="the finished Job's update after the relist", timeout=30,
-                        describe=lambda: updates)
+        seen = wait_for(
+            finisher_updates, what="the finished Job's update after the relist", timeout=30, describe=lambda: updates
+        )
         old, new = seen[-1]
         assert not job_complete(old) and job_complete(new)
         assert job_complete(inf.store.get(key))
@@ -176,44 +209,77 @@ def dj_complete(kube: Kube, ns: str, name: str) -> bool:
     return any(c["type"] == "Complete" and c["status"] == "True" for c in status.get("conditions") or ())
 
 
-def test_daemonjob_completes_after_the_relist_without_the_resync(uncached: LocalCluster, direct: Kube, ns: str,
-                                                                 node: str, link: tuple[FaultProxy, str]) -> None:
+def test_daemonjob_completes_after_the_relist_without_the_resync(
+    uncached: LocalCluster, direct: Kube, ns: str, node: str, link: tuple[FaultProxy, str]
+) -> None:
     install_crd([str(uncached.bin_dir / "kubectl"), "--kubeconfig", str(uncached.kubeconfig)])
     proxy, kubeconfig = link
     metrics = Metrics()
-    ctl = Controller.for_kube(Kube.from_config(kubeconfig, on_request=metrics.on_request), namespace=ns,
-                              workers=2, metrics=metrics, resync_interval=600.0)
+    ctl = Controller.for_kube(
+        Kube.from_config(kubeconfig, on_request=metrics.on_request),
+        namespace=ns,
+        workers=2,
+        metrics=metrics,
+        resync_interval=600.0,
+    )
     ctl.start_informers()
     assert ctl.wait_synced(30)
     ctl.start_workers()
     try:
-        direct.create(path_for(DJ_API, "daemonjobs", ns), {
-            "apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": "once"},
-            "spec": {"nodeSelector": {"matchLabels": {"relist-test": node}},
-                     "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
-                         "metadata": {"annotations": RUNS_FOREVER},
-                         "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}}}}},
-        })
+        direct.create(
+            path_for(DJ_API, "daemonjobs", ns),
+            {
+                "apiVersion": DJ_API,
+                "kind": "DaemonJob",
+                "metadata": {"name": "once"},
+                "spec": {
+                    "nodeSelector": {"matchLabels": {"relist-test": node}},
+                    "jobTemplate": {
+                        "spec": {
+                            "backoffLimit": 0,
+                            "template": {
+                                "metadata": {"annotations": RUNS_FOREVER},
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [{"name": "c", "image": "busybox:1.36"}],
+                                },
+                            },
+                        }
+                    },
+                },
+            },
+        )
         jobs = wait_for(lambda: direct.get(path_for("batch/v1", "jobs", ns))["items"], what="the node's Job")
         job = jobs[0]["metadata"]["name"]
         wait_for(lambda: running(direct, ns, job), what="the Job's pod running")
-        wait_for(lambda: len(ctl.queue) == 0 and (direct.get(path_for(DJ_API, "daemonjobs", ns, "once"))
-                                                   .get("status") or {}).get("conditions"),
-                 what="the controller idle with a status written")
+        wait_for(
+            lambda: (
+                len(ctl.queue) == 0
+                and (direct.get(path_for(DJ_API, "daemonjobs", ns, "once")).get("status") or {}).get("conditions")
+            ),
+            what="the controller idle with a status written",
+        )
         time.sleep(1.0)  # the Job's own status updates (active: 1) drain
 
         proxy.partition()
         finish_pod(direct, ns, job)
-        wait_for(lambda: job_complete(direct.get(path_for("batch/v1", "jobs", ns, job))),
-                 what="the Job Complete on the server")
+        wait_for(
+            lambda: job_complete(direct.get(path_for("batch/v1", "jobs", ns, job))),
+            what="the Job Complete on the server",
+        )
         expire_history(uncached, direct, ns)
         assert not dj_complete(direct, ns, "once")
         proxy.heal()
 
-        wait_for(lambda: dj_complete(direct, ns, "once"), timeout=90, what="the DaemonJob Complete",
-                 describe=lambda: direct.get(path_for(DJ_API, "daemonjobs", ns, "once")).get("status"))
-        restarts = metrics.registry.get_sample_value("daemonjob_watch_restarts_total",
-                                                     {"informer": "jobs", "cause": "expired"})
+        wait_for(
+            lambda: dj_complete(direct, ns, "once"),
+            timeout=90,
+            what="the DaemonJob Complete",
+            describe=lambda: direct.get(path_for(DJ_API, "daemonjobs", ns, "once")).get("status"),
+        )
+        restarts = metrics.registry.get_sample_value(
+            "daemonjob_watch_restarts_total", {"informer": "jobs", "cause": "expired"}
+        )
         assert restarts, "the Job watch never got 410 Gone: the scenario did not happen"
     finally:
         ctl.stop()

@@ -24,12 +24,23 @@ USER = "daemonjob-a"
 
 
 def body(name: str, label: str) -> dict[str, Any]:
-    return {"apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": name},
-            "spec": {"nodeSelector": {"matchLabels": {"status-test": label}},
-                     "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
-                         "metadata": {"annotations": {ANNOTATION_DURATION: "0"}},
-                         "spec": {"restartPolicy": "Never",
-                                  "containers": [{"name": "c", "image": "busybox:1.36"}]}}}}}}
+    return {
+        "apiVersion": DJ_API,
+        "kind": "DaemonJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"status-test": label}},
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"annotations": {ANNOTATION_DURATION: "0"}},
+                        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]},
+                    },
+                }
+            },
+        },
+    }
 
 
 def status_path(namespace: str, name: str) -> str:
@@ -40,8 +51,9 @@ def as_user(cluster: LocalCluster) -> Kube:
     return Kube.from_config(str(cluster.kubeconfig_for(USER)))
 
 
-def test_a_status_patch_from_an_old_resource_version_is_refused(cluster: LocalCluster, kube: Kube, namespace: str,
-                                                               installed_crd: None) -> None:
+def test_a_status_patch_from_an_old_resource_version_is_refused(
+    cluster: LocalCluster, kube: Kube, namespace: str, installed_crd: None
+) -> None:
     dj = kube.create(path_for(DJ_API, "daemonjobs", namespace), body("stale", namespace))
     computed_from = dj["metadata"]["resourceVersion"]
     newer = kube.patch(status_path(namespace, "stale"), {"status": {"desiredNodes": 7}}, content_type=PATCH_MERGE)
@@ -63,8 +75,7 @@ class RacedJobControl(KubeJobControl):
         self.other = other
         self.outcomes: list[int] = []
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any],
-                     resource_version: str | None) -> None:
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str | None) -> None:
         if not self.outcomes:
             self.other(namespace, name)
         try:
@@ -76,8 +87,13 @@ class RacedJobControl(KubeJobControl):
 
 
 def test_the_controller_requeues_on_a_status_conflict_and_converges(
-        cluster: LocalCluster, kube: Kube, namespace: str, installed_crd: None,
-        make_nodes: Callable[..., list[str]], audit_log: AuditLog) -> None:
+    cluster: LocalCluster,
+    kube: Kube,
+    namespace: str,
+    installed_crd: None,
+    make_nodes: Callable[..., list[str]],
+    audit_log: AuditLog,
+) -> None:
     nodes = make_nodes(2, labels={"status-test": namespace})
     mark = audit_log.mark()
 
@@ -97,12 +113,19 @@ def test_the_controller_requeues_on_a_status_conflict_and_converges(
             dj = kube.get(path_for(DJ_API, "daemonjobs", namespace, "raced"))
             return is_true(dj, "Complete") and (dj.get("status") or {}).get("desiredNodes") == len(nodes)
 
-        wait_for(converged, 60, "the status to converge",
-                 describe=lambda: (control.outcomes, kube.get(path_for(DJ_API, "daemonjobs", namespace, "raced"))
-                                   .get("status")))
+        wait_for(
+            converged,
+            60,
+            "the status to converge",
+            describe=lambda: (
+                control.outcomes,
+                kube.get(path_for(DJ_API, "daemonjobs", namespace, "raced")).get("status"),
+            ),
+        )
     finally:
         ctl.stop(timeout=5)
     assert control.outcomes[0] == 409 and 200 in control.outcomes, control.outcomes
-    codes = [r.code for r in audit_log.writes(user=USER, since=mark, resources=["daemonjobs/status"],
-                                              namespace=namespace)]
+    codes = [
+        r.code for r in audit_log.writes(user=USER, since=mark, resources=["daemonjobs/status"], namespace=namespace)
+    ]
     assert codes[0] == 409 and 200 in codes, codes  # as the API server answered them

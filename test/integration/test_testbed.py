@@ -24,11 +24,20 @@ def pin(node: str) -> dict[str, Any]:
 
 def pinned_job(name: str, node: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return {
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-        "spec": {"backoffLimit": 0, "template": {
-            "metadata": {"annotations": annotations or {}},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}],
-                     "affinity": pin(node)}}},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": annotations or {}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox"}],
+                    "affinity": pin(node),
+                },
+            },
+        },
     }
 
 
@@ -68,10 +77,16 @@ def test_daemonset_gets_a_pod_on_each_simulated_node(kube: Kube, namespace: str,
     label = f"ds-{namespace}"
     nodes = make_nodes(4, labels={"testbed": label})
     ds = {
-        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "every"},
-        "spec": {"selector": {"matchLabels": {"app": "every"}}, "template": {
-            "metadata": {"labels": {"app": "every"}, "annotations": {"sim.daemonjob.io/duration": "3600"}},
-            "spec": {"nodeSelector": {"testbed": label}, "containers": [{"name": "main", "image": "busybox"}]}}},
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "every"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "every"}},
+            "template": {
+                "metadata": {"labels": {"app": "every"}, "annotations": {"sim.daemonjob.io/duration": "3600"}},
+                "spec": {"nodeSelector": {"testbed": label}, "containers": [{"name": "main", "image": "busybox"}]},
+            },
+        },
     }
     kube.create(path_for("apps/v1", "daemonsets", namespace), ds)
 
@@ -90,8 +105,9 @@ def test_silent_node_turns_not_ready_and_gets_tainted(kube: Kube, kubelet: SimKu
         obj = kube.get(path_for("v1", "nodes", name=node))
         ready = [c for c in obj["status"]["conditions"] if c["type"] == "Ready"][0]
         keys = {t["key"] for t in obj["spec"].get("taints") or []}
-        return ready["status"] != "True" and bool(keys & {"node.kubernetes.io/unreachable",
-                                                            "node.kubernetes.io/not-ready"})
+        return ready["status"] != "True" and bool(
+            keys & {"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"}
+        )
 
     wait_for(unhealthy, timeout=60, what="NotReady + taint")
     kubelet.resume_heartbeat(node)
@@ -131,8 +147,11 @@ def test_a_beating_node_reports_ready_again(kube: Kube, make_nodes) -> None:
 
     node = make_nodes(1)[0]
     unknown = [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "late"}]
-    kube.patch(path_for("v1", "nodes", name=node, subresource="status"), {"status": {"conditions": unknown}},
-               content_type="application/strategic-merge-patch+json")
+    kube.patch(
+        path_for("v1", "nodes", name=node, subresource="status"),
+        {"status": {"conditions": unknown}},
+        content_type="application/strategic-merge-patch+json",
+    )
     assert not node_is_ready(kube.get(path_for("v1", "nodes", name=node)))
     wait_for(lambda: node_is_ready(kube.get(path_for("v1", "nodes", name=node))), timeout=40, what="Ready again")
 
@@ -142,8 +161,9 @@ def test_zero_duration_pod_goes_straight_to_its_end(kube: Kube, namespace: str, 
     node = make_nodes(1)[0]
     phases: list[str] = []
     pods = Informer(kube, "v1", "pods", namespace=namespace, name="phases")
-    pods.add_handlers(Handlers(on_add=lambda p: phases.append(phase(p)),
-                               on_update=lambda _o, p: phases.append(phase(p))))
+    pods.add_handlers(
+        Handlers(on_add=lambda p: phases.append(phase(p)), on_update=lambda _o, p: phases.append(phase(p)))
+    )
     pods.start()
     try:
         assert pods.wait_for_sync(30)

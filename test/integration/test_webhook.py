@@ -14,8 +14,8 @@ import copy
 import json
 import os
 import signal
-import ssl
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -52,10 +52,19 @@ urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # replicas 
 
 def daemonjob(name: str, **spec: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "apiVersion": DJ_API, "kind": "DaemonJob", "metadata": {"name": name},
-        "spec": {"nodeSelector": {"matchLabels": {"webhook-test": "none"}},  # runs nowhere: admission only
-                 "jobTemplate": {"spec": {"template": {"spec": {
-                     "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}}}}},
+        "apiVersion": DJ_API,
+        "kind": "DaemonJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"webhook-test": "none"}},  # runs nowhere: admission only
+            "jobTemplate": {
+                "spec": {
+                    "template": {
+                        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}
+                    }
+                }
+            },
+        },
     }
     body["spec"].update(spec)
     return body
@@ -78,9 +87,20 @@ class Bed:
 
     def kubectl(self, *args: str, stdin: str | None = None, ns: str | None = None) -> subprocess.CompletedProcess[str]:
         assert self.cluster.bin_dir is not None
-        return subprocess.run([str(self.cluster.bin_dir / "kubectl"), f"--kubeconfig={self.cluster.kubeconfig}",
-                               "-n", ns or self.ns, *args], input=stdin, capture_output=True, text=True,
-                              timeout=120, env=self.environ or None)
+        return subprocess.run(
+            [
+                str(self.cluster.bin_dir / "kubectl"),
+                f"--kubeconfig={self.cluster.kubeconfig}",
+                "-n",
+                ns or self.ns,
+                *args,
+            ],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=self.environ or None,
+        )
 
     def apply(self, body: dict[str, Any], *extra: str, ns: str | None = None) -> subprocess.CompletedProcess[str]:
         return self.kubectl("apply", "-f", "-", *extra, stdin=json.dumps(body), ns=ns)
@@ -127,12 +147,27 @@ def served_cert(port: int) -> bytes:
 
 def post_review(port: int, obj: dict[str, Any]) -> dict[str, Any]:
     """POST an AdmissionReview of creating `obj` straight to one replica; its response."""
-    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": str(uuid.uuid4()), "operation": "CREATE", "name": obj["metadata"]["name"], "namespace": "x",
-        "kind": {"group": "daemonjob.io", "version": "v1alpha1", "kind": "DaemonJob"}, "object": obj}}
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "operation": "CREATE",
+            "name": obj["metadata"]["name"],
+            "namespace": "x",
+            "kind": {"group": "daemonjob.io", "version": "v1alpha1", "kind": "DaemonJob"},
+            "object": obj,
+        },
+    }
     http = urllib3.PoolManager(cert_reqs="CERT_NONE")
-    r = http.request("POST", f"https://127.0.0.1:{port}{defaults.WEBHOOK_PATH}", body=json.dumps(review).encode(),
-                     headers={"Content-Type": "application/json"}, retries=False, timeout=10)
+    r = http.request(
+        "POST",
+        f"https://127.0.0.1:{port}{defaults.WEBHOOK_PATH}",
+        body=json.dumps(review).encode(),
+        headers={"Content-Type": "application/json"},
+        retries=False,
+        timeout=10,
+    )
     assert r.status == 200, r.data
     return json.loads(r.data)["response"]
 
@@ -154,15 +189,16 @@ def _put_or_create(kube: Kube, collection: str, body: dict[str, Any]) -> None:
 def _webhook_serves(bed: Bed, ns: str | None = None) -> bool:
     """A dry-run create of a bad DaemonJob is refused by the webhook (not by a failure to call it)."""
     try:
-        bed.kube.create(path_for(DJ_API, "daemonjobs", ns or bed.ns), daemonjob("probe", schedule="bad"),
-                        dryRun="All")
+        bed.kube.create(path_for(DJ_API, "daemonjobs", ns or bed.ns), daemonjob("probe", schedule="bad"), dryRun="All")
     except ApiError as exc:
         return f'admission webhook "{HOOK}" denied the request' in exc.message
     return False
 
 
 @pytest.fixture(scope="module")
-def bed(cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
+def bed(
+    cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Bed]:
     tmp = tmp_path_factory.mktemp("webhook")
     ns, ns_off = f"wh-{uuid.uuid4().hex[:6]}", f"wh-off-{uuid.uuid4().hex[:6]}"
     kube.create(path_for("v1", "namespaces"), {"metadata": {"name": ns, "labels": {SCOPE_LABEL: "true"}}})
@@ -178,11 +214,20 @@ def bed(cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path_factory
     _put_or_create(kube, config_path, config)
     lease = f"webhook-{uuid.uuid4().hex[:6]}"
     for user in ("daemonjob-a", "daemonjob-b"):
-        replicas.append(ControllerProcess(
-            cluster.kubeconfig_for(user), tmp / f"{user}.log", "--leader-elect",
-            f"--leader-election-namespace={CONTROLLER_NAMESPACE}", f"--leader-election-id={lease}",
-            "--webhook-cert-dir", str(tmp / f"certs-{user}"), f"--webhook-service-namespace={CONTROLLER_NAMESPACE}",
-            "--webhook-cert-extra-names=127.0.0.1", webhook=True))
+        replicas.append(
+            ControllerProcess(
+                cluster.kubeconfig_for(user),
+                tmp / f"{user}.log",
+                "--leader-elect",
+                f"--leader-election-namespace={CONTROLLER_NAMESPACE}",
+                f"--leader-election-id={lease}",
+                "--webhook-cert-dir",
+                str(tmp / f"certs-{user}"),
+                f"--webhook-service-namespace={CONTROLLER_NAMESPACE}",
+                "--webhook-cert-extra-names=127.0.0.1",
+                webhook=True,
+            )
+        )
     b = Bed(cluster, kube, ns, ns_off, replicas, proxy, tmp)
     try:
         with proxy:
@@ -195,8 +240,11 @@ def bed(cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path_factory
     finally:
         for r in replicas:
             r.stop()
-        for path in (f"{config_path}/{CONFIG}", path_for("v1", "namespaces", name=ns),
-                     path_for("v1", "namespaces", name=ns_off)):
+        for path in (
+            f"{config_path}/{CONFIG}",
+            path_for("v1", "namespaces", name=ns),
+            path_for("v1", "namespaces", name=ns_off),
+        ):
             try:
                 kube.delete(path)
             except ApiError as exc:
@@ -231,12 +279,18 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "cron-tz-prefix": (daemonjob("cron-tz-prefix", schedule="CRON_TZ=UTC 0 3 * * *"), "spec.schedule"),
     "time-zone": (daemonjob("time-zone", schedule="@daily", timeZone="Mars/Olympus"), "spec.timeZone"),
     "selector": (daemonjob("selector", nodeSelector={"matchLabels": {"bad key!": "x"}}), "spec.nodeSelector"),
-    "selector-op": (daemonjob("selector-op", nodeSelector={"matchExpressions": [
-        {"key": "a", "operator": "In", "values": []}]}), "spec.nodeSelector.matchExpressions[0].values"),
-    "restart-always": (_with_pod("restart-always", restartPolicy="Always"),
-                       "spec.jobTemplate.spec.template.spec.restartPolicy"),
-    "restart-default": (_with_pod("restart-default", restartPolicy=None),
-                        "spec.jobTemplate.spec.template.spec.restartPolicy"),
+    "selector-op": (
+        daemonjob("selector-op", nodeSelector={"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}),
+        "spec.nodeSelector.matchExpressions[0].values",
+    ),
+    "restart-always": (
+        _with_pod("restart-always", restartPolicy="Always"),
+        "spec.jobTemplate.spec.template.spec.restartPolicy",
+    ),
+    "restart-default": (
+        _with_pod("restart-default", restartPolicy=None),
+        "spec.jobTemplate.spec.template.spec.restartPolicy",
+    ),
     "ttl": (_with_job("ttl", ttlSecondsAfterFinished=60), "spec.jobTemplate.spec.ttlSecondsAfterFinished"),
     "max-parallel-percent": (daemonjob("max-parallel-percent", maxParallel="150%"), "spec.maxParallel"),
     "max-parallel-zero": (daemonjob("max-parallel-zero", maxParallel=0), "spec.maxParallel"),
@@ -244,11 +298,23 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "history-limit": (daemonjob("history-limit", historyLimit=defaults.HISTORY_LIMIT_MAX + 1), "spec.historyLimit"),
     "template-size": (_big_template(), "spec.jobTemplate"),
     "name": (daemonjob("n" * 64), "metadata.name"),
-    "toleration": (_with_pod("toleration", tolerations=[{"operator": "Equal", "value": "x"}]),
-                   "spec.jobTemplate.spec.template.spec.tolerations[0].operator"),
-    "affinity": (_with_pod("affinity", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}]}}}),
-                 "spec.jobTemplate.spec.template.spec.affinity"),
+    "toleration": (
+        _with_pod("toleration", tolerations=[{"operator": "Equal", "value": "x"}]),
+        "spec.jobTemplate.spec.template.spec.tolerations[0].operator",
+    ),
+    "affinity": (
+        _with_pod(
+            "affinity",
+            affinity={
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}]
+                    }
+                }
+            },
+        ),
+        "spec.jobTemplate.spec.template.spec.affinity",
+    ),
 }
 
 
@@ -273,21 +339,34 @@ def test_every_problem_is_named_at_once(bed: Bed) -> None:
         '"Never", "OnFailure"',
         '* spec.timeZone: Invalid value: "Mars/Olympus": unknown time zone (use an IANA name such as '
         '"Europe/Berlin" or "UTC")',
-        '* spec.schedule: Invalid value: "0 25 * * *": Bad hour'], out.stderr
+        '* spec.schedule: Invalid value: "0 25 * * *": Bad hour',
+    ], out.stderr
     # The API server's message names the webhook and every problem, `; `-separated.
     message = bed.refused_message(body)
-    assert message.startswith("spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: \"Always\"")
-    assert "; spec.timeZone: Invalid value: \"Mars/Olympus\"" in message
-    assert "; spec.schedule: Invalid value: \"0 25 * * *\"" in message
+    assert message.startswith('spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: "Always"')
+    assert '; spec.timeZone: Invalid value: "Mars/Olympus"' in message
+    assert '; spec.schedule: Invalid value: "0 25 * * *"' in message
 
 
 def test_valid_daemonjobs_are_accepted_unchanged(bed: Bed) -> None:
-    samples = [d for p in sorted((ROOT / "manifests" / "samples").glob("*.yaml"))
-               for d in yaml.safe_load_all(p.read_text()) if d and d.get("kind") == "DaemonJob"]
+    samples = [
+        d
+        for p in sorted((ROOT / "manifests" / "samples").glob("*.yaml"))
+        for d in yaml.safe_load_all(p.read_text())
+        if d and d.get("kind") == "DaemonJob"
+    ]
     assert len(samples) >= 3
-    mine = daemonjob("every-knob", schedule="*/5 * * * *", timeZone="Europe/Berlin", maxParallel="100%",
-                     maxFailedNodes="10%", historyLimit=defaults.HISTORY_LIMIT_MAX, concurrencyPolicy="Replace",
-                     startingDeadlineSeconds=30, suspend=True)
+    mine = daemonjob(
+        "every-knob",
+        schedule="*/5 * * * *",
+        timeZone="Europe/Berlin",
+        maxParallel="100%",
+        maxFailedNodes="10%",
+        historyLimit=defaults.HISTORY_LIMIT_MAX,
+        concurrencyPolicy="Replace",
+        startingDeadlineSeconds=30,
+        suspend=True,
+    )
     for body in [*samples, mine]:
         assert bed.apply(body, "--dry-run=server").returncode == 0
         out = bed.apply(body)
@@ -326,8 +405,11 @@ def test_an_already_invalid_daemonjob_stalls_with_the_same_messages_and_can_be_f
     assert worse.returncode != 0 and "spec.timeZone" in worse.stderr
     better = bed.apply(invalid("old-bad", restart="Never", schedule="0 25 * * *"), ns=bed.ns_off)
     assert better.returncode == 0, better.stderr
-    wait_for(lambda: (stalled() or "").startswith("spec.schedule:") and "restartPolicy" not in (stalled() or ""), 60,
-             "the Stalled message to follow the fix")
+    wait_for(
+        lambda: (stalled() or "").startswith("spec.schedule:") and "restartPolicy" not in (stalled() or ""),
+        60,
+        "the Stalled message to follow the fix",
+    )
     fixed = bed.apply(invalid("old-bad", restart="Never", schedule="0 3 * * *"), ns=bed.ns_off)
     assert fixed.returncode == 0, fixed.stderr
     wait_for(lambda: stalled() is None, 60, "old-bad to be no longer Stalled")
@@ -338,11 +420,29 @@ def test_an_already_invalid_daemonjob_stalls_with_the_same_messages_and_can_be_f
 
 def test_kubectl_daemonjob_create_dry_run_server_goes_through_the_webhook(bed: Bed) -> None:
     before = sum(r.metric("daemonjob_webhook_reviews_total", operation="CREATE") for r in bed.replicas)
-    environ = {**os.environ, "KUBECONFIG": str(bed.cluster.kubeconfig),
-               "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    out = subprocess.run(["kubectl-daemonjob", "create", "adhoc", "--image", "busybox:1.36", "-n", bed.ns,
-                          "-l", "webhook-test=none", "--dry-run=server"], env=environ, capture_output=True, text=True,
-                         timeout=60)
+    environ = {
+        **os.environ,
+        "KUBECONFIG": str(bed.cluster.kubeconfig),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    }
+    out = subprocess.run(
+        [
+            "kubectl-daemonjob",
+            "create",
+            "adhoc",
+            "--image",
+            "busybox:1.36",
+            "-n",
+            bed.ns,
+            "-l",
+            "webhook-test=none",
+            "--dry-run=server",
+        ],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert "created (server dry run)" in out.stdout
     after = sum(r.metric("daemonjob_webhook_reviews_total", operation="CREATE") for r in bed.replicas)
@@ -426,8 +526,11 @@ def test_a_certificate_expiring_soon_is_rotated_while_applies_keep_working(bed: 
     try:
         soon = _short_lived(before, new_ca)
         _write_secret(bed, soon)
-        wait_for(lambda: bed.secret()["tls.crt"] not in (soon["tls.crt"], before["tls.crt"]), 60,
-                 "the controller to renew the certificate")
+        wait_for(
+            lambda: bed.secret()["tls.crt"] not in (soon["tls.crt"], before["tls.crt"]),
+            60,
+            "the controller to renew the certificate",
+        )
         after = bed.secret()
         assert certs.not_after(after["tls.crt"]) > certs.not_after(soon["tls.crt"])
         assert (after["ca.crt"] != before["ca.crt"]) is new_ca  # a CA still far from expiry is kept
@@ -436,10 +539,15 @@ def test_a_certificate_expiring_soon_is_rotated_while_applies_keep_working(bed: 
         if new_ca:
             assert before["ca.crt"].strip() in bed.bundle()  # still trusted while replicas catch up
         for r in bed.replicas:
-            wait_for(lambda: bed.served_cert(r.webhook_port) == after["tls.crt"], 60,
-                     "every replica to serve the new certificate")
+            wait_for(
+                lambda r=r: bed.served_cert(r.webhook_port) == after["tls.crt"],
+                60,
+                "every replica to serve the new certificate",
+            )
         for _ in range(3):
-            assert "spec.schedule: Invalid value" in bed.apply(daemonjob("x", schedule="nope"), "--dry-run=server").stderr
+            assert (
+                "spec.schedule: Invalid value" in bed.apply(daemonjob("x", schedule="nope"), "--dry-run=server").stderr
+            )
     finally:
         stop.set()
         worker.join(60)
@@ -459,25 +567,37 @@ def test_malformed_and_oversized_reviews_get_a_clear_answer(bed: Bed) -> None:
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     port = bed.replicas[1].webhook_port
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, ctx.wrap_socket(raw) as tls:
-        tls.sendall(f"POST {defaults.WEBHOOK_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: {defaults.WEBHOOK_MAX_REQUEST_BYTES + 1}\r\n\r\n".encode())
+        tls.sendall(
+            f"POST {defaults.WEBHOOK_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {defaults.WEBHOOK_MAX_REQUEST_BYTES + 1}\r\n\r\n".encode()
+        )
         assert tls.recv(4096).startswith(b"HTTP/1.1 413 ")
     assert bed.replicas[1].running()
     assert _webhook_serves(bed)
 
 
 def test_provided_certificate_files_are_served_and_reloaded_and_readiness_waits_for_them(
-        cluster: LocalCluster, installed_crd: None, tmp_path: Path) -> None:
+    cluster: LocalCluster, installed_crd: None, tmp_path: Path
+) -> None:
     """The cert-manager way: the controller keeps nothing, only reads the mounted files."""
     cert_dir = tmp_path / "certs"
     cert_dir.mkdir()
-    replica = ControllerProcess(cluster.kubeconfig_for("daemonjob-a"), tmp_path / "c.log", "--webhook-cert-secret=",
-                                "--webhook-cert-dir", str(cert_dir), webhook=True)
+    replica = ControllerProcess(
+        cluster.kubeconfig_for("daemonjob-a"),
+        tmp_path / "c.log",
+        "--webhook-cert-secret=",
+        "--webhook-cert-dir",
+        str(cert_dir),
+        webhook=True,
+    )
     ca = certs.new_ca("provided-ca", 3600)
     try:
         replica.start()
-        wait_for(lambda: "webhook" in replica.get(replica.health_port, "/readyz")[1], 60,
-                 "/readyz to say the webhook does not serve yet")
+        wait_for(
+            lambda: "webhook" in replica.get(replica.health_port, "/readyz")[1],
+            60,
+            "/readyz to say the webhook does not serve yet",
+        )
         assert replica.get(replica.health_port, "/readyz")[0] == 500
         for n in range(2):
             serving = certs.issue(ca, [f"127.0.0.{n + 1}"], 3600)
@@ -486,8 +606,11 @@ def test_provided_certificate_files_are_served_and_reloaded_and_readiness_waits_
                 (cert_dir / f".{name}").write_bytes(pem)
                 os.replace(cert_dir / f".{name}", cert_dir / name)
             replica.wait_ready(60)
-            wait_for(lambda: served_cert(replica.webhook_port) == serving.cert_pem,
-                     60, "the controller to serve the new files")
+            wait_for(
+                lambda serving=serving: served_cert(replica.webhook_port) == serving.cert_pem,
+                60,
+                "the controller to serve the new files",
+            )
         assert len(replica.exit_codes) == 0 and replica.running()  # reloaded, not restarted
     finally:
         replica.stop()
@@ -526,15 +649,24 @@ def allowance(cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path: 
     serving = certs.issue(ca, ["127.0.0.1"], 3600)
     (cert_dir / "tls.crt").write_bytes(serving.cert_pem)
     (cert_dir / "tls.key").write_bytes(serving.key_pem)
-    args = cli.parser().parse_args(["--webhook-cert-secret=", "--webhook-cert-dir", str(cert_dir),
-                                    f"--node-maintenance-namespaces={bed.allowed},ops"])
-    webhook = admission.start(args, ("127.0.0.1", 0), kube, CollectorRegistry(),
-                              maintenance_namespaces=args.node_maintenance_namespaces)
+    args = cli.parser().parse_args(
+        [
+            "--webhook-cert-secret=",
+            "--webhook-cert-dir",
+            str(cert_dir),
+            f"--node-maintenance-namespaces={bed.allowed},ops",
+        ]
+    )
+    webhook = admission.start(
+        args, ("127.0.0.1", 0), kube, CollectorRegistry(), maintenance_namespaces=args.node_maintenance_namespaces
+    )
     config = copy.deepcopy(_manifest(CONFIG, "ValidatingWebhookConfiguration"))
     config["metadata"] = {"name": f"daemonjob-maintenance-test-{suffix}"}
     hook = config["webhooks"][0]
-    hook["clientConfig"] = {"url": f"https://127.0.0.1:{webhook.server.port}{defaults.WEBHOOK_PATH}",
-                            "caBundle": base64.b64encode(ca.cert_pem).decode()}
+    hook["clientConfig"] = {
+        "url": f"https://127.0.0.1:{webhook.server.port}{defaults.WEBHOOK_PATH}",
+        "caBundle": base64.b64encode(ca.cert_pem).decode(),
+    }
     hook["namespaceSelector"] = {"matchLabels": {MAINTENANCE_SCOPE: suffix}}
     config_path = path_for(WEBHOOKS, "validatingwebhookconfigurations")
     cleanup = [path_for("v1", "namespaces", name=ns) for ns in (bed.allowed, bed.other)]
@@ -565,10 +697,13 @@ def allowance(cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path: 
 
 
 def test_node_maintenance_is_refused_outside_the_allowed_namespaces_and_admitted_inside(
-        allowance: AllowanceBed) -> None:
+    allowance: AllowanceBed,
+) -> None:
     maintenance = {"cordon": True, "drain": {"timeout": "5m", "onTimeout": "Skip"}}
-    expected = (f'spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace "{allowance.other}" '
-                f"(the controller allows it in: ops, {allowance.allowed})")
+    expected = (
+        f'spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace "{allowance.other}" '
+        f"(the controller allows it in: ops, {allowance.allowed})"
+    )
     assert allowance.refusal(allowance.other, daemonjob("patch-kernel", nodeMaintenance=maintenance)) == expected
     with pytest.raises(ApiError) as info:
         allowance.kube.get(path_for(DJ_API, "daemonjobs", allowance.other, "patch-kernel"))
@@ -579,8 +714,10 @@ def test_node_maintenance_is_refused_outside_the_allowed_namespaces_and_admitted
     # Admitted where the flag allows it, stored with the schema's defaults.
     created = allowance.create(allowance.allowed, daemonjob("patch-kernel", nodeMaintenance=maintenance))
     assert created["spec"]["nodeMaintenance"] == {
-        "cordon": True, "keepFailedCordoned": False,
-        "drain": {"timeout": "5m", "onTimeout": "Skip", "deleteEmptyDirData": False, "force": False}}
+        "cordon": True,
+        "keepFailedCordoned": False,
+        "drain": {"timeout": "5m", "onTimeout": "Skip", "deleteEmptyDirData": False, "force": False},
+    }
     # A DaemonJob without maintenance is welcome anywhere; an update that adds it is refused.
     # (merge patches: a controller running in this cluster may write the status meanwhile)
     allowance.create(allowance.other, daemonjob("plain"))

@@ -37,11 +37,26 @@ def test_variables_datasource_namespace_daemonjob() -> None:
 
 def test_panels_cover_what_operators_look_at() -> None:
     titles = {p["title"] for p in load()["panels"]}
-    for wanted in ("Rollout state", "Nodes by state", "Runs started", "Ticks skipped", "Runs finished",
-                   "Time since the last successful run", "Rollout gate in force", "Time waiting at a gate",
-                   "Reconciles by result", "Reconcile duration",
-                   "Work queue depth", "Work queue latency", "API requests by verb and code", "Watch health",
-                   "Leader and build", "Nodes cordoned", "Drain duration", "Evictions refused"):
+    for wanted in (
+        "Rollout state",
+        "Nodes by state",
+        "Runs started",
+        "Ticks skipped",
+        "Runs finished",
+        "Time since the last successful run",
+        "Rollout gate in force",
+        "Time waiting at a gate",
+        "Reconciles by result",
+        "Reconcile duration",
+        "Work queue depth",
+        "Work queue latency",
+        "API requests by verb and code",
+        "Watch health",
+        "Leader and build",
+        "Nodes cordoned",
+        "Drain duration",
+        "Evictions refused",
+    ):
         assert wanted in titles, wanted
 
 
@@ -56,8 +71,14 @@ def test_panel_ids_and_layout() -> None:
 def test_every_query_is_valid_promql(tmp_path: Path) -> None:
     queries = dashboard_queries(VARIABLES)
     assert queries and all("$" not in q for _, q in queries), [q for _, q in queries if "$" in q]
-    rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"dashboard:query_{i}", "expr": q} for i, (_, q) in enumerate(queries)]}]}
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [{"record": f"dashboard:query_{i}", "expr": q} for i, (_, q) in enumerate(queries)],
+            }
+        ]
+    }
     path = tmp_path / "queries.yml"
     path.write_text(yaml.safe_dump(rules))
     out = promtool("check", "rules", str(path), bin_dir=provision_prometheus())

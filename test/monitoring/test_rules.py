@@ -65,8 +65,10 @@ def test_every_alert_is_unit_tested_firing_and_quiet() -> None:
 
 def test_alerts_follow_the_conventions() -> None:
     runbooks = RUNBOOKS.read_text()
-    anchors = {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
-               for h in re.findall(r"^## (.+)$", runbooks, flags=re.M)}
+    anchors = {
+        re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
+        for h in re.findall(r"^## (.+)$", runbooks, flags=re.M)
+    }
     names = [r["alert"] for _, r in alerts()]
     assert len(names) == len(set(names))
     for group, rule in alerts():

@@ -58,15 +58,19 @@ def test_a_node_whose_job_admission_always_rejects_does_not_starve_the_others(be
     bed.add_dj(dj)
     refused = build_job(dj, names[0], template_revision(dj["spec"]["jobTemplate"]))["metadata"]["name"]
     bed.control.errors[("create", refused)] = api_error(
-        400, message=f'admission webhook "nodes.example.com" denied the request: {names[0]} is drained')
+        400, message=f'admission webhook "nodes.example.com" denied the request: {names[0]} is drained'
+    )
     for _ in range(6):
         try:
             bed.ctl.reconcile(KEY)
         except ReconcileError:
             pass
         bed.control.deliver()
-    created = {c.body["metadata"]["annotations"]["daemonjob.io/node"] for c in bed.control.of("create")
-               if c.body["metadata"]["name"] != refused}
+    created = {
+        c.body["metadata"]["annotations"]["daemonjob.io/node"]
+        for c in bed.control.of("create")
+        if c.body["metadata"]["name"] != refused
+    }
     assert created == set(names[1:])  # every other node got its Job
     stalled = condition(bed.statuses()[-1], "Stalled")
     assert stalled["status"] == "True" and stalled["reason"] == "JobRejected"
@@ -152,8 +156,12 @@ def test_a_name_taken_by_another_controller_is_reported_and_other_nodes_go_on(be
     dj = make_dj()
     bed.add_dj(dj)
     body = build_job(dj, names[1], template_revision(dj["spec"]["jobTemplate"]))
-    body["metadata"].update(uid="foreign", ownerReferences=[
-        {"apiVersion": "batch/v1", "kind": "CronJob", "name": "someone", "uid": "x", "controller": True}])
+    body["metadata"].update(
+        uid="foreign",
+        ownerReferences=[
+            {"apiVersion": "batch/v1", "kind": "CronJob", "name": "someone", "uid": "x", "controller": True}
+        ],
+    )
     bed.control.put_job(body)
     bed.ctl.reconcile(KEY)
     assert len(bed.control.objects) == 3  # the two other nodes got their Jobs
@@ -201,7 +209,8 @@ def test_adoption_keeps_other_owners_and_a_controller_that_got_there_first_wins(
     bed.jobs.add(shared)
     bed.jobs.add(raced)  # the cache shows an orphan, but another controller claims it first
     bed.control.objects[f"{NS}/{raced['metadata']['name']}"]["metadata"]["ownerReferences"] = [
-        {"apiVersion": "example.io/v1", "kind": "Other", "name": "x", "uid": "other", "controller": True}]
+        {"apiVersion": "example.io/v1", "kind": "Other", "name": "x", "uid": "other", "controller": True}
+    ]
     bed.ctl.reconcile(KEY)
     refs = bed.control.objects[f"{NS}/{shared['metadata']['name']}"]["metadata"]["ownerReferences"]
     assert [(r["kind"], bool(r.get("controller"))) for r in refs] == [("ConfigMap", False), ("DaemonJob", True)]
@@ -236,7 +245,10 @@ def test_a_job_of_ours_that_lost_its_name_label_is_claimed_back_and_reported(bed
     before = len(bed.control.calls)
     bed.ctl.reconcile(KEY)
     assert [c.verb for c in bed.control.calls[before:] if c.verb in ("create", "get_job", "relabel")] == [
-        "create", "get_job", "relabel"]
+        "create",
+        "get_job",
+        "relabel",
+    ]
     assert job["metadata"]["labels"]["daemonjob.io/name"] == "audit"
     (message,) = bed.events("JobRelabelled")
     assert job["metadata"]["name"] in message and names[0] in message
@@ -253,7 +265,10 @@ def test_an_orphan_found_through_already_exists_is_adopted(bed: ActBed) -> None:
     bed.control.put_job(orphan(dj, names[0]))  # not in the cache yet
     bed.ctl.reconcile(KEY)
     assert [c.verb for c in bed.control.calls if c.verb in ("create", "get_job", "adopt")] == [
-        "create", "get_job", "adopt"]
+        "create",
+        "get_job",
+        "adopt",
+    ]
     assert not bed.events("JobConflict")
 
 
@@ -295,8 +310,11 @@ def test_one_failed_delete_does_not_stop_the_other_actions(bed: ActBed) -> None:
     bed.nodes.delete(names[0])
     bed.nodes.delete(names[1])
     bed.nodes.add(node("node-new"))
-    doomed = [j["metadata"]["name"] for j in bed.jobs.store.list()
-              if j["metadata"]["annotations"][ANNOTATION_NODE] in names[:2]]
+    doomed = [
+        j["metadata"]["name"]
+        for j in bed.jobs.store.list()
+        if j["metadata"]["annotations"][ANNOTATION_NODE] in names[:2]
+    ]
     bed.control.errors[("delete", doomed[0])] = api_error(403, message="denied by policy")
     with pytest.raises(ReconcileError, match="denied by policy"):
         bed.ctl.reconcile(KEY)
@@ -359,8 +377,10 @@ def test_a_conflict_clears_once_the_foreign_job_is_gone(bed: ActBed) -> None:
     dj = make_dj()
     bed.add_dj(dj)
     body = build_job(dj, names[0], template_revision(dj["spec"]["jobTemplate"]))
-    body["metadata"].update(uid="foreign", ownerReferences=[
-        {"apiVersion": "v1", "kind": "ConfigMap", "name": "holder", "uid": "x", "controller": True}])
+    body["metadata"].update(
+        uid="foreign",
+        ownerReferences=[{"apiVersion": "v1", "kind": "ConfigMap", "name": "holder", "uid": "x", "controller": True}],
+    )
     bed.control.put_job(body)
     bed.ctl.reconcile(KEY)
     assert condition(bed.statuses()[-1], "Stalled")["reason"] == "JobConflict"
@@ -467,7 +487,9 @@ def test_a_pass_decides_once_and_its_status_says_what_act_heard(bed: ActBed, mon
         bed.ctl.reconcile(bed.key)
     assert len(inputs) == 1 and inputs[0].troubles == ApiTroubles()  # decided before act heard anything
     stalled = condition(bed.last_status(), "Stalled")  # ...and the status written says what it heard
-    assert stalled["status"] == "True" and stalled["reason"] == "JobRejected" and "denied by policy" in stalled["message"]
+    assert (
+        stalled["status"] == "True" and stalled["reason"] == "JobRejected" and "denied by policy" in stalled["message"]
+    )
 
 
 # -- one status write per wave of creates --------------------------------------------------
@@ -531,9 +553,18 @@ def test_a_failed_create_writes_the_status_at_once(bed: ActBed) -> None:
     assert status["pendingNodes"] == 1
 
 
-@pytest.mark.parametrize("field,deferred", [("pendingNodes", True), ("conditions", True), ("completionTime", True),
-                                            ("currentRevision", False), ("currentRun", False),
-                                            ("observedGeneration", False), ("nodeMaintenance", False)])
+@pytest.mark.parametrize(
+    "field,deferred",
+    [
+        ("pendingNodes", True),
+        ("conditions", True),
+        ("completionTime", True),
+        ("currentRevision", False),
+        ("currentRun", False),
+        ("observedGeneration", False),
+        ("nodeMaintenance", False),
+    ],
+)
 def test_what_a_create_pass_may_leave_to_the_next(field: str, deferred: bool) -> None:
     old = {"currentRevision": "a", "observedGeneration": 1, "pendingNodes": 0}
     assert deferrable(old, {**old, field: "changed"}) is deferred

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from daemonjob import defaults
-
 from daemonjob.controller.controller import ReconcileError
 from daemonjob.controller.order import OrderIndex
 from daemonjob.domain.jobs import format_time, job_node
@@ -34,8 +33,11 @@ def reconciling(bed: ActBed, name: str) -> dict[str, Any]:
 
 
 def nodes_created_by(bed: ActBed, name: str) -> list[str]:
-    return sorted(job_node(c.body) or "" for c in bed.control.of("create")
-                  if c.body["metadata"]["labels"].get("daemonjob.io/name") == name)
+    return sorted(
+        job_node(c.body) or ""
+        for c in bed.control.of("create")
+        if c.body["metadata"]["labels"].get("daemonjob.io/name") == name
+    )
 
 
 def queued(bed: ActBed) -> set[str]:
@@ -53,9 +55,12 @@ def queued(bed: ActBed) -> set[str]:
 def finish(bed: ActBed, node: str, owner: str) -> None:
     for job in bed.control.objects.values():
         if job_node(job) == node and job["metadata"]["labels"].get("daemonjob.io/name") == owner:
-            job["status"] = {"conditions": [{"type": "Complete", "status": "True",
-                                             "lastTransitionTime": format_time(bed.clock.wall())}],
-                             "completionTime": format_time(bed.clock.wall())}
+            job["status"] = {
+                "conditions": [
+                    {"type": "Complete", "status": "True", "lastTransitionTime": format_time(bed.clock.wall())}
+                ],
+                "completionTime": format_time(bed.clock.wall()),
+            }
             bed.jobs.update(job)
 
 
@@ -194,8 +199,8 @@ def test_the_younger_member_is_woken_when_the_older_one_starts_what_it_yielded(b
     bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
     bed.ctl.reconcile("ops/first")  # creates on both nodes; its plan lists them until its next pass
     bed.control.deliver()
-    for node in ("node-00", "node-01"):
-        finish(bed, node, "first")
+    for name in ("node-00", "node-01"):
+        finish(bed, name, "first")
     bed.ctl.reconcile("ops/second")  # first's Jobs are done but its plan still lists the turns
     assert nodes_created_by(bed, "second") == []
     assert reconciling(bed, "second")["reason"] == "WaitingForExclusionGroup"
@@ -230,8 +235,13 @@ def test_a_status_write_wakes_only_the_daemonjobs_that_read_what_it_changed(bed:
     stalled = {"type": "Stalled", "status": "True", "reason": "JobRejected", "message": "rejected"}
     write_status(bed, "prepare", conditions=[stalled])  # it no longer waits for its turns in the group
     assert queued(bed) == {"ops/peer"}
-    write_status(bed, "peer", conditions=[{"type": "Reconciling", "status": "True",
-                                           "reason": "WaitingForExclusionGroup", "message": "waiting"}])
+    write_status(
+        bed,
+        "peer",
+        conditions=[
+            {"type": "Reconciling", "status": "True", "reason": "WaitingForExclusionGroup", "message": "waiting"}
+        ],
+    )
     assert queued(bed) == set()  # waiting for the group itself: it still waits for its turns
 
 
@@ -270,8 +280,11 @@ def converged_pair(bed: ActBed) -> None:
 
 
 def creates_on(bed: ActBed, node_name: str) -> list[str]:
-    return sorted(c.body["metadata"]["labels"]["daemonjob.io/name"] for c in bed.control.of("create")
-                  if job_node(c.body) == node_name)
+    return sorted(
+        c.body["metadata"]["labels"]["daemonjob.io/name"]
+        for c in bed.control.of("create")
+        if job_node(c.body) == node_name
+    )
 
 
 def test_a_create_not_in_the_cache_yet_holds_the_node_for_the_rest_of_the_group(bed: ActBed) -> None:
@@ -372,8 +385,9 @@ def test_a_job_that_stops_wakes_the_next_member_in_line_on_its_node(bed: ActBed)
     bed.nodes.add(node("node-01", labels={"pool": "b"}))
     bed.add_dj(member("first", "2024-03-01T00:00:00Z", exclusionGroup="maint"))
     bed.add_dj(member("second", "2024-03-02T00:00:00Z", exclusionGroup="maint"))
-    bed.add_dj(member("third", "2024-03-03T00:00:00Z", exclusionGroup="maint",
-                      nodeSelector={"matchLabels": {"pool": "b"}}))
+    bed.add_dj(
+        member("third", "2024-03-03T00:00:00Z", exclusionGroup="maint", nodeSelector={"matchLabels": {"pool": "b"}})
+    )
     bed.ctl.reconcile("ops/first")
     bed.control.deliver()
     for name in ("first", "second", "third"):

@@ -14,8 +14,8 @@ from daemonjob.controller.controller import Controller
 from daemonjob.controller.history import HistoryCleaner
 from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.actions import DeleteJob
-from daemonjob.domain.plan import HISTORY
 from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node
+from daemonjob.domain.plan import HISTORY
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, tick_run_id
 from daemonjob.machinery.clock import FAKE_WALL_START
 from daemonjob.testing import builders
@@ -31,8 +31,12 @@ SCRIPT = "script"
 
 
 def make_dj(**spec: Any) -> dict[str, Any]:
-    return builders.make_dj(NAME, resource_version="1", created=format_time(TICK1 - timedelta(minutes=1)),
-                            **{"schedule": "*/5 * * * *", **spec})
+    return builders.make_dj(
+        NAME,
+        resource_version="1",
+        created=format_time(TICK1 - timedelta(minutes=1)),
+        **{"schedule": "*/5 * * * *", **spec},
+    )
 
 
 @pytest.fixture
@@ -92,9 +96,12 @@ def test_a_tick_starts_a_run_on_every_node_counted_once(bed: ActBed) -> None:
     bed.sync()
     assert bed.counter("daemonjob_runs_finished_total", result="succeeded") == 1
     assert bed.dj()["status"]["lastSuccessfulTime"] == format_time(TICK1 + timedelta(seconds=30))
-    assert bed.ctl.metrics.registry.get_sample_value(
-        "daemonjob_last_successful_time_seconds", {"namespace": NS, "name": NAME}) == (
-        TICK1 + timedelta(seconds=30)).timestamp()
+    assert (
+        bed.ctl.metrics.registry.get_sample_value(
+            "daemonjob_last_successful_time_seconds", {"namespace": NS, "name": NAME}
+        )
+        == (TICK1 + timedelta(seconds=30)).timestamp()
+    )
     bed.ctl.reconcile(KEY)
     assert bed.counter("daemonjob_runs_finished_total", result="succeeded") == 1
 
@@ -111,8 +118,12 @@ def test_the_daemonjob_is_requeued_for_its_next_tick(bed: ActBed) -> None:
     bed.add_dj(make_dj())
     drain(bed.ctl)
     bed.ctl.reconcile(KEY)
-    assert bed.ctl.metrics.registry.get_sample_value(
-        "daemonjob_next_schedule_time_seconds", {"namespace": NS, "name": NAME}) == TICK2.timestamp()
+    assert (
+        bed.ctl.metrics.registry.get_sample_value(
+            "daemonjob_next_schedule_time_seconds", {"namespace": NS, "name": NAME}
+        )
+        == TICK2.timestamp()
+    )
     drain(bed.ctl)
     until = (TICK2 - bed.clock.wall()).total_seconds()
     bed.ctl.queue.add_after("probe", until - 0.5)  # due just before the tick: comes out first
@@ -182,7 +193,8 @@ def test_the_run_now_annotation_enqueues_and_starts_exactly_one_run(bed: ActBed)
 def script_dj(**spec: Any) -> dict[str, Any]:
     dj = make_dj(schedule=None, rerunOnConfigChange=True, **spec)
     dj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [
-        {"configMapRef": {"name": SCRIPT}}]
+        {"configMapRef": {"name": SCRIPT}}
+    ]
     return dj
 
 
@@ -285,8 +297,9 @@ def test_the_next_tick_gauge_goes_away_while_suspended(bed: ActBed) -> None:
     bed.ctl.reconcile(KEY)
     bed.sync()
     labels = {"namespace": NS, "name": NAME}
-    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_next_schedule_time_seconds", labels) == \
-        TICK2.timestamp()
+    assert (
+        bed.ctl.metrics.registry.get_sample_value("daemonjob_next_schedule_time_seconds", labels) == TICK2.timestamp()
+    )
     dj = bed.dj()
     dj["spec"]["suspend"] = True
     dj["metadata"]["generation"] = 2

@@ -16,17 +16,30 @@ def dj(**spec: Any) -> dict[str, Any]:
 
 
 def review(operation: str, obj: Any, old: Any = None, **extra: Any) -> dict[str, Any]:
-    request = {"uid": "u-1", "operation": operation, "name": "ok", "namespace": "ns",
-               "kind": {"group": "daemonjob.io", "version": "v1alpha1", "kind": "DaemonJob"},
-               "resource": {"group": "daemonjob.io", "version": "v1alpha1", "resource": "daemonjobs"},
-               "object": obj, "oldObject": old, **extra}
-    answer_ = handle(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                                 "request": request}).encode())
+    request = {
+        "uid": "u-1",
+        "operation": operation,
+        "name": "ok",
+        "namespace": "ns",
+        "kind": {"group": "daemonjob.io", "version": "v1alpha1", "kind": "DaemonJob"},
+        "resource": {"group": "daemonjob.io", "version": "v1alpha1", "resource": "daemonjobs"},
+        "object": obj,
+        "oldObject": old,
+        **extra,
+    }
+    answer_ = handle(
+        json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
+    )
     assert answer_.code == 200, answer_.body
     assert answer_.operation == operation
     answer = json.loads(answer_.body)
-    assert answer_.result == ("refused" if not answer["response"]["allowed"] else
-                              "warned" if answer["response"].get("warnings") else "allowed")
+    assert answer_.result == (
+        "refused"
+        if not answer["response"]["allowed"]
+        else "warned"
+        if answer["response"].get("warnings")
+        else "allowed"
+    )
     assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
     assert answer["response"]["uid"] == "u-1"
     return answer["response"]
@@ -70,19 +83,33 @@ def test_status_and_other_kinds_pass() -> None:
     assert review("CREATE", dj(schedule="bad"), kind={"group": "", "version": "v1", "kind": "Pod"})["allowed"] is True
 
 
-@pytest.mark.parametrize("body, says", [
-    (b"not json", "not JSON"),
-    (b"[]", "not a JSON object"),
-    (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}', "expected apiVersion"),
-    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "request: Required value"),
-    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}}',
-     "request.uid: Required value"),
-    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "x", '
-     b'"operation": "CREATE", "object": "str"}}', "request.object: must be an object"),
-    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "x", '
-     b'"operation": "CREATE", "kind": {"group": "daemonjob.io", "kind": "DaemonJob"}, '
-     b'"object": {"metadata": "x", "spec": {}}}}', "cannot read the object"),
-])
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        (b"not json", "not JSON"),
+        (b"[]", "not a JSON object"),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}',
+            "expected apiVersion",
+        ),
+        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "request: Required value"),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}}',
+            "request.uid: Required value",
+        ),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "x", '
+            b'"operation": "CREATE", "object": "str"}}',
+            "request.object: must be an object",
+        ),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "x", '
+            b'"operation": "CREATE", "kind": {"group": "daemonjob.io", "kind": "DaemonJob"}, '
+            b'"object": {"metadata": "x", "spec": {}}}}',
+            "cannot read the object",
+        ),
+    ],
+)
 def test_malformed_reviews_get_a_clear_400(body: bytes, says: str) -> None:
     answer = handle(body)
     assert answer.code == 400
@@ -97,13 +124,22 @@ def test_an_invalid_alert_matcher_is_refused_with_its_field() -> None:
 
 
 # -- node maintenance: the controller's allowance ----------------------------------------------
-def maintenance_review(operation: str, obj: Any, old: Any = None, allowed: frozenset[str] = frozenset(),
-                       namespace: str = "ns") -> dict[str, Any]:
-    request = {"uid": "u-2", "operation": operation, "name": "ok", "namespace": namespace,
-               "kind": {"group": "daemonjob.io", "version": "v1alpha1", "kind": "DaemonJob"},
-               "object": obj, "oldObject": old}
-    answer = handle(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                                "request": request}).encode(), allowed)
+def maintenance_review(
+    operation: str, obj: Any, old: Any = None, allowed: frozenset[str] = frozenset(), namespace: str = "ns"
+) -> dict[str, Any]:
+    request = {
+        "uid": "u-2",
+        "operation": operation,
+        "name": "ok",
+        "namespace": namespace,
+        "kind": {"group": "daemonjob.io", "version": "v1alpha1", "kind": "DaemonJob"},
+        "object": obj,
+        "oldObject": old,
+    }
+    answer = handle(
+        json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode(),
+        allowed,
+    )
     assert answer.code == 200, answer.body
     return json.loads(answer.body)["response"]
 
@@ -115,8 +151,10 @@ def test_maintenance_outside_the_allowed_namespaces_is_refused_on_create() -> No
     response = maintenance_review("CREATE", dj(nodeMaintenance=CORDON), allowed=frozenset({"ops"}))
     assert response["allowed"] is False
     status = response["status"]
-    assert status["message"] == ('spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace '
-                                 '"ns" (the controller allows it in: ops)')
+    assert status["message"] == (
+        "spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace "
+        '"ns" (the controller allows it in: ops)'
+    )
     assert [c["field"] for c in status["details"]["causes"]] == ["spec.nodeMaintenance"]
     assert maintenance_review("CREATE", dj(nodeMaintenance=CORDON), allowed=frozenset({"ns"}))["allowed"] is True
     assert maintenance_review("CREATE", dj(), allowed=frozenset())["allowed"] is True

@@ -21,9 +21,15 @@ URL = "http://prometheus.test:9090"
 
 
 def answer(*alerts: tuple[str, dict[str, str]]) -> tuple[int, bytes]:
-    body = {"status": "success", "data": {"alerts": [
-        {"labels": labels, "state": state, "activeAt": "2024-03-06T12:00:00Z", "value": "1e+00"}
-        for state, labels in alerts]}}
+    body = {
+        "status": "success",
+        "data": {
+            "alerts": [
+                {"labels": labels, "state": state, "activeAt": "2024-03-06T12:00:00Z", "value": "1e+00"}
+                for state, labels in alerts
+            ]
+        },
+    }
     return 200, json.dumps(body).encode()
 
 
@@ -55,8 +61,9 @@ def poller(prom: FakePrometheus, clock: FakeClock | None = None) -> tuple[AlertP
 def test_only_firing_alerts_are_read_as_sorted_labels(prom: FakePrometheus) -> None:
     p, changes = poller(prom)
     assert p.current().unknown is not None and "not read" in p.current().unknown
-    prom.next = answer(("firing", {"severity": "critical", "alertname": "NodeNotReady"}),
-                       ("pending", {"alertname": "EtcdDown"}))
+    prom.next = answer(
+        ("firing", {"severity": "critical", "alertname": "NodeNotReady"}), ("pending", {"alertname": "EtcdDown"})
+    )
     assert p.poll_once() and changes == [1]
     assert prom.urls == [URL + "/api/v1/alerts"]
     assert p.current().unknown is None
@@ -92,11 +99,14 @@ def test_unreachable_is_unknown_and_keeps_the_first_failure(prom: FakePrometheus
     assert len(changes) == 3
 
 
-@pytest.mark.parametrize("status, body, words", [
-    (503, b'{"status":"error","error":"rule manager not ready"}', "HTTP 503: rule manager not ready"),
-    (200, b"<html>not prometheus</html>", "not a JSON answer"),
-    (200, b'{"status":"success","data":{}}', "no data.alerts"),
-])
+@pytest.mark.parametrize(
+    "status, body, words",
+    [
+        (503, b'{"status":"error","error":"rule manager not ready"}', "HTTP 503: rule manager not ready"),
+        (200, b"<html>not prometheus</html>", "not a JSON answer"),
+        (200, b'{"status":"success","data":{}}', "no data.alerts"),
+    ],
+)
 def test_an_answer_that_is_not_the_alerts_is_unknown(status: int, body: bytes, words: str) -> None:
     with pytest.raises(ValueError, match=words):
         parse_alerts(status, body)

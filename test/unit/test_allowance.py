@@ -24,19 +24,26 @@ def test_refused_outside_the_allowed_namespaces_naming_them(maintenance: dict[st
     assert problem is not None
     assert problem.reason == NODE_MAINTENANCE_NOT_ALLOWED == "NodeMaintenanceNotAllowed"
     assert problem.field == "spec.nodeMaintenance"
-    assert problem.message == ('spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace '
-                               '"team-a" (the controller allows it in: infra, ops)')
+    assert problem.message == (
+        "spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace "
+        '"team-a" (the controller allows it in: infra, ops)'
+    )
 
 
 def test_with_no_namespace_allowed_the_message_says_the_flag_is_empty() -> None:
     problem = maintenance_refusal(dj("ops", nodeMaintenance=CORDON), frozenset())
     assert problem is not None
-    assert problem.message == ('spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace '
-                               '"ops" (the controller allows it in: none, --node-maintenance-namespaces is empty)')
+    assert problem.message == (
+        "spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace "
+        '"ops" (the controller allows it in: none, --node-maintenance-namespaces is empty)'
+    )
 
 
-@pytest.mark.parametrize("maintenance", [None, {}, {"cordon": False}, {"keepFailedCordoned": True}, {"drain": None}],
-                         ids=["unset", "empty", "cordon-false", "keep-only", "drain-null"])
+@pytest.mark.parametrize(
+    "maintenance",
+    [None, {}, {"cordon": False}, {"keepFailedCordoned": True}, {"drain": None}],
+    ids=["unset", "empty", "cordon-false", "keep-only", "drain-null"],
+)
 def test_a_daemonjob_asking_for_no_maintenance_is_never_refused(maintenance: Any) -> None:
     assert maintenance_refusal(dj("anywhere", nodeMaintenance=maintenance), frozenset()) is None
 

@@ -22,8 +22,10 @@ NOW = "2024-01-01T00:00:00Z"
 
 
 def finished(job: dict[str, Any]) -> dict[str, Any]:
-    return {**job, "status": {"succeeded": 1, "conditions": [
-        {"type": "Complete", "status": "True", "lastTransitionTime": NOW}]}}
+    return {
+        **job,
+        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": NOW}]},
+    }
 
 
 @pytest.fixture
@@ -109,8 +111,7 @@ def test_a_wait_past_the_deadline_is_requeued_checked_named_and_counted(bed: Act
     assert cond["status"] == "True" and cond["reason"] == "WaitingForCache"
     assert f"waiting for the cache to show 1 created Job: {name}" in cond["message"]
     assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectations_pending_overdue") == 1
-    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectation_checks_total",
-                                                     {"outcome": "waiting"}) == 1
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectation_checks_total", {"outcome": "waiting"}) == 1
     assert bed.ready_within(defaults.EXPECTATIONS_RECHECK), "checked again, not left for the TTL"
 
     bed.control.deliver()  # the watch catches up
@@ -128,8 +129,7 @@ def test_an_overdue_create_the_api_server_does_not_hold_is_cleared_and_made_agai
     bed.clock.step(defaults.EXPECTATIONS_DEADLINE)
     bed.ctl.reconcile(KEY)
     assert bed.created_names() == [name], "cache and API server agree it is absent: deciding on the cache is safe"
-    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectation_checks_total",
-                                                     {"outcome": "cleared"}) == 1
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectation_checks_total", {"outcome": "cleared"}) == 1
 
 
 def test_an_overdue_delete_the_cache_shows_gone_is_cleared(bed: ActBed) -> None:
@@ -170,13 +170,18 @@ def test_name_holds_release_on_the_clock() -> None:
 
 
 def test_the_waiting_condition_names_the_jobs_and_keeps_the_others() -> None:
-    status = {"activeNodes": 1, "conditions": [
-        {"type": "Complete", "status": "False"},
-        {"type": "Reconciling", "status": "True", "reason": "RollingOut", "lastTransitionTime": "t0"}]}
+    status = {
+        "activeNodes": 1,
+        "conditions": [
+            {"type": "Complete", "status": "False"},
+            {"type": "Reconciling", "status": "True", "reason": "RollingOut", "lastTransitionTime": "t0"},
+        ],
+    }
     wait = CacheWait(("j-1", "j-2", "j-3", "j-4"), ("j-9",), 31.4)
     out = with_cache_wait(status, wait, {c["type"]: c for c in status["conditions"]}, NOW, 1)
     cond = reconciling(out)
-    assert cond["message"].startswith("waiting for the cache to show 4 created Jobs: j-1, j-2, j-3 (+1 more) "
-                                      "and 1 deleted Job: j-9 (for 31s)")
+    assert cond["message"].startswith(
+        "waiting for the cache to show 4 created Jobs: j-1, j-2, j-3 (+1 more) and 1 deleted Job: j-9 (for 31s)"
+    )
     assert cond["lastTransitionTime"] == "t0" and cond["observedGeneration"] == 1
     assert out["conditions"][0] == status["conditions"][0] and out["activeNodes"] == 1

@@ -51,7 +51,9 @@ def test_reloader_yields_a_fresh_context_when_the_files_change(tmp_path: Path):
 def test_the_controller_process_loads_cryptography_only_to_make_a_certificate():
     """cryptography is some 10 MB of the controller's memory: importing what `python -m daemonjob`
     imports loads none of it (a self-signed metrics certificate or the webhook's own load it)."""
-    code = ("import sys, daemonjob.cli, daemonjob.machinery.serving\n"
-            "print(sorted(m for m in sys.modules if m.startswith('cryptography'))[:3])")
+    code = (
+        "import sys, daemonjob.cli, daemonjob.machinery.serving\n"
+        "print(sorted(m for m in sys.modules if m.startswith('cryptography'))[:3])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -107,7 +107,9 @@ def test_the_caps_are_controller_flags() -> None:
 
     args = cli.parser().parse_args([])
     assert (args.max_configmap_watches, args.max_configmap_watches_per_daemonjob) == (
-        defaults.MAX_CONFIGMAP_WATCHES, defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB)
+        defaults.MAX_CONFIGMAP_WATCHES,
+        defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB,
+    )
     args = cli.parser().parse_args(["--max-configmap-watches", "50", "--max-configmap-watches-per-daemonjob", "5"])
     assert (args.max_configmap_watches, args.max_configmap_watches_per_daemonjob) == (50, 5)
     with pytest.raises(SystemExit):

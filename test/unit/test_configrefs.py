@@ -21,29 +21,40 @@ POD: dict[str, Any] = {
         "volumes": [
             {"name": "script", "configMap": {"name": "cleanup-script", "defaultMode": 0o755}},
             {"name": "extra", "configMap": {"name": "extra", "optional": True}},
-            {"name": "bundle", "projected": {"sources": [
-                {"configMap": {"name": "projected-a"}},
-                {"secret": {"name": "never-read"}},
-                {"downwardAPI": {"items": []}},
-                {"configMap": {"name": "projected-b", "optional": True}},
-            ]}},
+            {
+                "name": "bundle",
+                "projected": {
+                    "sources": [
+                        {"configMap": {"name": "projected-a"}},
+                        {"secret": {"name": "never-read"}},
+                        {"downwardAPI": {"items": []}},
+                        {"configMap": {"name": "projected-b", "optional": True}},
+                    ]
+                },
+            },
             {"name": "creds", "secret": {"secretName": "never-read-either"}},
             {"name": "scratch", "emptyDir": {}},
         ],
-        "initContainers": [{"name": "init", "envFrom": [{"configMapRef": {"name": "init-env"}},
-                                                        {"secretRef": {"name": "nope"}}]}],
-        "containers": [{
-            "name": "main",
-            "envFrom": [{"configMapRef": {"name": "env-all", "optional": True}, "prefix": "X_"}],
-            "env": [
-                {"name": "A", "value": "1"},
-                {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "env-one", "key": "b"}}},
-                {"name": "C", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "c"}}},
-                {"name": "D", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                # Referenced optionally here and required by the volume above: required.
-                {"name": "E", "valueFrom": {"configMapKeyRef": {"name": "cleanup-script", "key": "x", "optional": True}}},
-            ],
-        }],
+        "initContainers": [
+            {"name": "init", "envFrom": [{"configMapRef": {"name": "init-env"}}, {"secretRef": {"name": "nope"}}]}
+        ],
+        "containers": [
+            {
+                "name": "main",
+                "envFrom": [{"configMapRef": {"name": "env-all", "optional": True}, "prefix": "X_"}],
+                "env": [
+                    {"name": "A", "value": "1"},
+                    {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "env-one", "key": "b"}}},
+                    {"name": "C", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "c"}}},
+                    {"name": "D", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    # Referenced optionally here and required by the volume above: required.
+                    {
+                        "name": "E",
+                        "valueFrom": {"configMapKeyRef": {"name": "cleanup-script", "key": "x", "optional": True}},
+                    },
+                ],
+            }
+        ],
     }
 }
 
@@ -75,8 +86,13 @@ def test_templates_without_references_or_malformed_ones() -> None:
     assert referenced_configmaps(None) == ()
     assert referenced_configmaps({}) == ()
     assert referenced_configmaps({"spec": {"containers": [{"name": "c", "image": "busybox"}]}}) == ()
-    odd = {"spec": {"volumes": [None, {"configMap": {}}, {"configMap": {"name": ""}}, {"projected": {"sources": "x"}}],
-                    "containers": "nope", "initContainers": [{"env": [{"valueFrom": None}]}]}}
+    odd = {
+        "spec": {
+            "volumes": [None, {"configMap": {}}, {"configMap": {"name": ""}}, {"projected": {"sources": "x"}}],
+            "containers": "nope",
+            "initContainers": [{"env": [{"valueFrom": None}]}],
+        }
+    }
     assert referenced_configmaps(odd) == ()
 
 
@@ -91,8 +107,10 @@ def test_content_edits_change_the_revision_metadata_edits_do_not() -> None:
     rev = revision_for(obj, base)
     edited = {**base, "cleanup-script": cm(run="crictl rmi --prune")}
     assert revision_for(obj, edited) != rev
-    relabelled = {**base, "cleanup-script": {**cm(run="docker image prune -af"),
-                                             "metadata": {"name": "x", "resourceVersion": "9"}}}
+    relabelled = {
+        **base,
+        "cleanup-script": {**cm(run="docker image prune -af"), "metadata": {"name": "x", "resourceVersion": "9"}},
+    }
     assert revision_for(obj, relabelled) == rev
     binary = {**base, "env-one": {**cm(b="1"), "binaryData": {"blob": "AAEC"}}}
     assert revision_for(obj, binary) != rev

@@ -22,9 +22,16 @@ NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 # ---------------------------------------------------------------- builders
 
 
-def make_dj(status: dict[str, Any] | None = None, generation: int = 1, annotation: str = "1", **spec: Any) -> dict[str, Any]:
-    return builders.make_dj(generation=generation, resource_version=None, status=status or {},
-                            template=job_template(annotation, labels={"app": "audit"}, backoff_limit=1), **spec)
+def make_dj(
+    status: dict[str, Any] | None = None, generation: int = 1, annotation: str = "1", **spec: Any
+) -> dict[str, Any]:
+    return builders.make_dj(
+        generation=generation,
+        resource_version=None,
+        status=status or {},
+        template=job_template(annotation, labels={"app": "audit"}, backoff_limit=1),
+        **spec,
+    )
 
 
 rev = revision_of
@@ -99,8 +106,12 @@ def test_tolerations_make_tainted_and_cordoned_nodes_eligible() -> None:
         {"key": "gpu", "operator": "Exists"},
         {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
     ]
-    d = decide_over(dj, [], [node("t", taints=[{"key": "gpu", "value": "a", "effect": "NoExecute"}]),
-                        node("c", unschedulable=True)], NOW)
+    d = decide_over(
+        dj,
+        [],
+        [node("t", taints=[{"key": "gpu", "value": "a", "effect": "NoExecute"}]), node("c", unschedulable=True)],
+        NOW,
+    )
     assert created_nodes(d) == ["c", "t"]
 
 
@@ -164,7 +175,14 @@ def test_running_old_revision_is_deleted_before_new_one_is_created() -> None:
 def test_history_limit_keeps_most_recent_finished_old_jobs() -> None:
     dj = make_dj(historyLimit=2)
     olds = [
-        job(dj, "a", "succeeded", revision=f"old{i}", created=f"2024-01-0{i}T00:00:00Z", finished=f"2024-01-0{i}T01:00:00Z")
+        job(
+            dj,
+            "a",
+            "succeeded",
+            revision=f"old{i}",
+            created=f"2024-01-0{i}T00:00:00Z",
+            finished=f"2024-01-0{i}T01:00:00Z",
+        )
         for i in range(1, 5)
     ]
     current = job(dj, "a", "succeeded")
@@ -174,8 +192,12 @@ def test_history_limit_keeps_most_recent_finished_old_jobs() -> None:
 
 def test_history_orders_by_completion_time_then_creation() -> None:
     dj = make_dj()
-    late_finish = job(dj, "a", "failed", revision="old1", created="2024-01-01T00:00:00Z", finished="2024-01-09T00:00:00Z")
-    early_finish = job(dj, "a", "succeeded", revision="old2", created="2024-01-02T00:00:00Z", finished="2024-01-03T00:00:00Z")
+    late_finish = job(
+        dj, "a", "failed", revision="old1", created="2024-01-01T00:00:00Z", finished="2024-01-09T00:00:00Z"
+    )
+    early_finish = job(
+        dj, "a", "succeeded", revision="old2", created="2024-01-02T00:00:00Z", finished="2024-01-03T00:00:00Z"
+    )
     d = decide_over(dj, [late_finish, early_finish, job(dj, "a", "succeeded")], nodes("a"), NOW)
     assert deleted(d) == {early_finish["metadata"]["name"]: "History"}
 
@@ -311,7 +333,9 @@ def test_running_old_revision_job_holds_no_slot_but_its_replacement_takes_one() 
     assert [(x.node, x.reason) for x in d.deletes] == [("a", "OldRevision")]
 
 
-@pytest.mark.parametrize(("value", "nodes_count", "expected"), [("25%", 10, 3), ("1%", 10, 1), ("100%", 4, 4), ("50%", 0, 0)])
+@pytest.mark.parametrize(
+    ("value", "nodes_count", "expected"), [("25%", 10, 3), ("1%", 10, 1), ("100%", 4, 4), ("50%", 0, 0)]
+)
 def test_max_parallel_percent_rounds_up_with_minimum_one(value: str, nodes_count: int, expected: int) -> None:
     dj = make_dj(maxParallel=value)
     d = decide_over(dj, [], nodes(*[f"n{i:02d}" for i in range(nodes_count)]), NOW)
@@ -353,7 +377,9 @@ def test_max_failed_nodes_zero_stops_on_first_failure() -> None:
     assert d.creates == []
 
 
-@pytest.mark.parametrize(("value", "failed", "stops"), [("10%", 2, False), ("10%", 3, True), ("4%", 1, True), ("5%", 1, False)])
+@pytest.mark.parametrize(
+    ("value", "failed", "stops"), [("10%", 2, False), ("10%", 3, True), ("4%", 1, True), ("5%", 1, False)]
+)
 def test_max_failed_percent_rounds_down(value: str, failed: int, stops: bool) -> None:
     dj = make_dj(maxFailedNodes=value)
     names = [f"n{i:02d}" for i in range(20)]
@@ -483,8 +509,16 @@ def test_stalled_warning_is_not_repeated_while_unchanged() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("maxParallel", 0), ("maxParallel", "ten"), ("maxParallel", "5"), ("maxFailedNodes", -1),
-     ("historyLimit", -1), ("rerunPolicy", "Sometimes"), ("suspend", "yes"), ("maxParallel", True)],
+    [
+        ("maxParallel", 0),
+        ("maxParallel", "ten"),
+        ("maxParallel", "5"),
+        ("maxFailedNodes", -1),
+        ("historyLimit", -1),
+        ("rerunPolicy", "Sometimes"),
+        ("suspend", "yes"),
+        ("maxParallel", True),
+    ],
 )
 def test_unusable_rollout_settings_stall(field: str, value: Any) -> None:
     d = decide_over(make_dj(**{field: value}), [], nodes("a"), NOW)
@@ -542,7 +576,13 @@ def test_status_counts_and_fields() -> None:
     s = d.status
     assert s["observedGeneration"] == 7
     assert s["currentRevision"] == rev(dj)
-    assert (s["desiredNodes"], s["activeNodes"], s["succeededNodes"], s["failedNodes"], s["pendingNodes"]) == (30, 1, 1, 22, 6)
+    assert (s["desiredNodes"], s["activeNodes"], s["succeededNodes"], s["failedNodes"], s["pendingNodes"]) == (
+        30,
+        1,
+        1,
+        22,
+        6,
+    )
     assert s["failedNodeNames"] == names[:20]
     assert s["startTime"] == format_time(NOW)
     assert [c["type"] for c in s["conditions"]] == ["Complete", "Failed", "Reconciling", "Stalled"]
@@ -603,5 +643,9 @@ def test_job_pinned_by_annotation_and_match_fields() -> None:
     d = decide_over(make_dj(), [], nodes("node-1"), NOW)
     body = d.creates[0].body
     assert body["metadata"]["annotations"][ANNOTATION_NODE] == "node-1"
-    terms = body["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert terms == {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}
+    terms = body["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms == {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]
+    }

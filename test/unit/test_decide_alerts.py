@@ -31,8 +31,12 @@ def known(*firing: tuple[tuple[str, str], ...]) -> FiringAlerts:
     return FiringAlerts(firing=tuple(firing), unknown=None)
 
 
-def decide_with(dj: dict[str, Any], alerts: FiringAlerts, jobs: list[dict[str, Any]] = (),  # type: ignore[assignment]
-                node_names: tuple[str, ...] = ("n1", "n2", "n3")) -> Decision:
+def decide_with(
+    dj: dict[str, Any],
+    alerts: FiringAlerts,
+    jobs: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    node_names: tuple[str, ...] = ("n1", "n2", "n3"),
+) -> Decision:
     return decide(DecisionInput.from_objects(dj, jobs, nodes(*node_names), NOW, alerts=alerts))
 
 
@@ -74,10 +78,16 @@ def test_resolved_alerts_let_the_rollout_go_on() -> None:
     assert reconciling(decision)["reason"] == "RollingOut"
 
 
-@pytest.mark.parametrize("alerts, why", [
-    (FiringAlerts(), "without --prometheus-url"),
-    (FiringAlerts(unknown="Prometheus at http://prom:9090 did not answer: connection refused"), "connection refused"),
-])
+@pytest.mark.parametrize(
+    "alerts, why",
+    [
+        (FiringAlerts(), "without --prometheus-url"),
+        (
+            FiringAlerts(unknown="Prometheus at http://prom:9090 did not answer: connection refused"),
+            "connection refused",
+        ),
+    ],
+)
 def test_unknown_alerts_halt_and_say_why(alerts: FiringAlerts, why: str) -> None:
     dj = make_dj(rollout={"haltOnAlerts": HALT})
     decision = decide_with(dj, alerts)
@@ -107,12 +117,15 @@ def test_a_halt_is_not_named_once_every_node_has_run() -> None:
     assert decision.gate is None and reconciling(decision)["status"] == "False"
 
 
-@pytest.mark.parametrize("value, path", [
-    ("NodeNotReady", "spec.rollout.haltOnAlerts: Invalid value"),
-    ([{}], "spec.rollout.haltOnAlerts[0]: Invalid value"),
-    ([{"alertname": "A"}, {"bad-label": "x"}], "spec.rollout.haltOnAlerts[1]: Invalid value"),
-    ([{"severity": 3}], "spec.rollout.haltOnAlerts[0].severity: Invalid value: 3"),
-])
+@pytest.mark.parametrize(
+    "value, path",
+    [
+        ("NodeNotReady", "spec.rollout.haltOnAlerts: Invalid value"),
+        ([{}], "spec.rollout.haltOnAlerts[0]: Invalid value"),
+        ([{"alertname": "A"}, {"bad-label": "x"}], "spec.rollout.haltOnAlerts[1]: Invalid value"),
+        ([{"severity": 3}], "spec.rollout.haltOnAlerts[0].severity: Invalid value: 3"),
+    ],
+)
 def test_invalid_matchers_are_problems_naming_their_field(value: Any, path: str) -> None:
     checked = validate(make_dj(rollout={"haltOnAlerts": value}))
     assert any(p.message.startswith(path) for p in checked.problems), checked.problems
@@ -128,5 +141,7 @@ def test_an_invalid_matcher_stalls_and_starts_nothing() -> None:
 def test_valid_matchers_are_read_sorted() -> None:
     checked = validate(make_dj(rollout={"haltOnAlerts": HALT}))
     assert not checked.problems
-    assert checked.rollout.halt_on_alerts == ((("alertname", "NodeNotReady"), ("severity", "critical")),
-                                              (("alertname", "EtcdDown"),))
+    assert checked.rollout.halt_on_alerts == (
+        (("alertname", "NodeNotReady"), ("severity", "critical")),
+        (("alertname", "EtcdDown"),),
+    )

@@ -62,8 +62,11 @@ def test_pause_over_the_slot_starts_the_next_node() -> None:
 
 def test_pause_holds_only_the_slots_of_recent_successes() -> None:
     dj = make_dj(maxParallel=3, rollout={"pauseBetweenNodes": "10m"})
-    jobs = [job(dj, "n1", "succeeded", finished=ago(minutes=1)), job(dj, "n2", "succeeded", finished=ago(minutes=20)),
-            job(dj, "n3", "active")]
+    jobs = [
+        job(dj, "n1", "succeeded", finished=ago(minutes=1)),
+        job(dj, "n2", "succeeded", finished=ago(minutes=20)),
+        job(dj, "n3", "active"),
+    ]
     decision = decide_over(dj, jobs, nodes("n1", "n2", "n3", "n4", "n5"), NOW)
     assert created(decision) == ["n4"]  # 3 slots: n3 runs, n1's success pauses one, one is free
 
@@ -176,15 +179,20 @@ def test_not_durations(value: Any) -> None:
     assert parse_duration(value) is None
 
 
-@pytest.mark.parametrize(("rollout", "path"), [
-    ({"pauseBetweenNodes": "soon"}, "spec.rollout.pauseBetweenNodes: Invalid value"),
-    ({"window": {"schedule": "0 22 * * *"}}, "spec.rollout.window.duration: Required value"),
-    ({"window": {"schedule": "0 22 * * *", "duration": "0s"}}, "spec.rollout.window.duration: Invalid value"),
-    ({"window": {"schedule": "every night", "duration": "4h"}}, "spec.rollout.window.schedule: Invalid value"),
-    ({"window": {"schedule": "0 22 * * *", "duration": "4h", "timeZone": "Mars/Base"}},
-     "spec.rollout.window.timeZone: Invalid value"),
-    ("fast", "spec.rollout: Invalid value"),
-])
+@pytest.mark.parametrize(
+    ("rollout", "path"),
+    [
+        ({"pauseBetweenNodes": "soon"}, "spec.rollout.pauseBetweenNodes: Invalid value"),
+        ({"window": {"schedule": "0 22 * * *"}}, "spec.rollout.window.duration: Required value"),
+        ({"window": {"schedule": "0 22 * * *", "duration": "0s"}}, "spec.rollout.window.duration: Invalid value"),
+        ({"window": {"schedule": "every night", "duration": "4h"}}, "spec.rollout.window.schedule: Invalid value"),
+        (
+            {"window": {"schedule": "0 22 * * *", "duration": "4h", "timeZone": "Mars/Base"}},
+            "spec.rollout.window.timeZone: Invalid value",
+        ),
+        ("fast", "spec.rollout: Invalid value"),
+    ],
+)
 def test_invalid_gates_are_problems_with_their_field_path(rollout: Any, path: str) -> None:
     problems = validate(make_dj(rollout=rollout)).problems
     assert [p.message for p in problems if p.message.startswith(path)], problems

@@ -9,11 +9,17 @@ from typing import Any
 from daemonjob.domain.allowance import NODE_MAINTENANCE_NOT_ALLOWED
 from daemonjob.domain.decide import Decision, decide
 from daemonjob.domain.inputs import DecisionInput
-from daemonjob.domain.jobs import CORDON_TOLERATION
-from daemonjob.domain.maintenance import (DRAIN_TIMED_OUT, JOB_FAILED, JOB_SUCCEEDED, OLDER_ROLLOUT, STOPPED,
-                                          DrainProgress, MaintenanceInput)
+from daemonjob.domain.jobs import CORDON_TOLERATION, format_time
+from daemonjob.domain.maintenance import (
+    DRAIN_TIMED_OUT,
+    JOB_FAILED,
+    JOB_SUCCEEDED,
+    OLDER_ROLLOUT,
+    STOPPED,
+    DrainProgress,
+    MaintenanceInput,
+)
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
-from daemonjob.domain.jobs import format_time
 from daemonjob.testing.builders import NS, UID, job, make_dj, node, revision_of
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
@@ -27,11 +33,18 @@ def _dj(**maintenance: Any) -> dict[str, Any]:
     return dj
 
 
-def _record(dj: dict[str, Any], *, revision: str | None = None, since: datetime = NOW,
-            cordoned: bool = True) -> NodeRecord:
+def _record(
+    dj: dict[str, Any], *, revision: str | None = None, since: datetime = NOW, cordoned: bool = True
+) -> NodeRecord:
     meta = dj["metadata"]
-    return NodeRecord(f"{meta['namespace']}/{meta['name']}", meta["uid"], revision or revision_of(dj), None,
-                      cordoned, format_time(since))
+    return NodeRecord(
+        f"{meta['namespace']}/{meta['name']}",
+        meta["uid"],
+        revision or revision_of(dj),
+        None,
+        cordoned,
+        format_time(since),
+    )
 
 
 def _held(name: str, record: NodeRecord) -> dict[str, Any]:
@@ -40,9 +53,15 @@ def _held(name: str, record: NodeRecord) -> dict[str, Any]:
     return n
 
 
-def _decide(dj: dict[str, Any], nodes: list[dict[str, Any]], jobs: list[dict[str, Any]] = (), *,
-            drains: dict[str, DrainProgress] | None = None, allowed: frozenset[str] = ALLOWED,
-            now: datetime = NOW) -> Decision:
+def _decide(
+    dj: dict[str, Any],
+    nodes: list[dict[str, Any]],
+    jobs: list[dict[str, Any]] = (),
+    *,
+    drains: dict[str, DrainProgress] | None = None,
+    allowed: frozenset[str] = ALLOWED,
+    now: datetime = NOW,
+) -> Decision:
     records = {}
     for n in nodes:
         text = (n["metadata"].get("annotations") or {}).get(ANNOTATION_MAINTENANCE)

@@ -20,10 +20,16 @@ from daemonjob.testing.kstatus import CURRENT, FAILED, IN_PROGRESS, verdict
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
-def make_dj(annotation: str = "1", generation: int = 1, status: dict[str, Any] | None = None,
-            **spec: Any) -> dict[str, Any]:
-    return builders.make_dj(generation=generation, resource_version=None, status=status or {},
-                            template=job_template(annotation, backoff_limit=None), **spec)
+def make_dj(
+    annotation: str = "1", generation: int = 1, status: dict[str, Any] | None = None, **spec: Any
+) -> dict[str, Any]:
+    return builders.make_dj(
+        generation=generation,
+        resource_version=None,
+        status=status or {},
+        template=job_template(annotation, backoff_limit=None),
+        **spec,
+    )
 
 
 def cond(d: Decision, kind: str) -> dict[str, Any]:
@@ -121,7 +127,7 @@ def test_failed_nodes_in_a_finished_rollout_read_failed() -> None:
 def test_refused_spec_reads_failed() -> None:
     dj = make_dj(nodeSelector={"matchExpressions": [{"key": "x", "operator": "In"}]})
     d = decide_over(dj, [], nodes("a"), NOW)
-    assert verdict(seen(dj, d)) .status == FAILED
+    assert verdict(seen(dj, d)).status == FAILED
 
 
 def test_work_in_progress_reads_in_progress_and_completion_current() -> None:
@@ -189,8 +195,14 @@ def test_reverting_the_template_reruns_every_node() -> None:
     assert d2.status["currentRevision"] == recorded.status["currentRevision"] and len(d2.creates) == 2
     jobs_ab = finish(apply_decision(d2, jobs_a, NOW))
     # node a's Job of A was pruned, node b's was kept: a revert must still re-run both
-    jobs_ab = [j for j in jobs_ab if not (j["metadata"]["annotations"]["daemonjob.io/node"] == "a"
-                                         and j["metadata"]["labels"]["daemonjob.io/revision"] == first)]
+    jobs_ab = [
+        j
+        for j in jobs_ab
+        if not (
+            j["metadata"]["annotations"]["daemonjob.io/node"] == "a"
+            and j["metadata"]["labels"]["daemonjob.io/revision"] == first
+        )
+    ]
     a3 = with_status(make_dj(annotation="A", generation=3, historyLimit=1), decide_over(b2, jobs_ab, names, NOW))
     recorded = decide_over(a3, jobs_ab, names, NOW)
     assert recorded.creates == [] and "RevisionStarted" in [e.reason for e in recorded.events]
@@ -364,8 +376,11 @@ def test_a_lost_status_is_recovered_from_the_jobs() -> None:
     rev_b = b["status"]["currentRevision"]
     d = decide_over(b, jobs, NAMES, NOW)
     jobs = finish(apply_decision(d, jobs, NOW))
-    assert all(j["metadata"]["labels"][LABEL_TEMPLATE_HASH] == b["status"]["templateHash"]
-               for j in jobs if j["metadata"]["labels"][LABEL_REVISION] == rev_b)
+    assert all(
+        j["metadata"]["labels"][LABEL_TEMPLATE_HASH] == b["status"]["templateHash"]
+        for j in jobs
+        if j["metadata"]["labels"][LABEL_REVISION] == rev_b
+    )
     lost = copy.deepcopy(b)
     lost["status"] = {}
     lost["metadata"]["generation"] = 7  # and the spec was edited elsewhere since

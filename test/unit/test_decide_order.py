@@ -85,8 +85,9 @@ def test_everything_done_is_complete_whatever_the_group_holds() -> None:
 
 def test_a_node_starts_only_once_every_dependency_succeeded_there() -> None:
     dj = make_dj(after=["prepare", "drain"])
-    order = OrderInput(after=("prepare", "drain"),
-                       done={"prepare": frozenset({"n1", "n2"}), "drain": frozenset({"n2", "n3"})})
+    order = OrderInput(
+        after=("prepare", "drain"), done={"prepare": frozenset({"n1", "n2"}), "drain": frozenset({"n2", "n3"})}
+    )
     decision = decide_over(dj, [], nodes("n1", "n2", "n3"), NOW, order=order)
     assert created(decision) == ["n2"]
     cond = condition(decision, "Reconciling")
@@ -123,8 +124,9 @@ def test_the_rules_one_object_tells_name_their_field_paths() -> None:
     dj = builders.make_dj(name="audit", exclusionGroup="Not_A-Label!", after=["x", "x", "audit", 3])
     messages = [p.message for p in validate(dj).problems]
     assert any(m.startswith("spec.exclusionGroup: Invalid value") for m in messages)
-    assert "spec.after[1]: Duplicate value: \"x\"" in messages
-    assert any(m.startswith("spec.after[2]: Invalid value: \"audit\": a DaemonJob cannot come after itself")
-               for m in messages)
+    assert 'spec.after[1]: Duplicate value: "x"' in messages
+    assert any(
+        m.startswith('spec.after[2]: Invalid value: "audit": a DaemonJob cannot come after itself') for m in messages
+    )
     assert any(m.startswith("spec.after[3]: Invalid value: 3") for m in messages)
     assert validate(builders.make_dj(exclusionGroup="maint", after=["prepare"])).problems == []

@@ -22,8 +22,17 @@ SETTINGS = dict(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 
 def members(limits: list[int | None]) -> list[dict[str, Any]]:
-    return [builders.make_dj(f"m{i}", uid=f"uid-m{i}", created=f"2024-03-0{i + 1}T00:00:00Z", status={},
-                             exclusionGroup="maint", maxParallel=limit) for i, limit in enumerate(limits)]
+    return [
+        builders.make_dj(
+            f"m{i}",
+            uid=f"uid-m{i}",
+            created=f"2024-03-0{i + 1}T00:00:00Z",
+            status={},
+            exclusionGroup="maint",
+            maxParallel=limit,
+        )
+        for i, limit in enumerate(limits)
+    ]
 
 
 def owner(job: dict[str, Any]) -> str:
@@ -43,8 +52,9 @@ def order_for(dj: dict[str, Any], djs: list[dict[str, Any]], jobs: list[dict[str
     return OrderInput(group="maint", busy=busy, ahead=ahead)
 
 
-def decide_of(dj: dict[str, Any], djs: list[dict[str, Any]], jobs: list[dict[str, Any]],
-              with_order: bool = True) -> Decision:
+def decide_of(
+    dj: dict[str, Any], djs: list[dict[str, Any]], jobs: list[dict[str, Any]], with_order: bool = True
+) -> Decision:
     mine = [j for j in jobs if owner(j) == dj["metadata"]["name"]]
     order = order_for(dj, djs, jobs) if with_order else OrderInput()
     return decide_over(dj, mine, NODES, NOW, order=order)
@@ -62,8 +72,10 @@ def finish(jobs: list[dict[str, Any]], index: int, outcome: str = "Complete") ->
     active = [j for j in jobs if job_state(j) == "active"]
     if active:
         job = active[index % len(active)]
-        job["status"] = {"conditions": [{"type": outcome, "status": "True", "lastTransitionTime": format_time(NOW)}],
-                         **({"completionTime": format_time(NOW)} if outcome == "Complete" else {})}
+        job["status"] = {
+            "conditions": [{"type": outcome, "status": "True", "lastTransitionTime": format_time(NOW)}],
+            **({"completionTime": format_time(NOW)} if outcome == "Complete" else {}),
+        }
 
 
 def assert_exclusive(jobs: list[dict[str, Any]]) -> None:
@@ -79,8 +91,9 @@ EVENTS = st.lists(st.tuples(st.sampled_from(["decide", "finish"]), st.integers(0
 
 @settings(**SETTINGS)
 @given(st.lists(st.sampled_from([None, 1, 2]), min_size=2, max_size=3), EVENTS)
-def test_one_member_per_node_and_every_member_completes(limits: list[int | None],
-                                                        events: list[tuple[str, int]]) -> None:
+def test_one_member_per_node_and_every_member_completes(
+    limits: list[int | None], events: list[tuple[str, int]]
+) -> None:
     djs = members(limits)
     jobs: list[dict[str, Any]] = []
     for kind, n in events:
@@ -97,6 +110,8 @@ def test_one_member_per_node_and_every_member_completes(limits: list[int | None]
             finish(jobs, 0)
         if all(c["status"] == "True" for dj in djs for c in dj["status"]["conditions"] if c["type"] == "Complete"):
             break
-    done = {dj["metadata"]["name"]: [c["reason"] for c in dj["status"]["conditions"] if c["type"] == "Complete"]
-            for dj in djs}
+    done = {
+        dj["metadata"]["name"]: [c["reason"] for c in dj["status"]["conditions"] if c["type"] == "Complete"]
+        for dj in djs
+    }
     assert all(r == ["AllNodesSucceeded"] for r in done.values()), done

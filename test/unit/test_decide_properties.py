@@ -10,19 +10,19 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from daemonjob.controller.transforms import job_transform, node_transform
+from daemonjob.domain.decide import Decision
+from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
+from daemonjob.domain.inputs import FiringAlerts
+from daemonjob.domain.jobs import build_job, format_time, job_node, job_revision, job_state, parse_time
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.plan import job_view
-from daemonjob.domain.decide import Decision
-from daemonjob.testing.decisions import decide_over
-from daemonjob.domain.inputs import FiringAlerts
-from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
-from daemonjob.domain.jobs import build_job, format_time, job_node, job_revision, job_state, parse_time
-from daemonjob.domain.validate import parse_duration
 from daemonjob.domain.revision import template_revision
+from daemonjob.domain.validate import parse_duration
 from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.memo import object_memo
 from daemonjob.testing.decisions import apply as apply_decision
-from daemonjob.controller.transforms import job_transform, node_transform
+from daemonjob.testing.decisions import decide_over
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 # The alerts firing in every decision here: haltOnAlerts [{alertname: A}] halts, the others do not
@@ -87,14 +87,22 @@ def daemonjob_strategy(draw: st.DrawFn) -> dict[str, Any]:
         "rerunPolicy": st.sampled_from(["OnTemplateChange", "Never"]),
         "historyLimit": st.integers(0, 2),
         # gates: a pause some successes fall in; a window open at NOW, one closed at NOW
-        "rollout": st.fixed_dictionaries({}, optional={
-            "pauseBetweenNodes": st.sampled_from(["0s", "6h", "49h"]),
-            "canary": st.sampled_from([1, 2, "30%"]),
-            "window": st.sampled_from([{"schedule": "0 11 * * *", "duration": "2h"},
-                                       {"schedule": "0 22 * * *", "duration": "4h", "timeZone": "Europe/Berlin"}]),
-            "haltOnAlerts": st.sampled_from([[{"alertname": "A"}], [{"alertname": "A", "severity": "critical"}],
-                                             [{"alertname": "B"}]]),
-        }),
+        "rollout": st.fixed_dictionaries(
+            {},
+            optional={
+                "pauseBetweenNodes": st.sampled_from(["0s", "6h", "49h"]),
+                "canary": st.sampled_from([1, 2, "30%"]),
+                "window": st.sampled_from(
+                    [
+                        {"schedule": "0 11 * * *", "duration": "2h"},
+                        {"schedule": "0 22 * * *", "duration": "4h", "timeZone": "Europe/Berlin"},
+                    ]
+                ),
+                "haltOnAlerts": st.sampled_from(
+                    [[{"alertname": "A"}], [{"alertname": "A", "severity": "critical"}], [{"alertname": "B"}]]
+                ),
+            },
+        ),
     }.items():
         if draw(st.booleans()):
             spec[key] = draw(values)
@@ -117,7 +125,9 @@ def make_job(dj: dict[str, Any], node: str, revision: str, state: str, created: 
 
 
 @st.composite
-def cluster(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], tuple[str, str] | None]:
+def cluster(
+    draw: st.DrawFn,
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], tuple[str, str] | None]:
     dj = draw(daemonjob_strategy())
     current = template_revision(dj["spec"]["jobTemplate"])
     present = draw(st.lists(st.sampled_from(POOL), unique=True))
@@ -142,7 +152,8 @@ def apply(decision: Decision, jobs: list[dict[str, Any]]) -> list[dict[str, Any]
 def may_run_pods(job: dict[str, Any]) -> bool:
     """Active, or being deleted without having finished (its pods may still be running)."""
     finished = any(
-        c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in job.get("status", {}).get("conditions", [])
+        c["type"] in ("Complete", "Failed") and c["status"] == "True"
+        for c in job.get("status", {}).get("conditions", [])
     )
     return job_state(job) == "active" or (job_state(job) == "terminating" and not finished)
 
@@ -165,13 +176,17 @@ def eligible_names(dj: dict[str, Any], nodes: list[dict[str, Any]]) -> set[str] 
 def standing(dj: dict[str, Any], jobs: list[dict[str, Any]], node: str, current: str) -> dict[str, Any] | None:
     """The Job that stands for a node: its newest non-terminating one of the current revision (any with Never)."""
     never = dj["spec"].get("rerunPolicy") == "Never"
-    mine = [j for j in jobs if job_node(j) == node and job_state(j) != "terminating"
-            and (never or job_revision(j) == current)]
+    mine = [
+        j
+        for j in jobs
+        if job_node(j) == node and job_state(j) != "terminating" and (never or job_revision(j) == current)
+    ]
     return max(mine, key=lambda j: (j["metadata"]["creationTimestamp"], j["metadata"]["name"]), default=None)
 
 
-def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, Any]],
-          stalled: tuple[str, str] | None) -> Decision:
+def check(
+    dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, Any]], stalled: tuple[str, str] | None
+) -> Decision:
     spec = dj["spec"]
     before = copy.deepcopy((dj, jobs, nodes))
     d = decide_over(dj, jobs, nodes, NOW, stalled, alerts=ALERTS)
@@ -212,8 +227,13 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
     canary = (spec.get("rollout") or {}).get("canary")
     if canary is not None and spec.get("rerunPolicy") != "Never" and d.creates:
         count = max(1, scaled(canary, desired, round_up=True))
-        started = {job_node(j) for j in jobs if job_revision(j) == current and job_state(j) != "terminating"
-                   and (job_node(j) in (eligible or set()) or (job_node(j) in node_names and job_state(j) == "active"))}
+        started = {
+            job_node(j)
+            for j in jobs
+            if job_revision(j) == current
+            and job_state(j) != "terminating"
+            and (job_node(j) in (eligible or set()) or (job_node(j) in node_names and job_state(j) == "active"))
+        }
         assert len(started) + len(d.creates) <= count
         assert failed_current == 0
     if stalled is not None:
@@ -222,22 +242,29 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
     # maxParallel: every node running a Job of this DaemonJob, whatever its revision or run, holds a
     # slot; a create only goes where the running nodes and the creates stay within the limit, and
     # running older Jobs are replaced (each in the slot it holds) at most `limit` at a time
-    replaced = {x.node for x in d.deletes if x.reason == "OldRevision"
-                and standing(dj, jobs, x.node or "", current) is None}
+    replaced = {
+        x.node for x in d.deletes if x.reason == "OldRevision" and standing(dj, jobs, x.node or "", current) is None
+    }
     if "maxParallel" in spec:
         limit = max(1, scaled(spec["maxParallel"], desired, round_up=True))
         # a deleted node runs nothing, but its active Job holds the slot until its delete is issued
-        running = {job_node(j) for j in jobs if may_run_pods(j)
-                   and (job_node(j) in node_names or job_state(j) == "active")}
+        running = {
+            job_node(j) for j in jobs if may_run_pods(j) and (job_node(j) in node_names or job_state(j) == "active")
+        }
         if d.creates:
             assert len(running) + len(d.creates) <= limit
         assert len(replaced) <= limit
         # pauseBetweenNodes: a node that succeeded less than the pause ago still holds its slot
         pause = parse_duration((spec.get("rollout") or {}).get("pauseBetweenNodes"))
         if pause and d.creates:
-            paused = {job_node(j) for j in jobs if job_state(j) == "succeeded" and job_node(j) in (eligible or set())
-                      and j is standing(dj, jobs, job_node(j) or "", current)
-                      and (parse_time(j["status"].get("completionTime")) or NOW - pause) > NOW - pause}
+            paused = {
+                job_node(j)
+                for j in jobs
+                if job_state(j) == "succeeded"
+                and job_node(j) in (eligible or set())
+                and j is standing(dj, jobs, job_node(j) or "", current)
+                and (parse_time(j["status"].get("completionTime")) or NOW - pause) > NOW - pause
+            }
             assert len(running) + len(paused) + len(d.creates) <= limit
 
     # window: outside it nothing starts and nothing running is torn down
@@ -274,8 +301,11 @@ def check(dj: dict[str, Any], jobs: list[dict[str, Any]], nodes: list[dict[str, 
     assert all(n >= 0 for n in counts)
     assert s["desiredNodes"] == sum(counts)
     # a node no longer eligible stays desired (and active) while the Job standing for it is active
-    held = {n for n in node_names - (eligible or set())
-            if (r := standing(dj, jobs, n, current)) is not None and job_state(r) == "active"}
+    held = {
+        n
+        for n in node_names - (eligible or set())
+        if (r := standing(dj, jobs, n, current)) is not None and job_state(r) == "active"
+    }
     assert s["desiredNodes"] == len(eligible or ()) + len(held)
     assert s["failedNodeNames"] == sorted(s["failedNodeNames"])
     assert len(s["failedNodeNames"]) == min(s["failedNodes"], 20)
@@ -320,7 +350,9 @@ def test_rollouts_stay_safe_over_many_steps(case: tuple[Any, ...], data: st.Data
                 if outcome != "active":
                     j = copy.deepcopy(j)
                     kind = "Complete" if outcome == "succeeded" else "Failed"
-                    j["status"] = {"conditions": [{"type": kind, "status": "True", "lastTransitionTime": format_time(NOW)}]}
+                    j["status"] = {
+                        "conditions": [{"type": kind, "status": "True", "lastTransitionTime": format_time(NOW)}]
+                    }
             evolved.append(j)
         jobs = evolved
         if data.draw(st.booleans()):
@@ -354,16 +386,22 @@ def test_suspended_or_api_stalled_rollouts_never_tear_down_old_revisions(case: t
 
 # ---------------------------------------------------------------- the incremental plan equals the full one
 
-EVENTS = st.sampled_from(["node", "node-gone", "job-new", "job-finish", "job-gone", "job-terminating", "template",
-                          "max-parallel"])
+EVENTS = st.sampled_from(
+    ["node", "node-gone", "job-new", "job-finish", "job-gone", "job-terminating", "template", "max-parallel"]
+)
 
 
-@given(cluster(), st.lists(st.tuples(EVENTS, st.sampled_from(POOL), st.integers(0, 1000)), min_size=1, max_size=25),
-       st.data())
+@given(
+    cluster(),
+    st.lists(st.tuples(EVENTS, st.sampled_from(POOL), st.integers(0, 1000)), min_size=1, max_size=25),
+    st.data(),
+)
 @settings(**{**SETTINGS, "max_examples": 80})
 def test_the_incremental_plan_equals_the_full_plan_after_every_event(
-        case: tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], tuple[str, str] | None],
-        events: list[tuple[str, str, int]], data: st.DataObject) -> None:
+    case: tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], tuple[str, str] | None],
+    events: list[tuple[str, str, int]],
+    data: st.DataObject,
+) -> None:
     """Random node and Job events, each told to the state for its node only, and spec edits."""
     dj, jobs, nodes, stalled = case
     nodes_by_name = {n["metadata"]["name"]: freeze(n) for n in nodes}
@@ -394,8 +432,15 @@ def test_the_incremental_plan_equals_the_full_plan_after_every_event(
                 job["metadata"]["deletionTimestamp"] = job["metadata"]["creationTimestamp"]
                 jobs_by_name[name] = freeze(job)
             else:
-                job["status"] = {"conditions": [{"type": "Complete" if seed % 2 else "Failed", "status": "True",
-                                                 "lastTransitionTime": job["metadata"]["creationTimestamp"]}]}
+                job["status"] = {
+                    "conditions": [
+                        {
+                            "type": "Complete" if seed % 2 else "Failed",
+                            "status": "True",
+                            "lastTransitionTime": job["metadata"]["creationTimestamp"],
+                        }
+                    ]
+                }
                 jobs_by_name[name] = freeze(job)
         elif kind == "template":
             dj = copy.deepcopy(dj)

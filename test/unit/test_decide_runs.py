@@ -12,13 +12,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from daemonjob.domain.decide import RUN_SUCCEEDED, Decision
-from daemonjob.testing import builders
-from daemonjob.testing.builders import node
-from daemonjob.testing.decisions import decide_over
 from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node, job_run
 from daemonjob.domain.plan import HISTORY, OLD_REVISION, OLD_RUN
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, SKIP_SUSPENDED, tick_run_id
+from daemonjob.testing import builders
+from daemonjob.testing.builders import node
 from daemonjob.testing.decisions import apply as apply_decision
+from daemonjob.testing.decisions import decide_over
 
 CREATED = datetime(2024, 3, 1, 11, 58, 0, tzinfo=timezone.utc)
 TICK1 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)  # "*/5 * * * *" ticks every 5 minutes
@@ -28,15 +28,15 @@ SCRIPT = "script"
 
 
 def make_dj(**spec: Any) -> dict[str, Any]:
-    return builders.make_dj("nightly", resource_version=None, status={}, created=format_time(CREATED),
-                            **{"schedule": "*/5 * * * *", **spec})
+    return builders.make_dj(
+        "nightly", resource_version=None, status={}, created=format_time(CREATED), **{"schedule": "*/5 * * * *", **spec}
+    )
 
 
 def with_script(dj: dict[str, Any]) -> dict[str, Any]:
     dj = copy.deepcopy(dj)
     dj["spec"]["rerunOnConfigChange"] = True
-    dj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"] = [
-        {"name": "s", "configMap": {"name": SCRIPT}}]
+    dj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"] = [{"name": "s", "configMap": {"name": SCRIPT}}]
     return dj
 
 
@@ -148,7 +148,8 @@ def test_each_tick_starts_a_run_on_every_node_with_its_label_and_its_own_job_nam
     assert {d.node for d in third.deletes} == {"n0", "n1", "n2"}  # each node's first run goes
     w.drop_terminating()
     assert {n: sorted(r or "" for r in runs) for n, runs in w.runs_by_node().items()} == {
-        n: sorted([run2, tick_run_id(TICK3)]) for n in ("n0", "n1", "n2")}
+        n: sorted([run2, tick_run_id(TICK3)]) for n in ("n0", "n1", "n2")
+    }
 
 
 def test_forbid_skips_a_tick_while_the_run_is_active_with_an_event_and_a_status_note() -> None:

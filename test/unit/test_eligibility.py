@@ -26,8 +26,12 @@ def dj(selector: Any = None, **pod_spec: Any) -> dict[str, Any]:
     return {"metadata": {"name": "audit", "namespace": "ops"}, "spec": spec}
 
 
-def node(name: str = "n1", labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
-         unschedulable: bool = False) -> dict[str, Any]:
+def node(
+    name: str = "n1",
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     if taints:
         spec["taints"] = taints
@@ -99,8 +103,16 @@ def test_prefer_no_schedule_taint_is_ignored() -> None:
 def test_no_default_tolerations_not_ready_node_is_ineligible() -> None:
     n = node(taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}])
     assert not compile_eligibility(dj()).eligible(n)
-    tolerant = dj(tolerations=[{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-                                "tolerationSeconds": 300}])
+    tolerant = dj(
+        tolerations=[
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            }
+        ]
+    )
     assert compile_eligibility(tolerant).eligible(n)
 
 
@@ -125,11 +137,13 @@ def test_toleration_matching(toleration: dict[str, str], tolerated: bool) -> Non
 
 
 def test_every_blocking_taint_must_be_tolerated() -> None:
-    n = node(taints=[
-        {"key": "a", "effect": "NoSchedule"},
-        {"key": "b", "effect": "NoExecute"},
-        {"key": "c", "effect": "PreferNoSchedule"},
-    ])
+    n = node(
+        taints=[
+            {"key": "a", "effect": "NoSchedule"},
+            {"key": "b", "effect": "NoExecute"},
+            {"key": "c", "effect": "PreferNoSchedule"},
+        ]
+    )
     only_a = dj(tolerations=[{"key": "a", "operator": "Exists"}])
     both = dj(tolerations=[{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}])
     assert not compile_eligibility(only_a).eligible(n)
@@ -142,10 +156,14 @@ def test_cordoned_node_is_ineligible_unless_tolerated() -> None:
     e = compile_eligibility(dj())
     assert not e.eligible(n)
     assert "cordoned" in (e.reason(n) or "")
-    tolerant = dj(tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}])
+    tolerant = dj(
+        tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
+    )
     assert compile_eligibility(tolerant).eligible(n)
     assert compile_eligibility(dj(tolerations=[{"operator": "Exists"}])).eligible(n)
-    wrong_effect = dj(tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoExecute"}])
+    wrong_effect = dj(
+        tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoExecute"}]
+    )
     assert not compile_eligibility(wrong_effect).eligible(n)
 
 
@@ -154,8 +172,20 @@ def test_cordoned_node_is_ineligible_unless_tolerated() -> None:
     [
         (dj({"matchExpressions": [{"key": "k", "operator": "In"}]}), "spec.nodeSelector.matchExpressions[0].values"),
         (dj(nodeSelector={"bad key": "v"}), "spec.jobTemplate.spec.template.spec.nodeSelector"),
-        (dj(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "k", "operator": "Gt", "values": ["x"]}]}]}}}), "must be an integer"),
+        (
+            dj(
+                affinity={
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "k", "operator": "Gt", "values": ["x"]}]}
+                            ]
+                        }
+                    }
+                }
+            ),
+            "must be an integer",
+        ),
         (dj(tolerations=[{"key": "k", "operator": "Maybe"}]), 'Unsupported value: "Maybe"'),
         (dj(tolerations=[{"key": "", "operator": "Equal", "value": "v"}]), "operator must be Exists"),
         (dj(tolerations=[{"key": "k", "operator": "Exists", "value": "v"}]), "value must be empty"),
@@ -191,9 +221,14 @@ def test_compiles_from_a_thawed_cached_daemonjob() -> None:
     """Cached objects are frozen (tuples for lists); the controller compiles from a thawed copy."""
     from daemonjob.machinery.frozen import freeze, thaw
 
-    dj = freeze({"spec": {"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
-                          "jobTemplate": {"spec": {"template": {"spec": {
-                              "tolerations": [{"operator": "Exists"}]}}}}}})
+    dj = freeze(
+        {
+            "spec": {
+                "nodeSelector": {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
+                "jobTemplate": {"spec": {"template": {"spec": {"tolerations": [{"operator": "Exists"}]}}}},
+            }
+        }
+    )
     elig = compile_eligibility(thaw(dj))
     assert elig.eligible({"metadata": {"name": "n", "labels": {"a": "1"}}, "spec": {}})
     assert not elig.eligible({"metadata": {"name": "n", "labels": {}}, "spec": {}})
@@ -201,8 +236,10 @@ def test_compiles_from_a_thawed_cached_daemonjob() -> None:
 
 def test_answers_kept_on_cached_nodes_follow_the_rules_that_asked() -> None:
     """Each set of rules gets its own answer on a frozen node; equal rules share one."""
-    nodes = [freeze(node("a", labels={"pool": "x"})), freeze(node("b", labels={"pool": "y"},
-                                                                  taints=[{"key": "k", "effect": "NoSchedule"}]))]
+    nodes = [
+        freeze(node("a", labels={"pool": "x"})),
+        freeze(node("b", labels={"pool": "y"}, taints=[{"key": "k", "effect": "NoSchedule"}])),
+    ]
     only_x = compile_eligibility(dj({"matchLabels": {"pool": "x"}}))
     tolerant = compile_eligibility(dj(tolerations=[{"operator": "Exists"}]))
     also_x = compile_eligibility(dj({"matchLabels": {"pool": "x"}}))
@@ -216,12 +253,21 @@ def test_answers_kept_on_cached_nodes_follow_the_rules_that_asked() -> None:
 
 
 def test_template_node_name_is_checked_first_as_by_the_daemonset_controller() -> None:
-    rules = compile_eligibility({"spec": {"jobTemplate": {"spec": {"template": {"spec": {
-        "nodeName": "b", "tolerations": [{"operator": "Exists"}]}}}}}})
+    rules = compile_eligibility(
+        {
+            "spec": {
+                "jobTemplate": {
+                    "spec": {"template": {"spec": {"nodeName": "b", "tolerations": [{"operator": "Exists"}]}}}
+                }
+            }
+        }
+    )
     a, b = node("a"), node("b", unschedulable=True)
     assert not rules.eligible(a) and 'node is not "b"' in (rules.reason(a) or "")
     assert rules.eligible(b)  # the other rules still apply: it tolerates the cordon
-    assert compile_eligibility({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"nodeName": ""}}}}}}).eligible(a)
+    assert compile_eligibility({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"nodeName": ""}}}}}}).eligible(
+        a
+    )
     with pytest.raises(InvalidSpec, match="nodeName"):
         compile_eligibility({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"nodeName": 3}}}}}})
 

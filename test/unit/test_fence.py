@@ -68,10 +68,12 @@ OWNER = {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob", "name": "dj
 
 
 def writes(control: KubeJobControl) -> list[Callable[[], None]]:
-    return [lambda: control.create_job("ns", {"metadata": {"name": "j"}}),
-            lambda: control.delete_job("ns", "j", "uid-1"),
-            lambda: control.adopt_job("ns", "j", "uid-1", OWNER),
-            lambda: control.patch_status("ns", "dj", {"desiredNodes": 1}, "42")]
+    return [
+        lambda: control.create_job("ns", {"metadata": {"name": "j"}}),
+        lambda: control.delete_job("ns", "j", "uid-1"),
+        lambda: control.adopt_job("ns", "j", "uid-1", OWNER),
+        lambda: control.patch_status("ns", "dj", {"desiredNodes": 1}, "42"),
+    ]
 
 
 # -- Fence ------------------------------------------------------------------------------------
@@ -167,8 +169,11 @@ def test_status_patch_carries_the_resource_version() -> None:
 
 
 # -- EventRecorder ------------------------------------------------------------------------------
-DJ = {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
-      "metadata": {"name": "dj", "namespace": "ns", "uid": "u1", "resourceVersion": "1"}}
+DJ = {
+    "apiVersion": "daemonjob.io/v1alpha1",
+    "kind": "DaemonJob",
+    "metadata": {"name": "dj", "namespace": "ns", "uid": "u1", "resourceVersion": "1"},
+}
 
 
 def test_events_are_posted_through_the_fence() -> None:
@@ -180,7 +185,7 @@ def test_events_are_posted_through_the_fence() -> None:
     try:
         recorder.event(DJ, "Normal", "SuccessfulCreate", "one")
         assert kube.sent.wait(5)
-        (verb, path, kw, in_flight), = kube.calls
+        ((verb, path, kw, in_flight),) = kube.calls
         assert verb == "create" and path == "/api/v1/namespaces/ns/events"
         assert kw["request_timeout"] == 3.5 and in_flight == 1
         switch.held = False
@@ -367,18 +372,40 @@ def test_lost_leadership_closes_the_fence_at_once_and_never_releases() -> None:
 # -- flags --------------------------------------------------------------------------------------
 def test_lease_timing_flags_default_to_controller_runtimes() -> None:
     args = cli.parser().parse_args([])
-    assert (args.leader_election_lease_duration, args.leader_election_renew_deadline,
-            args.leader_election_retry_period) == (defaults.LEASE_DURATION, defaults.RENEW_DEADLINE,
-                                                   defaults.RETRY_PERIOD)
-    args = cli.parser().parse_args(["--leader-election-lease-duration", "6", "--leader-election-renew-deadline",
-                                    "4", "--leader-election-retry-period", "0.5"])
-    assert (args.leader_election_lease_duration, args.leader_election_renew_deadline,
-            args.leader_election_retry_period) == (6.0, 4.0, 0.5)
+    assert (
+        args.leader_election_lease_duration,
+        args.leader_election_renew_deadline,
+        args.leader_election_retry_period,
+    ) == (defaults.LEASE_DURATION, defaults.RENEW_DEADLINE, defaults.RETRY_PERIOD)
+    args = cli.parser().parse_args(
+        [
+            "--leader-election-lease-duration",
+            "6",
+            "--leader-election-renew-deadline",
+            "4",
+            "--leader-election-retry-period",
+            "0.5",
+        ]
+    )
+    assert (
+        args.leader_election_lease_duration,
+        args.leader_election_renew_deadline,
+        args.leader_election_retry_period,
+    ) == (6.0, 4.0, 0.5)
 
 
 def test_inconsistent_lease_timings_end_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(["--leader-elect", "--leader-election-lease-duration", "4", "--leader-election-renew-deadline",
-                     "4", "--kubeconfig", "/nonexistent"])
+    code = cli.main(
+        [
+            "--leader-elect",
+            "--leader-election-lease-duration",
+            "4",
+            "--leader-election-renew-deadline",
+            "4",
+            "--kubeconfig",
+            "/nonexistent",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "--leader-election-renew-deadline" in err
     with pytest.raises(SystemExit):

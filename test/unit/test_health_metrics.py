@@ -20,8 +20,16 @@ def dj(schedule: str | None = None, created: str = "2026-11-01T00:00:00Z") -> di
 
 def status(**fields: object) -> dict:
     conditions = [{"type": "Reconciling", "status": "True"}, {"type": "Stalled", "status": "False"}]
-    return {"desiredNodes": 3, "activeNodes": 1, "succeededNodes": 1, "failedNodes": 0, "pendingNodes": 1,
-            "currentRevision": "abc", "conditions": conditions, **fields}
+    return {
+        "desiredNodes": 3,
+        "activeNodes": 1,
+        "succeededNodes": 1,
+        "failedNodes": 0,
+        "pendingNodes": 1,
+        "currentRevision": "abc",
+        "conditions": conditions,
+        **fields,
+    }
 
 
 def value(m: Metrics, name: str, **labels: str) -> float | None:

@@ -7,16 +7,22 @@ from typing import Any
 
 from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.domain.jobs import build_job
-from daemonjob.machinery.informer import Handlers, Informer, Tombstone, diff_relist
 from daemonjob.machinery.frozen import freeze, thaw
+from daemonjob.machinery.informer import Handlers, Informer, Tombstone, diff_relist
 from daemonjob.machinery.memo import object_memo
 from daemonjob.machinery.store import meta_namespace_key
 
 DJ = {
-    "apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
+    "apiVersion": "daemonjob.io/v1alpha1",
+    "kind": "DaemonJob",
     "metadata": {"name": "audit", "namespace": "ops", "uid": "dj-uid", "generation": 1},
-    "spec": {"jobTemplate": {"spec": {"template": {"spec": {
-        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}},
+    "spec": {
+        "jobTemplate": {
+            "spec": {
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+            }
+        }
+    },
 }
 
 
@@ -25,8 +31,12 @@ def server_job(node: str, rv: str, finished: str | None = None) -> dict[str, Any
     job["metadata"].update(uid=f"uid-{node}", resourceVersion=rv, creationTimestamp="2026-11-02T10:00:00Z")
     job["status"] = {"startTime": "2026-11-02T10:00:00Z", "active": 1}
     if finished:
-        job["status"] = {"startTime": "2026-11-02T10:00:00Z", "completionTime": finished, "succeeded": 1,
-                         "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": finished}]}
+        job["status"] = {
+            "startTime": "2026-11-02T10:00:00Z",
+            "completionTime": finished,
+            "succeeded": 1,
+            "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": finished}],
+        }
     return job
 
 
@@ -47,9 +57,12 @@ class PagedKube:
     def get(self, path: str, **params: Any) -> dict[str, Any]:
         start = int(params.get("continue") or 0)
         self.rv += 1
-        page = copy.deepcopy(self.items[start:start + 2])
+        page = copy.deepcopy(self.items[start : start + 2])
         more = start + 2 < len(self.items)
-        return {"items": page, "metadata": {"resourceVersion": str(self.rv), "continue": str(start + 2) if more else ""}}
+        return {
+            "items": page,
+            "metadata": {"resourceVersion": str(self.rv), "continue": str(start + 2) if more else ""},
+        }
 
 
 class Recorder:
@@ -57,9 +70,11 @@ class Recorder:
         self.events: list[tuple[str, Any]] = []
 
     def handlers(self) -> Handlers:
-        return Handlers(on_add=lambda o: self.events.append(("add", o)),
-                        on_update=lambda o, n: self.events.append(("update", (o, n))),
-                        on_delete=lambda o: self.events.append(("delete", o)))
+        return Handlers(
+            on_add=lambda o: self.events.append(("add", o)),
+            on_update=lambda o, n: self.events.append(("update", (o, n))),
+            on_delete=lambda o: self.events.append(("delete", o)),
+        )
 
     def take(self) -> list[tuple[str, Any]]:
         events, self.events = self.events, []
@@ -74,6 +89,7 @@ def informer(kube: PagedKube, **kw: Any) -> tuple[Informer, Recorder]:
 
 
 # -- the diff itself ---------------------------------------------------------------------
+
 
 def test_changed_content_is_an_update_with_equal_resource_versions() -> None:
     before = cm("a", "1", rv="7")
@@ -111,6 +127,7 @@ def test_adds_and_deletes_as_before() -> None:
 
 # -- through the informer ----------------------------------------------------------------
 
+
 def test_a_job_that_finished_unseen_is_an_update_after_the_relist() -> None:
     """The Job transform drops resourceVersion: only the content can tell the Job finished."""
     kube = PagedKube()
@@ -120,17 +137,22 @@ def test_a_job_that_finished_unseen_is_an_update_after_the_relist() -> None:
     assert [kind for kind, _ in rec.take()] == ["add"] * 3
     cached = dict(inf.store.items())
 
-    kube.items = [server_job("n1", rv="20", finished="2026-11-02T10:01:00Z"),  # finished while unwatched
-                  server_job("n2", rv="21"),  # progress counts only: the same for the cache
-                  server_job("n4", rv="22")]  # created while unwatched; n3 deleted while unwatched
+    kube.items = [
+        server_job("n1", rv="20", finished="2026-11-02T10:01:00Z"),  # finished while unwatched
+        server_job("n2", rv="21"),  # progress counts only: the same for the cache
+        server_job("n4", rv="22"),
+    ]  # created while unwatched; n3 deleted while unwatched
     inf._list()
     events = rec.take()
     assert sorted((kind, _key(obj)) for kind, obj in events) == [
-        ("add", job_key("n4")), ("delete", job_key("n3")), ("update", job_key("n1"))]
-    (old, new), = [obj for kind, obj in events if kind == "update"]
+        ("add", job_key("n4")),
+        ("delete", job_key("n3")),
+        ("update", job_key("n1")),
+    ]
+    ((old, new),) = [obj for kind, obj in events if kind == "update"]
     assert old is cached[job_key("n1")]
     assert old["status"]["conditions"] == () and new["status"]["conditions"][0]["type"] == "Complete"
-    tombstone, = [obj for kind, obj in events if kind == "delete"]
+    (tombstone,) = [obj for kind, obj in events if kind == "delete"]
     assert isinstance(tombstone, Tombstone) and tombstone.obj is cached[job_key("n3")]
     assert inf.store.get(job_key("n2")) is cached[job_key("n2")], "an unchanged Job keeps its cached instance"
     assert inf.store.get(job_key("n1")) is new
@@ -175,16 +197,21 @@ class WatchKube(PagedKube):
 
 
 def test_a_heartbeat_keeps_the_cached_node_and_its_memo_and_sends_no_update() -> None:
-    node = {"metadata": {"name": "n1", "uid": "u", "resourceVersion": "5", "labels": {"a": "1"}},
-            "spec": {"taints": []}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    node = {
+        "metadata": {"name": "n1", "uid": "u", "resourceVersion": "5", "labels": {"a": "1"}},
+        "spec": {"taints": []},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
     beat = copy.deepcopy(node)
     beat["metadata"]["resourceVersion"] = "6"
     beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:10Z"
     relabelled = copy.deepcopy(beat)
     relabelled["metadata"].update(resourceVersion="7", labels={"a": "2"})
     holder: list[Informer] = []
-    kube = WatchKube([{"type": "MODIFIED", "object": beat}, {"type": "MODIFIED", "object": relabelled}],
-                     stop=lambda: holder[0]._stopped.set())
+    kube = WatchKube(
+        [{"type": "MODIFIED", "object": beat}, {"type": "MODIFIED", "object": relabelled}],
+        stop=lambda: holder[0]._stopped.set(),
+    )
     kube.items = [node]
     inf, rec = informer(kube, transform=node_transform)
     holder.append(inf)

@@ -50,8 +50,14 @@ def daemonjob() -> dict[str, Any]:
                             "containers": [{"name": "c", "image": "busybox"}],
                             "affinity": {
                                 "nodeAffinity": {
-                                    REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]},
-                                    "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}],
+                                    REQUIRED: {
+                                        "nodeSelectorTerms": [
+                                            {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}
+                                        ]
+                                    },
+                                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                                        {"weight": 1, "preference": {}}
+                                    ],
                                 },
                                 "podAntiAffinity": {"x": 1},
                             },
@@ -95,16 +101,22 @@ def test_build_job_spec_runs_once_pinned_to_the_node() -> None:
     assert affinity["nodeAffinity"][REQUIRED] == {
         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]
     }
-    assert affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [{"weight": 1, "preference": {}}]
+    assert affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        {"weight": 1, "preference": {}}
+    ]
     assert affinity["podAntiAffinity"] == {"x": 1}
     assert "tolerations" not in pod["spec"]
 
 
 def test_build_job_with_minimal_template() -> None:
-    dj = {"metadata": {"name": "a", "namespace": "n", "uid": "u"},
-          "spec": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "OnFailure"}}}}}}
+    dj = {
+        "metadata": {"name": "a", "namespace": "n", "uid": "u"},
+        "spec": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "OnFailure"}}}}},
+    }
     job = build_job(dj, "n1", "r")
-    assert job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["n1"]
+    assert job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"][0]["matchFields"][
+        0
+    ]["values"] == ["n1"]
     assert job["metadata"]["labels"] == {LABEL_NAME: "a", LABEL_REVISION: "r"}
 
 
@@ -150,8 +162,10 @@ def test_job_state(job: dict[str, Any], state: str) -> None:
 
 
 def test_finish_time_prefers_completion_time_then_condition() -> None:
-    ok = _job([{"type": "Complete", "status": "True", "lastTransitionTime": "2024-01-01T00:05:00Z"}],
-              completionTime="2024-01-01T00:04:00Z")
+    ok = _job(
+        [{"type": "Complete", "status": "True", "lastTransitionTime": "2024-01-01T00:05:00Z"}],
+        completionTime="2024-01-01T00:04:00Z",
+    )
     failed = _job([{"type": "Failed", "status": "True", "lastTransitionTime": "2024-01-01T00:06:00Z"}])
     assert job_finish_time(ok) == datetime(2024, 1, 1, 0, 4, tzinfo=timezone.utc)
     assert job_finish_time(failed) == datetime(2024, 1, 1, 0, 6, tzinfo=timezone.utc)

@@ -37,10 +37,12 @@ def test_guard_runs_after_the_rate_limit_and_cancels_before_sending() -> None:
         raise Fenced()
 
     client = kube(order, sent)
-    for call in (lambda: client.create("/api/v1/namespaces/ns/events", {}, guard=guard),
-                 lambda: client.delete("/apis/batch/v1/namespaces/ns/jobs/j", guard=guard),
-                 lambda: client.patch("/apis/daemonjob.io/v1/namespaces/ns/daemonjobs/d/status", {}, guard=guard),
-                 lambda: client.put("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", {}, guard=guard)):
+    for call in (
+        lambda: client.create("/api/v1/namespaces/ns/events", {}, guard=guard),
+        lambda: client.delete("/apis/batch/v1/namespaces/ns/jobs/j", guard=guard),
+        lambda: client.patch("/apis/daemonjob.io/v1/namespaces/ns/daemonjobs/d/status", {}, guard=guard),
+        lambda: client.put("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", {}, guard=guard),
+    ):
         with pytest.raises(Fenced):
             call()
     assert order == ["token", "guard"] * 4
@@ -85,9 +87,10 @@ class Sink:
 def test_a_passing_guard_lets_the_request_go() -> None:
     sink = Sink()
     checks: list[str] = []
-    with pytest.raises(Exception):  # no answer: the sink closes after a second
-        Kube(Configuration(host=sink.url)).create("/api/v1/namespaces/ns/events", {}, request_timeout=3,
-                                                  guard=lambda: checks.append("check"))
+    with pytest.raises(Exception):  # noqa: B017 - timeout or reset, as the socket closes; no answer: the sink closes after a second
+        Kube(Configuration(host=sink.url)).create(
+            "/api/v1/namespaces/ns/events", {}, request_timeout=3, guard=lambda: checks.append("check")
+        )
     assert sink.close().startswith(b"POST /api/v1/namespaces/ns/events ")
     assert checks == ["check", "check"]  # after the rate limit, then at the first byte
 
@@ -103,7 +106,8 @@ def test_guard_is_checked_again_when_the_first_byte_is_written() -> None:
             raise Fenced()
 
     with pytest.raises(Fenced):
-        Kube(Configuration(host=sink.url)).create("/api/v1/namespaces/ns/events", {"a": 1}, guard=guard,
-                                                  request_timeout=2)
+        Kube(Configuration(host=sink.url)).create(
+            "/api/v1/namespaces/ns/events", {"a": 1}, guard=guard, request_timeout=2
+        )
     assert sink.close() == b""  # not one byte of the request was written
     assert checks == ["check", "check"]

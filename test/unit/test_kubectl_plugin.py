@@ -12,8 +12,8 @@ import pytest
 
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
 from daemonjob.kubectl.cli import parse
-from daemonjob.kubectl.complete import FILTER_DIRS, NO_FILE, complete
 from daemonjob.kubectl.client import PluginError
+from daemonjob.kubectl.complete import FILTER_DIRS, NO_FILE, complete
 from daemonjob.kubectl.create import build_manifest, parse_selector
 from daemonjob.kubectl.logs import requests_for
 from daemonjob.kubectl.nodes import build_view
@@ -27,52 +27,103 @@ REV = "abc123"
 
 
 def dj(**spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "dj", "namespace": "ns", "generation": 1},
-            "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}, **spec},
-            "status": {"currentRevision": REV, "observedGeneration": 1}}
+    return {
+        "metadata": {"name": "dj", "namespace": "ns", "generation": 1},
+        "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}, **spec},
+        "status": {"currentRevision": REV, "observedGeneration": 1},
+    }
 
 
 def node(name: str, labels: dict[str, str] | None = None, ready: bool = True, **spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec,
-            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": spec,
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
 
 
-def job(node_name: str, state: str | None, rev: str = REV, uid: str | None = None, created: str = "2026-01-01T00:00:00Z",
-        reason: str = "BackoffLimitExceeded") -> dict[str, Any]:
+def job(
+    node_name: str,
+    state: str | None,
+    rev: str = REV,
+    uid: str | None = None,
+    created: str = "2026-01-01T00:00:00Z",
+    reason: str = "BackoffLimitExceeded",
+) -> dict[str, Any]:
     conds = []
     if state == "succeeded":
         conds = [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T00:01:05Z"}]
     elif state == "failed":
-        conds = [{"type": "Failed", "status": "True", "reason": reason, "message": "Job failed",
-                  "lastTransitionTime": "2026-01-01T00:00:30Z"}]
-    return {"metadata": {"name": f"dj-{node_name}-{rev}", "uid": uid or f"uid-{node_name}-{rev}",
-                         "creationTimestamp": created, "labels": {LABEL_NAME: "dj", LABEL_REVISION: rev},
-                         "annotations": {ANNOTATION_NODE: node_name}},
-            "status": {"startTime": "2026-01-01T00:00:00Z", "conditions": conds,
-                       **({"completionTime": "2026-01-01T00:01:05Z"} if state == "succeeded" else {})}}
+        conds = [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": reason,
+                "message": "Job failed",
+                "lastTransitionTime": "2026-01-01T00:00:30Z",
+            }
+        ]
+    return {
+        "metadata": {
+            "name": f"dj-{node_name}-{rev}",
+            "uid": uid or f"uid-{node_name}-{rev}",
+            "creationTimestamp": created,
+            "labels": {LABEL_NAME: "dj", LABEL_REVISION: rev},
+            "annotations": {ANNOTATION_NODE: node_name},
+        },
+        "status": {
+            "startTime": "2026-01-01T00:00:00Z",
+            "conditions": conds,
+            **({"completionTime": "2026-01-01T00:01:05Z"} if state == "succeeded" else {}),
+        },
+    }
 
 
 def pod(job_uid: str, name: str, created: str = "2026-01-01T00:00:01Z", **terminated: Any) -> dict[str, Any]:
     state = {"terminated": terminated} if terminated else {"running": {}}
-    return {"metadata": {"name": name, "creationTimestamp": created,
-                         "ownerReferences": [{"kind": "Job", "controller": True, "uid": job_uid}]},
-            "spec": {"containers": [{"name": "c"}]},
-            "status": {"containerStatuses": [{"name": "c", "state": state}]}}
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": created,
+            "ownerReferences": [{"kind": "Job", "controller": True, "uid": job_uid}],
+        },
+        "spec": {"containers": [{"name": "c"}]},
+        "status": {"containerStatuses": [{"name": "c", "state": state}]},
+    }
 
 
 def test_view_gives_each_node_its_state_exit_code_reason_and_message() -> None:
-    nodes = [node("a"), node("b"), node("c"), node("d"), node("e", unschedulable=True),
-             node("f", taints=[{"key": "gpu", "effect": "NoSchedule"}]),
-             node("g", ready=False, taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}])]
+    nodes = [
+        node("a"),
+        node("b"),
+        node("c"),
+        node("d"),
+        node("e", unschedulable=True),
+        node("f", taints=[{"key": "gpu", "effect": "NoSchedule"}]),
+        node("g", ready=False, taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+    ]
     jobs = [job("a", "succeeded"), job("b", "failed"), job("c", None), job("b", "succeeded", rev="old")]
-    pods = [pod("uid-a-" + REV, "pa", exitCode=0, reason="Completed"),
-            pod("uid-b-" + REV, "pb-old", created="2026-01-01T00:00:01Z", exitCode=1, reason="Error"),
-            pod("uid-b-" + REV, "pb", created="2026-01-01T00:00:09Z", exitCode=137, reason="OOMKilled",
-                message="out of memory\nsecond line"),
-            pod("uid-c-" + REV, "pc")]
+    pods = [
+        pod("uid-a-" + REV, "pa", exitCode=0, reason="Completed"),
+        pod("uid-b-" + REV, "pb-old", created="2026-01-01T00:00:01Z", exitCode=1, reason="Error"),
+        pod(
+            "uid-b-" + REV,
+            "pb",
+            created="2026-01-01T00:00:09Z",
+            exitCode=137,
+            reason="OOMKilled",
+            message="out of memory\nsecond line",
+        ),
+        pod("uid-c-" + REV, "pc"),
+    ]
     view = build_view(dj(), jobs, pods, nodes)
     rows = {r.node: r for r in view.rows}
-    assert (rows["a"].state, rows["a"].exit_code, rows["a"].reason, rows["a"].pod) == ("succeeded", 0, "Completed", "pa")
+    assert (rows["a"].state, rows["a"].exit_code, rows["a"].reason, rows["a"].pod) == (
+        "succeeded",
+        0,
+        "Completed",
+        "pa",
+    )
     assert rows["a"].finished - rows["a"].started == timedelta(seconds=65)
     # the newest pod of the current revision's Job, not the older attempt nor the old revision
     assert (rows["b"].state, rows["b"].exit_code, rows["b"].reason, rows["b"].pod) == ("failed", 137, "OOMKilled", "pb")
@@ -84,7 +135,13 @@ def test_view_gives_each_node_its_state_exit_code_reason_and_message() -> None:
     assert (rows["g"].state, rows["g"].reason) == ("ineligible", "NotReady")
     assert [r.node for r in view.rows] == sorted(rows)
     assert {k: view.counts[k] for k in ("desired", "succeeded", "failed", "active", "pending", "ineligible")} == {
-        "desired": 4, "succeeded": 1, "failed": 1, "active": 1, "pending": 1, "ineligible": 3}
+        "desired": 4,
+        "succeeded": 1,
+        "failed": 1,
+        "active": 1,
+        "pending": 1,
+        "ineligible": 3,
+    }
 
 
 def test_view_hides_unselected_nodes_unless_asked_and_keeps_jobs_of_gone_nodes() -> None:
@@ -114,7 +171,10 @@ def test_counts_with_a_label_selector_describe_exactly_the_rows() -> None:
     view = build_view(dj(), jobs, [], selected, nodes_filtered=True)
     assert [r.node for r in view.rows] == ["n0", "n1", "n2"]
     assert {k: view.counts[k] for k in ("desired", "succeeded", "failed")} == {
-        "desired": 3, "succeeded": 2, "failed": 1}
+        "desired": 3,
+        "succeeded": 2,
+        "failed": 1,
+    }
     assert _adds_up(view.counts)
     # unfiltered, a Job whose Node is missing is a node gone: listed, counted as not eligible
     whole = build_view(dj(), jobs, [], selected)
@@ -128,7 +188,11 @@ def test_counts_add_up_when_a_node_turned_ineligible() -> None:
     view = build_view(dj(), jobs, [], nodes)
     # b finished before it was cordoned: not desired; c still runs: desired and active, holding its slot
     assert {k: view.counts[k] for k in ("desired", "succeeded", "active", "ineligible")} == {
-        "desired": 2, "succeeded": 1, "active": 1, "ineligible": 1}
+        "desired": 2,
+        "succeeded": 1,
+        "active": 1,
+        "ineligible": 1,
+    }
     assert _adds_up(view.counts)
 
 
@@ -144,10 +208,23 @@ def test_view_prefers_deadline_exceeded_and_filters_by_run() -> None:
     assert (view.rows[0].state, view.rows[0].reason, view.rows[0].exit_code) == ("failed", "DeadlineExceeded", 137)
 
 
-@pytest.mark.parametrize("seconds, text", [
-    (-5, "<invalid>"), (0, "0s"), (59, "59s"), (119, "119s"), (125, "2m5s"), (600, "10m"), (179 * 60, "179m"),
-    (3 * 3600 + 300, "3h5m"), (10 * 3600, "10h"), (50 * 3600, "2d2h"), (30 * 86400, "30d"), (3 * 365 * 86400, "3y"),
-])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (-5, "<invalid>"),
+        (0, "0s"),
+        (59, "59s"),
+        (119, "119s"),
+        (125, "2m5s"),
+        (600, "10m"),
+        (179 * 60, "179m"),
+        (3 * 3600 + 300, "3h5m"),
+        (10 * 3600, "10h"),
+        (50 * 3600, "2d2h"),
+        (30 * 86400, "30d"),
+        (3 * 365 * 86400, "3y"),
+    ],
+)
 def test_human_duration_matches_kubectl(seconds: float, text: str) -> None:
     assert human_duration(seconds) == text
 
@@ -162,10 +239,14 @@ def test_parse_duration() -> None:
 def test_parse_selector_covers_kubectl_syntax() -> None:
     assert parse_selector("a=b,c==d,e!=f,g in (x, y),h notin (z),i,!j") == {
         "matchLabels": {"a": "b", "c": "d"},
-        "matchExpressions": [{"key": "e", "operator": "NotIn", "values": ["f"]},
-                             {"key": "g", "operator": "In", "values": ["x", "y"]},
-                             {"key": "h", "operator": "NotIn", "values": ["z"]},
-                             {"key": "i", "operator": "Exists"}, {"key": "j", "operator": "DoesNotExist"}]}
+        "matchExpressions": [
+            {"key": "e", "operator": "NotIn", "values": ["f"]},
+            {"key": "g", "operator": "In", "values": ["x", "y"]},
+            {"key": "h", "operator": "NotIn", "values": ["z"]},
+            {"key": "i", "operator": "Exists"},
+            {"key": "j", "operator": "DoesNotExist"},
+        ],
+    }
     with pytest.raises(PluginError):
         parse_selector("a in (")
 
@@ -175,15 +256,34 @@ def create_args(*argv: str) -> argparse.Namespace:
 
 
 def test_create_builds_a_daemonjob_and_refuses_what_the_controller_would() -> None:
-    m = build_manifest(create_args("x", "--image", "img:1", "-l", "pool=gpu", "--max-parallel", "10%",
-                                   "--schedule", "0 3 * * *", "--pod-annotation", "a=b", "--", "echo", "hi"), "ns")
+    m = build_manifest(
+        create_args(
+            "x",
+            "--image",
+            "img:1",
+            "-l",
+            "pool=gpu",
+            "--max-parallel",
+            "10%",
+            "--schedule",
+            "0 3 * * *",
+            "--pod-annotation",
+            "a=b",
+            "--",
+            "echo",
+            "hi",
+        ),
+        "ns",
+    )
     assert m["metadata"] == {"name": "x", "namespace": "ns"}
     assert m["spec"]["maxParallel"] == "10%" and m["spec"]["schedule"] == "0 3 * * *"
     assert m["spec"]["nodeSelector"] == {"matchLabels": {"pool": "gpu"}}
     template = m["spec"]["jobTemplate"]["spec"]["template"]
     assert template["metadata"] == {"annotations": {"a": "b"}}
-    assert template["spec"] == {"restartPolicy": "Never",
-                                "containers": [{"name": "x", "image": "img:1", "command": ["echo", "hi"]}]}
+    assert template["spec"] == {
+        "restartPolicy": "Never",
+        "containers": [{"name": "x", "image": "img:1", "command": ["echo", "hi"]}],
+    }
     assert build_manifest(create_args("y", "--image", "i", "--max-parallel", "3"), "ns")["spec"]["maxParallel"] == 3
     for bad in (["--max-parallel", "0"], ["--max-parallel", "101%"], ["-l", "Bad Key=1"], ["--pod-annotation", "x"]):
         with pytest.raises(PluginError):
@@ -191,8 +291,12 @@ def test_create_builds_a_daemonjob_and_refuses_what_the_controller_would() -> No
 
 
 def test_logs_ask_only_nodes_that_ran_and_report_those_without_a_pod() -> None:
-    view = build_view(dj(), [job("a", "succeeded"), job("b", "failed")], [pod("uid-a-" + REV, "pa")],
-                      [node("a"), node("b"), node("c")])
+    view = build_view(
+        dj(),
+        [job("a", "succeeded"), job("b", "failed")],
+        [pod("uid-a-" + REV, "pa")],
+        [node("a"), node("b"), node("c")],
+    )
     wanted, missing = requests_for(view.rows, None)
     assert [(r.node, c) for r, c in wanted] == [("a", "c")]
     assert [(m.node, "no pod" in m.error) for m in missing] == [("b", True)]
@@ -202,8 +306,12 @@ def test_logs_ask_only_nodes_that_ran_and_report_those_without_a_pod() -> None:
 
 def test_wait_verdict_needs_the_current_generation_observed() -> None:
     d = dj()
-    d["status"].update(desiredNodes=3, succeededNodes=2, failedNodes=1,
-                       conditions=[{"type": "Failed", "status": "True", "message": "1 of 3 failed"}])
+    d["status"].update(
+        desiredNodes=3,
+        succeededNodes=2,
+        failedNodes=1,
+        conditions=[{"type": "Failed", "status": "True", "message": "1 of 3 failed"}],
+    )
     assert progress_of(d).verdict == "Failed" and progress_of(d).done == 3
     d["metadata"]["generation"] = 2
     assert progress_of(d).verdict is None
@@ -215,8 +323,11 @@ def test_plain_table_and_shorten() -> None:
 
 
 def test_simulated_kubelet_log_query() -> None:
-    p = {"metadata": {"annotations": {"sim.daemonjob.io/output": "1 {node}\n2\n3"}},
-         "spec": {"nodeName": "n"}, "status": {"startTime": "2026-01-01T00:00:00Z"}}
+    p = {
+        "metadata": {"annotations": {"sim.daemonjob.io/output": "1 {node}\n2\n3"}},
+        "spec": {"nodeName": "n"},
+        "status": {"startTime": "2026-01-01T00:00:00Z"},
+    }
     assert select_log(p, {}) == "1 n\n2\n3\n"
     assert select_log(p, {"tailLines": ["2"]}) == "2\n3\n"
     assert select_log(p, {"timestamps": ["true"], "tailLines": ["1"]}) == "2026-01-01T00:00:00.000000000Z 3\n"
@@ -226,21 +337,31 @@ def test_simulated_kubelet_log_query() -> None:
 
 
 def test_simulated_output_on_a_failing_node_tells_the_failure() -> None:
-    annotations = {"sim.daemonjob.io/output": "configuring {node}\nup to date on {node}",
-                   "sim.daemonjob.io/failure-output": "configuring {node}\nno lock on {node}",
-                   "sim.daemonjob.io/fail-on": "bad", "sim.daemonjob.io/exit-code": "3"}
+    annotations = {
+        "sim.daemonjob.io/output": "configuring {node}\nup to date on {node}",
+        "sim.daemonjob.io/failure-output": "configuring {node}\nno lock on {node}",
+        "sim.daemonjob.io/fail-on": "bad",
+        "sim.daemonjob.io/exit-code": "3",
+    }
 
     def on(node_name: str, **extra: str) -> dict[str, Any]:
-        return {"metadata": {"annotations": {**annotations, **extra}}, "spec": {"nodeName": node_name},
-                "status": {"startTime": "2026-01-01T00:00:00Z"}}
+        return {
+            "metadata": {"annotations": {**annotations, **extra}},
+            "spec": {"nodeName": node_name},
+            "status": {"startTime": "2026-01-01T00:00:00Z"},
+        }
 
     assert select_log(on("bad"), {}) == "configuring bad\nno lock on bad\n"
     assert select_log(on("good"), {}) == "configuring good\nup to date on good\n"
     # without fail-on, the exit code alone decides
     everywhere = on("any", **{"sim.daemonjob.io/fail-on": ""})
     assert select_log(everywhere, {"tailLines": ["1"]}) == "no lock on any\n"
-    assert select_log(on("any", **{"sim.daemonjob.io/fail-on": "", "sim.daemonjob.io/exit-code": "0"}),
-                      {"tailLines": ["1"]}) == "up to date on any\n"
+    assert (
+        select_log(
+            on("any", **{"sim.daemonjob.io/fail-on": "", "sim.daemonjob.io/exit-code": "0"}), {"tailLines": ["1"]}
+        )
+        == "up to date on any\n"
+    )
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -284,12 +405,22 @@ def test_completion_offers_commands_flags_and_choices_without_a_cluster() -> Non
     names, directive = complete(["st"], no_cluster)
     assert names == ["status\tShow each node's state, Job, exit code, reason and message"] and directive == NO_FILE
     assert {c.split("\t")[0] for c in complete([""], no_cluster)[0]} == {
-        "status", "wait", "rollout", "logs", "rerun", "pause", "resume", "run-now", "promote", "create", "list"}
+        "status",
+        "wait",
+        "rollout",
+        "logs",
+        "rerun",
+        "pause",
+        "resume",
+        "run-now",
+        "promote",
+        "create",
+        "list",
+    }
     assert complete(["rollout", ""], no_cluster)[0] == ["status\tThe same as `wait`"]
     assert complete(["status", "x", "--f"], no_cluster)[0] == ["--failed"]
     assert complete(["status", "x", "-o", ""], no_cluster)[0] == ["wide", "json", "yaml"]
-    assert complete(["status", "x", "--output=j"], no_cluster)[0] == ["--output=wide", "--output=json",
-                                                                      "--output=yaml"]
+    assert complete(["status", "x", "--output=j"], no_cluster)[0] == ["--output=wide", "--output=json", "--output=yaml"]
     assert complete(["create", "x", "--dry-run", ""], no_cluster)[0] == ["none", "client", "server"]
     assert complete(["create", "x", "--concurrency-policy", "R"], no_cluster)[0] == ["Replace"]
     assert complete(["logs", "x", "--output-dir", ""], no_cluster) == ([], FILTER_DIRS)
@@ -306,15 +437,22 @@ def test_completion_names_daemonjobs_and_namespaces_with_one_lookup_in_the_right
 
     def lookup(what: str, c: argparse.Namespace) -> list[str]:
         asked.append((what, c.namespace, c.all_namespaces, c.context))
-        return {"daemonjobs": ["collect", "fine", "oom"], "namespaces": ["ops", "default"],
-                "contexts": ["dev", "prod"]}[what]
+        return {
+            "daemonjobs": ["collect", "fine", "oom"],
+            "namespaces": ["ops", "default"],
+            "contexts": ["dev", "prod"],
+        }[what]
 
     assert complete(["-n", "ops", "logs", "--failed", "f"], lookup) == (["fine"], NO_FILE)
     assert complete(["rollout", "status", "--context", "dev", "-A", ""], lookup)[0] == ["collect", "fine", "oom"]
     assert complete(["status", "--namespace", "o"], lookup)[0] == ["ops"]
     assert complete(["wait", "--context", "p"], lookup)[0] == ["prod"]
-    assert asked == [("daemonjobs", "ops", False, None), ("daemonjobs", None, True, "dev"),
-                     ("namespaces", None, False, None), ("contexts", None, False, None)]
+    assert asked == [
+        ("daemonjobs", "ops", False, None),
+        ("daemonjobs", None, True, "dev"),
+        ("namespaces", None, False, None),
+        ("contexts", None, False, None),
+    ]
     for verb in ("pause", "resume", "run-now", "promote"):  # the new verbs take an existing DaemonJob's name
         assert complete([verb, "c"], lookup) == (["collect"], NO_FILE)
         assert complete(["run-now", "--wait", "-n", "ops", "o"], lookup) == (["oom"], NO_FILE)
@@ -326,13 +464,30 @@ def test_completion_names_daemonjobs_and_namespaces_with_one_lookup_in_the_right
 
 
 def test_create_keeps_schedule_time_zone_and_policy_and_refuses_a_bad_one() -> None:
-    m = build_manifest(create_args("n", "--image", "i", "--schedule", "0 3 * * *", "--time-zone", "Europe/Berlin",
-                                   "--concurrency-policy", "Replace"), "ns")
+    m = build_manifest(
+        create_args(
+            "n",
+            "--image",
+            "i",
+            "--schedule",
+            "0 3 * * *",
+            "--time-zone",
+            "Europe/Berlin",
+            "--concurrency-policy",
+            "Replace",
+        ),
+        "ns",
+    )
     assert {k: m["spec"][k] for k in ("schedule", "timeZone", "concurrencyPolicy")} == {
-        "schedule": "0 3 * * *", "timeZone": "Europe/Berlin", "concurrencyPolicy": "Replace"}
-    for bad, words in ((["--schedule", "0 3 * *"], "5 fields"), (["--schedule", "@daily", "--time-zone", "Mars/Base"],
-                                                                 "unknown time zone"),
-                       (["--time-zone", "UTC"], "need --schedule")):
+        "schedule": "0 3 * * *",
+        "timeZone": "Europe/Berlin",
+        "concurrencyPolicy": "Replace",
+    }
+    for bad, words in (
+        (["--schedule", "0 3 * *"], "5 fields"),
+        (["--schedule", "@daily", "--time-zone", "Mars/Base"], "unknown time zone"),
+        (["--time-zone", "UTC"], "need --schedule"),
+    ):
         with pytest.raises(PluginError, match=words):
             build_manifest(create_args("n", "--image", "i", *bad), "ns")
 
@@ -340,10 +495,15 @@ def test_create_keeps_schedule_time_zone_and_policy_and_refuses_a_bad_one() -> N
 def test_status_header_names_schedule_last_and_next() -> None:
     now = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
     d = dj(schedule="0 3 * * *", timeZone="Europe/Berlin")
-    d["status"].update(lastScheduleTime="2026-11-23T02:00:00Z", nextScheduleTime="2026-11-24T02:00:00Z",
-                       lastSuccessfulTime="2026-11-23T02:05:00Z", currentRun="20261123t020000z")
-    assert schedule_line(d, now) == ("schedule '0 3 * * *' (Europe/Berlin), last schedule 10h ago, next in 14h, "
-                                     "last successful run 9h ago")
+    d["status"].update(
+        lastScheduleTime="2026-11-23T02:00:00Z",
+        nextScheduleTime="2026-11-24T02:00:00Z",
+        lastSuccessfulTime="2026-11-23T02:05:00Z",
+        currentRun="20261123t020000z",
+    )
+    assert schedule_line(d, now) == (
+        "schedule '0 3 * * *' (Europe/Berlin), last schedule 10h ago, next in 14h, last successful run 9h ago"
+    )
     never = dj(schedule="@hourly", suspend=True)
     assert schedule_line(never, now) == "schedule '@hourly' (UTC), last schedule never, next: none while suspended"
     assert schedule_line(dj(), now) is None
@@ -434,18 +594,31 @@ def test_run_now_wait_follows_only_the_run_it_started() -> None:
 
     judge = RunProgress("t2")
     d = dj()
-    d["status"].update(desiredNodes=3, succeededNodes=3, currentRun="old", lastRunNowTrigger="t1",
-                       conditions=[{"type": "Complete", "status": "True", "message": "old run done"}])
+    d["status"].update(
+        desiredNodes=3,
+        succeededNodes=3,
+        currentRun="old",
+        lastRunNowTrigger="t1",
+        conditions=[{"type": "Complete", "status": "True", "message": "old run done"}],
+    )
     p = judge(d)  # the old run's verdict is not this run's
     assert p.verdict is None and "waiting for the controller" in p.message and judge.run is None
     d["spec"]["suspend"] = True
     assert "paused" in judge(d).message
-    d["status"].update(currentRun="now-t2-abc", lastRunNowTrigger="t2", succeededNodes=1, activeNodes=2,
-                       conditions=[{"type": "Complete", "status": "False"}])
+    d["status"].update(
+        currentRun="now-t2-abc",
+        lastRunNowTrigger="t2",
+        succeededNodes=1,
+        activeNodes=2,
+        conditions=[{"type": "Complete", "status": "False"}],
+    )
     p = judge(d)
     assert (p.verdict, p.succeeded, p.active, judge.run) == (None, 1, 2, "now-t2-abc")
-    d["status"].update(succeededNodes=3, activeNodes=0,
-                       conditions=[{"type": "Complete", "status": "True", "message": "all 3 succeeded"}])
+    d["status"].update(
+        succeededNodes=3,
+        activeNodes=0,
+        conditions=[{"type": "Complete", "status": "True", "message": "all 3 succeeded"}],
+    )
     assert (judge(d).verdict, judge(d).message) == ("Complete", "all 3 succeeded")
     d["status"]["currentRun"] = "20261125t090000z"  # a tick came before the wait saw the end
     assert judge(d).verdict == REPLACED
@@ -462,9 +635,12 @@ def test_status_header_names_the_rollout_gate_in_force() -> None:
     from daemonjob.kubectl.status import header_lines
 
     d = dj()
-    message = "0 of 2 eligible nodes succeeded; outside the rollout window: the next window opens at 2026-11-24T21:00:00Z"
-    d["status"]["conditions"] = [{"type": "Reconciling", "status": "True", "reason": "WaitingForWindow",
-                                  "message": message}]
+    message = (
+        "0 of 2 eligible nodes succeeded; outside the rollout window: the next window opens at 2026-11-24T21:00:00Z"
+    )
+    d["status"]["conditions"] = [
+        {"type": "Reconciling", "status": "True", "reason": "WaitingForWindow", "message": message}
+    ]
     lines = header_lines(d, build_view(d, [], [], [node("a")]))
     assert "rollout gate: window (WaitingForWindow)" in lines and f"rolling out: {message}" in lines
     d["status"]["conditions"][0]["reason"] = "RollingOut"
@@ -476,10 +652,14 @@ def test_status_document_names_the_rollout_gate_in_force() -> None:
 
     d = dj()
     message = 'haltOnAlerts: 1 matching alert(s) firing: NodeNotReady{node="n7"}; no new node is started'
-    d["status"]["conditions"] = [{"type": "Reconciling", "status": "True", "reason": "HaltedByAlerts",
-                                  "message": message}]
+    d["status"]["conditions"] = [
+        {"type": "Reconciling", "status": "True", "reason": "HaltedByAlerts", "message": message}
+    ]
     view = build_view(d, [], [], [node("a")])
-    assert document(d, view, view.rows)["rolloutGate"] == {"gate": "alerts", "reason": "HaltedByAlerts",
-                                                           "message": message}
+    assert document(d, view, view.rows)["rolloutGate"] == {
+        "gate": "alerts",
+        "reason": "HaltedByAlerts",
+        "message": message,
+    }
     d["status"]["conditions"][0]["reason"] = "RollingOut"
     assert document(d, view, view.rows)["rolloutGate"] is None

@@ -68,16 +68,18 @@ class FakeLeases:
         if guard is not None:
             guard()
 
-    def create(self, path: str, body: JSON, *, request_timeout: float | None = None,
-               guard: Callable[[], None] | None = None) -> JSON:
+    def create(
+        self, path: str, body: JSON, *, request_timeout: float | None = None, guard: Callable[[], None] | None = None
+    ) -> JSON:
         self._send(guard)
         self._enter("create", request_timeout)
         if self.lease is not None:
             raise ApiError(409, "AlreadyExists", "exists")
         return self._store(body)
 
-    def put(self, path: str, body: JSON, *, request_timeout: float | None = None,
-            guard: Callable[[], None] | None = None) -> JSON:
+    def put(
+        self, path: str, body: JSON, *, request_timeout: float | None = None, guard: Callable[[], None] | None = None
+    ) -> JSON:
         self._send(guard)
         self._enter("put", request_timeout)
         assert self.lease is not None
@@ -99,17 +101,27 @@ class Harness:
         self.stopped_leading = threading.Event()
         self.leading = threading.Event()
         self.elector = LeaderElector(
-            self.api, "ns", "lock", "me", lease_duration=LEASE, renew_deadline=DEADLINE, retry_period=RETRY,
-            jitter=jitter, clock=self.clock, rng=rng or random.Random(0),
-            on_leading=self.leading.set, on_stopped_leading=self.stopped_leading.set)
+            self.api,
+            "ns",
+            "lock",
+            "me",
+            lease_duration=LEASE,
+            renew_deadline=DEADLINE,
+            retry_period=RETRY,
+            jitter=jitter,
+            clock=self.clock,
+            rng=rng or random.Random(0),
+            on_leading=self.leading.set,
+            on_stopped_leading=self.stopped_leading.set,
+        )
         self.result: list[bool] = []
         self.thread = threading.Thread(target=lambda: self.result.append(self.elector.run()), daemon=True)
 
-    def start(self) -> "Harness":
+    def start(self) -> Harness:
         self.thread.start()
         return self
 
-    def lead(self) -> "Harness":
+    def lead(self) -> Harness:
         """Run and take the free Lease at START; the renew loop and the fence watch then wait."""
         self.start()
         wait_for(self.leading.is_set, 5, "leadership", interval=0.01)
@@ -159,8 +171,12 @@ def test_fence_counts_from_when_the_renewal_was_sent_not_returned(h: Harness) ->
     h.api.hold.clear()
     h.api.gate.set()
     sent = START + RETRY
-    wait_for(lambda: h.elector.lease_remaining() == pytest.approx(sent + DEADLINE - h.clock.now()), 5,
-             "the renewal to count", interval=0.01)
+    wait_for(
+        lambda: h.elector.lease_remaining() == pytest.approx(sent + DEADLINE - h.clock.now()),
+        5,
+        "the renewal to count",
+        interval=0.01,
+    )
     h.api.refuse = True
     h.clock.step(sent + DEADLINE - 0.25 - h.clock.now())
     assert h.elector.holds_lease()
@@ -197,15 +213,22 @@ def test_every_renewal_request_is_bounded_by_the_fence(h: Harness) -> None:
     h.clock.step(1.5)
     h.api.hold.clear()
     h.api.gate.set()
-    wait_for(lambda: h.elector.lease_remaining() == pytest.approx(START + RETRY + DEADLINE - h.clock.now()), 5,
-             "the renewal to count", interval=0.01)
+    wait_for(
+        lambda: h.elector.lease_remaining() == pytest.approx(START + RETRY + DEADLINE - h.clock.now()),
+        5,
+        "the renewal to count",
+        interval=0.01,
+    )
     h.clock.block_until_waiters(2)
     h.clock.step(RETRY)  # second renewal at START + 5.5, fence START + 12
     wait_for(lambda: h.api.count("put") == 2, 5, "the second renewal", interval=0.01)
     renewals = [c for c in h.api.calls if c.at > START]  # after the acquisition
     assert [(c.verb, c.at, c.timeout) for c in renewals] == [
-        ("get", START + 2, pytest.approx(8.0)), ("put", START + 2, pytest.approx(8.0)),
-        ("get", START + 5.5, pytest.approx(6.5)), ("put", START + 5.5, pytest.approx(6.5))]
+        ("get", START + 2, pytest.approx(8.0)),
+        ("put", START + 2, pytest.approx(8.0)),
+        ("get", START + 5.5, pytest.approx(6.5)),
+        ("put", START + 5.5, pytest.approx(6.5)),
+    ]
     assert all(c.timeout is not None and 0 < c.timeout <= DEADLINE for c in h.api.calls)
 
 
@@ -229,8 +252,7 @@ def test_release_after_the_fence_lapsed_sends_nothing(h: Harness) -> None:
 def test_a_fractional_lease_duration_is_rounded_up_in_the_lease() -> None:
     clock = FakeClock()
     api = FakeLeases(clock)
-    elector = LeaderElector(api, "ns", "lock", "me", lease_duration=2.5, renew_deadline=2, retry_period=1,
-                            clock=clock)
+    elector = LeaderElector(api, "ns", "lock", "me", lease_duration=2.5, renew_deadline=2, retry_period=1, clock=clock)
     thread = threading.Thread(target=elector.run, daemon=True)
     thread.start()
     try:
@@ -261,8 +283,15 @@ def test_another_holder_seen_while_leading_ends_leadership_at_once(h: Harness) -
 
 
 def test_standby_takes_over_only_after_lease_duration_unchanged(h: Harness) -> None:
-    h.api.lease = {"metadata": {"name": "lock"}, "spec": {"holderIdentity": "other", "renewTime": "t0",
-                                                          "leaseDurationSeconds": int(LEASE), "leaseTransitions": 3}}
+    h.api.lease = {
+        "metadata": {"name": "lock"},
+        "spec": {
+            "holderIdentity": "other",
+            "renewTime": "t0",
+            "leaseDurationSeconds": int(LEASE),
+            "leaseTransitions": 3,
+        },
+    }
     h.api.rv = 7
     h.api.lease["metadata"]["resourceVersion"] = "7"
     h.start()
@@ -283,8 +312,10 @@ class Half(random.Random):
 
 def test_candidate_retry_is_jittered_by_the_injected_random() -> None:
     h = Harness(rng=Half(), jitter=0.5)  # retry = 2 * (1 + 0.5 * 0.5) = 2.5
-    h.api.lease = {"metadata": {"name": "lock", "resourceVersion": "1"},
-                   "spec": {"holderIdentity": "other", "leaseDurationSeconds": int(LEASE)}}
+    h.api.lease = {
+        "metadata": {"name": "lock", "resourceVersion": "1"},
+        "spec": {"holderIdentity": "other", "leaseDurationSeconds": int(LEASE)},
+    }
     h.start()
     try:
         h.clock.block_until_waiters(1)

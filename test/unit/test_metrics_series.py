@@ -19,8 +19,12 @@ STATUS = {"desiredNodes": 2, "activeNodes": 1, "succeededNodes": 1, "failedNodes
 
 
 def series(metrics: Metrics, name: str = "audit") -> list[tuple[str, dict[str, str]]]:
-    return [(s.name, s.labels) for family in metrics.registry.collect() for s in family.samples
-            if s.labels.get("name") == name]
+    return [
+        (s.name, s.labels)
+        for family in metrics.registry.collect()
+        for s in family.samples
+        if s.labels.get("name") == name
+    ]
 
 
 def test_a_status_written_after_the_delete_brings_no_series_back() -> None:
@@ -32,8 +36,11 @@ def test_a_status_written_after_the_delete_brings_no_series_back() -> None:
     assert series(m) == []
     m.set_status("ops", "audit", "uid-1", STATUS)  # the reconcile that was in flight
     m.count_runs("ops", "audit", "uid-1", True, [], None)
-    m.observe_health({"metadata": {"namespace": "ops", "name": "audit", "uid": "uid-1"}, "spec": {"schedule": "* * * * *"}},
-                     {**STATUS, "conditions": [{"type": "Complete", "status": "True"}]}, NOW)
+    m.observe_health(
+        {"metadata": {"namespace": "ops", "name": "audit", "uid": "uid-1"}, "spec": {"schedule": "* * * * *"}},
+        {**STATUS, "conditions": [{"type": "Complete", "status": "True"}]},
+        NOW,
+    )
     assert series(m) == []
     m.set_status("ops", "audit", "uid-2", STATUS)  # re-created under the same name
     assert series(m)
@@ -46,10 +53,19 @@ def test_a_daemonjob_deleted_during_its_reconcile_leaves_no_series() -> None:
     try:
         informers.nodes.add({"metadata": {"name": "n1", "labels": {}}, "spec": {}})
         dj: dict[str, Any] = {
-            "apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
+            "apiVersion": "daemonjob.io/v1alpha1",
+            "kind": "DaemonJob",
             "metadata": {"name": "audit", "namespace": "ops", "uid": "uid-1", "generation": 1},
-            "spec": {"jobTemplate": {"spec": {"template": {"spec": {
-                "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
+            "spec": {
+                "jobTemplate": {
+                    "spec": {
+                        "template": {
+                            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                        }
+                    }
+                }
+            },
+        }
         informers.daemonjobs.add(dj)
         control.daemonjobs["ops/audit"] = dj
         patch_status = control.patch_status
@@ -74,8 +90,7 @@ def test_every_configmap_watch_reports_under_one_label_value() -> None:
         informer.hooks.on_list(informer.name)  # type: ignore[misc]
         informer.hooks.on_relist(informer.name)  # type: ignore[misc]
         informer.hooks.on_watch_restart(informer.name, "api-403")  # type: ignore[misc]
-    values = {s.labels["informer"] for family in m.registry.collect() for s in family.samples
-              if "informer" in s.labels}
+    values = {s.labels["informer"] for family in m.registry.collect() for s in family.samples if "informer" in s.labels}
     assert values == {"configmaps"}
 
 
@@ -87,15 +102,40 @@ def test_the_rollout_gate_in_force_is_1_and_goes_with_the_daemonjob() -> None:
     m = Metrics()
 
     def gates() -> dict[str, float]:
-        return {s.labels["gate"]: s.value for family in m.registry.collect() for s in family.samples
-                if s.name == "daemonjob_rollout_gate" and s.labels["name"] == "audit"}
+        return {
+            s.labels["gate"]: s.value
+            for family in m.registry.collect()
+            for s in family.samples
+            if s.name == "daemonjob_rollout_gate" and s.labels["name"] == "audit"
+        }
 
     m.set_status("ops", "audit", "uid-1", _reconciling("WaitingForWindow"))
-    assert gates() == {"window": 1.0, "canary": 0.0, "pauseBetweenNodes": 0.0, "alerts": 0.0, "exclusionGroup": 0.0, "after": 0.0}
+    assert gates() == {
+        "window": 1.0,
+        "canary": 0.0,
+        "pauseBetweenNodes": 0.0,
+        "alerts": 0.0,
+        "exclusionGroup": 0.0,
+        "after": 0.0,
+    }
     m.set_status("ops", "audit", "uid-1", _reconciling("CanaryPaused"))
-    assert gates() == {"window": 0.0, "canary": 1.0, "pauseBetweenNodes": 0.0, "alerts": 0.0, "exclusionGroup": 0.0, "after": 0.0}
+    assert gates() == {
+        "window": 0.0,
+        "canary": 1.0,
+        "pauseBetweenNodes": 0.0,
+        "alerts": 0.0,
+        "exclusionGroup": 0.0,
+        "after": 0.0,
+    }
     m.set_status("ops", "audit", "uid-1", _reconciling("HaltedByAlerts"))
-    assert gates() == {"window": 0.0, "canary": 0.0, "pauseBetweenNodes": 0.0, "alerts": 1.0, "exclusionGroup": 0.0, "after": 0.0}
+    assert gates() == {
+        "window": 0.0,
+        "canary": 0.0,
+        "pauseBetweenNodes": 0.0,
+        "alerts": 1.0,
+        "exclusionGroup": 0.0,
+        "after": 0.0,
+    }
     m.set_status("ops", "audit", "uid-1", _reconciling("AlertsUnknown"))
     assert gates()["alerts"] == 1.0
     m.set_status("ops", "audit", "uid-1", _reconciling("WaitingForExclusionGroup"))
@@ -111,8 +151,9 @@ def test_time_waiting_at_a_gate_is_counted_per_gate_and_rises_between_writes() -
     m = Metrics(timer=lambda: now[0])
 
     def waited(gate: str) -> float | None:
-        return m.registry.get_sample_value("daemonjob_rollout_gate_wait_seconds_total",
-                                           {"namespace": "ops", "name": "audit", "gate": gate})
+        return m.registry.get_sample_value(
+            "daemonjob_rollout_gate_wait_seconds_total", {"namespace": "ops", "name": "audit", "gate": gate}
+        )
 
     m.set_status("ops", "audit", "uid-1", _reconciling("RollingOut"))
     assert waited("alerts") == 0.0 and waited("window") == 0.0  # every gate's series from the start

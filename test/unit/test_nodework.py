@@ -12,8 +12,8 @@ from daemonjob.controller.nodework import NodeActs, pods_to_evict, release_node
 from daemonjob.controller.observe import Observation
 from daemonjob.domain.inputs import ConfigMapsRead
 from daemonjob.domain.maintenance import Cordon, DrainNode, NodeWork, Release
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.maintenancespec import Drain
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.selectors import compile_label_selector
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.builders import make_dj
@@ -41,10 +41,16 @@ def _acts(control: FakeNodeControl) -> NodeActs:
 
 
 def test_pods_left_alone_and_pods_waiting_for_an_opt_in() -> None:
-    pods = [_pod("web"), _pod("ds", owner="DaemonSet"), _pod("mirror", meta={"annotations": {
-        "kubernetes.io/config.mirror": "x"}}), _pod("done", phase="Succeeded"), _pod("bare", owner=None),
-        _pod("cache", spec={"volumes": [{"name": "c", "emptyDir": {}}]}), _pod("keep", labels={"keep": "yes"}),
-        _pod("going", meta={"deletionTimestamp": "2026-11-25T12:00:00Z"})]
+    pods = [
+        _pod("web"),
+        _pod("ds", owner="DaemonSet"),
+        _pod("mirror", meta={"annotations": {"kubernetes.io/config.mirror": "x"}}),
+        _pod("done", phase="Succeeded"),
+        _pod("bare", owner=None),
+        _pod("cache", spec={"volumes": [{"name": "c", "emptyDir": {}}]}),
+        _pod("keep", labels={"keep": "yes"}),
+        _pod("going", meta={"deletionTimestamp": "2026-11-25T12:00:00Z"}),
+    ]
     drain = Drain(ignore_pods=compile_label_selector({"matchLabels": {"keep": "yes"}}))
     verdicts = pods_to_evict(pods, drain, "ns", "dj")
     assert [p["metadata"]["name"] for p in verdicts.evict] == ["web"]
@@ -56,14 +62,20 @@ def test_pods_left_alone_and_pods_waiting_for_an_opt_in() -> None:
 
 
 def test_a_cordon_writes_the_record_with_it_and_never_takes_someone_elses_cordon_as_ours() -> None:
-    control = FakeNodeControl({"a": {"metadata": {"name": "a"}, "spec": {}},
-                               "b": {"metadata": {"name": "b"}, "spec": {"unschedulable": True}}})
+    control = FakeNodeControl(
+        {
+            "a": {"metadata": {"name": "a"}, "spec": {}},
+            "b": {"metadata": {"name": "b"}, "spec": {"unschedulable": True}},
+        }
+    )
     work = NodeWork(cordons=[Cordon("a", RECORD), Cordon("b", RECORD)])
     acted = _acts(control).carry(_seen(), work, None)
     assert acted.cordoned == ["a", "b"] and not acted.errors
     a, b = control.nodes["a"], control.nodes["b"]
-    assert a["spec"]["unschedulable"] is True and NodeRecord.parse(a["metadata"]["annotations"][
-        ANNOTATION_MAINTENANCE]).cordoned
+    assert (
+        a["spec"]["unschedulable"] is True
+        and NodeRecord.parse(a["metadata"]["annotations"][ANNOTATION_MAINTENANCE]).cordoned
+    )
     assert not NodeRecord.parse(b["metadata"]["annotations"][ANNOTATION_MAINTENANCE]).cordoned
     assert all("unschedulable" not in patch.get("spec", {}) for name, patch in control.node_patches if name == "b")
     # released: the record goes from both, only ours is uncordoned
@@ -75,16 +87,24 @@ def test_a_cordon_writes_the_record_with_it_and_never_takes_someone_elses_cordon
 
 def test_a_node_held_by_another_record_is_not_cordoned_nor_released() -> None:
     other = NodeRecord("ns/other", "uid-2", "r9")
-    control = FakeNodeControl({"a": {"metadata": {"name": "a", "annotations": {ANNOTATION_MAINTENANCE: other.text()}},
-                                     "spec": {"unschedulable": True}}})
-    acted = _acts(control).carry(_seen(), NodeWork(cordons=[Cordon("a", RECORD)], releases=[Release("a", RECORD,
-                                                                                                    "x")]), None)
+    control = FakeNodeControl(
+        {
+            "a": {
+                "metadata": {"name": "a", "annotations": {ANNOTATION_MAINTENANCE: other.text()}},
+                "spec": {"unschedulable": True},
+            }
+        }
+    )
+    acted = _acts(control).carry(
+        _seen(), NodeWork(cordons=[Cordon("a", RECORD)], releases=[Release("a", RECORD, "x")]), None
+    )
     assert acted.cordoned == [] and acted.released == [] and control.node_patches == []
 
 
 def test_a_drain_evicts_reports_the_pdb_and_is_done_once_the_pods_are_gone() -> None:
-    control = FakeNodeControl({"a": {"metadata": {"name": "a"}, "spec": {"unschedulable": True}}},
-                              {"a": [_pod("web"), _pod("db")]})
+    control = FakeNodeControl(
+        {"a": {"metadata": {"name": "a"}, "spec": {"unschedulable": True}}}, {"a": [_pod("web"), _pod("db")]}
+    )
     control.refuse["db"] = "app/db-pdb"
     acts = _acts(control)
     seen = _seen()
@@ -132,7 +152,9 @@ def test_evictions_use_the_newest_version_the_server_offers() -> None:
     for versions, expected in ((["v1beta1"], "policy/v1beta1"), (["v1", "v1beta1"], "policy/v1")):
         kube = _Discovery(versions)
         KubeNodeControl(kube).evict("app", "web", "uid-web", 30)  # type: ignore[arg-type]
-        (path, body), = kube.created
+        ((path, body),) = kube.created
         assert path == "/api/v1/namespaces/app/pods/web/eviction"
         assert body["apiVersion"] == expected and body["deleteOptions"] == {
-            "gracePeriodSeconds": 30, "preconditions": {"uid": "uid-web"}}
+            "gracePeriodSeconds": 30,
+            "preconditions": {"uid": "uid-web"},
+        }

@@ -13,7 +13,10 @@ DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 TEMPLATE = {
     "metadata": {"labels": {"app": "audit"}, "annotations": {"run": "1"}},
-    "spec": {"backoffLimit": 2, "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}},
+    "spec": {
+        "backoffLimit": 2,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}},
+    },
 }
 
 
@@ -83,7 +86,9 @@ def test_distinct_nodes_get_distinct_names(nodes: list[str], dj: str) -> None:
 def test_job_name_without_run_is_unchanged() -> None:
     # Pinned: Jobs created before runs existed keep their names (no duplicate on upgrade).
     assert job_name("audit", "node-1", "5f9c2a0b1d") == job_name("audit", "node-1", "5f9c2a0b1d", None)
-    assert job_name("audit", "node-1", "5f9c2a0b1d") == "audit-node-1-" + _legacy_suffix("audit", "node-1", "5f9c2a0b1d")
+    assert job_name("audit", "node-1", "5f9c2a0b1d") == "audit-node-1-" + _legacy_suffix(
+        "audit", "node-1", "5f9c2a0b1d"
+    )
 
 
 def _legacy_suffix(*parts: str) -> str:
@@ -101,8 +106,11 @@ def test_job_name_with_run_is_deterministic_distinct_and_short() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(dj=st.text(min_size=1, max_size=253), node=st.text(min_size=1, max_size=253),
-       run=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=63))
+@given(
+    dj=st.text(min_size=1, max_size=253),
+    node=st.text(min_size=1, max_size=253),
+    run=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=63),
+)
 def test_job_name_with_run_is_a_dns_label(dj: str, node: str, run: str) -> None:
     name = job_name(dj, node, "5f9c2a0b1d", run)
     assert len(name) <= 63 and DNS1123_LABEL.match(name)

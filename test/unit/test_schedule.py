@@ -46,8 +46,9 @@ def ticks(expression: str, zone: str | None, after: datetime, n: int) -> list[da
     return out
 
 
-def dj(status: dict[str, Any] | None = None, created: str = "2026-01-01 00:00", run_now: str | None = None,
-       **spec: Any) -> dict[str, Any]:
+def dj(
+    status: dict[str, Any] | None = None, created: str = "2026-01-01 00:00", run_now: str | None = None, **spec: Any
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "nightly", "creationTimestamp": at(created).strftime("%Y-%m-%dT%H:%M:%SZ")}
     if run_now is not None:
         meta["annotations"] = {ANNOTATION_RUN_NOW: run_now}
@@ -69,30 +70,47 @@ def applied(obj: dict[str, Any], step: sch.ScheduleStep) -> dict[str, Any]:
 # ---------------------------------------------------------------- parsing
 
 
-@pytest.mark.parametrize("expression", [
-    "0 3 * * *", "*/15 * * * *", "0 0 1-7 * MON", "30 2 * JAN-MAR,DEC sun", "0 0-23/2 * * 1-5",
-    "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight", "  0   3 * * *  ",
-])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "0 3 * * *",
+        "*/15 * * * *",
+        "0 0 1-7 * MON",
+        "30 2 * JAN-MAR,DEC sun",
+        "0 0-23/2 * * 1-5",
+        "@hourly",
+        "@daily",
+        "@weekly",
+        "@monthly",
+        "@yearly",
+        "@annually",
+        "@midnight",
+        "  0   3 * * *  ",
+    ],
+)
 def test_valid_schedules_parse(expression: str) -> None:
     s = parse_schedule(expression)
     assert s.zone_name == "UTC"
     assert s.next_after(at("2026-01-01 00:00")) is not None
 
 
-@pytest.mark.parametrize(("expression", "detail"), [
-    ("61 * * * *", "Bad minute"),
-    ("0 24 * * *", "Bad hour"),
-    ("0 0 32 * *", "Bad day-of-month"),
-    ("0 0 30 2 *", "Bad day-of-month"),
-    ("0 0 * 13 *", "Bad month"),
-    ("0 0 * * FUNDAY", "Bad day-of-week"),
-    ("* * *", "expected exactly 5 fields"),
-    ("0 * * * * *", "expected exactly 5 fields"),
-    ("@every 5m", "unknown macro"),
-    ("@fortnightly", "unknown macro"),
-    ("TZ=Europe/Berlin 0 3 * * *", "use spec.timeZone"),
-    ("", "must be a cron expression"),
-])
+@pytest.mark.parametrize(
+    ("expression", "detail"),
+    [
+        ("61 * * * *", "Bad minute"),
+        ("0 24 * * *", "Bad hour"),
+        ("0 0 32 * *", "Bad day-of-month"),
+        ("0 0 30 2 *", "Bad day-of-month"),
+        ("0 0 * 13 *", "Bad month"),
+        ("0 0 * * FUNDAY", "Bad day-of-week"),
+        ("* * *", "expected exactly 5 fields"),
+        ("0 * * * * *", "expected exactly 5 fields"),
+        ("@every 5m", "unknown macro"),
+        ("@fortnightly", "unknown macro"),
+        ("TZ=Europe/Berlin 0 3 * * *", "use spec.timeZone"),
+        ("", "must be a cron expression"),
+    ],
+)
 def test_invalid_schedules_say_why(expression: str, detail: str) -> None:
     with pytest.raises(InvalidSchedule) as info:
         parse_schedule(expression)
@@ -169,7 +187,12 @@ def test_only_the_latest_missed_tick_runs_and_the_rest_are_counted() -> None:
     s = parse_schedule("0 * * * *")
     due = due_tick(s, at("2026-01-01 00:00"), at("2026-01-01 05:30"), None)
     assert (due.tick, due.latest, due.count, due.superseded, due.previous) == (
-        at("2026-01-01 05:00"), at("2026-01-01 05:00"), 5, 4, at("2026-01-01 04:00"))
+        at("2026-01-01 05:00"),
+        at("2026-01-01 05:00"),
+        5,
+        4,
+        at("2026-01-01 04:00"),
+    )
 
 
 def test_no_tick_yet_and_exact_tick() -> None:
@@ -258,7 +281,9 @@ def test_step_without_schedule_is_quiet() -> None:
 
 
 def test_after_downtime_only_the_latest_tick_runs_and_the_skipped_are_reported() -> None:
-    obj = dj(schedule="0 * * * *", status={"lastScheduleTime": "2026-01-01T00:00:00Z", "observedSchedule": "0 * * * * (UTC)"})
+    obj = dj(
+        schedule="0 * * * *", status={"lastScheduleTime": "2026-01-01T00:00:00Z", "observedSchedule": "0 * * * * (UTC)"}
+    )
     step = schedule_step(obj, at("2026-01-01 05:30"), active_runs=NONE)
     assert step.start is not None and step.start.scheduled_time == at("2026-01-01 05:00")
     assert step.skipped == (sch.SkippedTicks(SKIP_MISSED, 4, at("2026-01-01 04:00")),)
@@ -267,8 +292,11 @@ def test_after_downtime_only_the_latest_tick_runs_and_the_skipped_are_reported()
 
 
 def test_a_tick_past_the_starting_deadline_is_skipped() -> None:
-    obj = dj(schedule="0 * * * *", startingDeadlineSeconds=600,
-             status={"lastScheduleTime": "2026-01-01T00:00:00Z", "observedSchedule": "0 * * * * (UTC)"})
+    obj = dj(
+        schedule="0 * * * *",
+        startingDeadlineSeconds=600,
+        status={"lastScheduleTime": "2026-01-01T00:00:00Z", "observedSchedule": "0 * * * * (UTC)"},
+    )
     step = schedule_step(obj, at("2026-01-01 05:30"), active_runs=NONE)
     assert step.start is None
     assert [s.reason for s in step.skipped] == [SKIP_MISSED, SKIP_DEADLINE]
@@ -281,8 +309,14 @@ def test_a_tick_past_the_starting_deadline_is_skipped() -> None:
 
 
 def test_forbid_skips_the_tick_while_a_run_is_active_and_never_starts_it_late() -> None:
-    obj = dj(schedule="0 * * * *", status={"lastScheduleTime": "2026-01-01T00:00:00Z", "currentRun": "20260101t000000z",
-                                            "observedSchedule": "0 * * * * (UTC)"})
+    obj = dj(
+        schedule="0 * * * *",
+        status={
+            "lastScheduleTime": "2026-01-01T00:00:00Z",
+            "currentRun": "20260101t000000z",
+            "observedSchedule": "0 * * * * (UTC)",
+        },
+    )
     step = schedule_step(obj, at("2026-01-01 01:00:02"), active_runs=PREVIOUS)
     assert step.start is None and step.current_run == "20260101t000000z"
     assert step.skipped == (sch.SkippedTicks(SKIP_FORBID, 1, at("2026-01-01 01:00")),)
@@ -299,12 +333,16 @@ def test_forbid_skips_the_tick_while_a_run_is_active_and_never_starts_it_late() 
 
 def test_forbid_is_the_default_and_replace_replaces() -> None:
     status = {"lastScheduleTime": "2026-01-01T00:00:00Z", "observedSchedule": "0 * * * * (UTC)"}
-    step = schedule_step(dj(schedule="0 * * * *", concurrencyPolicy="Replace", status=status),
-                         at("2026-01-01 01:00"), active_runs=PREVIOUS)
+    step = schedule_step(
+        dj(schedule="0 * * * *", concurrencyPolicy="Replace", status=status),
+        at("2026-01-01 01:00"),
+        active_runs=PREVIOUS,
+    )
     assert step.start is not None and step.start.replace
     assert "replaced" in step.events[-1].message
-    quiet = schedule_step(dj(schedule="0 * * * *", concurrencyPolicy="Replace", status=status),
-                          at("2026-01-01 01:00"), active_runs=NONE)
+    quiet = schedule_step(
+        dj(schedule="0 * * * *", concurrencyPolicy="Replace", status=status), at("2026-01-01 01:00"), active_runs=NONE
+    )
     assert quiet.start is not None and not quiet.start.replace
     assert sch.replaces_other_runs({"concurrencyPolicy": "Replace"})
     assert not sch.replaces_other_runs({"concurrencyPolicy": "Forbid"}) and not sch.replaces_other_runs({})
@@ -337,8 +375,9 @@ def test_a_schedule_added_or_edited_later_starts_at_its_next_tick() -> None:
     assert edited.start is None and edited.status["nextScheduleTime"] == "2026-01-11T04:00:00Z"
     assert edited.status["observedSchedule"] == "0 4 * * * (UTC)"
     # A zone edit is an edit too.
-    moved = schedule_step(dj(schedule="0 3 * * *", timeZone="Asia/Tokyo", status=ran), at("2026-01-10 12:00"),
-                          active_runs=NONE)
+    moved = schedule_step(
+        dj(schedule="0 3 * * *", timeZone="Asia/Tokyo", status=ran), at("2026-01-10 12:00"), active_runs=NONE
+    )
     assert moved.start is None and moved.status["nextScheduleTime"] == "2026-01-10T18:00:00Z"
 
 
@@ -360,8 +399,11 @@ def test_a_schedule_removed_and_added_again_waits_for_its_next_tick() -> None:
 
 
 def test_a_backwards_clock_does_not_start_a_run_twice() -> None:
-    status = {"lastScheduleTime": "2026-01-01T05:00:00Z", "currentRun": "20260101t050000z",
-              "observedSchedule": "0 * * * * (UTC)"}
+    status = {
+        "lastScheduleTime": "2026-01-01T05:00:00Z",
+        "currentRun": "20260101t050000z",
+        "observedSchedule": "0 * * * * (UTC)",
+    }
     obj = dj(schedule="0 * * * *", status=status)
     for now in (at("2026-01-01 05:00"), at("2026-01-01 04:59"), at("2026-01-01 03:00")):
         step = schedule_step(obj, now, active_runs=NONE)
@@ -386,12 +428,18 @@ def test_run_now_starts_one_run() -> None:
     done = applied(obj, step)
     assert schedule_step(done, at("2026-01-01 10:05"), active_runs=NONE).start is None
     # A new value is a new run; reusing an old value later is also a new run.
-    second = schedule_step({**done, "metadata": {**done["metadata"], "annotations": {ANNOTATION_RUN_NOW: "2"}}},
-                           at("2026-01-01 11:00"), active_runs=NONE)
+    second = schedule_step(
+        {**done, "metadata": {**done["metadata"], "annotations": {ANNOTATION_RUN_NOW: "2"}}},
+        at("2026-01-01 11:00"),
+        active_runs=NONE,
+    )
     assert second.start is not None and second.start.run != step.start.run
     done2 = applied(done, second)
-    third = schedule_step({**done2, "metadata": {**done2["metadata"], "annotations": {ANNOTATION_RUN_NOW: "1"}}},
-                          at("2026-01-01 12:00"), active_runs=NONE)
+    third = schedule_step(
+        {**done2, "metadata": {**done2["metadata"], "annotations": {ANNOTATION_RUN_NOW: "1"}}},
+        at("2026-01-01 12:00"),
+        active_runs=NONE,
+    )
     assert third.start is not None and third.start.run not in (step.start.run, second.start.run)
 
 
@@ -408,20 +456,34 @@ def test_run_now_waits_under_forbid_and_while_suspended_and_replaces_under_repla
 
 
 def test_a_tick_and_a_trigger_together_start_one_run() -> None:
-    obj = dj(schedule="0 * * * *", run_now="x",
-             status={"lastScheduleTime": "2026-01-01T00:00:00Z", "observedSchedule": "0 * * * * (UTC)"})
+    obj = dj(
+        schedule="0 * * * *",
+        run_now="x",
+        status={"lastScheduleTime": "2026-01-01T00:00:00Z", "observedSchedule": "0 * * * * (UTC)"},
+    )
     step = schedule_step(obj, at("2026-01-01 01:00"), active_runs=NONE)
     assert step.start is not None and step.start.run == "20260101t010000z"
     assert step.status["lastRunNowTrigger"] == "x"
 
 
-@pytest.mark.parametrize(("spec", "reason", "text"), [
-    ({"schedule": "0 25 * * *"}, "InvalidSchedule", 'spec.schedule: Invalid value: "0 25 * * *": Bad hour'),
-    ({"schedule": "0 3 * * *", "timeZone": "Nowhere/City"}, "InvalidTimeZone", 'spec.timeZone: Invalid value: "Nowhere/City"'),
-    ({"timeZone": "Nowhere/City"}, "InvalidTimeZone", "spec.timeZone"),
-    ({"schedule": "0 3 * * *", "concurrencyPolicy": "Allow"}, "InvalidSpec", 'spec.concurrencyPolicy: Unsupported value: "Allow"'),
-    ({"schedule": "0 3 * * *", "startingDeadlineSeconds": -1}, "InvalidSpec", "spec.startingDeadlineSeconds"),
-])
+@pytest.mark.parametrize(
+    ("spec", "reason", "text"),
+    [
+        ({"schedule": "0 25 * * *"}, "InvalidSchedule", 'spec.schedule: Invalid value: "0 25 * * *": Bad hour'),
+        (
+            {"schedule": "0 3 * * *", "timeZone": "Nowhere/City"},
+            "InvalidTimeZone",
+            'spec.timeZone: Invalid value: "Nowhere/City"',
+        ),
+        ({"timeZone": "Nowhere/City"}, "InvalidTimeZone", "spec.timeZone"),
+        (
+            {"schedule": "0 3 * * *", "concurrencyPolicy": "Allow"},
+            "InvalidSpec",
+            'spec.concurrencyPolicy: Unsupported value: "Allow"',
+        ),
+        ({"schedule": "0 3 * * *", "startingDeadlineSeconds": -1}, "InvalidSpec", "spec.startingDeadlineSeconds"),
+    ],
+)
 def test_invalid_spec_is_a_problem_and_starts_nothing(spec: dict[str, Any], reason: str, text: str) -> None:
     step = schedule_step(dj(run_now="1", **spec), at("2026-01-01 10:00"), active_runs=NONE)
     assert step.problem is not None and step.problem.reason == reason
@@ -430,8 +492,11 @@ def test_invalid_spec_is_a_problem_and_starts_nothing(spec: dict[str, Any], reas
 
 
 def test_removing_the_schedule_clears_what_it_remembers_of_it_and_keeps_the_run() -> None:
-    status = {"lastScheduleTime": "2026-01-01T01:00:00Z", "nextScheduleTime": "2026-01-01T02:00:00Z",
-              "currentRun": "20260101t010000z"}
+    status = {
+        "lastScheduleTime": "2026-01-01T01:00:00Z",
+        "nextScheduleTime": "2026-01-01T02:00:00Z",
+        "currentRun": "20260101t010000z",
+    }
     step = schedule_step(dj(status=status), at("2026-01-01 01:30"), active_runs=NONE)
     assert step.status == {"nextScheduleTime": None, "lastScheduleTime": None}
     assert step.current_run == "20260101t010000z"
@@ -464,6 +529,9 @@ def test_only_other_runs_block_or_are_replaced() -> None:
     # Jobs from before the DaemonJob had runs (no label) count as another run.
     legacy = schedule_step(dj(schedule="0 * * * *", status=status), at("2026-01-01 01:00"), active_runs={None})
     assert legacy.start is None and legacy.skipped[0].reason == SKIP_FORBID
-    own = schedule_step(dj(schedule="0 * * * *", concurrencyPolicy="Replace", status=status),
-                        at("2026-01-01 01:00"), active_runs={"20260101t010000z"})
+    own = schedule_step(
+        dj(schedule="0 * * * *", concurrencyPolicy="Replace", status=status),
+        at("2026-01-01 01:00"),
+        active_runs={"20260101t010000z"},
+    )
     assert own.start is not None and not own.start.replace

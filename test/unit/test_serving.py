@@ -26,9 +26,15 @@ def _probe(port: int, host: str = "127.0.0.1", path: str = "/healthz") -> tuple[
 
 @pytest.fixture
 def probes():
-    server = Server(("127.0.0.1", 0), {"/healthz": check_route(lambda: None)}, "probes",
-                    post_routes={"/echo": lambda body: (200, "application/octet-stream", body)},
-                    max_body=1024, workers=4, max_connections=64).start()
+    server = Server(
+        ("127.0.0.1", 0),
+        {"/healthz": check_route(lambda: None)},
+        "probes",
+        post_routes={"/echo": lambda body: (200, "application/octet-stream", body)},
+        max_body=1024,
+        workers=4,
+        max_connections=64,
+    ).start()
     yield server
     server.stop()
 
@@ -62,16 +68,19 @@ def test_keep_alive_and_post(probes):
     conn.close()
 
 
-@pytest.mark.parametrize("request_bytes, code", [
-    (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1025\r\n\r\n", b"413"),
-    (b"POST /echo HTTP/1.1\r\nHost: x\r\n\r\n", b"411"),
-    (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", b"413"),
-    (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Long: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
-    (b"BREW /healthz HTTP/1.1\r\n\r\n", b"405"),
-    (b"GET /healthz HTTP/9.9\r\n\r\n", b"505"),
-    (b"nonsense\r\n\r\n", b"400"),
-    (b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", b"404"),
-])
+@pytest.mark.parametrize(
+    "request_bytes, code",
+    [
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1025\r\n\r\n", b"413"),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\n\r\n", b"411"),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", b"413"),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Long: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
+        (b"BREW /healthz HTTP/1.1\r\n\r\n", b"405"),
+        (b"GET /healthz HTTP/9.9\r\n\r\n", b"505"),
+        (b"nonsense\r\n\r\n", b"400"),
+        (b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", b"404"),
+    ],
+)
 def test_malformed_or_oversized_requests_get_4xx_and_the_server_goes_on(probes, request_bytes, code):
     with socket.create_connection(("127.0.0.1", probes.port), timeout=30) as s:
         s.sendall(request_bytes)
@@ -97,10 +106,18 @@ def test_all_interfaces_binds_both_families_where_the_host_has_them():
         server.stop()
 
 
-@pytest.mark.parametrize("address, parsed", [
-    (":8080", ("", 8080)), ("[::]:8080", ("::", 8080)), ("0.0.0.0:8080", ("0.0.0.0", 8080)),
-    ("[::1]:9", ("::1", 9)), ("127.0.0.1:1", ("127.0.0.1", 1)), ("0", None), ("", None),
-])
+@pytest.mark.parametrize(
+    "address, parsed",
+    [
+        (":8080", ("", 8080)),
+        ("[::]:8080", ("::", 8080)),
+        ("0.0.0.0:8080", ("0.0.0.0", 8080)),
+        ("[::1]:9", ("::1", 9)),
+        ("127.0.0.1:1", ("127.0.0.1", 1)),
+        ("0", None),
+        ("", None),
+    ],
+)
 def test_parse_bind_address(address, parsed):
     assert parse_bind_address(address) == parsed
 

@@ -40,8 +40,15 @@ class Cluster:
 
 
 def full_read(jobs: dict[str, dict[str, Any]], uid: str, revision: str, run: str | None) -> frozenset[str]:
-    return frozenset(n for j in jobs.values() if owner_uid(j) == uid and job_revision(j) == revision
-                     and job_run(j) == run and job_state(j) == SUCCEEDED and (n := job_node(j)))
+    return frozenset(
+        n
+        for j in jobs.values()
+        if owner_uid(j) == uid
+        and job_revision(j) == revision
+        and job_run(j) == run
+        and job_state(j) == SUCCEEDED
+        and (n := job_node(j))
+    )
 
 
 def a_job(d: int, node: str, state: str, revision: str = "r1", run: str | None = None) -> dict[str, Any]:
@@ -63,8 +70,14 @@ def assert_reads_right(kept: SucceededNodes, cluster: Cluster, d: int) -> None:
 
 
 EVENTS = st.one_of(
-    st.tuples(st.just("job"), st.integers(0, 1), st.sampled_from(NODES), st.sampled_from(["r1", "r2"]),
-              st.sampled_from([None, "run-1"]), st.sampled_from([*STATES, "gone"])),
+    st.tuples(
+        st.just("job"),
+        st.integers(0, 1),
+        st.sampled_from(NODES),
+        st.sampled_from(["r1", "r2"]),
+        st.sampled_from([None, "run-1"]),
+        st.sampled_from([*STATES, "gone"]),
+    ),
     st.tuples(st.sampled_from(["name", "unname", "read"]), st.integers(0, 1)),
 )
 

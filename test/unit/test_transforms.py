@@ -1,28 +1,45 @@
 import copy
 
+from daemonjob.controller.transforms import Interner, job_transform, node_transform
 from daemonjob.domain.jobs import build_job, job_finish_time, job_node, job_revision, job_state, job_ttl
 from daemonjob.machinery.frozen import freeze, thaw
-from daemonjob.controller.transforms import Interner, job_transform, node_transform
 
 DJ = {
-    "apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob",
+    "apiVersion": "daemonjob.io/v1alpha1",
+    "kind": "DaemonJob",
     "metadata": {"name": "audit", "namespace": "ops", "uid": "dj-uid", "generation": 1},
-    "spec": {"jobTemplate": {"metadata": {"labels": {"team": "sre"}}, "spec": {"template": {"spec": {
-        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}},
+    "spec": {
+        "jobTemplate": {
+            "metadata": {"labels": {"team": "sre"}},
+            "spec": {
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+            },
+        }
+    },
 }
 
 
 def server_job(node: str, finished: str | None = None) -> dict:
     """A Job as the API server returns it: defaults, progress counts, every condition."""
     job = build_job(DJ, node, "rev1")
-    job["metadata"].update(uid=f"uid-{node}", resourceVersion="42", creationTimestamp="2026-11-02T10:00:00Z",
-                           generation=1, managedFields=[{"manager": "daemonjob-controller"}])
+    job["metadata"].update(
+        uid=f"uid-{node}",
+        resourceVersion="42",
+        creationTimestamp="2026-11-02T10:00:00Z",
+        generation=1,
+        managedFields=[{"manager": "daemonjob-controller"}],
+    )
     job["status"] = {"startTime": "2026-11-02T10:00:00Z", "active": 1}
     if finished:
-        job["status"] = {"startTime": "2026-11-02T10:00:00Z", "completionTime": finished, "succeeded": 1,
-                         "conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
-                                        {"type": "Complete", "status": "True", "lastProbeTime": finished,
-                                         "lastTransitionTime": finished}]}
+        job["status"] = {
+            "startTime": "2026-11-02T10:00:00Z",
+            "completionTime": finished,
+            "succeeded": 1,
+            "conditions": [
+                {"type": "SuccessCriteriaMet", "status": "True"},
+                {"type": "Complete", "status": "True", "lastProbeTime": finished, "lastTransitionTime": finished},
+            ],
+        }
     return job
 
 
@@ -30,14 +47,21 @@ def test_a_job_keeps_what_decide_reads_and_nothing_else():
     job = server_job("n1", finished="2026-11-02T10:00:05Z")
     kept = job_transform(copy.deepcopy(job))
     meta = kept["metadata"]
-    assert set(meta) == {"name", "namespace", "uid", "creationTimestamp", "labels",
-                         "ownerReferences", "annotations"}
+    assert set(meta) == {"name", "namespace", "uid", "creationTimestamp", "labels", "ownerReferences", "annotations"}
     assert dict(meta["labels"]) == {"daemonjob.io/name": "audit", "daemonjob.io/revision": "rev1"}
     assert [dict(r) for r in meta["ownerReferences"]] == [
-        {"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob", "name": "audit", "uid": "dj-uid",
-         "controller": True}]
-    assert thaw(kept["status"]) == {"completionTime": "2026-11-02T10:00:05Z", "conditions": [
-        {"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-02T10:00:05Z"}]}
+        {
+            "apiVersion": "daemonjob.io/v1alpha1",
+            "kind": "DaemonJob",
+            "name": "audit",
+            "uid": "dj-uid",
+            "controller": True,
+        }
+    ]
+    assert thaw(kept["status"]) == {
+        "completionTime": "2026-11-02T10:00:05Z",
+        "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-02T10:00:05Z"}],
+    }
     for read in (job_node, job_revision, job_state, job_finish_time):
         assert read(freeze(kept)) == read(job)
 
@@ -58,8 +82,9 @@ def test_progress_is_not_a_change():
     pending["status"] = {}
     running = server_job("n1")
     assert job_transform(pending)["status"] == job_transform(running)["status"]
-    assert job_transform(running)["status"] != job_transform(server_job("n1", finished="2026-11-02T10:00:05Z"))[
-        "status"]
+    assert (
+        job_transform(running)["status"] != job_transform(server_job("n1", finished="2026-11-02T10:00:05Z"))["status"]
+    )
 
 
 def test_parts_that_jobs_share_are_stored_once():
@@ -82,10 +107,18 @@ def test_the_interner_is_bounded_and_still_correct_when_full():
 
 
 def test_a_node_keeps_labels_taints_and_cordon():
-    node = {"metadata": {"name": "n1", "uid": "u", "resourceVersion": "7", "labels": {"a": "b"},
-                         "annotations": {"big": "x" * 1000}},
-            "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": True, "podCIDR": "10.0.0.0/24"},
-            "status": {"images": ["many"]}}
+    node = {
+        "metadata": {
+            "name": "n1",
+            "uid": "u",
+            "resourceVersion": "7",
+            "labels": {"a": "b"},
+            "annotations": {"big": "x" * 1000},
+        },
+        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": True, "podCIDR": "10.0.0.0/24"},
+        "status": {"images": ["many"]},
+    }
     assert node_transform(node) == {
         "metadata": {"name": "n1", "uid": "u", "labels": {"a": "b"}},
-        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": True}}
+        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": True},
+    }

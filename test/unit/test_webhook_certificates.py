@@ -24,11 +24,18 @@ class FakeKube:
 
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {
-            SECRET_PATH: {"metadata": {"name": "tls", "resourceVersion": "1"}, "type": "kubernetes.io/tls",
-                          "data": {"tls.crt": "", "tls.key": ""}},
-            CONFIG_PATH: {"metadata": {"name": "hook", "resourceVersion": "1"},
-                          "webhooks": [{"name": "a", "clientConfig": {"url": "https://x"}},
-                                       {"name": "b", "clientConfig": {"url": "https://y"}}]},
+            SECRET_PATH: {
+                "metadata": {"name": "tls", "resourceVersion": "1"},
+                "type": "kubernetes.io/tls",
+                "data": {"tls.crt": "", "tls.key": ""},
+            },
+            CONFIG_PATH: {
+                "metadata": {"name": "hook", "resourceVersion": "1"},
+                "webhooks": [
+                    {"name": "a", "clientConfig": {"url": "https://x"}},
+                    {"name": "b", "clientConfig": {"url": "https://y"}},
+                ],
+            },
         }
         self.puts: list[str] = []
         self.before_put: Any = None
@@ -55,7 +62,9 @@ class FakeKube:
         return {k: base64.b64decode(v) for k, v in self.objects[SECRET_PATH]["data"].items()}
 
     def bundles(self) -> list[bytes]:
-        return [base64.b64decode(h["clientConfig"].get("caBundle") or "") for h in self.objects[CONFIG_PATH]["webhooks"]]
+        return [
+            base64.b64decode(h["clientConfig"].get("caBundle") or "") for h in self.objects[CONFIG_PATH]["webhooks"]
+        ]
 
 
 class Clock:
@@ -67,9 +76,15 @@ class Clock:
 
 
 def keeper(kube: FakeKube, tmp_path: Path, clock: Clock, name: str = "a") -> SelfManagedCertificates:
-    return SelfManagedCertificates(kube, "daemonjob-system", "tls", "hook",  # type: ignore[arg-type]
-                                   [*service_names("svc", "daemonjob-system"), "127.0.0.1"], tmp_path / name,
-                                   now=clock)
+    return SelfManagedCertificates(
+        kube,
+        "daemonjob-system",
+        "tls",
+        "hook",  # type: ignore[arg-type]
+        [*service_names("svc", "daemonjob-system"), "127.0.0.1"],
+        tmp_path / name,
+        now=clock,
+    )
 
 
 def test_an_empty_secret_gets_a_ca_and_a_certificate_for_the_service_names(tmp_path: Path) -> None:

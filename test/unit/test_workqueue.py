@@ -7,7 +7,12 @@ from prometheus_client import CollectorRegistry
 
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.queuemetrics import PrometheusMetricsProvider
-from daemonjob.machinery.ratelimit import BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, default_controller_rate_limiter
+from daemonjob.machinery.ratelimit import (
+    BucketRateLimiter,
+    ItemExponentialFailureRateLimiter,
+    MaxOfRateLimiter,
+    default_controller_rate_limiter,
+)
 from daemonjob.machinery.workqueue import DelayingQueue, Queue, RateLimitingQueue
 
 # Upper bound for anything expected to happen; only reached when a test fails.
