@@ -18,12 +18,13 @@ endif
 KIND_CLUSTER ?= daemonjob-e2e
 KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 
-.PHONY: help venv binaries test unit cluster-up cluster-down demo run bench bench-informer bench-scale bench-scale-ordered \
+.PHONY: help venv binaries test lint format unit cluster-up cluster-down demo run bench bench-informer bench-scale bench-scale-ordered \
         install uninstall deploy undeploy helm-install helm-uninstall checkov docker-build image image-tools lock e2e-kind
 
 help:
 	@echo "make demo          run DaemonJob on a local control plane with simulated nodes"
-	@echo "make test          provision everything and run every test"
+	@echo "make test          provision everything and run every test (make lint first)"
+	@echo "make lint / format ruff and mypy; ruff's fixes and formatting"
 	@echo "make cluster-up NODES=n [PROMETHEUS=1] / cluster-down   a background local cluster (.cluster/kubeconfig)"
 	@echo "make run           the controller against the cluster in KUBECONFIG"
 	@echo "make image         the controller image (Docker, else buildah); make lock  its dependency locks"
@@ -32,7 +33,7 @@ help:
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,lint]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -45,8 +46,18 @@ binaries:
 # Test files run on TEST_WORKERS processes, each with a local cluster of its own; most
 # tests wait on the cluster rather than compute, so two share the two cores well.
 TEST_WORKERS ?= 2
-test: venv binaries image-tools
+test: lint binaries image-tools
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# ruff (lint and format) and mypy, configured in pyproject.toml; `make format` applies ruff's fixes.
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+format: venv
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 unit: venv
 	$(PY) -m pytest -q test/unit
