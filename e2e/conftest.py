@@ -208,7 +208,7 @@ def controller(request: pytest.FixtureRequest, kube: Kube, kubectl: Kubectl) -> 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """On failure, the report carries the tail of each controller log of the test."""
     outcome = yield
-    report = outcome.get_result()  # type: ignore[attr-defined]
+    report = outcome.get_result()
     if report.failed and report.when in ("setup", "call"):
         for handle in item.stash.get(_CONTROLLERS, []):
             report.sections.append((f"controller log tail ({handle.log_path})", handle.tail()))

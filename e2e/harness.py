@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
 from daemonjob.testing import process, waiting
-from daemonjob.testing.jobwatch import (  # noqa: F401 (re-exported for the tests)
+from daemonjob.testing.jobwatch import (  # noqa: F401 - re-exported for the tests
     ANNOTATION_NODE,
     LABEL_NAME,
     LABEL_REVISION,

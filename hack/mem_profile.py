@@ -159,7 +159,7 @@ class Bed:
     def __init__(self, daemonjobs: int) -> None:
         self.clock = FakeClock()
         self.informers = fake_informers()
-        self.control = LeanJobControl(jobs=self.informers.jobs)  # type: ignore[arg-type]
+        self.control = LeanJobControl(jobs=self.informers.jobs)
         self.ctl = Controller(self.informers, self.control, clock=self.clock, resync_interval=0)
         self.djs = [daemonjob_body(f"bench-{i:02d}", i) for i in range(daemonjobs)]
         self.keys = [f"{d['metadata']['namespace']}/{d['metadata']['name']}" for d in self.djs]
@@ -185,7 +185,7 @@ class Bed:
             self.rv += 1
             dj["status"] = status
             dj["metadata"]["resourceVersion"] = str(self.rv)
-            self.informers.daemonjobs.update(dj)  # type: ignore[attr-defined]
+            self.informers.daemonjobs.update(dj)
 
     def passes(self) -> None:
         for key in self.keys:
@@ -209,7 +209,7 @@ class Bed:
                         {"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}
                     ],
                 }
-                self.informers.jobs.update(job)  # type: ignore[attr-defined]
+                self.informers.jobs.update(job)
         self.control.objects.clear()  # the API server's copies are no part of the controller
 
 
@@ -252,13 +252,13 @@ def main() -> int:
     bed = Bed(args.daemonjobs)
     t = time.monotonic()
     for dj in bed.djs:
-        bed.informers.daemonjobs.add(dj)  # type: ignore[attr-defined]
+        bed.informers.daemonjobs.add(dj)
     phase(f"controller, {args.daemonjobs} DaemonJobs", t)
 
     t = time.monotonic()
     names = [f"bench-{i:05d}" for i in range(args.nodes)]
     for name in names:
-        bed.informers.nodes.add(node_body(name))  # type: ignore[attr-defined]
+        bed.informers.nodes.add(node_body(name))
     phase(f"{args.nodes} nodes cached", t)
 
     t = time.monotonic()
@@ -270,9 +270,7 @@ def main() -> int:
             k = d * len(names) + n
             created = start + timedelta(seconds=k // FINISHED_PER_SECOND)
             finished = created + timedelta(seconds=2)
-            bed.informers.jobs.add(  # type: ignore[attr-defined]
-                job_body(dj, name, revision, template_hash, created, finished, bed.serial)
-            )
+            bed.informers.jobs.add(job_body(dj, name, revision, template_hash, created, finished, bed.serial))
     phase(f"{len(bed.informers.jobs.store)} succeeded Jobs cached", t)
 
     if args.converge:
@@ -297,7 +295,7 @@ def main() -> int:
     when = start + timedelta(hours=1)
     for j in range(args.joins):
         name = f"bench-join-{j:03d}"
-        bed.informers.nodes.add(node_body(name))  # type: ignore[attr-defined]
+        bed.informers.nodes.add(node_body(name))
         bed.passes()  # creates its Jobs
         when += timedelta(seconds=1)
         bed.finish_created(when)

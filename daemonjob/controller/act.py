@@ -14,9 +14,8 @@ next decision; the Events that say what was done are returned for the report ste
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from contextlib import nullcontext
-from typing import TypeVar
 
 from daemonjob import defaults
 from daemonjob.controller.adoption import Adoption
@@ -34,11 +33,9 @@ from daemonjob.domain.conditions import JOB_REJECTED
 from daemonjob.domain.decide import Decision, EventSpec
 from daemonjob.domain.plan import HISTORY
 from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.writers import MapAll
 
 __all__ = ["Act"]
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
 
 
 class Act:
@@ -49,7 +46,7 @@ class Act:
         control: JobControl,
         expectations: Expectations,
         metrics: Metrics,
-        run_all: Callable[[Callable[[_T], _R], Iterable[_T]], Iterable[_R]],
+        run_all: MapAll,
         *,
         history: HistoryCleaner,
         name_holds: NameHolds,

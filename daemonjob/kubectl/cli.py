@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import urllib3
 
@@ -71,7 +72,7 @@ EXAMPLES = {
 
 def _connection_flags(parser: argparse.ArgumentParser, top: bool) -> None:
     """kubectl's global flags, accepted before and after the command (later ones win)."""
-    d = {} if top else {"default": argparse.SUPPRESS}
+    d: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
     parser.add_argument("-n", "--namespace", help="the namespace (default: the context's, else default)", **d)
     parser.add_argument(
         "-A",
@@ -98,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     _connection_flags(common, top=False)
 
-    def command(name: str, help_: str, run: Command, **kw: object) -> argparse.ArgumentParser:
+    def command(name: str, help_: str, run: Command, **kw: Any) -> argparse.ArgumentParser:
         p = sub.add_parser(
             name,
             help=help_,
@@ -107,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=EXAMPLES.get(name),
             formatter_class=argparse.RawDescriptionHelpFormatter,
             **kw,
-        )  # type: ignore[arg-type]
+        )
         p.set_defaults(run=run)
         return p
 
@@ -271,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except urllib3.exceptions.HTTPError as exc:
         assert target is not None
-        print(f"error: {client.describe_connection_error(target.kube, exc)}", file=sys.stderr)  # type: ignore[union-attr]
+        print(f"error: {client.describe_connection_error(target.kube, exc)}", file=sys.stderr)
         return 1
     except ValueError as exc:  # a duration or number the user typed
         print(f"error: {exc}", file=sys.stderr)

@@ -140,7 +140,7 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
         else:
             print(f"daemonjob.daemonjob.io/{args.name} created (dry run)")
         return 0
-    params = {"dryRun": "All"} if args.dry_run == "server" else {}
+    params: dict[str, Any] = {"dryRun": "All"} if args.dry_run == "server" else {}
     created = target.kube.create(path_for(API_VERSION, client.PLURAL, target.namespace), manifest, **params)
     if args.output in ("json", "yaml"):
         output.dump(created, args.output)

@@ -220,14 +220,14 @@ def build_view(
     current: dict[str, Mapping[str, Any]] = {}
     for job in jobs:
         labels = (job.get("metadata") or {}).get("labels") or {}
-        node = job_node(job)
-        if node is None or labels.get(LABEL_REVISION) != revision:
+        on = job_node(job)
+        if on is None or labels.get(LABEL_REVISION) != revision:
             continue
         if run is not None and labels.get(LABEL_RUN) != run:
             continue
-        old = current.get(node)
+        old = current.get(on)
         if old is None or (job_created(job) or _EPOCH) >= (job_created(old) or _EPOCH):
-            current[node] = job
+            current[on] = job
     newest_pod = pods_by_job(pods)
 
     spec_error = ""
@@ -246,10 +246,10 @@ def build_view(
         detail, word = (verdict.message, verdict.kind) if verdict is not None else (None, "")
         if word == TAINTED and not node_ready(node):
             word = NOT_READY
-        job = current.get(name)
+        node_job = current.get(name)
         held = maintenance.held(node)
-        if job is not None:
-            row = job_row(name, job, newest_pod.get((job.get("metadata") or {}).get("uid") or ""))
+        if node_job is not None:
+            row = job_row(name, node_job, newest_pod.get((node_job.get("metadata") or {}).get("uid") or ""))
             rows.append(
                 replace(_with_eligibility(row, word, detail or ""), maintenance=maintenance.with_job(row.state, held))
             )
@@ -323,7 +323,7 @@ class MaintenanceView:
             uid=(dj.get("metadata") or {}).get("uid") or "",
             drains=spec.get("drain") is not None,
             keep_failed=bool(spec.get("keepFailedCordoned")),
-            draining={d.get("node"): d for d in status.get("draining") or () if isinstance(d, Mapping)},
+            draining={str(d.get("node")): d for d in status.get("draining") or () if isinstance(d, Mapping)},
             drain_failed=frozenset(status.get("drainFailedNodes") or ()) if current else frozenset(),
             skipped=frozenset(status.get("skippedNodes") or ()) if current else frozenset(),
         )

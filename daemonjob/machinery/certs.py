@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from daemonjob.machinery.tls import TLS_CERT, TLS_KEY, KeyPair, ReloadingTLS, TLSProvider, read_dir, write_dir
@@ -98,6 +98,8 @@ def issue(ca: KeyPair, names: Sequence[str], validity: float, now: datetime | No
     start = _now(now)
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    if not isinstance(ca_key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
+        raise ValueError(f"a CA key of type {type(ca_key).__name__} cannot sign (EC or RSA only)")
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         x509.CertificateBuilder()
@@ -111,11 +113,11 @@ def issue(ca: KeyPair, names: Sequence[str], validity: float, now: datetime | No
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
             critical=False,
         )
         .sign(ca_key, hashes.SHA256())
-    )  # type: ignore[arg-type]
+    )
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 

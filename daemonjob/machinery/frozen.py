@@ -26,6 +26,8 @@ class FrozenDict(dict):
     """
 
     __slots__ = ("_hash", "_memo")
+    _hash: int | None
+    _memo: Any  # daemonjob.machinery.memo's: None, one (key, value) pair, or a dict of them
 
     def __new__(cls, *args: Any, **kwargs: Any) -> FrozenDict:
         self = dict.__new__(cls)

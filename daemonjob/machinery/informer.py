@@ -339,13 +339,14 @@ class Informer:
                 self.store.delete(obj)
                 self._emit_delete(before if before is not None else freeze(obj))
             elif before is None:
-                self.store.add(obj)
-                self._emit_add(self.store.get(key))
+                frozen = freeze(obj)
+                self.store.add(frozen)  # stores this very instance (it is frozen already)
+                self._emit_add(frozen)
             elif before == (frozen := freeze(obj)):
                 pass  # nothing a handler reads changed (a heartbeat): keep the instance and its memos
             else:
                 self.store.update(frozen)
-                self._emit_update(before, self.store.get(key))
+                self._emit_update(before, frozen)
             self.resource_version = rv or self.resource_version
 
     def _prepare(self, obj: dict[str, Any]) -> dict[str, Any]:

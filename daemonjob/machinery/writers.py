@@ -10,12 +10,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
-__all__ = ["WriterPool"]
+__all__ = ["MapAll", "WriterPool"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class MapAll(Protocol):
+    """What a pass's writes run through: `WriterPool.map`, or a plain `map` in tests."""
+
+    def __call__(self, fn: Callable[[T], R], items: Iterable[T], /) -> Iterable[R]: ...
 
 
 class WriterPool:

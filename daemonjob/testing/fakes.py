@@ -281,11 +281,13 @@ class FakeNodeControl:
     node, evictions refused for the pods named in `refuse` (429, the PDB's cause as the API server
     words it). Records the writes it took."""
 
-    def __init__(self, nodes: Mapping[str, dict[str, Any]] = (), pods: Mapping[str, list[dict[str, Any]]] = ()):
-        self.nodes = {name: dict(body) for name, body in dict(nodes).items()}
+    def __init__(
+        self, nodes: Mapping[str, dict[str, Any]] | None = None, pods: Mapping[str, list[dict[str, Any]]] | None = None
+    ):
+        self.nodes = {name: dict(body) for name, body in dict(nodes or {}).items()}
         for body in self.nodes.values():
             body.setdefault("metadata", {}).setdefault("resourceVersion", "1")
-        self.pods = {name: list(items) for name, items in dict(pods).items()}
+        self.pods = {name: list(items) for name, items in dict(pods or {}).items()}
         self.refuse: dict[str, str] = {}  # pod name -> PDB name
         self.evicted: list[str] = []
         self.node_patches: list[tuple[str, dict[str, Any]]] = []

@@ -118,7 +118,7 @@ class JobWatcher:
         """The DaemonJob's Jobs; a `name` with commas (a,b) follows several DaemonJobs' Jobs at once."""
         return f"{LABEL_NAME} in ({self.name})" if "," in self.name else f"{LABEL_NAME}={self.name}"
 
-    def start(self) -> JobWatcher:
+    def start(self) -> Self:
         self._follower = Follower(
             self.kube,
             self.path,

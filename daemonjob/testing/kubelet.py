@@ -96,7 +96,7 @@ class Timers:
             self._cond.notify_all()
         self._thread.join(5)
 
-    def at(self, due: float, fn: Callable[[], None]) -> None:
+    def at(self, due: float, fn: Callable[[], object]) -> None:
         with self._cond:
             heapq.heappush(self._heap, (due, next(self._seq), fn))
             self._cond.notify()

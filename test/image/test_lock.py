@@ -63,7 +63,7 @@ def build_requires() -> list[Requirement]:
 def test_every_declared_requirement_is_satisfied_by_a_pin(lock: str, declared: object) -> None:
     locked = pins(ROOT / lock)
     missing, unsatisfied = [], []
-    for req in declared():  # type: ignore[operator]
+    for req in declared():
         if req.marker is not None and not req.marker.evaluate(IMAGE_PYTHON):
             continue
         name = canonicalize_name(req.name)

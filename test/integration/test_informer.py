@@ -49,7 +49,7 @@ class FlakyKube:
 
     def _check(self) -> None:
         if self.down:
-            raise urllib3.exceptions.NewConnectionError(None, "simulated network cut")  # type: ignore[arg-type]
+            raise urllib3.exceptions.NewConnectionError(None, "simulated network cut")
 
     def get(self, *a: Any, **kw: Any) -> Any:
         self._check()
@@ -101,7 +101,7 @@ def test_sees_adds_updates_deletes(kube: Kube, namespace: str) -> None:
         time.sleep(0.5)
         assert not rec.has("add", "unlabelled")
         with pytest.raises(TypeError):
-            inf.store.get(f"{namespace}/before")["data"]["v"] = "mutated"  # type: ignore[index]
+            inf.store.get(f"{namespace}/before")["data"]["v"] = "mutated"
     finally:
         inf.stop()
     assert not inf.alive()
@@ -148,7 +148,7 @@ def test_expired_resource_version_relists_with_tombstones(
         flaky,
         "v1",
         "configmaps",
-        namespace=namespace,  # type: ignore[arg-type]
+        namespace=namespace,
         label_selector="informer-test=yes",
         backoff=fast_backoff,
         hooks=InformerHooks(on_relist=relists.append),

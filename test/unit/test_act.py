@@ -429,7 +429,7 @@ def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed:
     assert value("daemonjob_plan_self_check_differences_total") == 1
     assert len(bed.ctl.queue) == 1  # passed over again on the repaired plan
     drain(bed.ctl)
-    assert bed.ctl.reconcile(KEY).status["succeededNodes"] == 1  # type: ignore[union-attr]
+    assert bed.ctl.reconcile(KEY).status["succeededNodes"] == 1
     bed.clock.step(301)
     bed.ctl.reconcile(KEY)
     assert value("daemonjob_plan_self_checks_total") == 2 and value("daemonjob_plan_self_check_differences_total") == 1
@@ -452,14 +452,14 @@ def test_a_job_changing_between_the_self_checks_two_reads_is_no_difference(bed: 
         bed.jobs.update(job)  # the store, then the handlers: the kept plan is marked
         return full_plan(seen)
 
-    bed.ctl.observer.full_plan = job_succeeds_meanwhile  # type: ignore[method-assign]
+    bed.ctl.observer.full_plan = job_succeeds_meanwhile
     decision = bed.ctl.reconcile(KEY)
     value = bed.ctl.metrics.registry.get_sample_value
     assert value("daemonjob_plan_self_check_differences_total") == 0
     assert decision is not None and decision.status["succeededNodes"] == 0  # the kept plan's, as read
-    bed.ctl.observer.full_plan = full_plan  # type: ignore[method-assign]
+    bed.ctl.observer.full_plan = full_plan
     drain(bed.ctl)
-    assert bed.ctl.reconcile(KEY).status["succeededNodes"] == 1  # type: ignore[union-attr]
+    assert bed.ctl.reconcile(KEY).status["succeededNodes"] == 1
     assert value("daemonjob_plan_self_checks_total") == 2  # checked again at once, and agreed
     assert value("daemonjob_plan_self_check_differences_total") == 0
 

@@ -34,7 +34,7 @@ def known(*firing: tuple[tuple[str, str], ...]) -> FiringAlerts:
 def decide_with(
     dj: dict[str, Any],
     alerts: FiringAlerts,
-    jobs: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    jobs: list[dict[str, Any]] = (),
     node_names: tuple[str, ...] = ("n1", "n2", "n3"),
 ) -> Decision:
     return decide(DecisionInput.from_objects(dj, jobs, nodes(*node_names), NOW, alerts=alerts))

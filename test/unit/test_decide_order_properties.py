@@ -46,7 +46,7 @@ def order_for(dj: dict[str, Any], djs: list[dict[str, Any]], jobs: list[dict[str
     ahead: dict[str, str] = {}
     for other in djs:
         if other is not dj and order_key(other) < order_key(dj):
-            plan = decide_of(other, djs, jobs, with_order=False).reading.plan  # type: ignore[union-attr]
+            plan = decide_of(other, djs, jobs, with_order=False).reading.plan
             for turn in (*plan.replacing, *plan.starting):
                 ahead.setdefault(turn.node, other["metadata"]["name"])
     return OrderInput(group="maint", busy=busy, ahead=ahead)

@@ -125,7 +125,7 @@ def test_every_write_is_guarded_and_bounded_by_the_lease() -> None:
     switch = Switch()
     fence = Fence(switch.holds, switch.remaining)
     kube = RecordingKube(fence)
-    control = KubeJobControl(kube, fence=fence)  # type: ignore[arg-type]
+    control = KubeJobControl(kube, fence=fence)
     for write in writes(control):
         write()
     assert [c[0] for c in kube.calls] == ["create", "delete", "patch", "patch"]
@@ -141,7 +141,7 @@ def test_no_write_is_sent_once_the_fence_is_down() -> None:
     switch = Switch()
     switch.held = False
     kube = RecordingKube()
-    control = KubeJobControl(kube, fence=Fence(switch.holds, switch.remaining))  # type: ignore[arg-type]
+    control = KubeJobControl(kube, fence=Fence(switch.holds, switch.remaining))
     for write in writes(control):
         with pytest.raises(NotLeader):
             write()
@@ -150,7 +150,7 @@ def test_no_write_is_sent_once_the_fence_is_down() -> None:
 
 def test_a_plain_predicate_still_fences() -> None:
     kube = RecordingKube()
-    control = KubeJobControl(kube, fence=lambda: False)  # type: ignore[arg-type]
+    control = KubeJobControl(kube, fence=lambda: False)
     with pytest.raises(NotLeader):
         control.create_job("ns", {"metadata": {"name": "j"}})
     assert kube.calls == []
@@ -164,7 +164,7 @@ def test_status_patch_carries_the_resource_version() -> None:
             bodies.append(body)
             return {}
 
-    KubeJobControl(Kube()).patch_status("ns", "dj", {"desiredNodes": 2}, "42")  # type: ignore[arg-type]
+    KubeJobControl(Kube()).patch_status("ns", "dj", {"desiredNodes": 2}, "42")
     assert bodies == [{"status": {"desiredNodes": 2}, "metadata": {"resourceVersion": "42"}}]
 
 
@@ -180,7 +180,7 @@ def test_events_are_posted_through_the_fence() -> None:
     switch = Switch()
     fence = Fence(switch.holds, switch.remaining)
     kube = RecordingKube(fence)
-    recorder = EventRecorder(kube, fence=fence)  # type: ignore[arg-type]
+    recorder = EventRecorder(kube, fence=fence)
     recorder.start()
     try:
         recorder.event(DJ, "Normal", "SuccessfulCreate", "one")
@@ -208,7 +208,7 @@ def test_stopping_workers_leaves_queued_keys_untaken() -> None:
         inside.set()
         leave.wait(5)
 
-    ctl.reconcile = reconcile  # type: ignore[method-assign]
+    ctl.reconcile = reconcile
     ctl.queue.add("ns/first")
     ctl.start_workers()
     try:
@@ -316,7 +316,7 @@ def manager() -> tuple[Manager, StubElector, Order, Fence]:
     elector = StubElector(order)
     fence = Fence(elector.holds_lease, elector.lease_remaining)
     elector.fence = fence
-    m = Manager(StubController(order), StubEvents(), Metrics(), elector=elector, fence=fence)  # type: ignore[arg-type]
+    m = Manager(StubController(order), StubEvents(), Metrics(), elector=elector, fence=fence)
     return m, elector, order, fence
 
 

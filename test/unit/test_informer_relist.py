@@ -82,7 +82,7 @@ class Recorder:
 
 
 def informer(kube: PagedKube, **kw: Any) -> tuple[Informer, Recorder]:
-    inf = Informer(kube, "batch/v1", "jobs", namespace="ops", **kw)  # type: ignore[arg-type]
+    inf = Informer(kube, "batch/v1", "jobs", namespace="ops", **kw)
     rec = Recorder()
     inf.add_handlers(rec.handlers())
     return inf, rec

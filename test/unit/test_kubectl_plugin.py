@@ -532,7 +532,7 @@ class FakeKube:
 def _target(kube: FakeKube) -> Any:
     from daemonjob.kubectl.client import Target
 
-    return Target(kube, "ns")  # type: ignore[arg-type]
+    return Target(kube, "ns")
 
 
 def test_pause_and_resume_set_suspend_in_kubectl_words(capsys: pytest.CaptureFixture[str]) -> None:

@@ -74,7 +74,7 @@ def test_a_daemonjob_deleted_during_its_reconcile_leaves_no_series() -> None:
             patch_status(*args, **kw)
             informers.daemonjobs.delete(dj)  # the delete handler runs while the pass goes on
 
-        control.patch_status = deleted_meanwhile  # type: ignore[method-assign]
+        control.patch_status = deleted_meanwhile
         ctl.reconcile("ops/audit")
         assert series(ctl.metrics) == []
     finally:
@@ -84,12 +84,12 @@ def test_a_daemonjob_deleted_during_its_reconcile_leaves_no_series() -> None:
 def test_every_configmap_watch_reports_under_one_label_value() -> None:
     m = Metrics()
     hooks = InformerHooks(on_list=m.on_list, on_relist=m.on_relist, on_watch_restart=m.on_watch_restart)
-    make = kube_configmap_informer(kube=None, hooks=hooks)  # type: ignore[arg-type]
+    make = kube_configmap_informer(kube=None, hooks=hooks)
     for name in ("script-5f9c2a", "script-7d1e0b", "other"):
         informer = make("ops", name)
-        informer.hooks.on_list(informer.name)  # type: ignore[misc]
-        informer.hooks.on_relist(informer.name)  # type: ignore[misc]
-        informer.hooks.on_watch_restart(informer.name, "api-403")  # type: ignore[misc]
+        informer.hooks.on_list(informer.name)
+        informer.hooks.on_relist(informer.name)
+        informer.hooks.on_watch_restart(informer.name, "api-403")
     values = {s.labels["informer"] for family in m.registry.collect() for s in family.samples if "informer" in s.labels}
     assert values == {"configmaps"}
 

@@ -151,7 +151,7 @@ def test_evictions_use_the_newest_version_the_server_offers() -> None:
 
     for versions, expected in ((["v1beta1"], "policy/v1beta1"), (["v1", "v1beta1"], "policy/v1")):
         kube = _Discovery(versions)
-        KubeNodeControl(kube).evict("app", "web", "uid-web", 30)  # type: ignore[arg-type]
+        KubeNodeControl(kube).evict("app", "web", "uid-web", 30)
         ((path, body),) = kube.created
         assert path == "/api/v1/namespaces/app/pods/web/eviction"
         assert body["apiVersion"] == expected and body["deleteOptions"] == {

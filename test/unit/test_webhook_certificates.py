@@ -80,7 +80,7 @@ def keeper(kube: FakeKube, tmp_path: Path, clock: Clock, name: str = "a") -> Sel
         kube,
         "daemonjob-system",
         "tls",
-        "hook",  # type: ignore[arg-type]
+        "hook",
         [*service_names("svc", "daemonjob-system"), "127.0.0.1"],
         tmp_path / name,
         now=clock,
