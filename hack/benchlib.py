@@ -96,6 +96,15 @@ class CpuShares:
         return ", ".join(parts) + f"; total {total:.1f}s = {total / max(seconds, 1e-9):.2f} cores"
 
 
+def limit_seconds(used: Mapping[str, float], seconds: float, without: str) -> float:
+    """The time the phase would have taken had `without` used no CPU: the others' CPU seconds
+    over the cores the whole phase kept busy (the machine is the limit, as when the cores are
+    saturated; with idle cores left over this overstates what a cheaper process would gain)."""
+    total = sum(used.values())
+    cores = total / max(seconds, 1e-9)
+    return (total - used.get(without, 0.0)) / max(cores, 1e-9)
+
+
 def _cpu_or_zero(pid: int) -> float:
     try:
         return cpu_seconds(pid)
