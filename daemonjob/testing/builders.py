@@ -8,7 +8,7 @@ from typing import Any
 from daemonjob.domain.jobs import API_VERSION, KIND, build_job
 from daemonjob.domain.revision import template_revision
 
-__all__ = ["NS", "NAME", "UID", "EARLIER", "make_dj", "job_template", "revision_of", "job", "node", "nodes"]
+__all__ = ["NS", "NAME", "UID", "EARLIER", "daemonjob", "job_template", "revision_of", "job", "node", "nodes"]
 
 NS = "ops"
 NAME = "audit"
@@ -17,37 +17,67 @@ EARLIER = "2024-03-01T10:00:00Z"
 
 
 def job_template(
-    annotation: str | None = None, labels: dict[str, str] | None = None, backoff_limit: int | None = 0
+    annotation: str | None = None,
+    labels: dict[str, str] | None = None,
+    backoff_limit: int | None = 0,
+    *,
+    pod_annotations: dict[str, str] | None = None,
+    container: dict[str, Any] | None = None,
+    pod_spec: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A Job template of one busybox container; `annotation` (annotation `run`) makes a new revision."""
+    """A Job template of one busybox container; `annotation` (annotation `run`) makes a new revision.
+
+    `pod_annotations` go on the pod template, where the simulated kubelet reads how a run goes;
+    `container` and `pod_spec` fields are laid over the container's and the pod's.
+    """
     metadata: dict[str, Any] = {}
     if labels:
         metadata["labels"] = labels
     if annotation is not None:
         metadata["annotations"] = {"run": annotation}
     spec: dict[str, Any] = {} if backoff_limit is None else {"backoffLimit": backoff_limit}
-    spec["template"] = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+    pod = {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", **(container or {})}]}
+    pod.update(pod_spec or {})
+    pod_template: dict[str, Any] = {"spec": pod}
+    if pod_annotations is not None:
+        pod_template = {"metadata": {"annotations": pod_annotations}, **pod_template}
+    spec["template"] = pod_template
     return {**({"metadata": metadata} if metadata else {}), "spec": spec}
 
 
-def make_dj(
+def daemonjob(
     name: str = NAME,
-    *,
     namespace: str = NS,
+    *,
+    template: dict[str, Any] | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
     uid: str = UID,
     generation: int = 1,
     resource_version: str | None = "10",
-    status: dict[str, Any] | None = None,
-    template: dict[str, Any] | None = None,
     created: str | None = None,
+    status: dict[str, Any] | None = None,
+    manifest: bool = False,
     **spec: Any,
 ) -> dict[str, Any]:
-    """A DaemonJob; `spec` fields are added to the spec (None leaves one out)."""
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "generation": generation}
-    if resource_version is not None:
-        meta["resourceVersion"] = resource_version
-    if created is not None:
-        meta["creationTimestamp"] = created
+    """A DaemonJob as the API server returns it; `spec` fields are added to the spec in the CRD's
+    spelling (None leaves one out), over the template of `job_template()` unless `template` is given.
+
+    `manifest=True` gives the body a client creates instead: of the metadata only the name, labels
+    and annotations, since the API server sets the namespace (from the path), uid, generation,
+    resourceVersion and creationTimestamp itself.
+    """
+    meta: dict[str, Any] = {"name": name}
+    if not manifest:
+        meta.update(namespace=namespace, uid=uid, generation=generation)
+        if resource_version is not None:
+            meta["resourceVersion"] = resource_version
+        if created is not None:
+            meta["creationTimestamp"] = created
+    if labels is not None:
+        meta["labels"] = labels
+    if annotations is not None:
+        meta["annotations"] = annotations
     body: dict[str, Any] = {"jobTemplate": template if template is not None else job_template()}
     body.update({k: v for k, v in spec.items() if v is not None})
     out: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta, "spec": body}

@@ -15,7 +15,7 @@ from daemonjob.domain.inputs import ApiTroubles, DecisionInput
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, build_job
 from daemonjob.domain.revision import template_revision
 from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import make_dj, node, revision_of
+from daemonjob.testing.builders import daemonjob, node, revision_of
 from daemonjob.testing.fakes import api_error
 
 NS = "ops"
@@ -28,7 +28,7 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def test_creates_one_job_per_node_and_writes_status(bed: ActBed) -> None:
     bed.add_nodes(3)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     bed.ctl.reconcile(KEY)
     assert sorted(c.name for c in bed.control.of("create")) == sorted(k.split("/")[1] for k in bed.control.objects)
     assert len(bed.control.objects) == 3
@@ -39,7 +39,7 @@ def test_creates_one_job_per_node_and_writes_status(bed: ActBed) -> None:
 
 def test_slow_start_batches_stop_at_the_first_failure(bed: ActBed) -> None:
     names = bed.add_nodes(10)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     revision = template_revision(dj["spec"]["jobTemplate"])
     failing = build_job(dj, names[2], revision)["metadata"]["name"]  # in the second batch (1, then 2)
@@ -54,7 +54,7 @@ def test_slow_start_batches_stop_at_the_first_failure(bed: ActBed) -> None:
 
 def test_a_node_whose_job_admission_always_rejects_does_not_starve_the_others(bed: ActBed) -> None:
     names = bed.add_nodes(5)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     refused = build_job(dj, names[0], template_revision(dj["spec"]["jobTemplate"]))["metadata"]["name"]
     bed.control.errors[("create", refused)] = api_error(
@@ -87,7 +87,7 @@ def test_a_node_whose_job_admission_always_rejects_does_not_starve_the_others(be
 
 def test_expectations_block_a_second_pass_until_the_cache_catches_up(bed: ActBed) -> None:
     bed.add_nodes(2)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     bed.ctl.reconcile(KEY)
     assert len(bed.control.of("create")) == 2
     bed.control.reset()
@@ -102,7 +102,7 @@ def test_expectations_block_a_second_pass_until_the_cache_catches_up(bed: ActBed
 
 def test_expectations_expire_on_the_clock_when_an_event_is_lost(bed: ActBed) -> None:
     bed.add_nodes(1)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     bed.ctl.reconcile(KEY)
     bed.control.reset()
     assert bed.ctl.reconcile(KEY) is None
@@ -114,7 +114,7 @@ def test_expectations_expire_on_the_clock_when_an_event_is_lost(bed: ActBed) -> 
 
 def test_a_create_rejected_as_invalid_sets_stalled(bed: ActBed) -> None:
     bed.add_nodes(4)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     bed.control.errors[("create", "*")] = api_error(422, message='Job.batch "x" is invalid: spec.template: bad')
     with pytest.raises(ReconcileError):
         bed.ctl.reconcile(KEY)
@@ -126,12 +126,12 @@ def test_a_create_rejected_as_invalid_sets_stalled(bed: ActBed) -> None:
 
 def test_stalled_is_keyed_by_uid_so_a_recreated_daemonjob_starts_clean(bed: ActBed) -> None:
     bed.add_nodes(2)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     bed.control.errors[("create", "*")] = api_error(422, message="rejected")
     with pytest.raises(ReconcileError):
         bed.ctl.reconcile(KEY)
     del bed.control.errors[("create", "*")]
-    bed.add_dj(make_dj(uid="dj-uid-2"))  # deleted and re-created, seen as an update through a relist
+    bed.add_dj(daemonjob(uid="dj-uid-2"))  # deleted and re-created, seen as an update through a relist
     bed.control.reset()
     bed.ctl.reconcile(KEY)
     assert len(bed.control.of("create")) == 2  # no leftover single-probe limit
@@ -140,7 +140,7 @@ def test_stalled_is_keyed_by_uid_so_a_recreated_daemonjob_starts_clean(bed: ActB
 
 def test_already_exists_for_our_own_job_is_not_a_conflict(bed: ActBed) -> None:
     names = bed.add_nodes(1)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     body = build_job(dj, names[0], template_revision(dj["spec"]["jobTemplate"]))
     body["metadata"]["uid"] = "job-uid"
@@ -153,7 +153,7 @@ def test_already_exists_for_our_own_job_is_not_a_conflict(bed: ActBed) -> None:
 
 def test_a_name_taken_by_another_controller_is_reported_and_other_nodes_go_on(bed: ActBed) -> None:
     names = bed.add_nodes(3)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     body = build_job(dj, names[1], template_revision(dj["spec"]["jobTemplate"]))
     body["metadata"].update(
@@ -182,7 +182,7 @@ def orphan(dj: dict[str, Any], node_name: str, uid: str = "orphan-uid") -> dict[
 
 def test_orphans_with_our_labels_are_adopted_after_a_fresh_read(bed: ActBed) -> None:
     names = bed.add_nodes(2)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     job = orphan(dj, names[0])
     bed.control.put_job(job)
@@ -199,7 +199,7 @@ def test_orphans_with_our_labels_are_adopted_after_a_fresh_read(bed: ActBed) -> 
 
 def test_adoption_keeps_other_owners_and_a_controller_that_got_there_first_wins(bed: ActBed) -> None:
     names = bed.add_nodes(2)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     shared = orphan(dj, names[0], uid="shared-uid")
     shared["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper", "uid": "cm"}]
@@ -220,9 +220,9 @@ def test_adoption_keeps_other_owners_and_a_controller_that_got_there_first_wins(
 
 def test_orphans_are_not_adopted_by_a_namesake_with_another_uid(bed: ActBed) -> None:
     names = bed.add_nodes(1)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
-    bed.control.daemonjobs[KEY] = make_dj(uid="someone-else")  # the fresh read disagrees with the cache
+    bed.control.daemonjobs[KEY] = daemonjob(uid="someone-else")  # the fresh read disagrees with the cache
     job = orphan(dj, names[0])
     bed.control.put_job(job)
     bed.jobs.add(job)
@@ -233,7 +233,7 @@ def test_orphans_are_not_adopted_by_a_namesake_with_another_uid(bed: ActBed) -> 
 def test_a_job_of_ours_that_lost_its_name_label_is_claimed_back_and_reported(bed: ActBed) -> None:
     """The Job cache selects on the name label: such a Job is invisible, and its create meets AlreadyExists."""
     names = bed.add_nodes(1)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     bed.ctl.reconcile(KEY)
     bed.control.deliver()
@@ -260,7 +260,7 @@ def test_a_job_of_ours_that_lost_its_name_label_is_claimed_back_and_reported(bed
 
 def test_an_orphan_found_through_already_exists_is_adopted(bed: ActBed) -> None:
     names = bed.add_nodes(1)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     bed.control.put_job(orphan(dj, names[0]))  # not in the cache yet
     bed.ctl.reconcile(KEY)
@@ -274,17 +274,17 @@ def test_an_orphan_found_through_already_exists_is_adopted(bed: ActBed) -> None:
 
 def test_status_is_written_only_when_it_changes_and_carries_the_resource_version(bed: ActBed) -> None:
     bed.add_nodes(1)
-    bed.add_dj(make_dj(resource_version="42"))
+    bed.add_dj(daemonjob(resource_version="42"))
     bed.ctl.reconcile(KEY)
     (first,) = bed.control.of("status")
     assert first.extra == "42"
     status = first.body
     bed.control.deliver()
-    bed.djs.add({**make_dj(resource_version="43"), "status": status})
+    bed.djs.add({**daemonjob(resource_version="43"), "status": status})
     bed.control.reset()
     bed.ctl.reconcile(KEY)  # the Job now shows as active: a new status
     (second,) = bed.control.of("status")
-    bed.djs.add({**make_dj(resource_version="44"), "status": second.body})
+    bed.djs.add({**daemonjob(resource_version="44"), "status": second.body})
     bed.control.reset()
     bed.ctl.reconcile(KEY)
     assert bed.control.of("status") == []
@@ -292,7 +292,7 @@ def test_status_is_written_only_when_it_changes_and_carries_the_resource_version
 
 def test_a_status_conflict_is_raised_for_a_requeue(bed: ActBed) -> None:
     bed.add_nodes(1)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     bed.control.errors[("status", "audit")] = api_error(409, message="the object has been modified")
     with pytest.raises(Exception, match="modified"):
         bed.ctl.reconcile(KEY)
@@ -300,7 +300,7 @@ def test_a_status_conflict_is_raised_for_a_requeue(bed: ActBed) -> None:
 
 def test_one_failed_delete_does_not_stop_the_other_actions(bed: ActBed) -> None:
     names = bed.add_nodes(3)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     for n in names:  # Jobs on nodes that are then deleted
         body = build_job(dj, n, template_revision(dj["spec"]["jobTemplate"]))
@@ -328,7 +328,7 @@ def test_one_failed_delete_does_not_stop_the_other_actions(bed: ActBed) -> None:
 
 def test_a_lost_fence_abandons_the_remaining_creates_and_writes_nothing_more(bed: ActBed) -> None:
     bed.add_nodes(8)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     allowed = iter([True, True, True])  # three checks pass, then leadership is in doubt
     bed.control.fence = lambda: next(allowed, False)
     with pytest.raises(NotLeader):
@@ -339,7 +339,7 @@ def test_a_lost_fence_abandons_the_remaining_creates_and_writes_nothing_more(bed
 
 def test_a_worker_stops_on_not_leader_without_requeueing(bed: ActBed) -> None:
     bed.add_nodes(2)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     bed.control.fence = lambda: False
     bed.ctl.start_workers()
     bed.ctl.queue.add(KEY)
@@ -349,7 +349,7 @@ def test_a_worker_stops_on_not_leader_without_requeueing(bed: ActBed) -> None:
 
 
 def test_node_events_enqueue_only_daemonjobs_whose_answer_changed(bed: ActBed) -> None:
-    bed.add_dj(make_dj(nodeSelector={"matchLabels": {"role": "db"}}))
+    bed.add_dj(daemonjob(nodeSelector={"matchLabels": {"role": "db"}}))
     while len(bed.ctl.queue):
         key, _ = bed.ctl.queue.get()
         bed.ctl.queue.done(key)
@@ -362,7 +362,7 @@ def test_node_events_enqueue_only_daemonjobs_whose_answer_changed(bed: ActBed) -
 
 
 def test_an_orphan_event_enqueues_the_daemonjob_it_names(bed: ActBed) -> None:
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     key, _ = bed.ctl.queue.get()
     bed.ctl.queue.done(key)
@@ -374,7 +374,7 @@ def test_an_orphan_event_enqueues_the_daemonjob_it_names(bed: ActBed) -> None:
 
 def test_a_conflict_clears_once_the_foreign_job_is_gone(bed: ActBed) -> None:
     names = bed.add_nodes(2)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     body = build_job(dj, names[0], template_revision(dj["spec"]["jobTemplate"]))
     body["metadata"].update(
@@ -386,7 +386,7 @@ def test_a_conflict_clears_once_the_foreign_job_is_gone(bed: ActBed) -> None:
     assert condition(bed.statuses()[-1], "Stalled")["reason"] == "JobConflict"
     bed.control.deliver()
     del bed.control.objects[f"{NS}/{body['metadata']['name']}"]  # the user removed the clashing Job
-    bed.djs.add({**make_dj(resource_version="11"), "status": bed.statuses()[-1]})
+    bed.djs.add({**daemonjob(resource_version="11"), "status": bed.statuses()[-1]})
     bed.control.reset()
     bed.ctl.reconcile(KEY)  # the re-check finds the name free: the node gets its Job
     assert [c.name for c in bed.control.of("create")] == [body["metadata"]["name"]]
@@ -400,7 +400,7 @@ def test_the_node_memo_holds_every_rule_set_in_use(bed: ActBed) -> None:
     """With more distinct node rules than the default memo size, each pass would clear every node's memo."""
     names = bed.add_nodes(3)
     for i in range(40):
-        dj = make_dj(uid=f"uid-{i}", nodeSelector={"matchLabels": {"pool": f"p{i}"}})
+        dj = daemonjob(uid=f"uid-{i}", nodeSelector={"matchLabels": {"pool": f"p{i}"}})
         dj["metadata"]["name"] = f"audit-{i}"
         bed.add_dj(dj)
     assert bed.ctl.memo.capacity >= 40
@@ -412,7 +412,7 @@ def test_the_node_memo_holds_every_rule_set_in_use(bed: ActBed) -> None:
 
 def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed: ActBed) -> None:
     names = bed.add_nodes(2)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     bed.ctl.reconcile(KEY)
     bed.control.deliver()
     bed.ctl.reconcile(KEY)  # settled: both Jobs active, the kept plan loaded
@@ -438,7 +438,7 @@ def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed:
 def test_a_job_changing_between_the_self_checks_two_reads_is_no_difference(bed: ActBed) -> None:
     """Under churn the full plan may read a Job event the kept plan gets at its next pass."""
     names = bed.add_nodes(2)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     bed.ctl.reconcile(KEY)
     bed.control.deliver()
     bed.ctl.reconcile(KEY)
@@ -479,7 +479,7 @@ def test_a_pass_decides_once_and_its_status_says_what_act_heard(bed: ActBed, mon
 
     monkeypatch.setattr(controller_module, "decide", counted)
     names = bed.add_nodes(2)
-    dj = make_dj()
+    dj = daemonjob()
     bed.add_dj(dj)
     refused = build_job(dj, names[0], revision_of(dj))["metadata"]["name"]
     bed.control.errors[("create", refused)] = api_error(400, message="denied by policy")
@@ -496,7 +496,7 @@ def test_a_pass_decides_once_and_its_status_says_what_act_heard(bed: ActBed, mon
 def _complete_on(bed: ActBed, count: int) -> None:
     """The bed's DaemonJob Complete on `count` nodes, its status as the cache shows it."""
     bed.add_nodes(count)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     bed.ctl.reconcile(KEY)
     bed.sync()
     bed.finish_jobs()
@@ -522,7 +522,7 @@ def test_a_joining_nodes_create_leaves_the_status_to_the_pass_that_sees_the_job(
 
 def test_a_create_pass_writes_the_status_when_it_records_more_than_counts(bed: ActBed) -> None:
     bed.add_nodes(2)
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     bed.ctl.reconcile(KEY)  # the first pass records the revision with its creates
     assert len(bed.statuses()) == 1 and bed.statuses()[0]["currentRevision"]
     bed.sync()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import make_dj
+from daemonjob.testing.builders import daemonjob
 
 
 def test_the_pass_looks_again_when_the_pause_is_over(bed: ActBed) -> None:
     bed.add_nodes(2)
-    bed.add_dj(make_dj(maxParallel=1, rollout={"pauseBetweenNodes": "5m"}))
+    bed.add_dj(daemonjob(maxParallel=1, rollout={"pauseBetweenNodes": "5m"}))
     bed.ctl.reconcile(bed.key)
     bed.sync()
     assert bed.created_names() and len(bed.created()) == 1
@@ -33,7 +33,7 @@ def test_the_pass_looks_again_when_the_window_opens(bed: ActBed) -> None:
     bed.add_nodes(1)
     now = bed.clock.wall()
     opens = (now.minute + 10) % 60
-    bed.add_dj(make_dj(rollout={"window": {"schedule": f"{opens} * * * *", "duration": "5m"}}))
+    bed.add_dj(daemonjob(rollout={"window": {"schedule": f"{opens} * * * *", "duration": "5m"}}))
     bed.ctl.reconcile(bed.key)
     assert bed.created() == []
     bed.drain()

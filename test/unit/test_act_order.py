@@ -15,12 +15,13 @@ from daemonjob.controller.order import OrderIndex
 from daemonjob.domain.jobs import format_time, job_node
 from daemonjob.machinery.frozen import thaw
 from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import make_dj, node
+from daemonjob.testing.builders import daemonjob, node
 from daemonjob.testing.fakes import api_error
 
 
 def member(name: str, created: str, **spec: Any) -> dict[str, Any]:
-    return make_dj(name, uid=f"uid-{name}", created=created, **spec)
+    """A DaemonJob of its own uid, created at `created` (the order among members)."""
+    return daemonjob(name, uid=f"uid-{name}", created=created, **spec)
 
 
 def status_of(bed: ActBed, name: str) -> dict[str, Any]:
@@ -161,11 +162,11 @@ def test_a_cycle_is_stalled_on_each_of_its_daemonjobs(bed: ActBed) -> None:
 
 def test_the_order_index_follows_spec_changes() -> None:
     index = OrderIndex()
-    index.set("ops/a", make_dj("a", exclusionGroup="g", after=["p"]))
-    index.set("ops/b", make_dj("b", exclusionGroup="g"))
-    index.set("other/c", make_dj("c", exclusionGroup="g"))
+    index.set("ops/a", daemonjob("a", exclusionGroup="g", after=["p"]))
+    index.set("ops/b", daemonjob("b", exclusionGroup="g"))
+    index.set("other/c", daemonjob("c", exclusionGroup="g"))
     assert index.peers("ops/a") == ["ops/b"] and index.dependents("ops/p") == ["ops/a"]
-    index.set("ops/a", make_dj("a", exclusionGroup="h"))
+    index.set("ops/a", daemonjob("a", exclusionGroup="h"))
     assert index.peers("ops/b") == [] and index.dependents("ops/p") == []
     index.set("ops/a", None)
     assert index.members("ops", "h") == []

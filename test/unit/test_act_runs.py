@@ -31,7 +31,8 @@ SCRIPT = "script"
 
 
 def make_dj(**spec: Any) -> dict[str, Any]:
-    return builders.make_dj(
+    """Every five minutes, created a minute before the fake clock's first tick."""
+    return builders.daemonjob(
         NAME,
         resource_version="1",
         created=format_time(TICK1 - timedelta(minutes=1)),
@@ -191,11 +192,9 @@ def test_the_run_now_annotation_enqueues_and_starts_exactly_one_run(bed: ActBed)
 
 
 def script_dj(**spec: Any) -> dict[str, Any]:
-    dj = make_dj(schedule=None, rerunOnConfigChange=True, **spec)
-    dj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [
-        {"configMapRef": {"name": SCRIPT}}
-    ]
-    return dj
+    """Unscheduled, its container's environment read from the ConfigMap `SCRIPT`, re-run when it changes."""
+    template = builders.job_template(container={"envFrom": [{"configMapRef": {"name": SCRIPT}}]})
+    return make_dj(schedule=None, rerunOnConfigChange=True, template=template, **spec)
 
 
 def test_a_missing_configmap_is_named_and_its_creation_starts_the_nodes(bed: ActBed) -> None:

@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from daemonjob.admission.review import handle
-from daemonjob.testing.builders import make_dj
+from daemonjob.testing.builders import daemonjob
 
 
-def dj(**spec: Any) -> dict[str, Any]:
-    return make_dj("ok", namespace="ns", **spec)
+def requested(**spec: Any) -> dict[str, Any]:
+    """A DaemonJob of the name and namespace the review requests below carry (ok in ns)."""
+    return daemonjob("ok", namespace="ns", **spec)
 
 
 def review(operation: str, obj: Any, old: Any = None, **extra: Any) -> dict[str, Any]:
@@ -46,11 +47,11 @@ def review(operation: str, obj: Any, old: Any = None, **extra: Any) -> dict[str,
 
 
 def test_valid_create_is_allowed() -> None:
-    assert review("CREATE", dj(schedule="@daily")) == {"uid": "u-1", "allowed": True}
+    assert review("CREATE", requested(schedule="@daily")) == {"uid": "u-1", "allowed": True}
 
 
 def test_invalid_create_is_refused_with_every_field() -> None:
-    response = review("CREATE", dj(schedule="0 25 * * *", maxParallel="150%"))
+    response = review("CREATE", requested(schedule="0 25 * * *", maxParallel="150%"))
     assert response["allowed"] is False
     status = response["status"]
     assert status["code"] == 422 and status["reason"] == "Invalid"
@@ -60,27 +61,30 @@ def test_invalid_create_is_refused_with_every_field() -> None:
 
 
 def test_an_update_that_adds_a_problem_is_refused() -> None:
-    response = review("UPDATE", dj(schedule="0 25 * * *", maxParallel="150%"), dj(maxParallel="150%"))
+    response = review("UPDATE", requested(schedule="0 25 * * *", maxParallel="150%"), requested(maxParallel="150%"))
     assert response["allowed"] is False
     assert response["status"]["message"].count("spec.") == 2  # all problems, not only the new one
 
 
 def test_an_update_that_only_removes_problems_passes_with_warnings() -> None:
-    response = review("UPDATE", dj(maxParallel="150%"), dj(schedule="0 25 * * *", maxParallel="150%"))
+    response = review("UPDATE", requested(maxParallel="150%"), requested(schedule="0 25 * * *", maxParallel="150%"))
     assert response["allowed"] is True
     assert [w.split(":")[0] for w in response["warnings"]] == ["spec.maxParallel"]
 
 
 def test_an_object_being_deleted_and_a_delete_are_never_refused() -> None:
-    dying = dj(schedule="bad")
+    dying = requested(schedule="bad")
     dying["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    assert review("UPDATE", dying, dj())["allowed"] is True
-    assert review("DELETE", None, dj(schedule="bad"))["allowed"] is True
+    assert review("UPDATE", dying, requested())["allowed"] is True
+    assert review("DELETE", None, requested(schedule="bad"))["allowed"] is True
 
 
 def test_status_and_other_kinds_pass() -> None:
-    assert review("UPDATE", dj(schedule="bad"), dj(), subResource="status")["allowed"] is True
-    assert review("CREATE", dj(schedule="bad"), kind={"group": "", "version": "v1", "kind": "Pod"})["allowed"] is True
+    assert review("UPDATE", requested(schedule="bad"), requested(), subResource="status")["allowed"] is True
+    assert (
+        review("CREATE", requested(schedule="bad"), kind={"group": "", "version": "v1", "kind": "Pod"})["allowed"]
+        is True
+    )
 
 
 @pytest.mark.parametrize(
@@ -117,10 +121,12 @@ def test_malformed_reviews_get_a_clear_400(body: bytes, says: str) -> None:
 
 
 def test_an_invalid_alert_matcher_is_refused_with_its_field() -> None:
-    response = review("CREATE", dj(rollout={"haltOnAlerts": [{"alertname": "NodeNotReady"}, {"bad-label": "x"}]}))
+    response = review(
+        "CREATE", requested(rollout={"haltOnAlerts": [{"alertname": "NodeNotReady"}, {"bad-label": "x"}]})
+    )
     assert response["allowed"] is False
     assert [c["field"] for c in response["status"]["details"]["causes"]] == ["spec.rollout.haltOnAlerts[1]"]
-    assert review("CREATE", dj(rollout={"haltOnAlerts": [{"alertname": "NodeNotReady"}]}))["allowed"] is True
+    assert review("CREATE", requested(rollout={"haltOnAlerts": [{"alertname": "NodeNotReady"}]}))["allowed"] is True
 
 
 # -- node maintenance: the controller's allowance ----------------------------------------------
@@ -148,7 +154,7 @@ CORDON = {"cordon": True}
 
 
 def test_maintenance_outside_the_allowed_namespaces_is_refused_on_create() -> None:
-    response = maintenance_review("CREATE", dj(nodeMaintenance=CORDON), allowed=frozenset({"ops"}))
+    response = maintenance_review("CREATE", requested(nodeMaintenance=CORDON), allowed=frozenset({"ops"}))
     assert response["allowed"] is False
     status = response["status"]
     assert status["message"] == (
@@ -156,12 +162,12 @@ def test_maintenance_outside_the_allowed_namespaces_is_refused_on_create() -> No
         '"ns" (the controller allows it in: ops)'
     )
     assert [c["field"] for c in status["details"]["causes"]] == ["spec.nodeMaintenance"]
-    assert maintenance_review("CREATE", dj(nodeMaintenance=CORDON), allowed=frozenset({"ns"}))["allowed"] is True
-    assert maintenance_review("CREATE", dj(), allowed=frozenset())["allowed"] is True
+    assert maintenance_review("CREATE", requested(nodeMaintenance=CORDON), allowed=frozenset({"ns"}))["allowed"] is True
+    assert maintenance_review("CREATE", requested(), allowed=frozenset())["allowed"] is True
 
 
 def test_the_namespace_of_the_request_counts_when_the_object_has_none_yet() -> None:
-    obj = dj(nodeMaintenance=CORDON)
+    obj = requested(nodeMaintenance=CORDON)
     del obj["metadata"]["namespace"]
     assert maintenance_review("CREATE", obj, allowed=frozenset({"ns"}))["allowed"] is True
     refused = maintenance_review("CREATE", obj, allowed=frozenset({"ops"}))
@@ -169,23 +175,23 @@ def test_the_namespace_of_the_request_counts_when_the_object_has_none_yet() -> N
 
 
 def test_the_refusal_comes_with_the_rule_book_problems() -> None:
-    response = maintenance_review("CREATE", dj(schedule="0 25 * * *", nodeMaintenance={"drain": {}}))
+    response = maintenance_review("CREATE", requested(schedule="0 25 * * *", nodeMaintenance={"drain": {}}))
     fields = [c["field"] for c in response["status"]["details"]["causes"]]
     assert fields == ["spec.schedule", "spec.nodeMaintenance.drain", "spec.nodeMaintenance"]
 
 
 def test_an_update_that_newly_asks_for_maintenance_is_refused() -> None:
-    response = maintenance_review("UPDATE", dj(nodeMaintenance=CORDON), dj())
+    response = maintenance_review("UPDATE", requested(nodeMaintenance=CORDON), requested())
     assert response["allowed"] is False
     assert "none, --node-maintenance-namespaces is empty" in response["status"]["message"]
 
 
 def test_an_object_that_already_asked_can_be_edited_and_its_request_removed() -> None:
     # Written before the flag stopped allowing its namespace: labels, finalizer removal, fixes pass.
-    before = dj(nodeMaintenance=CORDON)
-    relabelled = dj(nodeMaintenance=CORDON)
+    before = requested(nodeMaintenance=CORDON)
+    relabelled = requested(nodeMaintenance=CORDON)
     relabelled["metadata"]["labels"] = {"team": "ops"}
     kept = maintenance_review("UPDATE", relabelled, before)
     assert kept["allowed"] is True
     assert [w.split(":")[0] for w in kept["warnings"]] == ["spec.nodeMaintenance"]
-    assert maintenance_review("UPDATE", dj(), before) == {"uid": "u-2", "allowed": True}
+    assert maintenance_review("UPDATE", requested(), before) == {"uid": "u-2", "allowed": True}

@@ -15,7 +15,7 @@ import pytest
 from daemonjob.controller.alertpoller import AlertPoller, parse_alerts
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import make_dj
+from daemonjob.testing.builders import daemonjob
 
 URL = "http://prometheus.test:9090"
 
@@ -146,8 +146,8 @@ def reconciling(bed: ActBed) -> dict[str, Any]:
 def test_a_resolved_alert_wakes_the_halted_daemonjob_at_once(alerted_bed: ActBed, prom: FakePrometheus) -> None:
     bed = alerted_bed
     bed.add_nodes(2)
-    bed.add_dj(make_dj(name="other"))  # no haltOnAlerts: not woken by alerts
-    bed.add_dj(make_dj(rollout={"haltOnAlerts": [{"alertname": "NodeNotReady"}]}))
+    bed.add_dj(daemonjob(name="other"))  # no haltOnAlerts: not woken by alerts
+    bed.add_dj(daemonjob(rollout={"haltOnAlerts": [{"alertname": "NodeNotReady"}]}))
     bed.drain()
     bed.ctl.reconcile(bed.key)  # before the first read: unknown, which halts
     bed.sync()
@@ -174,7 +174,7 @@ def test_a_resolved_alert_wakes_the_halted_daemonjob_at_once(alerted_bed: ActBed
 
 def test_without_a_prometheus_url_halt_on_alerts_halts_and_says_so(bed: ActBed) -> None:
     bed.add_nodes(1)
-    bed.add_dj(make_dj(rollout={"haltOnAlerts": [{"alertname": "NodeNotReady"}]}))
+    bed.add_dj(daemonjob(rollout={"haltOnAlerts": [{"alertname": "NodeNotReady"}]}))
     bed.ctl.reconcile(bed.key)
     bed.sync()
     assert bed.created() == []

@@ -8,19 +8,17 @@ import pytest
 
 from daemonjob import cli
 from daemonjob.domain.allowance import NODE_MAINTENANCE_NOT_ALLOWED, maintenance_refusal
-from daemonjob.testing.builders import make_dj
+from daemonjob.testing.builders import daemonjob
 
 CORDON = {"cordon": True}
 DRAIN = {"cordon": True, "drain": {"timeout": "5m"}}
 
 
-def dj(namespace: str = "ops", **spec: Any) -> dict[str, Any]:
-    return make_dj("patch-kernel", namespace=namespace, **spec)
-
-
 @pytest.mark.parametrize("maintenance", [CORDON, DRAIN, {"drain": {}}], ids=["cordon", "drain", "drain-alone"])
 def test_refused_outside_the_allowed_namespaces_naming_them(maintenance: dict[str, Any]) -> None:
-    problem = maintenance_refusal(dj("team-a", nodeMaintenance=maintenance), frozenset({"ops", "infra"}))
+    problem = maintenance_refusal(
+        daemonjob(namespace="team-a", nodeMaintenance=maintenance), frozenset({"ops", "infra"})
+    )
     assert problem is not None
     assert problem.reason == NODE_MAINTENANCE_NOT_ALLOWED == "NodeMaintenanceNotAllowed"
     assert problem.field == "spec.nodeMaintenance"
@@ -31,7 +29,7 @@ def test_refused_outside_the_allowed_namespaces_naming_them(maintenance: dict[st
 
 
 def test_with_no_namespace_allowed_the_message_says_the_flag_is_empty() -> None:
-    problem = maintenance_refusal(dj("ops", nodeMaintenance=CORDON), frozenset())
+    problem = maintenance_refusal(daemonjob(namespace="ops", nodeMaintenance=CORDON), frozenset())
     assert problem is not None
     assert problem.message == (
         "spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace "
@@ -45,11 +43,11 @@ def test_with_no_namespace_allowed_the_message_says_the_flag_is_empty() -> None:
     ids=["unset", "empty", "cordon-false", "keep-only", "drain-null"],
 )
 def test_a_daemonjob_asking_for_no_maintenance_is_never_refused(maintenance: Any) -> None:
-    assert maintenance_refusal(dj("anywhere", nodeMaintenance=maintenance), frozenset()) is None
+    assert maintenance_refusal(daemonjob(namespace="anywhere", nodeMaintenance=maintenance), frozenset()) is None
 
 
 def test_allowed_in_a_listed_namespace() -> None:
-    assert maintenance_refusal(dj("ops", nodeMaintenance=DRAIN), frozenset({"ops"})) is None
+    assert maintenance_refusal(daemonjob(namespace="ops", nodeMaintenance=DRAIN), frozenset({"ops"})) is None
 
 
 def test_an_object_without_spec_or_metadata_is_read_without_error() -> None:

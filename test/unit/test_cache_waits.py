@@ -13,7 +13,7 @@ from daemonjob.controller.expectations import Expectations, NameHolds
 from daemonjob.domain.conditions import CacheWait, with_cache_wait
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import make_dj, node
+from daemonjob.testing.builders import daemonjob, node
 
 NS = "ops"
 KEY = f"{NS}/audit"
@@ -32,7 +32,7 @@ def finished(job: dict[str, Any]) -> dict[str, Any]:
 def bed(bed: ActBed) -> ActBed:
     """One node, one DaemonJob."""
     bed.nodes.add(node("node-00"))
-    bed.add_dj(make_dj())
+    bed.add_dj(daemonjob())
     return bed
 
 

@@ -14,6 +14,7 @@ from daemonjob.domain.configrefs import (
     revision_for,
 )
 from daemonjob.domain.revision import template_revision
+from daemonjob.testing.builders import daemonjob
 
 POD: dict[str, Any] = {
     "spec": {
@@ -59,11 +60,9 @@ POD: dict[str, Any] = {
 }
 
 
-def daemonjob(pod: dict[str, Any], rerun: bool | None = True) -> dict[str, Any]:
-    spec: dict[str, Any] = {"jobTemplate": {"spec": {"template": pod}}}
-    if rerun is not None:
-        spec["rerunOnConfigChange"] = rerun
-    return {"metadata": {"name": "cleanup"}, "spec": spec}
+def running(pod: dict[str, Any], rerun: bool | None = True) -> dict[str, Any]:
+    """A DaemonJob running `pod`, re-run on its ConfigMaps' changes unless told."""
+    return daemonjob("cleanup", template={"spec": {"template": pod}}, rerunOnConfigChange=rerun)
 
 
 def cm(**data: str) -> dict[str, Any]:
@@ -97,12 +96,12 @@ def test_templates_without_references_or_malformed_ones() -> None:
 
 
 def test_pod_template_of_a_daemonjob() -> None:
-    assert pod_template_of(daemonjob(POD)) is POD
+    assert pod_template_of(running(POD)) is POD
     assert pod_template_of({"spec": {}}) is None
 
 
 def test_content_edits_change_the_revision_metadata_edits_do_not() -> None:
-    obj = daemonjob(POD)
+    obj = running(POD)
     base = {"cleanup-script": cm(run="docker image prune -af"), "env-one": cm(b="1")}
     rev = revision_for(obj, base)
     edited = {**base, "cleanup-script": cm(run="crictl rmi --prune")}
@@ -117,7 +116,7 @@ def test_content_edits_change_the_revision_metadata_edits_do_not() -> None:
 
 
 def test_a_configmap_appearing_or_disappearing_changes_the_revision() -> None:
-    obj = daemonjob(POD)
+    obj = running(POD)
     present = {"cleanup-script": cm(run="x"), "extra": cm(k="v")}
     absent = {"cleanup-script": cm(run="x")}
     assert revision_for(obj, present) != revision_for(obj, absent)
@@ -126,20 +125,20 @@ def test_a_configmap_appearing_or_disappearing_changes_the_revision() -> None:
 
 
 def test_unreferenced_configmaps_never_matter() -> None:
-    obj = daemonjob(POD)
+    obj = running(POD)
     base = {"cleanup-script": cm(run="x")}
     assert revision_for(obj, {**base, "unrelated": cm(a="1")}) == revision_for(obj, base)
 
 
 def test_without_the_opt_in_the_revision_is_the_template_hash() -> None:
     for rerun in (None, False):
-        obj = daemonjob(POD, rerun=rerun)
+        obj = running(POD, rerun=rerun)
         assert revision_for(obj, {"cleanup-script": cm(run="x")}) == template_revision(obj["spec"]["jobTemplate"])
         assert revision_for(obj, {"cleanup-script": cm(run="y")}) == template_revision(obj["spec"]["jobTemplate"])
 
 
 def test_template_edits_still_change_the_folded_revision_and_order_does_not() -> None:
-    obj = daemonjob(POD)
+    obj = running(POD)
     cms = {"cleanup-script": cm(run="x", other="y")}
     changed = copy.deepcopy(obj)
     changed["spec"]["jobTemplate"]["spec"]["backoffLimit"] = 3

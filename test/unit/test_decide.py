@@ -25,7 +25,8 @@ NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 def make_dj(
     status: dict[str, Any] | None = None, generation: int = 1, annotation: str = "1", **spec: Any
 ) -> dict[str, Any]:
-    return builders.make_dj(
+    """A template with pod labels and backoffLimit 1; `annotation` picks its revision."""
+    return builders.daemonjob(
         generation=generation,
         resource_version=None,
         status=status or {},

@@ -12,15 +12,10 @@ from daemonjob.domain.decide import Decision, decide
 from daemonjob.domain.gates import gate_in_force
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.validate import validate
-from daemonjob.testing import builders
-from daemonjob.testing.builders import job, nodes
+from daemonjob.testing.builders import daemonjob, job, nodes
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)
 HALT = [{"alertname": "NodeNotReady", "severity": "critical"}, {"alertname": "EtcdDown"}]
-
-
-def make_dj(**spec: Any) -> dict[str, Any]:
-    return builders.make_dj(resource_version=None, status={}, **spec)
 
 
 def alert(**labels: str) -> tuple[tuple[str, str], ...]:
@@ -46,7 +41,7 @@ def reconciling(decision: Decision) -> dict[str, Any]:
 
 
 def test_a_matching_firing_alert_halts_new_nodes_and_is_named() -> None:
-    dj = make_dj(rollout={"haltOnAlerts": HALT})
+    dj = daemonjob(rollout={"haltOnAlerts": HALT})
     firing = alert(alertname="NodeNotReady", severity="critical", node="n9")
     decision = decide_with(dj, known(firing, alert(alertname="Watchdog")))
     assert decision.creates == [] and decision.deletes == []
@@ -58,20 +53,20 @@ def test_a_matching_firing_alert_halts_new_nodes_and_is_named() -> None:
 
 
 def test_every_label_of_a_matcher_must_be_equal() -> None:
-    dj = make_dj(rollout={"haltOnAlerts": HALT})
+    dj = daemonjob(rollout={"haltOnAlerts": HALT})
     decision = decide_with(dj, known(alert(alertname="NodeNotReady", severity="warning")))
     assert [c.node for c in decision.creates] == ["n1", "n2", "n3"]
     assert decision.gate is None
 
 
 def test_any_matcher_of_the_list_halts() -> None:
-    dj = make_dj(rollout={"haltOnAlerts": HALT})
+    dj = daemonjob(rollout={"haltOnAlerts": HALT})
     decision = decide_with(dj, known(alert(alertname="EtcdDown", instance="x")))
     assert decision.creates == [] and reconciling(decision)["reason"] == "HaltedByAlerts"
 
 
 def test_resolved_alerts_let_the_rollout_go_on() -> None:
-    dj = make_dj(maxParallel=1, rollout={"haltOnAlerts": HALT})
+    dj = daemonjob(maxParallel=1, rollout={"haltOnAlerts": HALT})
     jobs = [job(dj, "n1", "succeeded")]
     decision = decide_with(dj, known(), jobs)
     assert [c.node for c in decision.creates] == ["n2"]
@@ -89,7 +84,7 @@ def test_resolved_alerts_let_the_rollout_go_on() -> None:
     ],
 )
 def test_unknown_alerts_halt_and_say_why(alerts: FiringAlerts, why: str) -> None:
-    dj = make_dj(rollout={"haltOnAlerts": HALT})
+    dj = daemonjob(rollout={"haltOnAlerts": HALT})
     decision = decide_with(dj, alerts)
     assert decision.creates == []
     cond = reconciling(decision)
@@ -98,12 +93,12 @@ def test_unknown_alerts_halt_and_say_why(alerts: FiringAlerts, why: str) -> None
 
 
 def test_without_halt_on_alerts_unknown_alerts_change_nothing() -> None:
-    decision = decide_with(make_dj(), FiringAlerts())
+    decision = decide_with(daemonjob(), FiringAlerts())
     assert [c.node for c in decision.creates] == ["n1", "n2", "n3"] and decision.gate is None
 
 
 def test_a_halt_never_stops_a_running_job_nor_replaces_an_older_one() -> None:
-    dj = make_dj(maxParallel=2, rollout={"haltOnAlerts": HALT})
+    dj = daemonjob(maxParallel=2, rollout={"haltOnAlerts": HALT})
     older = job(dj, "n1", "active", revision="old-revision")
     decision = decide_with(dj, known(alert(alertname="EtcdDown")), [older, job(dj, "n2", "active")])
     assert decision.creates == [] and decision.deletes == []
@@ -111,7 +106,7 @@ def test_a_halt_never_stops_a_running_job_nor_replaces_an_older_one() -> None:
 
 
 def test_a_halt_is_not_named_once_every_node_has_run() -> None:
-    dj = make_dj(rollout={"haltOnAlerts": HALT})
+    dj = daemonjob(rollout={"haltOnAlerts": HALT})
     jobs = [job(dj, n, "succeeded") for n in ("n1", "n2", "n3")]
     decision = decide_with(dj, known(alert(alertname="EtcdDown")), jobs)
     assert decision.gate is None and reconciling(decision)["status"] == "False"
@@ -127,19 +122,19 @@ def test_a_halt_is_not_named_once_every_node_has_run() -> None:
     ],
 )
 def test_invalid_matchers_are_problems_naming_their_field(value: Any, path: str) -> None:
-    checked = validate(make_dj(rollout={"haltOnAlerts": value}))
+    checked = validate(daemonjob(rollout={"haltOnAlerts": value}))
     assert any(p.message.startswith(path) for p in checked.problems), checked.problems
 
 
 def test_an_invalid_matcher_stalls_and_starts_nothing() -> None:
-    decision = decide_with(make_dj(rollout={"haltOnAlerts": [{}]}), known())
+    decision = decide_with(daemonjob(rollout={"haltOnAlerts": [{}]}), known())
     assert decision.creates == []
     stalled = [c for c in decision.status["conditions"] if c["type"] == "Stalled"][0]
     assert stalled["status"] == "True" and "spec.rollout.haltOnAlerts[0]" in stalled["message"]
 
 
 def test_valid_matchers_are_read_sorted() -> None:
-    checked = validate(make_dj(rollout={"haltOnAlerts": HALT}))
+    checked = validate(daemonjob(rollout={"haltOnAlerts": HALT}))
     assert not checked.problems
     assert checked.rollout.halt_on_alerts == (
         (("alertname", "NodeNotReady"), ("severity", "critical")),

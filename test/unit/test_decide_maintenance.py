@@ -20,17 +20,15 @@ from daemonjob.domain.maintenance import (
     MaintenanceInput,
 )
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
-from daemonjob.testing.builders import NS, UID, job, make_dj, node, revision_of
+from daemonjob.testing.builders import NS, UID, daemonjob, job, node, revision_of
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
 ALLOWED = frozenset({NS})
 
 
-def _dj(**maintenance: Any) -> dict[str, Any]:
-    dj = make_dj()
-    dj["spec"]["maxParallel"] = 2
-    dj["spec"]["nodeMaintenance"] = {"cordon": True, **maintenance}
-    return dj
+def cordoning(**maintenance: Any) -> dict[str, Any]:
+    """Two nodes at a time, each cordoned while its Job runs; `maintenance` adds to spec.nodeMaintenance."""
+    return daemonjob(maxParallel=2, nodeMaintenance={"cordon": True, **maintenance})
 
 
 def _record(
@@ -72,7 +70,7 @@ def _decide(
 
 
 def test_a_turn_cordons_first_and_creates_no_job() -> None:
-    dj = _dj(drain={"timeout": "5m"})
+    dj = cordoning(drain={"timeout": "5m"})
     d = _decide(dj, [node("a"), node("b"), node("c")])
     assert d.creates == []
     assert [c.node for c in d.node_work.cordons] == ["a", "b"]  # maxParallel 2
@@ -81,7 +79,7 @@ def test_a_turn_cordons_first_and_creates_no_job() -> None:
 
 
 def test_nodes_in_maintenance_hold_their_slots() -> None:
-    dj = _dj(drain={"timeout": "5m"})
+    dj = cordoning(drain={"timeout": "5m"})
     a, b = _held("a", _record(dj)), _held("b", _record(dj))
     d = _decide(dj, [a, b, node("c")])
     assert d.node_work.cordons == [] and d.creates == []
@@ -90,7 +88,7 @@ def test_nodes_in_maintenance_hold_their_slots() -> None:
 
 
 def test_a_drained_node_gets_its_job_tolerating_the_cordon() -> None:
-    dj = _dj(drain={"timeout": "5m"})
+    dj = cordoning(drain={"timeout": "5m"})
     d = _decide(dj, [_held("a", _record(dj)), node("b")], drains={"a": DrainProgress(drained=True)})
     assert [c.node for c in d.creates] == ["a"]
     assert CORDON_TOLERATION in d.creates[0].body["spec"]["template"]["spec"]["tolerations"]
@@ -98,39 +96,39 @@ def test_a_drained_node_gets_its_job_tolerating_the_cordon() -> None:
 
 
 def test_cordon_only_creates_right_after_the_cordon() -> None:
-    dj = _dj()
+    dj = cordoning()
     d = _decide(dj, [_held("a", _record(dj))])
     assert [c.node for c in d.creates] == ["a"] and d.node_work.drains == []
 
 
 def test_a_finished_job_releases_its_node_and_a_kept_failure_stays() -> None:
-    dj = _dj()
+    dj = cordoning()
     nodes = [_held("a", _record(dj)), _held("b", _record(dj))]
     jobs = [job(dj, "a", "succeeded"), job(dj, "b", "failed")]
     d = _decide(dj, nodes, jobs)
     assert {(r.node, r.why) for r in d.node_work.releases} == {("a", JOB_SUCCEEDED), ("b", JOB_FAILED)}
-    kept = _dj(keepFailedCordoned=True)
+    kept = cordoning(keepFailedCordoned=True)
     d = _decide(kept, [_held("b", _record(kept))], [job(kept, "b", "failed")])
     assert d.node_work.releases == []
     assert d.status["nodeMaintenance"]["keptCordonedNodes"] == ["b"]
 
 
 def test_a_running_job_keeps_its_node_whatever_changed() -> None:
-    dj = _dj()
+    dj = cordoning()
     dj["spec"]["suspend"] = True
     d = _decide(dj, [_held("a", _record(dj)), _held("b", _record(dj))], [job(dj, "a", "active")])
     assert [(r.node, r.why) for r in d.node_work.releases] == [("b", STOPPED)]
 
 
 def test_a_record_of_an_older_revision_is_released() -> None:
-    dj = _dj()
+    dj = cordoning()
     d = _decide(dj, [_held("a", _record(dj, revision="old"))])
     assert [(r.node, r.why) for r in d.node_work.releases] == [("a", OLDER_ROLLOUT)]
     assert d.node_work.cordons == [], "a node is released before it takes a new turn"
 
 
 def test_a_drain_timeout_is_recorded_before_the_node_is_released() -> None:
-    dj = _dj(drain={"timeout": "1m", "onTimeout": "Fail"})
+    dj = cordoning(drain={"timeout": "1m", "onTimeout": "Fail"})
     late = NOW + timedelta(minutes=2)
     a = _held("a", _record(dj))
     d = _decide(dj, [a, node("b")], drains={"a": DrainProgress(waiting=("ns/p",), blocked="PDB ns/pdb")}, now=late)
@@ -147,14 +145,14 @@ def test_a_drain_timeout_is_recorded_before_the_node_is_released() -> None:
 
 
 def test_a_skipped_node_leaves_the_rollout() -> None:
-    dj = _dj(drain={"timeout": "1m", "onTimeout": "Skip"})
+    dj = cordoning(drain={"timeout": "1m", "onTimeout": "Skip"})
     d = _decide(dj, [_held("a", _record(dj))], now=NOW + timedelta(minutes=2))
     assert d.status["nodeMaintenance"]["skippedNodes"] == ["a"]
     assert d.status["desiredNodes"] == 0 and d.status["failedNodes"] == 0
 
 
 def test_a_namespace_not_allowed_is_stalled_and_writes_no_node() -> None:
-    dj = _dj()
+    dj = cordoning()
     d = _decide(dj, [node("a")], allowed=frozenset({"elsewhere"}))
     stalled = next(c for c in d.status["conditions"] if c["type"] == "Stalled")
     assert stalled["reason"] == NODE_MAINTENANCE_NOT_ALLOWED and f'namespace "{NS}"' in stalled["message"]
@@ -162,13 +160,13 @@ def test_a_namespace_not_allowed_is_stalled_and_writes_no_node() -> None:
 
 
 def test_without_maintenance_nothing_changes() -> None:
-    dj = make_dj()
+    dj = daemonjob()
     d = decide(DecisionInput.from_objects(dj, [], [node("a")], NOW))
     assert d.node_work is None and [c.node for c in d.creates] == ["a"] and "nodeMaintenance" not in d.status
 
 
 def test_without_max_parallel_one_node_at_a_time_is_out_of_service() -> None:
-    dj = _dj()
+    dj = cordoning()
     del dj["spec"]["maxParallel"]
     d = _decide(dj, [node("a"), node("b"), node("c")])
     assert [c.node for c in d.node_work.cordons] == ["a"]

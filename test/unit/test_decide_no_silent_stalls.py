@@ -23,7 +23,8 @@ NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 def make_dj(
     annotation: str = "1", generation: int = 1, status: dict[str, Any] | None = None, **spec: Any
 ) -> dict[str, Any]:
-    return builders.make_dj(
+    """A template without backoffLimit; `annotation` picks its revision."""
+    return builders.daemonjob(
         generation=generation,
         resource_version=None,
         status=status or {},

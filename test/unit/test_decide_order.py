@@ -10,15 +10,10 @@ from typing import Any
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.order import OrderInput
 from daemonjob.domain.validate import validate
-from daemonjob.testing import builders
-from daemonjob.testing.builders import job, nodes
+from daemonjob.testing.builders import daemonjob, job, nodes
 from daemonjob.testing.decisions import decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)
-
-
-def make_dj(**spec: Any) -> dict[str, Any]:
-    return builders.make_dj(resource_version=None, status={}, **spec)
 
 
 def condition(decision: Decision, kind: str) -> dict[str, Any]:
@@ -34,7 +29,7 @@ def created(decision: Decision) -> list[str]:
 
 
 def test_a_node_busy_with_another_member_waits_and_the_status_names_it() -> None:
-    dj = make_dj(exclusionGroup="maint")
+    dj = daemonjob(exclusionGroup="maint")
     order = OrderInput(group="maint", busy={"n1": "kernel-upgrade"})
     decision = decide_over(dj, [], nodes("n1", "n2", "n3"), NOW, order=order)
     assert created(decision) == ["n2", "n3"]
@@ -46,7 +41,7 @@ def test_a_node_busy_with_another_member_waits_and_the_status_names_it() -> None
 
 
 def test_an_older_member_waiting_on_a_node_goes_first_there() -> None:
-    dj = make_dj(exclusionGroup="maint")
+    dj = daemonjob(exclusionGroup="maint")
     order = OrderInput(group="maint", ahead={"n2": "older"})
     decision = decide_over(dj, [], nodes("n1", "n2"), NOW, order=order)
     assert created(decision) == ["n1"]
@@ -54,14 +49,14 @@ def test_an_older_member_waiting_on_a_node_goes_first_there() -> None:
 
 
 def test_the_held_nodes_keep_maxparallel_slots_for_the_others() -> None:
-    dj = make_dj(exclusionGroup="maint", maxParallel=1)
+    dj = daemonjob(exclusionGroup="maint", maxParallel=1)
     order = OrderInput(group="maint", busy={"n1": "other"})
     decision = decide_over(dj, [], nodes("n1", "n2", "n3"), NOW, order=order)
     assert created(decision) == ["n2"]  # n1 is skipped, not waited for
 
 
 def test_a_running_older_revision_is_not_torn_down_while_another_member_holds_the_node() -> None:
-    dj = make_dj(exclusionGroup="maint")
+    dj = daemonjob(exclusionGroup="maint")
     old = job(dj, "n1", "active", revision="old-rev")
     order = OrderInput(group="maint", busy={"n1": "other"})
     decision = decide_over(dj, [old], nodes("n1"), NOW, order=order)
@@ -69,12 +64,12 @@ def test_a_running_older_revision_is_not_torn_down_while_another_member_holds_th
 
 
 def test_without_order_nothing_is_held() -> None:
-    decision = decide_over(make_dj(), [], nodes("n1", "n2"), NOW, order=OrderInput())
+    decision = decide_over(daemonjob(), [], nodes("n1", "n2"), NOW, order=OrderInput())
     assert created(decision) == ["n1", "n2"] and decision.gate is None
 
 
 def test_everything_done_is_complete_whatever_the_group_holds() -> None:
-    dj = make_dj(exclusionGroup="maint")
+    dj = daemonjob(exclusionGroup="maint")
     jobs = [job(dj, "n1", "succeeded")]
     decision = decide_over(dj, jobs, nodes("n1"), NOW, order=OrderInput(group="maint", busy={"n1": "other"}))
     assert condition(decision, "Complete")["status"] == "True"
@@ -84,7 +79,7 @@ def test_everything_done_is_complete_whatever_the_group_holds() -> None:
 
 
 def test_a_node_starts_only_once_every_dependency_succeeded_there() -> None:
-    dj = make_dj(after=["prepare", "drain"])
+    dj = daemonjob(after=["prepare", "drain"])
     order = OrderInput(
         after=("prepare", "drain"), done={"prepare": frozenset({"n1", "n2"}), "drain": frozenset({"n2", "n3"})}
     )
@@ -98,7 +93,7 @@ def test_a_node_starts_only_once_every_dependency_succeeded_there() -> None:
 
 
 def test_a_missing_dependency_is_stalled_and_starts_nothing() -> None:
-    dj = make_dj(after=["prepare"])
+    dj = daemonjob(after=["prepare"])
     order = OrderInput(after=("prepare",), missing=("prepare",))
     decision = decide_over(dj, [], nodes("n1"), NOW, order=order)
     assert decision.creates == []
@@ -109,7 +104,7 @@ def test_a_missing_dependency_is_stalled_and_starts_nothing() -> None:
 
 
 def test_a_cycle_is_stalled_and_named() -> None:
-    dj = make_dj(after=["b"])
+    dj = daemonjob(after=["b"])
     order = OrderInput(after=("b",), done={"b": frozenset()}, cycle=("a", "b", "a"))
     decision = decide_over(dj, [], nodes("n1"), NOW, order=order)
     assert decision.creates == []
@@ -121,7 +116,7 @@ def test_a_cycle_is_stalled_and_named() -> None:
 
 
 def test_the_rules_one_object_tells_name_their_field_paths() -> None:
-    dj = builders.make_dj(name="audit", exclusionGroup="Not_A-Label!", after=["x", "x", "audit", 3])
+    dj = daemonjob(name="audit", exclusionGroup="Not_A-Label!", after=["x", "x", "audit", 3])
     messages = [p.message for p in validate(dj).problems]
     assert any(m.startswith("spec.exclusionGroup: Invalid value") for m in messages)
     assert 'spec.after[1]: Duplicate value: "x"' in messages
@@ -129,4 +124,4 @@ def test_the_rules_one_object_tells_name_their_field_paths() -> None:
         m.startswith('spec.after[2]: Invalid value: "audit": a DaemonJob cannot come after itself') for m in messages
     )
     assert any(m.startswith("spec.after[3]: Invalid value: 3") for m in messages)
-    assert validate(builders.make_dj(exclusionGroup="maint", after=["prepare"])).problems == []
+    assert validate(daemonjob(exclusionGroup="maint", after=["prepare"])).problems == []

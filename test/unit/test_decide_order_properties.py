@@ -23,7 +23,7 @@ SETTINGS = dict(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 def members(limits: list[int | None]) -> list[dict[str, Any]]:
     return [
-        builders.make_dj(
+        builders.daemonjob(
             f"m{i}",
             uid=f"uid-m{i}",
             created=f"2024-03-0{i + 1}T00:00:00Z",

@@ -28,7 +28,8 @@ SCRIPT = "script"
 
 
 def make_dj(**spec: Any) -> dict[str, Any]:
-    return builders.make_dj(
+    """Every five minutes, created at CREATED."""
+    return builders.daemonjob(
         "nightly", resource_version=None, status={}, created=format_time(CREATED), **{"schedule": "*/5 * * * *", **spec}
     )
 

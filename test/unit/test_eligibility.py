@@ -15,15 +15,13 @@ from daemonjob.domain.eligibility import (
 from daemonjob.domain.selectors import InvalidSelector
 from daemonjob.machinery.frozen import freeze
 from daemonjob.machinery.memo import object_memo
+from daemonjob.testing.builders import daemonjob, job_template
 
 
 def dj(selector: Any = None, **pod_spec: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [], **pod_spec}}}}
-    }
-    if selector is not None:
-        spec["nodeSelector"] = selector
-    return {"metadata": {"name": "audit", "namespace": "ops"}, "spec": spec}
+    """`pod_spec` fields (tolerations, affinity, nodeName) laid over the pod's, no container."""
+    template = job_template(backoff_limit=None, pod_spec={"containers": [], **pod_spec})
+    return daemonjob(nodeSelector=selector, template=template)
 
 
 def node(

@@ -8,14 +8,15 @@ from prometheus_client import generate_latest
 
 from daemonjob.controller.healthmetrics import previous_tick
 from daemonjob.controller.metrics import Metrics
-from daemonjob.testing.builders import make_dj
+from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.prom import metric_value
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 
 
 def dj(schedule: str | None = None, created: str = "2026-11-01T00:00:00Z") -> dict:
-    return make_dj(created=created, schedule=schedule)
+    """Created on 1 November 2026 unless told, before every tick these tests look at."""
+    return daemonjob(created=created, schedule=schedule)
 
 
 def status(**fields: object) -> dict:

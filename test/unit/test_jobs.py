@@ -23,54 +23,49 @@ from daemonjob.domain.jobs import (
     parse_time,
 )
 from daemonjob.domain.revision import job_name
+from daemonjob.testing.builders import daemonjob
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
-def daemonjob() -> dict[str, Any]:
-    return {
-        "apiVersion": "daemonjob.io/v1alpha1",
-        "kind": "DaemonJob",
-        "metadata": {"name": "audit", "namespace": "ops", "uid": "uid-1", "generation": 2},
-        "spec": {
-            "jobTemplate": {
-                "metadata": {
-                    "name": "ignored",
-                    "labels": {"team": "sec"},
-                    "annotations": {"note": "x"},
-                },
-                "spec": {
-                    "backoffLimit": 2,
-                    "completions": 5,
-                    "parallelism": 3,
-                    "template": {
-                        "metadata": {"labels": {"app": "audit"}},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [{"name": "c", "image": "busybox"}],
-                            "affinity": {
-                                "nodeAffinity": {
-                                    REQUIRED: {
-                                        "nodeSelectorTerms": [
-                                            {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}
-                                        ]
-                                    },
-                                    "preferredDuringSchedulingIgnoredDuringExecution": [
-                                        {"weight": 1, "preference": {}}
-                                    ],
+def with_every_field() -> dict[str, Any]:
+    """A template with every field build_job keeps, drops or merges into."""
+    return daemonjob(
+        uid="uid-1",
+        generation=2,
+        template={
+            "metadata": {
+                "name": "ignored",
+                "labels": {"team": "sec"},
+                "annotations": {"note": "x"},
+            },
+            "spec": {
+                "backoffLimit": 2,
+                "completions": 5,
+                "parallelism": 3,
+                "template": {
+                    "metadata": {"labels": {"app": "audit"}},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "busybox"}],
+                        "affinity": {
+                            "nodeAffinity": {
+                                REQUIRED: {
+                                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]
                                 },
-                                "podAntiAffinity": {"x": 1},
+                                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}],
                             },
+                            "podAntiAffinity": {"x": 1},
                         },
                     },
                 },
-            }
+            },
         },
-    }
+    )
 
 
 def test_build_job_metadata() -> None:
-    job = build_job(daemonjob(), "node-1", "rev1234567")
+    job = build_job(with_every_field(), "node-1", "rev1234567")
     meta = job["metadata"]
     assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
     assert meta["name"] == job_name("audit", "node-1", "rev1234567")
@@ -91,7 +86,7 @@ def test_build_job_metadata() -> None:
 
 
 def test_build_job_spec_runs_once_pinned_to_the_node() -> None:
-    job = build_job(daemonjob(), "node-1", "rev1234567")
+    job = build_job(with_every_field(), "node-1", "rev1234567")
     spec = job["spec"]
     assert spec["completions"] == 1 and spec["parallelism"] == 1
     assert spec["backoffLimit"] == 2
@@ -121,7 +116,7 @@ def test_build_job_with_minimal_template() -> None:
 
 
 def test_build_job_never_mutates_input_nor_shares_structure() -> None:
-    dj = daemonjob()
+    dj = with_every_field()
     before = copy.deepcopy(dj)
     job = build_job(dj, "node-1", "r")
     assert dj == before
@@ -131,7 +126,7 @@ def test_build_job_never_mutates_input_nor_shares_structure() -> None:
 
 
 def test_readers_roundtrip() -> None:
-    job = build_job(daemonjob(), "node-1", "rev")
+    job = build_job(with_every_field(), "node-1", "rev")
     assert job_node(job) == "node-1"
     assert job_revision(job) == "rev"
     assert job_node({}) is None and job_revision({}) is None

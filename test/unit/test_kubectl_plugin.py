@@ -21,17 +21,22 @@ from daemonjob.kubectl.output import plain_table, print_table, shorten
 from daemonjob.kubectl.status import schedule_line
 from daemonjob.kubectl.timefmt import human_duration, parse_duration
 from daemonjob.kubectl.wait import Progress, Rate, _Bar, progress_of
+from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.kubelet_logs import select_log
 
 REV = "abc123"
 
 
 def dj(**spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "dj", "namespace": "ns", "generation": 1},
-        "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}, **spec},
-        "status": {"currentRevision": REV, "observedGeneration": 1},
-    }
+    """dj in ns, its status up to date at revision REV."""
+    return daemonjob(
+        "dj",
+        "ns",
+        resource_version=None,
+        template={"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}},
+        status={"currentRevision": REV, "observedGeneration": 1},
+        **spec,
+    )
 
 
 def node(name: str, labels: dict[str, str] | None = None, ready: bool = True, **spec: Any) -> dict[str, Any]:

@@ -16,14 +16,14 @@ from daemonjob.domain.maintenancespec import Drain
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.selectors import compile_label_selector
 from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.builders import make_dj
+from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.fakes import FakeNodeControl
 
 RECORD = NodeRecord("ns/dj", "uid-1", "r1", None, True, "2026-11-25T12:00:00Z")
 
 
 def _seen() -> Observation:
-    dj = make_dj("dj", namespace="ns", uid="uid-1")
+    dj = daemonjob("dj", namespace="ns", uid="uid-1")
     dj["metadata"]["resourceVersion"] = "5"
     return Observation("ns/dj", dj, dj, {}, ConfigMapsRead(), None, structlog.get_logger())
 

@@ -22,6 +22,7 @@ from daemonjob.domain.schedule import (
     tick_run_id,
     trigger_run_id,
 )
+from daemonjob.testing.builders import daemonjob
 
 UTC = timezone.utc
 NONE: frozenset[str | None] = frozenset()
@@ -49,10 +50,14 @@ def ticks(expression: str, zone: str | None, after: datetime, n: int) -> list[da
 def dj(
     status: dict[str, Any] | None = None, created: str = "2026-01-01 00:00", run_now: str | None = None, **spec: Any
 ) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "nightly", "creationTimestamp": at(created).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    if run_now is not None:
-        meta["annotations"] = {ANNOTATION_RUN_NOW: run_now}
-    return {"metadata": meta, "spec": {"jobTemplate": {"spec": {}}, **spec}, "status": dict(status or {})}
+    """Created at `created` (in `at`'s notation), run-now annotated with `run_now` if given."""
+    return daemonjob(
+        "nightly",
+        created=at(created).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        annotations=None if run_now is None else {ANNOTATION_RUN_NOW: run_now},
+        status=dict(status or {}),
+        **spec,
+    )
 
 
 def applied(obj: dict[str, Any], step: sch.ScheduleStep) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from daemonjob.controller.succeeded import SucceededNodes
 from daemonjob.domain.jobs import SUCCEEDED, job_node, job_revision, job_run, job_state, owner_uid
-from daemonjob.testing.builders import NS, job, make_dj
+from daemonjob.testing.builders import NS, daemonjob, job
 
-DJS = [make_dj(name, uid=f"uid-{name}") for name in ("a", "b")]
+DJS = [daemonjob(name, uid=f"uid-{name}") for name in ("a", "b")]
 NODES = ["n1", "n2", "n3"]
 STATES = ["active", "succeeded", "failed", "terminating"]
 

@@ -9,19 +9,15 @@ import pytest
 
 from daemonjob import defaults
 from daemonjob.domain.validate import problems_of, validate
-from daemonjob.testing.builders import make_dj
-
-
-def dj(**spec: Any) -> dict[str, Any]:
-    return make_dj("ok", namespace="ns", **spec)
+from daemonjob.testing.builders import daemonjob
 
 
 def test_a_good_spec_has_no_problem() -> None:
-    assert problems_of(dj(schedule="*/5 * * * *", timeZone="Europe/Berlin", historyLimit=10)) == []
+    assert problems_of(daemonjob(schedule="*/5 * * * *", timeZone="Europe/Berlin", historyLimit=10)) == []
 
 
 def test_every_problem_at_once_each_with_its_field() -> None:
-    bad = dj(
+    bad = daemonjob(
         schedule="0 25 * * *",
         timeZone="Mars/Olympus",
         maxParallel="150",
@@ -51,7 +47,7 @@ def test_every_problem_at_once_each_with_its_field() -> None:
 
 
 def test_history_limit_maximum_keeps_the_most_it_may() -> None:
-    checked = validate(dj(historyLimit=defaults.HISTORY_LIMIT_MAX + 1))
+    checked = validate(daemonjob(historyLimit=defaults.HISTORY_LIMIT_MAX + 1))
     [problem] = checked.problems
     assert problem.field == "spec.historyLimit"
     assert f"must be less than or equal to {defaults.HISTORY_LIMIT_MAX}" in problem.message
@@ -59,7 +55,7 @@ def test_history_limit_maximum_keeps_the_most_it_may() -> None:
 
 
 def test_a_template_too_large_is_refused_by_its_serialized_size() -> None:
-    big = dj()
+    big = daemonjob()
     big["spec"]["jobTemplate"]["metadata"] = {"annotations": {"x": "y" * defaults.JOB_TEMPLATE_MAX_BYTES}}
     [problem] = problems_of(big)
     assert problem.field == "spec.jobTemplate" and problem.reason == "TemplateTooLarge"
@@ -67,14 +63,14 @@ def test_a_template_too_large_is_refused_by_its_serialized_size() -> None:
 
 
 def test_a_huge_refused_value_is_not_repeated_whole() -> None:
-    bad = dj()
+    bad = daemonjob()
     bad["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] = "A" * 1_000_000
     [problem] = [p for p in problems_of(bad) if p.field.endswith("restartPolicy")]
     assert len(problem.message) < 1000
 
 
 def test_bad_name_is_named() -> None:
-    bad = dj()
+    bad = daemonjob()
     bad["metadata"]["name"] = "x" * 64
     assert [p.field for p in problems_of(bad)] == ["metadata.name"]
 
@@ -82,12 +78,12 @@ def test_bad_name_is_named() -> None:
 # -- spec.nodeMaintenance ------------------------------------------------------------------------
 def maintenance(raw: Any) -> tuple[Any, list[str]]:
     """What validate compiles of spec.nodeMaintenance = `raw`, and the messages of its problems."""
-    checked = validate(dj(nodeMaintenance=raw))
+    checked = validate(daemonjob(nodeMaintenance=raw))
     return checked.maintenance, [p.message for p in checked.problems]
 
 
 def test_maintenance_unset_or_asking_nothing_compiles_to_none_without_problems() -> None:
-    assert validate(dj()).maintenance is None
+    assert validate(daemonjob()).maintenance is None
     for raw in ({}, {"cordon": False}, {"cordon": False, "keepFailedCordoned": True}):
         assert maintenance(raw) == (None, []), raw
 
@@ -236,7 +232,7 @@ MAINTENANCE_PROBLEMS: list[tuple[str, Any, str]] = [
     ("raw", "message"), [c[1:] for c in MAINTENANCE_PROBLEMS], ids=[c[0] for c in MAINTENANCE_PROBLEMS]
 )
 def test_each_maintenance_problem_names_its_field_and_nothing_is_compiled(raw: Any, message: str) -> None:
-    checked = validate(dj(nodeMaintenance=raw))
+    checked = validate(daemonjob(nodeMaintenance=raw))
     assert [p.message for p in checked.problems] == [message]
     [problem] = checked.problems
     assert problem.field == message.split(": ", 1)[0]
@@ -278,6 +274,6 @@ def test_every_maintenance_problem_at_once() -> None:
 
 
 def test_a_maintenance_problem_leaves_the_rest_of_the_spec_usable() -> None:
-    checked = validate(dj(maxParallel=2, nodeMaintenance={"cordon": True, "drain": {"onTimeout": "X"}}))
+    checked = validate(daemonjob(maxParallel=2, nodeMaintenance={"cordon": True, "drain": {"onTimeout": "X"}}))
     assert [p.field for p in checked.problems] == [f"{DRAIN}.onTimeout"]
     assert checked.settings.max_parallel == 2
