@@ -23,8 +23,9 @@ import yaml
 from installtools import CHART, NAMESPACE, ROOT, docs, helm_env, run
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster, kubeconfig_text
-from daemonjob.testing.kubelet import NodeSpec, SimKubelet
+from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
 from daemonjob.testing.process import ControllerProcess
 from daemonjob.testing.serviceproxy import ServiceProxy
 from daemonjob.testing.waiting import wait_for
@@ -117,7 +118,7 @@ def point_webhook_at(kube: Kube, client_config: dict[str, Any]) -> None:
 
 def webhook_refuses(kube: Kube, ns: str) -> bool:
     """A dry-run create of a DaemonJob with a bad schedule is refused by the chart's webhook."""
-    bad = daemonjob("bad-schedule", "none")
+    bad = one_second("bad-schedule", "none")
     bad["spec"]["schedule"] = "bad"
     try:
         kube.create(path_for(DJ_API, "daemonjobs", ns), bad, dryRun="All")
@@ -130,27 +131,13 @@ def webhook_secret(kube: Kube) -> dict[str, str]:
     return kube.get(path_for("v1", "secrets", NAMESPACE, WEBHOOK_SECRET)).get("data") or {}
 
 
-def daemonjob(name: str, label: str) -> dict[str, Any]:
-    return {
-        "apiVersion": DJ_API,
-        "kind": "DaemonJob",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"install-test": label}},
-            "jobTemplate": {
-                "spec": {
-                    "backoffLimit": 0,
-                    "template": {
-                        "metadata": {"annotations": {"sim.daemonjob.io/duration": "1"}},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}],
-                        },
-                    },
-                }
-            },
-        },
-    }
+def one_second(name: str, label: str) -> dict[str, Any]:
+    """On the nodes labelled install-test=`label`, its pods running one second."""
+    template = job_template(
+        pod_annotations={ANNOTATION_DURATION: "1"},
+        container={"name": "main", "image": "busybox:1.36", "command": ["true"]},
+    )
+    return daemonjob(name, manifest=True, template=template, nodeSelector={"matchLabels": {"install-test": label}})
 
 
 def complete(kube: Kube, ns: str, name: str) -> bool:
@@ -224,7 +211,7 @@ def test_install_rollout_upgrade_uninstall(bed: tuple[LocalCluster, Kube, SimKub
             assert webhook_secret(kube)["tls.crt"]
             assert scrape(controller.metrics_port, scraper) == 200
             assert scrape(controller.metrics_port, None) == 401
-            kube.create(path_for(DJ_API, "daemonjobs", ns), daemonjob("rollout", label))
+            kube.create(path_for(DJ_API, "daemonjobs", ns), one_second("rollout", label))
             wait_for(
                 lambda: complete(kube, ns, "rollout"),
                 timeout=90,

@@ -17,7 +17,9 @@ from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
 from daemonjob.domain.validate import SHOWN_VALUE_MAX
 from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster
+from daemonjob.testing.kubelet import ANNOTATION_DURATION
 from daemonjob.testing.waiting import wait_for
 
 DJ_API = "daemonjob.io/v1alpha1"
@@ -41,31 +43,24 @@ def controller(cluster: LocalCluster, namespace: str, installed_crd: None) -> It
 
 
 def body(name: str, label: str, configmaps: Sequence[str] = (), restart: str = "Never") -> dict[str, Any]:
+    """On the nodes labelled bounds-test=`label`, reading each of `configmaps` (optional) into its
+    environment and re-run when one changes."""
     env = [
         {"name": f"V{i}", "valueFrom": {"configMapKeyRef": {"name": cm, "key": "k", "optional": True}}}
         for i, cm in enumerate(configmaps)
     ]
-    return {
-        "apiVersion": DJ_API,
-        "kind": "DaemonJob",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"bounds-test": label}},
-            "rerunOnConfigChange": bool(configmaps),
-            "jobTemplate": {
-                "spec": {
-                    "backoffLimit": 0,
-                    "template": {
-                        "metadata": {"annotations": {"sim.daemonjob.io/duration": "0"}},
-                        "spec": {
-                            "restartPolicy": restart,
-                            "containers": [{"name": "c", "image": "busybox:1.36", "env": env}],
-                        },
-                    },
-                }
-            },
-        },
-    }
+    template = job_template(
+        pod_annotations={ANNOTATION_DURATION: "0"},
+        container={"image": "busybox:1.36", "env": env},
+        pod_spec={"restartPolicy": restart},
+    )
+    return daemonjob(
+        name,
+        manifest=True,
+        template=template,
+        nodeSelector={"matchLabels": {"bounds-test": label}},
+        rerunOnConfigChange=bool(configmaps),
+    )
 
 
 def condition(kube: Kube, ns: str, name: str, kind: str) -> dict[str, Any]:

@@ -10,8 +10,9 @@ import pytest
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.metrics import Metrics
 from daemonjob.machinery.kube import PATCH_STRATEGIC, Kube, path_for
+from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster
-from daemonjob.testing.kubelet import node_conditions
+from daemonjob.testing.kubelet import ANNOTATION_DURATION, node_conditions
 from daemonjob.testing.waiting import wait_for
 
 DJ_API = "daemonjob.io/v1alpha1"
@@ -43,27 +44,11 @@ def api_calls(m: Metrics, verbs: tuple[str, ...]) -> float:
     return total
 
 
-def make_dj(kube: Kube, ns: str, name: str, label: str) -> None:
-    kube.create(
-        path_for(DJ_API, "daemonjobs", ns),
-        {
-            "apiVersion": DJ_API,
-            "kind": "DaemonJob",
-            "metadata": {"name": name},
-            "spec": {
-                "nodeSelector": {"matchLabels": {"ctl-test": label}},
-                "jobTemplate": {
-                    "spec": {
-                        "backoffLimit": 0,
-                        "template": {
-                            "metadata": {"annotations": {"sim.daemonjob.io/duration": "0"}},
-                            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]},
-                        },
-                    }
-                },
-            },
-        },
-    )
+def create_dj(kube: Kube, ns: str, name: str, label: str) -> None:
+    """Create one on the nodes labelled ctl-test=`label`, its pods done at once."""
+    template = job_template(pod_annotations={ANNOTATION_DURATION: "0"}, container={"image": "busybox:1.36"})
+    body = daemonjob(name, manifest=True, template=template, nodeSelector={"matchLabels": {"ctl-test": label}})
+    kube.create(path_for(DJ_API, "daemonjobs", ns), body)
 
 
 def complete(kube: Kube, ns: str, name: str) -> bool:
@@ -77,7 +62,7 @@ def test_heartbeats_enqueue_nothing_and_idle_costs_nothing(
     m = controller.metrics
     nodes = make_nodes(3, labels={"ctl-test": namespace})
     others = make_nodes(1, labels={"ctl-test": "someone-else"})
-    make_dj(kube, namespace, "quiet", namespace)
+    create_dj(kube, namespace, "quiet", namespace)
     wait_for(lambda: complete(kube, namespace, "quiet"), what="rollout")
     time.sleep(1.0)  # let the last Job events drain
     adds = sample(m, "workqueue_adds_total", name="daemonjob")
@@ -128,7 +113,7 @@ def test_unrelated_jobs_are_not_cached(kube: Kube, namespace: str, controller: C
 
 def test_cached_objects_are_trimmed(kube: Kube, namespace: str, make_nodes, controller: Controller) -> None:
     nodes = make_nodes(1, labels={"ctl-test": namespace})
-    make_dj(kube, namespace, "trim", namespace)
+    create_dj(kube, namespace, "trim", namespace)
     wait_for(lambda: complete(kube, namespace, "trim"), what="rollout")
     node = controller.nodes.store.get(nodes[0])
     assert set(node) == {"metadata", "spec"} and "status" not in node

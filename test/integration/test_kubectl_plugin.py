@@ -29,8 +29,9 @@ import yaml
 from daemonjob.controller.controller import Controller
 from daemonjob.domain.jobs import LABEL_NAME, job_node, job_state
 from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster
-from daemonjob.testing.kubelet import NodeSpec, SimKubelet
+from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
 from daemonjob.testing.waiting import wait_for
 
 DJ_API = "daemonjob.io/v1alpha1"
@@ -88,24 +89,13 @@ class Env:
         return self.kube.get(path_for("batch/v1", "jobs", self.ns), labelSelector=f"{LABEL_NAME}={name}")["items"]
 
 
-def daemonjob(name: str, label: str, annotations: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": DJ_API,
-        "kind": "DaemonJob",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"plugin-test": label}},
-            "jobTemplate": {
-                "spec": {
-                    "backoffLimit": 0,
-                    "template": {
-                        "metadata": {"annotations": {"sim.daemonjob.io/duration": "0", **annotations}},
-                        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]},
-                    },
-                }
-            },
-        },
-    }
+def simulated(name: str, label: str, annotations: dict[str, str]) -> dict[str, Any]:
+    """On the nodes labelled plugin-test=`label`, its pods done at once unless `annotations`
+    (the simulated kubelet's) say otherwise."""
+    template = job_template(
+        pod_annotations={ANNOTATION_DURATION: "0", **annotations}, container={"name": "main", "image": "busybox:1.36"}
+    )
+    return daemonjob(name, manifest=True, template=template, nodeSelector={"matchLabels": {"plugin-test": label}})
 
 
 def finished(kube: Kube, ns: str, name: str) -> bool:
@@ -132,7 +122,7 @@ def env(cluster: LocalCluster, kube: Kube, kubelet: SimKubelet, installed_crd: N
     try:
         output = "hello from {node}\nsecond line of {node}"
         for body in (
-            daemonjob(
+            simulated(
                 "collect",
                 ns,
                 {
@@ -142,8 +132,8 @@ def env(cluster: LocalCluster, kube: Kube, kubelet: SimKubelet, installed_crd: N
                     "sim.daemonjob.io/message": "disk full on {node}",
                 },
             ),
-            daemonjob("oom", ns, {"sim.daemonjob.io/fail-on": nodes[1], "sim.daemonjob.io/reason": "OOMKilled"}),
-            daemonjob("fine", ns, {"sim.daemonjob.io/output": "ok"}),
+            simulated("oom", ns, {"sim.daemonjob.io/fail-on": nodes[1], "sim.daemonjob.io/reason": "OOMKilled"}),
+            simulated("fine", ns, {"sim.daemonjob.io/output": "ok"}),
         ):
             kube.create(path_for(DJ_API, "daemonjobs", ns), body)
         for name in ("collect", "oom", "fine"):
@@ -369,7 +359,7 @@ def test_status_on_a_terminal_colours_states_in_kubectl_columns(env: Env) -> Non
 
 
 def test_wait_on_a_terminal_draws_a_progress_bar_to_the_end(env: Env, kube: Kube) -> None:
-    body = daemonjob("slow", env.ns, {"sim.daemonjob.io/duration": "2", "sim.daemonjob.io/output": "x"})
+    body = simulated("slow", env.ns, {"sim.daemonjob.io/duration": "2", "sim.daemonjob.io/output": "x"})
     kube.create(path_for(DJ_API, "daemonjobs", env.ns), body)
     code, screen = env.kubectl_tty("daemonjob", "wait", "slow", "--timeout", "60s", columns=120)
     assert code == 0, screen
@@ -479,7 +469,7 @@ def test_status_with_a_label_selector_counts_only_the_matching_nodes(env: Env) -
 
 def test_pause_holds_new_jobs_and_resume_lets_the_rollout_go_on(env: Env, kube: Kube) -> None:
     path = path_for(DJ_API, "daemonjobs", env.ns, "held")
-    kube.create(path_for(DJ_API, "daemonjobs", env.ns), daemonjob("held", env.ns, {"sim.daemonjob.io/output": "x"}))
+    kube.create(path_for(DJ_API, "daemonjobs", env.ns), simulated("held", env.ns, {"sim.daemonjob.io/output": "x"}))
     wait_for(lambda: finished(kube, env.ns, "held"), timeout=60, what="held finished")
     out = env.kubectl("daemonjob", "pause", "held")
     assert (out.returncode, out.stdout) == (0, "daemonjob.daemonjob.io/held paused\n"), out.stderr

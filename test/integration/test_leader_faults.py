@@ -25,6 +25,7 @@ import pytest
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog, AuditRecord, parse_time
+from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster
 from daemonjob.testing.faults import FaultProxy, paused, proxied_kubeconfig
 from daemonjob.testing.jobwatch import JobWatcher, is_true
@@ -176,29 +177,16 @@ def rollout(kube: Kube, namespace: str, rollout_nodes: tuple[str, list[str]]) ->
         watchers.append(watcher)
         kube.create(
             path_for(DJ_API, "daemonjobs", namespace),
-            {
-                "apiVersion": DJ_API,
-                "kind": "DaemonJob",
-                "metadata": {"name": NAME},
-                "spec": {
-                    "maxParallel": MAX_PARALLEL,
-                    "nodeSelector": {"matchLabels": {"leader-test": group}},
-                    "jobTemplate": {
-                        "spec": {
-                            "backoffLimit": 0,
-                            "template": {
-                                "metadata": {"annotations": {ANNOTATION_DURATION: str(POD_SECONDS)}},
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "containers": [
-                                        {"name": "c", "image": "busybox:1.36", "command": ["sleep", str(POD_SECONDS)]}
-                                    ],
-                                },
-                            },
-                        }
-                    },
-                },
-            },
+            daemonjob(
+                NAME,
+                manifest=True,
+                template=job_template(
+                    pod_annotations={ANNOTATION_DURATION: str(POD_SECONDS)},
+                    container={"image": "busybox:1.36", "command": ["sleep", str(POD_SECONDS)]},
+                ),
+                maxParallel=MAX_PARALLEL,
+                nodeSelector={"matchLabels": {"leader-test": group}},
+            ),
         )
         wait_for(lambda: len(watcher.created) >= MAX_PARALLEL, 60, "the rollout under way")
         return watcher

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.crd import install_crd
 
@@ -60,21 +61,10 @@ def table_row(header: str, line: str) -> dict[str, str]:
     return {header[a:b].strip(): line[a:b].strip() for a, b in zip(starts, bounds, strict=True)}
 
 
-def daemonjob(name: str, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "jobTemplate": {
-            "spec": {
-                "template": {
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}],
-                    }
-                }
-            }
-        },
-        **spec,
-    }
-    return {"apiVersion": GROUP_VERSION, "kind": "DaemonJob", "metadata": {"name": name}, "spec": body}
+def manifest(name: str, **spec: Any) -> dict[str, Any]:
+    """As a user writes one: its Job runs `true` on every node."""
+    container = {"name": "main", "image": "busybox:1.36", "command": ["true"]}
+    return daemonjob(name, manifest=True, template=job_template(backoff_limit=None, container=container), **spec)
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +173,7 @@ def test_sample_defaults(cluster: LocalCluster, crd: None, namespace: str) -> No
 def test_node_maintenance_defaults(kube: Kube, crd: None, namespace: str) -> None:
     created = kube.create(
         path_for(GROUP_VERSION, "daemonjobs", namespace),
-        daemonjob("maintenance-defaults", nodeMaintenance={"cordon": True, "drain": {}}),
+        manifest("maintenance-defaults", nodeMaintenance={"cordon": True, "drain": {}}),
         dryRun="All",
     )
     assert created["spec"]["nodeMaintenance"] == {
@@ -195,7 +185,7 @@ def test_node_maintenance_defaults(kube: Kube, crd: None, namespace: str) -> Non
         "drain"
         not in kube.create(
             path_for(GROUP_VERSION, "daemonjobs", namespace),
-            daemonjob("cordon-only", nodeMaintenance={"cordon": True}),
+            manifest("cordon-only", nodeMaintenance={"cordon": True}),
             dryRun="All",
         )["spec"]["nodeMaintenance"]
     )
@@ -431,7 +421,7 @@ def test_short_name_and_printer_columns(cluster: LocalCluster, kube: Kube, crd: 
     # Selects no node, so a controller running in this cluster has nothing to start.
     kube.create(
         path_for(GROUP_VERSION, "daemonjobs", namespace),
-        daemonjob(name, nodeSelector={"matchLabels": {"daemonjob.io/test-no-such-node": "true"}}, schedule="0 3 * * *"),
+        manifest(name, nodeSelector={"matchLabels": {"daemonjob.io/test-no-such-node": "true"}}, schedule="0 3 * * *"),
     )
     status = {
         "desiredNodes": 7,
@@ -503,7 +493,7 @@ def test_short_name_and_printer_columns(cluster: LocalCluster, kube: Kube, crd: 
 
 def test_status_is_a_subresource(kube: Kube, crd: None, namespace: str) -> None:
     name = f"sub-{uuid.uuid4().hex[:6]}"
-    body = daemonjob(name)
+    body = manifest(name)
     body["status"] = {"desiredNodes": 99}
     created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), body)
     assert "desiredNodes" not in (created.get("status") or {})  # status is ignored on create
@@ -529,13 +519,13 @@ def test_status_is_a_subresource(kube: Kube, crd: None, namespace: str) -> None:
 
 # -- (e) schema validation ----------------------------------------------------------------------
 def _without_job_template(name: str) -> dict[str, Any]:
-    body = daemonjob(name)
+    body = manifest(name)
     del body["spec"]["jobTemplate"]
     return body
 
 
 def _without_pod_template(name: str) -> dict[str, Any]:
-    body = daemonjob(name)
+    body = manifest(name)
     body["spec"]["jobTemplate"]["spec"] = {"backoffLimit": 1}
     return body
 
@@ -543,75 +533,75 @@ def _without_pod_template(name: str) -> dict[str, Any]:
 REJECTED: list[tuple[str, Any, list[str]]] = [
     (
         "rerun-policy",
-        lambda n: daemonjob(n, rerunPolicy="Sometimes"),
+        lambda n: manifest(n, rerunPolicy="Sometimes"),
         ["spec.rerunPolicy", "Unsupported value", '"Sometimes"', '"OnTemplateChange"', '"Never"'],
     ),
-    ("max-parallel-text", lambda n: daemonjob(n, maxParallel="abc"), ["spec.maxParallel", '"abc"', "should match"]),
-    ("max-parallel-percent", lambda n: daemonjob(n, maxParallel="150%"), ["spec.maxParallel", '"150%"']),
-    ("max-parallel-zero", lambda n: daemonjob(n, maxParallel=0), ["spec.maxParallel", "greater than or equal to 1"]),
+    ("max-parallel-text", lambda n: manifest(n, maxParallel="abc"), ["spec.maxParallel", '"abc"', "should match"]),
+    ("max-parallel-percent", lambda n: manifest(n, maxParallel="150%"), ["spec.maxParallel", '"150%"']),
+    ("max-parallel-zero", lambda n: manifest(n, maxParallel=0), ["spec.maxParallel", "greater than or equal to 1"]),
     (
         "max-failed-negative",
-        lambda n: daemonjob(n, maxFailedNodes=-1),
+        lambda n: manifest(n, maxFailedNodes=-1),
         ["spec.maxFailedNodes", "greater than or equal to 0"],
     ),
-    ("max-failed-type", lambda n: daemonjob(n, maxFailedNodes=1.5), ["spec.maxFailedNodes"]),
+    ("max-failed-type", lambda n: manifest(n, maxFailedNodes=1.5), ["spec.maxFailedNodes"]),
     (
         "history-limit",
-        lambda n: daemonjob(n, historyLimit=-1),
+        lambda n: manifest(n, historyLimit=-1),
         ["spec.historyLimit", "-1", "greater than or equal to 0"],
     ),
     (
         "history-limit-maximum",
-        lambda n: daemonjob(n, historyLimit=11),
+        lambda n: manifest(n, historyLimit=11),
         ["spec.historyLimit", "11", "less than or equal to 10"],
     ),
-    ("suspend-type", lambda n: daemonjob(n, suspend="yes"), ["spec.suspend", "boolean"]),
+    ("suspend-type", lambda n: manifest(n, suspend="yes"), ["spec.suspend", "boolean"]),
     ("no-job-template", _without_job_template, ["spec.jobTemplate", "Required value"]),
     (
         "concurrency-policy",
-        lambda n: daemonjob(n, schedule="0 3 * * *", concurrencyPolicy="Allow"),
+        lambda n: manifest(n, schedule="0 3 * * *", concurrencyPolicy="Allow"),
         ["spec.concurrencyPolicy", "Unsupported value", '"Allow"', '"Forbid"', '"Replace"'],
     ),
     (
         "deadline-negative",
-        lambda n: daemonjob(n, schedule="0 3 * * *", startingDeadlineSeconds=-1),
+        lambda n: manifest(n, schedule="0 3 * * *", startingDeadlineSeconds=-1),
         ["spec.startingDeadlineSeconds", "greater than or equal to 0"],
     ),
-    ("schedule-type", lambda n: daemonjob(n, schedule=3), ["spec.schedule", "string"]),
+    ("schedule-type", lambda n: manifest(n, schedule=3), ["spec.schedule", "string"]),
     (
         "rerun-on-config-type",
-        lambda n: daemonjob(n, rerunOnConfigChange="yes"),
+        lambda n: manifest(n, rerunOnConfigChange="yes"),
         ["spec.rerunOnConfigChange", "boolean"],
     ),
     ("no-pod-template", _without_pod_template, ["spec.jobTemplate.spec.template", "Required value"]),
     (
         "selector-operator",
-        lambda n: daemonjob(n, nodeSelector={"matchExpressions": [{"key": "a", "operator": "Is"}]}),
+        lambda n: manifest(n, nodeSelector={"matchExpressions": [{"key": "a", "operator": "Is"}]}),
         ["spec.nodeSelector.matchExpressions", "operator", "Unsupported value", '"Is"'],
     ),
     (
         "selector-no-key",
-        lambda n: daemonjob(n, nodeSelector={"matchExpressions": [{"operator": "Exists"}]}),
+        lambda n: manifest(n, nodeSelector={"matchExpressions": [{"operator": "Exists"}]}),
         ["spec.nodeSelector.matchExpressions", "key", "Required value"],
     ),
     (
         "drain-on-timeout",
-        lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"onTimeout": "Retry"}}),
+        lambda n: manifest(n, nodeMaintenance={"cordon": True, "drain": {"onTimeout": "Retry"}}),
         ["spec.nodeMaintenance.drain.onTimeout", "Unsupported value", '"Retry"', '"Fail"', '"Skip"'],
     ),
     (
         "drain-grace-negative",
-        lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"gracePeriodSeconds": -1}}),
+        lambda n: manifest(n, nodeMaintenance={"cordon": True, "drain": {"gracePeriodSeconds": -1}}),
         ["spec.nodeMaintenance.drain.gracePeriodSeconds", "greater than or equal to 0"],
     ),
     (
         "drain-timeout",
-        lambda n: daemonjob(n, nodeMaintenance={"cordon": True, "drain": {"timeout": "ten minutes"}}),
+        lambda n: manifest(n, nodeMaintenance={"cordon": True, "drain": {"timeout": "ten minutes"}}),
         ["spec.nodeMaintenance.drain.timeout", "should match"],
     ),
     (
         "cordon-type",
-        lambda n: daemonjob(n, nodeMaintenance={"cordon": "yes"}),
+        lambda n: manifest(n, nodeMaintenance={"cordon": "yes"}),
         ["spec.nodeMaintenance.cordon", "boolean"],
     ),
 ]
@@ -682,13 +672,13 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("case", "spec"), ACCEPTED, ids=[a[0] for a in ACCEPTED])
 def test_schema_accepts_good_input(kube: Kube, crd: None, namespace: str, case: str, spec: dict[str, Any]) -> None:
-    created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), daemonjob(f"ok-{case}", **spec))
+    created = kube.create(path_for(GROUP_VERSION, "daemonjobs", namespace), manifest(f"ok-{case}", **spec))
     for key, value in spec.items():
         assert created["spec"][key] == value
 
 
 def test_unknown_spec_fields_are_pruned_but_job_spec_is_kept(kube: Kube, crd: None, namespace: str) -> None:
-    body = daemonjob("pruning", bogus=True)
+    body = manifest("pruning", bogus=True)
     job_spec = body["spec"]["jobTemplate"]["spec"]
     job_spec["backoffLimit"] = 3
     job_spec["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]

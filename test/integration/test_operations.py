@@ -13,7 +13,9 @@ import pytest
 
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
 from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster, kubeconfig_text
+from daemonjob.testing.kubelet import ANNOTATION_DURATION
 from daemonjob.testing.process import ControllerProcess
 from daemonjob.testing.waiting import wait_for
 
@@ -40,30 +42,15 @@ def controllers(
         assert not proc.running()
 
 
-def daemonjob(name: str, label: str, duration: str = "1", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": DJ_API,
-        "kind": "DaemonJob",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"ops-test": label}},
-            **spec,
-            "jobTemplate": {
-                "spec": {
-                    "backoffLimit": 0,
-                    "template": {
-                        "metadata": {"annotations": {"sim.daemonjob.io/duration": duration}},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", f"sleep {duration}"]}
-                            ],
-                        },
-                    },
-                }
-            },
-        },
-    }
+def sleeping(name: str, label: str, duration: str = "1", **spec: Any) -> dict[str, Any]:
+    """On the nodes labelled ops-test=`label`, its pods sleeping `duration` seconds."""
+    template = job_template(
+        pod_annotations={ANNOTATION_DURATION: duration},
+        container={"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", f"sleep {duration}"]},
+    )
+    return daemonjob(
+        name, manifest=True, template=template, **{"nodeSelector": {"matchLabels": {"ops-test": label}}, **spec}
+    )
 
 
 def status(kube: Kube, ns: str, name: str) -> dict[str, Any]:
@@ -99,13 +86,13 @@ def test_only_the_leader_acts_and_sigkill_hands_over(kube: Kube, namespace: str,
     assert len(leaders) == 1
     leader = leaders[0]
     standby = b if leader is a else a
-    kube.create(path_for(DJ_API, "daemonjobs", namespace), daemonjob("first", label, maxParallel=2))
+    kube.create(path_for(DJ_API, "daemonjobs", namespace), sleeping("first", label, maxParallel=2))
     wait_for(lambda: complete(kube, namespace, "first"), what="first rollout")
     assert leader.metric("daemonjob_jobs_created_total") == len(nodes)
     assert standby.metric("daemonjob_jobs_created_total") == 0
     assert standby.metric("daemonjob_leader") == 0
 
-    kube.create(path_for(DJ_API, "daemonjobs", namespace), daemonjob("second", label, duration="3", maxParallel=1))
+    kube.create(path_for(DJ_API, "daemonjobs", namespace), sleeping("second", label, duration="3", maxParallel=1))
     wait_for(lambda: jobs_of(kube, namespace, "second"), what="second rollout started")
     killed_at = time.monotonic()
     leader.kill()
@@ -133,7 +120,7 @@ def test_sigterm_releases_the_lease(kube: Kube, namespace: str, make_nodes, cont
     assert not lease["spec"].get("holderIdentity"), "the lease was not released"
     wait_for(lambda: b.metric("daemonjob_leader") == 1, timeout=20, what="the successor")
     assert time.monotonic() - stopped_at < 8, "a released lease should be taken at the next retry"
-    kube.create(path_for(DJ_API, "daemonjobs", namespace), daemonjob("after", label))
+    kube.create(path_for(DJ_API, "daemonjobs", namespace), sleeping("after", label))
     wait_for(lambda: complete(kube, namespace, "after"), what="rollout by the successor")
     assert_one_job_per_node_and_revision(jobs_of(kube, namespace, "after"))
 
@@ -145,7 +132,7 @@ def test_metrics_and_probes_during_a_rollout(kube: Kube, namespace: str, make_no
     proc.wait_ready()
     assert proc.get(proc.health_port, "/healthz")[0] == 200
     assert proc.get(proc.health_port, "/readyz")[0] == 200
-    kube.create(path_for(DJ_API, "daemonjobs", namespace), daemonjob("observed", label))
+    kube.create(path_for(DJ_API, "daemonjobs", namespace), sleeping("observed", label))
     wait_for(lambda: complete(kube, namespace, "observed"), what="rollout")
     labels = {"namespace": namespace, "name": "observed"}
     wait_for(lambda: proc.metric("daemonjob_nodes", state="succeeded", **labels) == len(nodes), what="gauge")

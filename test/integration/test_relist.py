@@ -24,6 +24,7 @@ from daemonjob.domain.jobs import LABEL_NAME
 from daemonjob.machinery.clock import RealClock
 from daemonjob.machinery.informer import Backoff, Handlers, Informer, InformerHooks
 from daemonjob.machinery.kube import PATCH_STRATEGIC, Kube, path_for
+from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, kubeconfig_text
 from daemonjob.testing.crd import install_crd
 from daemonjob.testing.faults import FaultProxy
@@ -228,26 +229,12 @@ def test_daemonjob_completes_after_the_relist_without_the_resync(
     try:
         direct.create(
             path_for(DJ_API, "daemonjobs", ns),
-            {
-                "apiVersion": DJ_API,
-                "kind": "DaemonJob",
-                "metadata": {"name": "once"},
-                "spec": {
-                    "nodeSelector": {"matchLabels": {"relist-test": node}},
-                    "jobTemplate": {
-                        "spec": {
-                            "backoffLimit": 0,
-                            "template": {
-                                "metadata": {"annotations": RUNS_FOREVER},
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "containers": [{"name": "c", "image": "busybox:1.36"}],
-                                },
-                            },
-                        }
-                    },
-                },
-            },
+            daemonjob(
+                "once",
+                manifest=True,
+                template=job_template(pod_annotations=RUNS_FOREVER, container={"image": "busybox:1.36"}),
+                nodeSelector={"matchLabels": {"relist-test": node}},
+            ),
         )
         jobs = wait_for(lambda: direct.get(path_for("batch/v1", "jobs", ns))["items"], what="the node's Job")
         job = jobs[0]["metadata"]["name"]

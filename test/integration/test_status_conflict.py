@@ -14,6 +14,7 @@ from daemonjob.controller.informers import Informers
 from daemonjob.controller.jobcontrol import KubeJobControl
 from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog
+from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.jobwatch import is_true
 from daemonjob.testing.kubelet import ANNOTATION_DURATION
@@ -24,23 +25,9 @@ USER = "daemonjob-a"
 
 
 def body(name: str, label: str) -> dict[str, Any]:
-    return {
-        "apiVersion": DJ_API,
-        "kind": "DaemonJob",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"status-test": label}},
-            "jobTemplate": {
-                "spec": {
-                    "backoffLimit": 0,
-                    "template": {
-                        "metadata": {"annotations": {ANNOTATION_DURATION: "0"}},
-                        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]},
-                    },
-                }
-            },
-        },
-    }
+    """On the nodes labelled status-test=`label`, its pods done at once."""
+    template = job_template(pod_annotations={ANNOTATION_DURATION: "0"}, container={"image": "busybox:1.36"})
+    return daemonjob(name, manifest=True, template=template, nodeSelector={"matchLabels": {"status-test": label}})
 
 
 def status_path(namespace: str, name: str) -> str:

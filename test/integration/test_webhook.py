@@ -35,6 +35,7 @@ from daemonjob import cli, defaults
 from daemonjob.admission import webhook as admission
 from daemonjob.machinery import certs
 from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster
 from daemonjob.testing.process import ControllerProcess
 from daemonjob.testing.serviceproxy import ServiceProxy
@@ -50,24 +51,14 @@ HOOK = "validate.daemonjob.io"
 urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # replicas are reached by IP, unverified
 
 
-def daemonjob(name: str, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": DJ_API,
-        "kind": "DaemonJob",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"webhook-test": "none"}},  # runs nowhere: admission only
-            "jobTemplate": {
-                "spec": {
-                    "template": {
-                        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}
-                    }
-                }
-            },
-        },
-    }
-    body["spec"].update(spec)
-    return body
+def nowhere(name: str, **spec: Any) -> dict[str, Any]:
+    """Selecting no node: what these tests look at is admission alone."""
+    return daemonjob(
+        name,
+        manifest=True,
+        template=job_template(backoff_limit=None, container={"image": "busybox:1.36"}),
+        **{"nodeSelector": {"matchLabels": {"webhook-test": "none"}}, **spec},
+    )
 
 
 def pod_spec(body: dict[str, Any]) -> dict[str, Any]:
@@ -189,7 +180,7 @@ def _put_or_create(kube: Kube, collection: str, body: dict[str, Any]) -> None:
 def _webhook_serves(bed: Bed, ns: str | None = None) -> bool:
     """A dry-run create of a bad DaemonJob is refused by the webhook (not by a failure to call it)."""
     try:
-        bed.kube.create(path_for(DJ_API, "daemonjobs", ns or bed.ns), daemonjob("probe", schedule="bad"), dryRun="All")
+        bed.kube.create(path_for(DJ_API, "daemonjobs", ns or bed.ns), nowhere("probe", schedule="bad"), dryRun="All")
     except ApiError as exc:
         return f'admission webhook "{HOOK}" denied the request' in exc.message
     return False
@@ -254,13 +245,13 @@ def bed(
 
 # -- refused at apply time --------------------------------------------------------------------
 def _big_template() -> dict[str, Any]:
-    body = daemonjob("big")
+    body = nowhere("big")
     body["spec"]["jobTemplate"]["metadata"] = {"annotations": {"blob": "x" * (defaults.JOB_TEMPLATE_MAX_BYTES + 1)}}
     return body
 
 
 def _with_pod(name: str, **fields: Any) -> dict[str, Any]:
-    body = daemonjob(name)
+    body = nowhere(name)
     pod_spec(body).update(fields)
     for key in [k for k, v in fields.items() if v is None]:
         del pod_spec(body)[key]
@@ -268,19 +259,19 @@ def _with_pod(name: str, **fields: Any) -> dict[str, Any]:
 
 
 def _with_job(name: str, **fields: Any) -> dict[str, Any]:
-    body = daemonjob(name)
+    body = nowhere(name)
     body["spec"]["jobTemplate"]["spec"].update(fields)
     return body
 
 
 BAD: dict[str, tuple[dict[str, Any], str]] = {
-    "cron": (daemonjob("cron", schedule="0 25 * * *"), "spec.schedule"),
-    "cron-fields": (daemonjob("cron-fields", schedule="0 3 * *"), "spec.schedule"),
-    "cron-tz-prefix": (daemonjob("cron-tz-prefix", schedule="CRON_TZ=UTC 0 3 * * *"), "spec.schedule"),
-    "time-zone": (daemonjob("time-zone", schedule="@daily", timeZone="Mars/Olympus"), "spec.timeZone"),
-    "selector": (daemonjob("selector", nodeSelector={"matchLabels": {"bad key!": "x"}}), "spec.nodeSelector"),
+    "cron": (nowhere("cron", schedule="0 25 * * *"), "spec.schedule"),
+    "cron-fields": (nowhere("cron-fields", schedule="0 3 * *"), "spec.schedule"),
+    "cron-tz-prefix": (nowhere("cron-tz-prefix", schedule="CRON_TZ=UTC 0 3 * * *"), "spec.schedule"),
+    "time-zone": (nowhere("time-zone", schedule="@daily", timeZone="Mars/Olympus"), "spec.timeZone"),
+    "selector": (nowhere("selector", nodeSelector={"matchLabels": {"bad key!": "x"}}), "spec.nodeSelector"),
     "selector-op": (
-        daemonjob("selector-op", nodeSelector={"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}),
+        nowhere("selector-op", nodeSelector={"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}),
         "spec.nodeSelector.matchExpressions[0].values",
     ),
     "restart-always": (
@@ -292,12 +283,12 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
         "spec.jobTemplate.spec.template.spec.restartPolicy",
     ),
     "ttl": (_with_job("ttl", ttlSecondsAfterFinished=60), "spec.jobTemplate.spec.ttlSecondsAfterFinished"),
-    "max-parallel-percent": (daemonjob("max-parallel-percent", maxParallel="150%"), "spec.maxParallel"),
-    "max-parallel-zero": (daemonjob("max-parallel-zero", maxParallel=0), "spec.maxParallel"),
-    "max-failed-percent": (daemonjob("max-failed-percent", maxFailedNodes="101%"), "spec.maxFailedNodes"),
-    "history-limit": (daemonjob("history-limit", historyLimit=defaults.HISTORY_LIMIT_MAX + 1), "spec.historyLimit"),
+    "max-parallel-percent": (nowhere("max-parallel-percent", maxParallel="150%"), "spec.maxParallel"),
+    "max-parallel-zero": (nowhere("max-parallel-zero", maxParallel=0), "spec.maxParallel"),
+    "max-failed-percent": (nowhere("max-failed-percent", maxFailedNodes="101%"), "spec.maxFailedNodes"),
+    "history-limit": (nowhere("history-limit", historyLimit=defaults.HISTORY_LIMIT_MAX + 1), "spec.historyLimit"),
     "template-size": (_big_template(), "spec.jobTemplate"),
-    "name": (daemonjob("n" * 64), "metadata.name"),
+    "name": (nowhere("n" * 64), "metadata.name"),
     "toleration": (
         _with_pod("toleration", tolerations=[{"operator": "Equal", "value": "x"}]),
         "spec.jobTemplate.spec.template.spec.tolerations[0].operator",
@@ -329,7 +320,7 @@ def test_bad_daemonjob_is_refused_with_its_field_and_nothing_created(bed: Bed, c
 
 
 def test_every_problem_is_named_at_once(bed: Bed) -> None:
-    body = daemonjob("many", schedule="0 25 * * *", timeZone="Mars/Olympus")
+    body = nowhere("many", schedule="0 25 * * *", timeZone="Mars/Olympus")
     pod_spec(body)["restartPolicy"] = "Always"
     out = bed.apply(body)
     assert out.returncode != 0
@@ -356,7 +347,7 @@ def test_valid_daemonjobs_are_accepted_unchanged(bed: Bed) -> None:
         if d and d.get("kind") == "DaemonJob"
     ]
     assert len(samples) >= 3
-    mine = daemonjob(
+    mine = nowhere(
         "every-knob",
         schedule="*/5 * * * *",
         timeZone="Europe/Berlin",
@@ -379,7 +370,7 @@ def test_valid_daemonjobs_are_accepted_unchanged(bed: Bed) -> None:
 # -- objects that got in while the webhook was away ---------------------------------------------
 def test_an_already_invalid_daemonjob_stalls_with_the_same_messages_and_can_be_fixed_and_deleted(bed: Bed) -> None:
     def invalid(name: str, restart: str = "Always", **spec: Any) -> dict[str, Any]:
-        body = daemonjob(name, **spec)
+        body = nowhere(name, **spec)
         pod_spec(body)["restartPolicy"] = restart
         return body
 
@@ -454,9 +445,9 @@ def test_kubectl_daemonjob_create_dry_run_server_goes_through_the_webhook(bed: B
 def test_every_replica_serves_and_applies_work_with_one_killed(bed: Bed) -> None:
     for r in bed.replicas:
         assert bed.served_cert(r.webhook_port) == bed.secret()["tls.crt"]
-        assert post_review(r.webhook_port, daemonjob("direct", schedule="nope"))["allowed"] is False
+        assert post_review(r.webhook_port, nowhere("direct", schedule="nope"))["allowed"] is False
     for i in range(3):
-        assert bed.apply(daemonjob(f"pair-{i}"), "--dry-run=server").returncode == 0
+        assert bed.apply(nowhere(f"pair-{i}"), "--dry-run=server").returncode == 0
     # The API server keeps its connection, so one replica answers it: kill that one.
     victim = max(bed.replicas, key=lambda r: r.metric("daemonjob_webhook_reviews_total", operation="CREATE"))
     assert victim.metric("daemonjob_webhook_reviews_total", operation="CREATE") > 0
@@ -464,9 +455,9 @@ def test_every_replica_serves_and_applies_work_with_one_killed(bed: Bed) -> None
     victim.kill()  # reaps it
     try:
         for i in range(5):
-            good = bed.apply(daemonjob(f"after-kill-{i}"))
+            good = bed.apply(nowhere(f"after-kill-{i}"))
             assert good.returncode == 0, good.stderr
-            bad = bed.apply(daemonjob(f"after-kill-bad-{i}", schedule="nope"))
+            bad = bed.apply(nowhere(f"after-kill-bad-{i}", schedule="nope"))
             assert bad.returncode != 0 and "spec.schedule: Invalid value" in bad.stderr, bad.stderr
     finally:
         victim.start()
@@ -475,7 +466,7 @@ def test_every_replica_serves_and_applies_work_with_one_killed(bed: Bed) -> None
 
 def test_fifty_concurrent_applies_are_answered_within_the_timeout(bed: Bed) -> None:
     def one(i: int) -> str:
-        body = daemonjob(f"many-{i}", **({"schedule": "0 25 * * *"} if i % 2 else {}))
+        body = nowhere(f"many-{i}", **({"schedule": "0 25 * * *"} if i % 2 else {}))
         try:
             bed.kube.create(path_for(DJ_API, "daemonjobs", bed.ns), body)
             return "created"
@@ -516,7 +507,7 @@ def test_a_certificate_expiring_soon_is_rotated_while_applies_keep_working(bed: 
     def keep_applying() -> None:
         nonlocal applies
         while not stop.is_set():
-            out = bed.apply(daemonjob("rotating", schedule="nope"), "--dry-run=server")
+            out = bed.apply(nowhere("rotating", schedule="nope"), "--dry-run=server")
             applies += 1
             if "spec.schedule: Invalid value" not in out.stderr:
                 failures.append(out.stderr)
@@ -545,9 +536,7 @@ def test_a_certificate_expiring_soon_is_rotated_while_applies_keep_working(bed: 
                 "every replica to serve the new certificate",
             )
         for _ in range(3):
-            assert (
-                "spec.schedule: Invalid value" in bed.apply(daemonjob("x", schedule="nope"), "--dry-run=server").stderr
-            )
+            assert "spec.schedule: Invalid value" in bed.apply(nowhere("x", schedule="nope"), "--dry-run=server").stderr
     finally:
         stop.set()
         worker.join(60)
@@ -675,7 +664,7 @@ def allowance(cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path: 
             kube.create(path_for("v1", "namespaces"), {"metadata": {"name": ns, "labels": {MAINTENANCE_SCOPE: suffix}}})
         kube.create(config_path, config)
         cleanup.insert(0, f"{config_path}/{config['metadata']['name']}")
-        probe = daemonjob("probe", schedule="bad")
+        probe = nowhere("probe", schedule="bad")
 
         def refused() -> bool:
             try:
@@ -704,15 +693,15 @@ def test_node_maintenance_is_refused_outside_the_allowed_namespaces_and_admitted
         f'spec.nodeMaintenance: Forbidden: node maintenance is not allowed in namespace "{allowance.other}" '
         f"(the controller allows it in: ops, {allowance.allowed})"
     )
-    assert allowance.refusal(allowance.other, daemonjob("patch-kernel", nodeMaintenance=maintenance)) == expected
+    assert allowance.refusal(allowance.other, nowhere("patch-kernel", nodeMaintenance=maintenance)) == expected
     with pytest.raises(ApiError) as info:
         allowance.kube.get(path_for(DJ_API, "daemonjobs", allowance.other, "patch-kernel"))
     assert info.value.not_found
     # With a rule book problem too, both are named.
-    both = allowance.refusal(allowance.other, daemonjob("both", schedule="0 25 * * *", nodeMaintenance=maintenance))
+    both = allowance.refusal(allowance.other, nowhere("both", schedule="0 25 * * *", nodeMaintenance=maintenance))
     assert both.startswith('spec.schedule: Invalid value: "0 25 * * *"') and both.endswith("; " + expected)
     # Admitted where the flag allows it, stored with the schema's defaults.
-    created = allowance.create(allowance.allowed, daemonjob("patch-kernel", nodeMaintenance=maintenance))
+    created = allowance.create(allowance.allowed, nowhere("patch-kernel", nodeMaintenance=maintenance))
     assert created["spec"]["nodeMaintenance"] == {
         "cordon": True,
         "keepFailedCordoned": False,
@@ -720,7 +709,7 @@ def test_node_maintenance_is_refused_outside_the_allowed_namespaces_and_admitted
     }
     # A DaemonJob without maintenance is welcome anywhere; an update that adds it is refused.
     # (merge patches: a controller running in this cluster may write the status meanwhile)
-    allowance.create(allowance.other, daemonjob("plain"))
+    allowance.create(allowance.other, nowhere("plain"))
     plain = path_for(DJ_API, "daemonjobs", allowance.other, "plain")
     with pytest.raises(ApiError) as info:
         allowance.kube.patch(plain, {"spec": {"nodeMaintenance": {"cordon": True}}})
