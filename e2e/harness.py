@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
-from daemonjob.testing import process, waiting
+from daemonjob.testing import builders, process, waiting
 from daemonjob.testing.jobwatch import (  # noqa: F401 - re-exported for the tests
     ANNOTATION_NODE,
     LABEL_NAME,
@@ -97,21 +97,17 @@ def daemonjob(
     """
     if backoff_limit is None and workload.exit_code != 0:
         backoff_limit = 0
-    main = {"name": "main", "image": IMAGE, "command": list(workload.command), **(container or {})}
-    pod = {"restartPolicy": "Never", "containers": [main], **(pod_spec or {})}
-    jspec: dict[str, Any] = {
-        "template": {"metadata": {"annotations": workload.annotations()}, "spec": pod},
-        **(job_spec or {}),
-    }
+    template = builders.job_template(
+        backoff_limit=None,
+        pod_annotations=workload.annotations(),
+        container={"name": "main", "image": IMAGE, "command": list(workload.command), **(container or {})},
+        pod_spec=dict(pod_spec or {}),
+    )
+    template["spec"].update(job_spec or {})
     if backoff_limit is not None:
-        jspec["backoffLimit"] = backoff_limit
+        template["spec"]["backoffLimit"] = backoff_limit
     selector = dict(node_selector) if node_selector is not None else {"matchLabels": {GROUP_LABEL: group}}
-    return {
-        "apiVersion": GROUP_VERSION,
-        "kind": "DaemonJob",
-        "metadata": {"name": name},
-        "spec": {"jobTemplate": {"spec": jspec}, "nodeSelector": selector, **spec},
-    }
+    return builders.daemonjob(name, manifest=True, template=template, nodeSelector=selector, **spec)
 
 
 def with_workload(body: Mapping[str, Any], workload: Workload) -> dict[str, Any]:
