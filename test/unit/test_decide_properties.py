@@ -21,6 +21,7 @@ from daemonjob.domain.revision import template_revision
 from daemonjob.domain.validate import parse_duration
 from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.memo import object_memo
+from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.decisions import apply as apply_decision
 from daemonjob.testing.decisions import decide_over
 
@@ -106,7 +107,8 @@ def daemonjob_strategy(draw: st.DrawFn) -> dict[str, Any]:
     }.items():
         if draw(st.booleans()):
             spec[key] = draw(values)
-    return {"metadata": {"name": "dj", "namespace": "ns", "uid": "u", "generation": 1}, "spec": spec, "status": {}}
+    template = spec.pop("jobTemplate")
+    return daemonjob("dj", "ns", uid="u", resource_version=None, status={}, template=template, **spec)
 
 
 def make_job(dj: dict[str, Any], node: str, revision: str, state: str, created: int) -> dict[str, Any]:

@@ -11,19 +11,9 @@ from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.informer import Handlers, Informer, Tombstone, diff_relist
 from daemonjob.machinery.memo import object_memo
 from daemonjob.machinery.store import meta_namespace_key
+from daemonjob.testing.builders import daemonjob, job_template
 
-DJ = {
-    "apiVersion": "daemonjob.io/v1alpha1",
-    "kind": "DaemonJob",
-    "metadata": {"name": "audit", "namespace": "ops", "uid": "dj-uid", "generation": 1},
-    "spec": {
-        "jobTemplate": {
-            "spec": {
-                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
-            }
-        }
-    },
-}
+DJ = daemonjob(resource_version=None, template=job_template(backoff_limit=None))
 
 
 def server_job(node: str, rv: str, finished: str | None = None) -> dict[str, Any]:

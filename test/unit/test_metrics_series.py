@@ -12,6 +12,7 @@ from daemonjob.controller.controller import Controller
 from daemonjob.controller.metrics import Metrics
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.informer import InformerHooks
+from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.fakes import FakeJobControl, fake_informers
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
@@ -52,20 +53,7 @@ def test_a_daemonjob_deleted_during_its_reconcile_leaves_no_series() -> None:
     ctl = Controller(informers, control, clock=FakeClock(), resync_interval=0)
     try:
         informers.nodes.add({"metadata": {"name": "n1", "labels": {}}, "spec": {}})
-        dj: dict[str, Any] = {
-            "apiVersion": "daemonjob.io/v1alpha1",
-            "kind": "DaemonJob",
-            "metadata": {"name": "audit", "namespace": "ops", "uid": "uid-1", "generation": 1},
-            "spec": {
-                "jobTemplate": {
-                    "spec": {
-                        "template": {
-                            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
-                        }
-                    }
-                }
-            },
-        }
+        dj = daemonjob(uid="uid-1", resource_version=None, template=job_template(backoff_limit=None))
         informers.daemonjobs.add(dj)
         control.daemonjobs["ops/audit"] = dj
         patch_status = control.patch_status
