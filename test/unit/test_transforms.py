@@ -3,20 +3,9 @@ import copy
 from daemonjob.controller.transforms import Interner, job_transform, node_transform
 from daemonjob.domain.jobs import build_job, job_finish_time, job_node, job_revision, job_state, job_ttl
 from daemonjob.machinery.frozen import freeze, thaw
+from daemonjob.testing.builders import daemonjob, job_template
 
-DJ = {
-    "apiVersion": "daemonjob.io/v1alpha1",
-    "kind": "DaemonJob",
-    "metadata": {"name": "audit", "namespace": "ops", "uid": "dj-uid", "generation": 1},
-    "spec": {
-        "jobTemplate": {
-            "metadata": {"labels": {"team": "sre"}},
-            "spec": {
-                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
-            },
-        }
-    },
-}
+DJ = daemonjob(resource_version=None, template=job_template(labels={"team": "sre"}, backoff_limit=None))
 
 
 def server_job(node: str, finished: str | None = None) -> dict:
