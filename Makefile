@@ -19,7 +19,7 @@ KIND_CLUSTER ?= daemonjob-e2e
 KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 
 .PHONY: help venv binaries test lint format unit cluster-up cluster-down demo run bench bench-informer bench-scale bench-scale-ordered \
-        install uninstall deploy undeploy helm-install helm-uninstall checkov docker-build image image-tools lock e2e-kind
+        install uninstall deploy undeploy helm-install helm-uninstall checkov docker-build image image-tools lua lock e2e-kind
 
 help:
 	@echo "make demo          run DaemonJob on a local control plane with simulated nodes"
@@ -46,7 +46,7 @@ binaries:
 # Test files run on TEST_WORKERS processes, each with a local cluster of its own; most
 # tests wait on the cluster rather than compute, so two share the two cores well.
 TEST_WORKERS ?= 2
-test: lint binaries image-tools
+test: lint binaries image-tools lua
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # ruff (lint and format) and mypy, configured in pyproject.toml; `make format` applies ruff's fixes.
@@ -145,6 +145,11 @@ image:
 # buildah and mmdebstrap (Debian packages) for `image` and the image test.
 image-tools:
 	bash hack/provision-image-tools.sh >/dev/null
+
+# Lua 5.1 (a Debian package), Argo CD's language for health checks: the tests run
+# manifests/argocd/health.lua with it.
+lua:
+	bash hack/provision-lua.sh >/dev/null
 
 # The lock files the image installs with --require-hashes: requirements.txt from setup.cfg's
 # install_requires, requirements-build.txt from pyproject.toml's build requirements. Pins are

@@ -7,10 +7,12 @@ No cluster: `helm template` renders as for a current API server (policy/v1).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
-from installtools import CHART, NAMESPACE, docs, helm_env, key, kustomize, run, without_helm_labels
+import yaml
+from installtools import CHART, MANIFESTS, NAMESPACE, docs, helm_env, key, kustomize, run, without_helm_labels
 
 MONITORING_ON = (
     "--set",
@@ -160,6 +162,7 @@ def test_tag_defaults_to_app_version(tmp_path: Path) -> None:
         "metrics.secure=yes",
         "nodeMaintenance.enabled=yes",
         "nodeMaintenance.namespaces={Ops}",
+        "argocd.healthCheck.enabled=yes",
     ],
     ids=lambda v: v.split("=")[0],
 )
@@ -297,3 +300,50 @@ def test_node_maintenance_values(tmp_path: Path) -> None:
         check=False,
     )
     assert out.returncode != 0 and "nodeMaintenance.enabled needs nodeMaintenance.namespaces" in out.stderr, out.stderr
+
+
+ARGOCD_KEY = "resource.customizations.health.daemonjob.io_DaemonJob"
+ARGOCD_HEALTH = MANIFESTS / "argocd" / "health.lua"
+
+
+def test_argocd_key_names_the_crd_group_and_kind() -> None:
+    """Argo CD finds a health check under resource.customizations.health.<group>_<kind>."""
+    crd = yaml.safe_load((MANIFESTS / "crd.yaml").read_text())
+    assert ARGOCD_KEY == f"resource.customizations.health.{crd['spec']['group']}_{crd['spec']['names']['kind']}"
+
+
+@HELMS
+def test_argocd_health_check_value_adds_only_its_configmap(tmp_path: Path, helm: str) -> None:
+    """Off by default; on, the chart adds one ConfigMap carrying manifests/argocd/health.lua under
+    the argocd-cm key, the data the kustomize component merges into argocd-cm."""
+    base = {key(d) for d in template(tmp_path, helm=helm)}
+    objs = {key(d): d for d in template(tmp_path, "--set", "argocd.healthCheck.enabled=true", helm=helm)}
+    (added,) = set(objs) - base
+    assert added == ("ConfigMap", NAMESPACE, "daemonjob-argocd-health") and base <= set(objs)
+    assert objs[added]["data"] == {ARGOCD_KEY: ARGOCD_HEALTH.read_text()}
+
+
+def test_argocd_component_merges_the_check_into_argocd_cm(tmp_path: Path) -> None:
+    """The component, in the kustomization that installs Argo CD (whose install manifests name no
+    namespace): the key added to argocd-cm, its other keys and labels kept."""
+    argocd = tmp_path / "argocd"
+    argocd.mkdir()
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "argocd-cm", "labels": {"app.kubernetes.io/part-of": "argocd"}},
+        "data": {"url": "https://argocd.example.com"},
+    }
+    (argocd / "install.yaml").write_text(json.dumps(cm))
+    (argocd / "kustomization.yaml").write_text(
+        json.dumps(
+            {
+                "namespace": "argocd",
+                "resources": ["install.yaml"],
+                "components": [os.path.relpath(MANIFESTS / "argocd", argocd)],
+            }
+        )
+    )
+    (built,) = docs(run("kubectl", "kustomize", str(argocd)).stdout)
+    assert built["metadata"] == {**cm["metadata"], "namespace": "argocd"}
+    assert built["data"] == {"url": "https://argocd.example.com", ARGOCD_KEY: ARGOCD_HEALTH.read_text()}
