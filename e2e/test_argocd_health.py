@@ -54,9 +54,9 @@ def _capture(case: str, obj: dict[str, Any], verdict: ArgoHealth) -> None:
     index.write_text(yaml.safe_dump(tests, sort_keys=False, width=1000))
 
 
-def argo(lua: str, api: Cluster, name: str, case: str, status: str, reason: str | None = None) -> ArgoHealth:
-    """Argo CD's health of the live DaemonJob, asserted; `reason`: the condition it must name."""
-    obj = api.get(name)
+def argo(lua: str, obj: dict[str, Any], case: str, status: str, reason: str | None = None) -> ArgoHealth:
+    """Argo CD's health of the DaemonJob as just read from the API server (the very object a wait
+    matched), asserted; `reason`: the condition it must name."""
     verdict = health(obj, lua=lua)
     assert verdict.status == status, (verdict, obj.get("status"))
     if reason is not None:
@@ -71,19 +71,19 @@ def test_a_rollout_progresses_then_is_healthy_and_an_unobserved_edit_progresses(
 ) -> None:
     nodes(2)
     api.apply(daemonjob("rolling", group, sleep(3), maxParallel=1))
-    api.wait_status("rolling", lambda d: is_true(d, "Reconciling"), "Reconciling=True")
-    argo(lua, api, "rolling", "rolling-out", "Progressing", "RollingOut")
+    dj = api.wait_status("rolling", lambda d: is_true(d, "Reconciling"), "Reconciling=True")
+    argo(lua, dj, "rolling-out", "Progressing", "RollingOut")
     done = api.wait_complete("rolling", 2)
-    argo(lua, api, "rolling", "complete", "Healthy", "AllNodesSucceeded")
+    argo(lua, done, "complete", "Healthy", "AllNodesSucceeded")
 
     controller.stop()  # nobody observes the edit: Argo CD must not read the old Complete
-    api.patch("rolling", {"maxParallel": 2})
+    edited = api.patch("rolling", {"maxParallel": 2})
     generation = done["metadata"]["generation"] + 1
-    verdict = argo(lua, api, "rolling", "generation-not-observed", "Progressing")
+    assert edited["metadata"]["generation"] == generation
+    verdict = argo(lua, edited, "generation-not-observed", "Progressing")
     assert verdict.message == f"waiting for the controller to observe generation {generation}"
     controller.start()
-    api.wait_complete("rolling", 2)
-    argo(lua, api, "rolling", "complete", "Healthy", "AllNodesSucceeded")
+    argo(lua, api.wait_complete("rolling", 2), "complete", "Healthy", "AllNodesSucceeded")
 
 
 def test_failed_nodes_are_degraded(api: Cluster, nodes: Nodes, group: str, controller: Any, lua: str) -> None:
@@ -92,7 +92,7 @@ def test_failed_nodes_are_degraded(api: Cluster, nodes: Nodes, group: str, contr
     dj = api.wait_status("broken", lambda d: is_true(d, "Stalled"), "Stalled=True")
     reason = condition(dj, "Stalled")["reason"]
     assert reason in ("FailureThresholdExceeded", "NodesFailed")
-    argo(lua, api, "broken", "failed", "Degraded", reason)
+    argo(lua, dj, "failed", "Degraded", reason)
 
 
 def test_a_stalled_rollout_is_degraded_until_the_user_acts(
@@ -101,27 +101,25 @@ def test_a_stalled_rollout_is_degraded_until_the_user_acts(
     nodes(2)
     volume = {"volumes": [{"name": "script", "configMap": {"name": "node-script"}}]}
     api.apply(daemonjob("scripted", group, OK, pod_spec=volume, rerunOnConfigChange=True))
-    api.wait_status(
+    dj = api.wait_status(
         "scripted", lambda d: condition(d, "Stalled").get("reason") == "ConfigMapMissing", "Stalled ConfigMapMissing"
     )
-    verdict = argo(lua, api, "scripted", "stalled", "Degraded", "ConfigMapMissing")
+    verdict = argo(lua, dj, "stalled", "Degraded", "ConfigMapMissing")
     assert "node-script" in verdict.message
     api.kube.create(
         path_for("v1", "configmaps", api.namespace),
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "node-script"}, "data": {"run.sh": "true"}},
     )
-    api.wait_complete("scripted", 2)
-    argo(lua, api, "scripted", "complete-after-stall", "Healthy", "AllNodesSucceeded")
+    argo(lua, api.wait_complete("scripted", 2), "complete-after-stall", "Healthy", "AllNodesSucceeded")
 
 
 def test_suspended_is_suspended(api: Cluster, nodes: Nodes, group: str, controller: Any, lua: str) -> None:
     nodes(2)
     api.apply(daemonjob("paused", group, OK, suspend=True))
-    api.wait_status("paused", lambda d: d["status"].get("desiredNodes") == 2, "the suspended DaemonJob seen")
-    argo(lua, api, "paused", "suspended", "Suspended", "Suspended")
+    dj = api.wait_status("paused", lambda d: d["status"].get("desiredNodes") == 2, "the suspended DaemonJob seen")
+    argo(lua, dj, "suspended", "Suspended", "Suspended")
     api.patch("paused", {"suspend": False})
-    api.wait_complete("paused", 2)
-    argo(lua, api, "paused", "complete-after-suspend", "Healthy", "AllNodesSucceeded")
+    argo(lua, api.wait_complete("paused", 2), "complete-after-suspend", "Healthy", "AllNodesSucceeded")
 
 
 def test_a_paused_canary_is_suspended_and_a_failed_one_degraded(
@@ -130,17 +128,18 @@ def test_a_paused_canary_is_suspended_and_a_failed_one_degraded(
     nodes(3)
     api.apply(daemonjob("canaried", group, OK, rollout={"canary": 1}))
     api.apply(daemonjob("doomed", group, FAIL, rollout={"canary": 1}))
-    api.wait_status(
+    dj = api.wait_status(
         "canaried", lambda d: condition(d, "Reconciling").get("reason") == "CanaryPaused", "Reconciling CanaryPaused"
     )
-    verdict = argo(lua, api, "canaried", "canary-paused", "Suspended", "CanaryPaused")
+    verdict = argo(lua, dj, "canary-paused", "Suspended", "CanaryPaused")
     assert "kubectl daemonjob promote canaried" in verdict.message
-    api.wait_status("doomed", lambda d: condition(d, "Failed").get("reason") == "CanaryFailed", "Failed CanaryFailed")
-    argo(lua, api, "doomed", "canary-failed", "Degraded", "CanaryFailed")
+    dj = api.wait_status(
+        "doomed", lambda d: condition(d, "Failed").get("reason") == "CanaryFailed", "Failed CanaryFailed"
+    )
+    argo(lua, dj, "canary-failed", "Degraded", "CanaryFailed")
 
     assert promote.run(argparse.Namespace(name="canaried"), Target(api.kube, api.namespace)) == 0
-    api.wait_complete("canaried", 3)
-    argo(lua, api, "canaried", "complete-after-promote", "Healthy", "AllNodesSucceeded")
+    argo(lua, api.wait_complete("canaried", 3), "complete-after-promote", "Healthy", "AllNodesSucceeded")
 
 
 def test_a_scheduled_daemonjob_is_healthy_between_runs(
@@ -148,12 +147,11 @@ def test_a_scheduled_daemonjob_is_healthy_between_runs(
 ) -> None:
     nodes(2)
     api.apply(daemonjob("nightly", group, sleep(2), schedule=NEVER, maxParallel=1))
-    api.wait_status(
+    dj = api.wait_status(
         "nightly", lambda d: condition(d, "Complete").get("reason") == "WaitingForSchedule", "WaitingForSchedule"
     )
-    argo(lua, api, "nightly", "waiting-for-schedule", "Healthy", "WaitingForSchedule")
+    argo(lua, dj, "waiting-for-schedule", "Healthy", "WaitingForSchedule")
     api.run_now("nightly", "first")
-    api.wait_status("nightly", lambda d: is_true(d, "Reconciling"), "the run in progress")
-    argo(lua, api, "nightly", "run-in-progress", "Progressing", "RollingOut")
-    api.wait_complete("nightly", 2)
-    argo(lua, api, "nightly", "run-complete", "Healthy", "AllNodesSucceeded")
+    dj = api.wait_status("nightly", lambda d: is_true(d, "Reconciling"), "the run in progress")
+    argo(lua, dj, "run-in-progress", "Progressing", "RollingOut")
+    argo(lua, api.wait_complete("nightly", 2), "run-complete", "Healthy", "AllNodesSucceeded")
