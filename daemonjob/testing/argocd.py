@@ -2,9 +2,10 @@
 by a real Lua 5.1 interpreter, as Argo CD runs it.
 
 Argo CD evaluates a health check with gopher-lua (Lua 5.1): the object as the global `obj`,
-only the base and table libraries open (strings have no methods), the chunk's return value
-read as the status. The runner below reproduces that sandbox, so a script that leans on
-anything Argo CD lacks fails here too.
+few libraries open (base and table; newer versions add a safe part of os; never string, so
+strings have no methods), the chunk's return value read as the status. The runner below
+gives the script base and table alone, so a script that leans on anything an Argo CD
+lacks fails here too.
 """
 
 from __future__ import annotations
