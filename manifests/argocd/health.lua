@@ -4,8 +4,8 @@
 --                failed nodes in a finished rollout, a failed canary, ...)
 --   Suspended    spec.suspend, or a canary waiting for a promote (Reconciling reason CanaryPaused)
 --   Healthy      Complete=True; a scheduled DaemonJob waiting for its first tick (as kstatus: Current)
--- Argo CD runs it with gopher-lua (Lua 5.1) and only its base and table libraries: no string
--- functions or methods here. The object is `obj`; the script returns `hs`.
+-- Argo CD runs it with gopher-lua (Lua 5.1) and few libraries, never string: only base and
+-- table functions here, no string methods. The object is `obj`; the script returns `hs`.
 local hs = {}
 
 local function condition(status, kind)
