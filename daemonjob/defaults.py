@@ -106,6 +106,7 @@ WEBHOOK_MAX_REQUEST_BYTES = 7 * 1024 * 1024  # as controller-runtime: an object 
 WEBHOOK_CERT_SECRET = "daemonjob-webhook-tls"
 WEBHOOK_CONFIGURATION = "daemonjob-validating-webhook"
 WEBHOOK_SERVICE = "daemonjob-webhook"
+WEBHOOK_ACCESS_REVIEW_TIMEOUT = 2.0  # seconds for each SubjectAccessReview: two fit in the webhook's 5 s
 CA_VALIDITY = 10 * 365 * 24 * 3600.0  # seconds
 SERVING_CERT_VALIDITY = 365 * 24 * 3600.0  # seconds
 # Renewed when less than this part of its validity remains (cert-controller: 90 days of a year).

@@ -12,12 +12,15 @@ Beside the rule book, the controller's allowance: a DaemonJob asking for node ma
 outside the namespaces of --node-maintenance-namespaces (`domain.allowance`) has that
 problem too, so it is refused on create and on an update that newly asks for it, and an
 object that already asked (the flag changed since) can still be edited and deleted.
+
+And the requester's own powers (`powers`, admission/powers.py): asking for node maintenance
+takes the permissions to cordon and drain nodes oneself, checked on the API server.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +34,9 @@ log = structlog.get_logger("daemonjob.admission")
 
 API_VERSION = "admission.k8s.io/v1"
 WARNINGS_MAX = 10  # the API server passes each warning to the client; a few say enough
+
+
+Powers = Callable[[Mapping[str, Any]], list[Problem]]  # a request's problems of node powers (powers.py)
 
 
 class BadReview(ValueError):
@@ -98,9 +104,13 @@ def _problems(obj: Mapping[str, Any], namespace: Any, maintenance_namespaces: fr
     return problems if refusal is None else [*problems, refusal]
 
 
-def decide(request: Mapping[str, Any], maintenance_namespaces: frozenset[str] = frozenset()) -> dict[str, Any]:
+def decide(
+    request: Mapping[str, Any], maintenance_namespaces: frozenset[str] = frozenset(), powers: Powers | None = None
+) -> dict[str, Any]:
     """The AdmissionResponse to `request` (uid, allowed, and a status or warnings);
-    `maintenance_namespaces`: where node maintenance is allowed (--node-maintenance-namespaces)."""
+    `maintenance_namespaces`: where node maintenance is allowed (--node-maintenance-namespaces);
+    `powers`: the requester's missing node powers, a refusal on any update too (they are the
+    requester's, not the object's)."""
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
     operation = request["operation"]
     if operation not in ("CREATE", "UPDATE") or request.get("subResource") or not _is_daemonjob(request):
@@ -110,9 +120,10 @@ def decide(request: Mapping[str, Any], maintenance_namespaces: frozenset[str] = 
         return response  # being deleted: finalizers must come off whatever the spec says
     namespace = request.get("namespace")
     problems = _problems(obj, namespace, maintenance_namespaces)
-    if not problems:
+    missing = powers(request) if powers is not None else []
+    if not problems and not missing:
         return response
-    if operation == "UPDATE":
+    if operation == "UPDATE" and not missing:
         old = request.get("oldObject")
         before = (
             {p.message for p in _problems(old, namespace, maintenance_namespaces)} if isinstance(old, dict) else set()
@@ -120,6 +131,7 @@ def decide(request: Mapping[str, Any], maintenance_namespaces: frozenset[str] = 
         if all(p.message in before for p in problems):
             response["warnings"] = [p.message for p in problems[:WARNINGS_MAX]]
             return response
+    problems = [*problems, *missing]
     response["allowed"] = False
     response["status"] = _denial(request, problems)
     log.info(
@@ -142,15 +154,15 @@ class Answer:
     result: str = "malformed"  # allowed, warned, refused, malformed
 
 
-def handle(body: bytes, maintenance_namespaces: frozenset[str] = frozenset()) -> Answer:
-    """The answer to a POSTed AdmissionReview; `maintenance_namespaces` as for decide()."""
+def handle(body: bytes, maintenance_namespaces: frozenset[str] = frozenset(), powers: Powers | None = None) -> Answer:
+    """The answer to a POSTed AdmissionReview; `maintenance_namespaces` and `powers` as for decide()."""
     try:
         request = parse(body)
     except BadReview as exc:
         return Answer(400, json.dumps({"error": f"malformed AdmissionReview: {exc}"}).encode())
     operation = request["operation"]
     try:
-        response = decide(request, maintenance_namespaces)
+        response = decide(request, maintenance_namespaces, powers)
     except Exception as exc:  # an object no API server sends (metadata a string...): say so, stay up
         log.warning("unreadable object in review", error=repr(exc))
         return Answer(

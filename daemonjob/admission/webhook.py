@@ -9,14 +9,17 @@ otherwise something else (cert-manager's mounted Secret) provides the files.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter
 
 from daemonjob import defaults
+from daemonjob.admission.powers import KubeAccessReviewer, powers_problems
 from daemonjob.admission.review import handle
+from daemonjob.domain.validate import Problem
 from daemonjob.machinery.kube import Kube
 from daemonjob.machinery.serving import Server
 
@@ -113,8 +116,14 @@ def start(
         )
         certificates.check()
 
+    # Its own client, without the controller's rate limiter: an admission never queues behind the workers.
+    reviewer = KubeAccessReviewer(Kube(kube.configuration, on_request=kube.on_request))
+
+    def powers(request: Mapping[str, Any]) -> list[Problem]:
+        return powers_problems(request, reviewer)
+
     def validate(body: bytes) -> tuple[int, str, bytes]:
-        answer = handle(body, maintenance_namespaces)
+        answer = handle(body, maintenance_namespaces, powers)
         reviews.labels(answer.operation or "", answer.result).inc()
         return answer.code, "application/json", answer.body
 

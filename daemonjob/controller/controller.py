@@ -66,6 +66,7 @@ from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import InformerHooks
 from daemonjob.machinery.kube import ApiError, Kube
 from daemonjob.machinery.memo import ObjectMemo
+from daemonjob.machinery.podidentity import own_pod
 from daemonjob.machinery.ratelimit import default_controller_rate_limiter
 from daemonjob.machinery.workqueue import RateLimitingQueue
 from daemonjob.machinery.writers import WriterPool
@@ -176,7 +177,9 @@ class Controller:
         self.node_maintenance_namespaces = frozenset(node_maintenance_namespaces)
         self.drains = Drains()
         self.node_control = node_control
-        self.node_acts = NodeActs(node_control, self.drains, self.clock) if node_control is not None else None
+        self.node_acts = (
+            NodeActs(node_control, self.drains, self.clock, own_pod()) if node_control is not None else None
+        )
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._resync_wake = threading.Condition()

@@ -3,6 +3,10 @@
 Kept in memory only: after a restart the first look at a node's pods tells it again (its
 Node record says a drain is under way, and since when, so the timeout still counts from the
 cordon). Keyed by DaemonJob uid, as the other per-DaemonJob memories are.
+
+Beside the progress, the pods a drain is for: the uids its first look found on the node. A
+drain waits for those to go, as kubectl drain waits for the pods it evicted, so a pod that
+arrives later (a replacement that tolerates the cordon) is neither evicted nor waited for.
 """
 
 from __future__ import annotations
@@ -25,6 +29,16 @@ class Drains:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_uid: dict[str, dict[str, _Drain]] = {}
+        self._pods: dict[str, dict[str, frozenset[str]]] = {}  # DaemonJob uid -> node -> pod uids
+
+    def pods_of(self, uid: str, node: str) -> frozenset[str] | None:
+        """The uids of the pods the drain of `node` is for; None before its first look."""
+        with self._lock:
+            return self._pods.get(uid, {}).get(node)
+
+    def keep_pods(self, uid: str, node: str, pods: frozenset[str]) -> None:
+        with self._lock:
+            self._pods.setdefault(uid, {})[node] = pods
 
     def of(self, uid: str) -> dict[str, DrainProgress]:
         with self._lock:
@@ -41,12 +55,14 @@ class Drains:
 
     def forget_node(self, uid: str, node: str) -> None:
         with self._lock:
-            drains = self._by_uid.get(uid)
-            if drains is not None:
-                drains.pop(node, None)
-                if not drains:
-                    del self._by_uid[uid]
+            for memory in (self._by_uid, self._pods):
+                drains = memory.get(uid)
+                if drains is not None:
+                    drains.pop(node, None)
+                    if not drains:
+                        del memory[uid]
 
     def forget(self, uid: str) -> None:
         with self._lock:
             self._by_uid.pop(uid, None)
+            self._pods.pop(uid, None)

@@ -30,7 +30,9 @@ class NodeControl(Protocol):
         """A merge patch guarded by `resource_version` (409 Conflict if the Node changed since read)."""
         ...
 
-    def pods_on_node(self, name: str) -> list[Mapping[str, Any]]: ...
+    def pods_on_node(self, name: str) -> list[Mapping[str, Any]]:
+        """The pods bound to node `name`, as the API server's cache has them (a moment old at most)."""
+        ...
 
     def evict(self, namespace: str, name: str, uid: str | None, grace_period_seconds: int | None) -> None:
         """An eviction through the Eviction API (PodDisruptionBudgets apply: 429 when one refuses)."""
@@ -60,7 +62,10 @@ class KubeNodeControl:
             self.kube.patch(path_for("v1", "nodes", None, name), body, content_type=PATCH_MERGE, **fenced)
 
     def pods_on_node(self, name: str) -> list[Mapping[str, Any]]:
-        listed = self.kube.get(path_for("v1", "pods"), fieldSelector=f"spec.nodeName={name}")
+        # resourceVersion=0: served from the API server's watch cache through its spec.nodeName
+        # index, not a quorum read of every pod from etcd; a look a moment old is as good,
+        # the drain looks again every DRAIN_POLL_INTERVAL.
+        listed = self.kube.get(path_for("v1", "pods"), fieldSelector=f"spec.nodeName={name}", resourceVersion="0")
         return list(listed.get("items") or ())
 
     def eviction_version(self) -> str:

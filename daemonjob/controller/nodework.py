@@ -8,12 +8,20 @@ left (and why) for the next decision, look again shortly; pods are gone when the
 says so, which the kubelet confirms. What is evicted, and what is left alone, follows
 `kubectl drain`: DaemonSet pods, mirror pods, finished pods and this DaemonJob's own pods
 stay; pods with emptyDir data and pods no controller would re-create wait for their opt-in.
+So does this controller's own pod: evicting it would stop the drain it is doing, and with
+one replica its PodDisruptionBudget would refuse the eviction until the drain times out.
+
+As kubectl drain, a drain is for the pods on the node at its first look (their uids kept in
+`Drains`): a pod that arrives later, such as a replacement that tolerates the cordon, is not
+evicted in a loop nor waited for. A drain resumed after a restart has no such memory; its
+first look leaves out the pods created after the cordon (the record's `since`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from daemonjob import defaults
@@ -64,8 +72,15 @@ def _controller_kind(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
-def pods_to_evict(pods: list[Mapping[str, Any]], drain: Drain, dj_namespace: str, dj_name: str) -> PodVerdicts:
-    """kubectl drain's filters, with this DaemonJob's own pods and spec's ignorePodSelector left alone."""
+def pods_to_evict(
+    pods: list[Mapping[str, Any]],
+    drain: Drain,
+    dj_namespace: str,
+    dj_name: str,
+    own_pod: tuple[str, str] | None = None,
+) -> PodVerdicts:
+    """kubectl drain's filters, with this DaemonJob's own pods, spec's ignorePodSelector and
+    `own_pod` (this controller's namespace and name) left alone."""
     evict: list[Mapping[str, Any]] = []
     waiting: list[str] = []
     blocked: list[str] = []
@@ -74,6 +89,8 @@ def pods_to_evict(pods: list[Mapping[str, Any]], drain: Drain, dj_namespace: str
         name = f"{meta.get('namespace')}/{meta.get('name')}"
         labels = meta.get("labels") or {}
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if own_pod is not None and (meta.get("namespace"), meta.get("name")) == own_pod:
             continue
         if MIRROR_ANNOTATION in (meta.get("annotations") or {}) or _controller_kind(pod) == "DaemonSet":
             continue
@@ -102,11 +119,21 @@ def _refusal(exc: ApiError) -> str:
     return "; ".join(named) if named else error_message(exc)
 
 
+def _created_after(pod: Mapping[str, Any], moment: datetime | None) -> bool:
+    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    return moment is not None and created is not None and created > moment
+
+
 class NodeActs:
-    def __init__(self, control: NodeControl, drains: Drains, clock: Clock) -> None:
+    """`own_pod`: this controller's pod (namespace, name), never evicted; None outside a cluster."""
+
+    def __init__(
+        self, control: NodeControl, drains: Drains, clock: Clock, own_pod: tuple[str, str] | None = None
+    ) -> None:
         self.control = control
         self.drains = drains
         self.clock = clock
+        self.own_pod = own_pod
 
     def carry(self, seen: Observation, work: NodeWork, drain: Drain | None) -> NodeActed:
         acted = NodeActed()
@@ -115,15 +142,17 @@ class NodeActs:
         finalized = not work.add_finalizer or self._add_finalizer(seen, acted)
         for release in work.releases:
             self._release(seen, release, acted)
-        cordoned: list[DrainNode] = []
+        cordoned: list[DrainNode] = []  # first looked at in this pass, right after their cordon
         if finalized:
             for cordon in work.cordons:
                 record = self._cordon(seen, cordon, acted)
                 if record is not None and drain is not None:
                     cordoned.append(DrainNode(cordon.node, record))
         if drain is not None:
-            for item in [*work.drains, *cordoned]:
+            for item in work.drains:
                 self._drain(seen, item, drain, acted)
+            for item in cordoned:
+                self._drain(seen, item, drain, acted, just_cordoned=True)
         if acted.cordoned:
             record = work.cordons[0].record
             what = f"run {record.run}" if record.run is not None else f"revision {record.revision}"
@@ -205,14 +234,30 @@ class NodeActs:
         return None
 
     # -- drains --------------------------------------------------------------------------------------
-    def _drain(self, seen: Observation, item: DrainNode, drain: Drain, acted: NodeActed) -> None:
+    def _drain_pods(self, seen: Observation, item: DrainNode, just_cordoned: bool) -> list[Mapping[str, Any]]:
+        """The node's pods this drain is for: those of its first look, by uid (see the module's doc)."""
+        pods = self.control.pods_on_node(item.node)
+        known = self.drains.pods_of(seen.uid, item.node)
+        if known is None:
+            if not just_cordoned:  # resumed without memory: what came after the cordon is not ours
+                since = parse_time(item.record.since)
+                pods = [p for p in pods if not _created_after(p, since)]
+            self.drains.keep_pods(
+                seen.uid, item.node, frozenset((p.get("metadata") or {}).get("uid") or "" for p in pods)
+            )
+            return pods
+        return [p for p in pods if ((p.get("metadata") or {}).get("uid") or "") in known]
+
+    def _drain(
+        self, seen: Observation, item: DrainNode, drain: Drain, acted: NodeActed, just_cordoned: bool = False
+    ) -> None:
         try:
-            pods = self.control.pods_on_node(item.node)
+            pods = self._drain_pods(seen, item, just_cordoned)
         except ApiError as exc:
             acted.errors.append(exc)
             acted.soon(defaults.DRAIN_POLL_INTERVAL)
             return
-        verdicts = pods_to_evict(pods, drain, seen.namespace, seen.name)
+        verdicts = pods_to_evict(pods, drain, seen.namespace, seen.name, self.own_pod)
         blocked = list(verdicts.blocked)
         for pod in verdicts.evict:
             meta = pod.get("metadata") or {}

@@ -17,6 +17,8 @@ from daemonjob.domain.selectors import LabelMatcher
 
 __all__ = [
     "Drain",
+    "GRACE_PERIOD_MIN",
+    "GRACE_RULE",
     "Maintenance",
     "ON_TIMEOUT_FAIL",
     "ON_TIMEOUT_SKIP",
@@ -29,6 +31,14 @@ PATH = "spec.nodeMaintenance"
 ON_TIMEOUT_FAIL = "Fail"  # the node fails (failedNodes, maxFailedNodes) and is uncordoned
 ON_TIMEOUT_SKIP = "Skip"  # the node is uncordoned and left out of this rollout; the others go on
 ON_TIMEOUT_POLICIES = (ON_TIMEOUT_FAIL, ON_TIMEOUT_SKIP)
+# An eviction with gracePeriodSeconds 0 removes the pod from the API at once while its
+# containers may still run on the node, so the drain would end before the node is empty;
+# kubectl turns 0 into 1 unless forced. The CRD schema says the same (minimum: 1).
+GRACE_PERIOD_MIN = 1
+GRACE_RULE = (
+    f"must be an integer >= {GRACE_PERIOD_MIN} (0 would delete the pods from the API at once, "
+    "while their containers may still run on the node)"
+)
 
 
 @dataclass(frozen=True, slots=True)

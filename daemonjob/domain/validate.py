@@ -26,7 +26,14 @@ import orjson
 from daemonjob import defaults
 from daemonjob.domain.eligibility import POD_SPEC_PATH, Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import LABEL_NAME
-from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, ON_TIMEOUT_POLICIES, Drain, Maintenance
+from daemonjob.domain.maintenancespec import (
+    GRACE_PERIOD_MIN,
+    GRACE_RULE,
+    ON_TIMEOUT_FAIL,
+    ON_TIMEOUT_POLICIES,
+    Drain,
+    Maintenance,
+)
 from daemonjob.domain.maintenancespec import PATH as MAINTENANCE_PATH
 from daemonjob.domain.schedule import InvalidSchedule, Schedule, parse_schedule, schedule_problems
 from daemonjob.domain.selectors import InvalidSelector, compile_label_selector, validate_label_value
@@ -489,9 +496,9 @@ def _drain(section: Mapping[str, Any], problems: list[Problem]) -> Drain | None:
         return None
     timeout = _duration(raw, "timeout", path, problems, positive=True) or defaults.DRAIN_TIMEOUT
     grace = raw.get("gracePeriodSeconds")
-    if grace is not None and not (is_int(grace) and grace >= 0):
+    if grace is not None and not (is_int(grace) and grace >= GRACE_PERIOD_MIN):
         problems.append(
-            Problem(INVALID_SPEC, f"{path}.gracePeriodSeconds: Invalid value: {_show(grace)}: must be an integer >= 0")
+            Problem(INVALID_SPEC, f"{path}.gracePeriodSeconds: Invalid value: {_show(grace)}: {GRACE_RULE}")
         )
         grace = None
     on_timeout = raw.get("onTimeout", ON_TIMEOUT_FAIL)

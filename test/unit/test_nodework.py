@@ -158,3 +158,67 @@ def test_evictions_use_the_newest_version_the_server_offers() -> None:
             "gracePeriodSeconds": 30,
             "preconditions": {"uid": "uid-web"},
         }
+
+
+def test_the_drain_waits_for_the_pods_it_found_not_for_a_replacement_that_tolerates_the_cordon() -> None:
+    control = FakeNodeControl({"a": {"metadata": {"name": "a"}, "spec": {}}}, {"a": [_pod("web")]})
+    acts = _acts(control)
+    seen = _seen()
+    acts.carry(seen, NodeWork(cordons=[Cordon("a", RECORD)]), Drain())  # cordon, first look, eviction
+    assert control.evicted == ["app/web"]
+    # Its ReplicaSet makes a replacement that tolerates the cordon; the scheduler puts it back there.
+    control.pods["a"].append(_pod("web-2", meta={"creationTimestamp": "2026-11-25T12:00:05Z"}))
+    done = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), Drain())
+    assert control.evicted == ["app/web"], "the replacement is not evicted"
+    assert acts.drains.of("uid-1")["a"].drained and [e.reason for e in done.events] == ["Drained"]
+
+
+def test_a_drain_resumed_without_memory_leaves_out_the_pods_created_after_the_cordon() -> None:
+    before = _pod("db", meta={"creationTimestamp": "2026-11-25T11:00:00Z"})
+    after = _pod("web-2", meta={"creationTimestamp": "2026-11-25T12:00:05Z"})
+    control = FakeNodeControl(
+        {"a": {"metadata": {"name": "a"}, "spec": {"unschedulable": True}}}, {"a": [before, after]}
+    )
+    control.refuse["db"] = "app/db-pdb"
+    acts = _acts(control)  # a new process: no memory of the drain that the Node record says is under way
+    acts.carry(_seen(), NodeWork(drains=[DrainNode("a", RECORD)]), Drain())
+    assert control.evicted == [] and acts.drains.of("uid-1")["a"].waiting == ("app/db",)
+
+
+def test_the_controllers_own_pod_is_never_evicted_nor_waited_for() -> None:
+    own = _pod("daemonjob-controller-7d4-x2", meta={"namespace": "daemonjob-system"})
+    control = FakeNodeControl({"a": {"metadata": {"name": "a"}, "spec": {}}}, {"a": [own, _pod("web")]})
+    control.refuse[own["metadata"]["name"]] = "daemonjob-system/daemonjob-controller"  # one replica, minAvailable 1
+    acts = NodeActs(control, Drains(), FakeClock(), own_pod=("daemonjob-system", "daemonjob-controller-7d4-x2"))
+    seen = _seen()
+    acts.carry(seen, NodeWork(cordons=[Cordon("a", RECORD)]), Drain())
+    done = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), Drain())
+    assert control.evicted == ["app/web"] and done.refused_evictions == 0
+    assert acts.drains.of("uid-1")["a"].drained
+
+
+def test_the_pods_of_a_node_are_listed_from_the_watch_cache_by_their_node() -> None:
+    from daemonjob.controller.nodecontrol import KubeNodeControl
+
+    class Listing:
+        def __init__(self) -> None:
+            self.gets: list[tuple[str, dict[str, Any]]] = []
+
+        def get(self, path: str, **params: Any) -> dict[str, Any]:
+            self.gets.append((path, params))
+            return {"items": [_pod("web")]}
+
+    kube = Listing()
+    assert [p["metadata"]["name"] for p in KubeNodeControl(kube).pods_on_node("node-7")] == ["web"]  # type: ignore[arg-type]
+    assert kube.gets == [("/api/v1/pods", {"fieldSelector": "spec.nodeName=node-7", "resourceVersion": "0"})]
+
+
+def test_own_pod_comes_from_the_downward_api_else_the_hostname_in_a_cluster(tmp_path: Any) -> None:
+    from daemonjob.machinery.podidentity import own_pod
+
+    ns_file = tmp_path / "namespace"
+    ns_file.write_text("daemonjob-system\n")
+    assert own_pod({"POD_NAME": "c-1", "POD_NAMESPACE": "dj"}, str(ns_file)) == ("dj", "c-1")
+    in_cluster = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "HOSTNAME": "c-2"}
+    assert own_pod(in_cluster, str(ns_file)) == ("daemonjob-system", "c-2")
+    assert own_pod({"HOSTNAME": "laptop"}, str(ns_file)) is None

@@ -111,7 +111,7 @@ def test_maintenance_compiles_every_field() -> None:
             "keepFailedCordoned": True,
             "drain": {
                 "timeout": "1h30m",
-                "gracePeriodSeconds": 0,
+                "gracePeriodSeconds": 1,
                 "deleteEmptyDirData": True,
                 "force": True,
                 "onTimeout": "Skip",
@@ -124,7 +124,7 @@ def test_maintenance_compiles_every_field() -> None:
     drain = compiled.drain
     assert (drain.timeout, drain.grace_period_seconds, drain.delete_emptydir_data, drain.force, drain.on_timeout) == (
         timedelta(hours=1, minutes=30),
-        0,
+        1,
         True,
         True,
         "Skip",
@@ -176,17 +176,26 @@ MAINTENANCE_PROBLEMS: list[tuple[str, Any, str]] = [
     (
         "grace-negative",
         {"cordon": True, "drain": {"gracePeriodSeconds": -1}},
-        f"{DRAIN}.gracePeriodSeconds: Invalid value: -1: must be an integer >= 0",
+        f"{DRAIN}.gracePeriodSeconds: Invalid value: -1: must be an integer >= 1 (0 would delete the pods from the API at once, "
+        "while their containers may still run on the node)",
+    ),
+    (
+        "grace-zero",
+        {"cordon": True, "drain": {"gracePeriodSeconds": 0}},
+        f"{DRAIN}.gracePeriodSeconds: Invalid value: 0: must be an integer >= 1 (0 would delete the pods from the API at "
+        "once, while their containers may still run on the node)",
     ),
     (
         "grace-text",
         {"cordon": True, "drain": {"gracePeriodSeconds": "30"}},
-        f'{DRAIN}.gracePeriodSeconds: Invalid value: "30": must be an integer >= 0',
+        f'{DRAIN}.gracePeriodSeconds: Invalid value: "30": must be an integer >= 1 (0 would delete the pods from the API at once, '
+        "while their containers may still run on the node)",
     ),
     (
         "grace-boolean",
         {"cordon": True, "drain": {"gracePeriodSeconds": True}},
-        f"{DRAIN}.gracePeriodSeconds: Invalid value: true: must be an integer >= 0",
+        f"{DRAIN}.gracePeriodSeconds: Invalid value: true: must be an integer >= 1 (0 would delete the pods from the API at once, "
+        "while their containers may still run on the node)",
     ),
     (
         "empty-dir-type",

@@ -1,0 +1,167 @@
+"""Node maintenance is the power to cordon and drain nodes: only who holds it may ask for it.
+
+The controller cordons and drains with its own ServiceAccount, so without this check anyone
+who may edit DaemonJobs in a namespace of --node-maintenance-namespaces (the aggregated
+`daemonjob-edit` role gives that to every namespace editor) could have any node cordoned
+and emptied. The webhook asks the API server (SubjectAccessReview, with the requester's
+user, uid, groups and extra from the AdmissionReview) whether the requester may do it
+themselves: patch nodes for a cordon, and create pods/eviction in every namespace for a
+drain; a refusal names what is missing.
+
+When, as Kubernetes decides for its own escalation check (a Role's rules are checked on
+every create and update, except one that only changes the fields the garbage collector
+writes): on a create of a DaemonJob that asks for node maintenance, and on every update of
+one that asks for it after the update, except updates that only change finalizers or
+ownerReferences. An edit of the template, of the schedule, or a run-now or promote
+annotation starts a rollout that cordons and drains again, so it is the same power used
+again; an owner who lost the permission can still remove spec.nodeMaintenance (the result
+asks for nothing), have the finalizer removed, and delete the DaemonJob.
+
+Fail closed: when the SubjectAccessReview cannot be made (API error, timeout) the request is
+refused, saying so; without an answer the webhook cannot tell an operator from anyone else.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from daemonjob import defaults
+from daemonjob.domain.maintenancespec import PATH, wants_maintenance
+from daemonjob.domain.validate import Problem
+from daemonjob.machinery.kube import Kube
+
+__all__ = [
+    "AccessReviewer",
+    "EVICT_PODS",
+    "KubeAccessReviewer",
+    "NODE_POWERS_MISSING",
+    "PATCH_NODES",
+    "Permission",
+    "must_check",
+    "needed",
+    "powers_problems",
+]
+
+log = structlog.get_logger("daemonjob.admission")
+
+NODE_POWERS_MISSING = "NodeMaintenancePermissionMissing"
+SUBJECTACCESSREVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+GC_FIELDS = ("finalizers", "ownerReferences")  # what an update may change without a check
+SERVER_FIELDS = ("resourceVersion", "generation", "managedFields")  # written by the API server
+
+
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """A cluster-wide permission (no namespace: in every namespace), as `kubectl auth can-i` names it."""
+
+    verb: str
+    resource: str
+    subresource: str = ""
+
+    def attributes(self) -> dict[str, str]:
+        attributes = {"group": "", "verb": self.verb, "resource": self.resource}
+        if self.subresource:
+            attributes["subresource"] = self.subresource
+        return attributes
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.resource}" + (f"/{self.subresource}" if self.subresource else "")
+
+
+PATCH_NODES = Permission("patch", "nodes")  # kubectl cordon
+EVICT_PODS = Permission("create", "pods", "eviction")  # kubectl drain
+
+
+def needed(spec: Any) -> tuple[Permission, ...]:
+    """What the requester must hold for `spec`'s node maintenance: nothing, a cordon's, or a drain's too."""
+    if not wants_maintenance(spec):
+        return ()
+    drain = (spec.get("nodeMaintenance") or {}).get("drain")
+    return (PATCH_NODES,) if drain is None else (PATCH_NODES, EVICT_PODS)
+
+
+def _without_gc_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    stripped = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
+    metadata = stripped.get("metadata")
+    if isinstance(metadata, dict):
+        for key in (*GC_FIELDS, *SERVER_FIELDS):
+            metadata.pop(key, None)
+    return stripped
+
+
+def must_check(request: Mapping[str, Any]) -> bool:
+    """Whether this CREATE or UPDATE of a DaemonJob needs the requester's node powers checked."""
+    obj = request.get("object") or {}
+    if not needed(obj.get("spec")):
+        return False
+    old = request.get("oldObject")
+    if request.get("operation") != "UPDATE" or not isinstance(old, Mapping):
+        return True
+    return _without_gc_fields(old) != _without_gc_fields(obj)
+
+
+class AccessReviewer(Protocol):
+    def may(self, user: Mapping[str, Any], permission: Permission) -> bool:
+        """Whether `user` (an AdmissionReview's userInfo) holds `permission`; raises when it cannot tell."""
+        ...
+
+
+class KubeAccessReviewer:
+    """SubjectAccessReviews on the API server, each within `timeout` seconds (the webhook's own
+    deadline is the configuration's timeoutSeconds, 5 s)."""
+
+    def __init__(self, kube: Kube, timeout: float = defaults.WEBHOOK_ACCESS_REVIEW_TIMEOUT) -> None:
+        self.kube = kube
+        self.timeout = timeout
+
+    def may(self, user: Mapping[str, Any], permission: Permission) -> bool:
+        spec: dict[str, Any] = {"resourceAttributes": permission.attributes(), "user": user.get("username") or ""}
+        for ours, theirs in (("uid", "uid"), ("groups", "groups"), ("extra", "extra")):
+            if user.get(theirs):
+                spec[ours] = user[theirs]
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        answer = self.kube.create(SUBJECTACCESSREVIEWS, review, request_timeout=self.timeout)
+        return bool((answer.get("status") or {}).get("allowed"))
+
+
+def _forbidden(message: str) -> Problem:
+    return Problem(NODE_POWERS_MISSING, f"{PATH}: Forbidden: {message}")
+
+
+def powers_problems(request: Mapping[str, Any], reviewer: AccessReviewer) -> list[Problem]:
+    """The problem of a requester who may not cordon and drain nodes themselves, or none."""
+    if not must_check(request):
+        return []
+    user = request.get("userInfo")
+    user = user if isinstance(user, Mapping) else {}
+    name = user.get("username")
+    if not isinstance(name, str) or not name:
+        return [_forbidden("the request names no user whose permission to cordon and drain nodes could be checked")]
+    missing: list[Permission] = []
+    for permission in needed((request.get("object") or {}).get("spec")):
+        try:
+            allowed = reviewer.may(user, permission)
+        except Exception as exc:  # any failure to ask (API error, timeout, refused connection): fail closed
+            log.warning("cannot review node powers", user=name, permission=str(permission), error=str(exc))
+            return [
+                _forbidden(
+                    f'cannot check that user "{name}" may {permission} (SubjectAccessReview failed: {exc}); '
+                    "node maintenance is refused until it can be checked"
+                )
+            ]
+        if not allowed:
+            missing.append(permission)
+    if not missing:
+        return []
+    log.info("node maintenance refused: permission missing", user=name, missing=[str(p) for p in missing])
+    return [
+        _forbidden(
+            f'user "{name}" may not {" nor ".join(str(p) for p in missing)} in all namespaces: asking for node '
+            "maintenance takes the permissions to cordon and drain nodes oneself"
+        )
+    ]
