@@ -209,6 +209,8 @@ def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None
             ("Service", "daemonjob-controller-metrics"),
             ("ClusterRole", "daemonjob-webhook-configuration"),
             ("ClusterRoleBinding", "daemonjob-webhook-configuration"),
+            ("ClusterRole", "daemonjob-webhook-access-review"),
+            ("ClusterRoleBinding", "daemonjob-webhook-access-review"),
             ("Role", "daemonjob-webhook-certificates"),
             ("RoleBinding", "daemonjob-webhook-certificates"),
             ("Secret", "daemonjob-webhook-tls"),
@@ -315,6 +317,28 @@ def test_service_account_has_what_the_controller_needs(cluster: LocalCluster, rb
 def test_service_account_has_nothing_more(cluster: LocalCluster, rbac: None) -> None:
     allowed = [" ".join(c) for c in CANNOT if can_i(cluster, c)]
     assert not allowed, f"{SERVICE_ACCOUNT} may: {allowed}"
+
+
+def test_the_webhooks_access_reviews_come_with_its_own_rbac_not_with_secure_metrics() -> None:
+    """The webhook asks whether who applies node maintenance may cordon and drain (SubjectAccessReview)
+    whatever --metrics-secure says: rbac.yaml grants it to the ServiceAccount itself."""
+    docs = load_all(MANIFESTS / "rbac.yaml")
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    bound = {
+        d["roleRef"]["name"]
+        for d in docs
+        if d["kind"] == "ClusterRoleBinding"
+        and {"kind": "ServiceAccount", "name": "daemonjob-controller", "namespace": CONTROLLER_NS} in d["subjects"]
+    }
+    granting = [
+        name
+        for name in bound
+        for rule in roles[name]["rules"]
+        if "authorization.k8s.io" in rule["apiGroups"]
+        and "subjectaccessreviews" in rule["resources"]
+        and "create" in rule["verbs"]
+    ]
+    assert granting == ["daemonjob-webhook-access-review"]
 
 
 MAINTENANCE_CAN: list[tuple[str, ...]] = [
@@ -592,7 +616,12 @@ REJECTED: list[tuple[str, Any, list[str]]] = [
     (
         "drain-grace-negative",
         lambda n: manifest(n, nodeMaintenance={"cordon": True, "drain": {"gracePeriodSeconds": -1}}),
-        ["spec.nodeMaintenance.drain.gracePeriodSeconds", "greater than or equal to 0"],
+        ["spec.nodeMaintenance.drain.gracePeriodSeconds", "greater than or equal to 1"],
+    ),
+    (  # 0 would remove evicted pods from the API while their containers still run
+        "drain-grace-zero",
+        lambda n: manifest(n, nodeMaintenance={"cordon": True, "drain": {"gracePeriodSeconds": 0}}),
+        ["spec.nodeMaintenance.drain.gracePeriodSeconds", "greater than or equal to 1"],
     ),
     (
         "drain-timeout",

@@ -614,6 +614,17 @@ class AllowanceBed:
     kube: Kube
     allowed: str  # a namespace the flag names
     other: str  # one it does not
+    cluster: LocalCluster
+
+    def kubectl_as(self, user: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """kubectl as `user` (the admin impersonating them: the webhook sees their userInfo)."""
+        return subprocess.run(
+            [*self.cluster.kubectl_command(), f"--as={user}", "-n", self.allowed, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     def create(self, ns: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
         return self.kube.create(path_for(DJ_API, "daemonjobs", ns), body, **params)
@@ -631,7 +642,7 @@ def allowance(cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path: 
     """The controller's webhook, started from its own flags (--node-maintenance-namespaces naming
     one namespace), serving the provided certificate files, registered for two namespaces."""
     suffix = uuid.uuid4().hex[:6]
-    bed = AllowanceBed(kube, f"wh-maint-{suffix}", f"wh-no-maint-{suffix}")
+    bed = AllowanceBed(kube, f"wh-maint-{suffix}", f"wh-no-maint-{suffix}", cluster)
     cert_dir = tmp_path / "certs"
     cert_dir.mkdir()
     ca = certs.new_ca("maintenance-test-ca", 3600)
@@ -716,3 +727,108 @@ def test_node_maintenance_is_refused_outside_the_allowed_namespaces_and_admitted
     assert info.value.message.endswith(expected), info.value.message
     patched = allowance.kube.patch(plain, {"spec": {"nodeMaintenance": {"cordon": False}}})  # asks for nothing
     assert patched["spec"]["nodeMaintenance"]["cordon"] is False
+
+
+# -- node maintenance: only for who may cordon and drain nodes themselves ------------------------
+RBAC = "rbac.authorization.k8s.io/v1"
+
+
+def test_node_maintenance_takes_the_requesters_own_power_to_cordon_and_drain(allowance: AllowanceBed) -> None:
+    """Two editors of DaemonJobs in an allowed namespace; only the one who may patch nodes and
+    create pods/eviction (as kubectl cordon and drain need) may ask for node maintenance."""
+    suffix = uuid.uuid4().hex[:6]
+    editors, powers = f"dj-editors-{suffix}", f"node-powers-{suffix}"
+    jane, olga = f"jane-{suffix}", f"olga-{suffix}"
+    kube, ns = allowance.kube, allowance.allowed
+    kube.create(
+        path_for(RBAC, "roles", ns),
+        {
+            "metadata": {"name": editors},
+            "rules": [{"apiGroups": ["daemonjob.io"], "resources": ["daemonjobs"], "verbs": ["*"]}],
+        },
+    )
+    kube.create(
+        path_for(RBAC, "rolebindings", ns),
+        {
+            "metadata": {"name": editors},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": editors},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in (jane, olga)],
+        },
+    )
+    cleanup = [path_for(RBAC, "clusterrolebindings", name=powers), path_for(RBAC, "clusterroles", name=powers)]
+    try:
+        kube.create(
+            path_for(RBAC, "clusterroles"),
+            {
+                "metadata": {"name": powers},
+                "rules": [
+                    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]},
+                    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+                ],
+            },
+        )
+        kube.create(
+            path_for(RBAC, "clusterrolebindings"),
+            {
+                "metadata": {"name": powers},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": powers},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": olga}],
+            },
+        )
+
+        def may(user: str, *check: str) -> bool:
+            return allowance.kubectl_as(user, "auth", "can-i", *check).stdout.strip() == "yes"
+
+        wait_for(
+            lambda: may(jane, "create", "daemonjobs.daemonjob.io") and may(olga, "patch", "nodes"),
+            30,
+            "the roles to be in force",
+        )
+        maintenance = {"cordon": True, "drain": {"timeout": "5m", "onTimeout": "Skip"}}
+        body = json.dumps(daemonjob("drain-all", nodeMaintenance=maintenance))
+        refused = allowance.kubectl_as(jane, "create", "-f", "-", stdin=body)
+        assert refused.returncode != 0
+        assert (
+            f'The DaemonJob "drain-all" is invalid: spec.nodeMaintenance: Forbidden: user "{jane}" may not '
+            "patch nodes nor create pods/eviction in all namespaces: asking for node maintenance takes the "
+            "permissions to cordon and drain nodes oneself"
+        ) in refused.stderr, refused.stderr
+        with pytest.raises(ApiError) as info:
+            kube.get(path_for(DJ_API, "daemonjobs", ns, "drain-all"))
+        assert info.value.not_found
+        # Olga holds them: admitted. Jane may not use hers either (a new template drains every node again).
+        admitted = allowance.kubectl_as(olga, "create", "-f", "-", stdin=body)
+        assert admitted.returncode == 0, admitted.stderr
+        edit = allowance.kubectl_as(
+            jane, "patch", "daemonjob", "drain-all", "--type=merge", "-p", '{"spec":{"maxParallel":2}}'
+        )
+        assert edit.returncode != 0 and f'user "{jane}" may not patch nodes' in edit.stderr, edit.stderr
+        # Without node maintenance Jane is welcome, and she may give it up on Olga's DaemonJob.
+        plain = allowance.kubectl_as(jane, "create", "-f", "-", stdin=json.dumps(daemonjob("plain")))
+        assert plain.returncode == 0, plain.stderr
+        gave_up = allowance.kubectl_as(
+            jane,
+            "patch",
+            "daemonjob",
+            "drain-all",
+            "--type=json",
+            "-p",
+            '[{"op":"remove","path":"/spec/nodeMaintenance"}]',
+        )
+        assert gave_up.returncode == 0, gave_up.stderr
+    finally:
+        for path in cleanup:
+            try:
+                kube.delete(path)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+
+
+def test_a_grace_period_of_zero_is_refused(allowance: AllowanceBed) -> None:
+    """0 would have evicted pods vanish from the API while their containers still run."""
+    body = daemonjob("zero", nodeMaintenance={"cordon": True, "drain": {"gracePeriodSeconds": 0}})
+    with pytest.raises(ApiError) as info:
+        allowance.create(allowance.allowed, body)
+    assert "spec.nodeMaintenance.drain.gracePeriodSeconds" in info.value.message, info.value.message
+    assert "should be greater than or equal to 1" in info.value.message, info.value.message

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from daemonjob import defaults
+from daemonjob.domain.maintenancespec import GRACE_RULE
 from daemonjob.domain.validate import problems_of, validate
 from daemonjob.testing.builders import daemonjob
 
@@ -176,26 +177,22 @@ MAINTENANCE_PROBLEMS: list[tuple[str, Any, str]] = [
     (
         "grace-negative",
         {"cordon": True, "drain": {"gracePeriodSeconds": -1}},
-        f"{DRAIN}.gracePeriodSeconds: Invalid value: -1: must be an integer >= 1 (0 would delete the pods from the API at once, "
-        "while their containers may still run on the node)",
+        f"{DRAIN}.gracePeriodSeconds: Invalid value: -1: {GRACE_RULE}",
     ),
     (
         "grace-zero",
         {"cordon": True, "drain": {"gracePeriodSeconds": 0}},
-        f"{DRAIN}.gracePeriodSeconds: Invalid value: 0: must be an integer >= 1 (0 would delete the pods from the API at "
-        "once, while their containers may still run on the node)",
+        f"{DRAIN}.gracePeriodSeconds: Invalid value: 0: {GRACE_RULE}",
     ),
     (
         "grace-text",
         {"cordon": True, "drain": {"gracePeriodSeconds": "30"}},
-        f'{DRAIN}.gracePeriodSeconds: Invalid value: "30": must be an integer >= 1 (0 would delete the pods from the API at once, '
-        "while their containers may still run on the node)",
+        f'{DRAIN}.gracePeriodSeconds: Invalid value: "30": {GRACE_RULE}',
     ),
     (
         "grace-boolean",
         {"cordon": True, "drain": {"gracePeriodSeconds": True}},
-        f"{DRAIN}.gracePeriodSeconds: Invalid value: true: must be an integer >= 1 (0 would delete the pods from the API at once, "
-        "while their containers may still run on the node)",
+        f"{DRAIN}.gracePeriodSeconds: Invalid value: true: {GRACE_RULE}",
     ),
     (
         "empty-dir-type",

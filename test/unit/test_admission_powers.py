@@ -1,0 +1,149 @@
+"""Asking for node maintenance takes the requester's own power to cordon and drain: what the
+webhook asks the API server, when, and what it answers (a fake reviewer stands for it)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from daemonjob.admission.powers import EVICT_PODS, PATCH_NODES, KubeAccessReviewer, Permission, powers_problems
+from daemonjob.admission.review import handle
+from daemonjob.testing.builders import make_dj
+
+JANE = {"username": "jane", "uid": "u-jane", "groups": ["devs", "system:authenticated"], "extra": {"scope": ["a"]}}
+CORDON = {"cordon": True}
+DRAIN = {"cordon": True, "drain": {"timeout": "5m"}}
+
+
+class Reviewer:
+    """Holds the permissions in `grants`; raises `fails` if set. Records what it was asked."""
+
+    def __init__(self, *grants: Permission, fails: Exception | None = None) -> None:
+        self.grants = set(grants)
+        self.fails = fails
+        self.asked: list[tuple[str, Permission]] = []
+
+    def may(self, user: Mapping[str, Any], permission: Permission) -> bool:
+        self.asked.append((user["username"], permission))
+        if self.fails is not None:
+            raise self.fails
+        return permission in self.grants
+
+
+def dj(**spec: Any) -> dict[str, Any]:
+    return make_dj("ok", namespace="ops", **spec)
+
+
+def review(
+    operation: str, obj: Any, reviewer: Reviewer, old: Any = None, user: Mapping[str, Any] = JANE
+) -> dict[str, Any]:
+    request = {
+        "uid": "u-1",
+        "operation": operation,
+        "name": "ok",
+        "namespace": "ops",
+        "kind": {"group": "daemonjob.io", "version": "v1alpha1", "kind": "DaemonJob"},
+        "object": obj,
+        "oldObject": old,
+        "userInfo": dict(user),
+    }
+    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
+    answer = handle(body, frozenset({"ops"}), lambda r: powers_problems(r, reviewer))
+    assert answer.code == 200, answer.body
+    return json.loads(answer.body)["response"]
+
+
+def test_a_cordon_needs_patch_nodes_and_a_drain_evictions_too_each_named_when_missing() -> None:
+    refused = review("CREATE", dj(nodeMaintenance=CORDON), Reviewer())
+    assert refused["allowed"] is False
+    assert refused["status"]["message"] == (
+        'spec.nodeMaintenance: Forbidden: user "jane" may not patch nodes in all namespaces: asking for node '
+        "maintenance takes the permissions to cordon and drain nodes oneself"
+    )
+    assert [c["field"] for c in refused["status"]["details"]["causes"]] == ["spec.nodeMaintenance"]
+    drain = review("CREATE", dj(nodeMaintenance=DRAIN), Reviewer(PATCH_NODES))
+    assert 'user "jane" may not create pods/eviction in all namespaces' in drain["status"]["message"]
+    both = review("CREATE", dj(nodeMaintenance=DRAIN), Reviewer())
+    assert "may not patch nodes nor create pods/eviction in all namespaces" in both["status"]["message"]
+
+
+def test_who_holds_them_is_admitted_and_nobody_is_asked_about_a_daemonjob_without_maintenance() -> None:
+    reviewer = Reviewer(PATCH_NODES, EVICT_PODS)
+    assert review("CREATE", dj(nodeMaintenance=DRAIN), reviewer)["allowed"] is True
+    assert reviewer.asked == [("jane", PATCH_NODES), ("jane", EVICT_PODS)]
+    nobody = Reviewer()
+    assert review("CREATE", dj(), nobody)["allowed"] is True
+    assert review("CREATE", dj(nodeMaintenance={"cordon": False}), nobody)["allowed"] is True
+    assert nobody.asked == []
+
+
+def test_every_update_of_a_daemonjob_that_asks_is_checked_but_the_garbage_collectors_fields() -> None:
+    before = dj(nodeMaintenance=DRAIN)
+    # a new template (or a run-now annotation) cordons and drains every node again
+    retemplated = copy.deepcopy(before)
+    retemplated["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] = "evil:1"
+    assert review("UPDATE", retemplated, Reviewer(), before)["allowed"] is False
+    annotated = copy.deepcopy(before)
+    annotated["metadata"]["annotations"] = {"daemonjob.io/run-now": "2026-11-25T12:00:00Z"}
+    assert review("UPDATE", annotated, Reviewer(), before)["allowed"] is False
+    # the finalizer going (the controller, or an owner who lost the power) is not checked
+    finalized = copy.deepcopy(before)
+    finalized["metadata"]["finalizers"] = ["daemonjob.io/node-maintenance"]
+    finalized["metadata"]["resourceVersion"] = "42"
+    nobody = Reviewer()
+    assert review("UPDATE", before, nobody, finalized) == {"uid": "u-1", "allowed": True}
+    assert review("UPDATE", finalized, nobody, before) == {"uid": "u-1", "allowed": True}
+    # nor is an update that gives node maintenance up
+    assert review("UPDATE", dj(), nobody, before) == {"uid": "u-1", "allowed": True}
+    assert nobody.asked == []
+
+
+def test_no_answer_from_the_api_server_is_a_refusal_that_says_so() -> None:
+    refused = review("CREATE", dj(nodeMaintenance=CORDON), Reviewer(fails=TimeoutError("read timed out")))
+    assert refused["allowed"] is False
+    assert refused["status"]["message"] == (
+        'spec.nodeMaintenance: Forbidden: cannot check that user "jane" may patch nodes (SubjectAccessReview '
+        "failed: read timed out); node maintenance is refused until it can be checked"
+    )
+
+
+def test_a_request_without_a_user_is_refused() -> None:
+    refused = review("CREATE", dj(nodeMaintenance=CORDON), Reviewer(PATCH_NODES), user={})
+    assert "the request names no user" in refused["status"]["message"]
+
+
+def test_the_subject_access_review_carries_the_requester_and_the_cluster_wide_permission() -> None:
+    class Kube:
+        def __init__(self) -> None:
+            self.created: list[tuple[str, dict[str, Any], float | None]] = []
+
+        def create(self, path: str, body: dict[str, Any], *, request_timeout: float | None = None) -> dict[str, Any]:
+            self.created.append((path, body, request_timeout))
+            return {"status": {"allowed": True}}
+
+    kube = Kube()
+    assert KubeAccessReviewer(kube, timeout=1.5).may(JANE, EVICT_PODS) is True  # type: ignore[arg-type]
+    ((path, body, timeout),) = kube.created
+    assert path == "/apis/authorization.k8s.io/v1/subjectaccessreviews" and timeout == 1.5
+    assert body["spec"] == {
+        "user": "jane",
+        "uid": "u-jane",
+        "groups": ["devs", "system:authenticated"],
+        "extra": {"scope": ["a"]},
+        "resourceAttributes": {"group": "", "verb": "create", "resource": "pods", "subresource": "eviction"},
+    }
+
+
+def test_a_grace_period_of_zero_is_refused_at_apply_time() -> None:
+    refused = review(
+        "CREATE",
+        dj(nodeMaintenance={"cordon": True, "drain": {"gracePeriodSeconds": 0}}),
+        Reviewer(PATCH_NODES, EVICT_PODS),
+    )
+    assert refused["allowed"] is False
+    assert [c["field"] for c in refused["status"]["details"]["causes"]] == [
+        "spec.nodeMaintenance.drain.gracePeriodSeconds"
+    ]
+    assert "Invalid value: 0: must be an integer >= 1" in refused["status"]["message"]
