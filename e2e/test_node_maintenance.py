@@ -68,7 +68,12 @@ def _maintained(name: str, group: str, workload: Any = None, **maintenance: Any)
     return body
 
 
-def _workload(api: Cluster, name: str, group: str, replicas: int, nodes: list[str] | None = None) -> None:
+CORDON_TOLERATION = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _workload(
+    api: Cluster, name: str, group: str, replicas: int, nodes: list[str] | None = None, tolerate_cordon: bool = False
+) -> None:
     """A ReplicaSet whose pods run (the simulated kubelet keeps them Running) on the group's nodes."""
     selector = {"app": name}
     spec: dict[str, Any] = {
@@ -76,6 +81,8 @@ def _workload(api: Cluster, name: str, group: str, replicas: int, nodes: list[st
         "nodeSelector": {GROUP_LABEL: group},
         "terminationGracePeriodSeconds": 1,
     }
+    if tolerate_cordon:
+        spec["tolerations"] = [CORDON_TOLERATION]
     if nodes:
         spec["affinity"] = {
             "nodeAffinity": {
@@ -372,3 +379,25 @@ def test_a_template_change_mid_drain_releases_the_node_and_the_new_revision_take
     wait_for(lambda: recorded_revision() not in (None, first), what="the node taken again by the new revision")
     assert watch.cordons[node] == 2 and watch.uncordons[node] == 1, watch.summary()
     assert api.jobs("edited") == [], "a Job started on a node that was never drained"
+
+
+def test_a_replacement_that_tolerates_the_cordon_is_not_evicted_in_a_loop(
+    api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, audit_log: AuditLog
+) -> None:
+    """Its ReplicaSet puts the evicted pod's replacement back on the cordoned node: the drain
+    waited for the pod it evicted, not for whatever the node runs, so it is done."""
+    (node,) = nodes(1)
+    _workload(api, "tolerant-app", group, 1, tolerate_cordon=True)
+    (first,) = _running_pods(api, "tolerant-app")
+    mark = audit_log.mark()
+    api.apply(_maintained("upgrade", group, drain={"timeout": "45s", "onTimeout": "Fail"}))
+    dj = api.wait_complete("upgrade", 1, timeout=120)
+    assert dj["status"]["succeededNodes"] == 1 and not dj["status"].get("failedNodes"), dj["status"]
+    replacements = [p for p in _running_pods(api, "tolerant-app") if p["metadata"]["uid"] != first["metadata"]["uid"]]
+    assert [p["spec"]["nodeName"] for p in replacements] == [node], "the replacement came back to the cordoned node"
+    evicted = [
+        r.name
+        for r in audit_log.writes(user=SA_USER, resources=["pods"], since=mark, succeeded_only=True)
+        if r.subresource == "eviction"
+    ]
+    assert evicted == [first["metadata"]["name"]]
