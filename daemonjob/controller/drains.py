@@ -12,6 +12,7 @@ arrives later (a replacement that tolerates the cordon) is neither evicted nor w
 from __future__ import annotations
 
 import threading
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from daemonjob.domain.maintenance import DrainProgress
@@ -29,16 +30,19 @@ class Drains:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_uid: dict[str, dict[str, _Drain]] = {}
-        self._pods: dict[str, dict[str, frozenset[str]]] = {}  # DaemonJob uid -> node -> pod uids
+        # DaemonJob uid -> node -> (the cordon they were found after, their uids)
+        self._pods: dict[str, dict[str, tuple[Hashable, frozenset[str]]]] = {}
 
-    def pods_of(self, uid: str, node: str) -> frozenset[str] | None:
-        """The uids of the pods the drain of `node` is for; None before its first look."""
+    def pods_of(self, uid: str, node: str, cordon: Hashable) -> frozenset[str] | None:
+        """The uids of the pods the drain of `node` after `cordon` (its record) is for; None
+        before its first look, or when the memory is of an earlier cordon of the node."""
         with self._lock:
-            return self._pods.get(uid, {}).get(node)
+            known = self._pods.get(uid, {}).get(node)
+            return known[1] if known is not None and known[0] == cordon else None
 
-    def keep_pods(self, uid: str, node: str, pods: frozenset[str]) -> None:
+    def keep_pods(self, uid: str, node: str, cordon: Hashable, pods: frozenset[str]) -> None:
         with self._lock:
-            self._pods.setdefault(uid, {})[node] = pods
+            self._pods.setdefault(uid, {})[node] = (cordon, pods)
 
     def of(self, uid: str) -> dict[str, DrainProgress]:
         with self._lock:

@@ -237,13 +237,14 @@ class NodeActs:
     def _drain_pods(self, seen: Observation, item: DrainNode, just_cordoned: bool) -> list[Mapping[str, Any]]:
         """The node's pods this drain is for: those of its first look, by uid (see the module's doc)."""
         pods = self.control.pods_on_node(item.node)
-        known = self.drains.pods_of(seen.uid, item.node)
+        cordon = (item.record.revision, item.record.run, item.record.since)  # a later cordon is a new drain
+        known = self.drains.pods_of(seen.uid, item.node, cordon)
         if known is None:
             if not just_cordoned:  # resumed without memory: what came after the cordon is not ours
                 since = parse_time(item.record.since)
                 pods = [p for p in pods if not _created_after(p, since)]
             self.drains.keep_pods(
-                seen.uid, item.node, frozenset((p.get("metadata") or {}).get("uid") or "" for p in pods)
+                seen.uid, item.node, cordon, frozenset((p.get("metadata") or {}).get("uid") or "" for p in pods)
             )
             return pods
         return [p for p in pods if ((p.get("metadata") or {}).get("uid") or "") in known]

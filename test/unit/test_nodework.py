@@ -222,3 +222,16 @@ def test_own_pod_comes_from_the_downward_api_else_the_hostname_in_a_cluster(tmp_
     in_cluster = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "HOSTNAME": "c-2"}
     assert own_pod(in_cluster, str(ns_file)) == ("daemonjob-system", "c-2")
     assert own_pod({"HOSTNAME": "laptop"}, str(ns_file)) is None
+
+
+def test_a_later_cordon_of_the_node_is_a_new_drain_even_if_the_release_was_not_seen() -> None:
+    control = FakeNodeControl({"a": {"metadata": {"name": "a"}, "spec": {"unschedulable": True}}}, {"a": [_pod("web")]})
+    acts = _acts(control)
+    seen = _seen()
+    acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), Drain())
+    assert control.evicted == ["app/web"]
+    # The record went without this process releasing it (removed by hand); a new revision cordons again.
+    control.pods["a"].append(_pod("db", meta={"creationTimestamp": "2026-11-25T12:30:00Z"}))
+    later = NodeRecord("ns/dj", "uid-1", "r2", None, True, "2026-11-25T13:00:00Z")
+    acts.carry(seen, NodeWork(drains=[DrainNode("a", later)]), Drain())
+    assert control.evicted == ["app/web", "app/db"]
