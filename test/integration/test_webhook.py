@@ -785,7 +785,7 @@ def test_node_maintenance_takes_the_requesters_own_power_to_cordon_and_drain(all
             "the roles to be in force",
         )
         maintenance = {"cordon": True, "drain": {"timeout": "5m", "onTimeout": "Skip"}}
-        body = json.dumps(daemonjob("drain-all", nodeMaintenance=maintenance))
+        body = json.dumps(nowhere("drain-all", nodeMaintenance=maintenance))
         refused = allowance.kubectl_as(jane, "create", "-f", "-", stdin=body)
         assert refused.returncode != 0
         assert (
@@ -804,7 +804,7 @@ def test_node_maintenance_takes_the_requesters_own_power_to_cordon_and_drain(all
         )
         assert edit.returncode != 0 and f'user "{jane}" may not patch nodes' in edit.stderr, edit.stderr
         # Without node maintenance Jane is welcome, and she may give it up on Olga's DaemonJob.
-        plain = allowance.kubectl_as(jane, "create", "-f", "-", stdin=json.dumps(daemonjob("plain")))
+        plain = allowance.kubectl_as(jane, "create", "-f", "-", stdin=json.dumps(nowhere("plain")))
         assert plain.returncode == 0, plain.stderr
         gave_up = allowance.kubectl_as(
             jane,
@@ -827,7 +827,7 @@ def test_node_maintenance_takes_the_requesters_own_power_to_cordon_and_drain(all
 
 def test_a_grace_period_of_zero_is_refused(allowance: AllowanceBed) -> None:
     """0 would have evicted pods vanish from the API while their containers still run."""
-    body = daemonjob("zero", nodeMaintenance={"cordon": True, "drain": {"gracePeriodSeconds": 0}})
+    body = nowhere("zero", nodeMaintenance={"cordon": True, "drain": {"gracePeriodSeconds": 0}})
     with pytest.raises(ApiError) as info:
         allowance.create(allowance.allowed, body)
     assert "spec.nodeMaintenance.drain.gracePeriodSeconds" in info.value.message, info.value.message

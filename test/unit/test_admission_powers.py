@@ -10,7 +10,7 @@ from typing import Any
 
 from daemonjob.admission.powers import EVICT_PODS, PATCH_NODES, KubeAccessReviewer, Permission, powers_problems
 from daemonjob.admission.review import handle
-from daemonjob.testing.builders import make_dj
+from daemonjob.testing.builders import daemonjob
 
 JANE = {"username": "jane", "uid": "u-jane", "groups": ["devs", "system:authenticated"], "extra": {"scope": ["a"]}}
 CORDON = {"cordon": True}
@@ -33,7 +33,7 @@ class Reviewer:
 
 
 def dj(**spec: Any) -> dict[str, Any]:
-    return make_dj("ok", namespace="ops", **spec)
+    return daemonjob("ok", namespace="ops", **spec)
 
 
 def review(
