@@ -52,7 +52,8 @@ from daemonjob.controller.metrics import DRAIN_DRAINED, DRAIN_TIMED_OUT, Metrics
 from daemonjob.controller.nodecontrol import KubeNodeControl, NodeControl
 from daemonjob.controller.nodework import NodeActed, NodeActs, release_node, released_event
 from daemonjob.controller.observe import Observation, Observer
-from daemonjob.controller.order import OrderIndex, OrderReader
+from daemonjob.controller.order import OrderIndex
+from daemonjob.controller.orderreader import OrderReader
 from daemonjob.controller.report import Reporter
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.troubles import Troubles
@@ -149,7 +150,7 @@ class Controller:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.memo = ObjectMemo()  # values kept on cached objects; the router sizes it to the node rules in use
         self.plans = KeptPlans(self.jobs, self.nodes, self.memo)
-        self.order = OrderReader(self.daemonjobs, self.jobs, self.plans, self.order_index, self.claims)
+        self.order_reader = OrderReader(self.daemonjobs, self.jobs, self.plans, self.order_index, self.claims)
         self.router = Router(
             informers,
             self.queue,
@@ -160,7 +161,7 @@ class Controller:
             configmaps=self.configmaps,
             memo=self.memo,
             forget_uid=self._forget_uid,
-            order=self.order_index,
+            order_index=self.order_index,
             claims=self.claims,
         )
         self.observer = Observer(
@@ -391,7 +392,7 @@ class Controller:
             reported = True
             if decision.reading is not None and self.order_index.group(seen.key):
                 plan = decision.reading.plan
-                self.router.turns_taken(seen.key, len(plan.replacing) + len(plan.starting))
+                self.router.order_wakes.turns_taken(seen.key, len(plan.replacing) + len(plan.starting))
             look_again.append(self._next_tick(decision))
             if self.troubles.conflicts(seen.uid):  # a foreign Job's removal sends no event here
                 look_again.append(defaults.CONFLICT_RECHECK_INTERVAL)
@@ -427,7 +428,7 @@ class Controller:
             eligibility=self.router.eligibility_for(seen.key, seen.cached),
             memo=self.memo,
             alerts=self.firing_alerts(),
-            order=self.order.read(seen.key, seen.cached),
+            order=self.order_reader.read(seen.key, seen.cached),
             maintenance=MaintenanceInput(
                 self._records(seen.uid), self.drains.of(seen.uid), self.node_maintenance_namespaces
             ),
