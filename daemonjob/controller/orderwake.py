@@ -16,6 +16,7 @@ from typing import Any
 from daemonjob.controller.informers import RUNNING_INDEX, running_index
 from daemonjob.controller.keptplans import TURN, KeptPlans
 from daemonjob.controller.order import OrderIndex, after_of, done_view, group_of, waits_for_turns
+from daemonjob.domain.decide import Decision
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.jobs import SUCCEEDED, job_node, job_state
 from daemonjob.domain.order import order_key
@@ -85,6 +86,12 @@ class OrderWakes:
         for dependent in list(readers):
             readers.update(self.order_index.peers(dependent))
         return readers
+
+    def pass_done(self, key: str, decision: Decision) -> None:
+        """A pass over `key` reported: a group member's turns taken."""
+        if decision.reading is not None and self.order_index.group(key):
+            plan = decision.reading.plan
+            self.turns_taken(key, len(plan.replacing) + len(plan.starting))
 
     def turns_taken(self, key: str, turns: int) -> None:
         """After a pass: `turns`, how many nodes its plan leaves waiting. A group member whose

@@ -101,8 +101,12 @@ class Reporter:
         self.metrics.observe_health(seen.dj, decision.status, now)
 
     def post(self, seen: Observation, events: Iterable[EventSpec]) -> None:
+        self.post_about(seen.dj, events)
+
+    def post_about(self, dj: Mapping[str, Any], events: Iterable[EventSpec]) -> None:
+        """Events about `dj` outside a pass's reading of it (the maintenance finalizer's)."""
         for ev in events:
-            self.control.record_event(seen.dj, ev.type, ev.reason, ev.message)
+            self.control.record_event(dj, ev.type, ev.reason, ev.message)
 
     def _report_cache_wait(self, seen: Observation, decision: Decision, wait: Waiting, now: datetime) -> None:
         """Write the status with Reconciling naming what the controller waits for; act on nothing."""

@@ -230,6 +230,14 @@ class Router:
         self.queue.add_after(key, self._job_event_delay(key))
         self.order_wakes.job_changed(key, job, None)
 
+    def alerts_changed(self) -> None:
+        """The firing alerts changed: pass over every DaemonJob that halts on alerts."""
+        for key in self.daemonjobs.store.keys():
+            dj = self.daemonjobs.store.get(key)
+            rollout = ((dj or {}).get("spec") or {}).get("rollout")
+            if isinstance(rollout, Mapping) and rollout.get("haltOnAlerts"):
+                self.queue.add(key)
+
     def _maybe_orphan(self, job: Obj) -> None:
         """A Job with no controller that names a DaemonJob: that DaemonJob may adopt it."""
         for key in orphan_index(job):
