@@ -114,13 +114,6 @@ class LocalPrometheus:
             rules.write_text(yaml.safe_dump(groups, sort_keys=False))
         self.config_path.write_text(yaml.safe_dump(self.config(), sort_keys=False))
 
-    def set_targets(self, targets: Sequence[str]) -> None:
-        """Scrape these targets from now on (the configuration is reloaded with SIGHUP)."""
-        self.targets = list(targets)
-        self.write_config()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(1)  # SIGHUP: reload
-
     def __enter__(self) -> LocalPrometheus:
         return self.start()
 
