@@ -61,18 +61,18 @@ class Adoption:
     def __init__(self, control: JobControl) -> None:
         self.control = control
 
-    def gather(self, seen: Observation, orphans: Sequence[Obj], troubles: Troubles) -> Adopted:
+    def gather(self, observed: Observation, orphans: Sequence[Obj], troubles: Troubles) -> Adopted:
         """The adopt step of a pass: adopt this DaemonJob's orphans and read known name conflicts
         afresh (not while the cache is behind its own writes): the Jobs adopted, for the kept
         plan, and the Events."""
-        if seen.wait is not None:
+        if observed.wait is not None:
             return Adopted()
-        adopted = Adopted(self.adopt(seen.dj, orphans, seen.owner))
-        known = troubles.conflicts(seen.uid)
+        adopted = Adopted(self.adopt(observed.dj, orphans, observed.owner))
+        known = troubles.conflicts(observed.uid)
         if known:
-            rechecked = self.recheck(seen.dj, known, seen.owner)
+            rechecked = self.recheck(observed.dj, known, observed.owner)
             adopted.events = rechecked.events
-            troubles.set_conflicts(seen.uid, tuple(rechecked.conflicts))
+            troubles.set_conflicts(observed.uid, tuple(rechecked.conflicts))
         return adopted
 
     def adopt(self, dj: Obj, jobs: Sequence[Obj], owner: Obj) -> list[Obj]:

@@ -277,64 +277,64 @@ class Controller:
         try:
             if self.maintenance.finalize(key):
                 return None
-            seen, wake = self.observer.observe(key)
+            observed, wake = self.observer.observe(key)
             look_again.append(wake)
-            if seen is None:
+            if observed is None:
                 return None
-            adopted = self.adoption.gather(seen, self.jobs.store.by_index(ORPHAN_INDEX, seen.key), self.troubles)
+            orphans = self.jobs.store.by_index(ORPHAN_INDEX, observed.key)
+            adopted = self.adoption.gather(observed, orphans, self.troubles)
             events.extend(adopted.events)
-            inp = self._input(seen, adopted.jobs)
-            decision = self._decide(seen.key, inp)
-            now = inp.now
-            if seen.wait is not None:
-                self.reporter.report(seen, decision, now, wait=seen.wait)
+            inp = self._input(observed, adopted.jobs)
+            decision = self._decide(observed.key, inp)
+            if observed.wait is not None:
+                self.reporter.report(observed, decision, inp.now, wait=observed.wait)
                 return None
-            acted = self.act.carry(seen, decision)
+            acted = self.act.carry(observed, decision)
             events.extend(acted.events)
             look_again.append(acted.look_again)
-            node_acted = self.maintenance.carry(seen, decision)
+            node_acted = self.maintenance.carry(observed, decision)
             if node_acted is not None:
                 events.extend(node_acted.events)
                 look_again.append(node_acted.look_again)
                 acted.errors.extend(node_acted.errors)
-            self.maintenance.count(seen, inp, decision, node_acted)
-            decision = decision.after_act(self.troubles.of(seen.uid, seen.generation))
-            if not decision.creates and not decision.deletes and self.plans.check_due(seen.uid, self.clock.now()):
-                decision, repaired = self.self_check.check(seen, decision)
+            self.maintenance.count(observed, inp, decision, node_acted)
+            decision = decision.after_act(self.troubles.of(observed.uid, observed.generation))
+            if not decision.creates and not decision.deletes and self.plans.check_due(observed.uid, self.clock.now()):
+                decision, repaired = self.self_check.check(observed, decision)
                 look_again.append(0.0 if repaired else None)
             self.reporter.report(
-                seen,
+                observed,
                 decision,
-                now,
+                inp.now,
                 events,
                 created=acted.created > 0 and not acted.errors and len(decision.creates) == acted.created,
             )
             reported = True
-            self.router.order_wakes.pass_done(seen.key, decision)
+            self.router.order_wakes.pass_done(observed.key, decision)
             look_again.append(next_tick(decision, self.clock.wall()))
-            if self.troubles.conflicts(seen.uid):  # a foreign Job's removal sends no event here
+            if self.troubles.conflicts(observed.uid):  # a foreign Job's removal sends no event here
                 look_again.append(defaults.CONFLICT_RECHECK_INTERVAL)
             if acted.errors:
                 raise ReconcileError(acted.errors)  # retried with per-key backoff: quotas free up, webhooks come back
             return decision
         finally:
             if events and not reported:
-                self.reporter.post(seen, events)
+                self.reporter.post(observed, events)
             schedule_next(self.queue, key, look_again)
 
-    def _input(self, seen: Observation, adopted: list[Mapping[str, Any]]) -> DecisionInput:
+    def _input(self, observed: Observation, adopted: list[Mapping[str, Any]]) -> DecisionInput:
         """The one value the decision reads; `now`: one instant for the whole pass."""
         return DecisionInput(
-            dj=seen.dj,
-            plan=self.plans.kept_plan(seen.uid, adopted),
+            dj=observed.dj,
+            plan=self.plans.kept_plan(observed.uid, adopted),
             now=self.clock.wall(),
-            troubles=self.troubles.of(seen.uid, seen.generation),
-            configmaps=seen.configmaps,
-            eligibility=self.router.eligibility_for(seen.key, seen.cached),
+            troubles=self.troubles.of(observed.uid, observed.generation),
+            configmaps=observed.configmaps,
+            eligibility=self.router.eligibility_for(observed.key, observed.cached),
             memo=self.memo,
             alerts=self.firing_alerts(),
-            order=self.order_reader.read(seen.key, seen.cached),
-            maintenance=self.maintenance.input(seen.uid),
+            order=self.order_reader.read(observed.key, observed.cached),
+            maintenance=self.maintenance.input(observed.uid),
         )
 
     def _decide(self, key: str, inp: DecisionInput) -> Decision:

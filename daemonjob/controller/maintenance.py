@@ -68,21 +68,21 @@ class NodeMaintenance:
                 out[node["metadata"]["name"]] = record
         return out
 
-    def carry(self, seen: Observation, decision: Decision) -> NodeActed | None:
+    def carry(self, observed: Observation, decision: Decision) -> NodeActed | None:
         work = decision.node_work
         if work is None or not work.writes:
             return None
         if self.node_acts is None:
-            seen.log.warning("node maintenance asked for, but this controller writes no Nodes")
+            observed.log.warning("node maintenance asked for, but this controller writes no Nodes")
             return None
         maintenance = decision.reading.checked.maintenance if decision.reading is not None else None
-        return self.node_acts.carry(seen, work, maintenance.drain if maintenance is not None else None)
+        return self.node_acts.carry(observed, work, maintenance.drain if maintenance is not None else None)
 
-    def count(self, seen: Observation, inp: DecisionInput, decision: Decision, acted: NodeActed | None) -> None:
+    def count(self, observed: Observation, inp: DecisionInput, decision: Decision, acted: NodeActed | None) -> None:
         """Nodes held cordoned (as this pass found them), drains ended, evictions refused."""
         if decision.node_work is None:
             return
-        ns, name, uid = seen.namespace, seen.name, seen.uid
+        ns, name, uid = observed.namespace, observed.name, observed.uid
         records = inp.maintenance.records
         held = [t for r in records.values() if r.cordoned and (t := parse_time(r.since)) is not None]
         self.metrics.maintenance_observed(

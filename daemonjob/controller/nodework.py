@@ -108,22 +108,22 @@ class NodeActs:
         self.drains = drains
         self.clock = clock
 
-    def carry(self, seen: Observation, work: NodeWork, drain: Drain | None) -> NodeActed:
+    def carry(self, observed: Observation, work: NodeWork, drain: Drain | None) -> NodeActed:
         acted = NodeActed()
         if not work.writes:
             return acted
-        finalized = not work.add_finalizer or self._add_finalizer(seen, acted)
+        finalized = not work.add_finalizer or self._add_finalizer(observed, acted)
         for release in work.releases:
-            self._release(seen, release, acted)
+            self._release(observed, release, acted)
         cordoned: list[DrainNode] = []
         if finalized:
             for cordon in work.cordons:
-                record = self._cordon(seen, cordon, acted)
+                record = self._cordon(observed, cordon, acted)
                 if record is not None and drain is not None:
                     cordoned.append(DrainNode(cordon.node, record))
         if drain is not None:
             for item in [*work.drains, *cordoned]:
-                self._drain(seen, item, drain, acted)
+                self._drain(observed, item, drain, acted)
         if acted.cordoned:
             record = work.cordons[0].record
             what = f"run {record.run}" if record.run is not None else f"revision {record.revision}"
@@ -137,34 +137,36 @@ class NodeActs:
         return acted
 
     # -- the finalizer -------------------------------------------------------------------------------
-    def _add_finalizer(self, seen: Observation, acted: NodeActed) -> bool:
+    def _add_finalizer(self, observed: Observation, acted: NodeActed) -> bool:
         """Before the first cordon: what this DaemonJob cordons is released before it is deleted."""
-        meta = seen.cached["metadata"]
+        meta = observed.cached["metadata"]
         finalizers = [*(meta.get("finalizers") or ()), FINALIZER]
         try:
-            self.control.set_finalizers(seen.namespace, seen.name, finalizers, meta.get("resourceVersion") or "")
+            self.control.set_finalizers(
+                observed.namespace, observed.name, finalizers, meta.get("resourceVersion") or ""
+            )
         except ApiError as exc:
             acted.errors.append(exc)
             return False
         return True
 
     # -- releases ------------------------------------------------------------------------------------
-    def _release(self, seen: Observation, release: Release, acted: NodeActed) -> None:
+    def _release(self, observed: Observation, release: Release, acted: NodeActed) -> None:
         try:
             done = release_node(self.control, release.node, release.record)
         except ApiError as exc:
             acted.errors.append(exc)
-            seen.log.warning("releasing node failed", node=release.node, error=error_message(exc))
+            observed.log.warning("releasing node failed", node=release.node, error=error_message(exc))
             return
-        self.drains.forget_node(seen.uid, release.node)
+        self.drains.forget_node(observed.uid, release.node)
         if done is None:
             return
         acted.released.append(release.node)
-        seen.log.info("node released", node=release.node, uncordoned=done, why=release.why)
+        observed.log.info("node released", node=release.node, uncordoned=done, why=release.why)
         acted.events.append(released_event(release, done))
 
     # -- cordons -------------------------------------------------------------------------------------
-    def _cordon(self, seen: Observation, cordon: Cordon, acted: NodeActed) -> NodeRecord | None:
+    def _cordon(self, observed: Observation, cordon: Cordon, acted: NodeActed) -> NodeRecord | None:
         """Write the record and cordon in one patch; the record written, or None if the node is not ours to take."""
         for _ in range(CONFLICT_RETRIES):
             try:
@@ -177,7 +179,7 @@ class NodeActs:
             if held is not None:
                 if held.uid == cordon.record.uid and held.of_rollout(cordon.record.revision, cordon.record.run):
                     return held  # written by an earlier pass whose cache had not caught up
-                seen.log.info("node held by another record, not cordoned", node=cordon.node, by=held.daemon_job)
+                observed.log.info("node held by another record, not cordoned", node=cordon.node, by=held.daemon_job)
                 return None
             schedulable = not (node.get("spec") or {}).get("unschedulable")
             record = NodeRecord(
@@ -198,21 +200,21 @@ class NodeActs:
                     continue
                 acted.errors.append(exc)
                 return None
-            seen.log.info("node cordoned", node=cordon.node, cordoned=schedulable)
+            observed.log.info("node cordoned", node=cordon.node, cordoned=schedulable)
             acted.cordoned.append(cordon.node)
             return record
         acted.soon(0.0)
         return None
 
     # -- drains --------------------------------------------------------------------------------------
-    def _drain(self, seen: Observation, item: DrainNode, drain: Drain, acted: NodeActed) -> None:
+    def _drain(self, observed: Observation, item: DrainNode, drain: Drain, acted: NodeActed) -> None:
         try:
             pods = self.control.pods_on_node(item.node)
         except ApiError as exc:
             acted.errors.append(exc)
             acted.soon(defaults.DRAIN_POLL_INTERVAL)
             return
-        verdicts = pods_to_evict(pods, drain, seen.namespace, seen.name)
+        verdicts = pods_to_evict(pods, drain, observed.namespace, observed.name)
         blocked = list(verdicts.blocked)
         for pod in verdicts.evict:
             meta = pod.get("metadata") or {}
@@ -237,7 +239,7 @@ class NodeActs:
             waiting=tuple(verdicts.waiting[:WAITING_SHOWN]),
             blocked="; ".join(blocked[:3]) or None,
         )
-        if self.drains.note(seen.uid, item.node, progress) and progress.blocked:
+        if self.drains.note(observed.uid, item.node, progress) and progress.blocked:
             acted.events.append(
                 EventSpec(
                     "Warning",
