@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import structlog
 
-from daemonjob.controller.drains import Drains
 from daemonjob.controller.errors import ReconcileError
 from daemonjob.controller.informers import MAINTENANCE_INDEX
+from daemonjob.controller.keptdrains import KeptDrains
 from daemonjob.controller.metrics import DRAIN_DRAINED, DRAIN_TIMED_OUT, Metrics
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.nodework import NodeActed, NodeActs, release_node, released_event
@@ -49,7 +49,7 @@ class NodeMaintenance:
         self.namespaces = frozenset(namespaces)
         self.reporter = reporter
         self.metrics = metrics
-        self.drains = Drains()
+        self.drains = KeptDrains()
         self.node_acts = NodeActs(node_control, self.drains, clock) if node_control is not None else None
 
     def forget(self, uid: str) -> None:

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemonjob import defaults
-from daemonjob.controller.drains import Drains
 from daemonjob.controller.events import error_message, names_shown
+from daemonjob.controller.keptdrains import KeptDrains
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.observe import Observation
 from daemonjob.domain.decide import EventSpec
 from daemonjob.domain.jobs import LABEL_NAME, parse_time
 from daemonjob.domain.maintenance import FINALIZER, Cordon, DrainNode, DrainProgress, NodeWork, Release
-from daemonjob.domain.maintenancespec import Drain
+from daemonjob.domain.maintenancespec import DrainOptions
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, record_of
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.kube import ApiError
@@ -64,7 +64,7 @@ def _controller_kind(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
-def pods_to_evict(pods: list[Mapping[str, Any]], drain: Drain, dj_namespace: str, dj_name: str) -> PodVerdicts:
+def pods_to_evict(pods: list[Mapping[str, Any]], drain: DrainOptions, dj_namespace: str, dj_name: str) -> PodVerdicts:
     """kubectl drain's filters, with this DaemonJob's own pods and spec's ignorePodSelector left alone."""
     evict: list[Mapping[str, Any]] = []
     waiting: list[str] = []
@@ -103,12 +103,12 @@ def _refusal(exc: ApiError) -> str:
 
 
 class NodeActs:
-    def __init__(self, control: NodeControl, drains: Drains, clock: Clock) -> None:
+    def __init__(self, control: NodeControl, drains: KeptDrains, clock: Clock) -> None:
         self.control = control
         self.drains = drains
         self.clock = clock
 
-    def carry(self, observed: Observation, work: NodeWork, drain: Drain | None) -> NodeActed:
+    def carry(self, observed: Observation, work: NodeWork, drain: DrainOptions | None) -> NodeActed:
         acted = NodeActed()
         if not work.writes:
             return acted
@@ -207,7 +207,7 @@ class NodeActs:
         return None
 
     # -- drains --------------------------------------------------------------------------------------
-    def _drain(self, observed: Observation, item: DrainNode, drain: Drain, acted: NodeActed) -> None:
+    def _drain(self, observed: Observation, item: DrainNode, drain: DrainOptions, acted: NodeActed) -> None:
         try:
             pods = self.control.pods_on_node(item.node)
         except ApiError as exc:

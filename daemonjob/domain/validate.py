@@ -26,7 +26,7 @@ import orjson
 from daemonjob import defaults
 from daemonjob.domain.eligibility import POD_SPEC_PATH, Eligibility, InvalidSpec, compile_eligibility
 from daemonjob.domain.jobs import LABEL_NAME
-from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, ON_TIMEOUT_POLICIES, Drain, Maintenance
+from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, ON_TIMEOUT_POLICIES, DrainOptions, Maintenance
 from daemonjob.domain.maintenancespec import PATH as MAINTENANCE_PATH
 from daemonjob.domain.schedule import InvalidSchedule, Schedule, parse_schedule, schedule_problems
 from daemonjob.domain.selectors import InvalidSelector, compile_label_selector, validate_label_value
@@ -479,7 +479,7 @@ def validate_maintenance(spec: Mapping[str, Any], problems: list[Problem]) -> Ma
     return Maintenance(cordon=cordon, drain=drain, keep_failed_cordoned=keep)
 
 
-def _drain(section: Mapping[str, Any], problems: list[Problem]) -> Drain | None:
+def _drain(section: Mapping[str, Any], problems: list[Problem]) -> DrainOptions | None:
     raw = section.get("drain")
     path = f"{MAINTENANCE_PATH}.drain"
     if raw is None:
@@ -510,7 +510,7 @@ def _drain(section: Mapping[str, Any], problems: list[Problem]) -> Drain | None:
             ignore = compile_label_selector(selector, f"{path}.ignorePodSelector")
         except InvalidSelector as e:
             problems.append(Problem(INVALID_SELECTOR, e.message))
-    return Drain(
+    return DrainOptions(
         timeout=timeout,
         grace_period_seconds=grace,
         delete_emptydir_data=_flag(raw, "deleteEmptyDirData", path, problems),
