@@ -21,7 +21,8 @@ from typing import Any
 import urllib3
 import yaml
 
-from .cluster import DATA_DIR, _die_with_parent, free_port, stop_pid
+from .children import die_with_parent, free_port, stop_pid
+from .cluster import DATA_DIR
 
 PROVISION_SCRIPT = DATA_DIR / "provision-prometheus.sh"
 RULE_PATH = DATA_DIR / "prometheusrule.yaml"  # manifests/monitoring/prometheusrule.yaml
@@ -140,7 +141,7 @@ class LocalPrometheus:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.workdir,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         if wait:
             self.wait_ready()
