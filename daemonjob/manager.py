@@ -91,7 +91,7 @@ class Manager:
         if self.stop_requested.is_set() or (self.elector is not None and not self.elector.is_leader):
             return
         self.controller.start_workers()
-        log.info("workers started", workers=self.controller.threads.count)
+        log.info("workers started", workers=self.controller.workers)
 
     def _shutdown(self) -> None:
         log.info("shutting down", lost_leadership=self._lost.is_set())

@@ -100,6 +100,7 @@ class Controller:
         self.control = control
         self.clock = clock or RealClock()
         self.metrics = metrics or Metrics()
+        self.workers = workers
         self.expectations = Expectations(timer=self.clock.now)  # keyed by DaemonJob uid
         self.name_holds = NameHolds(timer=self.clock.now)  # keyed by DaemonJob uid
         self.metrics.expectations_overdue.set_function(self.expectations.overdue)
@@ -343,7 +344,3 @@ class Controller:
         decision = decide(inp)
         self.router.decided(key, time.thread_time() - started)
         return decision
-
-    # -- for tests and tools ---------------------------------------------------------------
-    def decide_seconds(self, key: str) -> float:
-        return self.router.decide_seconds(key)

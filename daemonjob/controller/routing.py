@@ -123,9 +123,6 @@ class Router:
         """How long the last decision for `key` took (CPU): Job events wait in proportion."""
         self._decide_seconds[key] = seconds
 
-    def decide_seconds(self, key: str) -> float:
-        return self._decide_seconds.get(key, 0.0)
-
     # -- DaemonJobs --------------------------------------------------------------------------
     def dj_added(self, dj: Obj) -> None:
         key = meta_namespace_key(dj)
