@@ -64,23 +64,25 @@ class Act:
         self.troubles = troubles
         self.claims = claims  # an exclusion group's nodes taken by creates not in the cache yet
 
-    def carry(self, seen: Observation, decision: Decision) -> Acted:
+    def carry(self, observed: Observation, decision: Decision) -> Acted:
         """Carry out `decision`; what failed, what to say, when held-back creates may go."""
         acted = Acted()
-        decision = self._without_held_names(seen, decision, acted)
+        decision = self._without_held_names(observed, decision, acted)
         if self.claims is not None:
-            decision = self.claims.take(seen.key, seen.dj, decision)
-        acted.errors = self._delete(seen, decision, acted) + self._create(seen, decision, acted)
-        self._clean_history(seen, decision, acted)
+            decision = self.claims.take(observed.key, observed.dj, decision)
+        acted.errors = self._delete(observed, decision, acted) + self._create(observed, decision, acted)
+        self._clean_history(observed, decision, acted)
         return acted
 
-    def _without_held_names(self, seen: Observation, decision: Decision, acted: Acted) -> Decision:
+    def _without_held_names(self, observed: Observation, decision: Decision, acted: Acted) -> Decision:
         """The decision without creates of names a delete freed moments ago; the pass looks
         again when the first of them may be reused."""
-        held = {c.name: left for c in decision.creates if (left := self.name_holds.held(seen.uid, c.name)) is not None}
+        held = {
+            c.name: left for c in decision.creates if (left := self.name_holds.held(observed.uid, c.name)) is not None
+        }
         if not held:
             return decision
-        seen.log.debug(
+        observed.log.debug(
             "job names freed moments ago, created later",
             jobs=sorted(held)[:5],
             wait_seconds=round(min(held.values()), 2),
@@ -88,15 +90,15 @@ class Act:
         acted.look_again = min(held.values())
         return dataclasses.replace(decision, creates=[c for c in decision.creates if c.name not in held])
 
-    def _delete(self, seen: Observation, decision: Decision, acted: Acted) -> list[Exception]:
+    def _delete(self, observed: Observation, decision: Decision, acted: Acted) -> list[Exception]:
         """Deletes that come before creates (old revisions, old runs, deleted nodes), with expectations."""
         deletes = [d for d in decision.deletes if d.reason != HISTORY]
-        outcome = self.delete_jobs(seen.uid, seen.namespace, deletes)
+        outcome = self.delete_jobs(observed.uid, observed.namespace, deletes)
         done: dict[str, list[str]] = {}
         for d in outcome.deleted:
             done.setdefault(d.reason, []).append(d.node or d.name)
         for reason, nodes in done.items():
-            seen.log.info("deleted jobs", reason=reason, count=len(nodes))
+            observed.log.info("deleted jobs", reason=reason, count=len(nodes))
             acted.events.append(
                 EventSpec("Normal", "SuccessfulDelete", f"Deleted {len(nodes)} Job(s) ({reason}): {names_shown(nodes)}")
             )
@@ -106,7 +108,7 @@ class Act:
             raise fenced[0]
         if outcome.failed:
             failed_names = [d.name for d, _ in outcome.failed]
-            seen.log.warning("deleting jobs failed", count=len(failed_names), error=error_message(errors[0]))
+            observed.log.warning("deleting jobs failed", count=len(failed_names), error=error_message(errors[0]))
             acted.events.append(
                 EventSpec(
                     "Warning",
@@ -117,17 +119,17 @@ class Act:
             )
         return errors
 
-    def _create(self, seen: Observation, decision: Decision, acted: Acted) -> list[Exception]:
-        uid, generation = seen.uid, seen.generation
+    def _create(self, observed: Observation, decision: Decision, acted: Acted) -> list[Exception]:
+        uid, generation = observed.uid, observed.generation
         with self.history.creates_first() if decision.creates else nullcontext():
-            outcome = self.create_jobs(uid, seen.namespace, decision.creates)
+            outcome = self.create_jobs(uid, observed.namespace, decision.creates)
         if self.claims is not None:
             self.claims.settle(uid, decision.creates, outcome.created)
         revision = decision.status.get("currentRevision")
         acted.created = len(outcome.created)
         if outcome.created:
             nodes = [c.node for c in outcome.created]
-            seen.log.info("created jobs", count=len(nodes), revision=revision)
+            observed.log.info("created jobs", count=len(nodes), revision=revision)
             acted.events.append(
                 EventSpec(
                     "Normal",
@@ -136,11 +138,11 @@ class Act:
                 )
             )
         if outcome.existed:
-            resolved = self.adoption.resolve_existing(seen.dj, outcome.existed, seen.owner)
+            resolved = self.adoption.resolve_existing(observed.dj, outcome.existed, observed.owner)
             acted.events.extend(resolved.events)
             found = resolved.conflicts
             if found:
-                seen.log.warning("job name conflict", count=len(found), first=found[0].job)
+                observed.log.warning("job name conflict", count=len(found), first=found[0].job)
                 self.troubles.add_conflicts(uid, found)
         if isinstance(outcome.error, NotLeader):
             raise outcome.error
@@ -155,21 +157,21 @@ class Act:
             EventSpec("Warning", "FailedCreate", f"Error creating Job for node {failed_node}: {message}")
         )
         if outcome.rejected is not None:
-            seen.log.warning("the API server rejected the Job", node=failed_node, error=message)
+            observed.log.warning("the API server rejected the Job", node=failed_node, error=message)
             if not outcome.created:  # nothing went through: probe once per retry until something does
                 self.troubles.stall(
                     uid, generation, JOB_REJECTED, f"the API server rejected the Job of node {failed_node}: {message}"
                 )
         return [outcome.error]
 
-    def _clean_history(self, seen: Observation, decision: Decision, acted: Acted) -> None:
+    def _clean_history(self, observed: Observation, decision: Decision, acted: Acted) -> None:
         """After the creates, at the cleaner's own pace: old runs never delay the next one."""
         history = [d for d in decision.deletes if d.reason == HISTORY]
         if not history:
             return
-        queued = self.history.submit(seen.namespace, history)
+        queued = self.history.submit(observed.namespace, history)
         if queued:
-            seen.log.info("deleting jobs", reason=HISTORY, count=len(queued))
+            observed.log.info("deleting jobs", reason=HISTORY, count=len(queued))
             acted.events.append(
                 EventSpec(
                     "Normal",

@@ -13,7 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from daemonjob.controller.conflict import Conflict
 from daemonjob.controller.jobcontrol import JobControl
+from daemonjob.controller.observe import Observation
+from daemonjob.controller.troubles import Troubles
 from daemonjob.domain.actions import CreateJob
 from daemonjob.domain.decide import EventSpec
 from daemonjob.domain.jobs import (
@@ -32,19 +35,6 @@ EVENT_JOB_RELABELLED = "JobRelabelled"
 _IDENTITY_LABELS = (LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH)
 
 Obj = Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Conflict:
-    """A deterministic Job name taken by a Job this DaemonJob may not adopt."""
-
-    node: str
-    job: str
-    owner: str
-
-    @property
-    def text(self) -> str:
-        return f"Job {self.job} for node {self.node} exists and is controlled by {self.owner}"
 
 
 @dataclass(slots=True)
@@ -70,6 +60,20 @@ def adoptable(job: Obj, dj_name: str) -> bool:
 class Adoption:
     def __init__(self, control: JobControl) -> None:
         self.control = control
+
+    def gather(self, observed: Observation, orphans: Sequence[Obj], troubles: Troubles) -> Adopted:
+        """The adopt step of a pass: adopt this DaemonJob's orphans and read known name conflicts
+        afresh (not while the cache is behind its own writes): the Jobs adopted, for the kept
+        plan, and the Events."""
+        if observed.wait is not None:
+            return Adopted()
+        adopted = Adopted(self.adopt(observed.dj, orphans, observed.owner))
+        known = troubles.conflicts(observed.uid)
+        if known:
+            rechecked = self.recheck(observed.dj, known, observed.owner)
+            adopted.events = rechecked.events
+            troubles.set_conflicts(observed.uid, tuple(rechecked.conflicts))
+        return adopted
 
     def adopt(self, dj: Obj, jobs: Sequence[Obj], owner: Obj) -> list[Obj]:
         """Adopt orphans that carry this DaemonJob's label and a node annotation.

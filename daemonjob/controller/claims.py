@@ -49,12 +49,12 @@ class NodeClaims:
         self,
         daemonjobs: SharedInformer,
         jobs: SharedInformer,
-        index: OrderIndex,
+        order_index: OrderIndex,
         wake: Callable[[str], None],
         timer: Callable[[], float],
         ttl: float = defaults.EXPECTATIONS_TTL,
     ) -> None:
-        self.daemonjobs, self.jobs, self.index = daemonjobs, jobs, index
+        self.daemonjobs, self.jobs, self.order_index = daemonjobs, jobs, order_index
         self._wake = wake
         self._timer = timer
         self.ttl = ttl
@@ -102,14 +102,14 @@ class NodeClaims:
         gone = self.release((uid, c.name) for c in creates if c.name not in done)
         for key in gone:
             ns = key.rpartition("/")[0]
-            group = self.index.group(key)
-            for peer in self.index.members(ns, group) if group else ():
+            group = self.order_index.group(key)
+            for peer in self.order_index.members(ns, group) if group else ():
                 if peer != key:
                     self._wake(peer)
 
     def _peers_running(self, ns: str, group: str, key: str) -> set[str]:
         nodes: set[str] = set()
-        for peer in self.index.members(ns, group):
+        for peer in self.order_index.members(ns, group):
             other = self.daemonjobs.store.get(peer) if peer != key else None
             if other is not None:
                 nodes.update(

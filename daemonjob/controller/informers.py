@@ -7,6 +7,7 @@ take informers from a factory, so unit tests hand it fakes (`daemonjob.testing.f
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -107,6 +108,29 @@ class Informers:
     def all(self) -> tuple[SharedInformer, SharedInformer, SharedInformer]:
         """In start order: nodes and Jobs before DaemonJobs, so a first decision sees them."""
         return (self.nodes, self.jobs, self.daemonjobs)
+
+    def start(self) -> None:
+        for inf in self.all():
+            inf.start()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for inf in self.all():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not inf.wait_for_sync(left):
+                return False
+        return True
+
+    def synced(self) -> bool:
+        return all(inf.has_synced() for inf in self.all())
+
+    def stop(self) -> None:
+        for inf in self.all():
+            inf.stop()
+
+    def dead(self) -> list[str]:
+        """The informers whose threads ended."""
+        return [inf.name for inf in self.all() if not inf.alive()]
 
     @classmethod
     def for_kube(

@@ -12,7 +12,7 @@ So does this controller's own pod: evicting it would stop the drain it is doing,
 one replica its PodDisruptionBudget would refuse the eviction until the drain times out.
 
 As kubectl drain, a drain is for the pods on the node at its first look (their uids kept in
-`Drains`): a pod that arrives later, such as a replacement that tolerates the cordon, is not
+`KeptDrains`): a pod that arrives later, such as a replacement that tolerates the cordon, is not
 evicted in a loop nor waited for. A drain resumed after a restart has no such memory; its
 first look leaves out the pods created after the cordon (the record's `since`).
 """
@@ -25,14 +25,14 @@ from datetime import datetime
 from typing import Any
 
 from daemonjob import defaults
-from daemonjob.controller.drains import Drains
 from daemonjob.controller.events import error_message, names_shown
+from daemonjob.controller.keptdrains import KeptDrains
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.observe import Observation
 from daemonjob.domain.decide import EventSpec
 from daemonjob.domain.jobs import LABEL_NAME, parse_time
 from daemonjob.domain.maintenance import FINALIZER, Cordon, DrainNode, DrainProgress, NodeWork, Release
-from daemonjob.domain.maintenancespec import Drain
+from daemonjob.domain.maintenancespec import DrainOptions
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, record_of
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.kube import ApiError
@@ -74,7 +74,7 @@ def _controller_kind(pod: Mapping[str, Any]) -> str | None:
 
 def pods_to_evict(
     pods: list[Mapping[str, Any]],
-    drain: Drain,
+    drain: DrainOptions,
     dj_namespace: str,
     dj_name: str,
     own_pod: tuple[str, str] | None = None,
@@ -128,31 +128,31 @@ class NodeActs:
     """`own_pod`: this controller's pod (namespace, name), never evicted; None outside a cluster."""
 
     def __init__(
-        self, control: NodeControl, drains: Drains, clock: Clock, own_pod: tuple[str, str] | None = None
+        self, control: NodeControl, drains: KeptDrains, clock: Clock, own_pod: tuple[str, str] | None = None
     ) -> None:
         self.control = control
         self.drains = drains
         self.clock = clock
         self.own_pod = own_pod
 
-    def carry(self, seen: Observation, work: NodeWork, drain: Drain | None) -> NodeActed:
+    def carry(self, observed: Observation, work: NodeWork, drain: DrainOptions | None) -> NodeActed:
         acted = NodeActed()
         if not work.writes:
             return acted
-        finalized = not work.add_finalizer or self._add_finalizer(seen, acted)
+        finalized = not work.add_finalizer or self._add_finalizer(observed, acted)
         for release in work.releases:
-            self._release(seen, release, acted)
+            self._release(observed, release, acted)
         cordoned: list[DrainNode] = []  # first looked at in this pass, right after their cordon
         if finalized:
             for cordon in work.cordons:
-                record = self._cordon(seen, cordon, acted)
+                record = self._cordon(observed, cordon, acted)
                 if record is not None and drain is not None:
                     cordoned.append(DrainNode(cordon.node, record))
         if drain is not None:
             for item in work.drains:
-                self._drain(seen, item, drain, acted)
+                self._drain(observed, item, drain, acted)
             for item in cordoned:
-                self._drain(seen, item, drain, acted, just_cordoned=True)
+                self._drain(observed, item, drain, acted, just_cordoned=True)
         if acted.cordoned:
             record = work.cordons[0].record
             what = f"run {record.run}" if record.run is not None else f"revision {record.revision}"
@@ -166,34 +166,36 @@ class NodeActs:
         return acted
 
     # -- the finalizer -------------------------------------------------------------------------------
-    def _add_finalizer(self, seen: Observation, acted: NodeActed) -> bool:
+    def _add_finalizer(self, observed: Observation, acted: NodeActed) -> bool:
         """Before the first cordon: what this DaemonJob cordons is released before it is deleted."""
-        meta = seen.cached["metadata"]
+        meta = observed.cached["metadata"]
         finalizers = [*(meta.get("finalizers") or ()), FINALIZER]
         try:
-            self.control.set_finalizers(seen.namespace, seen.name, finalizers, meta.get("resourceVersion") or "")
+            self.control.set_finalizers(
+                observed.namespace, observed.name, finalizers, meta.get("resourceVersion") or ""
+            )
         except ApiError as exc:
             acted.errors.append(exc)
             return False
         return True
 
     # -- releases ------------------------------------------------------------------------------------
-    def _release(self, seen: Observation, release: Release, acted: NodeActed) -> None:
+    def _release(self, observed: Observation, release: Release, acted: NodeActed) -> None:
         try:
             done = release_node(self.control, release.node, release.record)
         except ApiError as exc:
             acted.errors.append(exc)
-            seen.log.warning("releasing node failed", node=release.node, error=error_message(exc))
+            observed.log.warning("releasing node failed", node=release.node, error=error_message(exc))
             return
-        self.drains.forget_node(seen.uid, release.node)
+        self.drains.forget_node(observed.uid, release.node)
         if done is None:
             return
         acted.released.append(release.node)
-        seen.log.info("node released", node=release.node, uncordoned=done, why=release.why)
+        observed.log.info("node released", node=release.node, uncordoned=done, why=release.why)
         acted.events.append(released_event(release, done))
 
     # -- cordons -------------------------------------------------------------------------------------
-    def _cordon(self, seen: Observation, cordon: Cordon, acted: NodeActed) -> NodeRecord | None:
+    def _cordon(self, observed: Observation, cordon: Cordon, acted: NodeActed) -> NodeRecord | None:
         """Write the record and cordon in one patch; the record written, or None if the node is not ours to take."""
         for _ in range(CONFLICT_RETRIES):
             try:
@@ -206,7 +208,7 @@ class NodeActs:
             if held is not None:
                 if held.uid == cordon.record.uid and held.of_rollout(cordon.record.revision, cordon.record.run):
                     return held  # written by an earlier pass whose cache had not caught up
-                seen.log.info("node held by another record, not cordoned", node=cordon.node, by=held.daemon_job)
+                observed.log.info("node held by another record, not cordoned", node=cordon.node, by=held.daemon_job)
                 return None
             schedulable = not (node.get("spec") or {}).get("unschedulable")
             record = NodeRecord(
@@ -227,38 +229,38 @@ class NodeActs:
                     continue
                 acted.errors.append(exc)
                 return None
-            seen.log.info("node cordoned", node=cordon.node, cordoned=schedulable)
+            observed.log.info("node cordoned", node=cordon.node, cordoned=schedulable)
             acted.cordoned.append(cordon.node)
             return record
         acted.soon(0.0)
         return None
 
     # -- drains --------------------------------------------------------------------------------------
-    def _drain_pods(self, seen: Observation, item: DrainNode, just_cordoned: bool) -> list[Mapping[str, Any]]:
+    def _drain_pods(self, observed: Observation, item: DrainNode, just_cordoned: bool) -> list[Mapping[str, Any]]:
         """The node's pods this drain is for: those of its first look, by uid (see the module's doc)."""
         pods = self.control.pods_on_node(item.node)
         cordon = (item.record.revision, item.record.run, item.record.since)  # a later cordon is a new drain
-        known = self.drains.pods_of(seen.uid, item.node, cordon)
+        known = self.drains.pods_of(observed.uid, item.node, cordon)
         if known is None:
             if not just_cordoned:  # resumed without memory: what came after the cordon is not ours
                 since = parse_time(item.record.since)
                 pods = [p for p in pods if not _created_after(p, since)]
             self.drains.keep_pods(
-                seen.uid, item.node, cordon, frozenset((p.get("metadata") or {}).get("uid") or "" for p in pods)
+                observed.uid, item.node, cordon, frozenset((p.get("metadata") or {}).get("uid") or "" for p in pods)
             )
             return pods
         return [p for p in pods if ((p.get("metadata") or {}).get("uid") or "") in known]
 
     def _drain(
-        self, seen: Observation, item: DrainNode, drain: Drain, acted: NodeActed, just_cordoned: bool = False
+        self, observed: Observation, item: DrainNode, drain: DrainOptions, acted: NodeActed, just_cordoned: bool = False
     ) -> None:
         try:
-            pods = self._drain_pods(seen, item, just_cordoned)
+            pods = self._drain_pods(observed, item, just_cordoned)
         except ApiError as exc:
             acted.errors.append(exc)
             acted.soon(defaults.DRAIN_POLL_INTERVAL)
             return
-        verdicts = pods_to_evict(pods, drain, seen.namespace, seen.name, self.own_pod)
+        verdicts = pods_to_evict(pods, drain, observed.namespace, observed.name, self.own_pod)
         blocked = list(verdicts.blocked)
         for pod in verdicts.evict:
             meta = pod.get("metadata") or {}
@@ -283,7 +285,7 @@ class NodeActs:
             waiting=tuple(verdicts.waiting[:WAITING_SHOWN]),
             blocked="; ".join(blocked[:3]) or None,
         )
-        if self.drains.note(seen.uid, item.node, progress) and progress.blocked:
+        if self.drains.note(observed.uid, item.node, progress) and progress.blocked:
             acted.events.append(
                 EventSpec(
                     "Warning",

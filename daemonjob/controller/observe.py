@@ -107,9 +107,9 @@ class Observer:
             return None, look_again  # nothing overdue yet: look again at the deadline
         return Observation(key, cached, dj, owner_reference(dj), configmaps, wait, rlog), look_again
 
-    def full_plan(self, seen: Observation) -> KeptPlan:
+    def full_plan(self, observed: Observation) -> KeptPlan:
         """A plan from scratch, from the caches: what the kept one is compared with."""
-        return KeptPlan.of(self.jobs.store.by_index(OWNER_INDEX, seen.uid), self.nodes.store.list(), self.memo)
+        return KeptPlan.of(self.jobs.store.by_index(OWNER_INDEX, observed.uid), self.nodes.store.list(), self.memo)
 
     # -- the referenced ConfigMaps ---------------------------------------------------------------
     def _configmaps(self, key: str, dj: Obj) -> ConfigMapsRead:

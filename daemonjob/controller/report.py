@@ -67,7 +67,7 @@ class Reporter:
 
     def report(
         self,
-        seen: Observation,
+        observed: Observation,
         decision: Decision,
         now: datetime,
         events: Iterable[EventSpec] = (),
@@ -78,40 +78,46 @@ class Reporter:
         not show past the deadline, when the pass acted on nothing for it; `created`: every
         create of the pass went through (the cache's view of them brings the next pass)."""
         if wait is not None:
-            self._report_cache_wait(seen, decision, wait, now)
+            self._report_cache_wait(observed, decision, wait, now)
             return
-        self.post(seen, [*events, *decision.events])
-        old = thaw(seen.cached.get("status") or {})
+        self.post(observed, [*events, *decision.events])
+        old = thaw(observed.cached.get("status") or {})
         if created and decision.run_started is None and old and deferrable(old, decision.status):
-            seen.log.debug("status left to the pass that sees the created Jobs")
-        elif write_status(self.control, seen.dj, old, decision.status):
+            observed.log.debug("status left to the pass that sees the created Jobs")
+        elif write_status(self.control, observed.dj, old, decision.status):
             status = decision.status
-            seen.log.debug("status updated", **{f.removesuffix("Nodes"): status.get(f) for f in NODE_COUNT_FIELDS[:4]})
+            observed.log.debug(
+                "status updated", **{f.removesuffix("Nodes"): status.get(f) for f in NODE_COUNT_FIELDS[:4]}
+            )
             if decision.run_started is not None:
-                seen.log.info("run started", run=decision.run_started)
+                observed.log.info("run started", run=decision.run_started)
             self.metrics.count_runs(
-                seen.namespace,
-                seen.name,
-                seen.uid,
+                observed.namespace,
+                observed.name,
+                observed.uid,
                 decision.run_started is not None,
                 decision.ticks_skipped,
                 decision.run_finished,
             )
-        self.metrics.set_status(seen.namespace, seen.name, seen.uid, decision.status)
-        self.metrics.observe_health(seen.dj, decision.status, now)
+        self.metrics.set_status(observed.namespace, observed.name, observed.uid, decision.status)
+        self.metrics.observe_health(observed.dj, decision.status, now)
 
-    def post(self, seen: Observation, events: Iterable[EventSpec]) -> None:
+    def post(self, observed: Observation, events: Iterable[EventSpec]) -> None:
+        self.post_about(observed.dj, events)
+
+    def post_about(self, dj: Mapping[str, Any], events: Iterable[EventSpec]) -> None:
+        """Events about `dj` outside a pass's reading of it (the maintenance finalizer's)."""
         for ev in events:
-            self.control.record_event(seen.dj, ev.type, ev.reason, ev.message)
+            self.control.record_event(dj, ev.type, ev.reason, ev.message)
 
-    def _report_cache_wait(self, seen: Observation, decision: Decision, wait: Waiting, now: datetime) -> None:
+    def _report_cache_wait(self, observed: Observation, decision: Decision, wait: Waiting, now: datetime) -> None:
         """Write the status with Reconciling naming what the controller waits for; act on nothing."""
-        old = thaw(seen.cached.get("status") or {})
+        old = thaw(observed.cached.get("status") or {})
         previous = {c.get("type"): c for c in old.get("conditions") or ()}
         facts = CacheWait(wait.creates, wait.deletes, self.clock.now() - wait.since)
         status = with_cache_wait(
-            decision.status, facts, previous, format_time(now), seen.dj["metadata"].get("generation")
+            decision.status, facts, previous, format_time(now), observed.dj["metadata"].get("generation")
         )
-        if write_status(self.control, seen.dj, old, status):
-            seen.log.debug("status updated while waiting for the cache")
-        self.metrics.set_status(seen.namespace, seen.name, seen.uid, status)
+        if write_status(self.control, observed.dj, old, status):
+            observed.log.debug("status updated while waiting for the cache")
+        self.metrics.set_status(observed.namespace, observed.name, observed.uid, status)

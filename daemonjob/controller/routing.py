@@ -2,7 +2,7 @@
 
 A DaemonJob event enqueues it (not a status write of its own, unless it records a new
 revision, which lets that revision's first Jobs start); a status write also wakes the
-DaemonJobs ordered after it or beside it when it changed what they read of it (order.py).
+DaemonJobs ordered after it or beside it when it changed what they read of it (orderwake.py).
 A Job event records what it shows of the controller's own writes (expectations), marks the
 Job's node for its owner's kept plan and enqueues the owner after a short delay, so a burst
 of Job events costs one pass.
@@ -13,21 +13,21 @@ answer for that node changed, or that have Jobs there.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from daemonjob import defaults
 from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.configmaps import ConfigMapTracker
 from daemonjob.controller.expectations import Expectations, NameHolds
-from daemonjob.controller.informers import NODE_INDEX, RUNNING_INDEX, Informers, orphan_index, running_index
-from daemonjob.controller.keptplans import TURN, KeptPlans
+from daemonjob.controller.informers import NODE_INDEX, Informers, orphan_index
+from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.metrics import Metrics
-from daemonjob.controller.order import OrderIndex, after_of, done_view, group_of, waits_for_turns
+from daemonjob.controller.order import OrderIndex
+from daemonjob.controller.orderwake import OrderWakes
 from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
-from daemonjob.domain.jobs import ACTIVE, SUCCEEDED, daemonjob_ref, job_node, job_state, owner_uid
+from daemonjob.domain.jobs import ACTIVE, daemonjob_ref, job_state, owner_uid
 from daemonjob.domain.noderecord import record_of
-from daemonjob.domain.order import order_key
 from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
 from daemonjob.machinery.memo import MEMO_CAPACITY, ObjectMemo
@@ -70,7 +70,7 @@ class Router:
         configmaps: ConfigMapTracker | None,
         memo: ObjectMemo,
         forget_uid: Callable[[str], None],
-        order: OrderIndex | None = None,
+        order_index: OrderIndex | None = None,
         claims: NodeClaims | None = None,
     ) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
@@ -81,13 +81,13 @@ class Router:
         self.metrics = metrics
         self.configmaps = configmaps
         self.forget_uid = forget_uid
-        self.order = order if order is not None else OrderIndex(informers.jobs)
+        self.order_index = order_index if order_index is not None else OrderIndex(informers.jobs)
         self.claims = claims
         self.memo = memo  # sized here to the node rule sets in use: one memo entry each per node
         self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
         self._lock = threading.Lock()
         self._decide_seconds: dict[str, float] = {}  # by key, of its last decision
-        self._turns: dict[str, frozenset[str]] = {}  # by key of a group member: the nodes its last pass left waiting
+        self.order_wakes = OrderWakes(self.daemonjobs, self.jobs, self.order_index, plans, queue, self._job_event_delay)
 
     def register(self) -> None:
         self.daemonjobs.add_handlers(Handlers(self.dj_added, self.dj_updated, self.dj_deleted))
@@ -123,16 +123,13 @@ class Router:
         """How long the last decision for `key` took (CPU): Job events wait in proportion."""
         self._decide_seconds[key] = seconds
 
-    def decide_seconds(self, key: str) -> float:
-        return self._decide_seconds.get(key, 0.0)
-
     # -- DaemonJobs --------------------------------------------------------------------------
     def dj_added(self, dj: Obj) -> None:
         key = meta_namespace_key(dj)
         self.eligibility_for(key, dj)
-        self.order.set(key, dj)
+        self.order_index.set(key, dj)
         self.queue.add(key)
-        self._wake_order(key, dj)
+        self.order_wakes.daemonjob_changed(key, dj)
 
     def dj_updated(self, old: Obj, new: Obj) -> None:
         om, nm = old["metadata"], new["metadata"]
@@ -145,16 +142,16 @@ class Router:
             and om.get("deletionTimestamp") == nm.get("deletionTimestamp")
             and _revision_of(old) == _revision_of(new)
         ):
-            self._order_status_changed(meta_namespace_key(new), old, new)
+            self.order_wakes.status_changed(meta_namespace_key(new), old, new)
             return  # a status write that records no new revision: nothing to decide for it
         key = meta_namespace_key(new)
         self.eligibility_for(key, new)
-        self.order.set(key, new)
+        self.order_index.set(key, new)
         self.queue.add(key)
         if om.get("generation") != nm.get("generation") or _revision_of(old) != _revision_of(new):
-            self._wake_order(key, old, new)  # its turns or its current revision may have changed
+            self.order_wakes.daemonjob_changed(key, old, new)  # its turns or its current revision may have changed
         else:
-            self._order_status_changed(key, old, new)
+            self.order_wakes.status_changed(key, old, new)
 
     def dj_deleted(self, obj: Obj | Tombstone) -> None:
         dj = deleted_object(obj)
@@ -163,10 +160,9 @@ class Router:
             self._eligibility.pop(key, None)
             self._size_memo()
         self.forget_uid(dj["metadata"].get("uid") or "")
-        self._wake_order(key, dj)
-        self.order.set(key, None)
-        with self._lock:
-            self._turns.pop(key, None)
+        self.order_wakes.daemonjob_changed(key, dj)
+        self.order_index.set(key, None)
+        self.order_wakes.forget(key)
         self._decide_seconds.pop(key, None)
         if self.configmaps is not None:
             self.configmaps.forget(key)
@@ -177,7 +173,7 @@ class Router:
 
     # -- Jobs ----------------------------------------------------------------------------------
     def job_added(self, job: Obj) -> None:
-        self.order.succeeded.job_changed(None, job)
+        self.order_index.succeeded.job_changed(None, job)
         key = owner_key(job)
         if key is None:
             self._maybe_orphan(job)
@@ -193,7 +189,7 @@ class Router:
 
     def job_updated(self, old: Obj, new: Obj) -> None:
         self.plans.job_changed(old, new)
-        self.order.succeeded.job_changed(old, new)
+        self.order_index.succeeded.job_changed(old, new)
         key = owner_key(new)
         if key is None:
             self._maybe_orphan(new)
@@ -214,12 +210,12 @@ class Router:
             or old["metadata"].get("labels") != new["metadata"].get("labels")
         ):
             self.queue.add_after(key, self._job_event_delay(key))
-            self._job_order_changed(key, old, new)
+            self.order_wakes.job_changed(key, old, new)
 
     def job_deleted(self, obj: Obj | Tombstone) -> None:
         job = deleted_object(obj)
         self.plans.job_changed(job)
-        self.order.succeeded.job_changed(job, None)
+        self.order_index.succeeded.job_changed(job, None)
         key = owner_key(job)
         if key is None:
             return
@@ -229,105 +225,15 @@ class Router:
             self.name_holds.hold(uid, name)
             self.metrics.name_holds.inc()
         self.queue.add_after(key, self._job_event_delay(key))
-        self._job_order_changed(key, job, None)
+        self.order_wakes.job_changed(key, job, None)
 
-    # -- order across DaemonJobs ---------------------------------------------------------------
-    def _job_order_changed(self, key: str, old: Obj, new: Obj | None) -> None:
-        """A member's Job that stops running frees its node for the rest of its group; a Job
-        that succeeds lets the DaemonJobs that come after its owner start there."""
-        stopped = bool(running_index(old)) and (new is None or not running_index(new))
-        succeeded = new is not None and job_state(new) == SUCCEEDED and job_state(old) != SUCCEEDED
-        node = job_node(new if new is not None else old)
-        nodes = [node] if node else []
-        if stopped:
-            self._wake_next_in_line(key, nodes)
-        if succeeded:
-            self._wake_concerned(self._done_readers(key), nodes)
-
-    def _order_status_changed(self, key: str, old: Obj, new: Obj) -> None:
-        """A write of `key`'s status wakes the DaemonJobs that read what it changed, and only
-        then: those that come after it when the revision or run its done nodes count in
-        changed, the rest of its group when whether it waits for its turns changed (it became
-        Stalled, say). Most status writes change neither and wake nobody."""
-        wake: set[str] = set()
-        if done_view(old) != done_view(new):
-            wake.update(self._done_readers(key))
-        if waits_for_turns(old) != waits_for_turns(new):
-            wake.update(self.order.peers(key))
-        wake.discard(key)
-        for other in wake:
-            self.queue.add_after(other, self._job_event_delay(other))
-
-    def _done_readers(self, key: str) -> set[str]:
-        """Who reads where `key` succeeded: the DaemonJobs that come after it, and the rest of the
-        group of each of them (an older member goes first only where its dependencies are done)."""
-        readers = set(self.order.dependents(key))
-        for dependent in list(readers):
-            readers.update(self.order.peers(dependent))
-        return readers
-
-    def turns_taken(self, key: str, turns: int) -> None:
-        """After a pass: `turns`, how many nodes its plan leaves waiting. A group member whose
-        turns went down wakes the members of its group concerned with a node it no longer waits
-        for and does not run a Job on (it needs it no more): a younger member that yielded such
-        a node to it may take it now (no Job event says so). A node it started is busy: the
-        end of that Job wakes them."""
-        dj = self.daemonjobs.store.get(key)
-        uid = (dj["metadata"].get("uid") or "") if dj is not None else ""
-        nodes = frozenset(self.plans.turn_nodes(uid)) if turns else frozenset()
-        with self._lock:
-            before = self._turns.get(key)
-            self._turns[key] = nodes
-        if before is None or turns >= len(before):
-            return
-        gone = before - nodes
-        gone -= {job_node(j) for j in self.jobs.store.by_index(RUNNING_INDEX, uid)}
-        if gone:
-            self._wake_next_in_line(key, gone)
-
-    def _wake_next_in_line(self, key: str, nodes: Collection[str]) -> None:
-        """`nodes` freed in `key`'s group: wake, oldest first, the other members a node concerns,
-        up to the first that goes first there (a turn there, waiting for its turns and for no
-        dependency there). The younger ones yield the node to it, and the end of its Job there
-        wakes the next in line; their pass now would only say so again."""
-        line = sorted(
-            (order_key(dj), peer, dj)
-            for peer in self.order.peers(key)
-            if (dj := self.daemonjobs.store.get(peer)) is not None
-        )
-        wake: set[str] = set()
-        for node in nodes:
-            for _, peer, dj in line:
-                how = self.plans.concern(dj["metadata"].get("uid") or "", node)
-                if not how:
-                    continue
-                wake.add(peer)
-                if how == TURN and waits_for_turns(dj) and not self._after_pending(peer, dj, node):
-                    break
-        for peer in wake:
-            self.queue.add_after(peer, self._job_event_delay(peer))
-
-    def _wake_concerned(self, keys: Iterable[str], nodes: Collection[str]) -> None:
-        """Wake those of `keys` that `nodes` concern (KeptPlans.concerned): a node's change
-        wakes the DaemonJobs waiting there, not every DaemonJob of the order."""
-        for key in keys:
+    def alerts_changed(self) -> None:
+        """The firing alerts changed: pass over every DaemonJob that halts on alerts."""
+        for key in self.daemonjobs.store.keys():
             dj = self.daemonjobs.store.get(key)
-            uid = (dj["metadata"].get("uid") or "") if dj is not None else ""
-            if dj is None or any(self.plans.concerned(uid, node) for node in nodes):
-                self.queue.add_after(key, self._job_event_delay(key))
-
-    def _wake_order(self, key: str, *versions: Obj) -> None:
-        """A DaemonJob appeared, changed its spec or revision, or went: the rest of its group
-        (their turns may come now) and the DaemonJobs that name it in spec.after."""
-        ns, _, _ = key.rpartition("/")
-        wake = self._done_readers(key)
-        for dj in versions:
-            group = group_of(dj)
-            if group:
-                wake.update(self.order.members(ns, group))
-        wake.discard(key)
-        for other in wake:
-            self.queue.add(other)
+            rollout = ((dj or {}).get("spec") or {}).get("rollout")
+            if isinstance(rollout, Mapping) and rollout.get("haltOnAlerts"):
+                self.queue.add(key)
 
     def _maybe_orphan(self, job: Obj) -> None:
         """A Job with no controller that names a DaemonJob: that DaemonJob may adopt it."""
@@ -361,7 +267,7 @@ class Router:
         stopped being eligible (`old`: the node before, None when it joined), those with Jobs
         on it (why a node holding a Job is not eligible may have changed), and the one whose
         maintenance record it carries or carried (its cordon, its release, seen). Those the
-        order holds back there come a little later (`_order_holds`): what they have to do is
+        order holds back there come a little later (`OrderWakes.holds`): what they have to do is
         count the node, and a few node events then cost one pass, while the DaemonJobs that may
         start there go first, ahead of the queued work (urgent) when it just became eligible for
         them, since a node waiting for its Jobs is the wait operators feel, and a node event
@@ -379,43 +285,7 @@ class Router:
             now = not deleted and elig.eligible(node)
             if now == (old is not None and elig.eligible(old)):
                 continue  # no change for this DaemonJob
-            if self._order_holds(key, node, eligibility):
+            if self.order_wakes.holds(key, node, eligibility):
                 self.queue.add_after(key, defaults.JOB_EVENT_DELAY_MAX)
             else:
                 self.queue.add(key, urgent=now)
-
-    def _order_holds(self, key: str, node: Obj, eligibility: Mapping[str, Eligibility]) -> bool:
-        """Whether the order holds `key` back on `node` for now, as the caches show it: a
-        DaemonJob it comes after has not succeeded there, or an older member of its group that
-        waits for its turns (and is not held there itself) goes first there."""
-        dj = self.daemonjobs.store.get(key)
-        if dj is None or not self.order.ordered(key):
-            return False
-        name = node["metadata"]["name"]
-        if self._after_pending(key, dj, name):
-            return True
-        mine = order_key(dj)
-        for peer in self.order.peers(key):
-            other, elig = self.daemonjobs.store.get(peer), eligibility.get(peer)
-            if (
-                other is not None
-                and elig is not None
-                and order_key(other) < mine
-                and waits_for_turns(other)
-                and elig.eligible(node)
-                and not self._after_pending(peer, other, name)
-            ):
-                return True
-        return False
-
-    def _after_pending(self, key: str, dj: Obj, node: str) -> bool:
-        """A DaemonJob `dj` comes after has no succeeded Job on `node` of its current revision and run."""
-        ns = key.rpartition("/")[0]
-        for name in after_of(dj):
-            dep = self.daemonjobs.store.get(f"{ns}/{name}")
-            if dep is None:
-                return False  # Stalled: its status says so at once
-            revision, run = done_view(dep)
-            if not self.order.succeeded.has(dep, revision, run, node):
-                return True
-        return False

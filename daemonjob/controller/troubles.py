@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from daemonjob.controller.adoption import Conflict
+from daemonjob.controller.conflict import Conflict
 from daemonjob.controller.outcomes import CreateOutcome
 from daemonjob.domain.inputs import ApiTroubles
 

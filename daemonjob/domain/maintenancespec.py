@@ -16,7 +16,7 @@ from daemonjob import defaults
 from daemonjob.domain.selectors import LabelMatcher
 
 __all__ = [
-    "Drain",
+    "DrainOptions",
     "GRACE_PERIOD_MIN",
     "GRACE_RULE",
     "Maintenance",
@@ -42,7 +42,7 @@ GRACE_RULE = (
 
 
 @dataclass(frozen=True, slots=True)
-class Drain:
+class DrainOptions:
     """spec.nodeMaintenance.drain: kubectl drain's choices, evictions through the Eviction API."""
 
     timeout: timedelta = defaults.DRAIN_TIMEOUT
@@ -58,7 +58,7 @@ class Maintenance:
     """What a node's turn does around its Job: cordon, drain, then the Job, then uncordon."""
 
     cordon: bool = False
-    drain: Drain | None = None
+    drain: DrainOptions | None = None
     keep_failed_cordoned: bool = False  # a node whose Job failed stays cordoned for inspection
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from daemonjob.domain.actions import DeleteJob, Turn, Turns
@@ -27,15 +27,8 @@ from daemonjob.domain.jobs import (
     FAILED,
     SUCCEEDED,
     TERMINATING,
-    job_created,
-    job_finish_time,
-    job_node,
-    job_revision,
-    job_run,
-    job_state,
-    job_template_hash,
-    job_ttl,
 )
+from daemonjob.domain.jobview import JobView, job_view
 from daemonjob.domain.memo import Memo, no_memo
 
 __all__ = [
@@ -59,51 +52,6 @@ NODE_GONE = "NodeGone"
 OLD_REVISION = "OldRevision"
 OLD_RUN = "OldRun"  # an active Job of an earlier run, replaced (concurrencyPolicy Replace)
 HISTORY = "History"
-
-_OLDEST = datetime.min.replace(tzinfo=timezone.utc)
-
-
-@dataclass(frozen=True, slots=True)
-class JobView:
-    """What a decision needs of one Job; kept by the memo on a cached Job, so parsed once per version."""
-
-    name: str
-    uid: str | None
-    node: str | None
-    revision: str | None
-    state: str
-    created: datetime
-    finished: datetime | None
-    ttl: Any = None
-    run: str | None = None
-    template_hash: str | None = None
-
-    @classmethod
-    def of(cls, job: Mapping[str, Any]) -> JobView:
-        meta = job.get("metadata") or {}
-        return cls(
-            name=meta.get("name") or "",
-            uid=meta.get("uid"),
-            node=job_node(job),
-            revision=job_revision(job),
-            state=job_state(job),
-            created=job_created(job) or _OLDEST,
-            finished=job_finish_time(job),
-            ttl=job_ttl(job),
-            run=job_run(job),
-            template_hash=job_template_hash(job),
-        )
-
-    @property
-    def age_key(self) -> tuple[datetime, str]:
-        return (self.created, self.name)
-
-    @property
-    def history_key(self) -> tuple[datetime, datetime, str]:
-        return (self.finished or self.created, self.created, self.name)
-
-
-_JOB_VIEW = JobView.of  # one object, so it serves as the memo key of the view kept on each cached Job
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,11 +255,6 @@ def _shared(part: NodePlan) -> NodePlan:
     return _COMMON.setdefault(part, part)
 
 
-def job_view(job: Mapping[str, Any], memo: Memo = no_memo) -> JobView:
-    """What a plan reads of one Job, kept by `memo` on the cached Job."""
-    return memo(job, _JOB_VIEW)
-
-
 def _running(job: JobView) -> bool:
     """Work that may still run on the node: an active Job, or one being deleted before it finished."""
     return job.state == ACTIVE or (job.state == TERMINATING and job.finished is None)
@@ -417,7 +360,7 @@ def node_inputs(
     Jobs without a node annotation are under "" (only a TTL on them matters)."""
     by_node: dict[str, list[JobView]] = {}
     for raw in jobs:
-        view = memo(raw, _JOB_VIEW)
+        view = job_view(raw, memo)
         by_node.setdefault(view.node or "", []).append(view)
     out: dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]] = {}
     for node in nodes:

@@ -139,6 +139,18 @@ def _check_value_count(op: str, values: list[str], path: str) -> None:
         raise InvalidSelector(f"{path}: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")
 
 
+def _expression(expr: Any, path: str, operators: tuple[str, ...]) -> tuple[str, str, list[str]]:
+    """One requirement of matchExpressions, checked as the API server does: key, operator, values."""
+    expr = _mapping(expr, path)
+    key = validate_label_key(expr.get("key"), f"{path}.key")
+    op = expr.get("operator")
+    if op not in operators:
+        raise _unsupported(f"{path}.operator", op, operators)
+    values = _string_values(expr.get("values"), f"{path}.values")
+    _check_value_count(op, values, f"{path}.values")
+    return key, op, values
+
+
 def _always(*_: Any) -> bool:
     return True
 
@@ -214,13 +226,7 @@ def compile_label_selector(selector: Any, path: str = "selector") -> LabelMatche
         tests.append(compile_label_map(match_labels, f"{path}.matchLabels"))
     for i, expr in enumerate(_list(sel.get("matchExpressions"), f"{path}.matchExpressions")):
         epath = f"{path}.matchExpressions[{i}]"
-        expr = _mapping(expr, epath)
-        key = validate_label_key(expr.get("key"), f"{epath}.key")
-        op = expr.get("operator")
-        if op not in LABEL_SELECTOR_OPERATORS:
-            raise _unsupported(f"{epath}.operator", op, LABEL_SELECTOR_OPERATORS)
-        values = _string_values(expr.get("values"), f"{epath}.values")
-        _check_value_count(op, values, f"{epath}.values")
+        key, op, values = _expression(expr, epath, LABEL_SELECTOR_OPERATORS)
         for j, v in enumerate(values):
             validate_label_value(v, f"{epath}.values[{j}]")
         tests.append(_requirement(key, op, values))
@@ -231,13 +237,7 @@ def _compile_node_expressions(exprs: Any, path: str) -> list[LabelMatcher]:
     tests: list[LabelMatcher] = []
     for i, expr in enumerate(_list(exprs, path)):
         epath = f"{path}[{i}]"
-        expr = _mapping(expr, epath)
-        key = validate_label_key(expr.get("key"), f"{epath}.key")
-        op = expr.get("operator")
-        if op not in NODE_SELECTOR_OPERATORS:
-            raise _unsupported(f"{epath}.operator", op, NODE_SELECTOR_OPERATORS)
-        values = _string_values(expr.get("values"), f"{epath}.values")
-        _check_value_count(op, values, f"{epath}.values")
+        key, op, values = _expression(expr, epath, NODE_SELECTOR_OPERATORS)
         if op in ("Gt", "Lt") and _parse_int64(values[0]) is None:
             raise _invalid(f"{epath}.values[0]", values[0], "must be an integer")
         tests.append(_requirement(key, op, values))

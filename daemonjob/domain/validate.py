@@ -31,7 +31,7 @@ from daemonjob.domain.maintenancespec import (
     GRACE_RULE,
     ON_TIMEOUT_FAIL,
     ON_TIMEOUT_POLICIES,
-    Drain,
+    DrainOptions,
     Maintenance,
 )
 from daemonjob.domain.maintenancespec import PATH as MAINTENANCE_PATH
@@ -486,7 +486,7 @@ def validate_maintenance(spec: Mapping[str, Any], problems: list[Problem]) -> Ma
     return Maintenance(cordon=cordon, drain=drain, keep_failed_cordoned=keep)
 
 
-def _drain(section: Mapping[str, Any], problems: list[Problem]) -> Drain | None:
+def _drain(section: Mapping[str, Any], problems: list[Problem]) -> DrainOptions | None:
     raw = section.get("drain")
     path = f"{MAINTENANCE_PATH}.drain"
     if raw is None:
@@ -517,7 +517,7 @@ def _drain(section: Mapping[str, Any], problems: list[Problem]) -> Drain | None:
             ignore = compile_label_selector(selector, f"{path}.ignorePodSelector")
         except InvalidSelector as e:
             problems.append(Problem(INVALID_SELECTOR, e.message))
-    return Drain(
+    return DrainOptions(
         timeout=timeout,
         grace_period_seconds=grace,
         delete_emptydir_data=_flag(raw, "deleteEmptyDirData", path, problems),

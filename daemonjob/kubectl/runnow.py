@@ -11,7 +11,6 @@ that run, and only that run, to its verdict, as `wait` follows a rollout.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -22,7 +21,7 @@ from daemonjob.domain.schedule import ANNOTATION_RUN_NOW
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
 from daemonjob.kubectl.timefmt import parse_duration
-from daemonjob.kubectl.wait import EXIT_FAILED, EXIT_TIMEOUT, Progress, follow, progress_of
+from daemonjob.kubectl.wait import Progress, follow_to_exit, progress_of
 from daemonjob.machinery.kube import path_for
 
 TRIGGER_FORMAT = "%Y%m%dt%H%M%Sz"  # the README's `date -u +%Y%m%dt%H%M%Sz`
@@ -89,19 +88,14 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
     if not args.wait:
         return 0
     judge = RunProgress(value)
-    p = follow(
+    return follow_to_exit(
         target,
         args.name,
         judge,
+        subject=lambda: f'daemonjob "{args.name}" run {judge.run}',
+        success="succeeded",
         timeout=timeout,
         timeout_text=args.timeout,
         what=f'the run of daemonjob "{args.name}"',
         start=start,
     )
-    if p is None:
-        return EXIT_TIMEOUT
-    if p.verdict == "Complete":
-        print(f'daemonjob "{args.name}" run {judge.run} succeeded: {p.message}')
-        return 0
-    print(f'daemonjob "{args.name}" run {judge.run} {p.verdict.lower()}: {p.message}', file=sys.stderr)
-    return EXIT_FAILED

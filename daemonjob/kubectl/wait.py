@@ -97,13 +97,39 @@ def plain_line(p: Progress, rate: Rate, now: float) -> str:
 
 def run(args: argparse.Namespace, target: client.Target) -> int:
     timeout = parse_duration(args.timeout) if args.timeout else 0.0
-    p = follow(target, args.name, progress_of, timeout=timeout, timeout_text=args.timeout)
+    return follow_to_exit(
+        target,
+        args.name,
+        progress_of,
+        subject=lambda: f'daemonjob "{args.name}"',
+        success="successfully rolled out",
+        timeout=timeout,
+        timeout_text=args.timeout,
+    )
+
+
+def follow_to_exit(
+    target: client.Target,
+    name: str,
+    judge: Callable[[Mapping[str, Any]], Progress],
+    *,
+    subject: Callable[[], str],
+    success: str,
+    timeout: float = 0.0,
+    timeout_text: str | None = None,
+    what: str = "",
+    start: float | None = None,
+) -> int:
+    """`follow`, then say the verdict and return the exit code: 0 when Complete (`success`
+    said on stdout), EXIT_FAILED otherwise, EXIT_TIMEOUT when the time ran out. `subject()`
+    names what the verdict is about, asked once it is known."""
+    p = follow(target, name, judge, timeout=timeout, timeout_text=timeout_text, what=what, start=start)
     if p is None:
         return EXIT_TIMEOUT
     if p.verdict == "Complete":
-        print(f'daemonjob "{args.name}" successfully rolled out: {p.message}')
+        print(f"{subject()} {success}: {p.message}")
         return 0
-    print(f'daemonjob "{args.name}" {p.verdict.lower()}: {p.message}', file=sys.stderr)
+    print(f"{subject()} {(p.verdict or '').lower()}: {p.message}", file=sys.stderr)
     return EXIT_FAILED
 
 

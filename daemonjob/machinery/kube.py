@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -24,43 +24,25 @@ from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
 
 from daemonjob import defaults
+from daemonjob.machinery.apierror import JSON, ApiError, api_error
+from daemonjob.machinery.guardedhttp import GuardedHTTPConnectionPool, GuardedHTTPSConnectionPool, send_guard
+from daemonjob.machinery.watchstream import WatchStream
 
-JSON = dict[str, Any]
+# ApiError and WatchStream are part of this client's API, where its callers import them from.
+__all__ = [
+    "PATCH_MERGE",
+    "PATCH_STRATEGIC",
+    "ApiError",
+    "ConfigError",
+    "Kube",
+    "WatchStream",
+    "micro_time",
+    "path_for",
+    "request_info",
+]
 
 PATCH_MERGE = "application/merge-patch+json"
 PATCH_STRATEGIC = "application/strategic-merge-patch+json"
-
-
-class ApiError(Exception):
-    """An API server answer other than 2xx, with the server's own Status message."""
-
-    def __init__(self, status: int, reason: str, message: str, body: JSON | None = None):
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.body = body or {}
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def conflict(self) -> bool:
-        return self.status == 409
-
-    @property
-    def already_exists(self) -> bool:
-        return self.status == 409 and self.reason == "AlreadyExists"
-
-    @property
-    def gone(self) -> bool:
-        return self.status == 410
-
-    @property
-    def invalid(self) -> bool:
-        """Rejections that retrying cannot fix: the object itself is refused."""
-        return self.status in (400, 403, 422) and self.reason != "Timeout"
 
 
 class ConfigError(Exception):
@@ -68,36 +50,6 @@ class ConfigError(Exception):
 
 
 RequestHook = Callable[[str, str, int], None]  # verb, resource, HTTP code (0 = no answer)
-
-_send_guard = threading.local()
-
-
-class _GuardedSend:
-    """The calling thread's guard runs once more just before a request's first byte is written:
-    a process stopped (SIGSTOP, a long pause) after the first check sends nothing unchecked."""
-
-    def send(self, data: Any) -> None:
-        guard = getattr(_send_guard, "fn", None)
-        if guard is not None:
-            _send_guard.fn = None
-            guard()
-        super().send(data)  # type: ignore[misc]
-
-
-class _GuardedHTTPConnection(_GuardedSend, urllib3.connection.HTTPConnection):
-    pass
-
-
-class _GuardedHTTPSConnection(_GuardedSend, urllib3.connection.HTTPSConnection):
-    pass
-
-
-class _GuardedHTTPConnectionPool(urllib3.HTTPConnectionPool):
-    ConnectionCls = _GuardedHTTPConnection
-
-
-class _GuardedHTTPSConnectionPool(urllib3.HTTPSConnectionPool):
-    ConnectionCls = _GuardedHTTPSConnection
 
 
 @dataclass
@@ -119,7 +71,7 @@ class Kube:
             self.configuration.connection_pool_maxsize or 0, defaults.API_POOL_SIZE
         )
         self._pool = k8s_client.ApiClient(self.configuration).rest_client.pool_manager
-        self._pool.pool_classes_by_scheme = {"http": _GuardedHTTPConnectionPool, "https": _GuardedHTTPSConnectionPool}
+        self._pool.pool_classes_by_scheme = {"http": GuardedHTTPConnectionPool, "https": GuardedHTTPSConnectionPool}
         self.host = self.configuration.host.rstrip("/")
         # Requests go to the API server's own connection pool with the path alone: the pool
         # manager would parse each URL to find the pool again. Through a proxy, the manager's way.
@@ -201,7 +153,7 @@ class Kube:
             self.limiter.accept()
         if guard is not None:
             guard()
-            _send_guard.fn = guard
+            send_guard.fn = guard
         data = None if body is None else orjson.dumps(body)
         if data is not None and content_type is None:
             content_type = "application/json"
@@ -218,13 +170,13 @@ class Kube:
             )
             code = resp.status
         finally:
-            _send_guard.fn = None
+            send_guard.fn = None
             if self.on_request is not None:
                 self.on_request(*request_info(method, path), code)
         payload = resp.data
         if 200 <= resp.status < 300:
             return orjson.loads(payload) if payload else {}
-        raise _error(resp.status, payload)
+        raise api_error(resp.status, payload)
 
     # `request_timeout` (seconds, whole request) overrides `self.timeout` for one call: a caller
     # with a deadline of its own (the Lease renewal) must not wait out the default. Keyword-only
@@ -252,7 +204,7 @@ class Kube:
                 self.on_request(*request_info("GET", path), code)
         if 200 <= resp.status < 300:
             return resp.data.decode("utf-8", "replace")
-        raise _error(resp.status, resp.data)
+        raise api_error(resp.status, resp.data)
 
     def create(
         self,
@@ -322,42 +274,8 @@ class Kube:
         if resp.status != 200:
             payload = resp.read()
             resp.release_conn()
-            raise _error(resp.status, payload)
+            raise api_error(resp.status, payload)
         return WatchStream(resp)
-
-
-class WatchStream:
-    """A watch response read line by line; close() interrupts a blocked read."""
-
-    def __init__(self, resp: urllib3.BaseHTTPResponse):
-        self._resp = resp
-        self.closed = False
-
-    def __iter__(self) -> Iterator[JSON]:
-        buf = b""
-        try:
-            for chunk in self._resp.stream(64 * 1024, decode_content=True):
-                buf += chunk
-                if b"\n" not in chunk:
-                    continue
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield orjson.loads(line)
-            if buf.strip():
-                yield orjson.loads(buf)
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            self._resp.shutdown()
-        except Exception:  # already closed by the server
-            pass
-        self._resp.release_conn()
 
 
 def _with_query(path: str, params: Mapping[str, Any] | None) -> str:
@@ -389,16 +307,6 @@ def request_info(method: str, path: str) -> tuple[str, str]:
         "DELETE": "delete" if named else "deletecollection",
     }.get(method, method.lower())
     return verb, resource
-
-
-def _error(status: int, payload: bytes) -> ApiError:
-    try:
-        body = orjson.loads(payload) if payload else {}
-    except orjson.JSONDecodeError:
-        body = {"message": payload[:500].decode("utf-8", "replace")}
-    if not isinstance(body, dict):
-        body = {}
-    return ApiError(status, body.get("reason", "") or "", body.get("message", "") or "", body)
 
 
 def micro_time(value: datetime) -> str:

@@ -14,7 +14,29 @@ from pathlib import Path
 
 import orjson
 
-__all__ = ["WRITE_VERBS", "AuditRecord", "AuditLog", "parse_time"]
+__all__ = ["AUDIT_POLICY", "WRITE_VERBS", "AuditRecord", "AuditLog", "parse_time"]
+
+# Writes that tell who acted (controller replicas, tests): Metadata level, one JSON line per
+# request once answered. Node heartbeats (kube-node-lease) are left out: they are most requests.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
+  namespaces: [kube-node-lease]
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+  resources:
+  - {group: batch, resources: [jobs]}
+  - {group: daemonjob.io, resources: [daemonjobs, daemonjobs/status]}
+  - {group: "", resources: [events]}
+  - {group: events.k8s.io, resources: [events]}
+  - {group: coordination.k8s.io, resources: [leases]}
+  - {group: "", resources: [nodes, pods/eviction]}
+- level: None
+"""
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 

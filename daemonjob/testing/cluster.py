@@ -8,13 +8,10 @@ separate `down` can stop it; nothing outlives a crashed or interrupted test run.
 from __future__ import annotations
 
 import base64
-import ctypes
 import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,6 +22,23 @@ from typing import Any
 
 import urllib3
 
+from daemonjob.testing.audit import AUDIT_POLICY
+from daemonjob.testing.children import die_with_parent, free_port, stop_pid
+from daemonjob.testing.clusterpki import kubeconfig_text, make_pki
+from daemonjob.testing.controllerusers import CONTROLLER_NAMESPACE, CONTROLLER_USERS_GROUP, grant_controller_role
+
+# Where the test bed's callers import them from, with the cluster.
+__all__ = [
+    "CONTROLLER_NAMESPACE",
+    "CRD_PATH",
+    "ClusterOptions",
+    "LocalCluster",
+    "free_port",
+    "kubeconfig_text",
+    "provision_binaries",
+    "stop_pid",
+]
+
 DATA_DIR = Path(__file__).resolve().parent / "data"  # shipped in the package: works from a wheel
 PROVISION_SCRIPT = DATA_DIR / "provision-binaries.sh"
 CRD_PATH = DATA_DIR / "crd.yaml"  # the same file as manifests/crd.yaml
@@ -32,31 +46,6 @@ RBAC_PATH = DATA_DIR / "rbac.yaml"  # manifests/rbac.yaml
 NAMESPACE_PATH = DATA_DIR / "namespace.yaml"  # manifests/namespace.yaml
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
-# Static-token users of ClusterOptions.users are in this group, which is bound to the
-# controller's own ClusterRole and leader-election Role (manifests/rbac.yaml).
-CONTROLLER_USERS_GROUP = "daemonjob:controllers"
-CONTROLLER_NAMESPACE = "daemonjob-system"
-# Writes that tell who acted (controller replicas, tests): Metadata level, one JSON line per
-# request once answered. Node heartbeats (kube-node-lease) are left out: they are most requests.
-AUDIT_POLICY = """\
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: None
-  resources: [{group: coordination.k8s.io, resources: [leases]}]
-  namespaces: [kube-node-lease]
-- level: Metadata
-  verbs: [create, update, patch, delete, deletecollection]
-  resources:
-  - {group: batch, resources: [jobs]}
-  - {group: daemonjob.io, resources: [daemonjobs, daemonjobs/status]}
-  - {group: "", resources: [events]}
-  - {group: events.k8s.io, resources: [events]}
-  - {group: coordination.k8s.io, resources: [leases]}
-  - {group: "", resources: [nodes, pods/eviction]}
-- level: None
-"""
 
 
 def provision_binaries() -> Path:
@@ -68,42 +57,6 @@ def provision_binaries() -> Path:
     if out.returncode != 0:
         raise RuntimeError(f"{PROVISION_SCRIPT} failed (exit {out.returncode}); its message is above")
     return Path(out.stdout.strip().splitlines()[-1])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def stop_pid(pid: int, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after `timeout`; tolerant of processes already gone."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            if done == pid:
-                return
-        except ChildProcessError:  # not our child: poll for its disappearance
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):
-        pass
 
 
 @dataclass
@@ -193,7 +146,7 @@ class LocalCluster:
             self._start_etcd()
             self.start_apiserver()
             if self.options.users:
-                self._grant_controller_role()
+                grant_controller_role(self.kubectl_command(), (NAMESPACE_PATH, RBAC_PATH))
             self._start_controller_manager()
             self._start_scheduler()
         except BaseException:
@@ -322,7 +275,7 @@ class LocalCluster:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             cwd=self.workdir,
         )
         log.close()
@@ -417,63 +370,7 @@ class LocalCluster:
         if (p / "apiserver.crt").exists():
             self.token = (p / "tokens.csv").read_text().split(",")[0]
             return
-
-        def ssl(*args: str) -> None:
-            subprocess.run(["openssl", *args], cwd=p, check=True, capture_output=True)
-
-        ssl(
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "3650",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-subj",
-            "/CN=daemonjob-local-ca",
-        )
-        (p / "san.cnf").write_text(
-            "[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName=IP:127.0.0.1,DNS:localhost,"
-            "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1\n"
-            "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
-        )
-        ssl(
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "apiserver.key",
-            "-out",
-            "apiserver.csr",
-            "-subj",
-            "/CN=kube-apiserver",
-        )
-        ssl(
-            "x509",
-            "-req",
-            "-in",
-            "apiserver.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "3650",
-            "-out",
-            "apiserver.crt",
-            "-extfile",
-            "san.cnf",
-            "-extensions",
-            "ext",
-        )
-        ssl("genrsa", "-out", "sa.key", "2048")
-        ssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+        make_pki(p)
         (p / "tokens.csv").write_text(f"{self.token},admin,admin,system:masters\n")
 
     def _write_tokens(self) -> None:
@@ -497,74 +394,5 @@ class LocalCluster:
             "--audit-log-maxsize=0",
         ]
 
-    def _grant_controller_role(self) -> None:
-        """manifests/rbac.yaml, with its roles bound to CONTROLLER_USERS_GROUP as well."""
-        kubectl = self.kubectl_command()
-        bindings = f"""\
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {{name: daemonjob-controller-users}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: daemonjob-controller}}
-subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: daemonjob-leader-election-users, namespace: {CONTROLLER_NAMESPACE}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-leader-election}}
-subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {{name: daemonjob-webhook-configuration-users}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: daemonjob-webhook-configuration}}
-subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {{name: daemonjob-webhook-access-review-users}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: daemonjob-webhook-access-review}}
-subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: daemonjob-webhook-certificates-users, namespace: {CONTROLLER_NAMESPACE}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-webhook-certificates}}
-subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
----
-# The shipped Role allows only the Lease named daemonjob-controller; tests elect on a Lease
-# of their own (--leader-election-id), so these users may get and update any in the namespace.
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: daemonjob-test-leases, namespace: {CONTROLLER_NAMESPACE}}}
-rules: [{{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, update]}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: daemonjob-test-leases, namespace: {CONTROLLER_NAMESPACE}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-test-leases}}
-subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
-"""
-        for source, stdin in ((NAMESPACE_PATH, None), (RBAC_PATH, None), ("-", bindings)):
-            out = subprocess.run(
-                [*kubectl, "apply", "-f", str(source)],
-                input=stdin,
-                text=True,
-                capture_output=True,
-                check=False,
-                timeout=60,
-            )
-            if out.returncode != 0:
-                raise RuntimeError(f"kubectl apply -f {source} failed: {out.stderr.strip()}")
-
     def _write_kubeconfig(self) -> None:
         self.kubeconfig.write_text(kubeconfig_text(self.server, self.pki / "ca.crt", self.token, "admin"))
-
-
-def kubeconfig_text(server: str, ca: Path, token: str, user: str) -> str:
-    return (
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\n"
-        f"users:\n- name: {user}\n  user:\n    token: {token}\n"
-        f"contexts:\n- name: local\n  context:\n    cluster: local\n    user: {user}\n"
-        "current-context: local\n"
-    )

@@ -24,7 +24,8 @@ import structlog
 from daemonjob.machinery.informer import Handlers, Informer, Tombstone, deleted_object
 from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
 
-from .kubelet import Timers, now_rfc3339, sim_duration, sim_exit_code
+from .simpod import now_rfc3339, sim_duration, sim_exit_code
+from .timers import Timers
 
 log = structlog.get_logger("daemonjob.sim")
 

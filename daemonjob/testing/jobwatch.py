@@ -160,10 +160,6 @@ class JobWatcher:
                 out.setdefault((c.node, c.run), []).append(c.uid)
         return out
 
-    def active_now(self) -> int:
-        with self._lock:
-            return sum(1 for j in self._jobs.values() if job_active(j))
-
     def summary(self) -> dict[str, Any]:
         with self._lock:
             return {

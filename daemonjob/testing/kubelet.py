@@ -28,88 +28,65 @@ containers stop. A node's health is its Lease in kube-node-lease, renewed every
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 import structlog
 
-from daemonjob.domain.jobs import format_time
 from daemonjob.machinery.informer import Handlers, Informer, Tombstone, deleted_object
-from daemonjob.machinery.kube import PATCH_STRATEGIC, ApiError, Kube, micro_time, path_for
-from daemonjob.testing.kubelet_logs import ANNOTATION_OUTPUT, LogServer, pod_output  # noqa: F401 - documented here
+from daemonjob.machinery.kube import PATCH_STRATEGIC, ApiError, Kube, path_for
+from daemonjob.testing.kubelet_logs import LogServer
+from daemonjob.testing.simnode import (
+    LABEL_MANAGED,
+    NODE_ADDRESS,
+    NOT_READY_TAINT,
+    NodeSpec,
+    node_body,
+    node_conditions,
+    node_is_ready,
+)
+from daemonjob.testing.simpod import (
+    ANNOTATION_DURATION,
+    ANNOTATION_EXIT_CODE,
+    ANNOTATION_FAIL_ON,
+    ANNOTATION_MESSAGE,
+    ANNOTATION_OUTPUT,
+    ANNOTATION_REASON,
+    end_status,
+    now_micro,
+    now_rfc3339,
+    pod_conditions,
+    sim_duration,
+    sim_exit_code,
+)
+from daemonjob.testing.timers import Timers
+
+# The test bed's kubelet API, where the tests import it from.
+__all__ = [
+    "ANNOTATION_DURATION",
+    "ANNOTATION_EXIT_CODE",
+    "ANNOTATION_FAIL_ON",
+    "ANNOTATION_MESSAGE",
+    "ANNOTATION_OUTPUT",
+    "ANNOTATION_REASON",
+    "LABEL_MANAGED",
+    "NODE_ADDRESS",
+    "NOT_READY_TAINT",
+    "NodeSpec",
+    "SimKubelet",
+    "node_body",
+    "node_conditions",
+    "node_is_ready",
+    "now_rfc3339",
+    "sim_duration",
+    "sim_exit_code",
+]
 
 log = structlog.get_logger("daemonjob.sim")
-
-ANNOTATION_EXIT_CODE = "sim.daemonjob.io/exit-code"
-ANNOTATION_DURATION = "sim.daemonjob.io/duration"
-ANNOTATION_MESSAGE = "sim.daemonjob.io/message"
-ANNOTATION_REASON = "sim.daemonjob.io/reason"
-ANNOTATION_FAIL_ON = "sim.daemonjob.io/fail-on"
-OOM_EXIT_CODE = 137
-DEFAULT_KUBELET_PORT = 10250
-NODE_ADDRESS = "127.0.0.1"
-LABEL_MANAGED = "sim.daemonjob.io/managed"
-NOT_READY_TAINT = "node.kubernetes.io/not-ready"
-DEFAULT_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "250", "ephemeral-storage": "100Gi"}
-
-
-def now_rfc3339() -> str:
-    return format_time(datetime.now(timezone.utc))
-
-
-def now_micro() -> str:
-    return micro_time(datetime.now(timezone.utc))
-
-
-@dataclass
-class NodeSpec:
-    name: str
-    labels: dict[str, str] = field(default_factory=dict)
-    taints: list[dict[str, str]] = field(default_factory=list)
-    unschedulable: bool = False
-    capacity: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CAPACITY))
-
-
-class Timers:
-    """One thread running callbacks at their due time (monotonic seconds)."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-        self._cond = threading.Condition()
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="sim-timers", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
-        self._thread.join(5)
-
-    def at(self, due: float, fn: Callable[[], object]) -> None:
-        with self._cond:
-            heapq.heappush(self._heap, (due, next(self._seq), fn))
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stopped and (not self._heap or self._heap[0][0] > time.monotonic()):
-                    self._cond.wait(None if not self._heap else max(0.0, self._heap[0][0] - time.monotonic()))
-                if self._stopped:
-                    return
-                _, _, fn = heapq.heappop(self._heap)
-            fn()
 
 
 class SimKubelet:
@@ -178,9 +155,6 @@ class SimKubelet:
             for s in specs:
                 self.nodes[s.name] = s
         list(self._pool.map(self._register, specs))
-
-    def add_node(self, name: str, **kw: Any) -> None:
-        self.add_nodes([NodeSpec(name, **kw)])
 
     def delete_node(self, name: str) -> None:
         with self._lock:
@@ -332,7 +306,7 @@ class SimKubelet:
     def _start_pod(self, pod: Mapping[str, Any]) -> None:
         now = now_rfc3339()
         if sim_duration(pod) == 0:  # no time Running: its end at once, in one write instead of two
-            status = {"startTime": now, "hostIP": "10.0.0.1", "podIP": "10.244.0.1", **_end_status(pod, now, now)}
+            status = {"startTime": now, "hostIP": "10.0.0.1", "podIP": "10.244.0.1", **end_status(pod, now, now)}
             self._patch_pod_status(pod, status)
             return
         statuses = [
@@ -360,7 +334,7 @@ class SimKubelet:
     def _finish_pod(self, pod: Mapping[str, Any]) -> None:
         now = now_rfc3339()
         started = (pod.get("status") or {}).get("startTime") or now
-        self._patch_pod_status(pod, _end_status(pod, started, now))
+        self._patch_pod_status(pod, end_status(pod, started, now))
 
     def _patch_pod_status(self, pod: Mapping[str, Any], status: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -404,141 +378,3 @@ def _pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
         },
         "status": {k: v for k, v in (pod.get("status") or {}).items() if k in ("phase", "startTime")},
     }
-
-
-def _end_status(pod: Mapping[str, Any], started: str, now: str) -> dict[str, Any]:
-    """Succeeded or Failed, as the exit-code annotation says, with terminated containers."""
-    code = sim_exit_code(pod)
-    spared = _spared(pod)
-    reason = ("" if spared else _annotation(pod, ANNOTATION_REASON, "")) or ("Completed" if code == 0 else "Error")
-    message = "" if spared else _annotation(pod, ANNOTATION_MESSAGE, "").replace("{node}", _node_of(pod))
-    statuses = []
-    for c in pod["spec"].get("containers", []):
-        terminated = {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now}
-        text = message
-        if not text and code != 0 and c.get("terminationMessagePolicy") == "FallbackToLogsOnError":
-            text = "".join(pod_output(pod).splitlines(keepends=True)[-80:])[-2048:]  # the kubelet's bounds
-        if text:
-            terminated["message"] = text
-        statuses.append(
-            {
-                "name": c["name"],
-                "image": c.get("image", ""),
-                "imageID": "",
-                "ready": False,
-                "started": False,
-                "restartCount": 0,
-                "state": {"terminated": terminated},
-            }
-        )
-    return {
-        "phase": "Succeeded" if code == 0 else "Failed",
-        "conditions": pod_conditions("False"),
-        "containerStatuses": statuses,
-    }
-
-
-def _annotation(pod: Mapping[str, Any], key: str, default: str) -> str:
-    return ((pod.get("metadata") or {}).get("annotations") or {}).get(key, default)
-
-
-def _node_of(pod: Mapping[str, Any]) -> str:
-    return (pod.get("spec") or {}).get("nodeName") or ""
-
-
-def _spared(pod: Mapping[str, Any]) -> bool:
-    """True when fail-on names nodes and this pod's node is not one of them."""
-    fail_on = _annotation(pod, ANNOTATION_FAIL_ON, "")
-    return bool(fail_on) and _node_of(pod) not in {n.strip() for n in fail_on.split(",")}
-
-
-def sim_exit_code(pod: Mapping[str, Any]) -> int:
-    if _spared(pod):
-        return 0
-    oom = _annotation(pod, ANNOTATION_REASON, "") == "OOMKilled"
-    default = str(OOM_EXIT_CODE) if oom else "1" if _annotation(pod, ANNOTATION_FAIL_ON, "") else "0"
-    try:
-        return int(_annotation(pod, ANNOTATION_EXIT_CODE, default))
-    except ValueError:
-        return 1
-
-
-def sim_duration(pod: Mapping[str, Any]) -> float:
-    try:
-        return max(0.0, float(_annotation(pod, ANNOTATION_DURATION, "1")))
-    except ValueError:
-        return 1.0
-
-
-def node_conditions() -> list[dict[str, str]]:
-    now = now_rfc3339()
-
-    def cond(type_: str, status: str, reason: str) -> dict[str, str]:
-        return {
-            "type": type_,
-            "status": status,
-            "reason": reason,
-            "message": reason,
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
-
-    return [
-        cond("Ready", "True", "KubeletReady"),
-        cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-        cond("DiskPressure", "False", "KubeletHasNoDiskPressure"),
-        cond("PIDPressure", "False", "KubeletHasSufficientPID"),
-    ]
-
-
-def pod_conditions(ready: str) -> list[dict[str, str]]:
-    now = now_rfc3339()
-    return [
-        {"type": t, "status": s, "lastTransitionTime": now}
-        for t, s in (("Initialized", "True"), ("Ready", ready), ("ContainersReady", ready), ("PodScheduled", "True"))
-    ]
-
-
-def node_body(spec: NodeSpec, kubelet_port: int = DEFAULT_KUBELET_PORT) -> dict[str, Any]:
-    labels = {
-        "kubernetes.io/hostname": spec.name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-        LABEL_MANAGED: "true",
-        **spec.labels,
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": spec.name, "labels": labels},
-        "spec": {"taints": list(spec.taints), "unschedulable": spec.unschedulable},
-        "status": {
-            "capacity": dict(spec.capacity),
-            "allocatable": dict(spec.capacity),
-            "conditions": node_conditions(),
-            "addresses": [{"type": "InternalIP", "address": NODE_ADDRESS}, {"type": "Hostname", "address": spec.name}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
-            "nodeInfo": {
-                "kubeletVersion": "v1.20.2",
-                "kubeProxyVersion": "v1.20.2",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-                "containerRuntimeVersion": "sim://1.0",
-                "osImage": "simulated",
-                "kernelVersion": "",
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": "",
-            },
-        },
-    }
-
-
-def node_is_ready(node: Mapping[str, Any]) -> bool:
-    conds = (node.get("status") or {}).get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
-    tainted = any(
-        t.get("key") in (NOT_READY_TAINT, "node.kubernetes.io/unreachable")
-        for t in (node.get("spec") or {}).get("taints") or []
-    )
-    return ready and not tainted

@@ -18,25 +18,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from daemonjob.testing.simpod import pod_output
 from daemonjob.testing.tls import self_signed
 
-ANNOTATION_OUTPUT = "sim.daemonjob.io/output"
-ANNOTATION_FAILURE_OUTPUT = "sim.daemonjob.io/failure-output"
-
 PodLookup = Callable[[str, str], Mapping[str, Any] | None]
-
-
-def pod_output(pod: Mapping[str, Any]) -> str:
-    """What the simulated container printed for its node, newline-ended: the failure output
-    where it exits non-zero (if the pod has one), the output otherwise."""
-    from daemonjob.testing.kubelet import sim_exit_code  # it imports this module
-
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    text = annotations.get(ANNOTATION_OUTPUT, "")
-    if ANNOTATION_FAILURE_OUTPUT in annotations and sim_exit_code(pod) != 0:
-        text = annotations[ANNOTATION_FAILURE_OUTPUT]
-    text = text.replace("{node}", (pod.get("spec") or {}).get("nodeName") or "")
-    return text if not text or text.endswith("\n") else text + "\n"
 
 
 def _parse_time(value: str | None) -> datetime | None:

@@ -59,10 +59,6 @@ class NodeWatcher:
         with self._lock:
             return sorted(n for n, node in self._nodes.items() if _recorded(node) and _cordoned(node))
 
-    def cordoned_now(self) -> list[str]:
-        with self._lock:
-            return sorted(n for n, node in self._nodes.items() if _cordoned(node))
-
     def summary(self) -> dict[str, Any]:
         with self._lock:
             return {"cordons": dict(self.cordons), "uncordons": dict(self.uncordons), "max_held": self.max_held}

@@ -12,7 +12,7 @@ from typing import Any
 
 import urllib3
 
-from .cluster import _die_with_parent, free_port
+from .children import die_with_parent, free_port
 from .prom import metric_value
 from .waiting import wait_for
 
@@ -65,7 +65,7 @@ class ControllerProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         if wait:
             self.wait_ready()

@@ -21,7 +21,8 @@ from typing import Any
 import urllib3
 import yaml
 
-from .cluster import DATA_DIR, _die_with_parent, free_port, stop_pid
+from .children import die_with_parent, free_port, stop_pid
+from .cluster import DATA_DIR
 
 PROVISION_SCRIPT = DATA_DIR / "provision-prometheus.sh"
 RULE_PATH = DATA_DIR / "prometheusrule.yaml"  # manifests/monitoring/prometheusrule.yaml
@@ -114,13 +115,6 @@ class LocalPrometheus:
             rules.write_text(yaml.safe_dump(groups, sort_keys=False))
         self.config_path.write_text(yaml.safe_dump(self.config(), sort_keys=False))
 
-    def set_targets(self, targets: Sequence[str]) -> None:
-        """Scrape these targets from now on (the configuration is reloaded with SIGHUP)."""
-        self.targets = list(targets)
-        self.write_config()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(1)  # SIGHUP: reload
-
     def __enter__(self) -> LocalPrometheus:
         return self.start()
 
@@ -147,7 +141,7 @@ class LocalPrometheus:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.workdir,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         if wait:
             self.wait_ready()

@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.testing.cluster import LocalCluster, _die_with_parent, free_port
+from daemonjob.testing.children import die_with_parent, free_port
+from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,7 +248,7 @@ class Sandbox:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd="/",
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
 
     def log_text(self) -> str:

@@ -217,7 +217,7 @@ def test_stopping_workers_leaves_queued_keys_untaken() -> None:
         result: list[bool] = []
         stopper = threading.Thread(target=lambda: result.append(ctl.stop_workers(5)))
         stopper.start()
-        wait_for(lambda: ctl._stopping.is_set(), 5, "the stop to begin", interval=0.01)
+        wait_for(lambda: ctl.threads.stopping(), 5, "the stop to begin", interval=0.01)
         leave.set()
         stopper.join(5)
         assert result == [True]

@@ -7,12 +7,12 @@ from typing import Any
 
 import structlog
 
-from daemonjob.controller.drains import Drains
+from daemonjob.controller.keptdrains import KeptDrains
 from daemonjob.controller.nodework import NodeActs, pods_to_evict, release_node
 from daemonjob.controller.observe import Observation
 from daemonjob.domain.inputs import ConfigMapsRead
 from daemonjob.domain.maintenance import Cordon, DrainNode, NodeWork, Release
-from daemonjob.domain.maintenancespec import Drain
+from daemonjob.domain.maintenancespec import DrainOptions
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.selectors import compile_label_selector
 from daemonjob.machinery.clock import FakeClock
@@ -37,7 +37,7 @@ def _pod(name: str, *, owner: str | None = "ReplicaSet", **extra: Any) -> dict[s
 
 
 def _acts(control: FakeNodeControl) -> NodeActs:
-    return NodeActs(control, Drains(), FakeClock())
+    return NodeActs(control, KeptDrains(), FakeClock())
 
 
 def test_pods_left_alone_and_pods_waiting_for_an_opt_in() -> None:
@@ -51,13 +51,13 @@ def test_pods_left_alone_and_pods_waiting_for_an_opt_in() -> None:
         _pod("keep", labels={"keep": "yes"}),
         _pod("going", meta={"deletionTimestamp": "2026-11-25T12:00:00Z"}),
     ]
-    drain = Drain(ignore_pods=compile_label_selector({"matchLabels": {"keep": "yes"}}))
+    drain = DrainOptions(ignore_pods=compile_label_selector({"matchLabels": {"keep": "yes"}}))
     verdicts = pods_to_evict(pods, drain, "ns", "dj")
     assert [p["metadata"]["name"] for p in verdicts.evict] == ["web"]
     assert verdicts.waiting == ["app/web", "app/bare", "app/cache", "app/going"]
     assert any("app/bare is not managed" in b for b in verdicts.blocked)
     assert any("app/cache has emptyDir" in b for b in verdicts.blocked)
-    opted_in = pods_to_evict(pods, Drain(force=True, delete_emptydir_data=True), "ns", "dj")
+    opted_in = pods_to_evict(pods, DrainOptions(force=True, delete_emptydir_data=True), "ns", "dj")
     assert sorted(p["metadata"]["name"] for p in opted_in.evict) == ["bare", "cache", "keep", "web"]
 
 
@@ -108,18 +108,18 @@ def test_a_drain_evicts_reports_the_pdb_and_is_done_once_the_pods_are_gone() -> 
     control.refuse["db"] = "app/db-pdb"
     acts = _acts(control)
     seen = _seen()
-    acted = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), Drain())
+    acted = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), DrainOptions())
     assert control.evicted == ["app/web"] and acted.refused_evictions == 1
     progress = acts.drains.of("uid-1")["a"]
     # an evicted pod is waited for until the API server no longer has it
     assert not progress.drained and progress.waiting == ("app/web", "app/db") and "app/db-pdb" in progress.blocked
     assert [e.reason for e in acted.events] == ["EvictionRefused"]
-    again = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), Drain())
+    again = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), DrainOptions())
     assert acts.drains.of("uid-1")["a"].waiting == ("app/db",)
     assert again.events == [], "the same refusal is said once"
     del control.refuse["db"]
-    acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), Drain())  # evicted now, gone at the next look
-    done = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), Drain())
+    acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), DrainOptions())  # evicted now, gone at the next look
+    done = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), DrainOptions())
     assert acts.drains.of("uid-1")["a"].drained and [e.reason for e in done.events] == ["Drained"]
     assert done.look_again == 0.0
 
@@ -164,11 +164,11 @@ def test_the_drain_waits_for_the_pods_it_found_not_for_a_replacement_that_tolera
     control = FakeNodeControl({"a": {"metadata": {"name": "a"}, "spec": {}}}, {"a": [_pod("web")]})
     acts = _acts(control)
     seen = _seen()
-    acts.carry(seen, NodeWork(cordons=[Cordon("a", RECORD)]), Drain())  # cordon, first look, eviction
+    acts.carry(seen, NodeWork(cordons=[Cordon("a", RECORD)]), DrainOptions())  # cordon, first look, eviction
     assert control.evicted == ["app/web"]
     # Its ReplicaSet makes a replacement that tolerates the cordon; the scheduler puts it back there.
     control.pods["a"].append(_pod("web-2", meta={"creationTimestamp": "2026-11-25T12:00:05Z"}))
-    done = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), Drain())
+    done = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), DrainOptions())
     assert control.evicted == ["app/web"], "the replacement is not evicted"
     assert acts.drains.of("uid-1")["a"].drained and [e.reason for e in done.events] == ["Drained"]
 
@@ -181,7 +181,7 @@ def test_a_drain_resumed_without_memory_leaves_out_the_pods_created_after_the_co
     )
     control.refuse["db"] = "app/db-pdb"
     acts = _acts(control)  # a new process: no memory of the drain that the Node record says is under way
-    acts.carry(_seen(), NodeWork(drains=[DrainNode("a", RECORD)]), Drain())
+    acts.carry(_seen(), NodeWork(drains=[DrainNode("a", RECORD)]), DrainOptions())
     assert control.evicted == [] and acts.drains.of("uid-1")["a"].waiting == ("app/db",)
 
 
@@ -189,10 +189,10 @@ def test_the_controllers_own_pod_is_never_evicted_nor_waited_for() -> None:
     own = _pod("daemonjob-controller-7d4-x2", meta={"namespace": "daemonjob-system"})
     control = FakeNodeControl({"a": {"metadata": {"name": "a"}, "spec": {}}}, {"a": [own, _pod("web")]})
     control.refuse[own["metadata"]["name"]] = "daemonjob-system/daemonjob-controller"  # one replica, minAvailable 1
-    acts = NodeActs(control, Drains(), FakeClock(), own_pod=("daemonjob-system", "daemonjob-controller-7d4-x2"))
+    acts = NodeActs(control, KeptDrains(), FakeClock(), own_pod=("daemonjob-system", "daemonjob-controller-7d4-x2"))
     seen = _seen()
-    acts.carry(seen, NodeWork(cordons=[Cordon("a", RECORD)]), Drain())
-    done = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), Drain())
+    acts.carry(seen, NodeWork(cordons=[Cordon("a", RECORD)]), DrainOptions())
+    done = acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), DrainOptions())
     assert control.evicted == ["app/web"] and done.refused_evictions == 0
     assert acts.drains.of("uid-1")["a"].drained
 
@@ -228,10 +228,10 @@ def test_a_later_cordon_of_the_node_is_a_new_drain_even_if_the_release_was_not_s
     control = FakeNodeControl({"a": {"metadata": {"name": "a"}, "spec": {"unschedulable": True}}}, {"a": [_pod("web")]})
     acts = _acts(control)
     seen = _seen()
-    acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), Drain())
+    acts.carry(seen, NodeWork(drains=[DrainNode("a", RECORD)]), DrainOptions())
     assert control.evicted == ["app/web"]
     # The record went without this process releasing it (removed by hand); a new revision cordons again.
     control.pods["a"].append(_pod("db", meta={"creationTimestamp": "2026-11-25T12:30:00Z"}))
     later = NodeRecord("ns/dj", "uid-1", "r2", None, True, "2026-11-25T13:00:00Z")
-    acts.carry(seen, NodeWork(drains=[DrainNode("a", later)]), Drain())
+    acts.carry(seen, NodeWork(drains=[DrainNode("a", later)]), DrainOptions())
     assert control.evicted == ["app/web", "app/db"]

@@ -17,19 +17,19 @@ from dataclasses import dataclass
 
 from daemonjob.domain.maintenance import DrainProgress
 
-__all__ = ["Drains"]
+__all__ = ["KeptDrains"]
 
 
 @dataclass(slots=True)
-class _Drain:
+class _KeptDrain:
     progress: DrainProgress
     announced: str | None = None  # the blocking reason last said in an Event (said again only when it changes)
 
 
-class Drains:
+class KeptDrains:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_uid: dict[str, dict[str, _Drain]] = {}
+        self._by_uid: dict[str, dict[str, _KeptDrain]] = {}
         # DaemonJob uid -> node -> (the cordon they were found after, their uids)
         self._pods: dict[str, dict[str, tuple[Hashable, frozenset[str]]]] = {}
 
@@ -54,7 +54,7 @@ class Drains:
             drains = self._by_uid.setdefault(uid, {})
             known = drains.get(node)
             new = progress.blocked is not None and (known is None or known.announced != progress.blocked)
-            drains[node] = _Drain(progress, progress.blocked if new else (known.announced if known else None))
+            drains[node] = _KeptDrain(progress, progress.blocked if new else (known.announced if known else None))
             return new
 
     def forget_node(self, uid: str, node: str) -> None:

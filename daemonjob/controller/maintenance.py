@@ -1,0 +1,137 @@
+"""Node maintenance's part of a pass, around the decision: what it reads (the nodes carrying
+a DaemonJob's record, its drains' progress), what it writes (nodework.py), what it counts,
+and the finalizer that releases every node when a DaemonJob goes or stops asking for it.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from daemonjob.controller.errors import ReconcileError
+from daemonjob.controller.informers import MAINTENANCE_INDEX
+from daemonjob.controller.keptdrains import KeptDrains
+from daemonjob.controller.metrics import DRAIN_DRAINED, DRAIN_TIMED_OUT, Metrics
+from daemonjob.controller.nodecontrol import NodeControl
+from daemonjob.controller.nodework import NodeActed, NodeActs, release_node, released_event
+from daemonjob.controller.observe import Observation
+from daemonjob.controller.report import Reporter
+from daemonjob.domain.decide import Decision
+from daemonjob.domain.inputs import DecisionInput
+from daemonjob.domain.jobs import parse_time
+from daemonjob.domain.maintenance import FINALIZER, MaintenanceInput, has_finalizer, releases_on_delete
+from daemonjob.domain.maintenancespec import wants_maintenance
+from daemonjob.domain.noderecord import NodeRecord, record_of
+from daemonjob.machinery.clock import Clock
+from daemonjob.machinery.informer import SharedInformer
+from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.podidentity import own_pod
+
+__all__ = ["NodeMaintenance"]
+
+log = structlog.get_logger("daemonjob.controller")
+
+
+class NodeMaintenance:
+    def __init__(
+        self,
+        daemonjobs: SharedInformer,
+        nodes: SharedInformer,
+        node_control: NodeControl | None,
+        *,
+        namespaces: frozenset[str],
+        reporter: Reporter,
+        metrics: Metrics,
+        clock: Clock,
+    ) -> None:
+        """`node_control`: what it writes through (Nodes, evictions, the finalizer; None: no
+        Node writes); `namespaces`: where a DaemonJob may use it (elsewhere it is Stalled)."""
+        self.daemonjobs, self.nodes = daemonjobs, nodes
+        self.node_control = node_control
+        self.namespaces = frozenset(namespaces)
+        self.reporter = reporter
+        self.metrics = metrics
+        self.drains = KeptDrains()
+        self.node_acts = NodeActs(node_control, self.drains, clock, own_pod()) if node_control is not None else None
+
+    def forget(self, uid: str) -> None:
+        self.drains.forget(uid)
+
+    def input(self, uid: str) -> MaintenanceInput:
+        """What the decision reads of this DaemonJob's node maintenance."""
+        return MaintenanceInput(self.records(uid), self.drains.of(uid), self.namespaces)
+
+    def records(self, uid: str) -> dict[str, NodeRecord]:
+        """The nodes carrying this DaemonJob's maintenance record, as cached."""
+        out = {}
+        for node in self.nodes.store.by_index(MAINTENANCE_INDEX, uid):
+            record = record_of(node)
+            if record is not None:
+                out[node["metadata"]["name"]] = record
+        return out
+
+    def carry(self, observed: Observation, decision: Decision) -> NodeActed | None:
+        work = decision.node_work
+        if work is None or not work.writes:
+            return None
+        if self.node_acts is None:
+            observed.log.warning("node maintenance asked for, but this controller writes no Nodes")
+            return None
+        maintenance = decision.reading.checked.maintenance if decision.reading is not None else None
+        return self.node_acts.carry(observed, work, maintenance.drain if maintenance is not None else None)
+
+    def count(self, observed: Observation, inp: DecisionInput, decision: Decision, acted: NodeActed | None) -> None:
+        """Nodes held cordoned (as this pass found them), drains ended, evictions refused."""
+        if decision.node_work is None:
+            return
+        ns, name, uid = observed.namespace, observed.name, observed.uid
+        records = inp.maintenance.records
+        held = [t for r in records.values() if r.cordoned and (t := parse_time(r.since)) is not None]
+        self.metrics.maintenance_observed(
+            ns, name, uid, sum(1 for r in records.values() if r.cordoned), min(held).timestamp() if held else None
+        )
+        outcomes = decision.reading.outcomes if decision.reading is not None else None
+        for node in outcomes.new if outcomes is not None else ():
+            since = parse_time(records[node].since) if node in records else None
+            if since is not None:
+                self.metrics.drain_finished(ns, name, uid, DRAIN_TIMED_OUT, (inp.now - since).total_seconds())
+        if acted is None:
+            return
+        for _, seconds in acted.drained:
+            if seconds is not None:
+                self.metrics.drain_finished(ns, name, uid, DRAIN_DRAINED, seconds)
+        if acted.refused_evictions:
+            self.metrics.eviction_refused(ns, name, uid, acted.refused_evictions)
+
+    def finalize(self, key: str) -> bool:
+        """A DaemonJob with node maintenance's finalizer that is being deleted, or that no longer
+        asks for maintenance: every node still carrying its record is released, then the
+        finalizer goes. True when the pass is this and nothing else."""
+        cached = self.daemonjobs.store.get(key)
+        if cached is None or not has_finalizer(cached):
+            return False
+        meta = cached["metadata"]
+        deleting = bool(meta.get("deletionTimestamp"))
+        records = self.records(meta.get("uid") or "")
+        if not deleting and (wants_maintenance(cached.get("spec")) or records):
+            return False  # the decision releases what it holds, as the spec says
+        if self.node_control is None:
+            return False
+        rlog = log.bind(namespace=meta.get("namespace"), name=meta.get("name"))
+        errors: list[Exception] = []
+        for release in releases_on_delete(records):
+            try:
+                done = release_node(self.node_control, release.node, release.record)
+            except ApiError as exc:
+                errors.append(exc)
+                continue
+            if done is not None:
+                rlog.info("node released", node=release.node, uncordoned=done, why=release.why)
+                self.reporter.post_about(cached, [released_event(release, done)])
+        if errors:
+            raise ReconcileError(errors)
+        finalizers = [f for f in meta.get("finalizers") or () if f != FINALIZER]
+        self.node_control.set_finalizers(
+            meta.get("namespace") or "", meta.get("name") or "", finalizers, meta.get("resourceVersion") or ""
+        )
+        rlog.info("node maintenance finalizer removed", released=len(records))
+        return deleting

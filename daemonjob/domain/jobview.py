@@ -1,0 +1,72 @@
+"""What a decision reads of one Job, parsed once per version of the cached Job."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from daemonjob.domain.jobs import (
+    job_created,
+    job_finish_time,
+    job_node,
+    job_revision,
+    job_run,
+    job_state,
+    job_template_hash,
+    job_ttl,
+)
+from daemonjob.domain.memo import Memo, no_memo
+
+__all__ = ["JobView", "job_view"]
+
+_OLDEST = datetime.min.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What a decision needs of one Job; kept by the memo on a cached Job, so parsed once per version."""
+
+    name: str
+    uid: str | None
+    node: str | None
+    revision: str | None
+    state: str
+    created: datetime
+    finished: datetime | None
+    ttl: Any = None
+    run: str | None = None
+    template_hash: str | None = None
+
+    @classmethod
+    def of(cls, job: Mapping[str, Any]) -> JobView:
+        meta = job.get("metadata") or {}
+        return cls(
+            name=meta.get("name") or "",
+            uid=meta.get("uid"),
+            node=job_node(job),
+            revision=job_revision(job),
+            state=job_state(job),
+            created=job_created(job) or _OLDEST,
+            finished=job_finish_time(job),
+            ttl=job_ttl(job),
+            run=job_run(job),
+            template_hash=job_template_hash(job),
+        )
+
+    @property
+    def age_key(self) -> tuple[datetime, str]:
+        return (self.created, self.name)
+
+    @property
+    def history_key(self) -> tuple[datetime, datetime, str]:
+        return (self.finished or self.created, self.created, self.name)
+
+
+_JOB_VIEW = JobView.of  # one object, so it serves as the memo key of the view kept on each cached Job
+
+
+def job_view(job: Mapping[str, Any], memo: Memo = no_memo) -> JobView:
+    """What a plan reads of one Job, kept by `memo` on the cached Job."""
+    return memo(job, _JOB_VIEW)
