@@ -128,7 +128,13 @@ def parser() -> argparse.ArgumentParser:
         "--max-configmap-watches-per-daemonjob",
         type=_positive_int,
         default=defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB,
-        help="ConfigMaps one DaemonJob may have watched; past either limit it is Stalled",
+        help="ConfigMaps one DaemonJob may have watched; past any of the limits it is Stalled",
+    )
+    p.add_argument(
+        "--max-configmap-watches-per-namespace",
+        type=_positive_int,
+        default=defaults.MAX_CONFIGMAP_WATCHES_PER_NAMESPACE,
+        help="ConfigMaps the DaemonJobs of one namespace may have watched together",
     )
     p.add_argument(
         "--prometheus-url",
@@ -335,7 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         fence=fence,
         clock=clock,
         rng=rng,
-        configmap_limits=ConfigMapLimits(args.max_configmap_watches_per_daemonjob, args.max_configmap_watches),
+        configmap_limits=ConfigMapLimits(
+            args.max_configmap_watches_per_daemonjob,
+            args.max_configmap_watches,
+            args.max_configmap_watches_per_namespace,
+        ),
         prometheus_url=args.prometheus_url,
         prometheus_poll_interval=args.prometheus_poll_interval,
         node_maintenance_namespaces=args.node_maintenance_namespaces,

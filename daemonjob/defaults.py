@@ -69,6 +69,8 @@ SCHEDULE_REQUEUE_SLACK = 0.01
 # Prometheus (spec.rollout.haltOnAlerts): its firing alerts are read this often (seconds)
 PROMETHEUS_POLL_INTERVAL = 15.0
 PROMETHEUS_REQUEST_TIMEOUT = 10.0
+# Bytes of /api/v1/alerts read (thousands of alerts); a larger answer halts as an unreadable one
+PROMETHEUS_MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
 # Leader election (controller-runtime)
 LEASE_DURATION = 15.0
@@ -84,6 +86,7 @@ GRACEFUL_SHUTDOWN_TIMEOUT = 5.0
 # connection), so both are capped. A DaemonJob past a cap is Stalled, naming it.
 MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB = 100
 MAX_CONFIGMAP_WATCHES = 1000
+MAX_CONFIGMAP_WATCHES_PER_NAMESPACE = 250  # one namespace's DaemonJobs: a quarter of the controller's
 
 # Messages (the API's bounds: an Event's message is at most 1024 bytes when the API server
 # validates it; a condition's has no bound in the CRD, so one is chosen that any status write
@@ -96,13 +99,24 @@ METRICS_BIND_ADDRESS = ":8080"  # with --metrics-secure=false
 METRICS_SECURE_BIND_ADDRESS = ":8443"  # HTTPS, TokenReview + SubjectAccessReview (controller-runtime's default)
 METRICS_SECURE = True
 METRICS_AUTH_CACHE_TTL = 60.0  # seconds a token's review and access answer are reused
+# TokenReviews for tokens not in the cache (a scraper's is, most of the time); beyond, 429 unasked
+METRICS_AUTH_REVIEW_QPS = 5.0
+METRICS_AUTH_REVIEW_BURST = 20
 METRICS_SELF_SIGNED_VALIDITY = 365 * 24 * 3600.0  # the certificate made at start without --metrics-cert-dir
 HEALTH_PROBE_BIND_ADDRESS = ":8081"
 # Admission webhook (controller-runtime's port and cert dir layout: tls.crt, tls.key)
 WEBHOOK_BIND_ADDRESS = ":9443"
 WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
 WEBHOOK_PATH = "/validate-daemonjob"
-WEBHOOK_MAX_REQUEST_BYTES = 7 * 1024 * 1024  # as controller-runtime: an object and its old version
+# What the API server sends: an object and its old version (each at most etcd's 1.5 MiB) and
+# the review around them. Memory of the webhook's server: at most WEBHOOK_BODY_BYTES of
+# reviews held (read or waiting) plus WEBHOOK_HANDLING_BYTES being parsed and decided, a
+# review costing WEBHOOK_MEMORY_PER_BYTE times its size (JSON of small objects parses to ~25
+# times its size); a review that does not fit is answered 429 unread.
+WEBHOOK_MAX_REQUEST_BYTES = 3 * 1024 * 1024 + 512 * 1024
+WEBHOOK_BODY_BYTES = 32 * 1024 * 1024
+WEBHOOK_MEMORY_PER_BYTE = 32
+WEBHOOK_HANDLING_BYTES = 128 * 1024 * 1024
 WEBHOOK_CERT_SECRET = "daemonjob-webhook-tls"
 WEBHOOK_CONFIGURATION = "daemonjob-validating-webhook"
 WEBHOOK_SERVICE = "daemonjob-webhook"

@@ -33,6 +33,7 @@ from daemonjob.domain.validate import Problem, problems_of
 log = structlog.get_logger("daemonjob.admission")
 
 API_VERSION = "admission.k8s.io/v1"
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})  # admission.k8s.io/v1's
 WARNINGS_MAX = 10  # the API server passes each warning to the client; a few say enough
 
 

@@ -18,10 +18,10 @@ from prometheus_client import CollectorRegistry, Counter
 
 from daemonjob import defaults
 from daemonjob.admission.powers import KubeAccessReviewer, powers_problems
-from daemonjob.admission.review import handle
+from daemonjob.admission.review import OPERATIONS, handle
 from daemonjob.domain.validate import Problem
 from daemonjob.machinery.kube import Kube
-from daemonjob.machinery.serving import Server
+from daemonjob.machinery.serving import Server, Upload
 
 if TYPE_CHECKING:
     from daemonjob.admission.certificates import SelfManagedCertificates
@@ -69,7 +69,16 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-reviews_total_help = "AdmissionReviews answered, by operation and result (allowed, warned, refused, malformed)."
+reviews_total_help = (
+    "AdmissionReviews answered, by operation (CREATE, UPDATE, DELETE, CONNECT, other) and result "
+    "(allowed, warned, refused, malformed)."
+)
+
+
+def operation_label(operation: str) -> str:
+    """The request's operation as a label value from a closed set: a value per distinct string
+    sent would be a series per value, kept for the life of the process."""
+    return operation if operation in OPERATIONS else "other" if operation else ""
 
 
 @dataclass
@@ -124,16 +133,21 @@ def start(
 
     def validate(body: bytes) -> tuple[int, str, bytes]:
         answer = handle(body, maintenance_namespaces, powers)
-        reviews.labels(answer.operation or "", answer.result).inc()
+        reviews.labels(operation_label(answer.operation), answer.result).inc()
         return answer.code, "application/json", answer.body
 
     server = Server(
         address,
         {},
         "webhook",
-        post_routes={defaults.WEBHOOK_PATH: validate},
+        post_routes={
+            defaults.WEBHOOK_PATH: Upload(
+                validate, defaults.WEBHOOK_MAX_REQUEST_BYTES, defaults.WEBHOOK_MEMORY_PER_BYTE
+            )
+        },
         cert_dir=cert_dir,
-        max_body=defaults.WEBHOOK_MAX_REQUEST_BYTES,
+        body_bytes=defaults.WEBHOOK_BODY_BYTES,
+        handling_bytes=defaults.WEBHOOK_HANDLING_BYTES,
     ).start()
     if certificates is not None:
         certificates.start_loop()

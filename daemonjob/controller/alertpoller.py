@@ -6,6 +6,10 @@ unknown, or known again), it calls `on_change`, which enqueues the DaemonJobs th
 haltOnAlerts: a halt lifts when the alert resolves, not at the next resync. Only alerts in
 state `firing` count (a pending alert has not met its rule's `for:` yet, as Alertmanager
 sees it). The HTTP GET and the clock are injected, so the poller runs in unit tests.
+
+The answer is read up to `max_bytes`: a larger one is not
+read further and counts as unknown, which halts, so the controller's memory never depends
+on how many alerts a cluster fires.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from daemonjob.domain.inputs import FiringAlerts
 from daemonjob.domain.jobs import format_time
 from daemonjob.machinery.clock import Clock, RealClock
 
-__all__ = ["AlertPoller", "HttpGet", "urllib3_get", "parse_alerts", "NOT_READ_YET"]
+__all__ = ["AlertPoller", "AnswerTooLarge", "HttpGet", "urllib3_get", "parse_alerts", "NOT_READ_YET"]
 
 log = structlog.get_logger("daemonjob.alerts")
 
@@ -32,12 +36,28 @@ ALERTS_PATH = "/api/v1/alerts"
 NOT_READ_YET = "not read from Prometheus yet"
 
 
-def urllib3_get(pool: urllib3.PoolManager | None = None) -> HttpGet:
+class AnswerTooLarge(ValueError):
+    """An answer over the bytes the poller reads."""
+
+
+def urllib3_get(
+    pool: urllib3.PoolManager | None = None, max_bytes: int = defaults.PROMETHEUS_MAX_ANSWER_BYTES
+) -> HttpGet:
+    """A GET that reads at most `max_bytes` of the (decoded) answer; AnswerTooLarge beyond."""
     http = pool or urllib3.PoolManager()
 
     def get(url: str, timeout: float) -> tuple[int, bytes]:
-        r = http.request("GET", url, timeout=timeout, retries=False)
-        return r.status, r.data
+        r = http.request("GET", url, timeout=timeout, retries=False, preload_content=False)
+        try:
+            declared = r.headers.get("Content-Length") or ""
+            if declared.isdigit() and int(declared) > max_bytes:
+                raise AnswerTooLarge(f"the answer is {declared} bytes, over the {max_bytes} read")
+            body = r.read(max_bytes + 1)
+            if len(body) > max_bytes:
+                raise AnswerTooLarge(f"the answer is over the {max_bytes} bytes read")
+            return r.status, body
+        finally:
+            r.release_conn() if r.isclosed() else r.close()
 
     return get
 
@@ -72,12 +92,13 @@ class AlertPoller:
         timeout: float = defaults.PROMETHEUS_REQUEST_TIMEOUT,
         get: HttpGet | None = None,
         clock: Clock | None = None,
+        max_bytes: int = defaults.PROMETHEUS_MAX_ANSWER_BYTES,
     ):
         self.url = url.rstrip("/")
         self.on_change = on_change
         self.interval = interval
         self.timeout = timeout
-        self.get = get or urllib3_get()
+        self.get = get or urllib3_get(max_bytes=max_bytes)
         self.clock = clock or RealClock()
         self._lock = threading.Lock()
         self._current = FiringAlerts(unknown=f"{NOT_READ_YET} at {self.url}")

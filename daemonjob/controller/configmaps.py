@@ -5,10 +5,12 @@ them; instead each referenced ConfigMap gets a watch of its own (a field selecto
 name), started when the first DaemonJob references it and stopped with the last. A change
 enqueues the DaemonJobs that reference it. No polling.
 
-Each watch holds a thread and a connection, so they are capped: per DaemonJob and across
-the controller (`ConfigMapLimits`, flags `--max-configmap-watches-per-daemonjob` and
-`--max-configmap-watches`). A DaemonJob past a cap gets no watch at all (a revision that
-covered only some of its ConfigMaps would be wrong) and its ConfigMaps read as unreadable
+Each watch holds a thread and a connection, so they are capped: per DaemonJob, per
+namespace (so that one tenant cannot take the whole controller's room) and across the
+controller (`ConfigMapLimits`, flags `--max-configmap-watches-per-daemonjob`,
+`--max-configmap-watches-per-namespace` and `--max-configmap-watches`). A DaemonJob past
+a cap gets no watch at all (a revision that covered only some of its ConfigMaps would be
+wrong) and its ConfigMaps read as unreadable
 with a `ConfigMapLimitExceeded` why, which its Stalled condition names; when watches are
 released, the DaemonJobs refused for the controller-wide cap are enqueued to try again.
 One watch per namespace was the alternative: a field selector names a single ConfigMap and
@@ -74,10 +76,12 @@ def _one_name(hooks: InformerHooks, name: str) -> InformerHooks:
 
 @dataclass(frozen=True, slots=True)
 class ConfigMapLimits:
-    """How many ConfigMap watches one DaemonJob, and the whole controller, may hold."""
+    """How many ConfigMap watches one DaemonJob, the DaemonJobs of one namespace, and the whole
+    controller may hold."""
 
     per_daemonjob: int = defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB
     total: int = defaults.MAX_CONFIGMAP_WATCHES
+    per_namespace: int = defaults.MAX_CONFIGMAP_WATCHES_PER_NAMESPACE
 
 
 class ConfigMapTracker:
@@ -105,8 +109,23 @@ class ConfigMapTracker:
                 "(the controller's --max-configmap-watches-per-daemonjob): reference fewer ConfigMaps or "
                 "set rerunOnConfigChange to false"
             )
-        released = sum(1 for r in before - wanted if self._users.get(r) == {key})
-        needed = sum(1 for r in wanted if r not in self._informers)
+        released_refs = [r for r in before - wanted if self._users.get(r) == {key}]
+        released = len(released_refs)
+        needed_refs = [r for r in wanted if r not in self._informers]
+        needed = len(needed_refs)
+        namespace = next(iter(wanted))[0]
+        in_namespace = (
+            sum(1 for r in self._informers if r[0] == namespace)
+            - sum(1 for r in released_refs if r[0] == namespace)
+            + needed
+        )
+        if needed and in_namespace > self.limits.per_namespace:
+            return ConfigMapLimitExceeded(
+                f"watching the {needed} ConfigMaps this DaemonJob references for rerunOnConfigChange would pass "
+                f"the controller's limit of {self.limits.per_namespace} ConfigMap watches for the DaemonJobs of "
+                f"namespace {namespace} (--max-configmap-watches-per-namespace); they are watched once other "
+                "DaemonJobs of the namespace release theirs"
+            )
         if len(self._informers) - released + needed > self.limits.total:
             return ConfigMapLimitExceeded(
                 f"watching the {needed} ConfigMaps this DaemonJob references for rerunOnConfigChange would pass "

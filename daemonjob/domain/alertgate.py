@@ -4,6 +4,10 @@ A pure function of the matchers and the firing alerts as the controller last rea
 Prometheus (a field of the decision's input). Alerts that cannot be read count as a halt: a
 health gate that opens whenever its source is down would let a rollout through exactly when
 nobody can see the cluster's health. A running Job is never stopped.
+
+Prometheus' alerts are the whole cluster's, other tenants' among them: a status names a
+matching alert by the labels its matchers name and nothing more, so what another tenant's
+alert carries (its other labels, their values of any length) never lands in this status.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from daemonjob.domain.gates import ALERTS_UNKNOWN, GATE_ALERTS, HALTED_BY_ALERTS
 from daemonjob.domain.inputs import FiringAlerts
 from daemonjob.domain.validate import AlertMatcher
 
-__all__ = ["AlertHalt", "alert_halt", "matches", "alert_text"]
+__all__ = ["AlertHalt", "alert_halt", "matches", "alert_text", "matched_labels"]
 
 ALERTS_SHOWN = 10
 Labels = tuple[tuple[str, str], ...]
@@ -38,6 +42,12 @@ def matches(matcher: AlertMatcher, labels: Labels) -> bool:
     """Equality matchers: every label of the matcher has that value on the alert."""
     have = dict(labels)
     return all(have.get(name) == value for name, value in matcher)
+
+
+def matched_labels(matchers: tuple[AlertMatcher, ...], labels: Labels) -> Labels:
+    """The labels of an alert that its matching matchers name (the values they asked for)."""
+    names = {name for m in matchers if matches(m, labels) for name, _ in m}
+    return tuple((k, v) for k, v in labels if k in names)
 
 
 def alert_text(labels: Labels) -> str:
@@ -65,12 +75,13 @@ def alert_halt(matchers: tuple[AlertMatcher, ...], alerts: FiringAlerts) -> Aler
             f"haltOnAlerts: the firing alerts are unknown ({alerts.unknown}), which halts the rollout "
             "as a firing alert does: no new node is started, running Jobs finish",
         )
-    firing = sorted({alert_text(a) for a in alerts.firing if any(matches(m, a) for m in matchers)})
-    if not firing:
+    matching = [a for a in alerts.firing if any(matches(m, a) for m in matchers)]
+    if not matching:
         return AlertHalt()
+    firing = sorted({alert_text(matched_labels(matchers, a)) for a in matching})
     return AlertHalt(
         True,
         HALTED_BY_ALERTS,
-        f"haltOnAlerts: {len(firing)} matching alert(s) firing: {_shown(firing)}; no new node is "
+        f"haltOnAlerts: {len(matching)} matching alert(s) firing: {_shown(firing)}; no new node is "
         "started until they resolve, running Jobs finish",
     )

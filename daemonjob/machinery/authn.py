@@ -5,6 +5,11 @@ request without a bearer token, or with one the API server does not recognise, g
 authenticated user without `get` on the non-resource URL gets 403. Answers are cached for
 `ttl` seconds (by a hash of the token), so a scrape costs the API server nothing most of the
 time; an API server that cannot be asked gives 500 and nothing is cached.
+
+Tokens the API server refused are cached apart from accepted ones, so a stream of made-up
+tokens cannot push a scraper's entry out, and TokenReviews for tokens in neither cache are
+rate-limited (`review_qps`, `review_burst`): beyond, a 429 without asking, so anyone who
+can reach the port cannot turn it into a flood of TokenReviews at the API server.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from typing import Any
 import structlog
 from cachetools import TTLCache
 
+from daemonjob import defaults
 from daemonjob.machinery.kube import ApiError, Kube
+from daemonjob.machinery.ratelimit import TokenBucket
 
 __all__ = ["TokenReviewAuth", "TOKENREVIEWS", "SUBJECTACCESSREVIEWS"]
 
@@ -26,14 +33,27 @@ log = structlog.get_logger("daemonjob.machinery.authn")
 TOKENREVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 SUBJECTACCESSREVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 Answer = tuple[int, str, bytes]
+_THROTTLED: dict[str, Any] = {}  # no TokenReview asked: the review rate is spent
 
 
 class TokenReviewAuth:
     """A `serving.Filter`: None lets the request through, else the 401/403/500 to send instead."""
 
-    def __init__(self, kube: Kube, *, ttl: float = 60.0, max_entries: int = 1024, timeout: float = 10.0):
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        ttl: float = 60.0,
+        max_entries: int = 1024,
+        timeout: float = 10.0,
+        review_qps: float = defaults.METRICS_AUTH_REVIEW_QPS,
+        review_burst: int = defaults.METRICS_AUTH_REVIEW_BURST,
+        bucket: TokenBucket | None = None,
+    ):
         self.kube, self.timeout = kube, timeout
-        self._users: TTLCache[str, dict[str, Any] | None] = TTLCache(max_entries, ttl)  # token hash -> user
+        self._users: TTLCache[str, dict[str, Any]] = TTLCache(max_entries, ttl)  # token hash -> user
+        self._rejected: TTLCache[str, bool] = TTLCache(max_entries, ttl)  # token hashes not accepted
+        self._reviews = bucket if bucket is not None else TokenBucket(review_qps, review_burst)
         self._allowed: TTLCache[tuple[str, str, str], bool] = TTLCache(max_entries, ttl)  # (hash, verb, path)
         self._lock = threading.Lock()
 
@@ -46,6 +66,8 @@ class TokenReviewAuth:
         verb = "get" if method in ("GET", "HEAD") else method.lower()
         try:
             user = self._user(key, token)
+            if user is _THROTTLED:
+                return 429, "text/plain", b"Too Many Requests: too many unknown tokens to review, retry later\n"
             if user is None:
                 return 401, "text/plain", b"Unauthorized: the token was not accepted\n"
             if not self._may(key, user, verb, path):
@@ -60,6 +82,10 @@ class TokenReviewAuth:
         with self._lock:
             if key in self._users:
                 return self._users[key]
+            if key in self._rejected:
+                return None
+        if not self._reviews.allow():
+            return _THROTTLED
         review = self.kube.create(
             TOKENREVIEWS,
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}},
@@ -68,7 +94,10 @@ class TokenReviewAuth:
         status = review.get("status") or {}
         user = (status.get("user") or {}) if status.get("authenticated") else None
         with self._lock:
-            self._users[key] = user
+            if user is None:
+                self._rejected[key] = True
+            else:
+                self._users[key] = user
         return user
 
     def _may(self, key: str, user: dict[str, Any], verb: str, path: str) -> bool:

@@ -80,6 +80,17 @@ class TokenBucket:
                 return 0.0
             return -self._tokens / self._qps
 
+    def allow(self) -> bool:
+        """Take a token if one is there now (x/time/rate's Allow); False, nothing taken, if not."""
+        if self.unlimited:
+            return True
+        with self._lock:
+            self._refill(self._clock.now())
+            if self._tokens < 1.0 - _EPSILON:
+                return False
+            self._tokens -= 1.0
+            return True
+
     def accept(self) -> None:
         """Block until a token is available (on the injected clock), then use it."""
         delay = self.reserve()

@@ -3,9 +3,18 @@
 Bounded so that no client can starve the probes or exhaust memory: an asyncio loop in one
 thread holds every connection, a fixed pool of workers runs the routes; the first request
 must arrive within `read_timeout` (TLS handshake included), a keep-alive connection may wait
-`idle_timeout` for the next, bodies are limited to `max_body`, and beyond `max_connections`
-the connection that has waited longest for a request is closed to make room. Threads: the
-pool plus one, whatever the clients do.
+`idle_timeout` for the next, and beyond `max_connections` the connection that has waited
+longest for a request is closed to make room. Threads: the pool plus one, whatever the
+clients do.
+
+Bodies: the route, the method and the filter (authentication) are checked on the request's
+head, before a byte of its body is read; GET routes read none, a POST route (`Upload`) at
+most its own `max_bytes`. Every body in flight takes its size from the server's
+`body_bytes` budget before it is read and its handling cost (size times the route's
+`memory_per_byte`, what parsing it may take) from `handling_bytes` before its route runs;
+a body that does not fit is answered 429 unread, as the API server's max-in-flight does.
+So a server's memory for requests is at most the two budgets plus `max_connections` small
+read buffers, whatever the clients send.
 """
 
 from __future__ import annotations
@@ -13,22 +22,26 @@ from __future__ import annotations
 import asyncio
 import http.client
 import io
+import math
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from daemonjob.machinery.budget import Budget
 from daemonjob.machinery.tls import ReloadingTLS, TLSProvider
 
 __all__ = [
     "Route",
     "PostRoute",
+    "Upload",
     "Filter",
     "ReloadingTLS",
     "TLSProvider",
@@ -42,6 +55,8 @@ __all__ = [
     "MAX_BODY",
     "WORKERS",
     "MAX_CONNECTIONS",
+    "BODY_BYTES",
+    "HANDLING_BYTES",
 ]
 
 log = structlog.get_logger("daemonjob.machinery.serving")
@@ -52,9 +67,24 @@ PostRoute = Callable[[bytes], tuple[int, str, bytes]]  # request body -> (HTTP c
 Filter = Callable[[str, str, Mapping[str, str]], "tuple[int, str, bytes] | None"]
 READ_TIMEOUT = 10.0  # seconds a connection may take to send a request (TLS handshake included)
 IDLE_TIMEOUT = 90.0  # seconds a keep-alive connection may wait for its next request
-MAX_BODY = 7 * 1024 * 1024  # bytes of a POSTed body
+MAX_BODY = 1024 * 1024  # bytes of a POSTed body, for a route that does not say
 WORKERS = 4  # threads answering requests, per server
 MAX_CONNECTIONS = 256  # open connections per server; beyond, the longest-idle one is closed
+BODY_BYTES = 8 * 1024 * 1024  # bytes of request bodies held at once, per server
+HANDLING_BYTES = 8 * 1024 * 1024  # bytes the routes may spend handling bodies at once, per server
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A POST route and what its body may cost: at most `max_bytes`, and handling it (parsing
+    it, say) at most `memory_per_byte` bytes of memory per byte of body."""
+
+    handler: PostRoute
+    max_bytes: int = MAX_BODY
+    memory_per_byte: float = 1.0
+
+    def cost(self, length: int) -> int:
+        return math.ceil(length * self.memory_per_byte)
 
 
 def parse_bind_address(address: str) -> tuple[str, int] | None:
@@ -91,6 +121,7 @@ _REASONS = {
     404: "Not Found",
     405: "Method Not Allowed",
     408: "Request Timeout",
+    429: "Too Many Requests",
     411: "Length Required",
     413: "Content Too Large",
     422: "Unprocessable Content",
@@ -103,9 +134,9 @@ MAX_HEAD = 64 * 1024  # bytes of a request line and its headers
 
 
 class _BadRequest(Exception):
-    def __init__(self, code: int, message: str):
+    def __init__(self, code: int, message: str, retry_after: int | None = None):
         super().__init__(message)
-        self.code = code
+        self.code, self.retry_after = code, retry_after
 
 
 class _Conn:
@@ -117,8 +148,9 @@ class _Conn:
 
 
 class Server:
-    """GET `routes` and POST `post_routes`; over TLS from `cert_dir` (or any `tls` provider) when given;
-    `filter` sees each request first.
+    """GET `routes` and POST `post_routes` (a bare handler takes bodies of up to `max_body`);
+    over TLS from `cert_dir` (or any `tls` provider) when given; `filter` sees each request's
+    head first. ValueError if a route's largest body cannot fit the budgets.
 
     An asyncio loop in one thread holds the connections (an idle or slow client costs a
     socket, not a thread); routes and the filter, which may block, run on `workers` threads.
@@ -129,7 +161,7 @@ class Server:
         address: tuple[str, int],
         routes: dict[str, Route],
         name: str,
-        post_routes: dict[str, PostRoute] | None = None,
+        post_routes: Mapping[str, PostRoute | Upload] | None = None,
         cert_dir: str | Path | None = None,
         max_body: int = MAX_BODY,
         *,
@@ -139,10 +171,22 @@ class Server:
         read_timeout: float = READ_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
         tls: TLSProvider | None = None,
+        body_bytes: int = BODY_BYTES,
+        handling_bytes: int = HANDLING_BYTES,
     ):
         self.name = name
-        self.routes, self.posts = dict(routes), dict(post_routes or {})
-        self.max_body, self.filter = max_body, filter
+        self.routes = dict(routes)
+        self.posts = {
+            path: r if isinstance(r, Upload) else Upload(r, max_body) for path, r in (post_routes or {}).items()
+        }
+        self.filter = filter
+        self.bodies, self.handling = Budget(body_bytes), Budget(handling_bytes)
+        for path, upload in self.posts.items():
+            if not self.bodies.fits(upload.max_bytes) or not self.handling.fits(upload.cost(upload.max_bytes)):
+                raise ValueError(
+                    f"{name}: POST {path} takes bodies of up to {upload.max_bytes} bytes, costing "
+                    f"{upload.cost(upload.max_bytes)} to handle; the budgets are {body_bytes} and {handling_bytes}"
+                )
         self.tls: TLSProvider | None = (
             tls if tls is not None else (ReloadingTLS(cert_dir) if cert_dir is not None else None)
         )
@@ -264,15 +308,10 @@ class Server:
                     return
                 conn.waiting_since = None
                 try:
-                    method, path, headers, keep = _parse(head)
-                    body = b""
-                    if method == "POST":
-                        body = await asyncio.wait_for(reader.readexactly(self._length(headers)), self.read_timeout)
-                    code, ctype, payload = await asyncio.get_running_loop().run_in_executor(
-                        self._pool, self._answer, method, path, headers, body
-                    )
+                    code, ctype, payload, keep = await self._request(reader, head)
                 except _BadRequest as exc:
-                    await self._write(writer, exc.code, "text/plain", f"{exc}\n".encode(), close=True)
+                    extra = {} if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
+                    await self._write(writer, exc.code, "text/plain", f"{exc}\n".encode(), close=True, extra=extra)
                     return
                 await self._write(writer, code, ctype, payload, close=not keep)
                 if not keep:
@@ -291,38 +330,97 @@ class Server:
             self._conns.discard(conn)
             writer.transport.abort() if writer.transport.is_closing() else writer.close()
 
-    def _length(self, headers: http.client.HTTPMessage) -> int:
-        if headers.get("Transfer-Encoding"):
+    async def _request(self, reader: asyncio.StreamReader, head: bytes) -> tuple[int, str, bytes, bool]:
+        """One request from its head: (code, content type, body, keep-alive); _BadRequest when the
+        connection must close (an answer given before a body that was not read, for one)."""
+        method, path, headers, keep = _parse(head)
+        length = _declared_length(headers)
+        unread = length != 0  # a body not read leaves the connection unusable
+        get, upload = self.routes.get(path), self.posts.get(path)
+        if (get if method == "GET" else upload) is None:
+            if get is not None or upload is not None:
+                if unread:
+                    raise _BadRequest(405, "method not allowed")
+                return 405, "text/plain", b"method not allowed\n", keep
+            if unread:
+                raise _BadRequest(404, "not found")
+            return 404, "text/plain", b"not found\n", keep
+        loop = asyncio.get_running_loop()
+        if self.filter is not None:
+            refused = await loop.run_in_executor(self._pool, self._filtered, method, path, headers)
+            if refused is not None:
+                if unread:
+                    raise _BadRequest(refused[0], refused[2].decode(errors="replace").rstrip("\n"))
+                return (*refused, keep)
+        if upload is None:
+            if unread:
+                raise _BadRequest(413, f"GET {path} takes no body")
+            return (*await loop.run_in_executor(self._pool, self._run_route, get, None, b""), keep)
+        if length is None or headers.get("Content-Length") is None:
             raise _BadRequest(411, "Content-Length required (no chunked bodies)")
+        if length < 0 or length > upload.max_bytes:
+            raise _BadRequest(413, f"request body over {upload.max_bytes} bytes")
+        if not self.bodies.try_take(length):
+            raise _BadRequest(429, "too many request bodies in flight, retry later", retry_after=1)
         try:
-            length = int(headers.get("Content-Length") or "")
-        except ValueError:
-            raise _BadRequest(411, "Content-Length required") from None
-        if length < 0 or length > self.max_body:
-            raise _BadRequest(413, f"request body over {self.max_body} bytes")
-        return length
+            body = await asyncio.wait_for(reader.readexactly(length), self.read_timeout)
+            return (*await loop.run_in_executor(self._pool, self._run_route, None, upload, body), keep)
+        finally:
+            self.bodies.give(length)
 
-    def _answer(self, method: str, path: str, headers: http.client.HTTPMessage, body: bytes) -> tuple[int, str, bytes]:
-        """On a worker: the filter, then the route (a failing route is a 500, never a dead server)."""
-        get, post = self.routes.get(path), self.posts.get(path)
-        if (get if method == "GET" else post) is None:
-            if get is not None or post is not None:
-                return 405, "text/plain", b"method not allowed\n"
-            return 404, "text/plain", b"not found\n"
+    def _filtered(self, method: str, path: str, headers: http.client.HTTPMessage) -> tuple[int, str, bytes] | None:
+        assert self.filter is not None
         try:
-            if self.filter is not None and (refused := self.filter(method, path, headers)) is not None:
-                return refused
-            return get() if method == "GET" else post(body)  # type: ignore[misc]
+            return self.filter(method, path, headers)
         except Exception as exc:
             return 500, "text/plain", f"{type(exc).__name__}\n".encode()
 
-    async def _write(self, writer: asyncio.StreamWriter, code: int, ctype: str, body: bytes, close: bool) -> None:
+    def _run_route(self, get: Route | None, upload: Upload | None, body: bytes) -> tuple[int, str, bytes]:
+        """On a worker: the route (a failing route is a 500, never a dead server); a body's handling
+        waits for its cost to fit the handling budget, up to `read_timeout`, else 429."""
+        cost = 0 if upload is None else upload.cost(len(body))
+        if cost and not self.handling.take(cost, self.read_timeout):
+            return 429, "text/plain", b"too many request bodies being handled, retry later\n"
+        try:
+            return get() if get is not None else upload.handler(body)  # type: ignore[union-attr]
+        except Exception as exc:
+            return 500, "text/plain", f"{type(exc).__name__}\n".encode()
+        finally:
+            if cost:
+                self.handling.give(cost)
+
+    async def _write(
+        self,
+        writer: asyncio.StreamWriter,
+        code: int,
+        ctype: str,
+        body: bytes,
+        close: bool,
+        extra: Mapping[str, str] | None = None,
+    ) -> None:
         head = (
             f"HTTP/1.1 {code} {_REASONS.get(code, 'Unknown')}\r\nContent-Type: {ctype}\r\n"
-            f"Content-Length: {len(body)}\r\n" + ("Connection: close\r\n" if close else "") + "\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in (extra or {}).items())
+            + ("Connection: close\r\n" if close else "")
+            + "\r\n"
         )
         writer.write(head.encode("latin-1") + body)
         await asyncio.wait_for(writer.drain(), self.read_timeout)
+
+
+def _declared_length(headers: http.client.HTTPMessage) -> int | None:
+    """The body's declared length: 0 without one, None when chunked (its length unknown);
+    a malformed Content-Length is a 400."""
+    if headers.get("Transfer-Encoding"):
+        return None
+    value = headers.get("Content-Length")
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        raise _BadRequest(400, "malformed Content-Length") from None
 
 
 def _parse(head: bytes) -> tuple[str, str, http.client.HTTPMessage, bool]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.controller.alertpoller import AlertPoller, parse_alerts
+from daemonjob.controller.alertpoller import AlertPoller, AnswerTooLarge, parse_alerts, urllib3_get
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob
@@ -160,7 +160,9 @@ def test_a_resolved_alert_wakes_the_halted_daemonjob_at_once(alerted_bed: ActBed
     bed.ctl.reconcile(bed.key)
     bed.sync()
     assert bed.created() == []
-    assert reconciling(bed)["reason"] == "HaltedByAlerts" and 'NodeNotReady{node="n7"}' in reconciling(bed)["message"]
+    message = reconciling(bed)["message"]
+    assert reconciling(bed)["reason"] == "HaltedByAlerts" and "firing: NodeNotReady;" in message
+    assert "n7" not in message  # a label the matcher does not name stays out of the status
     assert bed.counter("daemonjob_rollout_gate", gate="alerts") == 1
 
     prom.next = answer(("firing", {"alertname": "Watchdog"}))
@@ -195,3 +197,61 @@ def test_the_prometheus_flags() -> None:
 
 def test_the_controller_polls_only_with_a_prometheus_url(bed: ActBed) -> None:
     assert bed.ctl.alerts is None and bed.ctl.firing_alerts().unknown is not None
+
+
+# -- the answer read is bounded --------------------------------------------------------------------
+class _Answering:
+    """A local HTTP server answering every GET with `body`, with or without a Content-Length."""
+
+    def __init__(self, body: bytes, declare_length: bool) -> None:
+        import http.server
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if declare_length:
+                    self.send_header("Content-Length", str(len(body)))
+                else:
+                    self.send_header("Connection", "close")
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except OSError:
+                    pass  # the client stopped reading: as it should past its limit
+                outer.served += 1
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.served = 0
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(10)
+
+
+@pytest.mark.parametrize("declare_length", [True, False])
+def test_an_answer_over_the_bytes_read_is_unknown_and_not_read_whole(declare_length: bool) -> None:
+    alerts = [{"labels": {"alertname": f"A{i}", "pad": "p" * 200}, "state": "firing"} for i in range(20_000)]
+    big = json.dumps({"status": "success", "data": {"alerts": alerts}}).encode()
+    server = _Answering(big, declare_length)
+    try:
+        get = urllib3_get(max_bytes=64 * 1024)
+        with pytest.raises(AnswerTooLarge):
+            get(server.url + "/api/v1/alerts", 10)
+        p = AlertPoller(server.url, lambda: None, get=get, clock=FakeClock())
+        p.poll_once()
+        assert p.current().unknown is not None and "over the 65536" in p.current().unknown
+        small = urllib3_get(max_bytes=len(big))  # at the limit, read and parsed
+        status, body = small(server.url + "/api/v1/alerts", 10)
+        assert status == 200 and len(parse_alerts(status, body)) == 20_000
+    finally:
+        server.close()

@@ -52,7 +52,9 @@ def test_a_missing_configmap_reads_as_synced_and_absent() -> None:
     assert tracker.get("ops", "nope") == (True, None)
 
 
-def limited(per_daemonjob: int, total: int) -> tuple[ConfigMapTracker, dict[tuple[str, str], FakeInformer], list[str]]:
+def limited(
+    per_daemonjob: int, total: int, per_namespace: int = 1000
+) -> tuple[ConfigMapTracker, dict[tuple[str, str], FakeInformer], list[str]]:
     from daemonjob.controller.configmaps import ConfigMapLimits
 
     made: dict[tuple[str, str], FakeInformer] = {}
@@ -62,7 +64,7 @@ def limited(per_daemonjob: int, total: int) -> tuple[ConfigMapTracker, dict[tupl
         made[(namespace, name)] = FakeInformer(f"configmap-{name}")
         return made[(namespace, name)]
 
-    return ConfigMapTracker(factory, woken.append, ConfigMapLimits(per_daemonjob, total)), made, woken
+    return ConfigMapTracker(factory, woken.append, ConfigMapLimits(per_daemonjob, total, per_namespace)), made, woken
 
 
 def test_a_daemonjob_past_the_per_daemonjob_cap_gets_no_watch_and_a_reason_naming_the_cap() -> None:
@@ -100,6 +102,26 @@ def test_the_controller_wide_cap_refuses_the_daemonjob_that_would_pass_it_and_wa
     assert tracker.refusal("ops/c") is None and made[("ops", "c1")].started and tracker.watched() == 4
 
 
+def test_one_namespace_cannot_take_the_whole_controller_cap() -> None:
+    tracker, made, woken = limited(per_daemonjob=10, total=10, per_namespace=3)
+    tracker.track("greedy/a", "greedy", ["g1", "g2"])
+    tracker.track("greedy/b", "greedy", ["g2", "g3"])  # shares g2: 3 watches in the namespace
+    assert tracker.refusal("greedy/b") is None and tracker.watched() == 3
+    tracker.track("greedy/c", "greedy", ["g4"])
+    why = tracker.refusal("greedy/c")
+    assert why is not None and "namespace greedy (--max-configmap-watches-per-namespace)" in why
+    assert ("greedy", "g4") not in made
+    tracker.track("greedy/d", "greedy", ["g1"])  # already watched: costs the namespace nothing
+    assert tracker.refusal("greedy/d") is None
+    # another namespace still has room under the controller's cap
+    tracker.track("modest/a", "modest", ["m1", "m2", "m3"])
+    assert tracker.refusal("modest/a") is None and tracker.watched() == 6
+    tracker.forget("greedy/b")  # g3 released: greedy/c is tried again and fits
+    assert "greedy/c" in woken
+    tracker.track("greedy/c", "greedy", ["g4"])
+    assert tracker.refusal("greedy/c") is None and made[("greedy", "g4")].started
+
+
 def test_the_caps_are_controller_flags() -> None:
     import pytest
 
@@ -109,6 +131,10 @@ def test_the_caps_are_controller_flags() -> None:
     assert (args.max_configmap_watches, args.max_configmap_watches_per_daemonjob) == (
         defaults.MAX_CONFIGMAP_WATCHES,
         defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB,
+    )
+    assert args.max_configmap_watches_per_namespace == defaults.MAX_CONFIGMAP_WATCHES_PER_NAMESPACE
+    assert (
+        cli.parser().parse_args(["--max-configmap-watches-per-namespace", "7"]).max_configmap_watches_per_namespace == 7
     )
     args = cli.parser().parse_args(["--max-configmap-watches", "50", "--max-configmap-watches-per-daemonjob", "5"])
     assert (args.max_configmap_watches, args.max_configmap_watches_per_daemonjob) == (50, 5)

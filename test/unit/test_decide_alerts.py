@@ -47,9 +47,20 @@ def test_a_matching_firing_alert_halts_new_nodes_and_is_named() -> None:
     assert decision.creates == [] and decision.deletes == []
     cond = reconciling(decision)
     assert (cond["status"], cond["reason"]) == ("True", "HaltedByAlerts")
-    assert 'NodeNotReady{node="n9",severity="critical"}' in cond["message"] and "Watchdog" not in cond["message"]
+    assert 'NodeNotReady{severity="critical"}' in cond["message"] and "Watchdog" not in cond["message"]
     assert decision.gate == "alerts" and decision.requeue_at is None  # the poller wakes it, not the clock
     assert gate_in_force(decision.status) == ("alerts", "HaltedByAlerts")
+
+
+def test_only_the_labels_the_matchers_name_are_copied_into_the_status() -> None:
+    """Another tenant's alert matching a matcher: its other labels (any value, any length) stay out."""
+    dj = make_dj(rollout={"haltOnAlerts": HALT})
+    secret = "x" * 100_000
+    firing = [alert(alertname="EtcdDown", tenant=f"other-{i}", note=secret) for i in range(50)]
+    cond = reconciling(decide_with(dj, known(*firing)))
+    assert cond["reason"] == "HaltedByAlerts"
+    assert "50 matching alert(s) firing: EtcdDown;" in cond["message"], cond["message"]
+    assert "other-" not in cond["message"] and len(cond["message"]) < 300
 
 
 def test_every_label_of_a_matcher_must_be_equal() -> None:
