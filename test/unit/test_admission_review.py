@@ -195,3 +195,16 @@ def test_an_object_that_already_asked_can_be_edited_and_its_request_removed() ->
     assert kept["allowed"] is True
     assert [w.split(":")[0] for w in kept["warnings"]] == ["spec.nodeMaintenance"]
     assert maintenance_review("UPDATE", requested(), before) == {"uid": "u-2", "allowed": True}
+
+
+def test_the_operation_label_is_one_of_a_closed_set() -> None:
+    from daemonjob.admission.webhook import operation_label
+
+    assert [operation_label(op) for op in ("CREATE", "UPDATE", "DELETE", "CONNECT")] == [
+        "CREATE",
+        "UPDATE",
+        "DELETE",
+        "CONNECT",
+    ]
+    assert {operation_label(f"OP-{i}") for i in range(1000)} == {"other"}
+    assert operation_label("") == ""
