@@ -270,6 +270,7 @@ def _servers(
                     args.health_addr,
                     {"/healthz": check_route(controller.healthy), "/readyz": check_route(ready)},
                     "health",
+                    max_connections=defaults.HEALTH_MAX_CONNECTIONS,
                 ).start()
             )
     except OSError:

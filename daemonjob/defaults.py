@@ -104,6 +104,12 @@ METRICS_AUTH_REVIEW_QPS = 5.0
 METRICS_AUTH_REVIEW_BURST = 20
 METRICS_SELF_SIGNED_VALIDITY = 365 * 24 * 3600.0  # the certificate made at start without --metrics-cert-dir
 HEALTH_PROBE_BIND_ADDRESS = ":8081"
+# Open connections per server (beyond, the longest idle is closed): a TLS connection may hold
+# ~1 MiB of buffers (asyncio's and OpenSSL's) while a client stuffs it, a plain one ~0.25 MiB.
+# Prometheus and the kubelet use one or two; the API servers one per concurrent review.
+METRICS_MAX_CONNECTIONS = 32
+HEALTH_MAX_CONNECTIONS = 32
+WEBHOOK_MAX_CONNECTIONS = 64
 # Admission webhook (controller-runtime's port and cert dir layout: tls.crt, tls.key)
 WEBHOOK_BIND_ADDRESS = ":9443"
 WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"

@@ -29,10 +29,17 @@ def metrics_server(args: argparse.Namespace, registry: CollectorRegistry) -> Ser
     """The (not yet started) /metrics server for the parsed flags; OSError when the address is taken."""
     routes = {"/metrics": metrics_route(registry)}
     if not args.metrics_secure:
-        return Server(args.metrics_addr, routes, "metrics")
+        return Server(args.metrics_addr, routes, "metrics", max_connections=defaults.METRICS_MAX_CONNECTIONS)
     auth = TokenReviewAuth(Kube.from_config(args.kubeconfig), ttl=defaults.METRICS_AUTH_CACHE_TTL)
     if args.metrics_cert_dir:
-        return Server(args.metrics_addr, routes, "metrics", cert_dir=args.metrics_cert_dir, filter=auth)
+        return Server(
+            args.metrics_addr,
+            routes,
+            "metrics",
+            cert_dir=args.metrics_cert_dir,
+            filter=auth,
+            max_connections=defaults.METRICS_MAX_CONNECTIONS,
+        )
     # The pair is loaded once and kept in memory; the files are not needed afterwards. Only
     # here is a certificate made: the cryptography package (some 10 MB) is loaded for it.
     from daemonjob.machinery import certs
@@ -43,6 +50,13 @@ def metrics_server(args: argparse.Namespace, registry: CollectorRegistry) -> Ser
         ca = certs.new_ca(f"{host}-ca", defaults.METRICS_SELF_SIGNED_VALIDITY)
         pair = certs.issue(ca, [host, "localhost", "127.0.0.1", "::1"], defaults.METRICS_SELF_SIGNED_VALIDITY)
         certs.write_dir(tmp, certs.KeyPair(pair.cert_pem + ca.cert_pem, pair.key_pem))
-        return Server(args.metrics_addr, routes, "metrics", cert_dir=tmp, filter=auth)
+        return Server(
+            args.metrics_addr,
+            routes,
+            "metrics",
+            cert_dir=tmp,
+            filter=auth,
+            max_connections=defaults.METRICS_MAX_CONNECTIONS,
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

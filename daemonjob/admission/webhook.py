@@ -146,6 +146,7 @@ def start(
             )
         },
         cert_dir=cert_dir,
+        max_connections=defaults.WEBHOOK_MAX_CONNECTIONS,
         body_bytes=defaults.WEBHOOK_BODY_BYTES,
         handling_bytes=defaults.WEBHOOK_HANDLING_BYTES,
     ).start()

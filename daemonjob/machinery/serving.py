@@ -198,6 +198,7 @@ class Server:
         self._conns: set[_Conn] = set()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
+        self._tls_context: ssl.SSLContext | None = None
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -250,13 +251,11 @@ class Server:
         )
 
         async def serve() -> None:
-            self._server = await asyncio.start_server(
-                self._client,
-                sock=self._listener,
-                ssl=self._ssl_context(),
-                limit=MAX_HEAD,
-                ssl_handshake_timeout=self.read_timeout if self.tls else None,
-            )
+            # TLS is started per connection once it has a place (start_tls), not by the
+            # listener: a connection beyond max_connections is closed before its handshake,
+            # so it never holds TLS buffers.
+            self._tls_context = self._ssl_context()
+            self._server = await asyncio.start_server(self._client, sock=self._listener, limit=MAX_HEAD)
             self._started.set()
 
         try:
@@ -299,6 +298,17 @@ class Server:
             return
         timeout = self.read_timeout  # the first request must come promptly; later ones may idle
         try:
+            if self._tls_context is not None:
+                raw = writer.transport
+                try:
+                    await writer.start_tls(self._tls_context, ssl_handshake_timeout=self.read_timeout)
+                except AttributeError:  # asyncio (3.11) trips on the missing transport just below
+                    pass
+                if writer.transport is None:  # the client left during the handshake: asyncio gives no transport
+                    writer._transport = raw  # type: ignore[attr-defined]  # for the writer's own clean-up
+                    return
+                # the TLS layer buffers at most what the reader does (asyncio's default: 256 KiB)
+                writer.transport.set_read_buffer_limits(high=MAX_HEAD)
             while conn in self._conns:
                 conn.waiting_since = time.monotonic()
                 try:
@@ -312,6 +322,7 @@ class Server:
                 except _BadRequest as exc:
                     extra = {} if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
                     await self._write(writer, exc.code, "text/plain", f"{exc}\n".encode(), close=True, extra=extra)
+                    writer.transport.abort()  # a body may be on its way: not one more byte of it read
                     return
                 await self._write(writer, code, ctype, payload, close=not keep)
                 if not keep:
@@ -363,7 +374,7 @@ class Server:
         if not self.bodies.try_take(length):
             raise _BadRequest(429, "too many request bodies in flight, retry later", retry_after=1)
         try:
-            body = await asyncio.wait_for(reader.readexactly(length), self.read_timeout)
+            body = await asyncio.wait_for(_read_body(reader, length), self.read_timeout)
             return (*await loop.run_in_executor(self._pool, self._run_route, None, upload, body), keep)
         finally:
             self.bodies.give(length)
@@ -407,6 +418,21 @@ class Server:
         )
         writer.write(head.encode("latin-1") + body)
         await asyncio.wait_for(writer.drain(), self.read_timeout)
+
+
+async def _read_body(reader: asyncio.StreamReader, length: int) -> bytes:
+    """Exactly `length` bytes, read into one buffer of that size: the reader's own buffer stays
+    at its limit (readexactly would grow it to the whole body, then copy it)."""
+    body = bytearray(length)
+    view, got = memoryview(body), 0
+    while got < length:
+        chunk = await reader.read(min(length - got, MAX_HEAD))
+        if not chunk:
+            raise asyncio.IncompleteReadError(b"", length)
+        view[got : got + len(chunk)] = chunk
+        got += len(chunk)
+    view.release()
+    return body  # type: ignore[return-value]  # bytes-like; handlers only read it
 
 
 def _declared_length(headers: http.client.HTTPMessage) -> int | None:
