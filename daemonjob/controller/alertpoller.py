@@ -48,6 +48,7 @@ def urllib3_get(
 
     def get(url: str, timeout: float) -> tuple[int, bytes]:
         r = http.request("GET", url, timeout=timeout, retries=False, preload_content=False)
+        whole = False
         try:
             declared = r.headers.get("Content-Length") or ""
             if declared.isdigit() and int(declared) > max_bytes:
@@ -55,9 +56,10 @@ def urllib3_get(
             body = r.read(max_bytes + 1)
             if len(body) > max_bytes:
                 raise AnswerTooLarge(f"the answer is over the {max_bytes} bytes read")
+            whole = True
             return r.status, body
         finally:
-            r.release_conn() if r.isclosed() else r.close()
+            r.release_conn() if whole else r.close()  # a connection with an answer left unread is not reused
 
     return get
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -305,10 +306,11 @@ class Server:
                 except AttributeError:  # asyncio (3.11) trips on the missing transport just below
                     pass
                 if writer.transport is None:  # the client left during the handshake: asyncio gives no transport
-                    writer._transport = raw  # type: ignore[attr-defined]  # for the writer's own clean-up
+                    writer._transport = raw  # for the writer's own clean-up
                     return
                 # the TLS layer buffers at most what the reader does (asyncio's default: 256 KiB)
-                writer.transport.set_read_buffer_limits(high=MAX_HEAD)
+                tls_transport: Any = writer.transport  # asyncio's TLS transport: its read limits are its own
+                tls_transport.set_read_buffer_limits(high=MAX_HEAD)
             while conn in self._conns:
                 conn.waiting_since = time.monotonic()
                 try:
@@ -386,14 +388,14 @@ class Server:
         except Exception as exc:
             return 500, "text/plain", f"{type(exc).__name__}\n".encode()
 
-    def _run_route(self, get: Route | None, upload: Upload | None, body: bytes) -> tuple[int, str, bytes]:
+    def _run_route(self, get: Route | None, upload: Upload | None, body: bytes | bytearray) -> tuple[int, str, bytes]:
         """On a worker: the route (a failing route is a 500, never a dead server); a body's handling
         waits for its cost to fit the handling budget, up to `read_timeout`, else 429."""
         cost = 0 if upload is None else upload.cost(len(body))
         if cost and not self.handling.take(cost, self.read_timeout):
             return 429, "text/plain", b"too many request bodies being handled, retry later\n"
         try:
-            return get() if get is not None else upload.handler(body)  # type: ignore[union-attr]
+            return get() if get is not None else upload.handler(body)  # type: ignore[union-attr,arg-type]  # a bytearray: bytes to every reader
         except Exception as exc:
             return 500, "text/plain", f"{type(exc).__name__}\n".encode()
         finally:
@@ -420,7 +422,7 @@ class Server:
         await asyncio.wait_for(writer.drain(), self.read_timeout)
 
 
-async def _read_body(reader: asyncio.StreamReader, length: int) -> bytes:
+async def _read_body(reader: asyncio.StreamReader, length: int) -> bytearray:
     """Exactly `length` bytes, read into one buffer of that size: the reader's own buffer stays
     at its limit (readexactly would grow it to the whole body, then copy it)."""
     body = bytearray(length)
@@ -432,7 +434,7 @@ async def _read_body(reader: asyncio.StreamReader, length: int) -> bytes:
         view[got : got + len(chunk)] = chunk
         got += len(chunk)
     view.release()
-    return body  # type: ignore[return-value]  # bytes-like; handlers only read it
+    return body  # bytes-like: handlers only read it
 
 
 def _declared_length(headers: http.client.HTTPMessage) -> int | None:

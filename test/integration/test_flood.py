@@ -174,7 +174,7 @@ def test_a_flood_of_large_bodies_keeps_memory_under_the_limit_and_others_answere
 ) -> None:
     limit = manifests_memory_limit()
     body = costly_body(3 * MIB)
-    print(f"RSS before {peak_rss(controller.pid) / MIB:.0f} MiB")
+
     with Others(controller) as others, ThreadPoolExecutor(200) as pool:
         outcomes = list(pool.map(lambda _: _post_raw(controller.webhook_port, body), range(200)))
     peak = peak_rss(controller.pid)
