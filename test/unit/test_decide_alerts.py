@@ -54,7 +54,7 @@ def test_a_matching_firing_alert_halts_new_nodes_and_is_named() -> None:
 
 def test_only_the_labels_the_matchers_name_are_copied_into_the_status() -> None:
     """Another tenant's alert matching a matcher: its other labels (any value, any length) stay out."""
-    dj = make_dj(rollout={"haltOnAlerts": HALT})
+    dj = daemonjob(rollout={"haltOnAlerts": HALT})
     secret = "x" * 100_000
     firing = [alert(alertname="EtcdDown", tenant=f"other-{i}", note=secret) for i in range(50)]
     cond = reconciling(decide_with(dj, known(*firing)))
