@@ -24,6 +24,7 @@ import random
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from daemonjob import defaults
@@ -153,15 +154,10 @@ class ConfigMapTracker:
                 users.add(key)
                 if ref not in self._informers:
                     informer = self._make(*ref)
-                    informer.add_handlers(
-                        Handlers(
-                            lambda obj, r=ref: self._changed(r),
-                            lambda old, new, r=ref: self._changed(r),
-                            lambda obj, r=ref: self._changed(r),
-                        )
-                    )
+                    changed = partial(self._changed_by_event, ref)
+                    informer.add_handlers(Handlers(changed, changed, changed))
                     # a ConfigMap that does not exist sends no event when its watch lists: this does
-                    informer.add_sync_listener(lambda r=ref: self._changed(r))
+                    informer.add_sync_listener(partial(self._changed, ref))
                     self._informers[ref] = informer
                     to_start.append(informer)
             for ref in before - wanted:
@@ -169,9 +165,8 @@ class ConfigMapTracker:
                 users.discard(key)
                 if not users:
                     self._users.pop(ref, None)
-                    informer = self._informers.pop(ref, None)
-                    if informer is not None:
-                        to_stop.append(informer)
+                    if ref in self._informers:
+                        to_stop.append(self._informers.pop(ref))
             if wanted:
                 self._refs_of[key] = wanted
             else:
@@ -229,6 +224,9 @@ class ConfigMapTracker:
             self._refused.clear()
         for informer in informers:
             informer.stop()
+
+    def _changed_by_event(self, ref: Ref, *_objects: object) -> None:
+        self._changed(ref)
 
     def _changed(self, ref: Ref) -> None:
         with self._lock:

@@ -319,7 +319,7 @@ class Controller:
                 raise ReconcileError(acted.errors)  # retried with per-key backoff: quotas free up, webhooks come back
             return decision
         finally:
-            if events and not reported:
+            if events and not reported and observed is not None:
                 self.reporter.post(observed, events)
             schedule_next(self.queue, key, look_again)
 

@@ -124,7 +124,8 @@ class OrderIndex:
             return (namespace, name) in self._dependents
 
     def _owned(self, uid: str) -> list[Obj]:
-        return self._jobs.store.by_index(OWNER_INDEX, uid) if self._jobs is not None else []
+        owned: list[Obj] = [] if self._jobs is None else list(self._jobs.store.by_index(OWNER_INDEX, uid))
+        return owned
 
 
 def _discard(index: dict[tuple[str, str], set[str]], at: tuple[str, str] | None, key: str) -> None:

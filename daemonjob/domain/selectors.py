@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 __all__ = [
@@ -261,9 +262,12 @@ def _compile_node_fields(fields: Any, path: str) -> list[Callable[[str], bool]]:
                 f"{epath}.values: Required value: must be only one value when `operator` is "
                 "'In' or 'NotIn' for node field selector"
             )
-        name = values[0]
-        tests.append((lambda n, v=name: n == v) if op == "In" else (lambda n, v=name: n != v))
+        tests.append(partial(_name_is, values[0], op == "In"))
     return tests
+
+
+def _name_is(value: str, wanted: bool, name: str) -> bool:
+    return (name == value) is wanted
 
 
 def compile_node_selector(selector: Any, path: str = "nodeSelector") -> NodeMatcher:

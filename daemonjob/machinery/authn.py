@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 import structlog
@@ -25,6 +24,7 @@ from cachetools import TTLCache
 from daemonjob import defaults
 from daemonjob.machinery.kube import ApiError, Kube
 from daemonjob.machinery.ratelimit import TokenBucket
+from daemonjob.machinery.serving import Headers
 
 __all__ = ["TokenReviewAuth", "TOKENREVIEWS", "SUBJECTACCESSREVIEWS"]
 
@@ -57,7 +57,7 @@ class TokenReviewAuth:
         self._allowed: TTLCache[tuple[str, str, str], bool] = TTLCache(max_entries, ttl)  # (hash, verb, path)
         self._lock = threading.Lock()
 
-    def __call__(self, method: str, path: str, headers: Mapping[str, str]) -> Answer | None:
+    def __call__(self, method: str, path: str, headers: Headers) -> Answer | None:
         scheme, _, token = (headers.get("Authorization") or "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:

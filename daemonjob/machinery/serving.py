@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -65,7 +65,15 @@ log = structlog.get_logger("daemonjob.machinery.serving")
 Route = Callable[[], tuple[int, str, bytes]]  # -> (HTTP code, content type, body)
 PostRoute = Callable[[bytes], tuple[int, str, bytes]]  # request body -> (HTTP code, content type, body)
 # (method, path, headers) -> None to go on, else the answer (401, 403...) given instead of the route's
-Filter = Callable[[str, str, Mapping[str, str]], "tuple[int, str, bytes] | None"]
+Filter = Callable[[str, str, "Headers"], "tuple[int, str, bytes] | None"]
+
+
+class Headers(Protocol):
+    """A request's headers as a filter reads them: `http.client.HTTPMessage` (case-insensitive)."""
+
+    def get(self, name: str, default: None = None, /) -> str | None: ...
+
+
 READ_TIMEOUT = 10.0  # seconds a connection may take to send a request (TLS handshake included)
 IDLE_TIMEOUT = 90.0  # seconds a keep-alive connection may wait for its next request
 MAX_BODY = 1024 * 1024  # bytes of a POSTed body, for a route that does not say
@@ -241,7 +249,7 @@ class Server:
             if current is not None:
                 sslobj.context = current
 
-        base.sni_callback = swap  # type: ignore[assignment]
+        base.sni_callback = swap
         return base
 
     def _run(self) -> None:

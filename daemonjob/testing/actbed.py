@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from daemonjob.controller.controller import Controller
 from daemonjob.domain.jobs import format_time
@@ -49,7 +49,8 @@ class ActBed:
         """`controller_kw`: more of the Controller's arguments (say prometheus_url and prometheus_get)."""
         clock = FakeClock()
         informers = fake_informers()
-        control = FakeJobControl(jobs=informers.jobs)  # type: ignore[arg-type]
+        djs, jobs, nodes = (cast(FakeInformer, i) for i in (informers.daemonjobs, informers.jobs, informers.nodes))
+        control = FakeJobControl(jobs=jobs)
         configmaps = ConfigMapInformers()
         ctl = Controller(
             informers,
@@ -63,10 +64,10 @@ class ActBed:
         return cls(
             ctl,
             control,
-            informers.daemonjobs,
-            informers.jobs,
-            informers.nodes,
-            clock,  # type: ignore[arg-type]
+            djs,
+            jobs,
+            nodes,
+            clock,
             configmaps,
         )
 
@@ -122,7 +123,7 @@ class ActBed:
         """`kubectl delete job` (Background): gone from the API server, then from the cache."""
         namespace = self.key.partition("/")[0]
         job = self.control.objects.pop(f"{namespace}/{name}")
-        self.jobs.delete(self.jobs.store.get(f"{namespace}/{job['metadata']['name']}"))
+        self.jobs.delete(f"{namespace}/{job['metadata']['name']}")
 
     # -- the queue -----------------------------------------------------------------------
     def drain(self) -> None:

@@ -89,12 +89,13 @@ class LocalCluster:
     def __post_init__(self) -> None:
         if self.workdir is None:
             base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-            self.workdir = Path(tempfile.mkdtemp(prefix="daemonjob-cluster-", dir=base))
+            self.dir = Path(tempfile.mkdtemp(prefix="daemonjob-cluster-", dir=base))
             self._owns_workdir = True
         else:
-            self.workdir = Path(self.workdir)
-            self.workdir.mkdir(parents=True, exist_ok=True)
+            self.dir = Path(self.workdir)
+            self.dir.mkdir(parents=True, exist_ok=True)
             self._owns_workdir = False
+        self.workdir = self.dir  # the field as given or made; `dir` is the same, typed as always set
         self.token = secrets.token_hex(16)
         self.user_tokens: dict[str, str] = {}
         self.etcd_port = free_port()
@@ -103,7 +104,7 @@ class LocalCluster:
     # -- paths -----------------------------------------------------------------------------
     @property
     def kubeconfig(self) -> Path:
-        return self.workdir / "kubeconfig"
+        return self.dir / "kubeconfig"
 
     @property
     def server(self) -> str:
@@ -116,15 +117,15 @@ class LocalCluster:
 
     @property
     def pki(self) -> Path:
-        return self.workdir / "pki"
+        return self.dir / "pki"
 
     @property
     def audit_log_path(self) -> Path:
-        return self.workdir / "audit.log"
+        return self.dir / "audit.log"
 
     def kubeconfig_for(self, user: str) -> Path:
         """A kubeconfig authenticating as one of `options.users`."""
-        path = self.workdir / f"kubeconfig-{user}"
+        path = self.dir / f"kubeconfig-{user}"
         path.write_text(kubeconfig_text(self.server, self.pki / "ca.crt", self.user_tokens[user], user))
         path.chmod(0o600)
         return path
@@ -157,7 +158,7 @@ class LocalCluster:
         for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
             self._stop(name)
         if getattr(self, "_owns_workdir", False):
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def stop_apiserver(self) -> None:
         self._stop("kube-apiserver")
@@ -264,11 +265,13 @@ class LocalCluster:
         return {name: proc.pid for name, proc in self.procs.items() if proc.poll() is None}
 
     def log_path(self, name: str) -> Path:
-        return self.workdir / "logs" / f"{name}.log"
+        return self.dir / "logs" / f"{name}.log"
 
     # -- internals -------------------------------------------------------------------------
     def _spawn(self, name: str, args: list[str]) -> None:
-        (self.workdir / "logs").mkdir(exist_ok=True)
+        if self.bin_dir is None:
+            raise RuntimeError("the binaries are provisioned by start() before any process")
+        (self.dir / "logs").mkdir(exist_ok=True)
         log = open(self.log_path(name), "ab")
         self.procs[name] = subprocess.Popen(
             [str(self.bin_dir / name), *args],
@@ -276,7 +279,7 @@ class LocalCluster:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             preexec_fn=die_with_parent,
-            cwd=self.workdir,
+            cwd=self.dir,
         )
         log.close()
         self._write_pids()
@@ -288,10 +291,10 @@ class LocalCluster:
             self._write_pids()
 
     def _write_pids(self) -> None:
-        (self.workdir / "pids").write_text("".join(f"{n} {p}\n" for n, p in self.pids().items()))
+        (self.dir / "pids").write_text("".join(f"{n} {p}\n" for n, p in self.pids().items()))
 
     def _start_etcd(self) -> None:
-        data = self.workdir / "etcd"
+        data = self.dir / "etcd"
         self._spawn(
             "etcd",
             [
@@ -383,7 +386,7 @@ class LocalCluster:
     def _audit_args(self) -> list[str]:
         if not self.options.audit:
             return []
-        policy = self.workdir / "audit-policy.yaml"
+        policy = self.dir / "audit-policy.yaml"
         policy.write_text(AUDIT_POLICY)
         # Blocking mode: a request's record is written before the next request of its client.
         return [

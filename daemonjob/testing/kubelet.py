@@ -220,7 +220,7 @@ class SimKubelet:
                 if not exc.not_found:
                     log.warning("lease renewal failed", node=name, error=str(exc))
                 return
-            lease = {
+            lease: dict[str, Any] = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": name, "namespace": "kube-node-lease"},
@@ -290,7 +290,7 @@ class SimKubelet:
 
     def _find_pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The pod a log request names: from the watch cache, else a fresh read (the cache may lag)."""
-        pod = self._pods.store.get(f"{namespace}/{name}")
+        pod: Mapping[str, Any] | None = self._pods.store.get(f"{namespace}/{name}")
         if pod is None:
             try:
                 pod = _pod_transform(self.kube.get(path_for("v1", "pods", namespace, name)))

@@ -15,7 +15,7 @@ class Timers:
     """One thread running callbacks at their due time (monotonic seconds)."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._heap: list[tuple[float, int, Callable[[], object]]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._stopped = False
