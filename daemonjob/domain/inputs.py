@@ -76,12 +76,12 @@ class Recorded:
 
 @dataclass(frozen=True, slots=True)
 class DecisionInput:
-    """Everything one decision reads. Only with synced caches: a node missing from `plan` is
+    """Everything one decision reads. Only with synced caches: a node missing from `kept_plan` is
     taken to be deleted, and its Jobs are deleted."""
 
     # the DaemonJob and its nodes
     dj: Obj
-    plan: KeptPlan  # the per-node view: kept across passes and told of every change, or from scratch
+    kept_plan: KeptPlan  # the per-node view: kept across passes and told of every change, or from scratch
     now: datetime  # one instant for the whole decision (a naive time is UTC)
     # what earlier passes learned
     troubles: ApiTroubles = ApiTroubles()
