@@ -3,9 +3,10 @@
 A short chain of named steps over one input value (`inputs.py`), each returning a named
 value. First the reading, which the API's troubles do not change: the revision, the
 validated spec, the schedule's step, the plan per node, the failure budget (`Reading`).
-Then the conclusion from the reading and the troubles: turns, stall, actions, conditions,
-status, events. No I/O and no mutation of the inputs (but the kept plan's own bookkeeping),
-so every rule of the product contract is a plain unit test. Once act has heard the API
+Then the conclusion from the reading and the troubles: turns, stall, the gates (`gates/`,
+one value for every gate), actions, conditions, status, events (`rolloutstatus.py`). No I/O
+and no mutation of the inputs (but the kept plan's own bookkeeping), so every rule of the
+product contract is a plain unit test. Once act has heard the API
 server, `Decision.after_act` concludes again from the same reading with what it heard.
 
 Safety rules, in order of precedence:
