@@ -96,7 +96,7 @@ class Decision:
     ticks_skipped: list[tuple[str, int]] = field(default_factory=list)  # (reason, count)
     run_finished: str | None = None  # RUN_SUCCEEDED or RUN_FAILED: the current run finished now
     requeue_at: datetime | None = None
-    gate: str | None = None  # the rollout gate holding new nodes back (gates.py), if any
+    gate: str | None = None  # the rollout gate holding new nodes back (gates/), if any
     node_work: NodeWork | None = None  # Node writes of spec.nodeMaintenance (maintenance.py), if any
     reading: Reading | None = field(default=None, repr=False, compare=False)  # what it was concluded from
 
