@@ -11,7 +11,7 @@ from daemonjob.domain import gates
 from daemonjob.domain.gates.hold import Gate
 from daemonjob.domain.gates.step import GATES, PRECEDENCE
 from daemonjob.domain.inputs import FiringAlerts
-from daemonjob.testing.builders import make_dj, nodes
+from daemonjob.testing.builders import daemonjob, nodes
 from daemonjob.testing.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)  # outside a window opening at 22:00
@@ -38,9 +38,9 @@ def test_each_reason_names_one_gate_and_every_gate_is_reported() -> None:
 
 def test_a_halt_is_named_before_a_closed_window_and_the_window_before_the_canary() -> None:
     window = {"schedule": "0 22 * * *", "duration": "4h", "timeZone": "Europe/Berlin"}
-    dj = make_dj(resource_version=None, status={}, rollout={"haltOnAlerts": [{"alertname": "X"}], "window": window})
+    dj = daemonjob(resource_version=None, status={}, rollout={"haltOnAlerts": [{"alertname": "X"}], "window": window})
     halted = decide_over(Given(dj, [], nodes("n1", "n2"), NOW, alerts=FiringAlerts(firing=((("alertname", "X"),),))))
     assert halted.creates == [] and halted.gate == "alerts" and halted.requeue_at is None
-    dj = make_dj(resource_version=None, status={}, rollout={"window": window, "canary": 1})
+    dj = daemonjob(resource_version=None, status={}, rollout={"window": window, "canary": 1})
     closed = decide_over(Given(dj, [], nodes("n1", "n2"), NOW))
     assert closed.creates == [] and closed.gate == "window" and closed.requeue_at is not None
