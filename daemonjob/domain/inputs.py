@@ -9,7 +9,7 @@ back, say) is one more field here with a default that changes nothing, read by t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -99,10 +99,3 @@ class DecisionInput:
         if self.now.tzinfo is None:
             object.__setattr__(self, "now", self.now.replace(tzinfo=timezone.utc))  # as format_time reads it
         object.__setattr__(self, "recorded", Recorded.of(self.dj))
-
-    @classmethod
-    def from_objects(
-        cls, dj: Obj, jobs: Iterable[Obj], nodes: Iterable[Obj], now: datetime, *, memo: Memo = no_memo, **fields: Any
-    ) -> DecisionInput:
-        """The input with a plan made from scratch out of `jobs` and `nodes` (its Jobs, all nodes)."""
-        return cls(dj, KeptPlan.of(jobs, nodes, memo), now, memo=memo, **fields)
