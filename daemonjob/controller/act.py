@@ -30,7 +30,8 @@ from daemonjob.controller.outcomes import Acted, CreateOutcome, DeleteOutcome
 from daemonjob.controller.troubles import Troubles
 from daemonjob.domain.actions import CreateJob, DeleteJob
 from daemonjob.domain.conditions import JOB_REJECTED
-from daemonjob.domain.decide import Decision, EventSpec
+from daemonjob.domain.decide import Decision
+from daemonjob.domain.events import NORMAL, WARNING, EventSpec
 from daemonjob.domain.plan import HISTORY
 from daemonjob.machinery.kube import ApiError
 from daemonjob.machinery.writers import MapAll
@@ -100,7 +101,7 @@ class Act:
         for reason, nodes in done.items():
             observed.log.info("deleted jobs", reason=reason, count=len(nodes))
             acted.events.append(
-                EventSpec("Normal", "SuccessfulDelete", f"Deleted {len(nodes)} Job(s) ({reason}): {names_shown(nodes)}")
+                EventSpec(NORMAL, "SuccessfulDelete", f"Deleted {len(nodes)} Job(s) ({reason}): {names_shown(nodes)}")
             )
         errors = [e for _, e in outcome.failed]
         fenced = [e for e in errors if isinstance(e, NotLeader)]
@@ -111,7 +112,7 @@ class Act:
             observed.log.warning("deleting jobs failed", count=len(failed_names), error=error_message(errors[0]))
             acted.events.append(
                 EventSpec(
-                    "Warning",
+                    WARNING,
                     "FailedDelete",
                     f"Error deleting {len(failed_names)} Job(s) "
                     f"({names_shown(failed_names)}): {error_message(errors[0])}",
@@ -132,7 +133,7 @@ class Act:
             observed.log.info("created jobs", count=len(nodes), revision=revision)
             acted.events.append(
                 EventSpec(
-                    "Normal",
+                    NORMAL,
                     "SuccessfulCreate",
                     f"Created {len(nodes)} Job(s) for revision {revision}: {names_shown(nodes)}",
                 )
@@ -153,9 +154,7 @@ class Act:
             return []
         message = error_message(outcome.error)
         failed_node = outcome.failed[0][0].node if outcome.failed else None
-        acted.events.append(
-            EventSpec("Warning", "FailedCreate", f"Error creating Job for node {failed_node}: {message}")
-        )
+        acted.events.append(EventSpec(WARNING, "FailedCreate", f"Error creating Job for node {failed_node}: {message}"))
         if outcome.rejected is not None:
             observed.log.warning("the API server rejected the Job", node=failed_node, error=message)
             if not outcome.created:  # nothing went through: probe once per retry until something does
@@ -174,7 +173,7 @@ class Act:
             observed.log.info("deleting jobs", reason=HISTORY, count=len(queued))
             acted.events.append(
                 EventSpec(
-                    "Normal",
+                    NORMAL,
                     "SuccessfulDelete",
                     f"Deleting {len(queued)} finished Job(s) "
                     f"beyond historyLimit: {names_shown([d.node or d.name for d in queued])}",

@@ -18,7 +18,7 @@ from daemonjob.controller.jobcontrol import JobControl
 from daemonjob.controller.observe import Observation
 from daemonjob.controller.troubles import Troubles
 from daemonjob.domain.actions import CreateJob
-from daemonjob.domain.decide import EventSpec
+from daemonjob.domain.events import WARNING, EventSpec
 from daemonjob.domain.jobs import (
     ANNOTATION_NODE,
     LABEL_NAME,
@@ -169,7 +169,7 @@ class Adoption:
             raise
         return [
             EventSpec(
-                "Warning",
+                WARNING,
                 EVENT_JOB_RELABELLED,
                 f"Job {wanted.name} (node {wanted.node}) lost its {LABEL_NAME} label or node annotation, so this "
                 "controller could not see it; they were put back. Delete the Job to re-run the node instead",

@@ -327,7 +327,7 @@ class Controller:
         """The one value the decision reads; `now`: one instant for the whole pass."""
         return DecisionInput(
             dj=observed.dj,
-            plan=self.plans.kept_plan(observed.uid, adopted),
+            kept_plan=self.plans.kept_plan(observed.uid, adopted),
             now=self.clock.wall(),
             troubles=self.troubles.of(observed.uid, observed.generation),
             configmaps=observed.configmaps,

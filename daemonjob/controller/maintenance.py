@@ -89,8 +89,8 @@ class NodeMaintenance:
         self.metrics.maintenance_observed(
             ns, name, uid, sum(1 for r in records.values() if r.cordoned), min(held).timestamp() if held else None
         )
-        outcomes = decision.reading.outcomes if decision.reading is not None else None
-        for node in outcomes.new if outcomes is not None else ():
+        timeouts = decision.reading.drain_timeouts if decision.reading is not None else None
+        for node in timeouts.new if timeouts is not None else ():
             since = parse_time(records[node].since) if node in records else None
             if since is not None:
                 self.metrics.drain_finished(ns, name, uid, DRAIN_TIMED_OUT, (inp.now - since).total_seconds())

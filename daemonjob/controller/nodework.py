@@ -29,7 +29,7 @@ from daemonjob.controller.events import error_message, names_shown
 from daemonjob.controller.keptdrains import KeptDrains
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.observe import Observation
-from daemonjob.domain.decide import EventSpec
+from daemonjob.domain.events import NORMAL, WARNING, EventSpec
 from daemonjob.domain.jobs import LABEL_NAME, parse_time
 from daemonjob.domain.maintenance import FINALIZER, Cordon, DrainNode, DrainProgress, NodeWork, Release
 from daemonjob.domain.maintenancespec import DrainOptions
@@ -158,7 +158,7 @@ class NodeActs:
             what = f"run {record.run}" if record.run is not None else f"revision {record.revision}"
             acted.events.append(
                 EventSpec(
-                    "Normal",
+                    NORMAL,
                     "Cordoned",
                     f"Cordoned {len(acted.cordoned)} node(s) for {what}: {names_shown(acted.cordoned)}",
                 )
@@ -288,7 +288,7 @@ class NodeActs:
         if self.drains.note(observed.uid, item.node, progress) and progress.blocked:
             acted.events.append(
                 EventSpec(
-                    "Warning",
+                    WARNING,
                     "EvictionRefused" if acted.refused_evictions else "DrainBlocked",
                     f"drain of node {item.node}: {progress.blocked}",
                 )
@@ -297,7 +297,7 @@ class NodeActs:
             since = parse_time(item.record.since)
             seconds = (self.clock.wall() - since).total_seconds() if since is not None else None
             acted.drained.append((item.node, seconds))
-            acted.events.append(EventSpec("Normal", "Drained", f"Drained node {item.node}"))
+            acted.events.append(EventSpec(NORMAL, "Drained", f"Drained node {item.node}"))
             acted.soon(0.0)  # its Job is created by the next decision
         else:
             acted.soon(defaults.DRAIN_POLL_INTERVAL)
@@ -307,7 +307,7 @@ def released_event(release: Release, uncordoned: bool) -> EventSpec:
     """What a release says, from a pass or from the finalizer: Uncordoned, or Released when
     the node was cordoned by someone else before (only the record went)."""
     what = "Uncordoned" if uncordoned else "Released"
-    return EventSpec("Normal", what, f"{what} node {release.node}: {release.why}")
+    return EventSpec(NORMAL, what, f"{what} node {release.node}: {release.why}")
 
 
 def release_node(control: NodeControl, name: str, record: NodeRecord) -> bool | None:

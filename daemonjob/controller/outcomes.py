@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from daemonjob.controller.events import error_message
 from daemonjob.domain.actions import CreateJob, DeleteJob
-from daemonjob.domain.decide import EventSpec
+from daemonjob.domain.events import EventSpec
 from daemonjob.machinery.kube import ApiError
 
 __all__ = ["Acted", "CreateOutcome", "DeleteOutcome"]

@@ -23,7 +23,8 @@ from daemonjob.controller.jobcontrol import JobControl
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.observe import Observation
 from daemonjob.domain.conditions import CacheWait, with_cache_wait
-from daemonjob.domain.decide import NODE_COUNT_FIELDS, Decision, EventSpec
+from daemonjob.domain.decide import NODE_COUNT_FIELDS, Decision
+from daemonjob.domain.events import EventSpec
 from daemonjob.domain.jobs import format_time
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.frozen import thaw

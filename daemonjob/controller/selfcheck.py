@@ -24,7 +24,7 @@ class PlanSelfCheck:
         (the full plan read newer caches: checked again at a later pass). Returns the decision
         to report and whether it was repaired."""
         assert kept.reading is not None
-        full = decide(dataclasses.replace(kept.reading.input, plan=self.observer.full_plan(observed)))
+        full = decide(dataclasses.replace(kept.reading.input, kept_plan=self.observer.full_plan(observed)))
         self.metrics.plan_checks.inc()
         same = (
             kept.status == full.status

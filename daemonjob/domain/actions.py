@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemonjob.domain.jobs import build_job
 from daemonjob.domain.revision import Revision, job_name
 
-__all__ = ["CreateJob", "DeleteJob", "Turn", "Turns", "Gate", "Actions", "choose_actions"]
+if TYPE_CHECKING:
+    from daemonjob.domain.gates.step import Gating
+
+__all__ = ["CreateJob", "DeleteJob", "Turn", "Turns", "Actions", "choose_actions"]
 
 # While the API server keeps rejecting creates, try one node per reconcile, not all.
 STALLED_CREATE_PROBES = 1
@@ -64,23 +67,13 @@ class Turn:
     replace: tuple[DeleteJob, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Gate:
-    """What holds the rollout back. `blocked`: nothing starts and nothing running is torn down;
-    `probing`: the API server rejects creates, so one create probes and nothing is torn down."""
-
-    blocked: bool = False
-    probing: bool = False
-    limit: int | None = None  # at most this many turns are taken (a canary's nodes still to start)
-
-
 @dataclass(slots=True)
 class Actions:
     creates: list[CreateJob] = field(default_factory=list)
     deletes: list[DeleteJob] = field(default_factory=list)
     free_slots: int | None = None  # None: no maxParallel
     waiting_turns: int = 0  # nodes whose turn did not come in this decision
-    limited: bool = False  # Gate.limit kept turns back that the slots would have let through
+    limited: bool = False  # Gating.limit kept turns back that the slots would have let through
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +91,10 @@ class Turns:
     refused: Mapping[str, str] | None = None  # nodes the API server refused that still need their Job
 
 
-def choose_actions(
-    dj: Mapping[str, Any], revision: Revision, turns: Turns, slots: int | None, gate: Gate, run: str | None = None
-) -> Actions:
-    """`slots`: the maxParallel limit; `run`: the current run, which the created Jobs carry."""
+def choose_actions(dj: Mapping[str, Any], revision: Revision, gate: Gating, run: str | None = None) -> Actions:
+    """From the turns the gates let through (`gate.turns`, within `gate.slots`, maxParallel);
+    `run`: the current run, which the created Jobs carry."""
+    turns, slots = gate.turns, gate.slots
     replacing, starting, always, extra_old, held = (
         turns.replacing,
         turns.starting,

@@ -12,17 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemonjob import defaults
 from daemonjob.domain.actions import Actions
 from daemonjob.domain.configrefs import ConfigMapLimitExceeded
-from daemonjob.domain.gates import ANNOTATION_PROMOTE, CANARY_FAILED, GateWait
+from daemonjob.domain.gates.canary import ANNOTATION_PROMOTE, CANARY_FAILED
 from daemonjob.domain.inputs import DecisionInput
 from daemonjob.domain.jobs import LABEL_NAME
 from daemonjob.domain.messages import condition_message
 from daemonjob.domain.plan import Held, JobView, Plan
 from daemonjob.domain.validate import Settings, Validation, is_int, scaled
+
+if TYPE_CHECKING:
+    from daemonjob.domain.gates.step import Gating
+    from daemonjob.domain.reading import Reading
 
 __all__ = [
     "Condition",
@@ -237,20 +241,12 @@ def _held_text(held: Sequence[Held]) -> str:
     )
 
 
-def evaluate(
-    plan: Plan,
-    settings: Settings,
-    actions: Actions,
-    revision: str,
-    stall: Stall | None,
-    budget: FailureBudget,
-    run: str | None = None,
-    idle: str | None = None,
-    waiting: GateWait | None = None,
-) -> Conditions:
-    """`run`: the current run, if any; `idle`: why a scheduled DaemonJob starts nothing yet
-    (no run has started), said by Complete and Reconciling instead of a rollout in progress;
-    `waiting`: the rollout gate holding new nodes back, which Reconciling names."""
+def evaluate(reading: Reading, actions: Actions, stall: Stall | None, gate: Gating) -> Conditions:
+    """The conditions of `reading` once `actions` are chosen; Reconciling names the gate in force
+    (`gate.in_force`). A scheduled DaemonJob with no run yet (`reading.idle`) says so in
+    Complete and Reconciling instead of a rollout in progress."""
+    plan, settings, budget, idle = reading.plan, reading.checked.settings, reading.budget, reading.idle
+    revision, run = reading.revision.name, reading.step.current_run
     what = f"revision {revision}" if run is None else f"run {run} (revision {revision})"
     desired, active, succeeded, failed, pending = plan.desired, plan.active, plan.succeeded, plan.failed, plan.pending
     progress = f"{succeeded} of {desired} eligible nodes succeeded, {active} active, {failed} failed, {pending} pending"
@@ -318,7 +314,7 @@ def evaluate(
         reconciling = Condition(False, stall.condition.reason, progress)
     elif idle is not None and active == 0:
         reconciling = Condition(False, WAITING_FOR_SCHEDULE, f"{progress}; {idle}")
-    elif waiting is not None:
+    elif (waiting := gate.in_force(actions)) is not None:
         reconciling = Condition(True, waiting.reason, f"{progress}; {waiting.message}")
     elif plan.held and actions.waiting_turns and actions.free_slots == 0:
         reconciling = Condition(True, WAITING_FOR_INELIGIBLE_NODES, progress)

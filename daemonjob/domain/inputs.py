@@ -9,7 +9,7 @@ back, say) is one more field here with a default that changes nothing, read by t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -76,12 +76,12 @@ class Recorded:
 
 @dataclass(frozen=True, slots=True)
 class DecisionInput:
-    """Everything one decision reads. Only with synced caches: a node missing from `plan` is
+    """Everything one decision reads. Only with synced caches: a node missing from `kept_plan` is
     taken to be deleted, and its Jobs are deleted."""
 
     # the DaemonJob and its nodes
     dj: Obj
-    plan: KeptPlan  # the per-node view: kept across passes and told of every change, or from scratch
+    kept_plan: KeptPlan  # the per-node view: kept across passes and told of every change, or from scratch
     now: datetime  # one instant for the whole decision (a naive time is UTC)
     # what earlier passes learned
     troubles: ApiTroubles = ApiTroubles()
@@ -99,10 +99,3 @@ class DecisionInput:
         if self.now.tzinfo is None:
             object.__setattr__(self, "now", self.now.replace(tzinfo=timezone.utc))  # as format_time reads it
         object.__setattr__(self, "recorded", Recorded.of(self.dj))
-
-    @classmethod
-    def from_objects(
-        cls, dj: Obj, jobs: Iterable[Obj], nodes: Iterable[Obj], now: datetime, *, memo: Memo = no_memo, **fields: Any
-    ) -> DecisionInput:
-        """The input with a plan made from scratch out of `jobs` and `nodes` (its Jobs, all nodes)."""
-        return cls(dj, KeptPlan.of(jobs, nodes, memo), now, memo=memo, **fields)

@@ -40,9 +40,9 @@ __all__ = [
     "DrainNode",
     "Release",
     "NodeWork",
-    "Outcomes",
-    "outcomes_of",
-    "with_outcomes",
+    "DrainTimeouts",
+    "drain_timeouts",
+    "with_drain_timeouts",
     "node_work",
     "releases_on_delete",
 ]
@@ -107,7 +107,7 @@ class Release:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcomes:
+class DrainTimeouts:
     """Nodes whose drain timed out in this revision or run: recorded in the status (`recorded`)
     or found now (`new`), by onTimeout policy. A recorded one is released; a new one holds its
     node until the status records it."""
@@ -135,7 +135,7 @@ class NodeWork:
     add_finalizer: bool = False
     refusal: str | None = None
     status: dict[str, Any] | None = None
-    turns: Turns | None = None  # the turns left to choose from (nodes in maintenance taken out)
+    turns: Turns | None = None  # the turns left to choose from (nodes in maintenance taken out; `held` not added)
 
     @property
     def writes(self) -> bool:
@@ -146,7 +146,7 @@ def rollout_key(revision: str, run: str | None) -> str:
     return run if run is not None else revision
 
 
-def outcomes_of(
+def drain_timeouts(
     spec: Maintenance | None,
     mi: MaintenanceInput,
     status: Mapping[str, Any],
@@ -154,7 +154,7 @@ def outcomes_of(
     run: str | None,
     now: datetime,
     started: Mapping[str, bool],
-) -> Outcomes:
+) -> DrainTimeouts:
     """The drains that timed out in this revision or run. `started`: nodes with a current
     record whose Job exists (their drain is over)."""
     key = rollout_key(revision, run)
@@ -178,14 +178,14 @@ def outcomes_of(
             if since is not None and now >= since + drain.timeout:
                 new.append(node)
                 (failed if drain.on_timeout == ON_TIMEOUT_FAIL else skipped).add(node)
-    return Outcomes(key, frozenset(failed), frozenset(skipped), recorded, tuple(new))
+    return DrainTimeouts(key, frozenset(failed), frozenset(skipped), recorded, tuple(new))
 
 
 def _names(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def with_outcomes(plan: Plan, outcomes: Outcomes) -> Plan:
+def with_drain_timeouts(plan: Plan, outcomes: DrainTimeouts) -> Plan:
     """The plan with timed-out drains folded in: a failed one counts as a failed node (the
     failure budget spends it), a skipped one is left out of this rollout; neither takes a turn."""
     if not outcomes.done:
@@ -219,7 +219,7 @@ class Situation:
     jobs: Mapping[str, Sequence[JobView]]  # nodes with a record -> this DaemonJob's Jobs there
 
 
-def node_work(s: Situation, mi: MaintenanceInput, outcomes: Outcomes, turns: Turns) -> NodeWork:
+def node_work(s: Situation, mi: MaintenanceInput, outcomes: DrainTimeouts, turns: Turns) -> NodeWork:
     """The Node writes for the nodes carrying this DaemonJob's record, and the turns left for
     the others: a node in maintenance keeps its slot until it is released."""
     work = NodeWork(refusal=s.refusal)
@@ -256,13 +256,13 @@ def node_work(s: Situation, mi: MaintenanceInput, outcomes: Outcomes, turns: Tur
     work.held += uncordoning  # released in this pass: their slot frees once the release is seen
     if mi.records:  # a node carrying a record takes no new turn until its release is seen
         turns = replace(turns, starting=[t for t in turns.starting if t.node not in mi.records])
-    work.turns = replace(turns, held=turns.held + work.held)
+    work.turns = turns  # the slots `held` counts are added by the gate step
     work.status = _status(s, mi, outcomes, in_maintenance, draining, kept, uncordoning)
     return work
 
 
 def _release(
-    s: Situation, record: NodeRecord, outcomes: Outcomes, node: str, state: str | None, running: bool
+    s: Situation, record: NodeRecord, outcomes: DrainTimeouts, node: str, state: str | None, running: bool
 ) -> str | None:
     """Why the node is released now ("keep": a failed node kept cordoned), or None: it stays in maintenance."""
     if record.of_rollout(s.revision, s.run):
@@ -288,7 +288,7 @@ def _release(
 def _status(
     s: Situation,
     mi: MaintenanceInput,
-    outcomes: Outcomes,
+    outcomes: DrainTimeouts,
     in_maintenance: set[str],
     draining: list[tuple[str, DrainProgress]],
     kept: list[str],

@@ -34,6 +34,7 @@ from daemonjob.domain.cron import (
     quoted,
     time_zone_of,
 )
+from daemonjob.domain.events import NORMAL, WARNING, EventSpec
 from daemonjob.domain.jobs import LABEL_RUN, format_time, job_run, parse_time
 
 __all__ = [
@@ -58,7 +59,6 @@ __all__ = [
     "job_run",
     "RunStart",
     "SkippedTicks",
-    "ScheduleEvent",
     "ScheduleStep",
     "schedule_step",
     "schedule_problems",
@@ -82,8 +82,6 @@ INVALID_SCHEDULE_SPEC = "InvalidSpec"
 
 EVENT_RUN_STARTED = "RunStarted"
 EVENT_RUN_NOW_WAITING = "RunNowWaiting"
-NORMAL = "Normal"
-WARNING = "Warning"
 
 _RUN_ID_FORMAT = "%Y%m%dt%H%M%Sz"
 _TRIGGER_TEXT = re.compile(r"[^a-z0-9]+")
@@ -143,13 +141,6 @@ class SkippedTicks:
 
 
 @dataclass(frozen=True, slots=True)
-class ScheduleEvent:
-    type: str
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
 class ScheduleStep:
     """What the schedule wants of this reconcile; `status` merges into the DaemonJob's status."""
 
@@ -168,19 +159,17 @@ class ScheduleStep:
         return max(0.0, (self.requeue_at - now).total_seconds())
 
     @property
-    def events(self) -> tuple[ScheduleEvent, ...]:
-        out = [
-            ScheduleEvent(WARNING if s.reason != SKIP_SUSPENDED else NORMAL, s.reason, s.message) for s in self.skipped
-        ]
+    def events(self) -> tuple[EventSpec, ...]:
+        out = [EventSpec(WARNING if s.reason != SKIP_SUSPENDED else NORMAL, s.reason, s.message) for s in self.skipped]
         if self.start is not None:
             if self.start.scheduled_time is not None:
                 what = f"the tick of {format_time(self.start.scheduled_time)}"
             else:
                 what = f"{ANNOTATION_RUN_NOW}={quoted(self.start.trigger)}"
             replaced = "; the previous run's active Jobs are replaced" if self.start.replace else ""
-            out.append(ScheduleEvent(NORMAL, EVENT_RUN_STARTED, f"run {self.start.run} started for {what}{replaced}"))
+            out.append(EventSpec(NORMAL, EVENT_RUN_STARTED, f"run {self.start.run} started for {what}{replaced}"))
         if self.waiting is not None:
-            out.append(ScheduleEvent(NORMAL, EVENT_RUN_NOW_WAITING, self.waiting))
+            out.append(EventSpec(NORMAL, EVENT_RUN_NOW_WAITING, self.waiting))
         return tuple(out)
 
 

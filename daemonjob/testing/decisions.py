@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -13,51 +14,60 @@ from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.inputs import ApiTroubles, ConfigMapsRead, DecisionInput, FiringAlerts
 from daemonjob.domain.jobs import format_time
 from daemonjob.domain.keptplan import KeptPlan
+from daemonjob.domain.maintenance import MaintenanceInput
 from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.order import OrderInput
+
+__all__ = ["Given", "decide_over", "apply"]
 
 Obj = Mapping[str, Any]
 
 
-def decide_over(
-    dj: Obj,
-    jobs: Iterable[Obj],
-    nodes: Iterable[Obj],
-    now: datetime,
-    stalled: tuple[str, str] | None = None,
-    *,
-    conflicts: Mapping[str, str] | None = None,
-    rejected: Mapping[str, str] | None = None,
-    configmaps: dict[str, Obj | None] | None = None,
-    unreadable: dict[str, str] | None = None,
-    eligibility: Eligibility | None = None,
-    memo: Memo = no_memo,
-    plan: KeptPlan | None = None,
-    alerts: FiringAlerts = FiringAlerts(),
-    order: OrderInput = OrderInput(),
-) -> Decision:
-    """`decide` on the input value made of these: the plan from scratch out of `jobs` and
-    `nodes`, or `plan` (a kept one) as it is; the API's troubles (`stalled`, `conflicts`,
-    `rejected`), the ConfigMaps and the firing alerts read as the controller would hand them
-    over; `order`: the other DaemonJobs' per-node state (exclusionGroup, after)."""
-    troubles = ApiTroubles(stalled, rejected, conflicts)
-    read = ConfigMapsRead(configmaps, False, dict(unreadable or {}))
-    if plan is None:
-        return decide(
-            DecisionInput.from_objects(
-                dj,
-                jobs,
-                nodes,
-                now,
-                memo=memo,
-                troubles=troubles,
-                configmaps=read,
-                eligibility=eligibility,
-                alerts=alerts,
-                order=order,
-            )
+@dataclass(frozen=True)
+class Given:
+    """A decision's input as a test holds it: the DaemonJob, its Jobs and the nodes, the clock,
+    and what else the controller would hand over, each defaulting to nothing in the way.
+
+    The plan is made from scratch out of `jobs` and `nodes`, or is `kept_plan` as it is; the
+    API's troubles (`stalled`, `conflicts`, `rejected`), the ConfigMaps read, the firing alerts,
+    the other DaemonJobs' per-node state (`order`) and the Nodes' maintenance records."""
+
+    dj: Obj
+    jobs: Iterable[Obj]
+    nodes: Iterable[Obj]
+    now: datetime
+    stalled: tuple[str, str] | None = None
+    _: KW_ONLY
+    conflicts: Mapping[str, str] | None = None
+    rejected: Mapping[str, str] | None = None
+    configmaps: dict[str, Obj | None] | None = None
+    unreadable: dict[str, str] | None = None
+    eligibility: Eligibility | None = None
+    memo: Memo = no_memo
+    kept_plan: KeptPlan | None = None
+    alerts: FiringAlerts = FiringAlerts()
+    order: OrderInput = OrderInput()
+    maintenance: MaintenanceInput = MaintenanceInput()
+
+    def input(self) -> DecisionInput:
+        plan = self.kept_plan if self.kept_plan is not None else KeptPlan.of(self.jobs, self.nodes, self.memo)
+        return DecisionInput(
+            self.dj,
+            plan,
+            self.now,
+            troubles=ApiTroubles(self.stalled, self.rejected, self.conflicts),
+            configmaps=ConfigMapsRead(self.configmaps, False, dict(self.unreadable or {})),
+            eligibility=self.eligibility,
+            memo=self.memo,
+            alerts=self.alerts,
+            order=self.order,
+            maintenance=self.maintenance,
         )
-    return decide(DecisionInput(dj, plan, now, troubles, read, eligibility, memo, alerts, order=order))
+
+
+def decide_over(given: Given | DecisionInput) -> Decision:
+    """`decide` on `given` (a test's holdings, or the input value itself)."""
+    return decide(given.input() if isinstance(given, Given) else given)
 
 
 def apply(decision: Decision, jobs: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:

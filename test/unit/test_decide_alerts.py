@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.decide import Decision
 from daemonjob.domain.gates import gate_in_force
-from daemonjob.domain.inputs import DecisionInput, FiringAlerts
+from daemonjob.domain.inputs import FiringAlerts
 from daemonjob.domain.validate import validate
 from daemonjob.testing.builders import daemonjob, job, nodes
+from daemonjob.testing.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)
 HALT = [{"alertname": "NodeNotReady", "severity": "critical"}, {"alertname": "EtcdDown"}]
@@ -32,7 +33,7 @@ def decide_with(
     jobs: list[dict[str, Any]] = (),
     node_names: tuple[str, ...] = ("n1", "n2", "n3"),
 ) -> Decision:
-    return decide(DecisionInput.from_objects(dj, jobs, nodes(*node_names), NOW, alerts=alerts))
+    return decide_over(Given(dj, jobs, nodes(*node_names), NOW, alerts=alerts))
 
 
 def reconciling(decision: Decision) -> dict[str, Any]:

@@ -7,8 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from daemonjob.domain.allowance import NODE_MAINTENANCE_NOT_ALLOWED
-from daemonjob.domain.decide import Decision, decide
-from daemonjob.domain.inputs import DecisionInput
+from daemonjob.domain.decide import Decision
 from daemonjob.domain.jobs import CORDON_TOLERATION, format_time
 from daemonjob.domain.maintenance import (
     DRAIN_TIMED_OUT,
@@ -21,6 +20,7 @@ from daemonjob.domain.maintenance import (
 )
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.testing.builders import NS, UID, daemonjob, job, node, revision_of
+from daemonjob.testing.decisions import Given, decide_over
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
 ALLOWED = frozenset({NS})
@@ -66,7 +66,7 @@ def _decide(
         if text:
             records[n["metadata"]["name"]] = NodeRecord.parse(text)
     mi = MaintenanceInput(records, drains or {}, allowed)
-    return decide(DecisionInput.from_objects(dj, list(jobs), nodes, now, maintenance=mi))
+    return decide_over(Given(dj, list(jobs), nodes, now, maintenance=mi))
 
 
 def test_a_turn_cordons_first_and_creates_no_job() -> None:
@@ -161,7 +161,7 @@ def test_a_namespace_not_allowed_is_stalled_and_writes_no_node() -> None:
 
 def test_without_maintenance_nothing_changes() -> None:
     dj = daemonjob()
-    d = decide(DecisionInput.from_objects(dj, [], [node("a")], NOW))
+    d = decide_over(Given(dj, [], [node("a")], NOW))
     assert d.node_work is None and [c.node for c in d.creates] == ["a"] and "nodeMaintenance" not in d.status
 
 

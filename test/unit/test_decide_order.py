@@ -11,7 +11,7 @@ from daemonjob.domain.decide import Decision
 from daemonjob.domain.order import OrderInput
 from daemonjob.domain.validate import validate
 from daemonjob.testing.builders import daemonjob, job, nodes
-from daemonjob.testing.decisions import decide_over
+from daemonjob.testing.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -31,7 +31,7 @@ def created(decision: Decision) -> list[str]:
 def test_a_node_busy_with_another_member_waits_and_the_status_names_it() -> None:
     dj = daemonjob(exclusionGroup="maint")
     order = OrderInput(group="maint", busy={"n1": "kernel-upgrade"})
-    decision = decide_over(dj, [], nodes("n1", "n2", "n3"), NOW, order=order)
+    decision = decide_over(Given(dj, [], nodes("n1", "n2", "n3"), NOW, order=order))
     assert created(decision) == ["n2", "n3"]
     cond = condition(decision, "Reconciling")
     assert (cond["status"], cond["reason"]) == ("True", "WaitingForExclusionGroup")
@@ -43,7 +43,7 @@ def test_a_node_busy_with_another_member_waits_and_the_status_names_it() -> None
 def test_an_older_member_waiting_on_a_node_goes_first_there() -> None:
     dj = daemonjob(exclusionGroup="maint")
     order = OrderInput(group="maint", ahead={"n2": "older"})
-    decision = decide_over(dj, [], nodes("n1", "n2"), NOW, order=order)
+    decision = decide_over(Given(dj, [], nodes("n1", "n2"), NOW, order=order))
     assert created(decision) == ["n1"]
     assert "n2" in condition(decision, "Reconciling")["message"]
 
@@ -51,7 +51,7 @@ def test_an_older_member_waiting_on_a_node_goes_first_there() -> None:
 def test_the_held_nodes_keep_maxparallel_slots_for_the_others() -> None:
     dj = daemonjob(exclusionGroup="maint", maxParallel=1)
     order = OrderInput(group="maint", busy={"n1": "other"})
-    decision = decide_over(dj, [], nodes("n1", "n2", "n3"), NOW, order=order)
+    decision = decide_over(Given(dj, [], nodes("n1", "n2", "n3"), NOW, order=order))
     assert created(decision) == ["n2"]  # n1 is skipped, not waited for
 
 
@@ -59,19 +59,19 @@ def test_a_running_older_revision_is_not_torn_down_while_another_member_holds_th
     dj = daemonjob(exclusionGroup="maint")
     old = job(dj, "n1", "active", revision="old-rev")
     order = OrderInput(group="maint", busy={"n1": "other"})
-    decision = decide_over(dj, [old], nodes("n1"), NOW, order=order)
+    decision = decide_over(Given(dj, [old], nodes("n1"), NOW, order=order))
     assert decision.deletes == [] and decision.creates == []
 
 
 def test_without_order_nothing_is_held() -> None:
-    decision = decide_over(daemonjob(), [], nodes("n1", "n2"), NOW, order=OrderInput())
+    decision = decide_over(Given(daemonjob(), [], nodes("n1", "n2"), NOW, order=OrderInput()))
     assert created(decision) == ["n1", "n2"] and decision.gate is None
 
 
 def test_everything_done_is_complete_whatever_the_group_holds() -> None:
     dj = daemonjob(exclusionGroup="maint")
     jobs = [job(dj, "n1", "succeeded")]
-    decision = decide_over(dj, jobs, nodes("n1"), NOW, order=OrderInput(group="maint", busy={"n1": "other"}))
+    decision = decide_over(Given(dj, jobs, nodes("n1"), NOW, order=OrderInput(group="maint", busy={"n1": "other"})))
     assert condition(decision, "Complete")["status"] == "True"
 
 
@@ -83,7 +83,7 @@ def test_a_node_starts_only_once_every_dependency_succeeded_there() -> None:
     order = OrderInput(
         after=("prepare", "drain"), done={"prepare": frozenset({"n1", "n2"}), "drain": frozenset({"n2", "n3"})}
     )
-    decision = decide_over(dj, [], nodes("n1", "n2", "n3"), NOW, order=order)
+    decision = decide_over(Given(dj, [], nodes("n1", "n2", "n3"), NOW, order=order))
     assert created(decision) == ["n2"]
     cond = condition(decision, "Reconciling")
     assert cond["reason"] == "WaitingForDependencies"
@@ -95,7 +95,7 @@ def test_a_node_starts_only_once_every_dependency_succeeded_there() -> None:
 def test_a_missing_dependency_is_stalled_and_starts_nothing() -> None:
     dj = daemonjob(after=["prepare"])
     order = OrderInput(after=("prepare",), missing=("prepare",))
-    decision = decide_over(dj, [], nodes("n1"), NOW, order=order)
+    decision = decide_over(Given(dj, [], nodes("n1"), NOW, order=order))
     assert decision.creates == []
     cond = condition(decision, "Stalled")
     assert (cond["status"], cond["reason"]) == ("True", "DependencyNotFound")
@@ -106,7 +106,7 @@ def test_a_missing_dependency_is_stalled_and_starts_nothing() -> None:
 def test_a_cycle_is_stalled_and_named() -> None:
     dj = daemonjob(after=["b"])
     order = OrderInput(after=("b",), done={"b": frozenset()}, cycle=("a", "b", "a"))
-    decision = decide_over(dj, [], nodes("n1"), NOW, order=order)
+    decision = decide_over(Given(dj, [], nodes("n1"), NOW, order=order))
     assert decision.creates == []
     cond = condition(decision, "Stalled")
     assert cond["reason"] == "DependencyCycle" and "a -> b -> a" in cond["message"]

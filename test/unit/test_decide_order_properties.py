@@ -14,7 +14,7 @@ from daemonjob.domain.decide import Decision
 from daemonjob.domain.jobs import format_time, job_node, job_state
 from daemonjob.domain.order import OrderInput, order_key
 from daemonjob.testing import builders
-from daemonjob.testing.decisions import apply, decide_over
+from daemonjob.testing.decisions import Given, apply, decide_over
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 NODES = builders.nodes(*(f"node-{i}" for i in range(5)))
@@ -57,7 +57,7 @@ def decide_of(
 ) -> Decision:
     mine = [j for j in jobs if owner(j) == dj["metadata"]["name"]]
     order = order_for(dj, djs, jobs) if with_order else OrderInput()
-    return decide_over(dj, mine, NODES, NOW, order=order)
+    return decide_over(Given(dj, mine, NODES, NOW, order=order))
 
 
 def step(dj: dict[str, Any], djs: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -22,8 +22,8 @@ from daemonjob.domain.validate import parse_duration
 from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.memo import object_memo
 from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.decisions import Given, decide_over
 from daemonjob.testing.decisions import apply as apply_decision
-from daemonjob.testing.decisions import decide_over
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 # The alerts firing in every decision here: haltOnAlerts [{alertname: A}] halts, the others do not
@@ -191,7 +191,7 @@ def check(
 ) -> Decision:
     spec = dj["spec"]
     before = copy.deepcopy((dj, jobs, nodes))
-    d = decide_over(dj, jobs, nodes, NOW, stalled, alerts=ALERTS)
+    d = decide_over(Given(dj, jobs, nodes, NOW, stalled, alerts=ALERTS))
     assert (dj, jobs, nodes) == before, "decide mutated its inputs"
     current = template_revision(spec["jobTemplate"])
     node_names = {n["metadata"]["name"] for n in nodes}
@@ -368,9 +368,9 @@ def test_cached_objects_decide_like_plain_ones(case: tuple[Any, ...]) -> None:
     dj, jobs, nodes, stalled = case
     cached_jobs = [freeze(job_transform(copy.deepcopy(j))) for j in jobs]
     cached_nodes = [freeze(node_transform(copy.deepcopy(n))) for n in nodes]
-    plain = decide_over(dj, jobs, nodes, NOW, stalled=stalled)
+    plain = decide_over(Given(dj, jobs, nodes, NOW, stalled=stalled))
     for _ in range(2):  # the second pass reads the values kept by the first
-        assert decide_over(dj, cached_jobs, cached_nodes, NOW, stalled=stalled, memo=object_memo) == plain
+        assert decide_over(Given(dj, cached_jobs, cached_nodes, NOW, stalled=stalled, memo=object_memo)) == plain
 
 
 @settings(**SETTINGS)
@@ -379,10 +379,10 @@ def test_suspended_or_api_stalled_rollouts_never_tear_down_old_revisions(case: t
     dj, jobs, nodes, _ = case
     dj = copy.deepcopy(dj)
     dj["spec"]["suspend"] = True
-    d = decide_over(dj, jobs, nodes, NOW)
+    d = decide_over(Given(dj, jobs, nodes, NOW))
     assert not d.creates and all(x.reason != "OldRevision" for x in d.deletes)
     dj["spec"]["suspend"] = False
-    d = decide_over(dj, jobs, nodes, NOW, stalled=("Forbidden", "quota"))
+    d = decide_over(Given(dj, jobs, nodes, NOW, stalled=("Forbidden", "quota")))
     assert all(x.reason != "OldRevision" for x in d.deletes)
 
 
@@ -455,8 +455,8 @@ def test_the_incremental_plan_equals_the_full_plan_after_every_event(
             state.set_node(node, nodes_by_name.get(node), inputs[1] if inputs is not None else ())
         elif kind not in ("template", "max-parallel"):
             tell(node)
-        full = decide_over(dj, list(jobs_by_name.values()), list(nodes_by_name.values()), NOW, stalled)
-        kept = decide_over(dj, [], [], NOW, stalled, memo=object_memo, plan=state)
+        full = decide_over(Given(dj, list(jobs_by_name.values()), list(nodes_by_name.values()), NOW, stalled))
+        kept = decide_over(Given(dj, [], [], NOW, stalled, memo=object_memo, kept_plan=state))
         assert kept.status == full.status
         assert [(c.node, c.name) for c in kept.creates] == [(c.node, c.name) for c in full.creates]
         assert kept.deletes == full.deletes and kept.events == full.events

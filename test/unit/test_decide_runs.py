@@ -17,8 +17,8 @@ from daemonjob.domain.plan import HISTORY, OLD_REVISION, OLD_RUN
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, SKIP_SUSPENDED, tick_run_id
 from daemonjob.testing import builders
 from daemonjob.testing.builders import node
+from daemonjob.testing.decisions import Given, decide_over
 from daemonjob.testing.decisions import apply as apply_decision
-from daemonjob.testing.decisions import decide_over
 
 CREATED = datetime(2024, 3, 1, 11, 58, 0, tzinfo=timezone.utc)
 TICK1 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)  # "*/5 * * * *" ticks every 5 minutes
@@ -54,7 +54,7 @@ class World:
 
     def step(self, now: datetime) -> Decision:
         """Decide at `now`, write the status, apply the Job writes (deletes start terminating)."""
-        decision = decide_over(self.dj, self.jobs, self.nodes, now, configmaps=self.configmaps)
+        decision = decide_over(Given(self.dj, self.jobs, self.nodes, now, configmaps=self.configmaps))
         self.dj["status"] = decision.status
         self.jobs = apply_decision(decision, self.jobs, now)
         return decision
@@ -336,7 +336,7 @@ def test_a_config_change_reruns_every_node_and_a_missing_configmap_is_named() ->
 
 def test_without_the_configmaps_read_the_revision_is_the_templates() -> None:
     dj = with_script(make_dj(schedule=None))
-    plain = decide_over(dj, [], [node("n0")], TICK1)
+    plain = decide_over(Given(dj, [], [node("n0")], TICK1))
     assert cond(plain, "Stalled")["status"] == "False" and len(plain.creates) == 1
 
 

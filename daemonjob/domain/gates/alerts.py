@@ -1,4 +1,4 @@
-"""The rollout gate spec.rollout.haltOnAlerts: no new node starts while a matching alert fires.
+"""spec.rollout.haltOnAlerts: no new node starts while a matching alert fires.
 
 A pure function of the matchers and the firing alerts as the controller last read them from
 Prometheus (a field of the decision's input). Alerts that cannot be read count as a halt: a
@@ -15,11 +15,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from daemonjob.domain.gates import ALERTS_UNKNOWN, GATE_ALERTS, HALTED_BY_ALERTS, GateWait
+from daemonjob.domain.gates.hold import Gate, GateContext, Hold
 from daemonjob.domain.inputs import FiringAlerts
 from daemonjob.domain.validate import AlertMatcher
 
-__all__ = ["AlertHalt", "alert_halt", "matches", "alert_text", "matched_labels"]
+__all__ = [
+    "GATE",
+    "GATE_ALERTS",
+    "HALTED_BY_ALERTS",
+    "ALERTS_UNKNOWN",
+    "AlertHalt",
+    "alert_halt",
+    "matches",
+    "alert_text",
+    "matched_labels",
+]
+
+GATE_ALERTS = "alerts"
+HALTED_BY_ALERTS = "HaltedByAlerts"  # a matching alert fires
+ALERTS_UNKNOWN = "AlertsUnknown"  # the firing alerts are unknown
 
 ALERTS_SHOWN = 10
 Labels = tuple[tuple[str, str], ...]
@@ -32,10 +46,6 @@ class AlertHalt:
     halted: bool = False
     reason: str = ""
     message: str = ""
-
-    def wait(self) -> GateWait:
-        """The gate in force; no wake-up by the clock: the alert poller enqueues on a change."""
-        return GateWait(GATE_ALERTS, self.reason, self.message, None)
 
 
 def matches(matcher: AlertMatcher, labels: Labels) -> bool:
@@ -85,3 +95,15 @@ def alert_halt(matchers: tuple[AlertMatcher, ...], alerts: FiringAlerts) -> Aler
         f"haltOnAlerts: {len(matching)} matching alert(s) firing: {_shown(firing)}; no new node is "
         "started until they resolve, running Jobs finish",
     )
+
+
+def hold(at: GateContext) -> Hold:
+    """A halt holds every new node back (as a closed window does, and named before it); no
+    wake-up by the clock: the alert poller enqueues on a change."""
+    halt = alert_halt(at.reading.checked.rollout.halt_on_alerts, at.reading.input.alerts)
+    if not halt.halted:
+        return Hold(GATE_ALERTS)
+    return Hold(GATE_ALERTS, blocks=True, reason=halt.reason, message=halt.message)
+
+
+GATE = Gate(hold, {HALTED_BY_ALERTS: GATE_ALERTS, ALERTS_UNKNOWN: GATE_ALERTS})
