@@ -70,7 +70,7 @@ class Recorded:
         meta = dj.get("metadata") or {}
         raw = dj.get("status")
         status: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-        conditions = {c.get("type"): c for c in status.get("conditions") or () if isinstance(c, Mapping)}
+        conditions = {str(c.get("type")): c for c in status.get("conditions") or () if isinstance(c, Mapping)}
         return cls(meta.get("name") or "", meta.get("generation"), status, conditions)
 
 
