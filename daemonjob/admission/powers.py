@@ -31,8 +31,9 @@ from typing import Any, Protocol
 import structlog
 
 from daemonjob import defaults
-from daemonjob.domain.maintenancespec import PATH, wants_maintenance
-from daemonjob.domain.validate import Problem
+from daemonjob.domain.maintenancespec import PATH
+from daemonjob.domain.spec import DaemonJobSpec
+from daemonjob.domain.validate import Problem, read_spec
 from daemonjob.machinery.kube import Kube
 
 __all__ = [
@@ -77,12 +78,11 @@ PATCH_NODES = Permission("patch", "nodes")  # kubectl cordon
 EVICT_PODS = Permission("create", "pods", "eviction")  # kubectl drain
 
 
-def needed(spec: Any) -> tuple[Permission, ...]:
+def needed(spec: DaemonJobSpec) -> tuple[Permission, ...]:
     """What the requester must hold for `spec`'s node maintenance: nothing, a cordon's, or a drain's too."""
-    if not wants_maintenance(spec):
+    if not spec.asks_maintenance:
         return ()
-    drain = (spec.get("nodeMaintenance") or {}).get("drain")
-    return (PATCH_NODES,) if drain is None else (PATCH_NODES, EVICT_PODS)
+    return (PATCH_NODES, EVICT_PODS) if spec.asks_drain else (PATCH_NODES,)
 
 
 def _without_gc_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def _without_gc_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
 def must_check(request: Mapping[str, Any]) -> bool:
     """Whether this CREATE or UPDATE of a DaemonJob needs the requester's node powers checked."""
     obj = request.get("object") or {}
-    if not needed(obj.get("spec")):
+    if not needed(read_spec(obj)):
         return False
     old = request.get("oldObject")
     if request.get("operation") != "UPDATE" or not isinstance(old, Mapping):
@@ -143,7 +143,7 @@ def powers_problems(request: Mapping[str, Any], reviewer: AccessReviewer) -> lis
     if not isinstance(name, str) or not name:
         return [_forbidden("the request names no user whose permission to cordon and drain nodes could be checked")]
     missing: list[Permission] = []
-    for permission in needed((request.get("object") or {}).get("spec")):
+    for permission in needed(read_spec(request.get("object") or {})):
         try:
             allowed = reviewer.may(user, permission)
         except Exception as exc:  # any failure to ask (API error, timeout, refused connection): fail closed

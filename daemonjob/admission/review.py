@@ -1,6 +1,6 @@
 """POST /validate-daemonjob: an admission.k8s.io/v1 AdmissionReview in, the answer out.
 
-The rules are `domain.validate.problems_of`, the same that set `Stalled`, so an object is
+The rules are `domain.validate.validate`'s problems, the same that set `Stalled`, so an object is
 refused at apply time with exactly the messages it would otherwise stall with, all at once.
 CREATE is refused on any problem. An UPDATE is refused only when it adds a problem: one
 that only removes problems (or keeps them, as a label edit or a finalizer removal does)
@@ -28,7 +28,7 @@ import structlog
 
 from daemonjob.domain.allowance import maintenance_refusal
 from daemonjob.domain.jobs import GROUP, KIND
-from daemonjob.domain.validate import Problem, problems_of
+from daemonjob.domain.validate import Problem, validate
 
 log = structlog.get_logger("daemonjob.admission")
 
@@ -97,11 +97,12 @@ def _denial(request: Mapping[str, Any], problems: list[Problem]) -> dict[str, An
 def _problems(obj: Mapping[str, Any], namespace: Any, maintenance_namespaces: frozenset[str]) -> list[Problem]:
     """The rule book's problems of `obj`, and the allowance's; the namespace is the request's
     when the object does not carry one yet."""
-    problems = problems_of(obj)
+    checked = validate(obj)  # read once: the allowance reads the same typed spec
+    problems = checked.problems
     metadata = obj.get("metadata") or {}
     if not metadata.get("namespace") and isinstance(namespace, str):
         obj = {**obj, "metadata": {**metadata, "namespace": namespace}}
-    refusal = maintenance_refusal(obj, maintenance_namespaces)
+    refusal = maintenance_refusal(obj, maintenance_namespaces, checked.spec)
     return problems if refusal is None else [*problems, refusal]
 
 

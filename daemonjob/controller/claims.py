@@ -23,7 +23,7 @@ from typing import Any
 
 from daemonjob import defaults
 from daemonjob.controller.informers import RUNNING_INDEX
-from daemonjob.controller.order import OrderIndex, group_of
+from daemonjob.controller.order import OrderIndex
 from daemonjob.domain.actions import CreateJob
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.jobs import job_node
@@ -66,7 +66,7 @@ class NodeClaims:
     def take(self, key: str, dj: Obj, decision: Decision) -> Decision:
         """`decision` without the creates on nodes where another member of `dj`'s group has a
         claim or a running Job; the nodes of the creates left are claimed for `dj`."""
-        group = group_of(dj)
+        group = self.index.spec_of(dj).exclusion_group
         if group is None or not decision.creates:
             return decision
         ns = key.rpartition("/")[0]

@@ -56,6 +56,7 @@ from daemonjob.controller.orderreader import OrderReader
 from daemonjob.controller.report import Reporter
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.selfcheck import PlanSelfCheck
+from daemonjob.controller.specs import SpecCache
 from daemonjob.controller.troubles import Troubles
 from daemonjob.controller.workers import Workers
 from daemonjob.domain.decide import Decision, EventSpec, decide
@@ -114,7 +115,9 @@ class Controller:
         self.history = HistoryCleaner(control, self.metrics, clock=self.clock)
         self.troubles = Troubles()
         self.adoption = Adoption(control)
-        self.order_index = OrderIndex(informers.jobs)  # DaemonJobs by exclusion group and by what they come after
+        self.specs = SpecCache()  # each DaemonJob's spec as read, per generation
+        # DaemonJobs by exclusion group and by what they come after
+        self.order_index = OrderIndex(informers.jobs, self.specs)
         self.claims = NodeClaims(informers.daemonjobs, informers.jobs, self.order_index, self.queue.add, self.clock.now)
         self.act = Act(
             control,
@@ -148,6 +151,7 @@ class Controller:
             forget_uid=self._forget_uid,
             order_index=self.order_index,
             claims=self.claims,
+            specs=self.specs,
         )
         self.observer = Observer(
             informers,
@@ -157,6 +161,7 @@ class Controller:
             metrics=self.metrics,
             clock=self.clock,
             memo=self.memo,
+            specs=self.specs,
         )
         self.reporter = Reporter(control, metrics=self.metrics, clock=self.clock)
         self.maintenance = NodeMaintenance(
@@ -167,6 +172,7 @@ class Controller:
             reporter=self.reporter,
             metrics=self.metrics,
             clock=self.clock,
+            specs=self.specs,
         )
         self.self_check = PlanSelfCheck(self.plans, self.observer, self.metrics)
         self.threads = Workers(
@@ -331,7 +337,7 @@ class Controller:
             now=self.clock.wall(),
             troubles=self.troubles.of(observed.uid, observed.generation),
             configmaps=observed.configmaps,
-            eligibility=self.router.eligibility_for(observed.key, observed.cached),
+            checked=self.specs.get(observed.key, observed.cached),
             memo=self.memo,
             alerts=self.firing_alerts(),
             order=self.order_reader.read(observed.key, observed.cached),

@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from daemonjob.domain.decide import NODE_COUNT_FIELDS
 from daemonjob.domain.jobs import parse_time
-from daemonjob.domain.schedule import InvalidSchedule, parse_schedule
+from daemonjob.domain.spec import DaemonJobSpec
+from daemonjob.domain.validate import read_spec
 
 CONDITION_TYPES = ("Complete", "Failed", "Reconciling", "Stalled")
 # kube-state-metrics' spelling of a condition's status: one series each, the current one is 1.
@@ -60,8 +61,11 @@ class HealthMetrics:
         self._lock = threading.Lock()
         self._progress: dict[tuple[str, str], tuple[Any, ...]] = {}
 
-    def observe(self, dj: Mapping[str, Any], status: Mapping[str, Any], now: datetime) -> None:
-        """Record the status decided for `dj` at `now` (the reconcile's one instant)."""
+    def observe(
+        self, dj: Mapping[str, Any], status: Mapping[str, Any], now: datetime, spec: DaemonJobSpec | None = None
+    ) -> None:
+        """Record the status decided for `dj` at `now` (the reconcile's one instant); `spec`: its
+        spec as read (read here if None)."""
         meta = dj.get("metadata") or {}
         namespace, name = meta.get("namespace") or "", meta.get("name") or ""
         with self._lock:
@@ -72,7 +76,7 @@ class HealthMetrics:
                 self._progress[key] = progress
                 self.last_progress.labels(namespace, name).set(now.timestamp())
             _set_time(self.last_schedule, namespace, name, parse_time(status.get("lastScheduleTime")))
-            tick = previous_tick(dj, status, now)
+            tick = previous_tick(dj, status, now, spec)
             _set_time(self.previous_tick, namespace, name, tick)
 
     def forget(self, namespace: str, name: str) -> None:
@@ -96,15 +100,13 @@ class HealthMetrics:
                     self.condition.labels(namespace, name, ctype, cstatus).set(1 if value == cstatus else 0)
 
 
-def previous_tick(dj: Mapping[str, Any], status: Mapping[str, Any], now: datetime) -> datetime | None:
+def previous_tick(
+    dj: Mapping[str, Any], status: Mapping[str, Any], now: datetime, spec: DaemonJobSpec | None = None
+) -> datetime | None:
     """The schedule's tick before the latest one at `now`, or None: no (valid) schedule,
     suspended (no next tick), or the DaemonJob did not exist yet at that tick."""
-    spec = dj.get("spec") or {}
-    if not spec.get("schedule") or not status.get("nextScheduleTime"):
-        return None
-    try:
-        schedule = parse_schedule(spec.get("schedule"), spec.get("timeZone"))
-    except InvalidSchedule:
+    schedule = (spec if spec is not None else read_spec(dj)).runs.schedule
+    if schedule is None or not status.get("nextScheduleTime"):
         return None
     latest = schedule.latest_at_or_before(now)
     before = schedule.latest_at_or_before(latest - _TICK_EPSILON) if latest is not None else None

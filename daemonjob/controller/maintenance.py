@@ -15,11 +15,11 @@ from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.nodework import NodeActed, NodeActs, release_node, released_event
 from daemonjob.controller.observe import Observation
 from daemonjob.controller.report import Reporter
+from daemonjob.controller.specs import SpecCache
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.inputs import DecisionInput
 from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.maintenance import FINALIZER, MaintenanceInput, has_finalizer, releases_on_delete
-from daemonjob.domain.maintenancespec import wants_maintenance
 from daemonjob.domain.noderecord import NodeRecord, record_of
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import SharedInformer
@@ -42,10 +42,12 @@ class NodeMaintenance:
         reporter: Reporter,
         metrics: Metrics,
         clock: Clock,
+        specs: SpecCache | None = None,
     ) -> None:
         """`node_control`: what it writes through (Nodes, evictions, the finalizer; None: no
         Node writes); `namespaces`: where a DaemonJob may use it (elsewhere it is Stalled)."""
         self.daemonjobs, self.nodes = daemonjobs, nodes
+        self.specs = specs if specs is not None else SpecCache()  # the DaemonJobs' specs as read
         self.node_control = node_control
         self.namespaces = frozenset(namespaces)
         self.reporter = reporter
@@ -112,7 +114,7 @@ class NodeMaintenance:
         meta = cached["metadata"]
         deleting = bool(meta.get("deletionTimestamp"))
         records = self.records(meta.get("uid") or "")
-        if not deleting and (wants_maintenance(cached.get("spec")) or records):
+        if not deleting and (self.specs.get(key, cached).spec.asks_maintenance or records):
             return False  # the decision releases what it holds, as the spec says
         if self.node_control is None:
             return False

@@ -19,6 +19,8 @@ from daemonjob.domain.decide import NODE_COUNT_FIELDS
 from daemonjob.domain.gates import GATES, gate_in_force
 from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.schedule import SKIP_DEADLINE, SKIP_FORBID, SKIP_MISSED, SKIP_SUSPENDED
+from daemonjob.domain.spec import DaemonJobSpec
+from daemonjob.domain.validate import read_spec
 from daemonjob.machinery.queuemetrics import PrometheusMetricsProvider
 
 SKIP_REASONS = (SKIP_FORBID, SKIP_DEADLINE, SKIP_MISSED, SKIP_SUSPENDED)
@@ -201,7 +203,7 @@ class Metrics:
                 self.rollout_gate.labels(namespace, name, gate).set(1 if held is not None and held[0] == gate else 0)
             self.gate_waits.observe(namespace, name, held[0] if held is not None else None)
 
-    def observe_health(self, dj: dict, status: dict, now: datetime) -> None:
+    def observe_health(self, dj: dict, status: dict, now: datetime, spec: DaemonJobSpec | None = None) -> None:
         """The series alerts read (see healthmetrics), and the run counters of a scheduled or
         run-now DaemonJob at zero, so that rates and dashboards start from its first run;
         nothing for a DaemonJob already deleted."""
@@ -211,8 +213,9 @@ class Metrics:
             if (meta.get("uid") or "") in self._forgotten:
                 return
             self._known.add((namespace, name))
-            self.health.observe(dj, status, now)
-            if (dj.get("spec") or {}).get("schedule") or status.get("currentRun"):
+            spec = spec if spec is not None else read_spec(dj)
+            self.health.observe(dj, status, now, spec)
+            if spec.runs.expression or status.get("currentRun"):
                 self.runs_started.labels(namespace, name)
                 for reason in SKIP_REASONS:
                     self.runs_skipped.labels(namespace, name, reason)

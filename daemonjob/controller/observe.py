@@ -22,11 +22,13 @@ from daemonjob.controller.expectations import Expectations, Waiting
 from daemonjob.controller.informers import OWNER_INDEX, Informers
 from daemonjob.controller.jobcontrol import JobControl
 from daemonjob.controller.metrics import Metrics
-from daemonjob.domain.configrefs import pod_template_of, referenced_configmaps, rerun_on_config_change
+from daemonjob.controller.specs import SpecCache
+from daemonjob.domain.configrefs import referenced_configmaps
 from daemonjob.domain.inputs import ConfigMapsRead
 from daemonjob.domain.jobs import owner_reference
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.memo import Memo
+from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.kube import ApiError
@@ -78,6 +80,7 @@ class Observer:
         metrics: Metrics,
         clock: Clock,
         memo: Memo,
+        specs: SpecCache | None = None,
     ) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.control = control
@@ -86,6 +89,7 @@ class Observer:
         self.metrics = metrics
         self.clock = clock
         self.memo = memo
+        self.specs = specs if specs is not None else SpecCache()
 
     def observe(self, key: str) -> tuple[Observation | None, float | None]:
         """The observation (None: nothing to decide now), and in how many seconds to look
@@ -98,7 +102,7 @@ class Observer:
                 self.configmaps.forget(key)
             return None, None  # deleted, or on its way: the garbage collector removes its Jobs
         dj = thaw(cached)
-        configmaps = self._configmaps(key, dj)
+        configmaps = self._configmaps(key, dj, self.specs.get(key, cached).spec)
         if configmaps.pending:
             rlog.debug("waiting for the referenced ConfigMaps to be listed")
             return None, None
@@ -112,7 +116,7 @@ class Observer:
         return KeptPlan.of(self.jobs.store.by_index(OWNER_INDEX, observed.uid), self.nodes.store.list(), self.memo)
 
     # -- the referenced ConfigMaps ---------------------------------------------------------------
-    def _configmaps(self, key: str, dj: Obj) -> ConfigMapsRead:
+    def _configmaps(self, key: str, dj: Obj, spec: DaemonJobSpec) -> ConfigMapsRead:
         """The referenced ConfigMaps, when opted in. Keeps the tracker's watches to exactly
         what `dj` references. A watch whose list fails (a 403, say) makes them unreadable, for
         a Stalled condition; the watch retries with its own backoff and its sync listener
@@ -120,10 +124,10 @@ class Observer:
         if self.configmaps is None:
             return ConfigMapsRead()
         namespace = dj["metadata"].get("namespace") or ""
-        if not rerun_on_config_change(dj):
+        if not spec.rerun_on_config_change:
             self.configmaps.forget(key)
             return ConfigMapsRead()
-        refs = referenced_configmaps(pod_template_of(dj))
+        refs = referenced_configmaps(spec.pod_template)
         self.configmaps.track(key, namespace, [r.name for r in refs])
         if (refusal := self.configmaps.refusal(key)) is not None:  # past a cap on watches: Stalled
             return ConfigMapsRead(None, False, {r.name: refusal for r in refs})

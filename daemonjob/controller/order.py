@@ -17,31 +17,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from daemonjob.controller.informers import OWNER_INDEX
+from daemonjob.controller.specs import SpecCache
 from daemonjob.controller.succeeded import SucceededNodes
 from daemonjob.domain.gates import gate_in_force
 from daemonjob.domain.order import GATE_AFTER, GATE_EXCLUSION
+from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.machinery.informer import SharedInformer
+from daemonjob.machinery.store import meta_namespace_key
 
-__all__ = ["OrderIndex", "group_of", "after_of", "done_view", "waits_for_turns"]
+__all__ = ["OrderIndex", "done_view", "waits_for_turns"]
 
 Obj = Mapping[str, Any]
-
-
-def _spec(dj: Obj) -> Mapping[str, Any]:
-    spec = dj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
-def group_of(dj: Obj) -> str | None:
-    group = _spec(dj).get("exclusionGroup")
-    return group if isinstance(group, str) and group else None
-
-
-def after_of(dj: Obj) -> tuple[str, ...]:
-    after = _spec(dj).get("after")
-    if not isinstance(after, (list, tuple)):
-        return ()
-    return tuple(dict.fromkeys(a for a in after if isinstance(a, str) and a))
 
 
 def done_view(dj: Obj) -> tuple[Any, Any]:
@@ -59,9 +45,11 @@ def ns_name(key: str) -> tuple[str, str]:
 class OrderIndex:
     """DaemonJob keys by (namespace, group) and by (namespace, name they come after)."""
 
-    def __init__(self, jobs: SharedInformer | None = None) -> None:
+    def __init__(self, jobs: SharedInformer | None = None, specs: SpecCache | None = None) -> None:
         """`jobs`: the Jobs cache, from which where a DaemonJob named in spec.after succeeded is
-        built the first time it is read (without it, as if it had no Jobs)."""
+        built the first time it is read (without it, as if it had no Jobs). `specs`: the
+        DaemonJobs' specs as read (the controller's, shared)."""
+        self.specs = specs if specs is not None else SpecCache()
         self._lock = threading.Lock()
         self._jobs = jobs
         # what spec.after reads, kept from the Job events (the router's) for the DaemonJobs named there
@@ -70,10 +58,15 @@ class OrderIndex:
         self._dependents: dict[tuple[str, str], set[str]] = {}
         self._of: dict[str, tuple[str | None, tuple[str, ...]]] = {}  # key -> (group, after)
 
+    def spec_of(self, dj: Obj, keep: bool = True) -> DaemonJobSpec:
+        """`dj`'s spec as read; `keep=False` for a version not current in the cache (old, deleted)."""
+        return self.specs.get(meta_namespace_key(dj), dj, keep).spec
+
     def set(self, key: str, dj: Obj | None) -> None:
         """`dj` now (None: deleted)."""
         ns, _ = ns_name(key)
-        now = (group_of(dj), after_of(dj)) if dj is not None else (None, ())
+        spec = self.specs.get(key, dj).spec if dj is not None else None
+        now = (spec.exclusion_group, spec.after) if spec is not None else (None, ())
         with self._lock:
             old = self._of.pop(key, (None, ()))
             if old == now and dj is not None:
@@ -138,12 +131,12 @@ def _discard(index: dict[tuple[str, str], set[str]], at: tuple[str, str] | None,
             del index[at]
 
 
-def waits_for_turns(dj: Obj) -> bool:
+def waits_for_turns(dj: Obj, spec: DaemonJobSpec) -> bool:
     """What the younger members of its exclusion group read of it. An older member counts as
     waiting for its turns unless it cannot start any now: suspended, Stalled or Failed, or held
     by a rollout gate (its written status says which); the order's own gates do not count (its
     turns where its dependencies have not succeeded are left out)."""
-    if _spec(dj).get("suspend") is True:
+    if spec.runs.suspended:
         return False
     status = dj.get("status") or {}
     for cond in status.get("conditions") or ():

@@ -15,7 +15,7 @@ from typing import Any
 from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.informers import RUNNING_INDEX
 from daemonjob.controller.keptplans import KeptPlans
-from daemonjob.controller.order import OrderIndex, after_of, done_view, group_of, ns_name, waits_for_turns
+from daemonjob.controller.order import OrderIndex, done_view, ns_name, waits_for_turns
 from daemonjob.domain.jobs import job_node
 from daemonjob.domain.order import OrderInput, order_key
 from daemonjob.machinery.informer import SharedInformer
@@ -40,7 +40,8 @@ class OrderReader:
         self.claims = claims
 
     def read(self, key: str, dj: Obj) -> OrderInput:
-        group, after = group_of(dj), after_of(dj)
+        spec = self.index.spec_of(dj)
+        group, after = spec.exclusion_group, spec.after
         if not group and not after:
             return OrderInput()
         ns, name = ns_name(key)
@@ -63,9 +64,10 @@ class OrderReader:
                     node = job_node(job)
                     if node:
                         busy.setdefault(node, peer_name)
-                if order_key(other) < mine and waits_for_turns(other):
+                other_spec = self.index.spec_of(other)
+                if order_key(other) < mine and waits_for_turns(other, other_spec):
                     ahead_nodes = self.plans.turn_nodes(uid)
-                    for dep in after_of(other):  # it waits for its own dependencies there, not for us
+                    for dep in other_spec.after:  # it waits for its own dependencies there, not for us
                         dep_done = self._done(ns, dep, done_cache) or frozenset()
                         ahead_nodes = [n for n in ahead_nodes if n in dep_done]
                     for node in ahead_nodes:
@@ -105,5 +107,5 @@ class OrderReader:
             seen.add(current)
             other = self.daemonjobs.store.get(f"{ns}/{current}")
             if other is not None:
-                stack.extend((d, [*path, d]) for d in after_of(other))
+                stack.extend((d, [*path, d]) for d in self.index.spec_of(other).after)
         return []

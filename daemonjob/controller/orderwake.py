@@ -15,7 +15,7 @@ from typing import Any
 
 from daemonjob.controller.informers import RUNNING_INDEX, running_index
 from daemonjob.controller.keptplans import TURN, KeptPlans
-from daemonjob.controller.order import OrderIndex, after_of, done_view, group_of, waits_for_turns
+from daemonjob.controller.order import OrderIndex, done_view, waits_for_turns
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.jobs import SUCCEEDED, job_node, job_state
@@ -73,7 +73,8 @@ class OrderWakes:
         wake: set[str] = set()
         if done_view(old) != done_view(new):
             wake.update(self._done_readers(key))
-        if waits_for_turns(old) != waits_for_turns(new):
+        spec = self.order_index.spec_of(new)  # one generation: the spec of both
+        if waits_for_turns(old, spec) != waits_for_turns(new, spec):
             wake.update(self.order_index.peers(key))
         wake.discard(key)
         for other in wake:
@@ -129,7 +130,11 @@ class OrderWakes:
                 if not how:
                     continue
                 wake.add(peer)
-                if how == TURN and waits_for_turns(dj) and not self._after_pending(peer, dj, node):
+                if (
+                    how == TURN
+                    and waits_for_turns(dj, self.order_index.spec_of(dj))
+                    and not self._after_pending(peer, dj, node)
+                ):
                     break
         for peer in wake:
             self.queue.add_after(peer, self._delay(peer))
@@ -149,7 +154,7 @@ class OrderWakes:
         ns, _, _ = key.rpartition("/")
         wake = self._done_readers(key)
         for dj in versions:
-            group = group_of(dj)
+            group = self.order_index.spec_of(dj, keep=False).exclusion_group  # old versions are not kept
             if group:
                 wake.update(self.order_index.members(ns, group))
         wake.discard(key)
@@ -173,7 +178,7 @@ class OrderWakes:
                 other is not None
                 and elig is not None
                 and order_key(other) < mine
-                and waits_for_turns(other)
+                and waits_for_turns(other, self.order_index.spec_of(other))
                 and elig.eligible(node)
                 and not self._after_pending(peer, other, name)
             ):
@@ -183,7 +188,7 @@ class OrderWakes:
     def _after_pending(self, key: str, dj: Obj, node: str) -> bool:
         """A DaemonJob `dj` comes after has no succeeded Job on `node` of its current revision and run."""
         ns = key.rpartition("/")[0]
-        for name in after_of(dj):
+        for name in self.order_index.spec_of(dj).after:
             dep = self.daemonjobs.store.get(f"{ns}/{name}")
             if dep is None:
                 return False  # Stalled: its status says so at once

@@ -101,7 +101,8 @@ class Reporter:
                 decision.run_finished,
             )
         self.metrics.set_status(observed.namespace, observed.name, observed.uid, decision.status)
-        self.metrics.observe_health(observed.dj, decision.status, now)
+        spec = decision.reading.checked.spec if decision.reading is not None else None
+        self.metrics.observe_health(observed.dj, decision.status, now, spec)
 
     def post(self, observed: Observation, events: Iterable[EventSpec]) -> None:
         self.post_about(observed.dj, events)

@@ -25,10 +25,10 @@ from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.order import OrderIndex
 from daemonjob.controller.orderwake import OrderWakes
-from daemonjob.domain.eligibility import Eligibility, InvalidSpec, compile_eligibility
+from daemonjob.controller.specs import SpecCache
+from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.jobs import ACTIVE, daemonjob_ref, job_state, owner_uid
 from daemonjob.domain.noderecord import record_of
-from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
 from daemonjob.machinery.memo import MEMO_CAPACITY, ObjectMemo
 from daemonjob.machinery.store import meta_namespace_key
@@ -72,6 +72,7 @@ class Router:
         forget_uid: Callable[[str], None],
         order_index: OrderIndex | None = None,
         claims: NodeClaims | None = None,
+        specs: SpecCache | None = None,
     ) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.queue = queue
@@ -84,7 +85,8 @@ class Router:
         self.order_index = order_index if order_index is not None else OrderIndex(informers.jobs)
         self.claims = claims
         self.memo = memo  # sized here to the node rule sets in use: one memo entry each per node
-        self._eligibility: dict[str, tuple[str, Eligibility | None]] = {}
+        self.specs = specs if specs is not None else self.order_index.specs
+        self.specs.on_change = self._size_memo
         self._lock = threading.Lock()
         self._decide_seconds: dict[str, float] = {}  # by key, of its last decision
         self.order_wakes = OrderWakes(self.daemonjobs, self.jobs, self.order_index, plans, queue, self._job_event_delay)
@@ -94,30 +96,18 @@ class Router:
         self.jobs.add_handlers(Handlers(self.job_added, self.job_updated, self.job_deleted))
         self.nodes.add_handlers(Handlers(self.node_added, self.node_updated, self.node_deleted))
 
-    # -- node rules, compiled once per DaemonJob generation --------------------------------
+    # -- node rules, read with the spec once per DaemonJob generation (specs.py) ------------------
     def eligibility_for(self, key: str, dj: Obj) -> Eligibility | None:
-        version = f"{dj['metadata'].get('generation', '')}/{dj['metadata'].get('uid', '')}"
-        with self._lock:
-            cached = self._eligibility.get(key)
-            if cached is not None and cached[0] == version:
-                return cached[1]
-        try:
-            elig: Eligibility | None = compile_eligibility(thaw(dj))  # the compiler reads plain lists
-        except InvalidSpec:
-            elig = None  # decide() reports it as Stalled
-        with self._lock:
-            self._eligibility[key] = (version, elig)
-            self._size_memo()
-        return elig
+        """None: the node rules do not compile (decide() reports it as Stalled)."""
+        return self.specs.get(key, dj).eligibility
 
     def _size_memo(self) -> None:
-        """Room for every rule set in use, the Job views and slack; called under the lock."""
-        rule_sets = {e.rules for _, e in self._eligibility.values() if e is not None and e.rules is not None}
+        """Room for every rule set in use, the Job views and slack."""
+        rule_sets = {e.rules for _, e in self._dj_items() if e is not None and e.rules is not None}
         self.memo.capacity = max(MEMO_CAPACITY, 2 * len(rule_sets) + 8)
 
     def _dj_items(self) -> list[tuple[str, Eligibility | None]]:
-        with self._lock:
-            return [(k, v[1]) for k, v in self._eligibility.items()]
+        return [(k, checked.eligibility) for k, checked in self.specs.items()]
 
     def decided(self, key: str, seconds: float) -> None:
         """How long the last decision for `key` took (CPU): Job events wait in proportion."""
@@ -156,9 +146,7 @@ class Router:
     def dj_deleted(self, obj: Obj | Tombstone) -> None:
         dj = deleted_object(obj)
         key = meta_namespace_key(dj)
-        with self._lock:
-            self._eligibility.pop(key, None)
-            self._size_memo()
+        self.specs.forget(key)
         self.forget_uid(dj["metadata"].get("uid") or "")
         self.order_wakes.daemonjob_changed(key, dj)
         self.order_index.set(key, None)
@@ -231,8 +219,7 @@ class Router:
         """The firing alerts changed: pass over every DaemonJob that halts on alerts."""
         for key in self.daemonjobs.store.keys():
             dj = self.daemonjobs.store.get(key)
-            rollout = ((dj or {}).get("spec") or {}).get("rollout")
-            if isinstance(rollout, Mapping) and rollout.get("haltOnAlerts"):
+            if dj is not None and self.specs.get(key, dj).rollout.halt_on_alerts:
                 self.queue.add(key)
 
     def _maybe_orphan(self, job: Obj) -> None:

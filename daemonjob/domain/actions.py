@@ -41,11 +41,14 @@ class CreateJob:
     run: str | None = None
     template_hash: str | None = None
     tolerate_cordon: bool = False  # the node is cordoned for this Job (spec.nodeMaintenance)
+    template: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)  # spec.jobTemplate as read
 
     @property
     def body(self) -> dict[str, Any]:
         """A fresh Job body on each read (the caller may change it)."""
-        return build_job(self.dj, self.node, self.revision, self.run, self.template_hash, self.tolerate_cordon)
+        return build_job(
+            self.dj, self.node, self.revision, self.run, self.template_hash, self.tolerate_cordon, self.template
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +94,16 @@ class Turns:
     refused: Mapping[str, str] | None = None  # nodes the API server refused that still need their Job
 
 
-def choose_actions(dj: Mapping[str, Any], revision: Revision, gate: Gating, run: str | None = None) -> Actions:
+def choose_actions(
+    dj: Mapping[str, Any],
+    revision: Revision,
+    gate: Gating,
+    run: str | None = None,
+    template: Mapping[str, Any] | None = None,
+) -> Actions:
     """From the turns the gates let through (`gate.turns`, within `gate.slots`, maxParallel);
-    `run`: the current run, which the created Jobs carry."""
+    `run`: the current run, which the created Jobs carry; `template`: spec.jobTemplate as
+    read, their bodies' template."""
     turns, slots = gate.turns, gate.slots
     replacing, starting, always, extra_old, held = (
         turns.replacing,
@@ -134,6 +144,7 @@ def choose_actions(dj: Mapping[str, Any], revision: Revision, gate: Gating, run:
                     dj,
                     run,
                     revision.template_hash,
+                    template=template,
                 )
             )
     deletes.sort(key=lambda d: (d.node or "", d.name))

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from daemonjob.domain.maintenancespec import PATH, wants_maintenance
-from daemonjob.domain.validate import Problem
+from daemonjob.domain.maintenancespec import PATH
+from daemonjob.domain.spec import DaemonJobSpec
+from daemonjob.domain.validate import Problem, read_spec
 
 __all__ = ["NODE_MAINTENANCE_NOT_ALLOWED", "FLAG", "maintenance_refusal", "refusal_message"]
 
@@ -30,10 +31,12 @@ def refusal_message(namespace: str, allowed_namespaces: frozenset[str]) -> str:
     )
 
 
-def maintenance_refusal(dj: Mapping[str, Any], allowed_namespaces: frozenset[str]) -> Problem | None:
+def maintenance_refusal(
+    dj: Mapping[str, Any], allowed_namespaces: frozenset[str], spec: DaemonJobSpec | None = None
+) -> Problem | None:
     """The problem of a DaemonJob that asks for node maintenance (cordon or drain) outside
-    `allowed_namespaces`, or None (it asks for none, or may)."""
-    if not wants_maintenance(dj.get("spec")):
+    `allowed_namespaces`, or None (it asks for none, or may). `spec`: its spec as read (read here if None)."""
+    if not (spec if spec is not None else read_spec(dj)).asks_maintenance:
         return None
     metadata = dj.get("metadata")
     namespace = (metadata.get("namespace") if isinstance(metadata, Mapping) else None) or ""

@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemonjob.domain.revision import REVISION_LENGTH, template_revision
+from daemonjob.domain.spec import DaemonJobSpec
 
 __all__ = [
     "ConfigMapRef",
     "referenced_configmaps",
-    "pod_template_of",
-    "rerun_on_config_change",
     "config_revision",
     "revision_for",
     "missing_configmaps",
@@ -98,16 +97,6 @@ def referenced_configmaps(pod_template: Mapping[str, Any] | None) -> tuple[Confi
     return tuple(ConfigMapRef(name, optional[name]) for name in sorted(optional))
 
 
-def pod_template_of(dj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    template = ((dj.get("spec") or {}).get("jobTemplate") or {}).get("spec") or {}
-    pod = template.get("template") if isinstance(template, Mapping) else None
-    return pod if isinstance(pod, Mapping) else None
-
-
-def rerun_on_config_change(dj: Mapping[str, Any]) -> bool:
-    return (dj.get("spec") or {}).get("rerunOnConfigChange") is True
-
-
 def _content(configmap: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """What counts of a ConfigMap: its data, not its labels, annotations or resourceVersion."""
     if configmap is None:
@@ -133,12 +122,11 @@ def config_revision(
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:REVISION_LENGTH]
 
 
-def revision_for(dj: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, Any] | None]) -> str:
+def revision_for(spec: DaemonJobSpec, configmaps: Mapping[str, Mapping[str, Any] | None]) -> str:
     """The DaemonJob's revision: the template hash, or with rerunOnConfigChange the folded one."""
-    template = (dj.get("spec") or {}).get("jobTemplate")
-    if not rerun_on_config_change(dj):
-        return template_revision(template)
-    return config_revision(template, referenced_configmaps(pod_template_of(dj)), configmaps)
+    if not spec.rerun_on_config_change:
+        return template_revision(spec.job_template)
+    return config_revision(spec.job_template, referenced_configmaps(spec.pod_template), configmaps)
 
 
 def missing_configmaps(refs: Iterable[ConfigMapRef], configmaps: Mapping[str, Mapping[str, Any] | None]) -> list[str]:

@@ -28,7 +28,7 @@ history, replaced (Replace) or waited for (Forbid) when still active.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -37,9 +37,7 @@ from daemonjob.domain.actions import CreateJob, DeleteJob, choose_actions
 from daemonjob.domain.conditions import FailureBudget, evaluate, failure_budget, stall_for
 from daemonjob.domain.configrefs import (
     missing_configmaps,
-    pod_template_of,
     referenced_configmaps,
-    rerun_on_config_change,
     revision_for,
 )
 from daemonjob.domain.events import EventSpec
@@ -59,7 +57,8 @@ from daemonjob.domain.rolloutstatus import (
     run_finished,
     status_of,
 )
-from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, replaces_other_runs, schedule_step
+from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, schedule_step
+from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, validate
 
 __all__ = [
@@ -109,26 +108,24 @@ class Decision:
         return _conclude(replace(self.reading, input=replace(self.reading.input, troubles=troubles)))
 
 
-def _revision(inp: DecisionInput) -> Revision:
+def _revision(inp: DecisionInput, spec: DaemonJobSpec) -> Revision:
     """With rerunOnConfigChange (and the ConfigMaps read), the hash covers their data too.
 
     A ConfigMap edit keeps the generation, so its revision is salted with the previous
     revision as well: editing a ConfigMap back and forth is a new revision each time.
     """
-    dj, recorded, configmaps = inp.dj, inp.recorded, inp.configmaps.objects
-    spec = dj.get("spec")
-    template = spec.get("jobTemplate") if isinstance(spec, Mapping) else None
+    recorded, configmaps = inp.recorded, inp.configmaps.objects
     previous = recorded.status.get("currentRevision")
     previous = previous if isinstance(previous, str) else None
     known = recorded.status.get("templateHash")
     if inp.configmaps.unreadable and previous and isinstance(known, str):
         return Revision(previous, known, previous)  # the ConfigMaps' content is unknown: keep what was
     salt: Any = recorded.generation
-    if configmaps is not None and rerun_on_config_change(dj):
-        template_hash = revision_for(dj, configmaps)
+    if configmaps is not None and spec.rerun_on_config_change:
+        template_hash = revision_for(spec, configmaps)
         salt = f"{recorded.generation}/{previous or ''}"
     else:
-        template_hash = template_revision(template if isinstance(template, Mapping) else {})
+        template_hash = template_revision(spec.job_template)
     found = None if previous else _found_revision(inp.kept_plan.job_views(), template_hash)
     return Revision(current_revision(template_hash, salt, recorded.status, found), template_hash, previous)
 
@@ -139,11 +136,6 @@ def _found_revision(views: Iterable[JobView], template_hash: str) -> str | None:
         (v for v in views if v.template_hash == template_hash and v.revision), key=lambda v: v.age_key, default=None
     )
     return newest.revision if newest is not None else None
-
-
-def _spec_of(dj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = dj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
 
 
 def decide(inp: DecisionInput) -> Decision:
@@ -163,24 +155,25 @@ def decide(inp: DecisionInput) -> Decision:
 
 def _read(inp: DecisionInput) -> Reading:
     dj, recorded = inp.dj, inp.recorded
-    revision = _revision(inp)
-    checked = validate(dj, inp.eligibility)
-    spec = _spec_of(dj)
+    read = inp.checked if inp.checked is not None else validate(dj, inp.eligibility)
+    spec = read.spec
+    revision = _revision(inp, spec)
     runs_matter = (
-        spec.get("schedule") is not None
+        spec.runs.scheduled
         or recorded.status.get("currentRun")
         or ANNOTATION_RUN_NOW in ((dj.get("metadata") or {}).get("annotations") or {})
     )
-    step = schedule_step(dj, inp.now, inp.kept_plan.active_runs() if runs_matter else ())
+    step = schedule_step(dj, spec.runs, inp.now, inp.kept_plan.active_runs() if runs_matter else ())
     # validate() has reported the schedule's problems already (all of them, step.problem among them)
-    checked.problems.extend(gate_problems(inp))  # what only the other DaemonJobs or the controller's flags tell
+    # and what only the other DaemonJobs or the controller's flags tell
+    checked = replace(read, problems=[*read.problems, *gate_problems(inp)])
     idle = None
-    if step.current_run is None and spec.get("schedule") is not None and step.problem is None:
+    if step.current_run is None and spec.runs.scheduled and step.problem is None:
         nxt = step.status.get("nextScheduleTime", recorded.status.get("nextScheduleTime"))
         idle = "no run has started yet" + (f"; the next tick is at {nxt}" if nxt else "")
     missing: list[str] = []
-    if inp.configmaps.objects is not None and rerun_on_config_change(dj):
-        missing = missing_configmaps(referenced_configmaps(pod_template_of(dj)), inp.configmaps.objects)
+    if inp.configmaps.objects is not None and spec.rerun_on_config_change:
+        missing = missing_configmaps(referenced_configmaps(spec.pod_template), inp.configmaps.objects)
     settings = checked.settings
     ctx = PlanContext(
         checked.eligibility,
@@ -188,7 +181,7 @@ def _read(inp: DecisionInput) -> Reading:
         settings.never,
         settings.history_limit,
         step.current_run,
-        replaces_other_runs(spec),
+        spec.runs.replaces,
         successes=checked.rollout.pause is not None,
     )
     plan = inp.kept_plan.plan_for(ctx, inp.memo)
@@ -227,7 +220,7 @@ def _conclude(reading: Reading) -> Decision:
     turns = reading.plan.turns(inp.troubles.conflicts, inp.troubles.rejected)
     stall = stall_for(inp, reading.checked, reading.plan, reading.missing, turns.refused)
     gating = run_gates(reading, stall, turns)
-    actions = choose_actions(inp.dj, reading.revision, gating, run)
+    actions = choose_actions(inp.dj, reading.revision, gating, run, reading.checked.spec.job_template)
     maintenance = gating.hold(GATE_MAINTENANCE)
     work = maintenance.work if maintenance is not None else None
     if work is not None:

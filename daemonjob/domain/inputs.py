@@ -19,6 +19,7 @@ from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.maintenance import MaintenanceInput
 from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.order import OrderInput
+from daemonjob.domain.validate import Validation
 
 __all__ = ["ApiTroubles", "ConfigMapsRead", "DecisionInput", "FiringAlerts", "Recorded"]
 
@@ -93,6 +94,8 @@ class DecisionInput:
     alerts: FiringAlerts = FiringAlerts()  # read only with spec.rollout.haltOnAlerts (which then halts)
     order: OrderInput = OrderInput()  # the other DaemonJobs' per-node state (exclusionGroup, after)
     maintenance: MaintenanceInput = MaintenanceInput()  # its records on Nodes, drains' progress (nodeMaintenance)
+    # how to read the spec (no effect on the outcome)
+    checked: Validation | None = None  # `dj`'s spec as the rule book read it (read by decide if None)
     recorded: Recorded = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -220,6 +220,7 @@ def build_job(
     run: str | None = None,
     template_hash: str | None = None,
     tolerate_cordon: bool = False,
+    template: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The batch/v1 Job body that runs revision `revision` (of run `run`, if any) of `dj` on `node_name`.
 
@@ -228,12 +229,17 @@ def build_job(
     CronJob controller does); the input is deep-copied, never mutated. A run's Jobs and
     their pods carry `daemonjob.io/run`, so one run's Jobs, pods and logs are one selector.
     `tolerate_cordon`: the node was cordoned for this Job (spec.nodeMaintenance), so its pod
-    tolerates the cordon's taint, as a DaemonSet's pods do.
+    tolerates the cordon's taint, as a DaemonSet's pods do. `template`: spec.jobTemplate as the
+    rule book read it (a decision's); None reads `dj`'s spec here.
     """
     meta = dj.get("metadata") or {}
     dj_name = meta.get("name") or ""
     # A JSON round trip: a deep copy of plain data several times faster than copy.deepcopy.
-    template = orjson.loads(orjson.dumps((dj.get("spec") or {}).get("jobTemplate") or {}))
+    if template is None:
+        from daemonjob.domain.validate import read_spec  # the rule book builds on this module
+
+        template = read_spec(dj).job_template
+    template = orjson.loads(orjson.dumps(template))
     tmeta = template.get("metadata") or {}
     identity = {LABEL_NAME: dj_name, LABEL_REVISION: revision, **({LABEL_RUN: run} if run is not None else {})}
     labels = {**(tmeta.get("labels") or {}), **identity}

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from daemonjob.domain.cron import (
     DEFAULT_TIME_ZONE,
@@ -61,8 +61,8 @@ __all__ = [
     "SkippedTicks",
     "ScheduleStep",
     "schedule_step",
-    "schedule_problems",
-    "replaces_other_runs",
+    "Runs",
+    "read_runs",
 ]
 
 ANNOTATION_RUN_NOW = "daemonjob.io/run-now"
@@ -87,6 +87,7 @@ _RUN_ID_FORMAT = "%Y%m%dt%H%M%Sz"
 _TRIGGER_TEXT = re.compile(r"[^a-z0-9]+")
 _TRIGGER_PREFIX_MAX = 40
 _HASH_LENGTH = 10
+_T = TypeVar("_T")
 
 
 # ---------------------------------------------------------------- run identity
@@ -183,15 +184,32 @@ FORGOTTEN_WITH_THE_SCHEDULE = (
 )
 
 
-def replaces_other_runs(spec: Mapping[str, Any]) -> bool:
-    """Replace: an active Job of another run than status.currentRun is deleted (its node then
-    starts the current run). Forbid: no new run starts while one is active, so none exists
-    unless the policy changed mid-run; such a Job is left to finish and its node waits."""
-    return spec.get("concurrencyPolicy") == REPLACE
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """spec.schedule, spec.timeZone, spec.concurrencyPolicy and spec.startingDeadlineSeconds, read
+    once (`read_runs`): `problem` is the first thing wrong with them, as the schedule step stops at it."""
+
+    expression: Any = None  # spec.schedule as written (None: no schedule)
+    time_zone: Any = None  # spec.timeZone as written
+    schedule: Schedule | None = None  # the two parsed, None when unset or invalid
+    policy: str = DEFAULT_CONCURRENCY_POLICY
+    deadline: int | None = None  # startingDeadlineSeconds
+    problem: InvalidSchedule | None = None
+    suspended: bool = False  # spec.suspend is true: a tick is consumed, no run starts
+
+    @property
+    def scheduled(self) -> bool:
+        return self.expression is not None
+
+    @property
+    def replaces(self) -> bool:
+        """Replace: an active Job of another run than status.currentRun is deleted (its node then
+        starts the current run). Forbid: no new run starts while one is active, so none exists
+        unless the policy changed mid-run; such a Job is left to finish and its node waits."""
+        return self.policy == REPLACE
 
 
-def _deadline(spec: Mapping[str, Any]) -> int | None:
-    value = spec.get("startingDeadlineSeconds")
+def _deadline(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     if value is None:
@@ -202,8 +220,7 @@ def _deadline(spec: Mapping[str, Any]) -> int | None:
     )
 
 
-def _policy(spec: Mapping[str, Any]) -> str:
-    value = spec.get("concurrencyPolicy")
+def _policy(value: Any) -> str:
     if value is None:
         return DEFAULT_CONCURRENCY_POLICY
     if value in CONCURRENCY_POLICIES:
@@ -213,6 +230,45 @@ def _policy(spec: Mapping[str, Any]) -> str:
         INVALID_SCHEDULE_SPEC,
         f"spec.concurrencyPolicy: Unsupported value: {quoted(value)}: supported values: {supported}",
     )
+
+
+def _checked(check: Callable[[], _T], problems: list[InvalidSchedule]) -> _T | None:
+    try:
+        return check()
+    except InvalidSchedule as e:
+        problems.append(e)
+        return None
+
+
+def read_runs(
+    expression: Any, time_zone: Any, policy: Any, deadline: Any, suspend: Any
+) -> tuple[Runs, list[InvalidSchedule]]:
+    """The schedule fields' values (as written) read, and every problem of them at once."""
+    problems: list[InvalidSchedule] = []
+    read_policy = _checked(lambda: _policy(policy), problems)
+    read_deadline = _checked(lambda: _deadline(deadline), problems)
+    ahead = list(problems)
+    _checked(lambda: time_zone_of(time_zone), problems)
+    if expression is not None:
+        _checked(lambda: parse_schedule(expression), problems)
+    # The step stops at the first problem: the policy, the deadline, then the schedule in its
+    # zone (the zone's problem first), or the zone alone without a schedule.
+    timed = problems[len(ahead) :]
+    schedule = None
+    if expression is not None:
+        timed = []
+        schedule = _checked(lambda: parse_schedule(expression, time_zone), timed)
+    first = [*ahead, *timed]
+    runs = Runs(
+        expression,
+        time_zone,
+        schedule,
+        read_policy or DEFAULT_CONCURRENCY_POLICY,
+        read_deadline,
+        first[0] if first else None,
+        suspend is True,
+    )
+    return runs, problems
 
 
 def observed_schedule(schedule: Schedule) -> str:
@@ -243,23 +299,9 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def schedule_problems(spec: Mapping[str, Any]) -> list[InvalidSchedule]:
-    """Every problem of the schedule fields at once (schedule_step stops at the first)."""
-    out: list[InvalidSchedule] = []
-    for check in (
-        lambda: _policy(spec),
-        lambda: _deadline(spec),
-        lambda: time_zone_of(spec.get("timeZone")),
-        lambda: spec.get("schedule") is None or parse_schedule(spec.get("schedule")),
-    ):
-        try:
-            check()
-        except InvalidSchedule as e:
-            out.append(e)
-    return out
-
-
-def schedule_step(dj: Mapping[str, Any], now: datetime, active_runs: Collection[str | None]) -> ScheduleStep:
+def schedule_step(
+    dj: Mapping[str, Any], runs: Runs, now: datetime, active_runs: Collection[str | None]
+) -> ScheduleStep:
     """The schedule's part of one reconcile of `dj` at `now`.
 
     `active_runs`: the runs (`job_run` of each Job, None for Jobs without the label) that
@@ -271,18 +313,11 @@ def schedule_step(dj: Mapping[str, Any], now: datetime, active_runs: Collection[
     the rest, so a restart before the write recomputes the same run (same Job names).
     """
     aware(now)
-    spec, status, meta = (_mapping(dj.get(k)) for k in ("spec", "status", "metadata"))
+    status, meta = (_mapping(dj.get(k)) for k in ("status", "metadata"))
     current = status.get("currentRun") if isinstance(status.get("currentRun"), str) else None
-    try:
-        policy = _policy(spec)
-        deadline = _deadline(spec)
-        expression = spec.get("schedule")
-        schedule = parse_schedule(expression, spec.get("timeZone")) if expression is not None else None
-        if schedule is None and spec.get("timeZone") is not None:
-            time_zone_of(spec.get("timeZone"))
-    except InvalidSchedule as e:
-        return ScheduleStep(current_run=current, status={"nextScheduleTime": None}, problem=e)
-    suspended = spec.get("suspend") is True
+    if runs.problem is not None:
+        return ScheduleStep(current_run=current, status={"nextScheduleTime": None}, problem=runs.problem)
+    policy, deadline, schedule, suspended = runs.policy, runs.deadline, runs.schedule, runs.suspended
 
     def other_active(run: str) -> bool:
         return any(r != run for r in active_runs)

@@ -6,7 +6,9 @@ schedule or time zone that does not parse, a template too large to copy into eve
 Job). An invalid rollout knob keeps its safe default and adds a problem, so a decision is
 always possible and the problems surface as `Stalled`.
 
-This is the one rule book: the validating admission webhook refuses an object with exactly
+This is the one rule book and the one parse of the spec: `validate` reads the raw object
+into the frozen `DaemonJobSpec` (spec.py) together with the problems, and nothing downstream
+reads the raw spec again. The validating admission webhook refuses an object with exactly
 these problems, and `kubectl daemonjob create` checks its manifest with them. Each problem
 names its field (`spec.schedule`) and reads as kubectl shows the API server's own errors
 (`spec.schedule: Invalid value: "0 25 * * *": ...`).
@@ -14,11 +16,8 @@ names its field (`spec.schedule`) and reads as kubectl shows the API server's ow
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -33,122 +32,84 @@ from daemonjob.domain.maintenancespec import (
     ON_TIMEOUT_POLICIES,
     DrainOptions,
     Maintenance,
+    wants_maintenance,
 )
 from daemonjob.domain.maintenancespec import PATH as MAINTENANCE_PATH
-from daemonjob.domain.schedule import InvalidSchedule, Schedule, parse_schedule, schedule_problems
+from daemonjob.domain.problems import (
+    INVALID_NAME,
+    INVALID_RESTART_POLICY,
+    INVALID_SELECTOR,
+    INVALID_SPEC,
+    SHOWN_VALUE_MAX,
+    TEMPLATE_TOO_LARGE,
+    TTL_NOT_ALLOWED,
+    Problem,
+    is_int,
+)
+from daemonjob.domain.problems import show as _show
+from daemonjob.domain.rolloutspec import (
+    PERCENT_RE,
+    AlertMatcher,
+    Rollout,
+    Window,
+    parse_duration,
+    read_duration,
+    read_rollout,
+)
+from daemonjob.domain.schedule import read_runs
 from daemonjob.domain.selectors import InvalidSelector, compile_label_selector, validate_label_value
+from daemonjob.domain.spec import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, RERUN_POLICIES, DaemonJobSpec, Settings
 
 __all__ = [
     "Problem",
     "Settings",
+    "DaemonJobSpec",
     "Validation",
     "validate",
+    "read_spec",
     "problems_of",
     "scaled",
     "is_int",
     "Rollout",
     "Window",
-    "validate_rollout",
     "validate_order",
     "validate_maintenance",
     "parse_duration",
     "AlertMatcher",
     "RERUN_ON_TEMPLATE_CHANGE",
     "RERUN_NEVER",
+    "SHOWN_VALUE_MAX",
 ]
 
-RERUN_ON_TEMPLATE_CHANGE = "OnTemplateChange"
-RERUN_NEVER = "Never"
-RERUN_POLICIES = (RERUN_ON_TEMPLATE_CHANGE, RERUN_NEVER)
-DEFAULT_RERUN_POLICY = RERUN_ON_TEMPLATE_CHANGE
 ALLOWED_RESTART_POLICIES = ("Never", "OnFailure")
-
-# Stalled reasons for specs the schema cannot catch
-INVALID_SELECTOR = "InvalidSelector"
-TTL_NOT_ALLOWED = "TTLNotAllowed"
-INVALID_RESTART_POLICY = "InvalidRestartPolicy"
-INVALID_NAME = "InvalidName"
-INVALID_SPEC = "InvalidSpec"
-TEMPLATE_TOO_LARGE = "TemplateTooLarge"
-
-SHOWN_VALUE_MAX = 200  # characters of a refused value quoted in a message
-
-_PERCENT_RE = re.compile(r"^([0-9]+)%$")
-_DURATION_RE = re.compile(r"^(?:[0-9]+(?:h|m|s))+$")
-_DURATION_PART_RE = re.compile(r"([0-9]+)(h|m|s)")
-_DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong with a spec: `message` is `<field>: <detail>`, `field` that path."""
-
-    reason: str
-    message: str
-    field: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.field:
-            object.__setattr__(self, "field", self.message.split(": ", 1)[0])
-
-
-@dataclass(slots=True)
-class Settings:
-    """The rollout knobs, defaulted."""
-
-    rerun_policy: str = DEFAULT_RERUN_POLICY
-    max_parallel: int | str | None = None
-    max_failed: int | str | None = None
-    suspend: bool = False
-    history_limit: int = defaults.HISTORY_LIMIT
-
-    @property
-    def never(self) -> bool:
-        return self.rerun_policy == RERUN_NEVER
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """spec.rollout.window: new node Jobs start only from a tick of `schedule` for `duration`."""
-
-    schedule: Schedule
-    duration: timedelta
-
-
-AlertMatcher = tuple[tuple[str, str], ...]  # (label, value) pairs, sorted: every one must be equal
-
-
-@dataclass(frozen=True, slots=True)
-class Rollout:
-    """The gates of spec.rollout, each None when unset (it lets everything through)."""
-
-    pause: timedelta | None = None  # pauseBetweenNodes
-    window: Window | None = None
-    canary: int | str | None = None  # a count of nodes, or a percentage of the desired nodes
-    halt_on_alerts: tuple[AlertMatcher, ...] = ()  # haltOnAlerts: any firing alert one of them matches halts
 
 
 @dataclass(slots=True)
 class Validation:
-    """What step 1 found: the usable settings, the problems, and the node rules if they compile."""
+    """What step 1 found: the spec as usable (defaults where invalid) and the problems."""
 
-    settings: Settings = field(default_factory=Settings)
+    spec: DaemonJobSpec = field(default_factory=DaemonJobSpec)
     problems: list[Problem] = field(default_factory=list)
-    eligibility: Eligibility | None = None
-    template_has_ttl: bool = False
-    rollout: Rollout = field(default_factory=Rollout)
-    maintenance: Maintenance | None = None  # spec.nodeMaintenance, None: nodes are never written
 
+    @property
+    def settings(self) -> Settings:
+        return self.spec.settings
 
-def _show(value: Any) -> str:
-    text = json.dumps(value, default=str)
-    if len(text) > SHOWN_VALUE_MAX:  # a refused 1 MB string is not repeated in a condition
-        text = text[:SHOWN_VALUE_MAX] + "..."
-    return text
+    @property
+    def rollout(self) -> Rollout:
+        return self.spec.rollout
 
+    @property
+    def maintenance(self) -> Maintenance | None:
+        return self.spec.maintenance
 
-def is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    @property
+    def eligibility(self) -> Eligibility | None:
+        return self.spec.eligibility
+
+    @property
+    def template_has_ttl(self) -> bool:
+        return self.spec.template_has_ttl
 
 
 def scaled(value: int | str, total: int, round_up: bool) -> int:
@@ -165,7 +126,7 @@ def _int_or_percent(spec: Mapping[str, Any], key: str, minimum: int, problems: l
         return None
     if is_int(value) and value >= minimum:
         return value
-    percent = _PERCENT_RE.match(value) if isinstance(value, str) else None
+    percent = PERCENT_RE.match(value) if isinstance(value, str) else None
     if percent and int(percent[1]) <= 100:
         return value
     if percent:
@@ -223,21 +184,17 @@ def _check_template(spec: Mapping[str, Any], problems: list[Problem]) -> bool:
 
 
 def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> Validation:
-    """Everything that can make a spec unusable; `eligibility`, if given, is not compiled again."""
-    out = Validation()
+    """The spec read, with everything that can make it unusable; `eligibility`, if given, is
+    not compiled again."""
     spec = dj.get("spec")
     if not isinstance(spec, Mapping):
-        out.problems.append(Problem(INVALID_SPEC, "spec: Required value"))
-        return out
-    problems = out.problems
-    settings = out.settings
-
+        return Validation(problems=[Problem(INVALID_SPEC, "spec: Required value")])
+    problems: list[Problem] = []
     if eligibility is None:
         try:
             eligibility = compile_eligibility(dj)
         except InvalidSpec as e:
             problems.append(Problem(INVALID_SELECTOR, e.message))
-    out.eligibility = eligibility
 
     name = (dj.get("metadata") or {}).get("name") or ""
     try:
@@ -245,28 +202,66 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
     except InvalidSelector as e:
         problems.append(Problem(INVALID_NAME, f"{e.message} (it is the value of the {LABEL_NAME} label)"))
 
-    out.template_has_ttl = _check_template(spec, problems)
+    has_ttl = _check_template(spec, problems)
+    settings = _settings(spec, problems)
+    runs, schedule_problems = read_runs(
+        spec.get("schedule"),
+        spec.get("timeZone"),
+        spec.get("concurrencyPolicy"),
+        spec.get("startingDeadlineSeconds"),
+        spec.get("suspend"),
+    )
+    problems.extend(Problem(e.reason, e.message) for e in schedule_problems)
+    rollout = read_rollout(spec.get("rollout"), problems)
+    validate_order(spec, name, problems)
+    maintenance = validate_maintenance(spec, problems)
+    template = spec.get("jobTemplate")
+    group, after = spec.get("exclusionGroup"), spec.get("after")
+    typed = DaemonJobSpec(
+        settings=settings,
+        runs=runs,
+        rollout=rollout,
+        maintenance=maintenance,
+        asks_maintenance=wants_maintenance(spec),
+        asks_drain=wants_maintenance(spec) and (spec.get("nodeMaintenance") or {}).get("drain") is not None,
+        eligibility=eligibility,
+        job_template=template if isinstance(template, Mapping) else {},
+        template_has_ttl=has_ttl,
+        rerun_on_config_change=spec.get("rerunOnConfigChange") is True,
+        exclusion_group=group if isinstance(group, str) and group else None,
+        after=tuple(dict.fromkeys(a for a in after if isinstance(a, str) and a)) if isinstance(after, list) else (),
+    )
+    return Validation(typed, problems)
 
+
+def read_spec(dj: Mapping[str, Any]) -> DaemonJobSpec:
+    """The spec of `dj` as the rule book reads it (invalid knobs at their safe defaults)."""
+    return validate(dj).spec
+
+
+def _settings(spec: Mapping[str, Any], problems: list[Problem]) -> Settings:
+    rerun_policy = RERUN_ON_TEMPLATE_CHANGE
     policy = spec.get("rerunPolicy")
     if policy in RERUN_POLICIES:
-        settings.rerun_policy = policy
+        rerun_policy = policy
     elif policy is not None:
         supported = ", ".join(_show(p) for p in RERUN_POLICIES)
         message = f"spec.rerunPolicy: Unsupported value: {_show(policy)}: supported values: {supported}"
         problems.append(Problem(INVALID_SPEC, message))
-    settings.max_parallel = _int_or_percent(spec, "maxParallel", 1, problems)
-    settings.max_failed = _int_or_percent(spec, "maxFailedNodes", 0, problems)
+    max_parallel = _int_or_percent(spec, "maxParallel", 1, problems)
+    max_failed = _int_or_percent(spec, "maxFailedNodes", 0, problems)
     suspend = spec.get("suspend")
-    if suspend is None or isinstance(suspend, bool):
-        settings.suspend = bool(suspend)
-    else:
-        settings.suspend = True  # fail safe: start nothing
-        problems.append(Problem(INVALID_SPEC, f"spec.suspend: Invalid value: {_show(suspend)}: must be a boolean"))
-    history = spec.get("historyLimit")
+    if suspend is not None and not isinstance(suspend, bool):
+        suspend = True  # fail safe: start nothing
+        problems.append(
+            Problem(INVALID_SPEC, f"spec.suspend: Invalid value: {_show(spec.get('suspend'))}: must be a boolean")
+        )
+    history_limit = defaults.HISTORY_LIMIT
+    history: Any = spec.get("historyLimit")
     if is_int(history) and 0 <= history <= defaults.HISTORY_LIMIT_MAX:
-        settings.history_limit = history
+        history_limit = history
     elif is_int(history) and history > defaults.HISTORY_LIMIT_MAX:
-        settings.history_limit = defaults.HISTORY_LIMIT_MAX  # keeps the most it may, deletes nothing it need not
+        history_limit = defaults.HISTORY_LIMIT_MAX  # keeps the most it may, deletes nothing it need not
         problems.append(
             Problem(
                 INVALID_SPEC,
@@ -278,15 +273,7 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
         problems.append(
             Problem(INVALID_SPEC, f"spec.historyLimit: Invalid value: {_show(history)}: must be an integer >= 0")
         )
-    problems.extend(_schedule(spec))
-    out.rollout = validate_rollout(spec, problems)
-    validate_order(spec, name, problems)
-    out.maintenance = validate_maintenance(spec, problems)
-    return out
-
-
-def _schedule(spec: Mapping[str, Any]) -> list[Problem]:
-    return [Problem(e.reason, e.message) for e in schedule_problems(spec)]
+    return Settings(rerun_policy, max_parallel, max_failed, bool(suspend), history_limit)
 
 
 def problems_of(dj: Mapping[str, Any]) -> list[Problem]:
@@ -324,132 +311,6 @@ def validate_order(spec: Mapping[str, Any], name: str, problems: list[Problem]) 
             problems.append(Problem(INVALID_SPEC, f"{path}: Duplicate value: {_show(dep)}"))
         else:
             seen.add(dep)
-
-
-def parse_duration(value: Any) -> timedelta | None:
-    """A duration as Kubernetes objects write one, in hours, minutes and seconds ("1h30m", "90s");
-    None if `value` is not one."""
-    if not isinstance(value, str) or not _DURATION_RE.match(value):
-        return None
-    return timedelta(seconds=sum(int(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART_RE.findall(value)))
-
-
-def _duration(
-    section: Mapping[str, Any], key: str, path: str, problems: list[Problem], positive: bool = False
-) -> timedelta | None:
-    value = section.get(key)
-    if value is None:
-        return None
-    parsed = parse_duration(value)
-    if parsed is None or (positive and not parsed):
-        least = "longer than 0s, " if positive else ""
-        problems.append(
-            Problem(
-                INVALID_SPEC,
-                f"{path}.{key}: Invalid value: {_show(value)}: must be a duration "
-                f'{least}in hours, minutes and seconds such as "5m" or "1h30m"',
-            )
-        )
-        return None
-    return parsed
-
-
-def _window(rollout: Mapping[str, Any], problems: list[Problem]) -> Window | None:
-    raw = rollout.get("window")
-    path = "spec.rollout.window"
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(raw)}: must be an object"))
-        return None
-    duration = _duration(raw, "duration", path, problems, positive=True)
-    if raw.get("duration") is None:
-        problems.append(Problem(INVALID_SPEC, f"{path}.duration: Required value"))
-    try:
-        schedule = parse_schedule(raw.get("schedule"), raw.get("timeZone"))
-    except InvalidSchedule as e:
-        # the schedule's own checks name spec.schedule and spec.timeZone: the window's fields here
-        message = e.message.replace("spec.schedule", f"{path}.schedule").replace("spec.timeZone", f"{path}.timeZone")
-        problems.append(Problem(e.reason, message))
-        return None
-    return Window(schedule, duration) if duration is not None else None
-
-
-def validate_rollout(spec: Mapping[str, Any], problems: list[Problem]) -> Rollout:
-    """spec.rollout's gates; an invalid gate adds a problem (so nothing starts: Stalled)."""
-    raw = spec.get("rollout")
-    if raw is None:
-        return Rollout()
-    if not isinstance(raw, Mapping):
-        problems.append(Problem(INVALID_SPEC, f"spec.rollout: Invalid value: {_show(raw)}: must be an object"))
-        return Rollout()
-    pause = _duration(raw, "pauseBetweenNodes", "spec.rollout", problems)
-    return Rollout(
-        pause=pause or None,
-        window=_window(raw, problems),
-        canary=_canary(raw, problems),
-        halt_on_alerts=_halt_on_alerts(raw, problems),
-    )
-
-
-def _canary(rollout: Mapping[str, Any], problems: list[Problem]) -> int | str | None:
-    value = rollout.get("canary")
-    if value is None or (is_int(value) and value >= 1):
-        return value
-    match = _PERCENT_RE.match(value) if isinstance(value, str) else None
-    if match and 1 <= int(match.group(1)) <= 100:
-        return value
-    problems.append(
-        Problem(
-            INVALID_SPEC,
-            f"spec.rollout.canary: Invalid value: {_show(value)}: must be an integer "
-            'of at least 1 or a percentage from "1%" to "100%"',
-        )
-    )
-    return None
-
-
-_LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")  # Prometheus' label names
-
-
-def _halt_on_alerts(rollout: Mapping[str, Any], problems: list[Problem]) -> tuple[AlertMatcher, ...]:
-    """spec.rollout.haltOnAlerts: a list of equality matchers over alert labels. A matcher with
-    no label would match every alert, so it is refused rather than read as "halt always"."""
-    raw = rollout.get("haltOnAlerts")
-    path = "spec.rollout.haltOnAlerts"
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(raw)}: must be a list of label matchers"))
-        return ()
-    matchers: list[AlertMatcher] = []
-    for i, item in enumerate(raw):
-        at = f"{path}[{i}]"
-        if not isinstance(item, Mapping) or not item:
-            problems.append(
-                Problem(
-                    INVALID_SPEC,
-                    f"{at}: Invalid value: {_show(item)}: must map at least one "
-                    "alert label to its value, such as {alertname: NodeNotReady}",
-                )
-            )
-            continue
-        bad = False
-        for label, value in item.items():
-            if not isinstance(label, str) or not _LABEL_NAME_RE.match(label):
-                problems.append(
-                    Problem(
-                        INVALID_SPEC,
-                        f"{at}: Invalid value: {_show(label)}: an alert label name must match [a-zA-Z_][a-zA-Z0-9_]*",
-                    )
-                )
-                bad = True
-            elif not isinstance(value, str):
-                problems.append(Problem(INVALID_SPEC, f"{at}.{label}: Invalid value: {_show(value)}: must be a string"))
-                bad = True
-        if not bad:
-            matchers.append(tuple(sorted(item.items())))
-    return tuple(matchers)
 
 
 def _flag(section: Mapping[str, Any], key: str, path: str, problems: list[Problem]) -> bool:
@@ -494,7 +355,7 @@ def _drain(section: Mapping[str, Any], problems: list[Problem]) -> DrainOptions 
     if not isinstance(raw, Mapping):
         problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(raw)}: must be an object"))
         return None
-    timeout = _duration(raw, "timeout", path, problems, positive=True) or defaults.DRAIN_TIMEOUT
+    timeout = read_duration(raw, "timeout", path, problems, positive=True) or defaults.DRAIN_TIMEOUT
     grace = raw.get("gracePeriodSeconds")
     if grace is not None and not (is_int(grace) and grace >= GRACE_PERIOD_MIN):
         problems.append(

@@ -36,6 +36,7 @@ from daemonjob.domain.jobs import (
 )
 from daemonjob.domain.noderecord import record_of
 from daemonjob.domain.revision import template_revision
+from daemonjob.domain.validate import read_spec
 
 PENDING = "pending"
 INELIGIBLE = "ineligible"
@@ -98,7 +99,7 @@ def current_run(dj: Mapping[str, Any]) -> str | None:
 def current_revision(dj: Mapping[str, Any]) -> str:
     """The controller's `status.currentRevision`; before its first status, the template's hash."""
     status = dj.get("status") or {}
-    return status.get("currentRevision") or template_revision((dj.get("spec") or {}).get("jobTemplate"))
+    return status.get("currentRevision") or template_revision(read_spec(dj).job_template)
 
 
 def node_ready(node: Mapping[str, Any]) -> bool:
@@ -313,16 +314,16 @@ class MaintenanceView:
 
     @classmethod
     def of(cls, dj: Mapping[str, Any], revision: str, run: str | None) -> MaintenanceView:
-        spec = (dj.get("spec") or {}).get("nodeMaintenance")
+        read = read_spec(dj)
+        spec = read.maintenance
         status = (dj.get("status") or {}).get("nodeMaintenance") or {}
-        if not isinstance(spec, Mapping) and not status:
+        if spec is None and not read.asks_maintenance and not status:
             return cls()
-        spec = spec if isinstance(spec, Mapping) else {}
         current = status.get("rollout") == (run if run is not None else revision)
         return cls(
             uid=(dj.get("metadata") or {}).get("uid") or "",
-            drains=spec.get("drain") is not None,
-            keep_failed=bool(spec.get("keepFailedCordoned")),
+            drains=spec is not None and spec.drain is not None,
+            keep_failed=spec is not None and spec.keep_failed_cordoned,
             draining={str(d.get("node")): d for d in status.get("draining") or () if isinstance(d, Mapping)},
             drain_failed=frozenset(status.get("drainFailedNodes") or ()) if current else frozenset(),
             skipped=frozenset(status.get("skippedNodes") or ()) if current else frozenset(),

@@ -18,6 +18,7 @@ from typing import Any
 
 from daemonjob.domain.jobs import API_VERSION
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW
+from daemonjob.domain.validate import read_spec
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
 from daemonjob.kubectl.timefmt import parse_duration
@@ -53,7 +54,7 @@ class RunProgress:
         status = dj.get("status") or {}
         if self.run is None:
             if status.get("lastRunNowTrigger") != self.trigger:
-                paused = (dj.get("spec") or {}).get("suspend") is True
+                paused = read_spec(dj).settings.suspend
                 note = (
                     "the DaemonJob is paused: the run starts once it is resumed"
                     if paused

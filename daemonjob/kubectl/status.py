@@ -11,6 +11,7 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.domain.gates import gate_in_force
 from daemonjob.domain.jobs import FAILED, parse_time
+from daemonjob.domain.validate import read_spec
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.nodes import NodeRow, NodeView, build_view
 from daemonjob.kubectl.timefmt import between, human_duration
@@ -83,7 +84,7 @@ def header_lines(dj: Mapping[str, Any], view: NodeView, selector: str | None = N
         lines.append(f"rollout gate: {held[0]} ({held[1]})")
     if (line := schedule_line(dj, datetime.now(timezone.utc))) is not None:
         lines.append(line)
-    if (dj.get("spec") or {}).get("suspend"):
+    if read_spec(dj).settings.suspend:
         lines.append(f"suspended: no new node is started (kubectl daemonjob resume {meta.get('name')})")
     if view.spec_error:
         lines.append(f"invalid spec: {view.spec_error}")
@@ -99,14 +100,14 @@ def _ago(then: datetime | None, now: datetime) -> str:
 
 def schedule_line(dj: Mapping[str, Any], now: datetime) -> str | None:
     """SCHEDULE, LAST SCHEDULE and NEXT of a scheduled DaemonJob in one line, as `kubectl get cronjob` has them."""
-    spec = dj.get("spec") or {}
-    if not spec.get("schedule"):
+    spec = read_spec(dj)
+    if not spec.runs.expression:
         return None
     status = dj.get("status") or {}
-    line = f"schedule {spec['schedule']!r} ({spec.get('timeZone') or 'UTC'})"
+    line = f"schedule {spec.runs.expression!r} ({spec.runs.time_zone or 'UTC'})"
     line += f", last schedule {_ago(parse_time(status.get('lastScheduleTime')), now)}"
     nxt = parse_time(status.get("nextScheduleTime"))
-    line += f", next {_ago(nxt, now)}" if nxt else (", next: none while suspended" if spec.get("suspend") else "")
+    line += f", next {_ago(nxt, now)}" if nxt else (", next: none while suspended" if spec.settings.suspend else "")
     if status.get("lastSuccessfulTime"):
         line += f", last successful run {_ago(parse_time(status['lastSuccessfulTime']), now)}"
     return line
@@ -168,12 +169,12 @@ def _gate_field(dj: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _schedule_fields(dj: Mapping[str, Any]) -> dict[str, Any]:
-    spec, status = dj.get("spec") or {}, dj.get("status") or {}
-    if not spec.get("schedule"):
+    runs, status = read_spec(dj).runs, dj.get("status") or {}
+    if not runs.expression:
         return {}
     return {
-        "schedule": spec["schedule"],
-        "timeZone": spec.get("timeZone") or "UTC",
+        "schedule": runs.expression,
+        "timeZone": runs.time_zone or "UTC",
         **{k: status.get(k) for k in ("lastScheduleTime", "nextScheduleTime", "lastSuccessfulTime")},
     }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from daemonjob.domain.jobs import API_VERSION
+from daemonjob.domain.validate import read_spec
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
 from daemonjob.machinery.kube import ApiError, path_for
@@ -26,7 +27,7 @@ def suspend_patch(suspend: bool, resource_version: str) -> dict:
 def set_suspend(target: client.Target, name: str, suspend: bool) -> None:
     for attempt in range(CONFLICT_RETRIES):
         dj = client.get_daemonjob(target, name)
-        if ((dj.get("spec") or {}).get("suspend") is True) == suspend:
+        if read_spec(dj).settings.suspend == suspend:
             raise PluginError(f'{client.RESOURCE} "{name}" is {"already paused" if suspend else "not paused"}')
         try:
             target.kube.patch(

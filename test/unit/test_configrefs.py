@@ -9,11 +9,11 @@ from daemonjob.domain.configrefs import (
     ConfigMapRef,
     config_revision,
     missing_configmaps,
-    pod_template_of,
     referenced_configmaps,
     revision_for,
 )
 from daemonjob.domain.revision import template_revision
+from daemonjob.domain.validate import read_spec
 from daemonjob.testing.builders import daemonjob
 
 POD: dict[str, Any] = {
@@ -96,45 +96,46 @@ def test_templates_without_references_or_malformed_ones() -> None:
 
 
 def test_pod_template_of_a_daemonjob() -> None:
-    assert pod_template_of(running(POD)) is POD
-    assert pod_template_of({"spec": {}}) is None
+    assert read_spec(running(POD)).pod_template is POD
+    assert read_spec({"spec": {}}).pod_template is None
 
 
 def test_content_edits_change_the_revision_metadata_edits_do_not() -> None:
     obj = running(POD)
     base = {"cleanup-script": cm(run="docker image prune -af"), "env-one": cm(b="1")}
-    rev = revision_for(obj, base)
+    rev = revision_for(read_spec(obj), base)
     edited = {**base, "cleanup-script": cm(run="crictl rmi --prune")}
-    assert revision_for(obj, edited) != rev
+    assert revision_for(read_spec(obj), edited) != rev
     relabelled = {
         **base,
         "cleanup-script": {**cm(run="docker image prune -af"), "metadata": {"name": "x", "resourceVersion": "9"}},
     }
-    assert revision_for(obj, relabelled) == rev
+    assert revision_for(read_spec(obj), relabelled) == rev
     binary = {**base, "env-one": {**cm(b="1"), "binaryData": {"blob": "AAEC"}}}
-    assert revision_for(obj, binary) != rev
+    assert revision_for(read_spec(obj), binary) != rev
 
 
 def test_a_configmap_appearing_or_disappearing_changes_the_revision() -> None:
     obj = running(POD)
     present = {"cleanup-script": cm(run="x"), "extra": cm(k="v")}
     absent = {"cleanup-script": cm(run="x")}
-    assert revision_for(obj, present) != revision_for(obj, absent)
+    assert revision_for(read_spec(obj), present) != revision_for(read_spec(obj), absent)
     # An empty ConfigMap is not a missing one.
-    assert revision_for(obj, {**absent, "extra": cm()}) != revision_for(obj, absent)
+    assert revision_for(read_spec(obj), {**absent, "extra": cm()}) != revision_for(read_spec(obj), absent)
 
 
 def test_unreferenced_configmaps_never_matter() -> None:
     obj = running(POD)
     base = {"cleanup-script": cm(run="x")}
-    assert revision_for(obj, {**base, "unrelated": cm(a="1")}) == revision_for(obj, base)
+    assert revision_for(read_spec(obj), {**base, "unrelated": cm(a="1")}) == revision_for(read_spec(obj), base)
 
 
 def test_without_the_opt_in_the_revision_is_the_template_hash() -> None:
     for rerun in (None, False):
         obj = running(POD, rerun=rerun)
-        assert revision_for(obj, {"cleanup-script": cm(run="x")}) == template_revision(obj["spec"]["jobTemplate"])
-        assert revision_for(obj, {"cleanup-script": cm(run="y")}) == template_revision(obj["spec"]["jobTemplate"])
+        template = obj["spec"]["jobTemplate"]
+        assert revision_for(read_spec(obj), {"cleanup-script": cm(run="x")}) == template_revision(template)
+        assert revision_for(read_spec(obj), {"cleanup-script": cm(run="y")}) == template_revision(template)
 
 
 def test_template_edits_still_change_the_folded_revision_and_order_does_not() -> None:
@@ -142,12 +143,12 @@ def test_template_edits_still_change_the_folded_revision_and_order_does_not() ->
     cms = {"cleanup-script": cm(run="x", other="y")}
     changed = copy.deepcopy(obj)
     changed["spec"]["jobTemplate"]["spec"]["backoffLimit"] = 3
-    assert revision_for(changed, cms) != revision_for(obj, cms)
+    assert revision_for(read_spec(changed), cms) != revision_for(read_spec(obj), cms)
     reordered = {"cleanup-script": {"data": {"other": "y", "run": "x"}}}
-    assert revision_for(obj, reordered) == revision_for(obj, cms)
+    assert revision_for(read_spec(obj), reordered) == revision_for(read_spec(obj), cms)
     refs = referenced_configmaps(POD)
-    assert config_revision(obj["spec"]["jobTemplate"], refs, cms) == revision_for(obj, cms)
-    assert len(revision_for(obj, cms)) == 10
+    assert config_revision(obj["spec"]["jobTemplate"], refs, cms) == revision_for(read_spec(obj), cms)
+    assert len(revision_for(read_spec(obj), cms)) == 10
 
 
 def test_missing_required_configmaps_are_named() -> None:

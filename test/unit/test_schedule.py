@@ -18,10 +18,10 @@ from daemonjob.domain.schedule import (
     InvalidSchedule,
     due_tick,
     parse_schedule,
-    schedule_step,
     tick_run_id,
     trigger_run_id,
 )
+from daemonjob.domain.validate import read_spec
 from daemonjob.testing.builders import daemonjob
 
 UTC = timezone.utc
@@ -58,6 +58,11 @@ def dj(
         status=dict(status or {}),
         **spec,
     )
+
+
+def schedule_step(obj: dict[str, Any], now: datetime, active_runs: Any) -> sch.ScheduleStep:
+    """The schedule's step of `obj`, its spec read by the rule book as decide reads it."""
+    return sch.schedule_step(obj, read_spec(obj).runs, now, active_runs)
 
 
 def applied(obj: dict[str, Any], step: sch.ScheduleStep) -> dict[str, Any]:
@@ -349,8 +354,8 @@ def test_forbid_is_the_default_and_replace_replaces() -> None:
         dj(schedule="0 * * * *", concurrencyPolicy="Replace", status=status), at("2026-01-01 01:00"), active_runs=NONE
     )
     assert quiet.start is not None and not quiet.start.replace
-    assert sch.replaces_other_runs({"concurrencyPolicy": "Replace"})
-    assert not sch.replaces_other_runs({"concurrencyPolicy": "Forbid"}) and not sch.replaces_other_runs({})
+    assert read_spec(dj(concurrencyPolicy="Replace")).runs.replaces
+    assert not read_spec(dj(concurrencyPolicy="Forbid")).runs.replaces and not read_spec(dj()).runs.replaces
 
 
 def test_suspend_consumes_ticks_and_unsuspend_waits_for_the_next() -> None:

@@ -26,7 +26,8 @@ EVENT_DRAIN_TIMED_OUT = "DrainTimedOut"
 
 
 def _problems(inp: DecisionInput) -> list[Problem]:
-    refusal = maintenance_refusal(inp.dj, inp.maintenance.allowed_namespaces)
+    spec = inp.checked.spec if inp.checked is not None else None  # None: read here
+    refusal = maintenance_refusal(inp.dj, inp.maintenance.allowed_namespaces, spec)
     return [refusal] if refusal is not None else []
 
 
@@ -36,7 +37,7 @@ def hold(at: GateContext) -> Hold:
     inp, checked = reading.input, reading.checked
     if reading.drain_timeouts is None:
         return Hold(GATE_MAINTENANCE)
-    refused = maintenance_refusal(inp.dj, inp.maintenance.allowed_namespaces)
+    refused = maintenance_refusal(inp.dj, inp.maintenance.allowed_namespaces, checked.spec)
     refusal = refused.message if refused is not None else None
     settings = checked.settings
     stopped = (
@@ -84,6 +85,7 @@ def with_node_work(reading: Reading, work: NodeWork, actions: Actions) -> Action
             run,
             revision.template_hash,
             tolerate_cordon=True,
+            template=reading.checked.spec.job_template,
         )
         for node in work.start
     ]

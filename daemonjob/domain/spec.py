@@ -1,0 +1,66 @@
+"""A DaemonJob's spec, typed: one frozen value that every reader downstream takes.
+
+The rule book (validate.py) is its one parse: it reads the raw object once and produces
+this value together with the problems; an invalid knob keeps its safe default (and adds a
+problem), so a decision is always possible. The decision, the controller, the webhook and
+the plugin read this value, never `dj["spec"]` (test/unit/test_spec_readers.py holds them
+to it); the controller keeps it per DaemonJob generation (controller/specs.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemonjob import defaults
+from daemonjob.domain.eligibility import Eligibility
+from daemonjob.domain.maintenancespec import Maintenance
+from daemonjob.domain.rolloutspec import Rollout
+from daemonjob.domain.schedule import Runs
+
+__all__ = ["DaemonJobSpec", "Settings", "RERUN_ON_TEMPLATE_CHANGE", "RERUN_NEVER", "RERUN_POLICIES"]
+
+RERUN_ON_TEMPLATE_CHANGE = "OnTemplateChange"
+RERUN_NEVER = "Never"
+RERUN_POLICIES = (RERUN_ON_TEMPLATE_CHANGE, RERUN_NEVER)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The rollout knobs, defaulted."""
+
+    rerun_policy: str = RERUN_ON_TEMPLATE_CHANGE
+    max_parallel: int | str | None = None
+    max_failed: int | str | None = None
+    suspend: bool = False
+    history_limit: int = defaults.HISTORY_LIMIT
+
+    @property
+    def never(self) -> bool:
+        return self.rerun_policy == RERUN_NEVER
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonJobSpec:
+    """Everything a DaemonJob's spec says, as read by the rule book (defaults where it is invalid)."""
+
+    settings: Settings = Settings()
+    runs: Runs = Runs()  # schedule, timeZone, concurrencyPolicy, startingDeadlineSeconds
+    rollout: Rollout = Rollout()
+    maintenance: Maintenance | None = None  # spec.nodeMaintenance, None: nodes are never written
+    asks_maintenance: bool = False  # it sets cordon or drain, valid or not (the namespace allowance applies)
+    asks_drain: bool = False  # it asks for maintenance with a drain, valid or not
+    eligibility: Eligibility | None = None  # the node rules, None if they do not compile
+    job_template: Mapping[str, Any] = field(default_factory=dict)  # spec.jobTemplate as written: hashed, copied
+    template_has_ttl: bool = False
+    rerun_on_config_change: bool = False
+    exclusion_group: str | None = None  # as written when a non-empty string (checked apart)
+    after: tuple[str, ...] = ()  # the non-empty names of spec.after, each once (checked apart)
+
+    @property
+    def pod_template(self) -> Mapping[str, Any] | None:
+        """spec.jobTemplate.spec.template, if it is an object."""
+        job_spec = self.job_template.get("spec") or {}
+        pod = job_spec.get("template") if isinstance(job_spec, Mapping) else None
+        return pod if isinstance(pod, Mapping) else None
