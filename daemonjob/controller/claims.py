@@ -66,7 +66,7 @@ class NodeClaims:
     def take(self, key: str, dj: Obj, decision: Decision) -> Decision:
         """`decision` without the creates on nodes where another member of `dj`'s group has a
         claim or a running Job; the nodes of the creates left are claimed for `dj`."""
-        group = self.index.spec_of(dj).exclusion_group
+        group = self.order_index.spec_of(dj).exclusion_group
         if group is None or not decision.creates:
             return decision
         ns = key.rpartition("/")[0]

@@ -40,7 +40,7 @@ class OrderReader:
         self.claims = claims
 
     def read(self, key: str, dj: Obj) -> OrderInput:
-        spec = self.index.spec_of(dj)
+        spec = self.order_index.spec_of(dj)
         group, after = spec.exclusion_group, spec.after
         if not group and not after:
             return OrderInput()
@@ -64,7 +64,7 @@ class OrderReader:
                     node = job_node(job)
                     if node:
                         busy.setdefault(node, peer_name)
-                other_spec = self.index.spec_of(other)
+                other_spec = self.order_index.spec_of(other)
                 if order_key(other) < mine and waits_for_turns(other, other_spec):
                     ahead_nodes = self.plans.turn_nodes(uid)
                     for dep in other_spec.after:  # it waits for its own dependencies there, not for us
@@ -107,5 +107,5 @@ class OrderReader:
             seen.add(current)
             other = self.daemonjobs.store.get(f"{ns}/{current}")
             if other is not None:
-                stack.extend((d, [*path, d]) for d in self.index.spec_of(other).after)
+                stack.extend((d, [*path, d]) for d in self.order_index.spec_of(other).after)
         return []
