@@ -67,10 +67,10 @@ class SucceededNodes:
         if before == after:
             return
         with self._lock:
-            if before is not None and before[0] in self._kept:
-                self._remove(before, _name(old))  # type: ignore[arg-type]
-            if after is not None and after[0] in self._kept:
-                self._add(after, _name(new))  # type: ignore[arg-type]
+            if before is not None and old is not None and before[0] in self._kept:
+                self._remove(before, _name(old))
+            if after is not None and new is not None and after[0] in self._kept:
+                self._add(after, _name(new))
 
     # -- the DaemonJobs kept -----------------------------------------------------------------------
     def drop(self, namespace: str, name: str) -> None:

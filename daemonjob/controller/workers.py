@@ -100,7 +100,7 @@ class Workers:
                 return
             started = self.clock.now()
             try:
-                self.reconcile(key)  # type: ignore[arg-type]
+                self.reconcile(str(key))
                 self.queue.forget(key)
                 self.metrics.reconciles.labels("success").inc()
             except NotLeader as exc:

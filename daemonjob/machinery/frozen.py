@@ -53,7 +53,7 @@ class FrozenDict(dict):
     def fromkeys(cls, iterable: Iterable[Any], value: Any = None) -> FrozenDict:
         return cls(dict.fromkeys(iterable, value))
 
-    def __hash__(self) -> int:  # type: ignore[override]
+    def __hash__(self) -> int:  # type: ignore[override]  # dict's is None: a frozen one hashes
         if self._hash is None:
             self._hash = hash(frozenset(self.items()))
         return self._hash

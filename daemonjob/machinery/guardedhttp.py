@@ -23,7 +23,7 @@ class _GuardedSend:
         if guard is not None:
             send_guard.fn = None
             guard()
-        super().send(data)  # type: ignore[misc]
+        super().send(data)  # type: ignore[misc]  # a mixin: send is the connection class's it precedes
 
 
 class _GuardedHTTPConnection(_GuardedSend, urllib3.connection.HTTPConnection):

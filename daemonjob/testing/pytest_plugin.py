@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -69,10 +70,10 @@ def make_nodes(kubelet: SimKubelet) -> Iterator:
     """make_nodes(count, **NodeSpec fields) -> names; the nodes are deleted after the test."""
     created: list[str] = []
 
-    def make(count: int = 1, *, ready: bool = True, **kw: object) -> list[str]:
+    def make(count: int = 1, *, ready: bool = True, **kw: Any) -> list[str]:
         prefix = f"n{next(_counter)}-{uuid.uuid4().hex[:5]}"
         names = [f"{prefix}-{i}" for i in range(count)]
-        kubelet.add_nodes([NodeSpec(n, **kw) for n in names])  # type: ignore[arg-type]
+        kubelet.add_nodes([NodeSpec(n, **kw) for n in names])
         created.extend(names)
         if ready:
             kubelet.wait_ready(names, timeout=60)
