@@ -205,11 +205,12 @@ class Plan:
             _sorted_apply(self.held, part.held, sign, insort, _by_node)
         if part.turn is not None:
             _sorted_apply(self.replacing if part.turn.replace else self.starting, part.turn, sign, insort, _by_node)
-        for attr, value in (
+        by_node: tuple[tuple[dict[str, Any], tuple[Any, ...]], ...] = (
             (self.by_node_deletes, part.deletes),
             (self.by_node_extra_old, part.extra_old),
             (self.by_node_ttl, part.ttl_jobs),
-        ):
+        )
+        for attr, value in by_node:
             if value:
                 if sign > 0:
                     attr[name] = value
@@ -260,7 +261,7 @@ def _running(job: JobView) -> bool:
     return job.state == ACTIVE or (job.state == TERMINATING and job.finished is None)
 
 
-def _record(node_jobs: list[JobView], revision: str, never: bool, run: str | None = None) -> JobView | None:
+def _record(node_jobs: Sequence[JobView], revision: str, never: bool, run: str | None = None) -> JobView | None:
     """The Job that stands for a node in the status, or None if the node is pending.
 
     OnTemplateChange: the newest non-terminating Job of the current revision.
@@ -284,9 +285,9 @@ def plan_node(
     if not name:  # Jobs without a node annotation: only a TTL on them matters
         return NodePlan(ttl_jobs=ttl)
     if node is None:
-        deletes = tuple(DeleteJob(j.name, name, NODE_GONE, j.uid) for j in jobs if j.state != TERMINATING)
-        busy = any(j.state == ACTIVE for j in jobs)  # held until its delete is issued
-        return _shared(NodePlan(busy=busy, deletes=deletes, ttl_jobs=ttl))
+        gone = tuple(DeleteJob(j.name, name, NODE_GONE, j.uid) for j in jobs if j.state != TERMINATING)
+        held = any(j.state == ACTIVE for j in jobs)  # held until its delete is issued
+        return _shared(NodePlan(busy=held, deletes=gone, ttl_jobs=ttl))
     eligibility, revision, run = ctx.eligibility, ctx.revision, ctx.run
     eligible = eligibility is not None and eligibility.eligible_cached(node, memo)
     if not jobs:
