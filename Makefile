@@ -30,9 +30,10 @@ help:
 	@echo "make image         the controller image (Docker, else buildah); make lock  its dependency locks"
 	@echo "make bench NODES=n [SCENARIO=tick] / bench-informer N=n / bench-scale N=n DJS=d  benchmarks"
 
-$(VENV)/.installed: setup.cfg pyproject.toml
+$(VENV)/.installed: setup.cfg pyproject.toml requirements-lint.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --require-hashes -r requirements-lint.txt
 	$(PY) -m pip install -q -e '.[test,lint]'
 	touch $@
 
@@ -152,7 +153,8 @@ lua:
 	bash hack/provision-lua.sh >/dev/null
 
 # The lock files the image installs with --require-hashes: requirements.txt from setup.cfg's
-# install_requires, requirements-build.txt from pyproject.toml's build requirements. Pins are
+# install_requires, requirements-build.txt from pyproject.toml's build requirements; and
+# requirements-lint.txt, the linters with the libraries they check against, for `make venv`. Pins are
 # kept unless a declared range excludes them; LOCK_ARGS=--upgrade moves all to the newest.
 LOCK_ARGS ?=
 PIP_COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile -q --generate-hashes --allow-unsafe \
@@ -162,6 +164,7 @@ lock: venv
 	$(PY) -m pip install -q 'pip-tools>=7.4'
 	$(PIP_COMPILE) --output-file requirements.txt setup.cfg
 	$(PIP_COMPILE) --only-build-deps --all-build-deps --output-file requirements-build.txt pyproject.toml
+	$(PIP_COMPILE) --extra lint --output-file requirements-lint.txt setup.cfg
 
 e2e-kind: docker-build venv
 	mkdir -p $(CLUSTER_DIR)

@@ -1,4 +1,4 @@
-"""The image's lock files agree with what the package declares, and the Dockerfile uses them.
+"""The lock files agree with what the package declares, and the Dockerfile uses the image's.
 
 requirements.txt pins the runtime dependencies (setup.cfg's install_requires and theirs),
 requirements-build.txt the build backend (pyproject.toml's build-system requires); both
@@ -53,12 +53,24 @@ def install_requires() -> list[Requirement]:
     return [Requirement(line) for line in cfg["options"]["install_requires"].strip().splitlines()]
 
 
+def lint_requires() -> list[Requirement]:
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    extra = cfg["options.extras_require"]["lint"]
+    return [*install_requires(), *(Requirement(line) for line in extra.strip().splitlines())]
+
+
 def build_requires() -> list[Requirement]:
     return [Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]]
 
 
 @pytest.mark.parametrize(
-    ("lock", "declared"), [("requirements.txt", install_requires), ("requirements-build.txt", build_requires)]
+    ("lock", "declared"),
+    [
+        ("requirements.txt", install_requires),
+        ("requirements-build.txt", build_requires),
+        ("requirements-lint.txt", lint_requires),
+    ],
 )
 def test_every_declared_requirement_is_satisfied_by_a_pin(lock: str, declared: object) -> None:
     locked = pins(ROOT / lock)
@@ -74,7 +86,14 @@ def test_every_declared_requirement_is_satisfied_by_a_pin(lock: str, declared: o
     assert not missing and not unsatisfied, f"run `make lock`: missing {missing}, not satisfied {unsatisfied}"
 
 
-@pytest.mark.parametrize("lock", ["requirements.txt", "requirements-build.txt"])
+def test_the_lint_lock_pins_the_runtime_libraries_as_the_image_does() -> None:
+    """mypy checks the code against the libraries the image runs, not newer ones."""
+    image, lint = pins(ROOT / "requirements.txt"), pins(ROOT / "requirements-lint.txt")
+    differ = {name: (v, lint[name][0]) for name, (v, _) in image.items() if name in lint and lint[name][0] != v}
+    assert not differ, f"run `make lock`: image and lint locks differ on {differ}"
+
+
+@pytest.mark.parametrize("lock", ["requirements.txt", "requirements-build.txt", "requirements-lint.txt"])
 def test_every_pin_carries_hashes(lock: str) -> None:
     locked = pins(ROOT / lock)
     assert locked
