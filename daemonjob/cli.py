@@ -31,10 +31,11 @@ from daemonjob.domain.jobs import API_VERSION, GROUP
 from daemonjob.machinery.clock import RealClock
 from daemonjob.machinery.kube import ApiError, ConfigError, Kube
 from daemonjob.machinery.leaderelection import LeaderElector
+from daemonjob.machinery.listen import parse_bind_address
 from daemonjob.machinery.malloc import limit_malloc_arenas
 from daemonjob.machinery.processmetrics import process_metrics
 from daemonjob.machinery.ratelimit import TokenBucket
-from daemonjob.machinery.serving import Server, check_route, parse_bind_address
+from daemonjob.machinery.serving import Server, check_route
 from daemonjob.manager import Manager
 from daemonjob.metricsserver import metrics_server
 

@@ -24,7 +24,7 @@ from cachetools import TTLCache
 from daemonjob import defaults
 from daemonjob.machinery.kube import ApiError, Kube
 from daemonjob.machinery.ratelimit import TokenBucket
-from daemonjob.machinery.serving import Headers
+from daemonjob.machinery.requesthead import Headers
 
 __all__ = ["TokenReviewAuth", "TOKENREVIEWS", "SUBJECTACCESSREVIEWS"]
 

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
-import io
 import math
-import socket
 import ssl
 import threading
 import time
@@ -31,12 +29,14 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from daemonjob.machinery.budget import Budget
+from daemonjob.machinery.listen import bind_socket
+from daemonjob.machinery.requesthead import MAX_HEAD, REASONS, BadRequest, Headers, declared_length, parse_head
 from daemonjob.machinery.tls import ReloadingTLS, TLSProvider
 
 __all__ = [
@@ -47,8 +47,6 @@ __all__ = [
     "ReloadingTLS",
     "TLSProvider",
     "Server",
-    "parse_bind_address",
-    "bind_socket",
     "metrics_route",
     "check_route",
     "READ_TIMEOUT",
@@ -66,12 +64,6 @@ Route = Callable[[], tuple[int, str, bytes]]  # -> (HTTP code, content type, bod
 PostRoute = Callable[[bytes], tuple[int, str, bytes]]  # request body -> (HTTP code, content type, body)
 # (method, path, headers) -> None to go on, else the answer (401, 403...) given instead of the route's
 Filter = Callable[[str, str, "Headers"], "tuple[int, str, bytes] | None"]
-
-
-class Headers(Protocol):
-    """A request's headers as a filter reads them: `http.client.HTTPMessage` (case-insensitive)."""
-
-    def get(self, name: str, default: None = None, /) -> str | None: ...
 
 
 READ_TIMEOUT = 10.0  # seconds a connection may take to send a request (TLS handshake included)
@@ -94,58 +86,6 @@ class Upload:
 
     def cost(self, length: int) -> int:
         return math.ceil(length * self.memory_per_byte)
-
-
-def parse_bind_address(address: str) -> tuple[str, int] | None:
-    """controller-runtime's convention: ":8080" = every interface of both families, "0" = disabled.
-
-    "[::1]:8080" and "0.0.0.0:8080" name one family; the host comes back without brackets
-    ("" for every interface).
-    """
-    if address in ("0", ""):
-        return None
-    host, _, port = address.rpartition(":")
-    if not port.isdigit() or (":" in host and not (host.startswith("[") and host.endswith("]"))):
-        raise ValueError(f"bind address {address!r} is not [host]:port, [ipv6]:port or 0")
-    return (host[1:-1] if host.startswith("[") else host, int(port))
-
-
-def bind_socket(address: tuple[str, int]) -> socket.socket:
-    """A listening socket; "" and "::" listen on both families where the host has IPv6 (as Go does)."""
-    host, port = address
-    if host in ("", "::"):
-        if socket.has_ipv6 and socket.has_dualstack_ipv6():
-            return socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=128)
-        if host == "":
-            return socket.create_server(("0.0.0.0", port), backlog=128)
-    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    return socket.create_server((host, port), family=family, backlog=128)
-
-
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    429: "Too Many Requests",
-    411: "Length Required",
-    413: "Content Too Large",
-    422: "Unprocessable Content",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-    505: "HTTP Version Not Supported",
-}
-MAX_HEAD = 64 * 1024  # bytes of a request line and its headers
-
-
-class _BadRequest(Exception):
-    def __init__(self, code: int, message: str, retry_after: int | None = None):
-        super().__init__(message)
-        self.code, self.retry_after = code, retry_after
 
 
 class _Conn:
@@ -329,7 +269,7 @@ class Server:
                 conn.waiting_since = None
                 try:
                     code, ctype, payload, keep = await self._request(reader, head)
-                except _BadRequest as exc:
+                except BadRequest as exc:
                     extra = {} if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
                     await self._write(writer, exc.code, "text/plain", f"{exc}\n".encode(), close=True, extra=extra)
                     writer.transport.abort()  # a body may be on its way: not one more byte of it read
@@ -352,37 +292,37 @@ class Server:
             writer.transport.abort() if writer.transport.is_closing() else writer.close()
 
     async def _request(self, reader: asyncio.StreamReader, head: bytes) -> tuple[int, str, bytes, bool]:
-        """One request from its head: (code, content type, body, keep-alive); _BadRequest when the
+        """One request from its head: (code, content type, body, keep-alive); BadRequest when the
         connection must close (an answer given before a body that was not read, for one)."""
-        method, path, headers, keep = _parse(head)
-        length = _declared_length(headers)
+        method, path, headers, keep = parse_head(head)
+        length = declared_length(headers)
         unread = length != 0  # a body not read leaves the connection unusable
         get, upload = self.routes.get(path), self.posts.get(path)
         if (get if method == "GET" else upload) is None:
             if get is not None or upload is not None:
                 if unread:
-                    raise _BadRequest(405, "method not allowed")
+                    raise BadRequest(405, "method not allowed")
                 return 405, "text/plain", b"method not allowed\n", keep
             if unread:
-                raise _BadRequest(404, "not found")
+                raise BadRequest(404, "not found")
             return 404, "text/plain", b"not found\n", keep
         loop = asyncio.get_running_loop()
         if self.filter is not None:
             refused = await loop.run_in_executor(self._pool, self._filtered, method, path, headers)
             if refused is not None:
                 if unread:
-                    raise _BadRequest(refused[0], refused[2].decode(errors="replace").rstrip("\n"))
+                    raise BadRequest(refused[0], refused[2].decode(errors="replace").rstrip("\n"))
                 return (*refused, keep)
         if upload is None:
             if unread:
-                raise _BadRequest(413, f"GET {path} takes no body")
+                raise BadRequest(413, f"GET {path} takes no body")
             return (*await loop.run_in_executor(self._pool, self._run_route, get, None, b""), keep)
         if length is None or headers.get("Content-Length") is None:
-            raise _BadRequest(411, "Content-Length required (no chunked bodies)")
+            raise BadRequest(411, "Content-Length required (no chunked bodies)")
         if length < 0 or length > upload.max_bytes:
-            raise _BadRequest(413, f"request body over {upload.max_bytes} bytes")
+            raise BadRequest(413, f"request body over {upload.max_bytes} bytes")
         if not self.bodies.try_take(length):
-            raise _BadRequest(429, "too many request bodies in flight, retry later", retry_after=1)
+            raise BadRequest(429, "too many request bodies in flight, retry later", retry_after=1)
         try:
             body = await asyncio.wait_for(_read_body(reader, length), self.read_timeout)
             return (*await loop.run_in_executor(self._pool, self._run_route, None, upload, body), keep)
@@ -420,7 +360,7 @@ class Server:
         extra: Mapping[str, str] | None = None,
     ) -> None:
         head = (
-            f"HTTP/1.1 {code} {_REASONS.get(code, 'Unknown')}\r\nContent-Type: {ctype}\r\n"
+            f"HTTP/1.1 {code} {REASONS.get(code, 'Unknown')}\r\nContent-Type: {ctype}\r\n"
             f"Content-Length: {len(body)}\r\n"
             + "".join(f"{k}: {v}\r\n" for k, v in (extra or {}).items())
             + ("Connection: close\r\n" if close else "")
@@ -443,40 +383,6 @@ async def _read_body(reader: asyncio.StreamReader, length: int) -> bytearray:
         got += len(chunk)
     view.release()
     return body  # bytes-like: handlers only read it
-
-
-def _declared_length(headers: http.client.HTTPMessage) -> int | None:
-    """The body's declared length: 0 without one, None when chunked (its length unknown);
-    a malformed Content-Length is a 400."""
-    if headers.get("Transfer-Encoding"):
-        return None
-    value = headers.get("Content-Length")
-    if value is None:
-        return 0
-    try:
-        return int(value)
-    except ValueError:
-        raise _BadRequest(400, "malformed Content-Length") from None
-
-
-def _parse(head: bytes) -> tuple[str, str, http.client.HTTPMessage, bool]:
-    """Request line and headers; (method, path, headers, keep-alive)."""
-    line, _, rest = head.partition(b"\r\n")
-    parts = line.decode("latin-1").split()
-    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-        raise _BadRequest(400, "malformed request line")
-    method, target, version = parts
-    if version not in ("HTTP/1.0", "HTTP/1.1"):
-        raise _BadRequest(505, "HTTP/1.0 or HTTP/1.1 only")
-    if method not in ("GET", "POST"):
-        raise _BadRequest(405, "GET or POST only")
-    try:
-        headers = http.client.parse_headers(io.BytesIO(rest))
-    except http.client.HTTPException:
-        raise _BadRequest(431, "too many or too long headers") from None
-    connection = (headers.get("Connection") or "").lower()
-    keep = version == "HTTP/1.1" and "close" not in connection
-    return method, target.split("?")[0], headers, keep
 
 
 def metrics_route(registry: CollectorRegistry) -> Route:

@@ -7,8 +7,6 @@ separate `down` can stop it; nothing outlives a crashed or interrupted test run.
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import secrets
 import shutil
@@ -18,7 +16,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import urllib3
 
@@ -26,6 +23,7 @@ from daemonjob.testing.audit import AUDIT_POLICY
 from daemonjob.testing.children import die_with_parent, free_port, stop_pid
 from daemonjob.testing.clusterpki import kubeconfig_text, make_pki
 from daemonjob.testing.controllerusers import CONTROLLER_NAMESPACE, CONTROLLER_USERS_GROUP, grant_controller_role
+from daemonjob.testing.etcd import compact
 
 # Where the test bed's callers import them from, with the cluster.
 __all__ = [
@@ -208,30 +206,8 @@ class LocalCluster:
         return [f"--watch-cache-sizes={','.join(f'{r}#0' for r in uncached)}"] if uncached else []
 
     def compact_etcd(self) -> int:
-        """Compact etcd's history up to its current revision; returns that revision.
-
-        Through etcd's v3 JSON gateway (no etcdctl here). A watch that reaches etcd from
-        an older resourceVersion then fails with 410 Gone, as after a long disconnection.
-        """
-        http = urllib3.PoolManager()
-        base = f"http://127.0.0.1:{self.etcd_port}/v3/kv"
-
-        def post(path: str, body: dict[str, object]) -> dict[str, Any]:
-            r = http.request(
-                "POST",
-                f"{base}/{path}",
-                body=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json"},
-                timeout=10.0,
-                retries=False,
-            )
-            if r.status != 200:
-                raise RuntimeError(f"etcd {path}: HTTP {r.status}: {r.data[:300]!r}")
-            return json.loads(r.data)
-
-        revision = int(post("range", {"key": base64.b64encode(b"/").decode(), "limit": 1})["header"]["revision"])
-        post("compaction", {"revision": revision, "physical": True})
-        return revision
+        """Compact etcd's history up to its current revision (see `etcd.compact`); returns it."""
+        return compact(self.etcd_port)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         http = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=str(self.pki / "ca.crt"))
