@@ -34,9 +34,9 @@ EXPECTATIONS_TTL = 300.0  # seconds, as the DaemonSet controller
 # every EXPECTATIONS_RECHECK seconds until the TTL.
 EXPECTATIONS_DEADLINE = 15.0
 EXPECTATIONS_RECHECK = 5.0
-# A Job name freed by the delete of an unfinished Job is reused this long after the delete
-# was observed, so the Job controller has dropped what it kept under that name (seconds).
-JOB_NAME_REUSE_DELAY = 2.0
+# A node's Job seen deleted is remembered this long (seconds) for its next attempt's name; the
+# DaemonJob's status records that attempt in the next pass (daemonjob/domain/attempts.py).
+DELETED_JOBS_TTL = 3600.0
 SLOW_START_INITIAL_BATCH = 1
 RESYNC_INTERVAL = 600.0  # seconds between full re-enqueues (0 disables)
 # A DaemonJob's plan is kept across passes and updated node by node; this often (seconds) a

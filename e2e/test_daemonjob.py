@@ -239,7 +239,8 @@ def test_deleting_a_nodes_job_reruns_that_node(api: Cluster, nodes: Nodes, group
         return fresh[0] if len(jobs) == 1 and fresh and job_finished(fresh[0]) == "Complete" else None
 
     fresh = wait_for(rerun, 60, f"a new Job on {names[1]} to complete")
-    assert fresh["metadata"]["name"] == victim["metadata"]["name"], "same node and revision, same name"
+    assert fresh["metadata"]["name"] != victim["metadata"]["name"], "a deleted Job's name is never reused"
+    assert fresh["metadata"]["labels"]["daemonjob.io/attempt"] == "1"
     assert job_revision(fresh) == job_revision(victim)
     api.wait_complete("again", 3)
     after = {job_node(j): j["metadata"]["uid"] for j in api.jobs("again")}

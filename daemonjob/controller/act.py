@@ -5,9 +5,9 @@ deleted nodes), then creates, then history handed to its own cleaner, so cleanin
 delays a run. Like the DaemonSet controller's syncNodes, every action is attempted and the
 errors are collected, so one refused delete neither blocks the creates of other nodes nor
 the status. Creates go in slow-start batches (1, 2, 4, ...) so a systematic failure costs a
-handful of calls, and a Job name freed moments ago waits (NameHolds). Expectations are
-raised before each write and lowered when a write fails, so the next pass waits for the
-cache only for what really happened. What the API server says is kept (Troubles) for the
+handful of calls; a node's next attempt goes only once the Job it follows is really gone.
+Expectations are raised before each write and lowered when a write fails, so the next pass
+waits for the cache only for what really happened. What the API server says is kept (Troubles) for the
 next decision; the Events that say what was done are returned for the report step.
 """
 
@@ -21,7 +21,7 @@ from daemonjob import defaults
 from daemonjob.controller.adoption import Adoption
 from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.events import error_message, names_shown
-from daemonjob.controller.expectations import Expectations, NameHolds
+from daemonjob.controller.expectations import Expectations
 from daemonjob.controller.history import HistoryCleaner
 from daemonjob.controller.jobcontrol import JobControl, NotLeader
 from daemonjob.controller.metrics import Metrics
@@ -32,7 +32,9 @@ from daemonjob.domain.actions import CreateJob, DeleteJob
 from daemonjob.domain.conditions import JOB_REJECTED
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.events import NORMAL, WARNING, EventSpec
+from daemonjob.domain.jobs import controller_ref, job_node
 from daemonjob.domain.plan import HISTORY
+from daemonjob.domain.revision import job_name
 from daemonjob.machinery.kube import ApiError
 from daemonjob.machinery.writers import MapAll
 
@@ -50,7 +52,6 @@ class Act:
         run_all: MapAll,
         *,
         history: HistoryCleaner,
-        name_holds: NameHolds,
         adoption: Adoption,
         troubles: Troubles,
         claims: NodeClaims | None = None,
@@ -60,36 +61,45 @@ class Act:
         self.metrics = metrics
         self._map = run_all
         self.history = history
-        self.name_holds = name_holds
         self.adoption = adoption
         self.troubles = troubles
         self.claims = claims  # an exclusion group's nodes taken by creates not in the cache yet
 
     def carry(self, observed: Observation, decision: Decision) -> Acted:
-        """Carry out `decision`; what failed, what to say, when held-back creates may go."""
+        """Carry out `decision`: what failed, and what to say."""
         acted = Acted()
-        decision = self._without_held_names(observed, decision, acted)
+        decision = self._without_predecessors_standing(observed, decision, acted)
         if self.claims is not None:
             decision = self.claims.take(observed.key, observed.dj, decision)
         acted.errors = self._delete(observed, decision, acted) + self._create(observed, decision, acted)
         self._clean_history(observed, decision, acted)
         return acted
 
-    def _without_held_names(self, observed: Observation, decision: Decision, acted: Acted) -> Decision:
-        """The decision without creates of names a delete freed moments ago; the pass looks
-        again when the first of them may be reused."""
-        held = {
-            c.name: left for c in decision.creates if (left := self.name_holds.held(observed.uid, c.name)) is not None
-        }
-        if not held:
+    def _without_predecessors_standing(self, observed: Observation, decision: Decision, acted: Acted) -> Decision:
+        """The decision without the next attempts whose earlier Job still stands. A Job whose
+        name label was edited away leaves the Job cache's selector as if it were deleted; it
+        is claimed back under its name (adoption.py) rather than the node run twice. One read
+        per re-run node, only in the pass that creates its next attempt."""
+        standing: set[str] = set()
+        for c in decision.creates:
+            if c.follows is None:
+                continue
+            name = job_name(observed.name, c.node, c.revision, c.run, c.follows)
+            earlier = dataclasses.replace(c, name=name, attempt=c.follows, follows=None)
+            try:
+                job = self.control.get_job(observed.namespace, name)
+            except ApiError as exc:
+                if exc.not_found:
+                    continue
+                raise
+            ref = controller_ref(job)
+            if ref is not None and ref.get("uid") == observed.uid and job_node(job) in (None, c.node):
+                acted.events.extend(self.adoption.claim_back(observed.dj, job, earlier))
+                standing.add(c.name)
+        if not standing:
             return decision
-        observed.log.debug(
-            "job names freed moments ago, created later",
-            jobs=sorted(held)[:5],
-            wait_seconds=round(min(held.values()), 2),
-        )
-        acted.look_again = min(held.values())
-        return dataclasses.replace(decision, creates=[c for c in decision.creates if c.name not in held])
+        observed.log.info("the job the cache lost still stands: claimed back", count=len(standing))
+        return dataclasses.replace(decision, creates=[c for c in decision.creates if c.name not in standing])
 
     def _delete(self, observed: Observation, decision: Decision, acted: Acted) -> list[Exception]:
         """Deletes that come before creates (old revisions, old runs, deleted nodes), with expectations."""
@@ -228,6 +238,8 @@ class Act:
                 self.expectations.creation_observed(uid, c.name)
                 return exc
             self.metrics.jobs_created.inc()
+            if c.attempt:
+                self.metrics.jobs_rerun.inc()
             return True
 
         while remaining and outcome.error is None:

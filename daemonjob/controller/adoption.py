@@ -21,6 +21,7 @@ from daemonjob.domain.actions import CreateJob
 from daemonjob.domain.events import WARNING, EventSpec
 from daemonjob.domain.jobs import (
     ANNOTATION_NODE,
+    LABEL_ATTEMPT,
     LABEL_NAME,
     LABEL_REVISION,
     LABEL_RUN,
@@ -32,7 +33,7 @@ from daemonjob.machinery.kube import ApiError
 __all__ = ["Adopted", "Adoption", "Conflict", "adoptable", "EVENT_JOB_RELABELLED"]
 
 EVENT_JOB_RELABELLED = "JobRelabelled"
-_IDENTITY_LABELS = (LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH)
+_IDENTITY_LABELS = (LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH, LABEL_ATTEMPT)
 
 Obj = Mapping[str, Any]
 
@@ -118,7 +119,7 @@ class Adoption:
                 raise
             ref = controller_ref(job)
             if ref is not None and ref.get("uid") == meta.get("uid"):
-                out.events.extend(self._claim_back(dj, job, c))  # ours: the cache lags, or lost sight of it
+                out.events.extend(self.claim_back(dj, job, c))  # ours: the cache lags, or lost sight of it
                 continue
             if ref is None and adoptable(job, meta["name"]):
                 orphans.append(job)
@@ -136,7 +137,7 @@ class Adoption:
             return Adopted()
         return self.resolve_existing(dj, [CreateJob(c.node, c.job, "", dj) for c in known], owner)
 
-    def _claim_back(self, dj: Obj, job: Obj, wanted: CreateJob) -> list[EventSpec]:
+    def claim_back(self, dj: Obj, job: Obj, wanted: CreateJob) -> list[EventSpec]:
         """A Job we control whose identity labels or node annotation were edited away.
 
         The Job cache selects on the name label, so such a Job vanishes from it, and every

@@ -38,9 +38,10 @@ from daemonjob.controller.adoption import Adoption
 from daemonjob.controller.alertpoller import AlertPoller, HttpGet
 from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.configmaps import ConfigMapLimits, ConfigMapTracker, InformerFactory, kube_configmap_informer
+from daemonjob.controller.deletedjobs import DeletedJobsSeen
 from daemonjob.controller.errors import ReconcileError
 from daemonjob.controller.events import EventRecorder
-from daemonjob.controller.expectations import Expectations, NameHolds
+from daemonjob.controller.expectations import Expectations
 from daemonjob.controller.fence import Fence, always
 from daemonjob.controller.history import HistoryCleaner
 from daemonjob.controller.informers import ORPHAN_INDEX, Informers
@@ -103,7 +104,7 @@ class Controller:
         self.metrics = metrics or Metrics()
         self.workers = workers
         self.expectations = Expectations(timer=self.clock.now)  # keyed by DaemonJob uid
-        self.name_holds = NameHolds(timer=self.clock.now)  # keyed by DaemonJob uid
+        self.deleted_jobs = DeletedJobsSeen(timer=self.clock.now)  # keyed by DaemonJob uid
         self.metrics.expectations_overdue.set_function(self.expectations.overdue)
         self.queue = RateLimitingQueue(
             default_controller_rate_limiter(self.clock),
@@ -125,7 +126,6 @@ class Controller:
             self.metrics,
             self._writers.map,
             history=self.history,
-            name_holds=self.name_holds,
             adoption=self.adoption,
             troubles=self.troubles,
             claims=self.claims,
@@ -143,7 +143,7 @@ class Controller:
             informers,
             self.queue,
             expectations=self.expectations,
-            name_holds=self.name_holds,
+            deleted_jobs=self.deleted_jobs,
             plans=self.plans,
             metrics=self.metrics,
             configmaps=self.configmaps,
@@ -264,7 +264,7 @@ class Controller:
     def _forget_uid(self, uid: str) -> None:
         """A DaemonJob deleted or re-created: nothing of the old one carries over."""
         self.expectations.forget(uid)
-        self.name_holds.forget(uid)
+        self.deleted_jobs.forget(uid)
         self.troubles.forget(uid)
         self.plans.forget(uid)
         self.maintenance.forget(uid)
@@ -298,7 +298,6 @@ class Controller:
                 return None
             acted = self.act.carry(observed, decision)
             events.extend(acted.events)
-            look_again.append(acted.look_again)
             node_acted = self.maintenance.carry(observed, decision)
             if node_acted is not None:
                 events.extend(node_acted.events)
@@ -338,6 +337,7 @@ class Controller:
             troubles=self.troubles.of(observed.uid, observed.generation),
             configmaps=observed.configmaps,
             checked=self.specs.get(observed.key, observed.cached),
+            deleted=self.deleted_jobs.of(observed.uid),
             memo=self.memo,
             alerts=self.firing_alerts(),
             order=self.order_reader.read(observed.key, observed.cached),

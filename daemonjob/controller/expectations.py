@@ -7,9 +7,6 @@ DaemonJob forever; well before that, each pending name has a deadline: past it t
 controller checks that name against the API server, clears it when the cache already
 agrees with what the API server holds, and otherwise says what it waits for (the
 Reconciling condition, `daemonjob_expectations_pending_overdue`).
-
-`NameHolds` keeps the other half of the Job-name lifecycle: a name freed by a delete is
-not reused at once (see its docstring).
 """
 
 from __future__ import annotations
@@ -124,48 +121,3 @@ class Expectations:
     def forget(self, key: str) -> None:
         with self._lock:
             self._cache.pop(key, None)
-
-
-class NameHolds:
-    """Job names freed by a delete that the controller does not reuse for a short while.
-
-    Job names are deterministic, so re-running a node whose Job was deleted creates a Job
-    of the same name. The Job controller of kube-controller-manager keys its pod
-    expectations by namespace/name and only drops them when it syncs that name and finds
-    no Job: a Job deleted while its pod create was still unobserved, then re-created
-    before that sync, leaves the new Job waiting out the Job controller's 5-minute
-    expectations timeout with no pod (kubernetes/kubernetes#131917). So a name whose Job
-    was deleted unfinished is reused only `delay` seconds after the delete was observed;
-    a finished Job's name (no pod create can be in flight for it) is reused at once.
-    """
-
-    def __init__(
-        self,
-        delay: float = defaults.JOB_NAME_REUSE_DELAY,
-        timer: Callable[[], float] = RealClock().now,
-        maxsize: int = 100_000,
-    ):
-        self.delay = delay
-        self._timer = timer
-        self._until: TTLCache[tuple[str, str], float] = TTLCache(maxsize=maxsize, ttl=max(delay, 1e-9), timer=timer)
-        self._lock = threading.Lock()
-
-    def hold(self, key: str, name: str) -> None:
-        if self.delay <= 0:
-            return
-        with self._lock:
-            self._until[(key, name)] = self._timer() + self.delay
-
-    def held(self, key: str, name: str) -> float | None:
-        """Seconds until `name` may be reused under `key`, or None if it may be now."""
-        with self._lock:
-            until = self._until.get((key, name))
-        if until is None:
-            return None
-        left = until - self._timer()
-        return left if left > 0 else None
-
-    def forget(self, key: str) -> None:
-        with self._lock:
-            for k in [k for k in self._until.keys() if k[0] == key]:
-                self._until.pop(k, None)

@@ -125,9 +125,10 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
-        self.name_holds = Counter(
-            "daemonjob_job_name_holds_total",
-            "Job names held back from reuse for a moment because their Job was deleted unfinished.",
+        self.jobs_rerun = Counter(
+            "daemonjob_jobs_rerun_total",
+            "Jobs created for a node whose earlier Job of the same revision and run was deleted "
+            "(the next attempt, under a name of its own).",
             registry=r,
         )
         self.plan_checks = Counter(

@@ -39,10 +39,8 @@ class CreateOutcome:
 @dataclass(slots=True)
 class Acted:
     """A pass's act step: the errors of what failed (the rest was done), the Events that say
-    what was done, how many Jobs it created, and when a create held back (a name freed
-    moments ago) may go."""
+    what was done, and how many Jobs it created."""
 
     errors: list[Exception] = field(default_factory=list)
     created: int = 0
     events: list[EventSpec] = field(default_factory=list)
-    look_again: float | None = None

@@ -1,7 +1,7 @@
 """Event routing: what an informer event means for which DaemonJob. Handlers only note and enqueue.
 
 A DaemonJob event enqueues it (not a status write of its own, unless it records a new
-revision, which lets that revision's first Jobs start); a status write also wakes the
+revision or a node's new attempt, which lets their Jobs start); a status write also wakes the
 DaemonJobs ordered after it or beside it when it changed what they read of it (orderwake.py).
 A Job event records what it shows of the controller's own writes (expectations), marks the
 Job's node for its owner's kept plan and enqueues the owner after a short delay, so a burst
@@ -19,15 +19,17 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.configmaps import ConfigMapTracker
-from daemonjob.controller.expectations import Expectations, NameHolds
+from daemonjob.controller.deletedjobs import DeletedJobsSeen
+from daemonjob.controller.expectations import Expectations
 from daemonjob.controller.informers import NODE_INDEX, Informers, orphan_index
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.order import OrderIndex
 from daemonjob.controller.orderwake import OrderWakes
 from daemonjob.controller.specs import SpecCache
+from daemonjob.domain.attempts import STATUS_FIELD as ATTEMPTS_FIELD
 from daemonjob.domain.eligibility import Eligibility
-from daemonjob.domain.jobs import ACTIVE, daemonjob_ref, job_state, owner_uid
+from daemonjob.domain.jobs import daemonjob_ref, owner_uid
 from daemonjob.domain.noderecord import record_of
 from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
 from daemonjob.machinery.memo import MEMO_CAPACITY, ObjectMemo
@@ -57,6 +59,20 @@ def _revision_of(dj: Obj) -> tuple[Any, Any]:
     return status.get("currentRevision"), status.get("templateHash")
 
 
+def _attempts_recorded(old: Obj, new: Obj) -> bool:
+    """The status records a node's attempt it did not before: that Job may be created now
+    (daemonjob/domain/attempts.py). An entry dropped once its Job is seen wakes nothing."""
+    before, after = ((o.get("status") or {}).get(ATTEMPTS_FIELD) or {} for o in (old, new))
+    if not after.get("nodes"):
+        return False
+    known = (
+        {(e.get("node"), e.get("attempt")) for e in before.get("nodes") or ()}
+        if before.get("rollout") == after.get("rollout")
+        else set()
+    )
+    return any((e.get("node"), e.get("attempt")) not in known for e in after["nodes"])
+
+
 class Router:
     def __init__(
         self,
@@ -64,7 +80,7 @@ class Router:
         queue: RateLimitingQueue,
         *,
         expectations: Expectations,
-        name_holds: NameHolds,
+        deleted_jobs: DeletedJobsSeen,
         plans: KeptPlans,
         metrics: Metrics,
         configmaps: ConfigMapTracker | None,
@@ -77,7 +93,7 @@ class Router:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.queue = queue
         self.expectations = expectations
-        self.name_holds = name_holds
+        self.deleted_jobs = deleted_jobs
         self.plans = plans
         self.metrics = metrics
         self.configmaps = configmaps
@@ -131,6 +147,7 @@ class Router:
             and om.get("annotations") == nm.get("annotations")
             and om.get("deletionTimestamp") == nm.get("deletionTimestamp")
             and _revision_of(old) == _revision_of(new)
+            and not _attempts_recorded(old, new)
         ):
             self.order_wakes.status_changed(meta_namespace_key(new), old, new)
             return  # a status write that records no new revision: nothing to decide for it
@@ -186,6 +203,7 @@ class Router:
             # Deleted and re-created under the same name, seen as one change (a relist): both
             # the delete and the create were observed.
             self.expectations.deletion_observed(owner_uid(old), old["metadata"]["name"])
+            self.deleted_jobs.note(owner_uid(old), old)
             self.expectations.creation_observed(owner_uid(new), new["metadata"]["name"])
             if self.claims is not None:
                 self.claims.observed(owner_uid(new), new["metadata"]["name"])
@@ -209,9 +227,7 @@ class Router:
             return
         uid, name = owner_uid(job), job["metadata"]["name"]
         self.expectations.deletion_observed(uid, name)
-        if job_state(job) == ACTIVE:  # deleted while its pod may still be on its way: see NameHolds
-            self.name_holds.hold(uid, name)
-            self.metrics.name_holds.inc()
+        self.deleted_jobs.note(uid, job)  # its node's next Job is the next attempt, under a new name
         self.queue.add_after(key, self._job_event_delay(key))
         self.order_wakes.job_changed(key, job, None)
 

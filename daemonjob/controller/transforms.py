@@ -16,7 +16,14 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH
+from daemonjob.domain.jobs import (
+    ANNOTATION_NODE,
+    LABEL_ATTEMPT,
+    LABEL_NAME,
+    LABEL_REVISION,
+    LABEL_RUN,
+    LABEL_TEMPLATE_HASH,
+)
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.frozen import freeze
 
@@ -25,7 +32,7 @@ __all__ = ["Interner", "job_transform", "node_transform"]
 INTERNED_VALUES = 16384  # distinct shared parts kept; more only costs sharing, not correctness
 # No resourceVersion: nothing reads it (the informer takes it from the watch events).
 _JOB_META_KEYS = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp")
-_JOB_LABELS = (LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH)
+_JOB_LABELS = (LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH, LABEL_ATTEMPT)
 _TERMINAL_CONDITIONS = ("Complete", "Failed")
 _CONDITION_KEYS = ("type", "status", "lastTransitionTime")
 

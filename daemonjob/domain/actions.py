@@ -42,12 +42,21 @@ class CreateJob:
     template_hash: str | None = None
     tolerate_cordon: bool = False  # the node is cordoned for this Job (spec.nodeMaintenance)
     template: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)  # spec.jobTemplate as read
+    attempt: int = 0  # above 0: the node's Job re-created after a delete (attempts.py)
+    follows: int | None = None  # the attempt of the node's Job the controller saw go, if it did
 
     @property
     def body(self) -> dict[str, Any]:
         """A fresh Job body on each read (the caller may change it)."""
         return build_job(
-            self.dj, self.node, self.revision, self.run, self.template_hash, self.tolerate_cordon, self.template
+            self.dj,
+            self.node,
+            self.revision,
+            self.run,
+            self.template_hash,
+            self.tolerate_cordon,
+            self.template,
+            attempt=self.attempt,
         )
 
 

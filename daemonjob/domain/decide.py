@@ -34,6 +34,8 @@ from datetime import datetime
 from typing import Any
 
 from daemonjob.domain.actions import CreateJob, DeleteJob, choose_actions
+from daemonjob.domain.attempts import STATUS_FIELD as ATTEMPTS_FIELD
+from daemonjob.domain.attempts import assign as assign_attempts
 from daemonjob.domain.conditions import FailureBudget, evaluate, failure_budget, stall_for
 from daemonjob.domain.configrefs import (
     missing_configmaps,
@@ -225,10 +227,16 @@ def _conclude(reading: Reading) -> Decision:
     work = maintenance.work if maintenance is not None else None
     if work is not None:
         actions = with_node_work(reading, work, actions)
+    attempts = assign_attempts(
+        actions.creates, inp.recorded.status, reading.revision.name, run, inp.kept_plan.node, inp.deleted
+    )
+    actions = replace(actions, creates=attempts.creates)
     waiting = gating.in_force(actions)
     conditions = evaluate(reading, actions, stall, gating)
     run_changed = run != inp.recorded.status.get("currentRun")
     status = status_of(reading, conditions, run_changed)
+    if attempts.status is not None:
+        status[ATTEMPTS_FIELD] = attempts.status  # before the creates of the attempts it records
     events = events_of(reading, conditions)
     requeue = [step.requeue_at, waiting.wake if waiting is not None else None]
     if work is not None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from daemonjob.domain.attempts import DeletedJobs
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.maintenance import MaintenanceInput
@@ -96,6 +97,8 @@ class DecisionInput:
     maintenance: MaintenanceInput = MaintenanceInput()  # its records on Nodes, drains' progress (nodeMaintenance)
     # how to read the spec (no effect on the outcome)
     checked: Validation | None = None  # `dj`'s spec as the rule book read it (read by decide if None)
+    # what the caches saw go
+    deleted: DeletedJobs = DeletedJobs()  # its Jobs seen deleted, until the status records the next attempt
     recorded: Recorded = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -28,7 +28,9 @@ __all__ = [
     "LABEL_RUN",
     "ANNOTATION_NODE",
     "LABEL_TEMPLATE_HASH",
+    "LABEL_ATTEMPT",
     "job_template_hash",
+    "job_attempt",
     "ACTIVE",
     "SUCCEEDED",
     "FAILED",
@@ -60,6 +62,9 @@ ANNOTATION_NODE = "daemonjob.io/node"
 # The template hash a Job's revision stands for: with the revision label, the cluster alone
 # says which revision a template already has, should the DaemonJob's status be lost.
 LABEL_TEMPLATE_HASH = "daemonjob.io/template-hash"
+# Which of a node's Jobs of one rollout (revision, run) this is: absent on the first (attempt
+# 0), 1 on the Job that replaces it, and so on; each attempt has a name of its own (attempts.py).
+LABEL_ATTEMPT = "daemonjob.io/attempt"
 
 ACTIVE = "active"
 SUCCEEDED = "succeeded"
@@ -112,6 +117,12 @@ def job_revision(job: Mapping[str, Any]) -> str | None:
 
 def job_template_hash(job: Mapping[str, Any]) -> str | None:
     return (_meta(job).get("labels") or {}).get(LABEL_TEMPLATE_HASH) or None
+
+
+def job_attempt(job: Mapping[str, Any]) -> int:
+    """The Job's attempt: 0 without the label (a first Job, or one made before attempts existed)."""
+    value = (_meta(job).get("labels") or {}).get(LABEL_ATTEMPT)
+    return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else 0
 
 
 def job_run(job: Mapping[str, Any]) -> str | None:
@@ -221,6 +232,7 @@ def build_job(
     template_hash: str | None = None,
     tolerate_cordon: bool = False,
     template: Mapping[str, Any] | None = None,
+    attempt: int = 0,
 ) -> dict[str, Any]:
     """The batch/v1 Job body that runs revision `revision` (of run `run`, if any) of `dj` on `node_name`.
 
@@ -230,7 +242,8 @@ def build_job(
     their pods carry `daemonjob.io/run`, so one run's Jobs, pods and logs are one selector.
     `tolerate_cordon`: the node was cordoned for this Job (spec.nodeMaintenance), so its pod
     tolerates the cordon's taint, as a DaemonSet's pods do. `template`: spec.jobTemplate as the
-    rule book read it (a decision's); None reads `dj`'s spec here.
+    rule book read it (a decision's); None reads `dj`'s spec here. `attempt`: above 0 for a
+    node's Job re-created after a delete, labelled on the Job and named apart (attempts.py).
     """
     meta = dj.get("metadata") or {}
     dj_name = meta.get("name") or ""
@@ -245,6 +258,8 @@ def build_job(
     labels = {**(tmeta.get("labels") or {}), **identity}
     if template_hash is not None:
         labels[LABEL_TEMPLATE_HASH] = template_hash
+    if attempt:
+        labels[LABEL_ATTEMPT] = str(attempt)
     annotations = dict(tmeta.get("annotations") or {})
     annotations[ANNOTATION_NODE] = node_name
 
@@ -266,7 +281,7 @@ def build_job(
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(dj_name, node_name, revision, run),
+            "name": job_name(dj_name, node_name, revision, run, attempt),
             "namespace": meta.get("namespace"),
             "labels": labels,
             "annotations": annotations,

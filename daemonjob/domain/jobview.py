@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob.domain.jobs import (
+    job_attempt,
     job_created,
     job_finish_time,
     job_node,
@@ -38,6 +39,7 @@ class JobView:
     ttl: Any = None
     run: str | None = None
     template_hash: str | None = None
+    attempt: int = 0
 
     @classmethod
     def of(cls, job: Mapping[str, Any]) -> JobView:
@@ -53,6 +55,7 @@ class JobView:
             ttl=job_ttl(job),
             run=job_run(job),
             template_hash=job_template_hash(job),
+            attempt=job_attempt(job),
         )
 
     @property

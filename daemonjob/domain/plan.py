@@ -328,9 +328,9 @@ def plan_node(
         if running_older:
             return NodePlan(turn=Turn(name, running_older), **common)
         if not (other_runs and not ctx.replace_runs) and not any(_running(j) or current(j) for j in jobs):
-            # else it waits for another run's Job, for one still terminating, or for the name of its
-            # new Job (a deleted Job of the current revision) to be free; finished history being
-            # deleted does not hold a run back
+            # else it waits for another run's Job, or for one still terminating (a deleted Job of
+            # the current rollout: its successor, the next attempt, comes once it is gone);
+            # finished history being deleted does not hold a run back
             return _shared(NodePlan(turn=Turn(name), **common))
         return _shared(NodePlan(**common))
     failed_current = record.state == FAILED and record.revision == revision

@@ -11,8 +11,9 @@ that is lost is recovered from the Jobs alone. So every template change, a rever
 template included, is a new revision that runs once on every node, while a change to
 anything else in the spec keeps the revision. A user re-runs all nodes by editing the
 template (even one annotation). Job names are derived from (DaemonJob, node,
-revision), so two racing creates of the same node Job collide on AlreadyExists
-instead of producing a duplicate.
+revision, run, attempt), so two racing creates of the same node Job collide on
+AlreadyExists instead of producing a duplicate, and a node's Job re-created after a
+delete (a new attempt, attempts.py) never takes the name of the Job it replaces.
 """
 
 from __future__ import annotations
@@ -108,15 +109,19 @@ def _trim(text: str, length: int) -> str:
     return text[:length].rstrip("-")
 
 
-def job_name(dj_name: str, node_name: str, revision: str, run: str | None = None) -> str:
+def job_name(dj_name: str, node_name: str, revision: str, run: str | None = None, attempt: int = 0) -> str:
     """`<dj>-<node>-<hash>`, a DNS-1123 label of at most 63 characters.
 
     The readable parts are shortened as needed; the hash covers the full inputs (the run
-    too, when there is one) so shortened names of different nodes, revisions or runs
-    still differ. Without a run the name is what it was before runs existed, so the Jobs
-    of unscheduled DaemonJobs keep their names across the upgrade.
+    and the attempt too, when there are) so shortened names of different nodes, revisions,
+    runs or attempts still differ. Without a run the name is what it was before runs
+    existed, and attempt 0 (a node's first Job of a rollout) is what it was before attempts
+    existed, so the Jobs of earlier releases keep their names across the upgrade.
     """
-    parts = (dj_name, node_name, revision) if run is None else (dj_name, node_name, revision, run)
+    parts: tuple[str, ...] = (dj_name, node_name, revision) if run is None else (dj_name, node_name, revision, run)
+    if attempt:
+        # a fifth part (the run's place kept, "" without one): no name of fewer parts can equal it
+        parts = (dj_name, node_name, revision, run or "", f"attempt {attempt}")
     digest = hashlib.sha256("\x00".join(parts).encode("utf-8"))
     suffix = digest.hexdigest()[:NAME_HASH_LENGTH]
     budget = NAME_MAX - NAME_HASH_LENGTH - 2  # two separating dashes

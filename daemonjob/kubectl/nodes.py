@@ -27,6 +27,7 @@ from daemonjob.domain.jobs import (
     SUCCEEDED,
     TERMINATING,
     format_time,
+    job_attempt,
     job_created,
     job_finish_time,
     job_node,
@@ -199,6 +200,11 @@ def job_row(node: str, job: Mapping[str, Any], pod: Mapping[str, Any] | None) ->
     )
 
 
+def _newest_first(job: Mapping[str, Any]) -> tuple[Any, int]:
+    """When the Job was created; within one second, the later attempt (a re-run beside the Job it replaced)."""
+    return (job_created(job) or _EPOCH, job_attempt(job))
+
+
 def build_view(
     dj: Mapping[str, Any],
     jobs: Iterable[Mapping[str, Any]],
@@ -227,7 +233,7 @@ def build_view(
         if run is not None and labels.get(LABEL_RUN) != run:
             continue
         old = current.get(on)
-        if old is None or (job_created(job) or _EPOCH) >= (job_created(old) or _EPOCH):
+        if old is None or _newest_first(job) >= _newest_first(old):
             current[on] = job
     newest_pod = pods_by_job(pods)
 

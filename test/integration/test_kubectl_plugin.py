@@ -245,6 +245,7 @@ def test_wait_exits_zero_on_complete_and_non_zero_on_failed(env: Env) -> None:
 
 def test_rerun_failed_reruns_exactly_the_failed_nodes(env: Env) -> None:
     before = {job_node(j): j["metadata"]["uid"] for j in env.jobs("collect")}
+    names = {j["metadata"]["name"] for j in env.jobs("collect")}
     out = env.kubectl("daemonjob", "rerun", "collect", "--failed", "--yes")
     assert out.returncode == 0, out.stderr
     assert env.eligible[0] in out.stdout and "deleted" in out.stdout
@@ -260,6 +261,9 @@ def test_rerun_failed_reruns_exactly_the_failed_nodes(env: Env) -> None:
     wait_for(rerun_done, timeout=60, what="the failed node re-ran")
     after = {job_node(j): j["metadata"]["uid"] for j in env.jobs("collect")}
     assert {n for n in after if after[n] != before[n]} == {env.eligible[0]}
+    (again,) = [j for j in env.jobs("collect") if job_node(j) == env.eligible[0]]
+    assert again["metadata"]["name"] not in names, "the re-run Job has a name of its own"
+    assert again["metadata"]["labels"]["daemonjob.io/attempt"] == "1"
 
 
 def test_rerun_everything_makes_a_new_revision(env: Env) -> None:

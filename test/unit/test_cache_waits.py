@@ -1,16 +1,17 @@
-"""Expectations and Job-name reuse: the controller never waits silently, never acts twice,
-and never hands the Job controller a name it may still hold state for."""
+"""Expectations and re-runs: the controller never waits silently, never acts twice, and
+never hands the Job controller a name a deleted Job had."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from daemonjob import defaults
-from daemonjob.controller.expectations import Expectations, NameHolds
+from daemonjob.controller.expectations import Expectations
 from daemonjob.domain.conditions import CacheWait, with_cache_wait
+from daemonjob.domain.jobs import LABEL_ATTEMPT, LABEL_REVISION
+from daemonjob.domain.revision import job_name
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob, node
@@ -50,33 +51,97 @@ def reconciling(status: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in status["conditions"] if c["type"] == "Reconciling")
 
 
-# -- Jobs deleted by hand mid-rollout: a name re-created while the Job controller may hold it ---
-def test_an_unfinished_job_deleted_by_hand_is_recreated_only_after_the_name_reuse_delay(bed: ActBed) -> None:
-    """Re-created at once, the Job got no pod from the Job controller for 5 minutes
-    (kubernetes/kubernetes#131917). The pass right after the delete counts the node pending
-    (not active, not succeeded), so the status never hides the re-run."""
-    name = rolled_out(bed)
-    bed.user_deletes(name)  # while its pod may still be on its way
+# -- Jobs deleted by hand mid-rollout: the next attempt, under a name of its own ---------------
+def rerun_after_delete(bed: ActBed, name: str, attempt: int = 1) -> dict[str, Any]:
+    """The delete wakes the DaemonJob; its pass records the node's next attempt and creates
+    nothing; that status write wakes the pass that creates it. Returns the created body."""
     assert bed.ready_within(defaults.JOB_EVENT_DELAY), "the delete wakes the DaemonJob"
-    time.sleep(0.05)
     bed.drain()
     bed.ctl.reconcile(KEY)
-    assert bed.created_names() == [], "the name is reused before the Job controller can have let go of it"
-    assert bed.last_status()["pendingNodes"] == 1
-    assert not bed.ready_within(defaults.JOB_NAME_REUSE_DELAY - defaults.JOB_EVENT_DELAY - 0.1)
-    assert bed.ready_within(0.2), "requeued for when the name may be reused"
+    assert bed.created_names() == [], "created before the status records its attempt"
+    status = bed.last_status()
+    assert status["pendingNodes"] == 1, "the status never hides the re-run"
+    assert status["nodeAttempts"] == {
+        "rollout": status["currentRevision"],
+        "nodes": [{"node": "node-00", "attempt": attempt}],
+    }
+    bed.sync()
+    assert bed.ready_within(0), "the recorded attempt wakes the pass that creates it"
+    bed.drain()
     bed.ctl.reconcile(KEY)
-    assert bed.created_names() == [name], "same node and revision, same name: once the hold is over"
-    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_job_name_holds_total") == 1
+    (body,) = bed.created()
+    return body
 
 
-def test_a_finished_job_deleted_by_hand_is_recreated_at_once(bed: ActBed) -> None:
+def test_an_unfinished_job_deleted_by_hand_is_recreated_under_a_new_name_at_once(bed: ActBed) -> None:
+    """Re-created under its name, the Job got no pod from the Job controller for 5 minutes
+    (kubernetes/kubernetes#131917): no name is used twice, and no wait is needed."""
+    name = rolled_out(bed)
+    bed.user_deletes(name)  # while its pod may still be on its way
+    body = rerun_after_delete(bed, name)
+    assert body["metadata"]["name"] != name
+    assert body["metadata"]["name"] == job_name("audit", "node-00", body["metadata"]["labels"][LABEL_REVISION], None, 1)
+    assert body["metadata"]["labels"][LABEL_ATTEMPT] == "1"
+    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_jobs_rerun_total") == 1
+    bed.control.reset()
+    bed.ctl.reconcile(KEY)  # the cache has not shown it yet: nothing twice
+    assert bed.created_names() == []
+
+
+def test_a_finished_job_deleted_by_hand_is_recreated_under_a_new_name(bed: ActBed) -> None:
     name = rolled_out(bed)
     bed.jobs.update(finished(bed.control.objects[f"{NS}/{name}"]))
     bed.user_deletes(name)
+    assert rerun_after_delete(bed, name)["metadata"]["name"] != name
+
+
+def test_every_rerun_of_a_node_takes_the_next_attempt(bed: ActBed) -> None:
+    names = [rolled_out(bed)]
+    for attempt in (1, 2, 3):
+        bed.user_deletes(names[-1])
+        body = rerun_after_delete(bed, names[-1], attempt)
+        assert body["metadata"]["labels"][LABEL_ATTEMPT] == str(attempt)
+        names.append(body["metadata"]["name"])
+        bed.control.deliver()
+        bed.control.reset()
+    assert len(set(names)) == 4
+
+
+def test_a_restart_between_recording_and_creating_creates_the_same_name() -> None:
+    """The attempt is read from the status: a new process (no memory of the delete) creates the
+    Job the old one would have, so a create it sent before dying meets AlreadyExists."""
+    first = ActBed.start()
+    try:
+        first.nodes.add(node("node-00"))
+        first.add_dj(daemonjob())
+        name = rolled_out(first)
+        first.user_deletes(name)
+        expected = rerun_after_delete(first, name)["metadata"]["name"]
+        dj = first.dj()  # with the recorded attempt
+    finally:
+        first.stop()
+    second = ActBed.start()
+    try:
+        second.nodes.add(node("node-00"))
+        second.add_dj(dj)
+        second.ctl.reconcile(KEY)
+        assert second.created_names() == [expected]
+    finally:
+        second.stop()
+
+
+def test_a_lost_status_reruns_no_node_that_has_its_job(bed: ActBed) -> None:
+    name = rolled_out(bed)
+    bed.user_deletes(name)
+    rerun_after_delete(bed, name)
+    bed.sync()
+    bed.control.reset()
+    dj = bed.dj()
+    dj["status"] = {}
+    bed.djs.update(dj)
     bed.ctl.reconcile(KEY)
-    assert bed.created_names() == [name]
-    assert bed.ctl.metrics.registry.get_sample_value("daemonjob_job_name_holds_total") == 0
+    assert bed.created_names() == []
+    assert bed.last_status()["activeNodes"] == 1
 
 
 def test_a_delete_and_recreate_seen_as_one_update_satisfies_the_expectations(bed: ActBed) -> None:
@@ -85,7 +150,6 @@ def test_a_delete_and_recreate_seen_as_one_update_satisfies_the_expectations(bed
     name = rolled_out(bed)
     old = bed.jobs.store.get(f"{NS}/{name}")
     del bed.control.objects[f"{NS}/{name}"]  # deleted; the watch is down, so no event
-    bed.clock.step(defaults.JOB_NAME_REUSE_DELAY)
     bed.jobs.store.delete(old)  # as if the delete had been seen, so the next pass re-creates
     bed.ctl.reconcile(KEY)
     assert bed.created_names() == [name]
@@ -158,15 +222,6 @@ def test_expectations_keep_when_each_name_was_raised() -> None:
     assert exp.waiting("u").deletes == ("b",) and exp.overdue() == 0
     clock.step(300)
     assert exp.satisfied("u"), "the TTL still ends any wait"
-
-
-def test_name_holds_release_on_the_clock() -> None:
-    clock = FakeClock()
-    holds = NameHolds(delay=2, timer=clock.now)
-    holds.hold("u", "j")
-    assert holds.held("u", "j") == pytest.approx(2) and holds.held("u", "k") is None
-    clock.step(2)
-    assert holds.held("u", "j") is None
 
 
 def test_the_waiting_condition_names_the_jobs_and_keeps_the_others() -> None:

@@ -668,3 +668,13 @@ def test_status_document_names_the_rollout_gate_in_force() -> None:
     }
     d["status"]["conditions"][0]["reason"] = "RollingOut"
     assert document(d, view, view.rows)["rolloutGate"] is None
+
+
+def test_a_nodes_row_is_its_rerun_job_even_within_the_second_its_predecessor_was_made() -> None:
+    first = job("n1", "failed")
+    again = job("n1", None, uid="uid-again")
+    again["metadata"]["labels"]["daemonjob.io/attempt"] = "1"
+    again["metadata"]["name"] += "-again"
+    for jobs in ([first, again], [again, first]):
+        (row,) = build_view(dj(), jobs, [], [node("n1")]).rows
+        assert row.job == again["metadata"]["name"]
