@@ -19,10 +19,8 @@ the DaemonSet controller's syncDaemonSet does (`Controller.reconcile`, step by s
 The controller receives what it reads (Informers), what it writes through (a JobControl)
 and one Clock, so all of it runs in unit tests without a cluster.
 
-Each DaemonJob's plan is kept across passes and told which nodes changed (keptplans.py), so
-a pass costs what changed; every PLAN_SELF_CHECK_INTERVAL a pass also decides from scratch
-and compares, logging, counting and repairing any difference (selfcheck.py). The threads
-that take keys off the queue are workers.py's.
+Each DaemonJob's plan is kept across passes and told which nodes changed (keptplans.py);
+every PLAN_SELF_CHECK_INTERVAL a pass also decides from scratch and compares (selfcheck.py).
 """
 
 from __future__ import annotations
@@ -130,11 +128,8 @@ class Controller:
             troubles=self.troubles,
             claims=self.claims,
         )
-        self.configmaps = (
-            ConfigMapTracker(configmap_informers, self.queue.add, configmap_limits)
-            if configmap_informers is not None
-            else None
-        )
+        make, limits = configmap_informers, configmap_limits
+        self.configmaps = None if make is None else ConfigMapTracker(make, self.queue.add, limits)
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
         self.memo = ObjectMemo()  # values kept on cached objects; the router sizes it to the node rules in use
         self.plans = KeptPlans(self.jobs, self.nodes, self.memo)
