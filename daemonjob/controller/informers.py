@@ -26,7 +26,7 @@ from daemonjob.domain.jobs import (
     job_state,
     owner_uid,
 )
-from daemonjob.domain.noderecord import record_of
+from daemonjob.domain.noderecord import outcomes_of, record_of
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.kube import Kube
@@ -34,6 +34,7 @@ from daemonjob.machinery.kube import Kube
 __all__ = [
     "Informers",
     "MAINTENANCE_INDEX",
+    "OUTCOME_INDEX",
     "NODE_INDEXERS",
     "OWNER_INDEX",
     "NODE_INDEX",
@@ -50,6 +51,7 @@ NODE_INDEX = "node"  # Jobs by node name
 RUNNING_INDEX = "running"  # Jobs that may still run, by the uid of their DaemonJob: the exclusion group reads it
 ORPHAN_INDEX = "orphans"  # Jobs with no controller, by namespace/<daemonjob.io/name label>: to adopt
 MAINTENANCE_INDEX = "maintenance"  # Nodes by the uid of the DaemonJob whose maintenance record they carry
+OUTCOME_INDEX = "drain-outcomes"  # Nodes by the uids of the DaemonJobs whose drain outcome they carry
 
 Obj = Mapping[str, Any]
 
@@ -89,7 +91,11 @@ def maintenance_index(node: Obj) -> list[str]:
     return [record.uid] if record is not None else []
 
 
-NODE_INDEXERS = {MAINTENANCE_INDEX: maintenance_index}
+def outcome_index(node: Obj) -> list[str]:
+    return [o.uid for o in outcomes_of(node)]
+
+
+NODE_INDEXERS = {MAINTENANCE_INDEX: maintenance_index, OUTCOME_INDEX: outcome_index}
 
 JOB_INDEXERS = {
     OWNER_INDEX: owner_uid_index,

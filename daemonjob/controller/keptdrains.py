@@ -7,6 +7,9 @@ cordon). Keyed by DaemonJob uid, as the other per-DaemonJob memories are.
 Beside the progress, the pods a drain is for: the uids its first look found on the node. A
 drain waits for those to go, as kubectl drain waits for the pods it evicted, so a pod that
 arrives later (a replacement that tolerates the cordon) is neither evicted nor waited for.
+
+And the drain outcomes this controller wrote, until its node cache shows them: a pass that
+reads the cache before the release's watch event arrives does not find the timeout again.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from daemonjob.domain.maintenance import DrainProgress
+from daemonjob.domain.noderecord import DrainOutcome
 
 __all__ = ["KeptDrains"]
 
@@ -32,6 +36,7 @@ class KeptDrains:
         self._by_uid: dict[str, dict[str, _KeptDrain]] = {}
         # DaemonJob uid -> node -> (the cordon they were found after, their uids)
         self._pods: dict[str, dict[str, tuple[Hashable, frozenset[str]]]] = {}
+        self._outcomes: dict[str, dict[str, DrainOutcome]] = {}  # DaemonJob uid -> node -> written
 
     def pods_of(self, uid: str, node: str, cordon: Hashable) -> frozenset[str] | None:
         """The uids of the pods the drain of `node` after `cordon` (its record) is for; None
@@ -43,6 +48,22 @@ class KeptDrains:
     def keep_pods(self, uid: str, node: str, cordon: Hashable, pods: frozenset[str]) -> None:
         with self._lock:
             self._pods.setdefault(uid, {})[node] = (cordon, pods)
+
+    def wrote_outcome(self, node: str, outcome: DrainOutcome) -> None:
+        with self._lock:
+            self._outcomes.setdefault(outcome.uid, {})[node] = outcome
+
+    def outcomes(self, uid: str, cached: dict[str, DrainOutcome]) -> dict[str, DrainOutcome]:
+        """`cached` (the node cache's) with the outcomes written since; those the cache shows are forgotten."""
+        with self._lock:
+            written = self._outcomes.get(uid)
+            if not written:
+                return cached
+            for node in [n for n, o in written.items() if cached.get(n) == o]:
+                del written[node]
+            if not written:
+                del self._outcomes[uid]
+            return {**cached, **written}
 
     def of(self, uid: str) -> dict[str, DrainProgress]:
         with self._lock:
@@ -70,3 +91,4 @@ class KeptDrains:
         with self._lock:
             self._by_uid.pop(uid, None)
             self._pods.pop(uid, None)
+            self._outcomes.pop(uid, None)

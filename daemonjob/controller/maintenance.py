@@ -8,19 +8,20 @@ from __future__ import annotations
 import structlog
 
 from daemonjob.controller.errors import ReconcileError
-from daemonjob.controller.informers import MAINTENANCE_INDEX
+from daemonjob.controller.informers import MAINTENANCE_INDEX, OUTCOME_INDEX
 from daemonjob.controller.keptdrains import KeptDrains
 from daemonjob.controller.metrics import DRAIN_DRAINED, DRAIN_TIMED_OUT, Metrics
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.nodework import NodeActed, NodeActs, release_node, released_event
 from daemonjob.controller.observe import Observation
+from daemonjob.controller.recordwrites import forget_outcome
 from daemonjob.controller.report import Reporter
 from daemonjob.controller.specs import SpecCache
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.inputs import DecisionInput
 from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.maintenance import FINALIZER, MaintenanceInput, has_finalizer, releases_on_delete
-from daemonjob.domain.noderecord import NodeRecord, record_of
+from daemonjob.domain.noderecord import DrainOutcome, NodeRecord, outcomes_of, record_of
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import SharedInformer
 from daemonjob.machinery.kube import ApiError
@@ -60,7 +61,8 @@ class NodeMaintenance:
 
     def input(self, uid: str) -> MaintenanceInput:
         """What the decision reads of this DaemonJob's node maintenance."""
-        return MaintenanceInput(self.records(uid), self.drains.of(uid), self.namespaces)
+        outcomes = self.drains.outcomes(uid, self.outcomes(uid))
+        return MaintenanceInput(self.records(uid), self.drains.of(uid), self.namespaces, outcomes)
 
     def records(self, uid: str) -> dict[str, NodeRecord]:
         """The nodes carrying this DaemonJob's maintenance record, as cached."""
@@ -69,6 +71,15 @@ class NodeMaintenance:
             record = record_of(node)
             if record is not None:
                 out[node["metadata"]["name"]] = record
+        return out
+
+    def outcomes(self, uid: str) -> dict[str, DrainOutcome]:
+        """The nodes carrying this DaemonJob's drain outcome, as cached."""
+        out = {}
+        for node in self.nodes.store.by_index(OUTCOME_INDEX, uid):
+            for outcome in outcomes_of(node):
+                if outcome.uid == uid:
+                    out[node["metadata"]["name"]] = outcome
         return out
 
     def carry(self, observed: Observation, decision: Decision) -> NodeActed | None:
@@ -129,6 +140,11 @@ class NodeMaintenance:
             if done is not None:
                 rlog.info("node released", node=release.node, uncordoned=done, why=release.why)
                 self.reporter.post_about(cached, [released_event(release, done)])
+        for node, outcome in sorted(self.outcomes(meta.get("uid") or "").items()):
+            try:
+                forget_outcome(self.node_control, node, outcome)
+            except ApiError as exc:
+                errors.append(exc)
         if errors:
             raise ReconcileError(errors)
         finalizers = [f for f in meta.get("finalizers") or () if f != FINALIZER]

@@ -1,4 +1,4 @@
-"""The act layer of node maintenance: finalizer, releases, cordons, drains, in that order.
+"""The act layer of node maintenance: finalizer, releases, keeps, cordons, drains, in that order.
 
 Every Node write is decided on the Node as the API server has it now (a fresh read), and
 sent with that read's resourceVersion, so a cordon never lands on a node someone cordoned a
@@ -15,6 +15,9 @@ As kubectl drain, a drain is for the pods on the node at its first look (their u
 `KeptDrains`): a pod that arrives later, such as a replacement that tolerates the cordon, is not
 evicted in a loop nor waited for. A drain resumed after a restart has no such memory; its
 first look leaves out the pods created after the cordon (the record's `since`).
+
+A release after a drain timed out writes the outcome (`DrainOutcome`) in the same patch, and a
+later cordon by the same DaemonJob removes it in its own: the outcome costs no write of its own.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from daemonjob.controller.events import error_message, names_shown
 from daemonjob.controller.keptdrains import KeptDrains
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.observe import Observation
+from daemonjob.controller.recordwrites import CONFLICT_RETRIES, keep_node
 from daemonjob.domain.events import NORMAL, WARNING, EventSpec
 from daemonjob.domain.jobs import LABEL_NAME, parse_time
-from daemonjob.domain.maintenance import FINALIZER, Cordon, DrainNode, DrainProgress, NodeWork, Release
+from daemonjob.domain.maintenance import FINALIZER, Cordon, DrainNode, DrainProgress, Keep, NodeWork, Release
 from daemonjob.domain.maintenancespec import DrainOptions
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, record_of
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcome_annotation, record_of
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.kube import ApiError
 
@@ -41,7 +45,6 @@ __all__ = ["NodeActs", "NodeActed", "pods_to_evict", "release_node", "released_e
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 WAITING_SHOWN = 5  # pods named per draining node
-CONFLICT_RETRIES = 3  # a Node changes often (labels, taints): read it again and retry this many times
 
 
 @dataclass(slots=True)
@@ -142,6 +145,8 @@ class NodeActs:
         finalized = not work.add_finalizer or self._add_finalizer(observed, acted)
         for release in work.releases:
             self._release(observed, release, acted)
+        for keep in work.keeps:
+            self._keep(observed, keep, acted)
         cordoned: list[DrainNode] = []  # first looked at in this pass, right after their cordon
         if finalized:
             for cordon in work.cordons:
@@ -182,7 +187,7 @@ class NodeActs:
     # -- releases ------------------------------------------------------------------------------------
     def _release(self, observed: Observation, release: Release, acted: NodeActed) -> None:
         try:
-            done = release_node(self.control, release.node, release.record)
+            done = release_node(self.control, release.node, release.record, release.outcome)
         except ApiError as exc:
             acted.errors.append(exc)
             observed.log.warning("releasing node failed", node=release.node, error=error_message(exc))
@@ -190,9 +195,21 @@ class NodeActs:
         self.drains.forget_node(observed.uid, release.node)
         if done is None:
             return
+        if release.outcome is not None:
+            self.drains.wrote_outcome(release.node, release.outcome)
         acted.released.append(release.node)
         observed.log.info("node released", node=release.node, uncordoned=done, why=release.why)
         acted.events.append(released_event(release, done))
+
+    def _keep(self, observed: Observation, keep: Keep, acted: NodeActed) -> None:
+        try:
+            marked = keep_node(self.control, keep.node, keep.record)
+        except ApiError as exc:
+            acted.errors.append(exc)
+            observed.log.warning("keeping node cordoned failed", node=keep.node, error=error_message(exc))
+            return
+        if marked:
+            observed.log.info("node kept cordoned until released", node=keep.node)
 
     # -- cordons -------------------------------------------------------------------------------------
     def _cordon(self, observed: Observation, cordon: Cordon, acted: NodeActed) -> NodeRecord | None:
@@ -219,7 +236,11 @@ class NodeActs:
                 schedulable,
                 cordon.record.since,
             )
-            patch: dict[str, Any] = {"metadata": {"annotations": {ANNOTATION_MAINTENANCE: record.text()}}}
+            annotations: dict[str, Any] = {ANNOTATION_MAINTENANCE: record.text()}
+            stale = outcome_annotation(record.uid)  # an earlier rollout's drain outcome goes with the new cordon
+            if stale in ((node.get("metadata") or {}).get("annotations") or {}):
+                annotations[stale] = None
+            patch: dict[str, Any] = {"metadata": {"annotations": annotations}}
             if schedulable:
                 patch["spec"] = {"unschedulable": True}
             try:
@@ -310,10 +331,12 @@ def released_event(release: Release, uncordoned: bool) -> EventSpec:
     return EventSpec(NORMAL, what, f"{what} node {release.node}: {release.why}")
 
 
-def release_node(control: NodeControl, name: str, record: NodeRecord) -> bool | None:
-    """Remove `record` from node `name` and uncordon it if the record says we cordoned it:
-    True when uncordoned, False when only the record went, None when the node no longer
-    carries that record (someone else's now, or gone): nothing written."""
+def release_node(
+    control: NodeControl, name: str, record: NodeRecord, outcome: DrainOutcome | None = None
+) -> bool | None:
+    """Remove `record` from node `name` and uncordon it if the record says we cordoned it,
+    writing `outcome` with it: True when uncordoned, False when only the record went, None
+    when the node no longer carries that record (someone else's now, or gone): nothing written."""
     for _ in range(CONFLICT_RETRIES):
         try:
             node = control.get_node(name)
@@ -325,7 +348,10 @@ def release_node(control: NodeControl, name: str, record: NodeRecord) -> bool | 
         if held is None or held.uid != record.uid or held.revision != record.revision or held.run != record.run:
             return None
         uncordon = held.cordoned and bool((node.get("spec") or {}).get("unschedulable"))
-        patch: dict[str, Any] = {"metadata": {"annotations": {ANNOTATION_MAINTENANCE: None}}}
+        annotations: dict[str, Any] = {ANNOTATION_MAINTENANCE: None}
+        if outcome is not None:
+            annotations[outcome.annotation] = outcome.text()
+        patch: dict[str, Any] = {"metadata": {"annotations": annotations}}
         if uncordon:
             patch["spec"] = {"unschedulable": None}
         try:

@@ -24,7 +24,7 @@ from daemonjob.domain.jobs import (
     LABEL_RUN,
     LABEL_TEMPLATE_HASH,
 )
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, DRAIN_OUTCOME_PREFIX
 from daemonjob.machinery.frozen import freeze
 
 __all__ = ["Interner", "job_transform", "node_transform"]
@@ -65,13 +65,17 @@ def _text(value: Any) -> Any:
 
 def node_transform(node: dict[str, Any]) -> dict[str, Any]:
     """What eligibility reads: no status and no resourceVersion, so a heartbeat is no change;
-    of the annotations only node maintenance's record (a DaemonJob's own cordon)."""
+    of the annotations only node maintenance's records (a DaemonJob's own cordon, its drain outcomes)."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
     kept = {k: meta[k] for k in ("name", "uid", "labels") if k in meta}
-    record = (meta.get("annotations") or {}).get(ANNOTATION_MAINTENANCE)
-    if record is not None:
-        kept["annotations"] = {ANNOTATION_MAINTENANCE: record}
+    annotations = {
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if k == ANNOTATION_MAINTENANCE or k.startswith(DRAIN_OUTCOME_PREFIX)
+    }
+    if annotations:
+        kept["annotations"] = annotations
     return {
         "metadata": kept,
         "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},

@@ -241,9 +241,7 @@ def _conclude(reading: Reading) -> Decision:
     requeue = [step.requeue_at, waiting.wake if waiting is not None else None]
     if work is not None:
         status = _with_maintenance_status(status, work)
-        events.extend(drain_timeout_events(reading))
-        if reading.drain_timeouts is not None and reading.drain_timeouts.new:
-            requeue.append(inp.now)  # released once the status records the timeout: look again then
+        events.extend(drain_timeout_events(reading))  # released in this pass, the outcome on the Node
     return Decision(
         creates=actions.creates,
         deletes=actions.deletes,

@@ -8,15 +8,20 @@ record says this DaemonJob cordoned a schedulable node, the cordon goes with it.
 
 The Node's record is the truth a successor reads after a crash at any step, so each node
 is cordoned once per revision or run, and released once. A node is released when its Job
-finished (a failed one stays cordoned with keepFailedCordoned), when its drain timed out
-(once the status records that, so a crash in between does not drain it again), and, while
+finished, when its drain timed out (the release writes the outcome on the Node in the same
+patch, so neither a crash nor the status's cut at 1000 names drains it again), and, while
 no Job of ours runs there, when the rollout stops (suspend, an unusable spec, the failure
 budget, the namespace no longer allowed), when its record is of an older revision or run,
 or when the node stops being selected. A deleted DaemonJob's finalizer releases the rest
 (`releases_on_delete`).
 
-Pure: the records, the drains' progress and the allowed namespaces come in the input
-(`MaintenanceInput`); the Node writes go out in `NodeWork`.
+With keepFailedCordoned a node whose Job failed is kept: its record is marked `kept` (a Node
+write, once), and it stays cordoned through later revisions and runs, out of their
+rollouts, until a person releases it (`kubectl daemonjob release`, domain/releases.py), the
+DaemonJob no longer uses node maintenance (its spec, its namespace), or it is deleted.
+
+Pure: the records, the drain outcomes, the drains' progress and the allowed namespaces come
+in the input (`MaintenanceInput`); the Node writes go out in `NodeWork`.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from typing import Any
 
 from daemonjob.domain.actions import Turns
 from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, TERMINATING, format_time, parse_time
-from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, Maintenance
-from daemonjob.domain.noderecord import NodeRecord
+from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, ON_TIMEOUT_SKIP, Maintenance
+from daemonjob.domain.noderecord import DrainOutcome, NodeRecord
 from daemonjob.domain.plan import JobView, Plan
+from daemonjob.domain.releases import release_requests
 
 __all__ = [
     "FINALIZER",
@@ -38,6 +44,7 @@ __all__ = [
     "MaintenanceInput",
     "Cordon",
     "DrainNode",
+    "Keep",
     "Release",
     "NodeWork",
     "DrainTimeouts",
@@ -59,6 +66,7 @@ DRAIN_TIMED_OUT = "its drain timed out"
 STOPPED = "the rollout stopped"
 OLDER_ROLLOUT = "its record is of an older revision or run"
 NOT_SELECTED = "the node is no longer selected"
+RELEASE_ASKED = "a person released it (daemonjob.io/release)"
 OFF = "spec.nodeMaintenance no longer asks for it"
 DELETED = "the DaemonJob is being deleted"
 
@@ -79,6 +87,7 @@ class MaintenanceInput:
     records: Mapping[str, NodeRecord] = field(default_factory=dict)  # node -> this DaemonJob's record on it
     drains: Mapping[str, DrainProgress] = field(default_factory=dict)  # node -> its drain's progress
     allowed_namespaces: frozenset[str] = frozenset()  # --node-maintenance-namespaces
+    outcomes: Mapping[str, DrainOutcome] = field(default_factory=dict)  # node -> this DaemonJob's drain outcome on it
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,25 +107,37 @@ class DrainNode:
 
 
 @dataclass(frozen=True, slots=True)
+class Keep:
+    """Mark `record` kept: its node stays cordoned until a person releases it."""
+
+    node: str
+    record: NodeRecord
+
+
+@dataclass(frozen=True, slots=True)
 class Release:
-    """Remove `record` from the node and, if it says we cordoned it, uncordon it."""
+    """Remove `record` from the node and, if it says we cordoned it, uncordon it; `outcome`:
+    a timed-out drain's, written in the same patch."""
 
     node: str
     record: NodeRecord
     why: str
+    outcome: DrainOutcome | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class DrainTimeouts:
-    """Nodes whose drain timed out in this revision or run: recorded in the status (`recorded`)
-    or found now (`new`), by onTimeout policy. A recorded one is released; a new one holds its
-    node until the status records it."""
+    """Nodes whose drain timed out in this revision or run: recorded on the Node (or, by an
+    earlier version, in the status) (`recorded`) or found now (`new`), by onTimeout policy;
+    both are released, a new one with its outcome. `kept`: nodes kept cordoned from an
+    earlier revision or run, out of this one's rollout as a skipped node is."""
 
     rollout: str
     failed: frozenset[str] = frozenset()
     skipped: frozenset[str] = frozenset()
     recorded: frozenset[str] = frozenset()
     new: tuple[str, ...] = ()
+    kept: frozenset[str] = frozenset()
 
     @property
     def done(self) -> frozenset[str]:
@@ -130,6 +151,7 @@ class NodeWork:
     cordons: list[Cordon] = field(default_factory=list)
     drains: list[DrainNode] = field(default_factory=list)
     releases: list[Release] = field(default_factory=list)
+    keeps: list[Keep] = field(default_factory=list)
     start: list[str] = field(default_factory=list)  # nodes in maintenance whose Job is created now
     held: int = 0  # slots held by nodes in maintenance with no running Job of ours
     add_finalizer: bool = False
@@ -139,7 +161,7 @@ class NodeWork:
 
     @property
     def writes(self) -> bool:
-        return bool(self.cordons or self.drains or self.releases or self.add_finalizer)
+        return bool(self.cordons or self.drains or self.releases or self.keeps or self.add_finalizer)
 
 
 def rollout_key(revision: str, run: str | None) -> str:
@@ -162,6 +184,9 @@ def drain_timeouts(
     previous = previous if isinstance(previous, Mapping) and previous.get("rollout") == key else {}
     failed = set(_names(previous.get("drainFailedNodes")))
     skipped = set(_names(previous.get("skippedNodes")))
+    for node, outcome in mi.outcomes.items():
+        if outcome.of_rollout(revision, run):
+            (failed if outcome.on_timeout == ON_TIMEOUT_FAIL else skipped).add(node)
     recorded = frozenset(failed | skipped)
     new: list[str] = []
     drain = spec.drain if spec is not None else None
@@ -178,7 +203,8 @@ def drain_timeouts(
             if since is not None and now >= since + drain.timeout:
                 new.append(node)
                 (failed if drain.on_timeout == ON_TIMEOUT_FAIL else skipped).add(node)
-    return DrainTimeouts(key, frozenset(failed), frozenset(skipped), recorded, tuple(new))
+    kept = frozenset(n for n, r in mi.records.items() if r.kept and not r.of_rollout(revision, run))
+    return DrainTimeouts(key, frozenset(failed), frozenset(skipped), recorded, tuple(new), kept)
 
 
 def _names(value: Any) -> list[str]:
@@ -187,13 +213,15 @@ def _names(value: Any) -> list[str]:
 
 def with_drain_timeouts(plan: Plan, outcomes: DrainTimeouts) -> Plan:
     """The plan with timed-out drains folded in: a failed one counts as a failed node (the
-    failure budget spends it), a skipped one is left out of this rollout; neither takes a turn."""
-    if not outcomes.done:
+    failure budget spends it), a skipped one is left out of this rollout, as a node kept
+    cordoned from an earlier one is; none takes a turn."""
+    if not outcomes.done and not outcomes.kept:
         return plan
-    done = outcomes.done
+    done = outcomes.done | outcomes.kept
+    starting_nodes = {t.node for t in plan.starting}
     starting = [t for t in plan.starting if t.node not in done]
-    failed = sorted(n for n in outcomes.failed if any(t.node == n for t in plan.starting))
-    skipped = sum(1 for t in plan.starting if t.node in outcomes.skipped)
+    failed = sorted(n for n in outcomes.failed if n in starting_nodes)
+    skipped = sum(1 for n in starting_nodes if n in outcomes.skipped or n in outcomes.kept)
     return replace(
         plan,
         starting=starting,
@@ -227,6 +255,7 @@ def node_work(s: Situation, mi: MaintenanceInput, outcomes: DrainTimeouts, turns
     draining: list[tuple[str, DrainProgress]] = []
     kept: list[str] = []
     uncordoning = 0
+    requests = release_requests(s.dj)
     for node, record in sorted(mi.records.items()):
         if node not in s.eligible:
             continue  # the node is gone: nothing to write
@@ -235,11 +264,15 @@ def node_work(s: Situation, mi: MaintenanceInput, outcomes: DrainTimeouts, turns
         current = [j for j in jobs if j.revision == record.revision and j.run == record.run and j.state != TERMINATING]
         state = max(current, key=lambda j: j.age_key).state if current else None
         why = _release(s, record, outcomes, node, state, running)
+        if why == "keep" and requests.get(node) == record.since:
+            why = RELEASE_ASKED
         if why == "keep":
             kept.append(node)
+            if not record.kept:
+                work.keeps.append(Keep(node, replace(record, kept=True)))
             continue
         if why is not None:
-            work.releases.append(Release(node, record, why))
+            work.releases.append(Release(node, record, why, _outcome(s, record, outcomes, node, why)))
             uncordoning += 1
             continue
         in_maintenance.add(node)
@@ -261,15 +294,35 @@ def node_work(s: Situation, mi: MaintenanceInput, outcomes: DrainTimeouts, turns
     return work
 
 
+def _outcome(s: Situation, record: NodeRecord, outcomes: DrainTimeouts, node: str, why: str) -> DrainOutcome | None:
+    if why != DRAIN_TIMED_OUT:
+        return None
+    policy = ON_TIMEOUT_FAIL if node in outcomes.failed else ON_TIMEOUT_SKIP
+    return DrainOutcome(record.daemon_job, record.uid, s.revision, s.run, policy)
+
+
+def _kept(s: Situation, record: NodeRecord, state: str | None) -> bool:
+    """A failed node kept cordoned: its Job of the record's rollout failed (under
+    keepFailedCordoned), or its record was marked kept in an earlier revision or run.
+    Only while the DaemonJob uses node maintenance: without it the node is released."""
+    if s.spec is None or s.refusal is not None:
+        return False
+    if state == FAILED and (record.kept or s.spec.keep_failed_cordoned):
+        return True
+    return record.kept and not record.of_rollout(s.revision, s.run)
+
+
 def _release(
     s: Situation, record: NodeRecord, outcomes: DrainTimeouts, node: str, state: str | None, running: bool
 ) -> str | None:
     """Why the node is released now ("keep": a failed node kept cordoned), or None: it stays in maintenance."""
+    if _kept(s, record, state):
+        return "keep"
     if record.of_rollout(s.revision, s.run):
         if state == SUCCEEDED:
             return JOB_SUCCEEDED
         if state == FAILED:
-            return "keep" if s.spec is not None and s.spec.keep_failed_cordoned and not s.refusal else JOB_FAILED
+            return JOB_FAILED
     if running:
         return None  # a Job of ours runs there: it finishes first, whatever changed
     if s.spec is None:
@@ -280,7 +333,7 @@ def _release(
         return OLDER_ROLLOUT
     if not s.eligible.get(node):
         return NOT_SELECTED
-    if node in outcomes.recorded:
+    if node in outcomes.recorded or node in outcomes.new:
         return DRAIN_TIMED_OUT
     return None
 

@@ -18,7 +18,7 @@ from daemonjob.domain.maintenance import (
     DrainProgress,
     MaintenanceInput,
 )
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
 from daemonjob.testing.builders import NS, UID, daemonjob, job, node, revision_of
 from daemonjob.testing.decisions import Given, decide_over
 
@@ -60,12 +60,13 @@ def _decide(
     allowed: frozenset[str] = ALLOWED,
     now: datetime = NOW,
 ) -> Decision:
-    records = {}
+    records, outcomes = {}, {}
     for n in nodes:
         text = (n["metadata"].get("annotations") or {}).get(ANNOTATION_MAINTENANCE)
         if text:
             records[n["metadata"]["name"]] = NodeRecord.parse(text)
-    mi = MaintenanceInput(records, drains or {}, allowed)
+        outcomes.update({n["metadata"]["name"]: o for o in outcomes_of(n) if o.uid == dj["metadata"]["uid"]})
+    mi = MaintenanceInput(records, drains or {}, allowed, outcomes)
     return decide_over(Given(dj, list(jobs), nodes, now, maintenance=mi))
 
 
@@ -127,21 +128,38 @@ def test_a_record_of_an_older_revision_is_released() -> None:
     assert d.node_work.cordons == [], "a node is released before it takes a new turn"
 
 
-def test_a_drain_timeout_is_recorded_before_the_node_is_released() -> None:
+def _released(name: str, outcome: DrainOutcome | None) -> dict[str, Any]:
+    """The node after its release: uncordoned, the drain's outcome on it."""
+    n = node(name)
+    if outcome is not None:
+        n["metadata"]["annotations"] = {outcome.annotation: outcome.text()}
+    return n
+
+
+def test_a_drain_timeout_releases_the_node_with_its_outcome_on_it() -> None:
     dj = cordoning(drain={"timeout": "1m", "onTimeout": "Fail"})
     late = NOW + timedelta(minutes=2)
     a = _held("a", _record(dj))
     d = _decide(dj, [a, node("b")], drains={"a": DrainProgress(waiting=("ns/p",), blocked="PDB ns/pdb")}, now=late)
-    assert d.node_work.releases == [] and d.status["nodeMaintenance"]["drainFailedNodes"] == ["a"]
-    assert d.status["failedNodes"] == 1 and d.requeue_at == late
+    [release] = d.node_work.releases
+    assert (release.node, release.why) == ("a", DRAIN_TIMED_OUT) and release.outcome.on_timeout == "Fail"
+    assert release.outcome.of_rollout(revision_of(dj), None) and d.node_work.drains == []
+    assert d.status["nodeMaintenance"]["drainFailedNodes"] == ["a"] and d.status["failedNodes"] == 1
+    assert d.requeue_at is None, "the release's Node event brings the next pass"
     assert any(e.reason == "DrainTimedOut" and "PDB ns/pdb" in e.message for e in d.events)
-    dj["status"] = d.status  # the status written: the next pass releases the node, and never drains it again
-    d = _decide(dj, [a, node("b")], now=late)
-    assert [(r.node, r.why) for r in d.node_work.releases] == [("a", DRAIN_TIMED_OUT)]
-    assert d.node_work.drains == [] and d.status["failedNodes"] == 1
-    dj["status"] = d.status
-    d = _decide(dj, [node("a"), node("b")], now=late)  # released: it takes no new turn in this revision
-    assert [c.node for c in d.node_work.cordons] == ["b"]
+    # released with its outcome: no new turn in this revision, whatever the status lists
+    for status in (d.status, {}):
+        dj["status"] = status
+        d = _decide(dj, [_released("a", release.outcome), node("b")], now=late)
+        assert [c.node for c in d.node_work.cordons] == ["b"] and d.status["failedNodes"] == 1
+        assert d.status["nodeMaintenance"]["drainFailedNodes"] == ["a"]
+
+
+def test_a_drain_outcome_of_an_older_revision_does_not_hold_the_node() -> None:
+    dj = cordoning(drain={"timeout": "1m", "onTimeout": "Skip"})
+    old = DrainOutcome(f"{NS}/{dj['metadata']['name']}", UID, "older", None, "Skip")
+    d = _decide(dj, [_released("a", old)])
+    assert [c.node for c in d.node_work.cordons] == ["a"] and d.status["nodeMaintenance"]["skippedNodes"] == []
 
 
 def test_a_skipped_node_leaves_the_rollout() -> None:
