@@ -14,7 +14,7 @@ from typing import Any
 import urllib3
 
 from daemonjob import defaults
-from daemonjob.kubectl import client, create, listing, logs, promote, rerun, runnow, status, suspend, wait
+from daemonjob.kubectl import client, create, listing, logs, promote, release, rerun, runnow, status, suspend, wait
 from daemonjob.kubectl.client import PluginError
 from daemonjob.machinery.kube import ApiError
 
@@ -52,6 +52,11 @@ EXAMPLES = {
 """,
     "promote": """examples:
   kubectl daemonjob promote node-setup   # the canaried revision (or run) goes on to every node
+""",
+    "release": """examples:
+  kubectl daemonjob release node-setup --node node-07            # uncordon a failed node kept cordoned
+  kubectl daemonjob release node-setup --node node-03,node-07 --dry-run
+  kubectl daemonjob release node-setup --all                     # every node it keeps cordoned
 """,
     "run-now": """examples:
   kubectl daemonjob run-now nightly-cleanup                       # one run now on every eligible node
@@ -187,6 +192,30 @@ def build_parser() -> argparse.ArgumentParser:
         promote.run,
     )
     p.add_argument("name", metavar="NAME")
+
+    p = command(
+        "release",
+        "Uncordon nodes kept cordoned after their Job failed (the daemonjob.io/release annotation).",
+        release.run,
+    )
+    p.add_argument("name", metavar="NAME")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument(
+        "--node",
+        action="append",
+        metavar="NODE",
+        type=_node_list,
+        help="release this node (repeat, or comma-separated)",
+    )
+    group.add_argument("--all", action="store_true", help="release every node this DaemonJob keeps cordoned")
+    p.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        default="none",
+        choices=["none", "client", "server"],
+        help="client: say what would be released; server: let the API server check the write too",
+    )
 
     p = command(
         "run-now", "Start one run now on every eligible node (the daemonjob.io/run-now annotation).", runnow.run

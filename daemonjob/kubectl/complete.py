@@ -21,7 +21,7 @@ NO_FILE = 4
 FILTER_DIRS = 16
 
 # whose NAME is an existing DaemonJob
-_NAME_COMMANDS = {"status", "wait", "logs", "rerun", "pause", "resume", "run-now", "promote"}
+_NAME_COMMANDS = {"status", "wait", "logs", "rerun", "pause", "resume", "run-now", "promote", "release"}
 _DIR_FLAGS = {"--output-dir"}
 _FILE_FLAGS = {"--kubeconfig"}
 

@@ -65,7 +65,9 @@ def _decide(
         text = (n["metadata"].get("annotations") or {}).get(ANNOTATION_MAINTENANCE)
         if text:
             records[n["metadata"]["name"]] = NodeRecord.parse(text)
-        outcomes.update({n["metadata"]["name"]: o for o in outcomes_of(n) if o.uid == dj["metadata"]["uid"]})
+        for outcome in outcomes_of(n):
+            if outcome.uid == dj["metadata"]["uid"]:
+                outcomes[n["metadata"]["name"]] = outcome
     mi = MaintenanceInput(records, drains or {}, allowed, outcomes)
     return decide_over(Given(dj, list(jobs), nodes, now, maintenance=mi))
 

@@ -419,6 +419,7 @@ def test_completion_offers_commands_flags_and_choices_without_a_cluster() -> Non
         "resume",
         "run-now",
         "promote",
+        "release",
         "create",
         "list",
     }
@@ -458,7 +459,7 @@ def test_completion_names_daemonjobs_and_namespaces_with_one_lookup_in_the_right
         ("namespaces", None, False, None),
         ("contexts", None, False, None),
     ]
-    for verb in ("pause", "resume", "run-now", "promote"):  # the new verbs take an existing DaemonJob's name
+    for verb in ("pause", "resume", "run-now", "promote", "release"):  # the new verbs take an existing DaemonJob's name
         assert complete([verb, "c"], lookup) == (["collect"], NO_FILE)
         assert complete(["run-now", "--wait", "-n", "ops", "o"], lookup) == (["oom"], NO_FILE)
 
