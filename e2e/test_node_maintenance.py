@@ -31,9 +31,13 @@ from harness import (
     wait_for,
 )
 
+from daemonjob.domain.jobs import job_node, job_revision
 from daemonjob.domain.maintenance import FINALIZER
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
-from daemonjob.kubectl.client import Target
+from daemonjob.domain.releases import ANNOTATION_RELEASE
+from daemonjob.kubectl import release
+from daemonjob.kubectl.cli import parse
+from daemonjob.kubectl.client import PluginError, Target
 from daemonjob.kubectl.status import load_view
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog
@@ -401,3 +405,56 @@ def test_a_replacement_that_tolerates_the_cordon_is_not_evicted_in_a_loop(
         if r.subresource == "eviction"
     ]
     assert evicted == [first["metadata"]["name"]]
+
+
+def _record_on(api: Cluster, node: str) -> NodeRecord | None:
+    text = (api.node(node)["metadata"].get("annotations") or {}).get(ANNOTATION_MAINTENANCE)
+    return NodeRecord.parse(text) if text else None
+
+
+def _release(api: Cluster, *argv: str) -> int:
+    """`kubectl daemonjob release kept ...` against the API server."""
+    return release.run(parse(["release", "kept", *argv]), Target(api.kube, api.namespace))
+
+
+def test_a_kept_failure_stays_cordoned_through_the_next_revision_until_released(
+    api: Cluster, nodes: Nodes, group: str, allowed_controller: Any, watch: NodeWatcher, capsys: Any
+) -> None:
+    first, second = nodes(2)
+    api.apply(_maintained("kept", group, FAIL, keepFailedCordoned=True))
+    api.wait_status("kept", lambda d: (d.get("status") or {}).get("failedNodes") == 2, "both Jobs failed")
+    wait_for(lambda: all((_record_on(api, n) or NodeRecord("", "", "")).kept for n in (first, second)), what="marked")
+    old = api.get("kept")["status"]["currentRevision"]
+    api.apply(_maintained("kept", group, sleep(1), keepFailedCordoned=True))  # a new revision
+
+    def new_revision_settled(d: dict[str, Any]) -> bool:
+        status = d.get("status") or {}
+        maintenance = status.get("nodeMaintenance") or {}
+        return status.get("currentRevision") != old and maintenance.get("rollout") == status.get("currentRevision")
+
+    dj = api.wait_status("kept", new_revision_settled, "the new revision's status")
+    new = dj["status"]["currentRevision"]
+    assert dj["status"]["nodeMaintenance"]["keptCordonedNodes"] == [first, second], dj["status"]
+    assert dj["status"]["desiredNodes"] == 0, "kept nodes are out of its rollout"
+    assert [j for j in api.jobs("kept") if job_revision(j) == new] == [], "a Job ran on a kept node"
+    assert all(api.node(n)["spec"].get("unschedulable") is True for n in (first, second))
+
+    # refusals: an unknown node, a dry run writes nothing
+    with pytest.raises(PluginError, match='nodes "no-such-node" not found'):
+        _release(api, "--node", "no-such-node")
+    assert _release(api, "--node", first, "--dry-run") == 0
+    assert ANNOTATION_RELEASE not in (api.get("kept")["metadata"].get("annotations") or {})
+    assert _release(api, "--node", first) == 0
+    assert f"node/{first} release requested" in capsys.readouterr().out
+    # released: uncordoned, then taken by the new revision (cordon, Job, uncordon); the other stays
+    api.wait_complete("kept", 1, timeout=120)
+    wait_for(lambda: _uncordoned_without_record(api, first), what="the released node done with the new revision")
+    assert [job_node(j) for j in api.jobs("kept") if job_revision(j) == new] == [first]
+    assert (_record_on(api, second) or NodeRecord("", "", "")).kept and api.node(second)["spec"]["unschedulable"]
+    with pytest.raises(PluginError, match=f'node "{first}" is not held by daemonjob "kept"'):
+        _release(api, "--node", first)
+    assert _release(api, "--all") == 0
+    api.wait_complete("kept", 2, timeout=120)
+    wait_for(lambda: _uncordoned_without_record(api, second), what="the second node released and run")
+    assert watch.cordons[first] == 2 and watch.uncordons[first] == 2, watch.summary()
+    assert watch.cordons[second] == 2 and watch.uncordons[second] == 2, watch.summary()

@@ -35,7 +35,8 @@ from daemonjob.domain.jobs import (
     job_state,
     parse_time,
 )
-from daemonjob.domain.noderecord import record_of
+from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, ON_TIMEOUT_SKIP
+from daemonjob.domain.noderecord import outcomes_of, record_of
 from daemonjob.domain.revision import template_revision
 from daemonjob.domain.validate import read_spec
 
@@ -260,7 +261,7 @@ def build_view(
             rows.append(
                 replace(_with_eligibility(row, word, detail or ""), maintenance=maintenance.with_job(row.state, held))
             )
-        elif name in maintenance.drain_failed:
+        elif maintenance.timed_out(node, name) == ON_TIMEOUT_FAIL:
             rows.append(
                 NodeRow(
                     node=name,
@@ -269,7 +270,7 @@ def build_view(
                     message="its drain timed out (spec.nodeMaintenance.drain.onTimeout: Fail)",
                 )
             )
-        elif name in maintenance.skipped:
+        elif maintenance.timed_out(node, name) == ON_TIMEOUT_SKIP:
             rows.append(
                 NodeRow(
                     node=name,
@@ -280,7 +281,7 @@ def build_view(
                 )
             )
         elif held:
-            reason, message = maintenance.before_job(name)
+            reason, message = maintenance.before_job(name, node)
             rows.append(NodeRow(node=name, state=PENDING, reason=reason, message=message, maintenance=reason))
         elif detail:
             if word == NOT_SELECTED and not all_nodes:
@@ -317,6 +318,8 @@ class MaintenanceView:
     draining: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     drain_failed: frozenset[str] = frozenset()
     skipped: frozenset[str] = frozenset()
+    revision: str = ""
+    run: str | None = None
 
     @classmethod
     def of(cls, dj: Mapping[str, Any], revision: str, run: str | None) -> MaintenanceView:
@@ -333,11 +336,24 @@ class MaintenanceView:
             draining={str(d.get("node")): d for d in status.get("draining") or () if isinstance(d, Mapping)},
             drain_failed=frozenset(status.get("drainFailedNodes") or ()) if current else frozenset(),
             skipped=frozenset(status.get("skippedNodes") or ()) if current else frozenset(),
+            revision=revision,
+            run=run,
         )
 
     def held(self, node: Mapping[str, Any]) -> bool:
         record = record_of(node) if self.uid else None
         return record is not None and record.uid == self.uid
+
+    def timed_out(self, node: Mapping[str, Any], name: str) -> str | None:
+        """Fail or Skip: the node's drain timed out in this revision or run (the status lists 1000 at most)."""
+        if name in self.drain_failed:
+            return ON_TIMEOUT_FAIL
+        if name in self.skipped:
+            return ON_TIMEOUT_SKIP
+        for outcome in outcomes_of(node) if self.uid else ():
+            if outcome.uid == self.uid and outcome.of_rollout(self.revision, self.run):
+                return outcome.on_timeout
+        return None
 
     def with_job(self, state: str, held: bool) -> str:
         if not held:
@@ -346,8 +362,11 @@ class MaintenanceView:
             return "running"
         return "kept cordoned" if state == FAILED and self.keep_failed else "uncordoning"
 
-    def before_job(self, name: str) -> tuple[str, str]:
+    def before_job(self, name: str, node: Mapping[str, Any]) -> tuple[str, str]:
         """The reason and message of a node in maintenance whose Job is not created yet."""
+        record = record_of(node)
+        if record is not None and record.kept:
+            return "kept cordoned", f"kept cordoned after its Job failed until released (release --node {name})"
         if not self.drains:
             return "cordoned", "cordoned; its Job starts next"
         entry = self.draining.get(name) or {}

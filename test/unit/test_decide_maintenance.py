@@ -13,13 +13,16 @@ from daemonjob.domain.maintenance import (
     DRAIN_TIMED_OUT,
     JOB_FAILED,
     JOB_SUCCEEDED,
+    OFF,
     OLDER_ROLLOUT,
+    RELEASE_ASKED,
     STOPPED,
     DrainProgress,
     MaintenanceInput,
 )
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
-from daemonjob.testing.builders import NS, UID, daemonjob, job, node, revision_of
+from daemonjob.domain.releases import ANNOTATION_RELEASE, release_text
+from daemonjob.testing.builders import NS, UID, daemonjob, job, job_template, node, revision_of
 from daemonjob.testing.decisions import Given, decide_over
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
@@ -32,7 +35,7 @@ def cordoning(**maintenance: Any) -> dict[str, Any]:
 
 
 def _record(
-    dj: dict[str, Any], *, revision: str | None = None, since: datetime = NOW, cordoned: bool = True
+    dj: dict[str, Any], *, revision: str | None = None, since: datetime = NOW, cordoned: bool = True, kept: bool = False
 ) -> NodeRecord:
     meta = dj["metadata"]
     return NodeRecord(
@@ -42,6 +45,7 @@ def _record(
         None,
         cordoned,
         format_time(since),
+        kept,
     )
 
 
@@ -190,3 +194,50 @@ def test_without_max_parallel_one_node_at_a_time_is_out_of_service() -> None:
     del dj["spec"]["maxParallel"]
     d = _decide(dj, [node("a"), node("b"), node("c")])
     assert [c.node for c in d.node_work.cordons] == ["a"]
+
+
+def test_a_kept_failure_is_marked_on_its_record_once() -> None:
+    dj = cordoning(keepFailedCordoned=True)
+    d = _decide(dj, [_held("b", _record(dj))], [job(dj, "b", "failed")])
+    assert [(k.node, k.record) for k in d.node_work.keeps] == [("b", _record(dj, kept=True))]
+    d = _decide(dj, [_held("b", _record(dj, kept=True))], [job(dj, "b", "failed")])
+    assert d.node_work.keeps == [] and d.node_work.releases == []
+
+
+def test_a_kept_node_stays_cordoned_and_out_of_the_next_revision_until_released() -> None:
+    dj = cordoning(keepFailedCordoned=True)
+    old = revision_of(dj)
+    kept = _record(dj, kept=True)
+    newer = daemonjob(
+        maxParallel=2, template=job_template("v2"), nodeMaintenance={"cordon": True, "keepFailedCordoned": True}
+    )
+    assert revision_of(newer) != old
+    for jobs in ([job(dj, "b", "failed")], []):  # its failed Job kept as history, or gone
+        d = _decide(newer, [node("a"), _held("b", kept)], jobs)
+        assert d.node_work.releases == [] and d.node_work.keeps == []
+        assert [c.node for c in d.node_work.cordons] == ["a"] and d.creates == []
+        assert d.status["nodeMaintenance"]["keptCordonedNodes"] == ["b"]
+        assert d.status["desiredNodes"] == 1, "out of this rollout, as a skipped node"
+    newer["spec"]["suspend"] = True
+    assert _decide(newer, [_held("b", kept)]).node_work.releases == [], "a stopped rollout keeps it too"
+    newer["spec"]["suspend"] = False
+    newer["metadata"]["annotations"] = {ANNOTATION_RELEASE: release_text({"b": "an earlier cordon"})}
+    assert _decide(newer, [_held("b", kept)]).node_work.releases == [], "a request names the cordon it ends"
+    newer["metadata"]["annotations"] = {ANNOTATION_RELEASE: release_text({"b": kept.since})}
+    d = _decide(newer, [node("a"), _held("b", kept)])
+    assert [(r.node, r.why) for r in d.node_work.releases] == [("b", RELEASE_ASKED)]
+    d = _decide(newer, [node("a"), node("b")])  # released: it takes its turn in this revision
+    assert [c.node for c in d.node_work.cordons] == ["a", "b"]
+
+
+def test_a_kept_node_is_released_when_maintenance_is_no_longer_asked_for() -> None:
+    dj = cordoning(keepFailedCordoned=True)
+    plain = daemonjob(maxParallel=2, template=job_template("v2"))
+    d = _decide(plain, [_held("b", _record(dj, kept=True))])
+    assert [(r.node, r.why) for r in d.node_work.releases] == [("b", OFF)]
+
+
+def test_a_kept_node_whose_failed_job_was_deleted_runs_again_in_the_same_revision() -> None:
+    dj = cordoning(keepFailedCordoned=True)
+    d = _decide(dj, [_held("b", _record(dj, kept=True))])  # `rerun --failed` deleted its Job
+    assert [c.node for c in d.creates] == ["b"] and d.node_work.releases == []

@@ -235,3 +235,36 @@ def test_a_later_cordon_of_the_node_is_a_new_drain_even_if_the_release_was_not_s
     later = NodeRecord("ns/dj", "uid-1", "r2", None, True, "2026-11-25T13:00:00Z")
     acts.carry(seen, NodeWork(drains=[DrainNode("a", later)]), DrainOptions())
     assert control.evicted == ["app/web", "app/db"]
+
+
+def test_a_timed_out_release_writes_its_outcome_in_the_same_patch_and_a_later_cordon_removes_it() -> None:
+    from daemonjob.domain.maintenance import DRAIN_TIMED_OUT
+    from daemonjob.domain.noderecord import DrainOutcome, outcomes_of
+
+    held = {ANNOTATION_MAINTENANCE: RECORD.text()}
+    control = FakeNodeControl({"a": {"metadata": {"name": "a", "annotations": held}, "spec": {"unschedulable": True}}})
+    outcome = DrainOutcome("ns/dj", "uid-1", "r1", None, "Skip")
+    acts = _acts(control)
+    acted = acts.carry(_seen(), NodeWork(releases=[Release("a", RECORD, DRAIN_TIMED_OUT, outcome)]), None)
+    assert acted.released == ["a"] and len(control.node_patches) == 1
+    a = control.nodes["a"]
+    assert outcomes_of(a) == [outcome] and ANNOTATION_MAINTENANCE not in a["metadata"]["annotations"]
+    assert "unschedulable" not in a["spec"]
+    assert acts.drains.outcomes("uid-1", {}) == {"a": outcome}, "known before the node cache shows it"
+    assert acts.drains.outcomes("uid-1", {"a": outcome}) == {"a": outcome} and acts.drains.outcomes("uid-1", {}) == {}
+    later = NodeRecord("ns/dj", "uid-1", "r2", None, True, "2026-11-25T13:00:00Z")
+    acts.carry(_seen(), NodeWork(cordons=[Cordon("a", later)]), None)
+    assert outcomes_of(control.nodes["a"]) == [] and len(control.node_patches) == 2
+
+
+def test_a_kept_failure_is_marked_on_the_same_cordons_record_only() -> None:
+    from daemonjob.domain.maintenance import Keep
+
+    held = {ANNOTATION_MAINTENANCE: RECORD.text()}
+    control = FakeNodeControl({"a": {"metadata": {"name": "a", "annotations": held}, "spec": {"unschedulable": True}}})
+    kept = NodeRecord("ns/dj", "uid-1", "r1", None, True, RECORD.since, True)
+    _acts(control).carry(_seen(), NodeWork(keeps=[Keep("a", kept)]), None)
+    assert NodeRecord.parse(control.nodes["a"]["metadata"]["annotations"][ANNOTATION_MAINTENANCE]) == kept
+    other = NodeRecord("ns/dj", "uid-1", "r1", None, True, "another cordon", True)
+    _acts(control).carry(_seen(), NodeWork(keeps=[Keep("a", kept), Keep("a", other)]), None)
+    assert len(control.node_patches) == 1, "marked already, or another cordon: nothing written"
