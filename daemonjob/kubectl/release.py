@@ -118,7 +118,7 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
         earlier = {n: s for n, s in release_requests(dj).items() if n not in picked}
         requests = {**_still_held(target, earlier, meta.get("uid") or ""), **picked}
         if args.dry_run != "client":
-            params = {"dryRun": "All"} if dry_run else {}
+            params: dict[str, Any] = {"dryRun": "All"} if dry_run else {}
             try:
                 target.kube.patch(path, release_patch(requests, meta.get("resourceVersion") or ""), **params)
             except ApiError as exc:

@@ -136,3 +136,19 @@ def test_release_requests_read_what_the_plugin_writes_and_ignore_anything_else()
     assert release_requests(_dj(**{ANNOTATION_RELEASE: '{"a":"t1","b":3}'})) == {"a": "t1"}
     assert release_requests(_dj(**{ANNOTATION_RELEASE: "a,b"})) == {}
     assert release_requests(_dj()) == {}
+
+
+def test_status_names_a_kept_node_and_a_drain_timeout_the_status_lists_leave_out() -> None:
+    from daemonjob.domain.noderecord import DrainOutcome
+    from daemonjob.kubectl.nodes import build_view, current_revision
+
+    d = _dj()
+    revision = current_revision(d)
+    d["status"] = {"currentRevision": revision, "nodeMaintenance": {"rollout": revision, "skippedNodes": []}}
+    timed_out = node("late")
+    outcome = DrainOutcome("ns/dj", UID, revision, None, "Skip")
+    timed_out["metadata"]["annotations"] = {outcome.annotation: outcome.text()}
+    view = build_view(d, [], [], [_held("kept", _record("t1")), timed_out])
+    rows = {r.node: r for r in view.rows}
+    assert rows["kept"].reason == "kept cordoned" and "release --node kept" in rows["kept"].message
+    assert rows["late"].reason == "DrainSkipped"
