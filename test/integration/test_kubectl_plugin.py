@@ -322,12 +322,25 @@ def test_create_dry_run_yields_a_daemonjob_the_api_server_accepts(env: Env) -> N
         (["daemonjob", "status", "collect", "-l", "a in ("], "unable to parse"),
         (["daemonjob", "create", "bad", "--image", "x", "-l", "a in (", "--dry-run=client"], "invalid selector"),
         (["daemonjob", "wait", "fine", "--timeout", "soon"], "invalid duration"),
+        (["daemonjob", "release", "fine", "--node", "no-such-node"], 'nodes "no-such-node" not found'),
+        (["daemonjob", "release", "no-such-dj", "--all"], "not found"),
     ],
 )
 def test_bad_input_gives_one_clear_line(env: Env, argv: list[str], words: str) -> None:
     out = env.kubectl(*argv)
     assert out.returncode == 1
     assert len(out.stderr.strip().splitlines()) == 1 and words in out.stderr, out.stderr
+
+
+def test_release_refuses_a_node_the_daemonjob_does_not_hold_and_writes_nothing(env: Env) -> None:
+    out = env.kubectl("daemonjob", "release", "fine", "--node", env.eligible[0], "--dry-run=server")
+    assert out.returncode == 1 and out.stderr.strip() == (
+        f'error: node "{env.eligible[0]}" is not held by daemonjob "fine": nothing to release'
+    ), out.stderr
+    out = env.kubectl("daemonjob", "release", "fine", "--all")
+    assert out.returncode == 0 and "keeps no node cordoned" in out.stdout, out.stderr
+    stored = env.kube.get(path_for(DJ_API, "daemonjobs", env.ns, "fine"))
+    assert "daemonjob.io/release" not in (stored["metadata"].get("annotations") or {})
 
 
 def test_no_cluster_gives_one_clear_line(env: Env, tmp_path: Path) -> None:
