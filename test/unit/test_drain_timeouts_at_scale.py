@@ -93,7 +93,7 @@ def test_1500_timed_out_drains_are_each_released_once_and_the_controller_settles
         bed.clock.step(timedelta(minutes=2).total_seconds())
         passes = _settle(bed, control, seen)
         cordons, releases = _written(control)
-        assert passes <= PASSES_MAX, "the DaemonJob settles once its drains timed out"
+        assert passes <= 3, f"{passes} passes: the release, then one for the 1500 Node events at most"
         assert set(releases) == set(cordons) and set(releases.values()) == {1}, "each node released once"
         assert not any(n["spec"].get("unschedulable") for n in control.nodes.values())
         status = bed.dj()["status"]
