@@ -113,3 +113,23 @@ def test_1500_timed_out_drains_are_each_released_once_and_the_controller_settles
         assert _written(control) == (cordons, releases)
     finally:
         restarted.stop()
+
+
+def test_a_deleted_daemonjob_leaves_no_drain_outcome_on_its_nodes() -> None:
+    from daemonjob.domain.noderecord import DrainOutcome, outcomes_of
+
+    mine = DrainOutcome(f"{NS}/audit", "dj-uid", "r1", None, "Skip")
+    theirs = DrainOutcome(f"{NS}/other", "other-uid", "r1", None, "Fail")
+    body = node("a")
+    body["metadata"]["annotations"] = {o.annotation: o.text() for o in (mine, theirs)}
+    control = FakeNodeControl({"a": body})
+    bed = _start(control)
+    try:
+        dj = daemonjob(nodeMaintenance={"cordon": True})
+        dj["metadata"].update(finalizers=[FINALIZER], deletionTimestamp="2026-11-25T12:00:00Z")
+        bed.add_dj(dj)
+        bed.ctl.reconcile(bed.key)
+        assert outcomes_of(control.nodes["a"]) == [theirs], "its own outcome goes, another DaemonJob's stays"
+        assert control.finalizers == [[]]
+    finally:
+        bed.stop()
