@@ -33,7 +33,7 @@ from harness import (
 
 from daemonjob.domain.jobs import job_node, job_revision
 from daemonjob.domain.maintenance import FINALIZER
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, outcomes_of
 from daemonjob.domain.releases import ANNOTATION_RELEASE
 from daemonjob.kubectl import release
 from daemonjob.kubectl.cli import parse
@@ -222,6 +222,8 @@ def test_a_pdb_that_blocks_the_drain_fails_the_node_and_uncordons_it(
     assert "guarded-pdb" in event["message"] and node in event["message"], event
     wait_for(lambda: _uncordoned_without_record(api, node), what="the node uncordoned")
     assert api.jobs("blocked") == [], "a Job started on a node that was never drained"
+    outcomes = outcomes_of(api.node(node))  # the truth that keeps it out of this revision, on the Node
+    assert [(o.uid, o.on_timeout) for o in outcomes] == [(dj["metadata"]["uid"], "Fail")], outcomes
     text = allowed_controller.metrics()
     assert (metric_value(text, "daemonjob_evictions_refused_total", {"name": "blocked"}) or 0) >= 1
     assert metric_value(text, "daemonjob_drain_duration_seconds_count", {"name": "blocked", "result": "timed_out"}) == 1
