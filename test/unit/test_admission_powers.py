@@ -147,3 +147,14 @@ def test_a_grace_period_of_zero_is_refused_at_apply_time() -> None:
         "spec.nodeMaintenance.drain.gracePeriodSeconds"
     ]
     assert "Invalid value: 0: must be an integer >= 1" in refused["status"]["message"]
+
+
+def test_a_release_request_takes_the_power_to_uncordon_oneself() -> None:
+    from daemonjob.domain.releases import ANNOTATION_RELEASE, release_text
+
+    before = dj(nodeMaintenance={**CORDON, "keepFailedCordoned": True})
+    released = copy.deepcopy(before)
+    released["metadata"]["annotations"] = {ANNOTATION_RELEASE: release_text({"node-07": "2026-11-25T12:00:00Z"})}
+    refused = review("UPDATE", released, Reviewer(), before)
+    assert refused["allowed"] is False and 'user "jane" may not patch nodes' in refused["status"]["message"]
+    assert review("UPDATE", released, Reviewer(PATCH_NODES), before)["allowed"] is True
