@@ -71,11 +71,12 @@ def chosen(target: client.Target, dj: Mapping[str, Any], nodes: list[str] | None
     """Node -> the `since` of the record to release, and the refusals of named nodes."""
     if nodes is None:  # --all
         uid = (dj.get("metadata") or {}).get("uid")
+        named = _kept_names(dj)
         found = {}
         for node in client.list_nodes(target):
             record = record_of(node)
             name = node["metadata"]["name"]
-            if record is not None and record.uid == uid and (record.kept or name in _kept_names(dj)):
+            if record is not None and record.uid == uid and (record.kept or name in named):
                 found[name] = record.since
         return found, []
     picked: dict[str, str] = {}
