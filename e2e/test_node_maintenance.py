@@ -440,6 +440,8 @@ def test_a_kept_failure_stays_cordoned_through_the_next_revision_until_released(
     assert dj["status"]["desiredNodes"] == 0, "kept nodes are out of its rollout"
     assert [j for j in api.jobs("kept") if job_revision(j) == new] == [], "a Job ran on a kept node"
     assert all(api.node(n)["spec"].get("unschedulable") is True for n in (first, second))
+    _, view = load_view(Target(api.kube, api.namespace), "kept")  # kubectl daemonjob status
+    assert {(r.node, r.reason) for r in view.rows} == {(first, "kept cordoned"), (second, "kept cordoned")}
 
     # refusals: an unknown node, a dry run writes nothing
     with pytest.raises(PluginError, match='nodes "no-such-node" not found'):
