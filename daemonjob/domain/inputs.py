@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob.domain.attempts import DeletedJobs
+from daemonjob.domain.disruption import Disruption
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.maintenance import MaintenanceInput
@@ -95,6 +96,7 @@ class DecisionInput:
     alerts: FiringAlerts = FiringAlerts()  # read only with spec.rollout.haltOnAlerts (which then halts)
     order: OrderInput = OrderInput()  # the other DaemonJobs' per-node state (exclusionGroup, after)
     maintenance: MaintenanceInput = MaintenanceInput()  # its records on Nodes, drains' progress (nodeMaintenance)
+    disruption: Disruption = Disruption()  # the cluster's nodes out of service and their limit (nodeMaintenance)
     # how to read the spec (no effect on the outcome)
     checked: Validation | None = None  # `dj`'s spec as the rule book read it (read by decide if None)
     # what the caches saw go

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.disruption import Disruption
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.inputs import ApiTroubles, ConfigMapsRead, DecisionInput, FiringAlerts
 from daemonjob.domain.jobs import format_time
@@ -30,7 +31,8 @@ class Given:
 
     The plan is made from scratch out of `jobs` and `nodes`, or is `kept_plan` as it is; the
     API's troubles (`stalled`, `conflicts`, `rejected`), the ConfigMaps read, the firing alerts,
-    the other DaemonJobs' per-node state (`order`) and the Nodes' maintenance records."""
+    the other DaemonJobs' per-node state (`order`), the Nodes' maintenance records and the
+    cluster's nodes out of service (`disruption`)."""
 
     dj: Obj
     jobs: Iterable[Obj]
@@ -48,6 +50,7 @@ class Given:
     alerts: FiringAlerts = FiringAlerts()
     order: OrderInput = OrderInput()
     maintenance: MaintenanceInput = MaintenanceInput()
+    disruption: Disruption = Disruption()
 
     def input(self) -> DecisionInput:
         plan = self.kept_plan if self.kept_plan is not None else KeptPlan.of(self.jobs, self.nodes, self.memo)
@@ -62,6 +65,7 @@ class Given:
             alerts=self.alerts,
             order=self.order,
             maintenance=self.maintenance,
+            disruption=self.disruption,
         )
 
 
