@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import structlog
 
-from daemonjob import __version__, defaults, logsetup
+from daemonjob import __version__, budgetflags, defaults, logsetup
 from daemonjob.admission import webhook as admission
 from daemonjob.controller.configmaps import ConfigMapLimits
 from daemonjob.controller.controller import Controller
@@ -160,6 +160,7 @@ def parser() -> argparse.ArgumentParser:
         "elsewhere the webhook refuses such a DaemonJob and the controller sets it Stalled, "
         "NodeMaintenanceNotAllowed (default: none)",
     )
+    budgetflags.add_flags(p)
     admission.add_flags(p)
     p.add_argument("--log-level", choices=logsetup.LEVELS, default=defaults.LOG_LEVEL)
     p.add_argument(
@@ -351,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         prometheus_url=args.prometheus_url,
         prometheus_poll_interval=args.prometheus_poll_interval,
         node_maintenance_namespaces=args.node_maintenance_namespaces,
+        max_unavailable_nodes=args.max_unavailable_nodes,
+        protected_node_selector=args.protected_node_selector,
     )
     ready = controller.ready
     webhook: admission.Webhook | None = None
@@ -379,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         leader_elect=args.leader_elect,
         identity=identity,
         node_maintenance_namespaces=sorted(args.node_maintenance_namespaces),
+        max_unavailable_nodes=args.max_unavailable_nodes,
+        protected_node_selector=args.protected_node_selector,
     )
     return manager.run()
 

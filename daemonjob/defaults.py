@@ -151,3 +151,12 @@ PLUGIN_MESSAGE_WIDTH = 60  # termination messages are cut to this in tables (not
 DRAIN_TIMEOUT = timedelta(minutes=10)  # spec.nodeMaintenance.drain.timeout when unset
 DRAIN_POLL_INTERVAL = 2.0  # seconds between two looks at a node's pods while it drains
 NODE_MAINTENANCE_NAMESPACES: tuple[str, ...] = ()  # --node-maintenance-namespaces: none by default
+# The cluster's disruption budget (node maintenance): no cordon while this many nodes of the
+# cluster are unschedulable or NotReady, whoever did it (a percentage of all nodes, rounded up:
+# 1 up to 10 nodes, 2 up to 20, 100 of 1000); and never the last node in service of the
+# protected set (an empty selector: none).
+MAX_UNAVAILABLE_NODES: int | str = "10%"
+PROTECTED_NODE_SELECTOR = "node-role.kubernetes.io/control-plane"
+# A cordon the budget refused in the act step (another DaemonJob took the room first): look
+# again this soon (seconds), when the status names the gate and the DaemonJob waits for a node.
+DISRUPTION_RECHECK = 1.0

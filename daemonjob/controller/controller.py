@@ -37,6 +37,7 @@ from daemonjob.controller.alertpoller import AlertPoller, HttpGet
 from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.configmaps import ConfigMapLimits, ConfigMapTracker, InformerFactory, kube_configmap_informer
 from daemonjob.controller.deletedjobs import DeletedJobsSeen
+from daemonjob.controller.disruption import ClusterDisruption
 from daemonjob.controller.errors import ReconcileError
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.expectations import Expectations
@@ -59,6 +60,8 @@ from daemonjob.controller.specs import SpecCache
 from daemonjob.controller.troubles import Troubles
 from daemonjob.controller.workers import Workers
 from daemonjob.domain.decide import Decision, EventSpec, decide
+from daemonjob.domain.disruption import protected_matcher
+from daemonjob.domain.gates.disruption import GATE_DISRUPTION
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import InformerHooks
@@ -89,13 +92,17 @@ class Controller:
         prometheus_get: HttpGet | None = None,
         node_control: NodeControl | None = None,
         node_maintenance_namespaces: frozenset[str] = frozenset(defaults.NODE_MAINTENANCE_NAMESPACES),
+        max_unavailable_nodes: int | str | None = defaults.MAX_UNAVAILABLE_NODES,
+        protected_node_selector: str = defaults.PROTECTED_NODE_SELECTOR,
     ):
         """`configmap_informers` makes the informer of one ConfigMap (namespace, name), for
         DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read.
         `prometheus_url`: where the firing alerts are read for spec.rollout.haltOnAlerts (without
         it a DaemonJob with haltOnAlerts halts, AlertsUnknown); `prometheus_get` replaces the HTTP GET.
         `node_control`: what node maintenance writes through (Nodes, evictions, the finalizer);
-        `node_maintenance_namespaces`: where a DaemonJob may use it (elsewhere it is Stalled)."""
+        `node_maintenance_namespaces`: where a DaemonJob may use it (elsewhere it is Stalled);
+        `max_unavailable_nodes`, `protected_node_selector`: the cluster's disruption budget that
+        every cordon keeps (None: no limit; an empty selector: no protected set)."""
         self.informers = informers
         self.control = control
         self.clock = clock or RealClock()
@@ -159,6 +166,16 @@ class Controller:
             specs=self.specs,
         )
         self.reporter = Reporter(control, metrics=self.metrics, clock=self.clock)
+        self.disruption = ClusterDisruption(
+            self.nodes,
+            self.queue.add,
+            self.clock.now,
+            max_unavailable=max_unavailable_nodes,
+            protected=protected_matcher(protected_node_selector),
+            protected_selector=protected_node_selector,
+        )
+        self.metrics.cluster_unavailable.set_function(self.disruption.unavailable)
+        self.metrics.cluster_unavailable_limit.set_function(self.disruption.limit)
         self.maintenance = NodeMaintenance(
             self.daemonjobs,
             self.nodes,
@@ -168,6 +185,7 @@ class Controller:
             metrics=self.metrics,
             clock=self.clock,
             specs=self.specs,
+            disruption=self.disruption,
         )
         self.self_check = PlanSelfCheck(self.plans, self.observer, self.metrics)
         self.threads = Workers(
@@ -286,8 +304,11 @@ class Controller:
             orphans = self.jobs.store.by_index(ORPHAN_INDEX, observed.key)
             adopted = self.adoption.gather(observed, orphans, self.troubles)
             events.extend(adopted.events)
+            budget_seen = self.disruption.version  # before the input: room made after it wakes the key
             inp = self._input(observed, adopted.jobs)
             decision = self._decide(observed.key, inp)
+            if decision.gate == GATE_DISRUPTION:
+                self.disruption.wait(observed.key, budget_seen)
             if observed.wait is not None:
                 self.reporter.report(observed, decision, inp.now, wait=observed.wait)
                 return None
@@ -337,6 +358,7 @@ class Controller:
             alerts=self.firing_alerts(),
             order=self.order_reader.read(observed.key, observed.cached),
             maintenance=self.maintenance.input(observed.uid),
+            disruption=self.disruption.snapshot(),
         )
 
     def _decide(self, key: str, inp: DecisionInput) -> Decision:

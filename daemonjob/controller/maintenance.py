@@ -5,8 +5,12 @@ and the finalizer that releases every node when a DaemonJob goes or stops asking
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import structlog
 
+from daemonjob import defaults
+from daemonjob.controller.disruption import ClusterDisruption
 from daemonjob.controller.errors import ReconcileError
 from daemonjob.controller.informers import MAINTENANCE_INDEX, OUTCOME_INDEX
 from daemonjob.controller.keptdrains import KeptDrains
@@ -44,15 +48,18 @@ class NodeMaintenance:
         metrics: Metrics,
         clock: Clock,
         specs: SpecCache | None = None,
+        disruption: ClusterDisruption | None = None,
     ) -> None:
         """`node_control`: what it writes through (Nodes, evictions, the finalizer; None: no
-        Node writes); `namespaces`: where a DaemonJob may use it (elsewhere it is Stalled)."""
+        Node writes); `namespaces`: where a DaemonJob may use it (elsewhere it is Stalled);
+        `disruption`: the cluster's disruption budget every cordon takes its unit from."""
         self.daemonjobs, self.nodes = daemonjobs, nodes
         self.specs = specs if specs is not None else SpecCache()  # the DaemonJobs' specs as read
         self.node_control = node_control
         self.namespaces = frozenset(namespaces)
         self.reporter = reporter
         self.metrics = metrics
+        self.disruption = disruption
         self.drains = KeptDrains()
         self.node_acts = NodeActs(node_control, self.drains, clock, own_pod()) if node_control is not None else None
 
@@ -90,7 +97,18 @@ class NodeMaintenance:
             observed.log.warning("node maintenance asked for, but this controller writes no Nodes")
             return None
         maintenance = decision.reading.checked.maintenance if decision.reading is not None else None
-        return self.node_acts.carry(observed, work, maintenance.drain if maintenance is not None else None)
+        drain = maintenance.drain if maintenance is not None else None
+        if self.disruption is None or not work.cordons:
+            return self.node_acts.carry(observed, work, drain)
+        taken, admission = self.disruption.take(observed.key, work.cordons)
+        acted: NodeActed | None = None
+        try:
+            acted = self.node_acts.carry(observed, replace(work, cordons=taken), drain)
+        finally:
+            self.disruption.settle(taken, acted.cordoned if acted is not None else ())
+        if admission.held:
+            acted.soon(defaults.DISRUPTION_RECHECK)  # the next pass names the gate, and waits for a node
+        return acted
 
     def count(self, observed: Observation, inp: DecisionInput, decision: Decision, acted: NodeActed | None) -> None:
         """Nodes held cordoned (as this pass found them), drains ended, evictions refused."""

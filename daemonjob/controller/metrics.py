@@ -106,6 +106,18 @@ class Metrics:
             registry=r,
         )
         self.gate_waits = GateWaits(r, timer)  # daemonjob_rollout_gate_wait_seconds_total
+        self.cluster_unavailable = Gauge(
+            "daemonjob_cluster_unavailable_nodes",
+            "Nodes of the cluster unschedulable or NotReady, whoever did it, with this controller's "
+            "cordons in flight: what the cluster disruption budget counts.",
+            registry=r,
+        )
+        self.cluster_unavailable_limit = Gauge(
+            "daemonjob_cluster_unavailable_nodes_limit",
+            "--max-unavailable-nodes as a number of nodes: no cordon while daemonjob_cluster_unavailable_nodes "
+            "is at or above it (-1: no limit).",
+            registry=r,
+        )
         self.last_success = Gauge(
             "daemonjob_last_successful_time_seconds",
             "Unix time the last run reached Complete: alert when it is older than a day.",

@@ -64,8 +64,9 @@ def _text(value: Any) -> Any:
 
 
 def node_transform(node: dict[str, Any]) -> dict[str, Any]:
-    """What eligibility reads: no status and no resourceVersion, so a heartbeat is no change;
-    of the annotations only node maintenance's records (a DaemonJob's own cordon, its drain outcomes)."""
+    """What eligibility and the cluster's disruption budget read: of the status only the Ready
+    condition's type and status (shared), no resourceVersion, so a heartbeat is no change; of
+    the annotations only node maintenance's records (a DaemonJob's own cordon, its drain outcomes)."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
     kept = {k: meta[k] for k in ("name", "uid", "labels") if k in meta}
@@ -76,10 +77,15 @@ def node_transform(node: dict[str, Any]) -> dict[str, Any]:
     }
     if annotations:
         kept["annotations"] = annotations
-    return {
+    out: dict[str, Any] = {
         "metadata": kept,
         "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
     }
+    for cond in (node.get("status") or {}).get("conditions") or ():
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            out["status"] = _shared({"conditions": [{"type": "Ready", "status": cond.get("status")}]})
+            break
+    return out
 
 
 def job_transform(job: dict[str, Any], shared: Interner = _shared) -> dict[str, Any]:

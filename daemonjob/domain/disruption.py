@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemonjob.domain.eligibility import NOT_READY_TAINT_KEYS
-from daemonjob.domain.selectors import LabelMatcher
+from daemonjob.domain.selectors import LabelMatcher, compile_label_selector, parse_selector_text
 from daemonjob.domain.validate import scaled
 
-__all__ = ["Disruption", "Admission", "admit", "out_of_service", "is_protected"]
+__all__ = ["Disruption", "Admission", "admit", "out_of_service", "is_protected", "protected_matcher"]
 
 _BLOCKING = ("NoSchedule", "NoExecute")
 
@@ -41,6 +41,14 @@ def out_of_service(node: Mapping[str, Any]) -> bool:
         if cond.get("type") == "Ready":
             return cond.get("status") != "True"
     return False
+
+
+def protected_matcher(text: str) -> LabelMatcher | None:
+    """--protected-node-selector compiled (kubectl's `-l` syntax); empty: no protected set.
+    Raises InvalidSelector."""
+    if not text.strip():
+        return None
+    return compile_label_selector(parse_selector_text(text), "--protected-node-selector")
 
 
 def is_protected(matcher: LabelMatcher | None, node: Mapping[str, Any]) -> bool:

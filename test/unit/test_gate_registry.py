@@ -33,7 +33,15 @@ def test_every_gate_module_is_in_the_precedence_list() -> None:
 def test_each_reason_names_one_gate_and_every_gate_is_reported() -> None:
     reasons = [reason for gate in PRECEDENCE for reason in gate.reasons]
     assert len(reasons) == len(set(reasons))
-    assert set(GATES) == {"window", "canary", "pauseBetweenNodes", "alerts", "exclusionGroup", "after", "clusterDisruptionBudget"}
+    assert set(GATES) == {
+        "window",
+        "canary",
+        "pauseBetweenNodes",
+        "alerts",
+        "exclusionGroup",
+        "after",
+        "clusterDisruptionBudget",
+    }
 
 
 def test_a_halt_is_named_before_a_closed_window_and_the_window_before_the_canary() -> None:

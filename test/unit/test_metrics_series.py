@@ -105,6 +105,7 @@ def test_the_rollout_gate_in_force_is_1_and_goes_with_the_daemonjob() -> None:
         "alerts": 0.0,
         "exclusionGroup": 0.0,
         "after": 0.0,
+        "clusterDisruptionBudget": 0.0,
     }
     m.set_status("ops", "audit", "uid-1", _reconciling("CanaryPaused"))
     assert gates() == {
@@ -114,6 +115,7 @@ def test_the_rollout_gate_in_force_is_1_and_goes_with_the_daemonjob() -> None:
         "alerts": 0.0,
         "exclusionGroup": 0.0,
         "after": 0.0,
+        "clusterDisruptionBudget": 0.0,
     }
     m.set_status("ops", "audit", "uid-1", _reconciling("HaltedByAlerts"))
     assert gates() == {
@@ -123,6 +125,7 @@ def test_the_rollout_gate_in_force_is_1_and_goes_with_the_daemonjob() -> None:
         "alerts": 1.0,
         "exclusionGroup": 0.0,
         "after": 0.0,
+        "clusterDisruptionBudget": 0.0,
     }
     m.set_status("ops", "audit", "uid-1", _reconciling("AlertsUnknown"))
     assert gates()["alerts"] == 1.0

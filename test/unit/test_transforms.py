@@ -111,3 +111,21 @@ def test_a_node_keeps_labels_taints_and_cordon():
         "metadata": {"name": "n1", "uid": "u", "labels": {"a": "b"}},
         "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": True},
     }
+
+
+def test_a_node_keeps_only_its_ready_condition_status_shared_so_a_heartbeat_is_no_change():
+    def reported(ready: str, beat: str) -> dict:
+        conditions = [
+            {"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": beat},
+            {"type": "Ready", "status": ready, "lastHeartbeatTime": beat, "reason": "KubeletReady"},
+        ]
+        return {"metadata": {"name": "n1"}, "spec": {}, "status": {"conditions": conditions}}
+
+    first, later = node_transform(reported("True", "t1")), node_transform(reported("True", "t2"))
+    assert (
+        first
+        == later
+        == {"metadata": {"name": "n1"}, "spec": {}, "status": {"conditions": ({"type": "Ready", "status": "True"},)}}
+    )
+    assert first["status"] is later["status"]
+    assert node_transform(reported("Unknown", "t3"))["status"]["conditions"][0]["status"] == "Unknown"

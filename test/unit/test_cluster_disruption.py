@@ -1,0 +1,166 @@
+"""The process-wide count of nodes out of service: kept from Node events, cordons reserved under
+one lock so two DaemonJobs never both take the last unit, and held DaemonJobs woken by a node
+coming back (not by the clock)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from daemonjob.controller.disruption import ClusterDisruption
+from daemonjob.controller.informers import NODE_INDEXERS
+from daemonjob.controller.transforms import node_transform
+from daemonjob.domain.disruption import protected_matcher
+from daemonjob.domain.maintenance import Cordon
+from daemonjob.domain.noderecord import NodeRecord
+from daemonjob.testing.builders import node
+from daemonjob.testing.fakes import FakeInformer
+
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def tracker(
+    nodes: list[dict[str, Any]], limit: int | str | None = 1, selector: str = CONTROL_PLANE
+) -> tuple[ClusterDisruption, FakeInformer, list[str], Clock]:
+    informer = FakeInformer("nodes", indexers=NODE_INDEXERS, transform=node_transform)
+    woken: list[str] = []
+    clock = Clock()
+    t = ClusterDisruption(
+        informer,
+        woken.append,
+        clock,
+        max_unavailable=limit,
+        protected=protected_matcher(selector),
+        protected_selector=selector,
+        ttl=60.0,
+    )
+    for n in nodes:
+        informer.add(n)
+    return t, informer, woken, clock
+
+
+def cordon(name: str, dj: str = "ns-a/dj") -> Cordon:
+    return Cordon(name, NodeRecord(dj, f"uid-{dj}", "rev", None, True, "2026-11-25T12:00:00Z"))
+
+
+def test_nodes_cordoned_by_someone_else_and_notready_nodes_are_counted() -> None:
+    t, informer, _, _ = tracker([node("a"), node("b", unschedulable=True), node("c", ready=False), node("d")], 3)
+    d = t.snapshot()
+    assert (d.nodes, d.unavailable, d.limit) == (4, 2, 3)
+    informer.update(node("d", taints=[{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]))
+    assert t.snapshot().unavailable == 3
+    informer.delete("b")
+    assert (t.snapshot().nodes, t.snapshot().unavailable) == (3, 2)
+
+
+def test_two_daemonjobs_deciding_from_the_same_cache_never_both_take_the_last_unit() -> None:
+    t, _, woken, _ = tracker([node(n) for n in "abcd"], limit=1)
+    first, held = t.take("ns-a/one", [cordon("a", "ns-a/one")])
+    assert [c.node for c in first] == ["a"] and not held.held
+    second, held = t.take("ns-b/two", [cordon("b", "ns-b/two")])
+    assert second == [] and held.over_limit == ("b",)
+    assert t.snapshot().unavailable == 1 and t.snapshot().reserved == frozenset({"a"})
+    assert woken == []
+
+
+def test_concurrent_takes_admit_exactly_the_room() -> None:
+    t, _, _, _ = tracker([node(f"n{i}") for i in range(40)], limit=3)
+    taken: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        got, _ = t.take(f"ns-{i}/dj", [cordon(f"n{i}", f"ns-{i}/dj"), cordon(f"n{i + 10}", f"ns-{i}/dj")])
+        taken.extend(c.node for c in got)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(taken) == 3
+
+
+def test_a_reservation_ends_when_the_cache_shows_the_cordon_and_no_unit_is_counted_twice() -> None:
+    t, informer, _, _ = tracker([node("a"), node("b")], limit=2)
+    taken, _ = t.take("ns/dj", [cordon("a")])
+    t.settle(taken, ["a"])
+    assert t.snapshot().unavailable == 1
+    informer.update(node("a", unschedulable=True))
+    d = t.snapshot()
+    assert d.unavailable == 1 and d.reserved == frozenset()
+
+
+def test_a_cordon_not_written_frees_its_unit_and_wakes_the_held() -> None:
+    t, _, woken, _ = tracker([node("a"), node("b")], limit=1)
+    taken, _ = t.take("ns-a/one", [cordon("a", "ns-a/one")])
+    _, held = t.take("ns-b/two", [cordon("b", "ns-b/two")])
+    assert held.held == ("b",)
+    t.settle(taken, [])  # the write failed
+    assert t.snapshot().unavailable == 0 and woken == ["ns-b/two"]
+
+
+def test_a_node_coming_back_wakes_the_waiting_daemonjobs_once() -> None:
+    t, informer, woken, _ = tracker([node("a", unschedulable=True), node("b")], limit=1)
+    seen = t.version
+    t.wait("ns/held", seen)
+    informer.update(node("b", unschedulable=True))  # another node goes: no room made
+    assert woken == []
+    informer.update(node("a"))  # uncordoned
+    assert woken == ["ns/held"]
+    informer.update(node("b"))
+    assert woken == ["ns/held"]  # woken once; it waits again if still held
+
+
+def test_room_made_between_the_read_and_the_wait_wakes_at_once() -> None:
+    t, informer, woken, _ = tracker([node("a", unschedulable=True), node("b")], limit=1)
+    seen = t.version
+    informer.update(node("a"))  # comes back while the pass decides
+    t.wait("ns/held", seen)
+    assert woken == ["ns/held"]
+
+
+def test_the_last_ready_schedulable_protected_node_is_never_taken() -> None:
+    cp = {CONTROL_PLANE: ""}
+    t, informer, woken, _ = tracker(
+        [node("cp-1", labels=cp), node("cp-2", labels=cp), node("cp-3", labels=cp, ready=False), node("w")], limit=10
+    )
+    assert t.snapshot().protected_up == 2
+    first, _ = t.take("ns-a/one", [cordon("cp-1", "ns-a/one")])
+    second, held = t.take("ns-b/two", [cordon("cp-2", "ns-b/two"), cordon("w", "ns-b/two")])
+    assert [c.node for c in first] == ["cp-1"]
+    assert [c.node for c in second] == ["w"] and held.protected == ("cp-2",)
+    informer.update(node("cp-3", labels=cp))  # a control-plane node comes back
+    assert woken == ["ns-b/two"]
+    again, _ = t.take("ns-b/two", [cordon("cp-2", "ns-b/two")])
+    assert [c.node for c in again] == ["cp-2"]
+
+
+def test_a_reservation_the_cache_never_shows_expires() -> None:
+    t, _, _, clock = tracker([node("a"), node("b")], limit=1)
+    t.take("ns/dj", [cordon("a")])
+    assert t.snapshot().unavailable == 1
+    clock.t += 61
+    assert t.snapshot().unavailable == 0
+
+
+def test_no_limit_takes_everything_and_reserves_nothing() -> None:
+    t, _, _, _ = tracker([node("a", unschedulable=True), node("b")], limit=None)
+    taken, held = t.take("ns/dj", [cordon("b")])
+    assert [c.node for c in taken] == ["b"] and not held.held
+    assert t.snapshot().reserved == frozenset() and t.limit() == -1.0
+
+
+def test_a_percentage_limit_follows_the_node_count() -> None:
+    t, informer, _, _ = tracker([node(f"n{i}") for i in range(10)], limit="10%")
+    assert t.limit() == 1.0
+    informer.add(node("n10"))
+    assert t.limit() == 2.0
