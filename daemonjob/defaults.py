@@ -127,6 +127,12 @@ WEBHOOK_CERT_SECRET = "daemonjob-webhook-tls"
 WEBHOOK_CONFIGURATION = "daemonjob-validating-webhook"
 WEBHOOK_SERVICE = "daemonjob-webhook"
 WEBHOOK_ACCESS_REVIEW_TIMEOUT = 2.0  # seconds for each SubjectAccessReview: two fit in the webhook's 5 s
+# Its answers are kept this long (seconds): a permission revoked takes effect within it
+WEBHOOK_ACCESS_REVIEW_CACHE_TTL = 10.0
+WEBHOOK_ACCESS_REVIEW_CACHE_ENTRIES = 1024  # allowed and denied answers each
+# SubjectAccessReviews of answers not kept; beyond, the review is refused unasked (fail closed)
+WEBHOOK_ACCESS_REVIEW_QPS = 5.0
+WEBHOOK_ACCESS_REVIEW_BURST = 20
 CA_VALIDITY = 10 * 365 * 24 * 3600.0  # seconds
 SERVING_CERT_VALIDITY = 365 * 24 * 3600.0  # seconds
 # Renewed when less than this part of its validity remains (cert-controller: 90 days of a year).

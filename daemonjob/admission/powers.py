@@ -19,25 +19,38 @@ asks for nothing), have the finalizer removed, and delete the DaemonJob.
 
 Fail closed: when the SubjectAccessReview cannot be made (API error, timeout) the request is
 refused, saying so; without an answer the webhook cannot tell an operator from anyone else.
+
+Each such review costs the API server a SubjectAccessReview per permission, so answers are
+kept a short while (`CachedAccessReviewer`, keyed by user, uid, groups, extra and
+permission), as the metrics server keeps TokenReviews: a GitOps tool applying a hundred
+maintenance DaemonJobs asks once; and the reviews of answers not kept are rate-limited,
+refused beyond the rate (fail closed) with a message saying to retry, so a flood of reviews
+from many identities cannot turn the webhook into a flood of SubjectAccessReviews.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
 import structlog
+from cachetools import TTLCache
 
 from daemonjob import defaults
 from daemonjob.domain.maintenancespec import PATH
 from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.domain.validate import Problem, read_spec
 from daemonjob.machinery.kube import Kube
+from daemonjob.machinery.ratelimit import TokenBucket
 
 __all__ = [
     "AccessReviewer",
+    "AccessReviewsThrottled",
+    "CachedAccessReviewer",
     "EVICT_PODS",
     "KubeAccessReviewer",
     "NODE_POWERS_MISSING",
@@ -129,6 +142,56 @@ class KubeAccessReviewer:
         return bool((answer.get("status") or {}).get("allowed"))
 
 
+class AccessReviewsThrottled(Exception):
+    """More SubjectAccessReviews of answers not kept than the rate allows: none was asked."""
+
+
+class CachedAccessReviewer:
+    """An AccessReviewer whose answers are kept `ttl` seconds, allowed and denied apart (a
+    stream of made-up identities cannot push out an operator's entry), and whose reviews of
+    answers not kept are rate-limited (`qps`, `burst`): beyond, AccessReviewsThrottled, unasked.
+    A failed review is not kept."""
+
+    def __init__(
+        self,
+        reviewer: AccessReviewer,
+        *,
+        ttl: float = defaults.WEBHOOK_ACCESS_REVIEW_CACHE_TTL,
+        max_entries: int = defaults.WEBHOOK_ACCESS_REVIEW_CACHE_ENTRIES,
+        qps: float = defaults.WEBHOOK_ACCESS_REVIEW_QPS,
+        burst: int = defaults.WEBHOOK_ACCESS_REVIEW_BURST,
+        bucket: TokenBucket | None = None,
+        timer: Callable[[], float] | None = None,
+    ) -> None:
+        self.reviewer = reviewer
+        kw: dict[str, Any] = {} if timer is None else {"timer": timer}
+        self._allowed: TTLCache[tuple[Any, ...], bool] = TTLCache(max_entries, ttl, **kw)
+        self._denied: TTLCache[tuple[Any, ...], bool] = TTLCache(max_entries, ttl, **kw)
+        self._reviews = bucket if bucket is not None else TokenBucket(qps, burst)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(user: Mapping[str, Any], permission: Permission) -> tuple[Any, ...]:
+        """Everything of the user the authorizer reads, and the permission asked."""
+        groups = tuple(sorted(str(g) for g in user.get("groups") or ()))
+        extra = orjson.dumps(user.get("extra") or {}, option=orjson.OPT_SORT_KEYS)
+        return (str(user.get("username") or ""), str(user.get("uid") or ""), groups, extra, str(permission))
+
+    def may(self, user: Mapping[str, Any], permission: Permission) -> bool:
+        key = self.key(user, permission)
+        with self._lock:
+            if key in self._allowed:
+                return True
+            if key in self._denied:
+                return False
+        if not self._reviews.allow():
+            raise AccessReviewsThrottled()
+        allowed = self.reviewer.may(user, permission)
+        with self._lock:
+            (self._allowed if allowed else self._denied)[key] = True
+        return allowed
+
+
 def _forbidden(message: str) -> Problem:
     return Problem(NODE_POWERS_MISSING, f"{PATH}: Forbidden: {message}")
 
@@ -146,6 +209,15 @@ def powers_problems(request: Mapping[str, Any], reviewer: AccessReviewer) -> lis
     for permission in needed(read_spec(request.get("object") or {})):
         try:
             allowed = reviewer.may(user, permission)
+        except AccessReviewsThrottled:
+            log.warning("node powers not reviewed: too many reviews", user=name, permission=str(permission))
+            return [
+                _forbidden(
+                    f'cannot check now that user "{name}" may {permission}: too many SubjectAccessReviews '
+                    "of requesters not checked lately; node maintenance is refused until it can be checked, "
+                    "retry in a few seconds"
+                )
+            ]
         except Exception as exc:  # any failure to ask (API error, timeout, refused connection): fail closed
             log.warning("cannot review node powers", user=name, permission=str(permission), error=str(exc))
             return [

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Counter
 
 from daemonjob import defaults
-from daemonjob.admission.powers import KubeAccessReviewer, powers_problems
+from daemonjob.admission.powers import CachedAccessReviewer, KubeAccessReviewer, powers_problems
 from daemonjob.admission.review import OPERATIONS, handle
 from daemonjob.domain.validate import Problem
 from daemonjob.machinery.kube import Kube
@@ -126,7 +126,7 @@ def start(
         certificates.check()
 
     # Its own client, without the controller's rate limiter: an admission never queues behind the workers.
-    reviewer = KubeAccessReviewer(Kube(kube.configuration, on_request=kube.on_request))
+    reviewer = CachedAccessReviewer(KubeAccessReviewer(Kube(kube.configuration, on_request=kube.on_request)))
 
     def powers(request: Mapping[str, Any]) -> list[Problem]:
         return powers_problems(request, reviewer)

@@ -8,8 +8,17 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from daemonjob.admission.powers import EVICT_PODS, PATCH_NODES, KubeAccessReviewer, Permission, powers_problems
+from daemonjob.admission.powers import (
+    EVICT_PODS,
+    PATCH_NODES,
+    CachedAccessReviewer,
+    KubeAccessReviewer,
+    Permission,
+    powers_problems,
+)
 from daemonjob.admission.review import handle
+from daemonjob.machinery.clock import FakeClock
+from daemonjob.machinery.ratelimit import TokenBucket
 from daemonjob.testing.builders import daemonjob
 
 JANE = {"username": "jane", "uid": "u-jane", "groups": ["devs", "system:authenticated"], "extra": {"scope": ["a"]}}
@@ -37,7 +46,7 @@ def dj(**spec: Any) -> dict[str, Any]:
 
 
 def review(
-    operation: str, obj: Any, reviewer: Reviewer, old: Any = None, user: Mapping[str, Any] = JANE
+    operation: str, obj: Any, reviewer: Reviewer | CachedAccessReviewer, old: Any = None, user: Mapping[str, Any] = JANE
 ) -> dict[str, Any]:
     request = {
         "uid": "u-1",
@@ -158,3 +167,55 @@ def test_a_release_request_takes_the_power_to_uncordon_oneself() -> None:
     refused = review("UPDATE", released, Reviewer(), before)
     assert refused["allowed"] is False and 'user "jane" may not patch nodes' in refused["status"]["message"]
     assert review("UPDATE", released, Reviewer(PATCH_NODES), before)["allowed"] is True
+
+
+def cached(reviewer: Reviewer, clock: FakeClock, qps: float = 1.0, burst: int = 2) -> CachedAccessReviewer:
+    return CachedAccessReviewer(reviewer, ttl=10.0, bucket=TokenBucket(qps, burst, clock), timer=clock.now)
+
+
+def test_answers_are_kept_a_short_while_keyed_by_user_groups_extra_and_permission() -> None:
+    clock = FakeClock()
+    inner = Reviewer(PATCH_NODES, EVICT_PODS)
+    reviewer = cached(inner, clock, qps=100, burst=100)
+    for _ in range(5):
+        assert review("CREATE", dj(nodeMaintenance=DRAIN), reviewer)["allowed"] is True
+    assert len(inner.asked) == 2  # one SubjectAccessReview per permission, then the answers kept
+    other_groups = {**JANE, "groups": ["devs"]}
+    other_extra = {**JANE, "extra": {"scope": ["b"]}}
+    review("CREATE", dj(nodeMaintenance=CORDON), reviewer, user=other_groups)
+    review("CREATE", dj(nodeMaintenance=CORDON), reviewer, user=other_extra)
+    assert len(inner.asked) == 4  # other groups, other extra: asked again
+    clock.step(11)
+    review("CREATE", dj(nodeMaintenance=CORDON), reviewer)
+    assert len(inner.asked) == 5  # expired: a revoked permission takes effect within the TTL
+
+
+def test_a_denial_is_kept_apart_and_a_failed_review_is_not_kept() -> None:
+    clock = FakeClock()
+    inner = Reviewer()
+    reviewer = cached(inner, clock, qps=100, burst=100)
+    assert review("CREATE", dj(nodeMaintenance=CORDON), reviewer)["allowed"] is False
+    assert review("CREATE", dj(nodeMaintenance=CORDON), reviewer)["allowed"] is False
+    assert len(inner.asked) == 1
+    inner.fails = OSError("connection refused")
+    bob = {**JANE, "username": "bob"}
+    assert review("CREATE", dj(nodeMaintenance=CORDON), reviewer, user=bob)["allowed"] is False
+    inner.fails = None
+    inner.grants = {PATCH_NODES}
+    assert review("CREATE", dj(nodeMaintenance=CORDON), reviewer, user=bob)["allowed"] is True
+
+
+def test_reviews_of_requesters_not_kept_are_rate_limited_and_refused_beyond_naming_why() -> None:
+    clock = FakeClock()
+    inner = Reviewer(PATCH_NODES, EVICT_PODS)
+    reviewer = cached(inner, clock, qps=1.0, burst=2)
+    answers = [
+        review("CREATE", dj(nodeMaintenance=CORDON), reviewer, user={**JANE, "username": f"u{i}"}) for i in range(5)
+    ]
+    assert [a["allowed"] for a in answers] == [True, True, False, False, False]
+    assert len(inner.asked) == 2  # beyond the burst nothing was asked
+    message = answers[2]["status"]["message"]
+    assert 'cannot check now that user "u2" may patch nodes' in message and "retry" in message, message
+    assert review("CREATE", dj(nodeMaintenance=CORDON), reviewer, user={**JANE, "username": "u0"})["allowed"] is True
+    clock.step(1.0)
+    assert review("CREATE", dj(nodeMaintenance=CORDON), reviewer, user={**JANE, "username": "u9"})["allowed"] is True
