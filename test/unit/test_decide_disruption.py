@@ -13,7 +13,7 @@ from daemonjob.domain.decide import Decision
 from daemonjob.domain.disruption import Disruption, admit, out_of_service
 from daemonjob.domain.maintenance import MaintenanceInput
 from daemonjob.domain.selectors import compile_label_selector, parse_selector_text
-from daemonjob.testing.builders import NS, daemonjob, node
+from daemonjob.testing.builders import NS, daemonjob, job_template, node
 from daemonjob.testing.decisions import Given, decide_over
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
@@ -89,6 +89,18 @@ def test_at_the_limit_no_node_is_cordoned_and_the_status_gives_the_count() -> No
     assert "3 of 20 nodes unavailable, limit 3" in cond["message"]
     assert d.gate == "clusterDisruptionBudget"
     assert d.requeue_at is None  # a node coming back wakes it, not the clock
+
+
+def test_at_the_limit_a_turn_on_a_node_out_of_service_already_goes_on() -> None:
+    """A DaemonJob that tolerates cordons (a repair Job for cordoned nodes, say) takes no node
+    out of service there: the limit does not hold it."""
+    tolerates = job_template(
+        pod_spec={"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]}
+    )
+    dj = daemonjob(nodeMaintenance={"cordon": True}, maxParallel=5, template=tolerates)
+    d = decide(dj, [node("down", unschedulable=True), node("up")], budget(1, 20, unavailable=1))
+    assert cordoned(d) == ["down"]
+    assert reconciling(d)["reason"] == "ClusterDisruptionBudget"  # "up" waits for it
 
 
 def test_above_the_limit_also_holds() -> None:

@@ -10,8 +10,11 @@ wake-up by the clock.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
+from daemonjob.domain.actions import Turns
 from daemonjob.domain.disruption import Disruption, is_protected
 from daemonjob.domain.gates.hold import Gate, GateContext, Hold
 
@@ -33,40 +36,50 @@ def protected_message(d: Disruption, nodes: list[str]) -> str:
     )
 
 
+def _without(turns: Turns, nodes: set[str]) -> Turns:
+    return replace(turns, starting=[t for t in turns.starting if t.node not in nodes])
+
+
 def hold(at: GateContext) -> Hold:
-    """Every turn held at the limit; below it, at most the room left (the slots decide the rest),
-    and the turns of protected nodes past the last one in service taken out."""
+    """At the limit, every turn that would take a node out of service (one on a node out of
+    service already, cordoned by someone else and tolerated, goes on); below it, at most the
+    room left (the slots decide the rest), and the turns of protected nodes past the last one
+    in service taken out."""
     reading = at.reading
     d = reading.input.disruption
     room = d.room
     if reading.checked.maintenance is None or room is None:
         return Hold(GATE_DISRUPTION)
     count = d.count_text()
+    costing: list[tuple[str, Mapping[str, Any]]] = []  # turns that would take a node out of service
+    for turn in at.turns.starting:
+        known = reading.input.kept_plan.node(turn.node)
+        node = known[0] if known is not None else None
+        if node is not None and d.costs(turn.node, node):
+            costing.append((turn.node, node))
     if room <= 0:
+        if not costing:
+            return Hold(GATE_DISRUPTION)  # its turns are on nodes out of service already: they go on
         return Hold(
             GATE_DISRUPTION,
-            blocks=True,
+            turns=_without(at.turns, {name for name, _ in costing}),
             reason=CLUSTER_DISRUPTION_BUDGET,
             message=f"cluster disruption budget: {count}: no node is cordoned until one comes back; "
             "nodes this DaemonJob holds already go on",
         )
     held: list[str] = []
-    if d.protected is not None:
-        up = d.protected_up
-        for turn in at.turns.starting:
-            known = reading.input.kept_plan.node(turn.node)
-            node = known[0] if known is not None else None
-            if node is None or not d.costs(turn.node, node) or not is_protected(d.protected, node):
-                continue
-            if up <= 1:
-                held.append(turn.node)
-            else:
-                up -= 1
+    up = d.protected_up
+    for name, node in costing:
+        if not is_protected(d.protected, node):
+            continue
+        if up <= 1:
+            held.append(name)
+        else:
+            up -= 1
     turns = None
     message = f"cluster disruption budget: {count}: {room} more node(s) may be cordoned now"
     if held:
-        kept = [t for t in at.turns.starting if t.node not in set(held)]
-        turns = replace(at.turns, starting=kept)
+        turns = _without(at.turns, set(held))
         message = f"cluster disruption budget: {count}; {protected_message(d, held)}"
     return Hold(GATE_DISRUPTION, limit=room, turns=turns, reason=CLUSTER_DISRUPTION_BUDGET, message=message)
 
