@@ -72,6 +72,8 @@ class ClusterDisruption:
         self._waiting: set[str] = set()
         self._frees = 0  # events that may have made room: a waiter registered with an older count is woken
         nodes.add_handlers(Handlers(self._added, self._updated, self._deleted))
+        for node in nodes.store.list():  # what an informer started before holds already
+            self._added(node)
 
     # -- what a decision reads -----------------------------------------------------------------
     @property
@@ -88,9 +90,9 @@ class ClusterDisruption:
         unavailable, protected_up = self._down, self._protected_up
         for name in self._reserved:
             state = self._states.get(name)
-            if state is not None and not state.down:
+            if state is None or not state.down:
                 unavailable += 1
-                protected_up -= state.protected
+                protected_up -= state is not None and state.protected
         return Disruption(
             self.max_unavailable,
             len(self._states),

@@ -7,14 +7,18 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from prometheus_client import generate_latest
+
+from daemonjob.controller.controller import Controller
 from daemonjob.controller.disruption import ClusterDisruption
 from daemonjob.controller.informers import NODE_INDEXERS
 from daemonjob.controller.transforms import node_transform
 from daemonjob.domain.disruption import protected_matcher
 from daemonjob.domain.maintenance import Cordon
 from daemonjob.domain.noderecord import NodeRecord
-from daemonjob.testing.builders import node
-from daemonjob.testing.fakes import FakeInformer
+from daemonjob.machinery.clock import FakeClock
+from daemonjob.testing.builders import daemonjob, node
+from daemonjob.testing.fakes import FakeInformer, FakeJobControl, FakeNodeControl, fake_informers
 
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 
@@ -164,3 +168,41 @@ def test_a_percentage_limit_follows_the_node_count() -> None:
     assert t.limit() == 1.0
     informer.add(node("n10"))
     assert t.limit() == 2.0
+
+
+def test_two_daemonjobs_of_two_namespaces_reconciled_before_the_cache_sees_either_cordon_take_one_unit() -> None:
+    """Through the controller's passes: the second pass decides from the same Node cache as the
+    first (no event delivered in between) and still cordons nothing; its next pass names the gate."""
+    informers = fake_informers()
+    bodies = {f"n{i}": node(f"n{i}", labels={"pool": "a" if i < 2 else "b"}) for i in range(4)}
+    for body in bodies.values():
+        informers.nodes.add(body)
+    control = FakeNodeControl(bodies)
+    ctl = Controller(
+        informers,
+        FakeJobControl(),
+        clock=FakeClock(),
+        resync_interval=0,
+        node_control=control,
+        node_maintenance_namespaces=frozenset({"ns-a", "ns-b"}),
+        max_unavailable_nodes=1,
+    )
+    for ns, pool, uid in (("ns-a", "a", "uid-a"), ("ns-b", "b", "uid-b")):
+        informers.daemonjobs.add(
+            daemonjob(
+                "dj",
+                ns,
+                uid=uid,
+                maxParallel=2,
+                nodeSelector={"matchLabels": {"pool": pool}},
+                nodeMaintenance={"cordon": True},
+            )
+        )
+    ctl.reconcile("ns-a/dj")
+    ctl.reconcile("ns-b/dj")
+    cordons = [name for name, patch in control.node_patches if (patch.get("spec") or {}).get("unschedulable")]
+    assert len(cordons) == 1, control.node_patches
+    decision = ctl.reconcile("ns-b/dj")
+    assert decision is not None and decision.gate == "clusterDisruptionBudget"
+    text = generate_latest(ctl.metrics.registry).decode()
+    assert "daemonjob_cluster_unavailable_nodes 1.0" in text and "daemonjob_cluster_unavailable_nodes_limit 1.0" in text
