@@ -69,14 +69,16 @@ def _budget_wait(dj: dict[str, Any]) -> str | None:
 def test_nodes_cordoned_by_someone_else_and_notready_nodes_hold_the_rollout_until_one_is_uncordoned(
     api: Cluster,
     nodes: Nodes,
+    make_nodes: Callable[..., list[str]],
     group: str,
     kubelet: SimKubelet,
     spawn_controller: Callable[..., Any],
     maintenance_rbac: None,
     watch: NodeWatcher,
 ) -> None:
-    cordoned, lost, first, second = nodes(4)
-    api.patch_node(cordoned, {"spec": {"unschedulable": True}})  # kubectl cordon, by a person
+    (elsewhere,) = make_nodes(1)  # not one the DaemonJob selects: only the limit ties them
+    lost, first, second = nodes(3)
+    api.patch_node(elsewhere, {"spec": {"unschedulable": True}})  # kubectl cordon, by a person
     kubelet.stop_heartbeat(lost)  # the node lifecycle controller marks it NotReady
     wait_for(
         lambda: any(t.get("key") == UNREACHABLE for t in api.node(lost)["spec"].get("taints") or []),
@@ -96,17 +98,15 @@ def test_nodes_cordoned_by_someone_else_and_notready_nodes_hold_the_rollout_unti
     assert metric_value(text, "daemonjob_cluster_unavailable_nodes") == out
     assert metric_value(text, "daemonjob_cluster_unavailable_nodes_limit") == out
     assert metric_value(text, "daemonjob_rollout_gate", {"name": "held", "gate": "clusterDisruptionBudget"}) == 1
-    assert api.jobs("held") == [] and watch.max_held == 0, watch.summary()  # no node taken
+    assert api.jobs("held") == [] and sum(watch.cordons.values()) == 0, watch.summary()
 
-    # Someone uncordons their node: the Node event wakes the DaemonJob (no resync in the
-    # test's time), one node goes at a time (the NotReady one still counts), all three run.
-    api.patch_node(cordoned, {"spec": {"unschedulable": None}})
-    api.wait_complete("held", 3, timeout=120)
+    # Someone uncordons their node, one the DaemonJob does not select: the Node event wakes it
+    # (no resync in the test's time), one node goes at a time (the NotReady one still counts).
+    api.patch_node(elsewhere, {"spec": {"unschedulable": None}})
+    api.wait_complete("held", 2, timeout=120)
     assert watch.max_held == 1, watch.summary()
-    assert watch.cordons[first] == watch.cordons[second] == 1, watch.summary()
-    assert watch.cordons[cordoned] == 2, watch.summary()  # the person's, then the DaemonJob's
-    assert watch.cordons[lost] == 0, watch.summary()
-    wait_for(lambda: not any(api.node(n)["spec"].get("unschedulable") for n in (cordoned, first, second)), 30)
+    assert watch.cordons[first] == watch.cordons[second] == 1 and watch.cordons[lost] == 0, watch.summary()
+    wait_for(lambda: not any(api.node(n)["spec"].get("unschedulable") for n in (first, second)), 30)
     kubelet.resume_heartbeat(lost)
 
 
