@@ -174,3 +174,8 @@ def test_admit_counts_each_cordon_once_and_a_node_out_of_service_costs_nothing()
     assert got.admitted == ("a", "down", "cp-1", "b")
     assert got.protected == ("cp-2",)
     assert got.over_limit == ("c",)
+
+
+def test_without_a_protected_set_the_room_left_limits_the_cordons() -> None:
+    d = decide(cordoning(maxParallel=5), [node("a"), node("b"), node("c")], Disruption(2, 20, 1))
+    assert cordoned(d) == ["a"] and reconciling(d)["reason"] == "ClusterDisruptionBudget"

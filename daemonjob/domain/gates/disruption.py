@@ -51,6 +51,13 @@ def hold(at: GateContext) -> Hold:
     if reading.checked.maintenance is None or room is None:
         return Hold(GATE_DISRUPTION)
     count = d.count_text()
+    if room > 0 and d.protected is None:
+        return Hold(
+            GATE_DISRUPTION,
+            limit=room,
+            reason=CLUSTER_DISRUPTION_BUDGET,
+            message=f"cluster disruption budget: {count}: {room} more node(s) may be cordoned now",
+        )
     costing: list[tuple[str, Mapping[str, Any]]] = []  # turns that would take a node out of service
     for turn in at.turns.starting:
         known = reading.input.kept_plan.node(turn.node)
