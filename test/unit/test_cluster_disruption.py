@@ -7,8 +7,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 from prometheus_client import generate_latest
 
+from daemonjob import cli
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.disruption import ClusterDisruption
 from daemonjob.controller.informers import NODE_INDEXERS
@@ -206,3 +208,21 @@ def test_two_daemonjobs_of_two_namespaces_reconciled_before_the_cache_sees_eithe
     assert decision is not None and decision.gate == "clusterDisruptionBudget"
     text = generate_latest(ctl.metrics.registry).decode()
     assert "daemonjob_cluster_unavailable_nodes 1.0" in text and "daemonjob_cluster_unavailable_nodes_limit 1.0" in text
+
+
+def test_the_flags_take_a_count_or_a_percentage_and_a_selector_checked_as_read() -> None:
+    read = cli.parser().parse_args
+    assert read([]).max_unavailable_nodes == "10%"
+    assert read([]).protected_node_selector == CONTROL_PLANE
+    assert read(["--max-unavailable-nodes=3"]).max_unavailable_nodes == 3
+    assert read(["--max-unavailable-nodes=25%"]).max_unavailable_nodes == "25%"
+    assert read(["--protected-node-selector="]).protected_node_selector == ""
+    assert protected_matcher("") is None
+    matcher = protected_matcher("tier in (cp, etcd),!spare")
+    assert matcher is not None and matcher({"tier": "etcd"}) and not matcher({"tier": "cp", "spare": ""})
+    for bad in ("-1", "101%", "ten", "5.5"):
+        with pytest.raises(SystemExit):
+            read([f"--max-unavailable-nodes={bad}"])
+    for bad in ("a in (", "Bad Key", "a=b c"):
+        with pytest.raises(SystemExit):
+            read([f"--protected-node-selector={bad}"])
