@@ -35,7 +35,8 @@ def _cluster() -> FakeNodeControl:
 
 
 def _start(control: FakeNodeControl) -> ActBed:
-    bed = ActBed.start(node_control=control, node_maintenance_namespaces=frozenset({NS}))
+    # every node at once: no cluster-wide limit here (it has tests of its own)
+    bed = ActBed.start(node_control=control, node_maintenance_namespaces=frozenset({NS}), max_unavailable_nodes=None)
     for body in control.nodes.values():
         bed.nodes.add(body)
     return bed
