@@ -33,17 +33,17 @@ from daemonjob.controller.keptdrains import KeptDrains
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.observe import Observation
 from daemonjob.controller.recordwrites import CONFLICT_RETRIES, keep_node
+from daemonjob.domain.drainpods import pods_to_evict
 from daemonjob.domain.events import NORMAL, WARNING, EventSpec
-from daemonjob.domain.jobs import LABEL_NAME, parse_time
+from daemonjob.domain.jobs import parse_time
 from daemonjob.domain.maintenance import FINALIZER, Cordon, DrainNode, DrainProgress, Keep, NodeWork, Release
 from daemonjob.domain.maintenancespec import DrainOptions
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcome_annotation, record_of
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.kube import ApiError
 
-__all__ = ["NodeActs", "NodeActed", "pods_to_evict", "release_node", "released_event"]
+__all__ = ["NodeActs", "NodeActed", "release_node", "released_event"]
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 WAITING_SHOWN = 5  # pods named per draining node
 
 
@@ -59,60 +59,6 @@ class NodeActed:
 
     def soon(self, seconds: float) -> None:
         self.look_again = seconds if self.look_again is None else min(self.look_again, seconds)
-
-
-@dataclass(frozen=True, slots=True)
-class PodVerdicts:
-    evict: list[Mapping[str, Any]]
-    waiting: list[str]  # namespace/name of the pods that keep the node from being drained
-    blocked: list[str]  # why some of them are not evicted at all
-
-
-def _controller_kind(pod: Mapping[str, Any]) -> str | None:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return ref.get("kind") or ""
-    return None
-
-
-def pods_to_evict(
-    pods: list[Mapping[str, Any]],
-    drain: DrainOptions,
-    dj_namespace: str,
-    dj_name: str,
-    own_pod: tuple[str, str] | None = None,
-) -> PodVerdicts:
-    """kubectl drain's filters, with this DaemonJob's own pods, spec's ignorePodSelector and
-    `own_pod` (this controller's namespace and name) left alone."""
-    evict: list[Mapping[str, Any]] = []
-    waiting: list[str] = []
-    blocked: list[str] = []
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        name = f"{meta.get('namespace')}/{meta.get('name')}"
-        labels = meta.get("labels") or {}
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        if own_pod is not None and (meta.get("namespace"), meta.get("name")) == own_pod:
-            continue
-        if MIRROR_ANNOTATION in (meta.get("annotations") or {}) or _controller_kind(pod) == "DaemonSet":
-            continue
-        if meta.get("namespace") == dj_namespace and labels.get(LABEL_NAME) == dj_name:
-            continue
-        if drain.ignore_pods is not None and drain.ignore_pods(labels):
-            continue
-        waiting.append(name)
-        if meta.get("deletionTimestamp"):
-            continue  # on its way out: waited for, not evicted again
-        volumes = (pod.get("spec") or {}).get("volumes") or ()
-        if not drain.delete_emptydir_data and any("emptyDir" in v for v in volumes):
-            blocked.append(f"pod {name} has emptyDir data (drain.deleteEmptyDirData is false)")
-            continue
-        if not drain.force and _controller_kind(pod) is None:
-            blocked.append(f"pod {name} is not managed by a controller, it would not come back (drain.force is false)")
-            continue
-        evict.append(pod)
-    return PodVerdicts(evict, waiting, blocked)
 
 
 def _refusal(exc: ApiError) -> str:

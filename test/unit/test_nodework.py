@@ -8,8 +8,9 @@ from typing import Any
 import structlog
 
 from daemonjob.controller.keptdrains import KeptDrains
-from daemonjob.controller.nodework import NodeActs, pods_to_evict, release_node
+from daemonjob.controller.nodework import NodeActs, release_node
 from daemonjob.controller.observe import Observation
+from daemonjob.domain.drainpods import pods_to_evict
 from daemonjob.domain.inputs import ConfigMapsRead
 from daemonjob.domain.maintenance import Cordon, DrainNode, NodeWork, Release
 from daemonjob.domain.maintenancespec import DrainOptions
