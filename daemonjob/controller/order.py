@@ -19,8 +19,7 @@ from typing import Any
 from daemonjob.controller.informers import OWNER_INDEX
 from daemonjob.controller.specs import SpecCache
 from daemonjob.controller.succeeded import SucceededNodes
-from daemonjob.domain.gates import gate_in_force
-from daemonjob.domain.order import GATE_AFTER, GATE_EXCLUSION
+from daemonjob.domain.orderview import done_view, waits_for_turns
 from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.machinery.informer import SharedInformer
 from daemonjob.machinery.store import meta_namespace_key
@@ -28,13 +27,6 @@ from daemonjob.machinery.store import meta_namespace_key
 __all__ = ["OrderIndex", "done_view", "waits_for_turns"]
 
 Obj = Mapping[str, Any]
-
-
-def done_view(dj: Obj) -> tuple[Any, Any]:
-    """What the DaemonJobs that come after `dj` read of its status: which revision and run of
-    its Jobs count as done (orderreader.py)."""
-    status = dj.get("status") or {}
-    return status.get("currentRevision"), status.get("currentRun")
 
 
 def ns_name(key: str) -> tuple[str, str]:
@@ -129,18 +121,3 @@ def _discard(index: dict[tuple[str, str], set[str]], at: tuple[str, str] | None,
         keys.discard(key)
         if not keys:
             del index[at]
-
-
-def waits_for_turns(dj: Obj, spec: DaemonJobSpec) -> bool:
-    """What the younger members of its exclusion group read of it. An older member counts as
-    waiting for its turns unless it cannot start any now: suspended, Stalled or Failed, or held
-    by a rollout gate (its written status says which); the order's own gates do not count (its
-    turns where its dependencies have not succeeded are left out)."""
-    if spec.runs.suspended:
-        return False
-    status = dj.get("status") or {}
-    for cond in status.get("conditions") or ():
-        if isinstance(cond, Mapping) and cond.get("type") in ("Stalled", "Failed") and cond.get("status") == "True":
-            return False
-    gate = gate_in_force(status)
-    return gate is None or gate[0] in (GATE_EXCLUSION, GATE_AFTER)

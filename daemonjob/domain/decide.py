@@ -45,7 +45,7 @@ from daemonjob.domain.configrefs import (
 from daemonjob.domain.events import EventSpec
 from daemonjob.domain.gates.canary import ANNOTATION_PROMOTE, canary_state
 from daemonjob.domain.gates.maintenance import GATE_MAINTENANCE, drain_timeout_events, with_node_work
-from daemonjob.domain.gates.step import gate_problems, run_gates
+from daemonjob.domain.gates.step import Gating, gate_problems, run_gates
 from daemonjob.domain.inputs import ApiTroubles, DecisionInput
 from daemonjob.domain.maintenance import NodeWork, drain_timeouts, with_drain_timeouts
 from daemonjob.domain.plan import JobView, PlanContext
@@ -100,6 +100,7 @@ class Decision:
     gate: str | None = None  # the rollout gate holding new nodes back (gates/), if any
     node_work: NodeWork | None = None  # Node writes of spec.nodeMaintenance (maintenance.py), if any
     reading: Reading | None = field(default=None, repr=False, compare=False)  # what it was concluded from
+    gating: Gating | None = field(default=None, repr=False, compare=False)  # every gate's hold (a preview reads them)
 
     def after_act(self, troubles: ApiTroubles) -> Decision:
         """This decision once act has heard the API server: concluded again from the same
@@ -254,6 +255,7 @@ def _conclude(reading: Reading) -> Decision:
         gate=waiting.gate if waiting is not None else None,
         node_work=work,
         reading=reading,
+        gating=gating,
     )
 
 

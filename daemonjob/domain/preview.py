@@ -1,0 +1,339 @@
+"""What a DaemonJob would do on the cluster as it is now: `kubectl daemonjob plan`.
+
+Computed by the controller's own decision (`decide`), passes in a row as the controller
+would make them: a pass that only records a new revision or run in the status is followed
+by the next, which starts the first wave. The first wave is that decision's own choice
+(its creates, the older Jobs it replaces, the nodes it cordons); the order is the turns the
+gates let through, and the later waves follow it `maxParallel` nodes at a time, assuming
+each wave ends before the next starts. A closed window is looked at again at the moment it
+opens. Node maintenance: each node's pods to evict by the drain's rule book
+(drainpods.py) and the PodDisruptionBudget that would refuse an eviction now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from daemonjob.domain.actions import Turns
+from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.drainpods import budgets_of, pods_to_evict, refusing_budgets
+from daemonjob.domain.eligibility import Ineligible
+from daemonjob.domain.gates.canary import canary_nodes
+from daemonjob.domain.gates.window import GATE_WINDOW, window_state
+from daemonjob.domain.inputs import DecisionInput, FiringAlerts
+from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, format_time
+from daemonjob.domain.keptplan import KeptPlan
+from daemonjob.domain.maintenance import MaintenanceInput
+from daemonjob.domain.noderecord import record_of
+from daemonjob.domain.order import OrderInput
+from daemonjob.domain.plan import OLD_REVISION, OLD_RUN
+from daemonjob.domain.validate import Validation, validate
+
+__all__ = ["PreviewInput", "Preview", "NodeLine", "GateLine", "preview", "with_applied", "NODE_NAME", "PASSES_MAX"]
+
+PASSES_MAX = 4  # passes that only write the status (a revision, a run) before the first wave
+NODE_NAME = "nodeName"  # the word for a node the template's nodeName leaves out
+
+Obj = Mapping[str, Any]
+
+# A node's state in the plan
+RUNS = "runs"  # it takes a turn in this rollout
+DONE = "done"  # its Job of this rollout succeeded
+RUNNING = "running"
+FAILED_STATE = "failed"
+HELD = "held"  # a gate keeps its turn back
+WAITS = "waits"  # eligible, its turn comes once a Job there is gone
+KEEPS = "keeps"  # running a Job though no longer eligible: it runs to completion
+SKIPPED = "-"  # not eligible
+
+
+@dataclass(frozen=True, slots=True)
+class PreviewInput:
+    """The DaemonJob as it would stand once applied (an applied one's metadata and status kept),
+    and the cluster's objects as listed."""
+
+    dj: Obj
+    nodes: Sequence[Obj]
+    jobs: Sequence[Obj]  # its Jobs
+    now: datetime
+    order: OrderInput = OrderInput()
+    pods: Sequence[Obj] = ()  # the pods bound to nodes (node maintenance)
+    budgets: Sequence[Obj] = ()  # PodDisruptionBudgets
+    alerts: FiringAlerts = FiringAlerts(unknown=None)  # none firing unless told
+    allowed_namespaces: frozenset[str] | None = None  # node maintenance (None: the DaemonJob's namespace)
+
+
+@dataclass(slots=True)
+class NodeLine:
+    name: str
+    state: str
+    why: str = ""  # not eligible: NOT_SELECTED, NODE_NAME, TAINTED, CORDONED, NOT_READY; held: the gate
+    message: str = ""
+    wave: int | None = None  # 1 = the first wave
+    canary: bool = False
+    evict: list[str] = field(default_factory=list)  # namespace/name of the pods a drain evicts
+    blocked: list[str] = field(default_factory=list)  # pods a drain cannot evict, and why
+    refused: dict[str, str] = field(default_factory=dict)  # pod -> the PodDisruptionBudget refusing it now
+
+
+@dataclass(frozen=True, slots=True)
+class GateLine:
+    gate: str
+    reason: str
+    message: str
+    nodes: tuple[str, ...] = ()  # the nodes it holds back (every one when it holds all)
+    until: str | None = None  # when it lets them through by the clock (a window opening)
+
+
+@dataclass(slots=True)
+class Preview:
+    name: str
+    namespace: str
+    revision: str
+    previous: str | None
+    template_hash: str
+    reruns: list[str]  # nodes with a Job of an earlier revision or run that run again
+    nodes: list[NodeLine]
+    order: list[str]
+    waves: list[list[str]]
+    slots: int | None
+    canary: list[str]
+    canary_count: int
+    window: dict[str, Any]
+    gates: list[GateLine]
+    conditions: list[dict[str, Any]]
+    passes: int  # passes the controller makes before the first wave starts
+
+    @property
+    def new_revision(self) -> bool:
+        return self.previous != self.revision
+
+    @property
+    def stalled(self) -> dict[str, Any] | None:
+        return next((c for c in self.conditions if c.get("type") == "Stalled" and c.get("status") == "True"), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The document of `-o json`/`yaml`."""
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "revision": {
+                "name": self.revision,
+                "previous": self.previous,
+                "templateHash": self.template_hash,
+                "new": self.new_revision,
+                "rerunsNodes": self.reruns,
+            },
+            "eligibleNodes": [n.name for n in self.nodes if n.state != SKIPPED],
+            "nodes": [
+                {k: v for k, v in _line(n).items() if v not in (None, "", [], {}, False)} | {"state": n.state}
+                for n in self.nodes
+            ],
+            "order": self.order,
+            "maxParallel": self.slots,
+            "waves": self.waves,
+            "canary": {"count": self.canary_count, "nodes": self.canary} if self.canary_count else None,
+            "window": self.window or None,
+            "gates": [{k: v for k, v in _gate(g).items() if v not in (None, ())} for g in self.gates],
+            "conditions": self.conditions,
+            "stalled": self.stalled is not None,
+        }
+
+
+def _line(n: NodeLine) -> dict[str, Any]:
+    return {
+        "name": n.name,
+        "why": n.why,
+        "message": n.message,
+        "wave": n.wave,
+        "canary": n.canary,
+        "evict": n.evict,
+        "evictionBlocked": n.blocked,
+        "evictionRefused": n.refused,
+    }
+
+
+def _gate(g: GateLine) -> dict[str, Any]:
+    return {"gate": g.gate, "reason": g.reason, "message": g.message, "nodes": list(g.nodes) or (), "until": g.until}
+
+
+def _decide(inp: PreviewInput, dj: Obj, kept: KeptPlan, now: datetime, checked: Validation) -> Decision:
+    namespace = str((dj.get("metadata") or {}).get("namespace") or "")
+    allowed = inp.allowed_namespaces if inp.allowed_namespaces is not None else frozenset({namespace})
+    uid = (dj.get("metadata") or {}).get("uid")
+    records = {
+        str(n["metadata"]["name"]): r for n in inp.nodes if (r := record_of(n)) is not None and uid and r.uid == uid
+    }
+    return decide(
+        DecisionInput(
+            dj,
+            kept,
+            now,
+            alerts=inp.alerts,
+            order=inp.order,
+            maintenance=MaintenanceInput(records, {}, allowed),
+            checked=checked,
+        )
+    )
+
+
+def _passes(inp: PreviewInput, checked: Validation, now: datetime) -> tuple[Decision, KeptPlan, int]:
+    """The controller's passes until one acts (or changes nothing more in the status)."""
+    dj = inp.dj
+    passes = 0
+    while True:
+        kept = KeptPlan.of(inp.jobs, inp.nodes)
+        decision = _decide(inp, dj, kept, now, checked)
+        passes += 1
+        status = dict(dj.get("status") or {})
+        acts = decision.creates or decision.deletes or (decision.node_work is not None and decision.node_work.writes)
+        recorded = all(status.get(k) == decision.status.get(k) for k in ("currentRevision", "currentRun"))
+        if acts or recorded or passes >= PASSES_MAX:
+            return decision, kept, passes
+        dj = {**dj, "status": {**status, **decision.status}}
+
+
+def _first_wave(decision: Decision) -> list[str]:
+    nodes = [c.node for c in decision.creates]
+    nodes += [d.node for d in decision.deletes if d.reason in (OLD_REVISION, OLD_RUN) and d.node]
+    if decision.node_work is not None:
+        nodes += [c.node for c in decision.node_work.cordons]
+    return list(dict.fromkeys(nodes))
+
+
+def _turn_nodes(turns: Turns) -> list[str]:
+    return [t.node for t in (*turns.replacing, *turns.starting)]
+
+
+def _gates(decision: Decision, all_turns: list[str]) -> tuple[list[GateLine], dict[str, str]]:
+    """Each gate that holds turns back, and which nodes each holds (by the turns it took out)."""
+    gating = decision.gating
+    assert gating is not None
+    lines, held = [], {}
+    before = all_turns
+    for hold in gating.holds:
+        after = _turn_nodes(hold.turns) if hold.turns is not None else before
+        taken = [n for n in before if n not in set(after)]
+        for node in taken:
+            held.setdefault(node, hold.gate)
+        if hold.reason and (hold.blocks or taken or hold.limit is not None):
+            until = format_time(hold.wake) if hold.wake is not None and hold.gate == GATE_WINDOW else None
+            lines.append(GateLine(hold.gate, hold.reason, hold.message, tuple(taken), until))
+        before = after
+    return lines, held
+
+
+def _chunks(nodes: list[str], size: int | None) -> list[list[str]]:
+    if not nodes:
+        return []
+    size = size or len(nodes)
+    return [nodes[i : i + size] for i in range(0, len(nodes), size)]
+
+
+def preview(inp: PreviewInput) -> Preview:
+    """The plan of `inp.dj` over `inp`'s cluster objects."""
+    dj = inp.dj
+    meta = dj.get("metadata") or {}
+    checked = validate(dj)
+    decision, kept, passes = _passes(inp, checked, inp.now)
+    reading = decision.reading
+    gating = decision.gating
+    assert reading is not None and gating is not None
+    plan = reading.plan
+    all_turns = _turn_nodes(plan.turns(None, None))
+    gates, held = _gates(decision, all_turns)
+    order = [n for n in _turn_nodes(gating.turns) if n not in held]
+    first = _first_wave(decision)
+    window = window_state(checked.rollout.window, inp.now)
+    if not first and not window.open and window.opens_at is not None:
+        first = _first_wave(_passes(inp, checked, window.opens_at)[0])  # the wave the window lets through
+    canary = reading.canary
+    canary_now: list[str] = []
+    rest = [n for n in order if n not in first]
+    if canary.limit is not None:  # the nodes with a Job of this rollout, and those starting it now
+        known = canary_nodes(kept.job_views(), reading.revision.name, reading.step.current_run)
+        canary_now = sorted({*known, *first[: canary.limit]})
+    waves = [first, *_chunks(rest, gating.slots)] if first else _chunks(rest, gating.slots)
+    wave_of = {n: i + 1 for i, wave in enumerate(waves) for n in wave}
+    budgets = list(inp.budgets)
+    pods_by_node: dict[str, list[Obj]] = {}
+    for pod in inp.pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            pods_by_node.setdefault(node, []).append(pod)
+    drain = checked.maintenance.drain if checked.maintenance is not None else None
+    eligibility = checked.eligibility
+    lines = []
+    for node in sorted(inp.nodes, key=lambda n: str(n["metadata"]["name"])):
+        name = str(node["metadata"]["name"])
+        verdict: Ineligible | None = eligibility.ineligible(node) if eligibility is not None else None
+        part = kept.part(name)
+        line = NodeLine(name, SKIPPED, wave=wave_of.get(name), canary=name in canary_now)
+        if verdict is not None:
+            nodename = verdict.message.endswith(".nodeName")
+            line.why, line.message = (NODE_NAME if nodename else verdict.kind), verdict.message
+            if part is not None and part.held is not None:
+                line.state = KEEPS
+        elif name in held:
+            line.state, line.why = HELD, held[name]
+        elif name in wave_of:
+            line.state = RUNS
+        elif part is not None and part.state in (SUCCEEDED, ACTIVE, FAILED):
+            line.state = {SUCCEEDED: DONE, ACTIVE: RUNNING, FAILED: FAILED_STATE}[part.state]
+        else:
+            line.state = WAITS
+        if drain is not None and line.state == RUNS:
+            verdicts = pods_to_evict(pods_by_node.get(name, ()), drain, str(meta.get("namespace") or ""), meta["name"])
+            line.evict = [f"{p['metadata'].get('namespace')}/{p['metadata'].get('name')}" for p in verdicts.evict]
+            line.blocked = verdicts.blocked
+            line.refused = refusing_budgets(verdicts.evict, budgets_of(budgets))
+        lines.append(line)
+    reruns = [n for n in [*first, *rest] if (kept.node(n) or (None, ()))[1]]
+    return Preview(
+        name=str(meta.get("name") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        revision=reading.revision.name,
+        previous=reading.revision.previous,
+        template_hash=reading.revision.template_hash,
+        reruns=reruns,
+        nodes=lines,
+        order=[*first, *rest],
+        waves=waves,
+        slots=gating.slots,
+        canary=canary_now,
+        canary_count=canary.count,
+        window=_window(window, checked),
+        gates=gates,
+        conditions=list(decision.status.get("conditions") or ()),
+        passes=passes,
+    )
+
+
+def _window(state: Any, checked: Validation) -> dict[str, Any]:
+    window = checked.rollout.window
+    if window is None:
+        return {}
+    out: dict[str, Any] = {"open": state.open, "schedule": window.schedule.expression}
+    if state.opens_at is not None:
+        out["opensAt"] = format_time(state.opens_at)
+    if state.closes_at is not None:
+        out["closesAt"] = format_time(state.closes_at)
+    return out
+
+
+def with_applied(new: Obj, applied: Obj | None) -> dict[str, Any]:
+    """`new` as the API server would store it over `applied`: the applied one's identity and
+    status kept, the generation moved when the spec changes."""
+    if applied is None:
+        meta = dict(new.get("metadata") or {})
+        meta.setdefault("generation", 1)
+        return {**new, "metadata": meta, "status": {}}
+    old_meta = applied.get("metadata") or {}
+    meta = {**old_meta, **{k: v for k, v in (new.get("metadata") or {}).items() if k in ("labels", "annotations")}}
+    generation = old_meta.get("generation") or 1
+    if (new.get("spec") or {}) != (applied.get("spec") or {}):
+        meta["generation"] = generation + 1
+    return {**applied, "spec": new.get("spec") or {}, "metadata": meta}
