@@ -1,7 +1,8 @@
 """`kubectl daemonjob`: per-node answers about DaemonJobs (kubectl finds `kubectl-daemonjob` on PATH).
 
 Exit status: 0 fine; 1 an error (bad input, no such DaemonJob, no cluster, timeout);
-2 the DaemonJob has failed nodes (`status`) or its rollout or run failed (`wait`, `run-now --wait`).
+2 the DaemonJob has failed nodes (`status`) or its rollout or run failed (`wait`, `run-now --wait`);
+`plan` exits 1 when the DaemonJob would be refused or Stalled.
 """
 
 from __future__ import annotations
@@ -14,7 +15,20 @@ from typing import Any
 import urllib3
 
 from daemonjob import defaults
-from daemonjob.kubectl import client, create, listing, logs, promote, release, rerun, runnow, status, suspend, wait
+from daemonjob.kubectl import (
+    client,
+    create,
+    listing,
+    logs,
+    plan,
+    promote,
+    release,
+    rerun,
+    runnow,
+    status,
+    suspend,
+    wait,
+)
 from daemonjob.kubectl.client import PluginError
 from daemonjob.machinery.kube import ApiError
 
@@ -67,6 +81,12 @@ EXAMPLES = {
   kubectl daemonjob create upgrade --image tool:1.2 -l pool=gpu --max-parallel 10% -- upgrade.sh
   kubectl daemonjob create nightly --image tool:1.2 --schedule '0 3 * * *' --time-zone Europe/Berlin -- cleanup
   kubectl daemonjob create x --image busybox:1.36 --dry-run=client -o yaml -- true
+""",
+    "plan": """examples:
+  kubectl daemonjob plan -f node-setup.yaml        # before kubectl apply: nodes, order, waves, gates
+  kubectl daemonjob plan node-setup                # the applied one, on the cluster as it is now
+  kubectl daemonjob plan -f node-setup.yaml -o json | jq '.waves[0]'
+exit status: 0; 1 when the DaemonJob would be refused or Stalled
 """,
     "list": """examples:
   kubectl daemonjob list -A
@@ -251,6 +271,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _output_flag(p, ("json", "yaml"))
     p.add_argument("args", nargs="*", metavar="-- COMMAND", help="the command and its arguments")
+
+    p = command(
+        "plan",
+        "Show what a DaemonJob would do now: revision, eligible nodes and why not, order, waves, gates, drains.",
+        plan.run,
+    )
+    p.add_argument("name", metavar="NAME", nargs="?", help="a DaemonJob applied (or -f FILE)")
+    p.add_argument("-f", "--filename", metavar="FILE", help="a DaemonJob not applied yet, or changed (- for stdin)")
+    _output_flag(p, ("json", "yaml"))
 
     p = command("list", "List DaemonJobs with their counts.", listing.run)
     p.add_argument("-l", "--selector", help="DaemonJobs with these labels")

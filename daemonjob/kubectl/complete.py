@@ -21,9 +21,9 @@ NO_FILE = 4
 FILTER_DIRS = 16
 
 # whose NAME is an existing DaemonJob
-_NAME_COMMANDS = {"status", "wait", "logs", "rerun", "pause", "resume", "run-now", "promote", "release"}
+_NAME_COMMANDS = {"status", "wait", "logs", "rerun", "pause", "resume", "run-now", "promote", "release", "plan"}
 _DIR_FLAGS = {"--output-dir"}
-_FILE_FLAGS = {"--kubeconfig"}
+_FILE_FLAGS = {"--kubeconfig", "--filename"}
 
 Lookup = Callable[[str, argparse.Namespace], list[str]]  # (what, connection flags) -> names
 

@@ -20,6 +20,14 @@ STATE_STYLES = {
     "pending": "yellow",
     "terminating": "magenta",
     "ineligible": "dim",
+    # plan
+    "runs": "cyan",
+    "done": "green",
+    "running": "cyan",
+    "held": "yellow",
+    "waits": "yellow",
+    "keeps": "magenta",
+    "-": "dim",
 }
 
 

@@ -1,0 +1,78 @@
+"""`plan`'s words: the revision, the verdict, the gates and waves, then one row per node."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from daemonjob.domain.preview import NodeLine, Preview
+from daemonjob.kubectl import output
+
+HEADERS = ("NODE", "STATE", "WAVE", "WHY", "DETAIL")
+WAVES_SHOWN = 10  # waves listed by their nodes; the rest are counted
+NODES_PER_WAVE_SHOWN = 12
+
+
+def _names(nodes: list[str], most: int = NODES_PER_WAVE_SHOWN) -> str:
+    shown = ", ".join(nodes[:most])
+    return shown + (f" (+{len(nodes) - most} more)" if len(nodes) > most else "")
+
+
+def header_lines(plan: Preview, refused: list[str]) -> list[str]:
+    lines = [f"DaemonJob {plan.namespace}/{plan.name}"]
+    if plan.new_revision:
+        was = f", replacing {plan.previous}" if plan.previous else ""
+        reruns = f"; re-runs {len(plan.reruns)} node(s) that ran an earlier one" if plan.reruns else ""
+        lines.append(f"Revision:   {plan.revision} (new{was}){reruns}")
+    else:
+        lines.append(f"Revision:   {plan.revision} (unchanged: no node runs it again)")
+    for message in refused:
+        lines.append(f"Refused:    {message}")
+    stalled = plan.stalled
+    if stalled is not None:
+        lines.append(f"Stalled:    {stalled.get('reason')}: {stalled.get('message')}")
+    eligible = [n for n in plan.nodes if n.state != "-"]
+    limit = f"maxParallel {plan.slots}" if plan.slots is not None else "no maxParallel"
+    lines.append(
+        f"Nodes:      {len(eligible)} of {len(plan.nodes)} eligible; {len(plan.order)} to run, "
+        f"{limit}, {len(plan.waves)} wave(s)"
+    )
+    if plan.canary_count:
+        lines.append(f"Canary:     {plan.canary_count} node(s) first: {_names(plan.canary) or 'none yet'}")
+    if plan.window:
+        state = "open" if plan.window.get("open") else "closed"
+        when = plan.window.get("opensAt") or plan.window.get("closesAt")
+        verb = "next opens at" if not plan.window.get("open") else "closes at"
+        lines.append(f"Window:     {plan.window['schedule']!r}, {state}" + (f"; {verb} {when}" if when else ""))
+    for gate in plan.gates:
+        held = f" [{_names(list(gate.nodes))}]" if gate.nodes else ""
+        lines.append(f"Held by:    {gate.gate} ({gate.reason}): {gate.message}{held}")
+    for i, wave in enumerate(plan.waves[:WAVES_SHOWN], 1):
+        lines.append(f"Wave {i}:{' ' * max(1, 6 - len(str(i)))}{_names(wave)}")
+    if len(plan.waves) > WAVES_SHOWN:
+        lines.append(f"            ... {len(plan.waves) - WAVES_SHOWN} more wave(s)")
+    return lines
+
+
+def _detail(line: NodeLine) -> str:
+    parts = []
+    if line.canary:
+        parts.append("canary")
+    if line.evict:
+        parts.append(f"evicts {', '.join(line.evict)}")
+    for pod, why in line.refused.items():
+        parts.append(f"{pod} refused now: {why}")
+    parts.extend(line.blocked)
+    if line.message:
+        parts.append(line.message)
+    return "; ".join(parts)
+
+
+def show(plan: Preview, refused: list[str], stream: TextIO | None = None) -> None:
+    stream = stream or sys.stdout
+    stream.write("\n".join(header_lines(plan, refused)) + "\n\n")
+    rows = [(n.name, n.state, str(n.wave) if n.wave is not None else "", n.why or "", _detail(n)) for n in plan.nodes]
+    if rows:
+        output.print_table(HEADERS, rows, state_column=1, stream=stream)
+    else:
+        stream.write("No nodes.\n")
