@@ -34,6 +34,7 @@ class NodeWatcher:
     cordons: Counter[str] = field(default_factory=Counter)  # node -> schedulable -> unschedulable transitions
     uncordons: Counter[str] = field(default_factory=Counter)
     max_held: int = 0  # most nodes at once carrying a record and cordoned
+    cordon_order: list[str] = field(default_factory=list)  # the nodes in the order they were cordoned
     _nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _follower: Follower | None = None
@@ -81,6 +82,7 @@ class NodeWatcher:
         old = self._nodes.get(name)
         if old is not None and not _cordoned(old) and _cordoned(node):
             self.cordons[name] += 1
+            self.cordon_order.append(name)
         if old is not None and _cordoned(old) and not _cordoned(node):
             self.uncordons[name] += 1
         self._nodes[name] = node
