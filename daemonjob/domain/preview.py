@@ -180,19 +180,23 @@ def _decide(inp: PreviewInput, dj: Obj, kept: KeptPlan, now: datetime, checked: 
     )
 
 
-def _passes(inp: PreviewInput, checked: Validation, now: datetime) -> tuple[Decision, KeptPlan, int]:
-    """The controller's passes until one acts (or changes nothing more in the status)."""
+def _passes(inp: PreviewInput, checked: Validation, now: datetime) -> tuple[Decision, KeptPlan, int, str | None]:
+    """The controller's passes until one acts (or changes nothing more in the status): each
+    writes its status, which the next reads."""
     dj = inp.dj
     passes = 0
+    previous = None  # the revision the applied status records, as the first pass reads it
     while True:
         kept = KeptPlan.of(inp.jobs, inp.nodes)
         decision = _decide(inp, dj, kept, now, checked)
+        if not passes and decision.reading is not None:
+            previous = decision.reading.revision.previous
         passes += 1
         status = dict(dj.get("status") or {})
         acts = decision.creates or decision.deletes or (decision.node_work is not None and decision.node_work.writes)
         recorded = all(status.get(k) == decision.status.get(k) for k in ("currentRevision", "currentRun"))
         if acts or recorded or passes >= PASSES_MAX:
-            return decision, kept, passes
+            return decision, kept, passes, previous
         dj = {**dj, "status": {**status, **decision.status}}
 
 
@@ -212,7 +216,8 @@ def _gates(decision: Decision, all_turns: list[str]) -> tuple[list[GateLine], di
     """Each gate that holds turns back, and which nodes each holds (by the turns it took out)."""
     gating = decision.gating
     assert gating is not None
-    lines, held = [], {}
+    lines: list[GateLine] = []
+    held: dict[str, str] = {}
     before = all_turns
     for hold in gating.holds:
         after = _turn_nodes(hold.turns) if hold.turns is not None else before
@@ -238,7 +243,7 @@ def preview(inp: PreviewInput) -> Preview:
     dj = inp.dj
     meta = dj.get("metadata") or {}
     checked = validate(dj)
-    decision, kept, passes = _passes(inp, checked, inp.now)
+    decision, kept, passes, previous = _passes(inp, checked, inp.now)
     reading = decision.reading
     gating = decision.gating
     assert reading is not None and gating is not None
@@ -296,7 +301,7 @@ def preview(inp: PreviewInput) -> Preview:
         name=str(meta.get("name") or ""),
         namespace=str(meta.get("namespace") or ""),
         revision=reading.revision.name,
-        previous=reading.revision.previous,
+        previous=previous,
         template_hash=reading.revision.template_hash,
         reruns=reruns,
         nodes=lines,
