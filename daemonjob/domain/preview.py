@@ -102,6 +102,7 @@ class Preview:
     slots: int | None
     canary: list[str]
     canary_count: int
+    promote_before: int | None  # the first wave that waits for a promote (spec.rollout.canary)
     window: dict[str, Any]
     gates: list[GateLine]
     conditions: list[dict[str, Any]]
@@ -135,7 +136,11 @@ class Preview:
             "order": self.order,
             "maxParallel": self.slots,
             "waves": self.waves,
-            "canary": {"count": self.canary_count, "nodes": self.canary} if self.canary_count else None,
+            "canary": (
+                {"count": self.canary_count, "nodes": self.canary, "promoteBeforeWave": self.promote_before}
+                if self.canary_count
+                else None
+            ),
             "window": self.window or None,
             "gates": [{k: v for k, v in _gate(g).items() if v not in (None, ())} for g in self.gates],
             "conditions": self.conditions,
@@ -258,10 +263,17 @@ def preview(inp: PreviewInput) -> Preview:
     canary = reading.canary
     canary_now: list[str] = []
     rest = [n for n in order if n not in first]
-    if canary.limit is not None:  # the nodes with a Job of this rollout, and those starting it now
+    promote_before = None
+    if canary.limit is not None:  # the nodes with a Job of this rollout, and the next ones to start it
         known = canary_nodes(kept.job_views(), reading.revision.name, reading.step.current_run)
-        canary_now = sorted({*known, *first[: canary.limit]})
-    waves = [first, *_chunks(rest, gating.slots)] if first else _chunks(rest, gating.slots)
+        head = [*first, *rest][: canary.limit]
+        canary_now = sorted({*known, *head})
+        tail = [n for n in rest if n not in head]
+        waves = [w for w in [first, *_chunks([n for n in rest if n in head], gating.slots)] if w]
+        promote_before = len(waves) + 1 if tail else None
+        waves += _chunks(tail, gating.slots)
+    else:
+        waves = [first, *_chunks(rest, gating.slots)] if first else _chunks(rest, gating.slots)
     wave_of = {n: i + 1 for i, wave in enumerate(waves) for n in wave}
     budgets = list(inp.budgets)
     pods_by_node: dict[str, list[Obj]] = {}
@@ -309,6 +321,7 @@ def preview(inp: PreviewInput) -> Preview:
         waves=waves,
         slots=gating.slots,
         canary=canary_now,
+        promote_before=promote_before,
         canary_count=canary.count,
         window=_window(window, checked),
         gates=gates,

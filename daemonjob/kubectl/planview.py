@@ -46,9 +46,13 @@ def header_lines(plan: Preview, refused: list[str]) -> list[str]:
         lines.append(f"Window:     {plan.window['schedule']!r}, {state}" + (f"; {verb} {when}" if when else ""))
     for gate in plan.gates:
         held = f" [{_names(list(gate.nodes))}]" if gate.nodes else ""
-        lines.append(f"Held by:    {gate.gate} ({gate.reason}): {gate.message}{held}")
+        message = gate.message
+        if gate.gate == "canary" and "first: ;" in message:  # said before any canary node started
+            message = f"the other nodes wait for the canary on {_names(plan.canary)}, then for a promote"
+        lines.append(f"Held by:    {gate.gate} ({gate.reason}): {message}{held}")
     for i, wave in enumerate(plan.waves[:WAVES_SHOWN], 1):
-        lines.append(f"Wave {i}:{' ' * max(1, 6 - len(str(i)))}{_names(wave)}")
+        after = " (after: kubectl daemonjob promote)" if i == plan.promote_before else ""
+        lines.append(f"Wave {i}:{' ' * max(1, 6 - len(str(i)))}{_names(wave)}{after}")
     if len(plan.waves) > WAVES_SHOWN:
         lines.append(f"            ... {len(plan.waves) - WAVES_SHOWN} more wave(s)")
     return lines

@@ -82,7 +82,10 @@ def test_canary_nodes_go_first_and_the_rest_waits_for_a_promote() -> None:
     plan = plan_of(daemonjob(rollout={"canary": 2}), nodes("n1", "n2", "n3", "n4"))
     assert plan.canary == ["n1", "n2"] and plan.canary_count == 2
     assert plan.waves[0] == ["n1", "n2"] and [g.gate for g in plan.gates] == ["canary"]
-    assert [n.canary for n in plan.nodes] == [True, True, False, False]
+    assert [n.canary for n in plan.nodes] == [True, True, False, False] and plan.promote_before == 2
+    one_by_one = plan_of(daemonjob(maxParallel=1, rollout={"canary": 2}), nodes("n1", "n2", "n3"))
+    assert one_by_one.waves == [["n1"], ["n2"], ["n3"]] and one_by_one.canary == ["n1", "n2"]
+    assert one_by_one.promote_before == 3
 
 
 def test_a_closed_window_says_when_it_opens_and_the_wave_it_then_starts() -> None:
