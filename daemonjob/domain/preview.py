@@ -21,6 +21,7 @@ from daemonjob.domain.actions import Turns
 from daemonjob.domain.decide import Decision, decide
 from daemonjob.domain.drainpods import budgets_of, pods_to_evict, refusing_budgets
 from daemonjob.domain.eligibility import Ineligible
+from daemonjob.domain.gates.alerts import GATE_ALERTS
 from daemonjob.domain.gates.canary import canary_nodes
 from daemonjob.domain.gates.window import GATE_WINDOW, window_state
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
@@ -34,6 +35,11 @@ from daemonjob.domain.validate import Validation, validate
 
 __all__ = ["PreviewInput", "Preview", "NodeLine", "GateLine", "preview", "with_applied", "NODE_NAME", "PASSES_MAX"]
 
+ALERTS_NOT_READ = "AlertsNotRead"
+ALERTS_NOT_READ_MESSAGE = (
+    "spec.rollout.haltOnAlerts: the controller halts while a matching alert fires in Prometheus; "
+    "not read here (--prometheus-url), taken as none firing"
+)
 PASSES_MAX = 4  # passes that only write the status (a revision, a run) before the first wave
 NODE_NAME = "nodeName"  # the word for a node the template's nodeName leaves out
 
@@ -63,6 +69,7 @@ class PreviewInput:
     pods: Sequence[Obj] = ()  # the pods bound to nodes (node maintenance)
     budgets: Sequence[Obj] = ()  # PodDisruptionBudgets
     alerts: FiringAlerts = FiringAlerts(unknown=None)  # none firing unless told
+    alerts_read: bool = False  # `alerts` was read from Prometheus (haltOnAlerts)
     allowed_namespaces: frozenset[str] | None = None  # node maintenance (None: the DaemonJob's namespace)
 
 
@@ -107,6 +114,7 @@ class Preview:
     gates: list[GateLine]
     conditions: list[dict[str, Any]]
     passes: int  # passes the controller makes before the first wave starts
+    starting: list[str]  # the nodes the controller would start now (none while a gate holds every node)
 
     @property
     def new_revision(self) -> bool:
@@ -136,6 +144,7 @@ class Preview:
             "order": self.order,
             "maxParallel": self.slots,
             "waves": self.waves,
+            "startingNow": self.starting,
             "canary": (
                 {"count": self.canary_count, "nodes": self.canary, "promoteBeforeWave": self.promote_before}
                 if self.canary_count
@@ -231,7 +240,8 @@ def _gates(decision: Decision, all_turns: list[str]) -> tuple[list[GateLine], di
             held.setdefault(node, hold.gate)
         if hold.reason and (hold.blocks or taken or hold.limit is not None):
             until = format_time(hold.wake) if hold.wake is not None and hold.gate == GATE_WINDOW else None
-            lines.append(GateLine(hold.gate, hold.reason, hold.message, tuple(taken), until))
+            nodes = tuple(before) if hold.blocks else tuple(taken)
+            lines.append(GateLine(hold.gate, hold.reason, hold.message, nodes, until))
         before = after
     return lines, held
 
@@ -255,8 +265,10 @@ def preview(inp: PreviewInput) -> Preview:
     plan = reading.plan
     all_turns = _turn_nodes(plan.turns(None, None))
     gates, held = _gates(decision, all_turns)
+    if checked.rollout.halt_on_alerts and not inp.alerts_read:
+        gates.append(GateLine(GATE_ALERTS, ALERTS_NOT_READ, ALERTS_NOT_READ_MESSAGE))
     order = [n for n in _turn_nodes(gating.turns) if n not in held]
-    first = _first_wave(decision)
+    first = starting = _first_wave(decision)
     window = window_state(checked.rollout.window, inp.now)
     if not first and not window.open and window.opens_at is not None:
         first = _first_wave(_passes(inp, checked, window.opens_at)[0])  # the wave the window lets through
@@ -322,6 +334,7 @@ def preview(inp: PreviewInput) -> Preview:
         slots=gating.slots,
         canary=canary_now,
         promote_before=promote_before,
+        starting=starting,
         canary_count=canary.count,
         window=_window(window, checked),
         gates=gates,

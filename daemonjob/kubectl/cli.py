@@ -279,6 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("name", metavar="NAME", nargs="?", help="a DaemonJob applied (or -f FILE)")
     p.add_argument("-f", "--filename", metavar="FILE", help="a DaemonJob not applied yet, or changed (- for stdin)")
+    p.add_argument(
+        "--prometheus-url",
+        metavar="URL",
+        help="read the firing alerts of spec.rollout.haltOnAlerts there, as the controller does",
+    )
     _output_flag(p, ("json", "yaml"))
 
     p = command("list", "List DaemonJobs with their counts.", listing.run)

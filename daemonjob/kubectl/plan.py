@@ -23,8 +23,9 @@ from typing import Any
 import yaml
 
 from daemonjob.admission import review
+from daemonjob.controller.alertpoller import AlertPoller
 from daemonjob.domain.decide import decide
-from daemonjob.domain.inputs import DecisionInput
+from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.jobs import (
     ACTIVE,
     API_VERSION,
@@ -173,9 +174,19 @@ def _policy_version(target: Target) -> str:
     return "policy/v1" if "v1" in versions else "policy/v1beta1"
 
 
-def make_plan(target: Target, name: str | None, path: str | None) -> tuple[Preview, list[str]]:
+def _alerts(url: str) -> FiringAlerts:
+    """The firing alerts as the controller's poller reads them (unreachable: unknown, which halts)."""
+    poller = AlertPoller(url, lambda: None)
+    poller.poll_once()
+    return poller.current()
+
+
+def make_plan(
+    target: Target, name: str | None, path: str | None, prometheus_url: str | None = None
+) -> tuple[Preview, list[str]]:
     """The plan of the applied DaemonJob `name`, or of the one in file `path`; and the
-    webhook's refusal of that file (empty: it would be let in)."""
+    webhook's refusal of that file (empty: it would be let in). `prometheus_url`: where the
+    controller reads the alerts of spec.rollout.haltOnAlerts (None: taken as none firing)."""
     new = load_file(path) if path is not None else None
     if new is not None:
         name = (new.get("metadata") or {}).get("name")
@@ -224,13 +235,15 @@ def make_plan(target: Target, name: str | None, path: str | None) -> tuple[Previ
         )
         if order is not None:
             inp = replace(inp, order=order)
+        if prometheus_url and spec.rollout.halt_on_alerts:
+            inp = replace(inp, alerts=_alerts(prometheus_url), alerts_read=True)
     return preview(inp), refused
 
 
 def run(args: argparse.Namespace, target: Target) -> int:
     if (args.name is None) == (args.filename is None):
         raise PluginError("give either NAME (a DaemonJob applied) or -f FILE (one to apply)")
-    plan, refused = make_plan(target, args.name, args.filename)
+    plan, refused = make_plan(target, args.name, args.filename, args.prometheus_url)
     if args.output:
         output.dump({**plan.as_dict(), "refused": refused or None}, args.output)
     else:

@@ -50,6 +50,8 @@ def header_lines(plan: Preview, refused: list[str]) -> list[str]:
         if gate.gate == "canary" and "first: ;" in message:  # said before any canary node started
             message = f"the other nodes wait for the canary on {_names(plan.canary)}, then for a promote"
         lines.append(f"Held by:    {gate.gate} ({gate.reason}): {message}{held}")
+    if plan.waves and not plan.starting:
+        lines.append("Now:        no node starts yet; the waves follow once what holds them lets go")
     for i, wave in enumerate(plan.waves[:WAVES_SHOWN], 1):
         after = " (after: kubectl daemonjob promote)" if i == plan.promote_before else ""
         lines.append(f"Wave {i}:{' ' * max(1, 6 - len(str(i)))}{_names(wave)}{after}")

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob.domain.drainpods import budgets_of, refusing_budgets
+from daemonjob.domain.inputs import FiringAlerts
 from daemonjob.domain.order import OrderInput
 from daemonjob.domain.orderview import order_input
 from daemonjob.domain.preview import Preview, PreviewInput, preview, with_applied
@@ -94,7 +95,7 @@ def test_a_closed_window_says_when_it_opens_and_the_wave_it_then_starts() -> Non
     assert plan.window == {"open": False, "schedule": "0 22 * * *", "opensAt": "2024-03-06T21:00:00Z"}
     (gate,) = plan.gates
     assert (gate.gate, gate.reason, gate.until) == ("window", "WaitingForWindow", "2024-03-06T21:00:00Z")
-    assert plan.waves == [["n1"], ["n2"]]
+    assert plan.waves == [["n1"], ["n2"]] and plan.starting == []
 
 
 def test_the_exclusion_group_and_after_hold_nodes_and_a_missing_dependency_stalls() -> None:
@@ -204,3 +205,13 @@ def test_the_words_name_the_revision_the_gates_the_waves_and_the_refusal() -> No
     text = out.getvalue()
     for words in ("(new)", "Refused:    spec.maxParallel", "Canary:     1 node(s) first: n1", "Wave 1:", "NODE"):
         assert words in text, text
+
+
+def test_alerts_not_read_are_named_and_a_firing_one_read_holds_every_node() -> None:
+    dj = daemonjob(rollout={"haltOnAlerts": [{"alertname": "EtcdDown"}]})
+    unread = plan_of(dj, nodes("n1"))
+    assert [(g.gate, g.reason) for g in unread.gates] == [("alerts", "AlertsNotRead")] and unread.waves == [["n1"]]
+    firing = FiringAlerts(firing=((("alertname", "EtcdDown"),),), unknown=None)
+    halted = plan_of(dj, nodes("n1"), alerts=firing, alerts_read=True)
+    assert [(g.gate, g.reason, g.nodes) for g in halted.gates] == [("alerts", "HaltedByAlerts", ("n1",))]
+    assert halted.starting == [] and halted.waves == [["n1"]]  # once the alert resolves
