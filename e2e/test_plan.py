@@ -116,7 +116,7 @@ def test_the_plan_is_what_the_controller_then_does(
     ):
         api.apply(body)
         wait_for(lambda: len(watch.cordon_order) >= 3, 60, "the first wave cordoned")
-        assert sorted(watch.cordon_order[:3]) == doc["waves"][0], watch.cordon_order
+        assert watch.cordon_order[:3] == doc["waves"][0], watch.cordon_order
         api.wait_status(
             "accuracy",
             lambda d: (
@@ -151,6 +151,14 @@ def test_plan_of_an_applied_daemonjob_says_what_is_left(
     doc = yaml.safe_load(text)
     assert code == 0 and doc["revision"]["new"] and sorted(doc["revision"]["rerunsNodes"]) == names, doc["revision"]
     assert doc["waves"] == [names[:2], names[2:]]
+    with JobWatcher(api.kube, api.namespace, "again") as watcher:
+        api.apply(body)  # the controller replaces the first wave's Jobs first
+        api.wait_status(
+            "again", lambda d: d["status"].get("currentRevision") == doc["revision"]["name"], "the new revision"
+        )
+        api.wait_complete("again", 3)
+        order = [c.node for c in watcher.created if c.revision == doc["revision"]["name"]]
+    assert sorted(order[:2]) == doc["waves"][0] and order[2:] == doc["waves"][1], order
 
 
 def test_exit_status_is_1_for_a_refused_and_for_a_stalled_daemonjob(
