@@ -421,9 +421,11 @@ def test_completion_offers_commands_flags_and_choices_without_a_cluster() -> Non
         "promote",
         "release",
         "create",
+        "plan",
         "list",
     }
     assert complete(["rollout", ""], no_cluster)[0] == ["status\tThe same as `wait`"]
+    assert complete(["plan", "-f", ""], no_cluster) == ([], 0)  # a file: the shell's own
     assert complete(["status", "x", "--f"], no_cluster)[0] == ["--failed"]
     assert complete(["status", "x", "-o", ""], no_cluster)[0] == ["wide", "json", "yaml"]
     assert complete(["status", "x", "--output=j"], no_cluster)[0] == ["--output=wide", "--output=json", "--output=yaml"]
