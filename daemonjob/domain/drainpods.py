@@ -93,8 +93,8 @@ class Budget:
 def budgets_of(objects: Iterable[Mapping[str, Any]]) -> list[Budget]:
     """The budgets that select pods (a null selector selects none; an unreadable one is left out)."""
     out = []
-    for obj in objects:
-        meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    for pdb in objects:
+        meta, spec, status = pdb.get("metadata") or {}, pdb.get("spec") or {}, pdb.get("status") or {}
         if spec.get("selector") is None:
             continue
         try:

@@ -23,7 +23,7 @@ from daemonjob.domain.drainpods import budgets_of, pods_to_evict, refusing_budge
 from daemonjob.domain.eligibility import Ineligible
 from daemonjob.domain.gates.alerts import GATE_ALERTS
 from daemonjob.domain.gates.canary import canary_nodes
-from daemonjob.domain.gates.window import GATE_WINDOW, window_state
+from daemonjob.domain.gates.window import GATE_WINDOW, WindowState, window_state
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, format_time
 from daemonjob.domain.keptplan import KeptPlan
@@ -95,6 +95,19 @@ class GateLine:
     until: str | None = None  # when it lets them through by the clock (a window opening)
 
 
+@dataclass(frozen=True, slots=True)
+class WindowLine:
+    open: bool
+    expression: str  # spec.rollout.window.schedule
+    zone: str
+    opens_at: str | None = None  # closed: when it next opens
+    closes_at: str | None = None  # open: when it closes
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"open": self.open, "schedule": self.expression, "timeZone": self.zone}
+        return out | {k: v for k, v in (("opensAt", self.opens_at), ("closesAt", self.closes_at)) if v is not None}
+
+
 @dataclass(slots=True)
 class Preview:
     name: str
@@ -110,7 +123,7 @@ class Preview:
     canary: list[str]
     canary_count: int
     promote_before: int | None  # the first wave that waits for a promote (spec.rollout.canary)
-    window: dict[str, Any]
+    window: WindowLine | None
     gates: list[GateLine]
     conditions: list[dict[str, Any]]
     passes: int  # passes the controller makes before the first wave starts
@@ -150,7 +163,7 @@ class Preview:
                 if self.canary_count
                 else None
             ),
-            "window": self.window or None,
+            "window": self.window.as_dict() if self.window is not None else None,
             "gates": [{k: v for k, v in _gate(g).items() if v not in (None, ())} for g in self.gates],
             "conditions": self.conditions,
             "stalled": self.stalled is not None,
@@ -343,16 +356,13 @@ def preview(inp: PreviewInput) -> Preview:
     )
 
 
-def _window(state: Any, checked: Validation) -> dict[str, Any]:
+def _window(state: WindowState, checked: Validation) -> WindowLine | None:
     window = checked.rollout.window
     if window is None:
-        return {}
-    out: dict[str, Any] = {"open": state.open, "schedule": window.schedule.expression}
-    if state.opens_at is not None:
-        out["opensAt"] = format_time(state.opens_at)
-    if state.closes_at is not None:
-        out["closesAt"] = format_time(state.closes_at)
-    return out
+        return None
+    opens = format_time(state.opens_at) if state.opens_at is not None else None
+    closes = format_time(state.closes_at) if state.closes_at is not None else None
+    return WindowLine(state.open, window.schedule.expression, window.schedule.zone_name, opens, closes)
 
 
 def with_applied(new: Obj, applied: Obj | None) -> dict[str, Any]:

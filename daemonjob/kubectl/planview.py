@@ -39,11 +39,11 @@ def header_lines(plan: Preview, refused: list[str]) -> list[str]:
     )
     if plan.canary_count:
         lines.append(f"Canary:     {plan.canary_count} node(s) first: {_names(plan.canary) or 'none yet'}")
-    if plan.window:
-        state = "open" if plan.window.get("open") else "closed"
-        when = plan.window.get("opensAt") or plan.window.get("closesAt")
-        verb = "next opens at" if not plan.window.get("open") else "closes at"
-        lines.append(f"Window:     {plan.window['schedule']!r}, {state}" + (f"; {verb} {when}" if when else ""))
+    window = plan.window
+    if window is not None:
+        when = f"; closes at {window.closes_at}" if window.open else f"; next opens at {window.opens_at or 'never'}"
+        state = "open" if window.open else "closed"
+        lines.append(f"Window:     {window.expression!r} in {window.zone}, {state}{when}")
     for gate in plan.gates:
         held = f" [{_names(list(gate.nodes))}]" if gate.nodes else ""
         message = gate.message

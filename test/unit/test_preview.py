@@ -92,7 +92,15 @@ def test_canary_nodes_go_first_and_the_rest_waits_for_a_promote() -> None:
 def test_a_closed_window_says_when_it_opens_and_the_wave_it_then_starts() -> None:
     window = {"schedule": "0 22 * * *", "duration": "4h", "timeZone": "Europe/Berlin"}
     plan = plan_of(daemonjob(maxParallel=1, rollout={"window": window}), nodes("n1", "n2"))
-    assert plan.window == {"open": False, "schedule": "0 22 * * *", "opensAt": "2024-03-06T21:00:00Z"}
+    assert plan.as_dict()["window"] == {
+        "open": False,
+        "schedule": "0 22 * * *",
+        "timeZone": "Europe/Berlin",
+        "opensAt": "2024-03-06T21:00:00Z",
+    }
+    out = io.StringIO()
+    planview.show(plan, [], stream=out)
+    assert "Window:     '0 22 * * *' in Europe/Berlin, closed; next opens at 2024-03-06T21:00:00Z" in out.getvalue()
     (gate,) = plan.gates
     assert (gate.gate, gate.reason, gate.until) == ("window", "WaitingForWindow", "2024-03-06T21:00:00Z")
     assert plan.waves == [["n1"], ["n2"]] and plan.starting == []
