@@ -13,14 +13,14 @@ opens. Node maintenance: each node's pods to evict by the drain's rule book
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from daemonjob.domain.actions import Turns
 from daemonjob.domain.decide import Decision, decide
 from daemonjob.domain.drainpods import budgets_of, pods_to_evict, refusing_budgets
-from daemonjob.domain.eligibility import Ineligible
+from daemonjob.domain.eligibility import POD_SPEC_PATH, Ineligible
 from daemonjob.domain.gates.alerts import GATE_ALERTS
 from daemonjob.domain.gates.canary import canary_nodes
 from daemonjob.domain.gates.window import GATE_WINDOW, WindowState, window_state
@@ -31,9 +31,24 @@ from daemonjob.domain.maintenance import MaintenanceInput
 from daemonjob.domain.noderecord import record_of
 from daemonjob.domain.order import OrderInput
 from daemonjob.domain.plan import OLD_REVISION, OLD_RUN
+from daemonjob.domain.previewreport import (
+    DONE,
+    FAILED_STATE,
+    HELD,
+    KEEPS,
+    NODE_NAME,
+    RUNNING,
+    RUNS,
+    SKIPPED,
+    WAITS,
+    GateLine,
+    NodeLine,
+    Preview,
+    WindowLine,
+)
 from daemonjob.domain.validate import Validation, validate
 
-__all__ = ["PreviewInput", "Preview", "NodeLine", "GateLine", "preview", "with_applied", "NODE_NAME", "PASSES_MAX"]
+__all__ = ["PreviewInput", "Preview", "preview", "with_applied", "PASSES_MAX"]
 
 ALERTS_NOT_READ = "AlertsNotRead"
 ALERTS_NOT_READ_MESSAGE = (
@@ -41,19 +56,8 @@ ALERTS_NOT_READ_MESSAGE = (
     "not read here (--prometheus-url), taken as none firing"
 )
 PASSES_MAX = 4  # passes that only write the status (a revision, a run) before the first wave
-NODE_NAME = "nodeName"  # the word for a node the template's nodeName leaves out
 
 Obj = Mapping[str, Any]
-
-# A node's state in the plan
-RUNS = "runs"  # it takes a turn in this rollout
-DONE = "done"  # its Job of this rollout succeeded
-RUNNING = "running"
-FAILED_STATE = "failed"
-HELD = "held"  # a gate keeps its turn back
-WAITS = "waits"  # eligible, its turn comes once a Job there is gone
-KEEPS = "keeps"  # running a Job though no longer eligible: it runs to completion
-SKIPPED = "-"  # not eligible
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,120 +75,6 @@ class PreviewInput:
     alerts: FiringAlerts = FiringAlerts(unknown=None)  # none firing unless told
     alerts_read: bool = False  # `alerts` was read from Prometheus (haltOnAlerts)
     allowed_namespaces: frozenset[str] | None = None  # node maintenance (None: the DaemonJob's namespace)
-
-
-@dataclass(slots=True)
-class NodeLine:
-    name: str
-    state: str
-    why: str = ""  # not eligible: NOT_SELECTED, NODE_NAME, TAINTED, CORDONED, NOT_READY; held: the gate
-    message: str = ""
-    wave: int | None = None  # 1 = the first wave
-    canary: bool = False
-    evict: list[str] = field(default_factory=list)  # namespace/name of the pods a drain evicts
-    blocked: list[str] = field(default_factory=list)  # pods a drain cannot evict, and why
-    refused: dict[str, str] = field(default_factory=dict)  # pod -> the PodDisruptionBudget refusing it now
-
-
-@dataclass(frozen=True, slots=True)
-class GateLine:
-    gate: str
-    reason: str
-    message: str
-    nodes: tuple[str, ...] = ()  # the nodes it holds back (every one when it holds all)
-    until: str | None = None  # when it lets them through by the clock (a window opening)
-
-
-@dataclass(frozen=True, slots=True)
-class WindowLine:
-    open: bool
-    expression: str  # spec.rollout.window.schedule
-    zone: str
-    opens_at: str | None = None  # closed: when it next opens
-    closes_at: str | None = None  # open: when it closes
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"open": self.open, "schedule": self.expression, "timeZone": self.zone}
-        return out | {k: v for k, v in (("opensAt", self.opens_at), ("closesAt", self.closes_at)) if v is not None}
-
-
-@dataclass(slots=True)
-class Preview:
-    name: str
-    namespace: str
-    revision: str
-    previous: str | None
-    template_hash: str
-    reruns: list[str]  # nodes with a Job of an earlier revision or run that run again
-    nodes: list[NodeLine]
-    order: list[str]
-    waves: list[list[str]]
-    slots: int | None
-    canary: list[str]
-    canary_count: int
-    promote_before: int | None  # the first wave that waits for a promote (spec.rollout.canary)
-    window: WindowLine | None
-    gates: list[GateLine]
-    conditions: list[dict[str, Any]]
-    passes: int  # passes the controller makes before the first wave starts
-    starting: list[str]  # the nodes the controller would start now (none while a gate holds every node)
-
-    @property
-    def new_revision(self) -> bool:
-        return self.previous != self.revision
-
-    @property
-    def stalled(self) -> dict[str, Any] | None:
-        return next((c for c in self.conditions if c.get("type") == "Stalled" and c.get("status") == "True"), None)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The document of `-o json`/`yaml`."""
-        return {
-            "name": self.name,
-            "namespace": self.namespace,
-            "revision": {
-                "name": self.revision,
-                "previous": self.previous,
-                "templateHash": self.template_hash,
-                "new": self.new_revision,
-                "rerunsNodes": self.reruns,
-            },
-            "eligibleNodes": [n.name for n in self.nodes if n.state != SKIPPED],
-            "nodes": [
-                {k: v for k, v in _line(n).items() if v not in (None, "", [], {}, False)} | {"state": n.state}
-                for n in self.nodes
-            ],
-            "order": self.order,
-            "maxParallel": self.slots,
-            "waves": self.waves,
-            "startingNow": self.starting,
-            "canary": (
-                {"count": self.canary_count, "nodes": self.canary, "promoteBeforeWave": self.promote_before}
-                if self.canary_count
-                else None
-            ),
-            "window": self.window.as_dict() if self.window is not None else None,
-            "gates": [{k: v for k, v in _gate(g).items() if v not in (None, ())} for g in self.gates],
-            "conditions": self.conditions,
-            "stalled": self.stalled is not None,
-        }
-
-
-def _line(n: NodeLine) -> dict[str, Any]:
-    return {
-        "name": n.name,
-        "why": n.why,
-        "message": n.message,
-        "wave": n.wave,
-        "canary": n.canary,
-        "evict": n.evict,
-        "evictionBlocked": n.blocked,
-        "evictionRefused": n.refused,
-    }
-
-
-def _gate(g: GateLine) -> dict[str, Any]:
-    return {"gate": g.gate, "reason": g.reason, "message": g.message, "nodes": list(g.nodes) or (), "until": g.until}
 
 
 def _decide(inp: PreviewInput, dj: Obj, kept: KeptPlan, now: datetime, checked: Validation) -> Decision:
@@ -300,39 +190,7 @@ def preview(inp: PreviewInput) -> Preview:
     else:
         waves = [first, *_chunks(rest, gating.slots)] if first else _chunks(rest, gating.slots)
     wave_of = {n: i + 1 for i, wave in enumerate(waves) for n in wave}
-    budgets = list(inp.budgets)
-    pods_by_node: dict[str, list[Obj]] = {}
-    for pod in inp.pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node:
-            pods_by_node.setdefault(node, []).append(pod)
-    drain = checked.maintenance.drain if checked.maintenance is not None else None
-    eligibility = checked.eligibility
-    lines = []
-    for node in sorted(inp.nodes, key=lambda n: str(n["metadata"]["name"])):
-        name = str(node["metadata"]["name"])
-        verdict: Ineligible | None = eligibility.ineligible(node) if eligibility is not None else None
-        part = kept.part(name)
-        line = NodeLine(name, SKIPPED, wave=wave_of.get(name), canary=name in canary_now)
-        if verdict is not None:
-            nodename = verdict.message.endswith(".nodeName")
-            line.why, line.message = (NODE_NAME if nodename else verdict.kind), verdict.message
-            if part is not None and part.held is not None:
-                line.state = KEEPS
-        elif name in held:
-            line.state, line.why = HELD, held[name]
-        elif name in wave_of:
-            line.state = RUNS
-        elif part is not None and part.state in (SUCCEEDED, ACTIVE, FAILED):
-            line.state = {SUCCEEDED: DONE, ACTIVE: RUNNING, FAILED: FAILED_STATE}[part.state]
-        else:
-            line.state = WAITS
-        if drain is not None and line.state == RUNS:
-            verdicts = pods_to_evict(pods_by_node.get(name, ()), drain, str(meta.get("namespace") or ""), meta["name"])
-            line.evict = [f"{p['metadata'].get('namespace')}/{p['metadata'].get('name')}" for p in verdicts.evict]
-            line.blocked = verdicts.blocked
-            line.refused = refusing_budgets(verdicts.evict, budgets_of(budgets))
-        lines.append(line)
+    lines = _node_lines(inp, checked, kept, wave_of, held, set(canary_now))
     reruns = [n for n in [*first, *rest] if (kept.node(n) or (None, ()))[1]]
     return Preview(
         name=str(meta.get("name") or ""),
@@ -354,6 +212,51 @@ def preview(inp: PreviewInput) -> Preview:
         conditions=list(decision.status.get("conditions") or ()),
         passes=passes,
     )
+
+
+def _node_lines(
+    inp: PreviewInput,
+    checked: Validation,
+    kept: KeptPlan,
+    wave_of: Mapping[str, int],
+    held: Mapping[str, str],
+    canary: set[str],
+) -> list[NodeLine]:
+    """Every node's line: its state, why it is not eligible, its wave, a drain's evictions."""
+    meta = inp.dj.get("metadata") or {}
+    pods_by_node: dict[str, list[Obj]] = {}
+    for pod in inp.pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            pods_by_node.setdefault(node, []).append(pod)
+    drain = checked.maintenance.drain if checked.maintenance is not None else None
+    eligibility = checked.eligibility
+    lines = []
+    for node in sorted(inp.nodes, key=lambda n: str(n["metadata"]["name"])):
+        name = str(node["metadata"]["name"])
+        verdict: Ineligible | None = eligibility.ineligible(node) if eligibility is not None else None
+        part = kept.part(name)
+        line = NodeLine(name, SKIPPED, wave=wave_of.get(name), canary=name in canary)
+        if verdict is not None:
+            nodename = verdict.message.endswith(f"{POD_SPEC_PATH}.nodeName")
+            line.why, line.message = (NODE_NAME if nodename else verdict.kind), verdict.message
+            if part is not None and part.held is not None:
+                line.state = KEEPS
+        elif name in held:
+            line.state, line.why = HELD, held[name]
+        elif name in wave_of:
+            line.state = RUNS
+        elif part is not None and part.state in (SUCCEEDED, ACTIVE, FAILED):
+            line.state = {SUCCEEDED: DONE, ACTIVE: RUNNING, FAILED: FAILED_STATE}[part.state]
+        else:
+            line.state = WAITS
+        if drain is not None and line.state == RUNS:
+            verdicts = pods_to_evict(pods_by_node.get(name, ()), drain, str(meta.get("namespace") or ""), meta["name"])
+            line.evict = [f"{p['metadata'].get('namespace')}/{p['metadata'].get('name')}" for p in verdicts.evict]
+            line.blocked = verdicts.blocked
+            line.refused = refusing_budgets(verdicts.evict, budgets_of(inp.budgets))
+        lines.append(line)
+    return lines
 
 
 def _window(state: WindowState, checked: Validation) -> WindowLine | None:

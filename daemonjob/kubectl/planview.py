@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from daemonjob.domain.preview import NodeLine, Preview
+from daemonjob.domain.previewreport import SKIPPED, NodeLine, Preview
 from daemonjob.kubectl import output
 
 HEADERS = ("NODE", "STATE", "WAVE", "WHY", "DETAIL")
@@ -31,7 +31,7 @@ def header_lines(plan: Preview, refused: list[str]) -> list[str]:
     stalled = plan.stalled
     if stalled is not None:
         lines.append(f"Stalled:    {stalled.get('reason')}: {stalled.get('message')}")
-    eligible = [n for n in plan.nodes if n.state != "-"]
+    eligible = [n for n in plan.nodes if n.state != SKIPPED]
     limit = f"maxParallel {plan.slots}" if plan.slots is not None else "no maxParallel"
     lines.append(
         f"Nodes:      {len(eligible)} of {len(plan.nodes)} eligible; {len(plan.order)} to run, "
