@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -59,7 +60,7 @@ Obj = Mapping[str, Any]
 def load_file(path: str) -> dict[str, Any]:
     """The one DaemonJob in `path` (`-` reads stdin), as `kubectl apply -f` would send it."""
     try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
         docs = [d for d in yaml.safe_load_all(text) if d]
     except OSError as exc:
         raise PluginError(f'the path "{path}" cannot be read: {exc.strerror}') from None

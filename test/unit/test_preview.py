@@ -6,7 +6,11 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
+
+import pytest
+import yaml
 
 from daemonjob.domain.drainpods import budgets_of, refusing_budgets
 from daemonjob.domain.inputs import FiringAlerts
@@ -15,7 +19,10 @@ from daemonjob.domain.orderview import order_input
 from daemonjob.domain.preview import Preview, PreviewInput, preview, with_applied
 from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.domain.validate import read_spec
-from daemonjob.kubectl import planview
+from daemonjob.kubectl import cli, planview
+from daemonjob.kubectl import plan as plan_command
+from daemonjob.kubectl.client import PluginError, Target
+from daemonjob.kubectl.plan import load_file
 from daemonjob.testing.builders import daemonjob, job, node, nodes, revision_of
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)  # 13:00 in Berlin
@@ -223,3 +230,16 @@ def test_alerts_not_read_are_named_and_a_firing_one_read_holds_every_node() -> N
     halted = plan_of(dj, nodes("n1"), alerts=firing, alerts_read=True)
     assert [(g.gate, g.reason, g.nodes) for g in halted.gates] == [("alerts", "HaltedByAlerts", ("n1",))]
     assert halted.starting == [] and halted.waves == [["n1"]]  # once the alert resolves
+
+
+def test_a_file_must_hold_one_daemonjob_and_the_command_takes_a_name_or_a_file(tmp_path: Path) -> None:
+    two = tmp_path / "two.yaml"
+    two.write_text(yaml.safe_dump_all([daemonjob("a", manifest=True), daemonjob("b", manifest=True)]))
+    with pytest.raises(PluginError, match="holds 2 DaemonJobs"):
+        load_file(str(two))
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump_all([{"kind": "ConfigMap"}, daemonjob("a", manifest=True)]))
+    assert load_file(str(one))["metadata"]["name"] == "a"
+    with pytest.raises(PluginError, match="either NAME"):
+        plan_command.run(cli.parse(["plan"]), Target(None, "ns"))
+    assert cli.parse(["plan", "-f", "x.yaml", "-o", "yaml"]).filename == "x.yaml"
