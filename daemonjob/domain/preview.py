@@ -23,6 +23,7 @@ from daemonjob.domain.drainpods import budgets_of, pods_to_evict, refusing_budge
 from daemonjob.domain.eligibility import POD_SPEC_PATH, Ineligible
 from daemonjob.domain.gates.alerts import GATE_ALERTS
 from daemonjob.domain.gates.canary import canary_nodes
+from daemonjob.domain.gates.maintenance import GATE_MAINTENANCE
 from daemonjob.domain.gates.window import GATE_WINDOW, WindowState, window_state
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, format_time
@@ -35,6 +36,7 @@ from daemonjob.domain.previewreport import (
     DONE,
     FAILED_STATE,
     HELD,
+    IN_MAINTENANCE,
     KEEPS,
     NODE_NAME,
     RUNNING,
@@ -242,6 +244,8 @@ def _node_lines(
             line.why, line.message = (NODE_NAME if nodename else verdict.kind), verdict.message
             if part is not None and part.held is not None:
                 line.state = KEEPS
+        elif held.get(name) == GATE_MAINTENANCE:
+            line.state = IN_MAINTENANCE
         elif name in held:
             line.state, line.why = HELD, held[name]
         elif name in wave_of:
@@ -250,7 +254,7 @@ def _node_lines(
             line.state = {SUCCEEDED: DONE, ACTIVE: RUNNING, FAILED: FAILED_STATE}[part.state]
         else:
             line.state = WAITS
-        if drain is not None and line.state == RUNS:
+        if drain is not None and line.state in (RUNS, IN_MAINTENANCE):
             verdicts = pods_to_evict(pods_by_node.get(name, ()), drain, str(meta.get("namespace") or ""), meta["name"])
             line.evict = [f"{p['metadata'].get('namespace')}/{p['metadata'].get('name')}" for p in verdicts.evict]
             line.blocked = verdicts.blocked

@@ -16,6 +16,7 @@ DONE = "done"  # its Job of this rollout succeeded
 RUNNING = "running"
 FAILED_STATE = "failed"
 HELD = "held"  # a gate keeps its turn back
+IN_MAINTENANCE = "maintenance"  # cordoned for this rollout: draining, or its Job about to start
 WAITS = "waits"  # eligible, its turn comes once a Job there is gone
 KEEPS = "keeps"  # running a Job though no longer eligible: it runs to completion
 SKIPPED = "-"  # not eligible

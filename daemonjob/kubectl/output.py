@@ -27,6 +27,7 @@ STATE_STYLES = {
     "held": "yellow",
     "waits": "yellow",
     "keeps": "magenta",
+    "maintenance": "magenta",
     "-": "dim",
 }
 

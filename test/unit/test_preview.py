@@ -14,6 +14,7 @@ import yaml
 
 from daemonjob.domain.drainpods import budgets_of, refusing_budgets
 from daemonjob.domain.inputs import FiringAlerts
+from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.order import OrderInput
 from daemonjob.domain.orderview import order_input
 from daemonjob.domain.preview import Preview, PreviewInput, preview, with_applied
@@ -23,7 +24,7 @@ from daemonjob.kubectl import cli, planview
 from daemonjob.kubectl import plan as plan_command
 from daemonjob.kubectl.client import PluginError, Target
 from daemonjob.kubectl.plan import load_file
-from daemonjob.testing.builders import daemonjob, job, node, nodes, revision_of
+from daemonjob.testing.builders import NAME, NS, UID, daemonjob, job, node, nodes, revision_of
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)  # 13:00 in Berlin
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
@@ -243,3 +244,17 @@ def test_a_file_must_hold_one_daemonjob_and_the_command_takes_a_name_or_a_file(t
     with pytest.raises(PluginError, match="either NAME"):
         plan_command.run(cli.parse(["plan"]), Target(None, "ns"))
     assert cli.parse(["plan", "-f", "x.yaml", "-o", "yaml"]).filename == "x.yaml"
+
+
+def test_a_node_in_maintenance_for_this_rollout_says_so_and_what_its_drain_evicts() -> None:
+    first = daemonjob(nodeMaintenance={"cordon": True, "drain": {}})
+    rev = revision_of(first)
+    dj = daemonjob(nodeMaintenance={"cordon": True, "drain": {}}, status={"currentRevision": rev, "templateHash": rev})
+    record = NodeRecord(f"{NS}/{NAME}", UID, rev, None, True, "2024-03-06T11:59:00Z")
+    held = node("n1", unschedulable=True)
+    held["metadata"]["annotations"] = {ANNOTATION_MAINTENANCE: record.text()}
+    owned = {"ownerReferences": [{"kind": "ReplicaSet", "controller": True, "name": "rs", "uid": "u"}]}
+    plan = plan_of(dj, [held, node("n2")], pods=[pod("w1", {"app": "web"}, **owned)])
+    assert states(plan) == {"n1": "maintenance", "n2": "runs"}, plan.nodes
+    assert plan.nodes[0].evict == ["apps/w1"] and plan.slots == 1
+    assert plan.starting == [] and plan.waves == [["n2"]]  # once n1's slot frees
