@@ -179,3 +179,28 @@ def test_exit_status_is_1_for_a_refused_and_for_a_stalled_daemonjob(
     fine = daemonjob("fine", group)
     code, text = _cli(capsys, admin_kubeconfig, api.namespace, "-f", _write(tmp_path, fine))
     assert code == 0, text
+
+
+def test_the_order_across_daemonjobs_is_read_from_the_lists(
+    api: Cluster, nodes: Nodes, group: str, controller: Any, admin_kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A member of the exclusion group running on the first node holds it, and waits for its
+    turn on the second (older: it goes first); `after` holds every node until it succeeded there."""
+    names = nodes(2)
+    api.apply(daemonjob("first", group, sleep(20), exclusionGroup="maint", maxParallel=1))
+    wait_for(lambda: api.job_nodes("first") == names[:1], 30, "the first member running on the first node")
+    target = Target(api.kube, api.namespace)
+    api.apply(daemonjob("done-base", group, sleep(0)))
+    api.wait_complete("done-base", 2)
+
+    member = yaml.safe_dump(daemonjob("second", group, exclusionGroup="maint"))
+    code, text = _cli(capsys, admin_kubeconfig, api.namespace, "-f", "-", "-o", "json", stdin=member)
+    doc = json.loads(text)
+    held = {n["name"]: (n["state"], n.get("why")) for n in doc["nodes"] if n["name"] in names}
+    assert code == 0 and held == {n: ("held", "exclusionGroup") for n in names}, held
+    assert doc["waves"] == [] and [g["gate"] for g in doc["gates"]] == ["exclusionGroup"]
+
+    api.apply(daemonjob("later", group, after=["first", "done-base"]))
+    plan = make_plan(target, "later", None)[0]
+    assert {n.name: (n.state, n.why) for n in plan.nodes if n.name in names} == {n: ("held", "after") for n in names}
+    assert plan.stalled is None and [g.gate for g in plan.gates] == ["after"]

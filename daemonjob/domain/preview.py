@@ -272,12 +272,12 @@ def _window(state: WindowState, checked: Validation) -> WindowLine | None:
     return WindowLine(state.open, window.schedule.expression, window.schedule.zone_name, opens, closes)
 
 
-def with_applied(new: Obj, applied: Obj | None) -> dict[str, Any]:
+def with_applied(new: Obj, applied: Obj | None, now: datetime) -> dict[str, Any]:
     """`new` as the API server would store it over `applied`: the applied one's identity and
-    status kept, the generation moved when the spec changes."""
+    status kept, the generation moved when the spec changes; a new one created `now` (the
+    youngest of an exclusion group)."""
     if applied is None:
-        meta = dict(new.get("metadata") or {})
-        meta.setdefault("generation", 1)
+        meta = {**(new.get("metadata") or {}), "generation": 1, "creationTimestamp": format_time(now)}
         return {**new, "metadata": meta, "status": {}}
     old_meta = applied.get("metadata") or {}
     meta = {**old_meta, **{k: v for k, v in (new.get("metadata") or {}).items() if k in ("labels", "annotations")}}

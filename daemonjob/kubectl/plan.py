@@ -113,8 +113,10 @@ def _owned(jobs: Iterable[Obj], uid: str | None) -> list[Obj]:
 class _ListedFacts:
     """The facts of `domain.orderview.OrderFacts` from the lists the plan read."""
 
-    def __init__(self, dj: Obj, daemonjobs: Sequence[Obj], jobs: Sequence[Obj], nodes: Sequence[Obj]) -> None:
-        self.dj, self.nodes = dj, nodes
+    def __init__(
+        self, dj: Obj, daemonjobs: Sequence[Obj], jobs: Sequence[Obj], nodes: Sequence[Obj], now: datetime
+    ) -> None:
+        self.dj, self.nodes, self.now = dj, nodes, now
         name = dj["metadata"]["name"]
         self.by_name = {d["metadata"]["name"]: d for d in daemonjobs if d["metadata"]["name"] != name}
         self.jobs_of: dict[str, list[Obj]] = {}
@@ -160,7 +162,7 @@ class _ListedFacts:
         return {}  # creates in flight are the controller's to know
 
     def turn_nodes(self, dj: Obj) -> Sequence[str]:
-        decision = decide(DecisionInput(dj, KeptPlan.of(self._jobs(dj), self.nodes), datetime.now(timezone.utc)))
+        decision = decide(DecisionInput(dj, KeptPlan.of(self._jobs(dj), self.nodes), self.now))
         plan = decision.reading.plan if decision.reading is not None else None
         return [t.node for t in (*plan.replacing, *plan.starting)] if plan is not None else []
 
@@ -198,10 +200,11 @@ def make_plan(
     applied = _get(target, name) if new is not None else client.get_daemonjob(target, name)
     namespace = target.namespace
     refused: list[str] = []
+    now = datetime.now(timezone.utc)
     if new is not None:
         new = {**new, "metadata": {**(new.get("metadata") or {}), "namespace": namespace}}
         refused = _refusal(new, applied, namespace)
-        dj = with_applied(new, applied)
+        dj = with_applied(new, applied, now)
     else:
         assert applied is not None
         dj = applied
@@ -225,12 +228,12 @@ def make_plan(
         own = _owned(jobs.result(), (dj.get("metadata") or {}).get("uid"))
         order = None
         if others is not None and all_jobs is not None:
-            order = order_input(dj, spec, _ListedFacts(dj, others.result(), all_jobs.result(), listed_nodes))
+            order = order_input(dj, spec, _ListedFacts(dj, others.result(), all_jobs.result(), listed_nodes, now))
         inp = PreviewInput(
             dj,
             listed_nodes,
             own,
-            datetime.now(timezone.utc),
+            now,
             pods=pods.result() if pods is not None else (),
             budgets=budgets.result() if budgets is not None else (),
         )

@@ -170,11 +170,12 @@ def test_a_drain_plans_each_nodes_evictions_and_the_budget_refusing_one_now() ->
 def test_an_applied_daemonjob_keeps_its_identity_and_status_and_moves_its_generation_on_a_spec_change() -> None:
     applied = daemonjob(generation=4, status={"currentRevision": "r"})
     changed = daemonjob(manifest=True, maxParallel=2)
-    merged = with_applied(changed, applied)
+    merged = with_applied(changed, applied, NOW)
     assert merged["metadata"]["uid"] == applied["metadata"]["uid"] and merged["metadata"]["generation"] == 5
     assert merged["status"] == {"currentRevision": "r"} and merged["spec"]["maxParallel"] == 2
-    assert with_applied(daemonjob(manifest=True, generation=4), applied)["metadata"]["generation"] == 4
-    assert with_applied(changed, None)["metadata"]["generation"] == 1
+    assert with_applied(daemonjob(manifest=True, generation=4), applied, NOW)["metadata"]["generation"] == 4
+    created = with_applied(changed, None, NOW)["metadata"]
+    assert created["generation"] == 1 and created["creationTimestamp"] == "2024-03-06T12:00:00Z"
 
 
 class Facts:
