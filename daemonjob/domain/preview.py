@@ -13,7 +13,7 @@ opens. Node maintenance: each node's pods to evict by the drain's rule book
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -232,6 +232,7 @@ def _node_lines(
         if node:
             pods_by_node.setdefault(node, []).append(pod)
     drain = checked.maintenance.drain if checked.maintenance is not None else None
+    budgets = budgets_of(inp.budgets) if drain is not None else []  # compiled once, spent per node
     eligibility = checked.eligibility
     lines = []
     for node in sorted(inp.nodes, key=lambda n: str(n["metadata"]["name"])):
@@ -258,7 +259,7 @@ def _node_lines(
             verdicts = pods_to_evict(pods_by_node.get(name, ()), drain, str(meta.get("namespace") or ""), meta["name"])
             line.evict = [f"{p['metadata'].get('namespace')}/{p['metadata'].get('name')}" for p in verdicts.evict]
             line.blocked = verdicts.blocked
-            line.refused = refusing_budgets(verdicts.evict, budgets_of(inp.budgets))
+            line.refused = refusing_budgets(verdicts.evict, [replace(b) for b in budgets])
         lines.append(line)
     return lines
 

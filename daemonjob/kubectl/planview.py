@@ -51,7 +51,9 @@ def header_lines(plan: Preview, refused: list[str]) -> list[str]:
             message = f"the other nodes wait for the canary on {_names(plan.canary)}, then for a promote"
         lines.append(f"Held by:    {gate.gate} ({gate.reason}): {message}{held}")
     if plan.waves and not plan.starting:
-        lines.append("Now:        no node starts yet; the waves follow once what holds them lets go")
+        reconciling = next((c for c in plan.conditions if c.get("type") == "Reconciling"), None)
+        why = f" ({reconciling.get('reason')}: {reconciling.get('message')})" if reconciling is not None else ""
+        lines.append(f"Now:        no node starts yet{why}; the waves follow once that lets go")
     for i, wave in enumerate(plan.waves[:WAVES_SHOWN], 1):
         after = " (after: kubectl daemonjob promote)" if i == plan.promote_before else ""
         lines.append(f"Wave {i}:{' ' * max(1, 6 - len(str(i)))}{_names(wave)}{after}")

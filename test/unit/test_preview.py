@@ -259,3 +259,12 @@ def test_a_node_in_maintenance_for_this_rollout_says_so_and_what_its_drain_evict
     assert states(plan) == {"n1": "maintenance", "n2": "runs"}, plan.nodes
     assert plan.nodes[0].evict == ["apps/w1"] and plan.slots == 1
     assert plan.starting == [] and plan.waves == [["n2"]]  # once n1's slot frees
+
+
+def test_a_scheduled_daemonjob_says_nothing_starts_before_its_first_tick() -> None:
+    plan = plan_of(daemonjob(schedule="0 3 * * *", maxParallel=2), nodes("a", "b", "c"))
+    assert plan.starting == [] and plan.waves == [["a", "b"], ["c"]]
+    out = io.StringIO()
+    planview.show(plan, [], stream=out)
+    assert "no node starts yet (WaitingForSchedule:" in out.getvalue()
+    assert "the next tick is at 2024-03-07T03:00:00Z" in out.getvalue()
