@@ -105,8 +105,8 @@ def _passes(inp: PreviewInput, checked: Validation, now: datetime) -> tuple[Deci
     dj = inp.dj
     passes = 0
     previous = None  # the revision the applied status records, as the first pass reads it
+    kept = KeptPlan.of(inp.jobs, inp.nodes)  # kept across passes, as the controller keeps it
     while True:
-        kept = KeptPlan.of(inp.jobs, inp.nodes)
         decision = _decide(inp, dj, kept, now, checked)
         if not passes and decision.reading is not None:
             previous = decision.reading.revision.previous
@@ -140,7 +140,8 @@ def _gates(decision: Decision, all_turns: list[str]) -> tuple[list[GateLine], di
     before = all_turns
     for hold in gating.holds:
         after = _turn_nodes(hold.turns) if hold.turns is not None else before
-        taken = [n for n in before if n not in set(after)]
+        kept = set(after)
+        taken = [n for n in before if n not in kept]
         for node in taken:
             held.setdefault(node, hold.gate)
         if hold.reason and (hold.blocks or taken or hold.limit is not None):
@@ -179,14 +180,16 @@ def preview(inp: PreviewInput) -> Preview:
         first = _first_wave(_passes(inp, checked, window.opens_at)[0])  # the wave the window lets through
     canary = reading.canary
     canary_now: list[str] = []
-    rest = [n for n in order if n not in first]
+    starts = set(first)
+    rest = [n for n in order if n not in starts]
     promote_before = None
     if canary.limit is not None:  # the nodes with a Job of this rollout, and the next ones to start it
         known = canary_nodes(kept.job_views(), reading.revision.name, reading.step.current_run)
         head = [*first, *rest][: canary.limit]
         canary_now = sorted({*known, *head})
-        tail = [n for n in rest if n not in head]
-        waves = [w for w in [first, *_chunks([n for n in rest if n in head], gating.slots)] if w]
+        canaries = set(head)
+        tail = [n for n in rest if n not in canaries]
+        waves = [w for w in [first, *_chunks([n for n in rest if n in canaries], gating.slots)] if w]
         promote_before = len(waves) + 1 if tail else None
         waves += _chunks(tail, gating.slots)
     else:
