@@ -25,6 +25,7 @@ from daemonjob.kubectl import plan as plan_command
 from daemonjob.kubectl.client import PluginError, Target
 from daemonjob.kubectl.plan import load_file
 from daemonjob.testing.builders import NAME, NS, UID, daemonjob, job, node, nodes, revision_of
+from daemonjob.testing.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)  # 13:00 in Berlin
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
@@ -268,3 +269,23 @@ def test_a_scheduled_daemonjob_says_nothing_starts_before_its_first_tick() -> No
     planview.show(plan, [], stream=out)
     assert "no node starts yet (WaitingForSchedule:" in out.getvalue()
     assert "the next tick is at 2024-03-07T03:00:00Z" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [{"maxParallel": 3}, {"maxParallel": "50%"}, {}, {"maxParallel": 2, "rollout": {"canary": 1}}],
+)
+def test_the_first_wave_is_the_controllers_own_decision(spec: dict[str, Any]) -> None:
+    first = daemonjob(**spec)
+    rev = revision_of(first)
+    dj = daemonjob(**spec, status={"currentRevision": rev, "templateHash": rev})
+    listed = nodes(*[f"n{i}" for i in range(7)])
+    jobs = [job(dj, "n2", "active"), job(dj, "n4", "succeeded")]
+    decision = decide_over(Given(dj, jobs, listed, NOW, alerts=FiringAlerts(unknown=None)))
+    plan = plan_of(dj, listed, jobs)
+    assert plan.starting == [c.node for c in decision.creates]
+    if plan.starting:
+        assert plan.waves[0] == plan.starting
+    else:  # the canary ran on n2 and n4: the next wave waits for a promote
+        assert plan.canary == ["n2", "n4"] and plan.promote_before == 1
+    assert states(plan)["n2"] == "running" and states(plan)["n4"] == "done"
