@@ -132,6 +132,12 @@ def test_the_plan_is_what_the_controller_then_does(
     assert sorted(watch.cordon_order) == eligible, "the plan's eligible nodes are the nodes cordoned"
     drained = api.get("accuracy")["status"].get("nodeMaintenance") or {}
     assert drained.get("skippedNodes") == [guarded], drained
+    after = make_plan(Target(api.kube, api.namespace), "accuracy", None)[0]  # the plan now: nothing left
+    assert {n.name: (n.state, n.why) for n in after.nodes if n.name in eligible} == {
+        guarded: ("left out", "drain timed out"),
+        **{n: ("done", "") for n in eligible[1:]},
+    }
+    assert after.waves == [] and not after.new_revision
 
 
 def test_plan_of_an_applied_daemonjob_says_what_is_left(

@@ -29,15 +29,18 @@ from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, format_time
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.maintenance import MaintenanceInput
-from daemonjob.domain.noderecord import record_of
+from daemonjob.domain.noderecord import outcomes_of, record_of
 from daemonjob.domain.order import OrderInput
 from daemonjob.domain.plan import OLD_REVISION, OLD_RUN
 from daemonjob.domain.previewreport import (
     DONE,
+    DRAIN_TIMED_OUT,
     FAILED_STATE,
     HELD,
     IN_MAINTENANCE,
     KEEPS,
+    KEPT_CORDONED,
+    LEFT_OUT,
     NODE_NAME,
     RUNNING,
     RUNS,
@@ -86,6 +89,7 @@ def _decide(inp: PreviewInput, dj: Obj, kept: KeptPlan, now: datetime, checked: 
     records = {
         str(n["metadata"]["name"]): r for n in inp.nodes if (r := record_of(n)) is not None and uid and r.uid == uid
     }
+    outcomes = {str(n["metadata"]["name"]): o for n in inp.nodes for o in outcomes_of(n) if uid and o.uid == uid}
     return decide(
         DecisionInput(
             dj,
@@ -93,7 +97,7 @@ def _decide(inp: PreviewInput, dj: Obj, kept: KeptPlan, now: datetime, checked: 
             now,
             alerts=inp.alerts,
             order=inp.order,
-            maintenance=MaintenanceInput(records, {}, allowed),
+            maintenance=MaintenanceInput(records, {}, allowed, outcomes),
             checked=checked,
         )
     )
@@ -195,7 +199,13 @@ def preview(inp: PreviewInput) -> Preview:
     else:
         waves = [first, *_chunks(rest, gating.slots)] if first else _chunks(rest, gating.slots)
     wave_of = {n: i + 1 for i, wave in enumerate(waves) for n in wave}
-    lines = _node_lines(inp, checked, kept, wave_of, held, set(canary_now))
+    left_out: dict[str, tuple[str, str]] = {}  # node -> (state, why): out of this rollout by node maintenance
+    timeouts = reading.drain_timeouts
+    if timeouts is not None:
+        left_out = {n: (LEFT_OUT, KEPT_CORDONED) for n in timeouts.kept}
+        left_out |= {n: (LEFT_OUT, DRAIN_TIMED_OUT) for n in timeouts.skipped}
+        left_out |= {n: (FAILED_STATE, DRAIN_TIMED_OUT) for n in timeouts.failed}
+    lines = _node_lines(inp, checked, kept, wave_of, held, set(canary_now), left_out)
     reruns = [n for n in [*first, *rest] if (kept.node(n) or (None, ()))[1]]
     return Preview(
         name=str(meta.get("name") or ""),
@@ -226,6 +236,7 @@ def _node_lines(
     wave_of: Mapping[str, int],
     held: Mapping[str, str],
     canary: set[str],
+    left_out: Mapping[str, tuple[str, str]],
 ) -> list[NodeLine]:
     """Every node's line: its state, why it is not eligible, its wave, a drain's evictions."""
     meta = inp.dj.get("metadata") or {}
@@ -248,6 +259,8 @@ def _node_lines(
             line.why, line.message = (NODE_NAME if nodename else verdict.kind), verdict.message
             if part is not None and part.held is not None:
                 line.state = KEEPS
+        elif name in left_out and name not in wave_of:
+            line.state, line.why = left_out[name]
         elif held.get(name) == GATE_MAINTENANCE:
             line.state = IN_MAINTENANCE
         elif name in held:

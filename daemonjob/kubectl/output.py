@@ -28,6 +28,7 @@ STATE_STYLES = {
     "waits": "yellow",
     "keeps": "magenta",
     "maintenance": "magenta",
+    "left out": "dim",
     "-": "dim",
 }
 
