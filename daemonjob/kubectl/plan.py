@@ -25,6 +25,7 @@ import yaml
 
 from daemonjob.admission import review
 from daemonjob.controller.alertpoller import AlertPoller
+from daemonjob.domain.allowance import NODE_MAINTENANCE_NOT_ALLOWED
 from daemonjob.domain.decide import decide
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.jobs import (
@@ -84,11 +85,22 @@ def _refusal(new: Obj, applied: Obj | None, namespace: str) -> list[str]:
     }
     if applied is not None:
         request["oldObject"] = applied
-    response = review.decide(request, frozenset({namespace}))
+    response = review.decide(request, _allowed(applied, namespace))
     if response.get("allowed"):
         return []
     causes = ((response.get("status") or {}).get("details") or {}).get("causes") or ()
     return [f"{c.get('field')}: {c.get('message')}" for c in causes] or [str(response["status"].get("message"))]
+
+
+def _allowed(applied: Obj | None, namespace: str) -> frozenset[str]:
+    """Where node maintenance is allowed, as far as the plan can tell: the controller's flag is
+    not readable from here, so its namespace unless the applied DaemonJob is Stalled for it."""
+    conditions = ((applied or {}).get("status") or {}).get("conditions") or ()
+    refused = any(
+        c.get("type") == "Stalled" and c.get("status") == "True" and c.get("reason") == NODE_MAINTENANCE_NOT_ALLOWED
+        for c in conditions
+    )
+    return frozenset() if refused else frozenset({namespace})
 
 
 def _get(target: Target, name: str) -> dict[str, Any] | None:
@@ -236,6 +248,7 @@ def make_plan(
             now,
             pods=pods.result() if pods is not None else (),
             budgets=budgets.result() if budgets is not None else (),
+            allowed_namespaces=_allowed(applied, namespace),
         )
         if order is not None:
             inp = replace(inp, order=order)

@@ -289,3 +289,11 @@ def test_the_first_wave_is_the_controllers_own_decision(spec: dict[str, Any]) ->
     else:  # the canary ran on n2 and n4: the next wave waits for a promote
         assert plan.canary == ["n2", "n4"] and plan.promote_before == 1
     assert states(plan)["n2"] == "running" and states(plan)["n4"] == "done"
+
+
+def test_node_maintenance_is_taken_as_allowed_unless_the_applied_daemonjob_is_stalled_for_it() -> None:
+    from daemonjob.kubectl.plan import _allowed
+
+    assert _allowed(None, "ops") == frozenset({"ops"})
+    stalled = {"type": "Stalled", "status": "True", "reason": "NodeMaintenanceNotAllowed"}
+    assert _allowed(daemonjob(status={"conditions": [stalled]}), "ops") == frozenset()
