@@ -23,7 +23,7 @@ from daemonjob.domain.validate import read_spec
 from daemonjob.kubectl import cli, planview
 from daemonjob.kubectl import plan as plan_command
 from daemonjob.kubectl.client import PluginError, Target
-from daemonjob.kubectl.plan import load_file
+from daemonjob.kubectl.plan import _allowed, load_file
 from daemonjob.testing.builders import NAME, NS, UID, daemonjob, job, node, nodes, revision_of
 from daemonjob.testing.decisions import Given, decide_over
 
@@ -292,8 +292,6 @@ def test_the_first_wave_is_the_controllers_own_decision(spec: dict[str, Any]) ->
 
 
 def test_node_maintenance_is_taken_as_allowed_unless_the_applied_daemonjob_is_stalled_for_it() -> None:
-    from daemonjob.kubectl.plan import _allowed
-
     assert _allowed(None, "ops") == frozenset({"ops"})
     stalled = {"type": "Stalled", "status": "True", "reason": "NodeMaintenanceNotAllowed"}
     assert _allowed(daemonjob(status={"conditions": [stalled]}), "ops") == frozenset()
