@@ -25,6 +25,7 @@ from daemonjob.testing.nodewatch import NodeWatcher
 pytestmark = pytest.mark.skipif(EXTERNAL, reason="stops a simulated node's heartbeat and runs its own controller")
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
+NO_BUDGET = "--max-unavailable-nodes=100%"
 POOL_TAINT = {"key": "pool", "value": "batch", "effect": "NoSchedule"}
 POOL_TOLERATION = {"key": "pool", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
 
@@ -32,7 +33,9 @@ POOL_TOLERATION = {"key": "pool", "operator": "Equal", "value": "batch", "effect
 @pytest.fixture
 def drain_controller(spawn_controller: Callable[..., Any], namespace: str, kubectl: Callable[..., Any]) -> Any:
     kubectl("apply", "-f", str(RBAC))
-    return spawn_controller(extra_args=[f"--node-maintenance-namespaces={namespace}"])
+    """No cluster-wide limit on nodes out of service (this test holds one cordoned and one NotReady
+    on purpose): the plan is asked with the same flag."""
+    return spawn_controller(extra_args=[f"--node-maintenance-namespaces={namespace}", NO_BUDGET])
 
 
 def _write(tmp_path: Path, body: dict[str, Any]) -> str:
@@ -87,7 +90,7 @@ def test_the_plan_is_what_the_controller_then_does(
     body["spec"]["nodeMaintenance"] = {"cordon": True, "drain": {"timeout": "8s", "onTimeout": "Skip"}}
     path = _write(tmp_path, body)
 
-    code, text = _cli(capsys, admin_kubeconfig, api.namespace, "-f", path, "-o", "json")
+    code, text = _cli(capsys, admin_kubeconfig, api.namespace, "-f", path, "-o", "json", NO_BUDGET)
     assert code == 0, text
     doc = json.loads(text)
     mine = {n["name"]: n for n in doc["nodes"] if n["name"] in {*eligible, *tainted, *cordoned, *not_ready}}
@@ -107,7 +110,7 @@ def test_the_plan_is_what_the_controller_then_does(
     assert mine[guarded]["evict"][0].startswith(f"{api.namespace}/guarded-")
     assert all(not mine[n].get("evictionRefused") for n in eligible[1:])
 
-    _, words = _cli(capsys, admin_kubeconfig, api.namespace, "-f", path)  # the same plan in words
+    _, words = _cli(capsys, admin_kubeconfig, api.namespace, "-f", path, NO_BUDGET)  # the same plan in words
     assert "Wave 1:" in words and "guarded-pdb" in words and "maxParallel 3" in words
 
     with (
@@ -132,7 +135,7 @@ def test_the_plan_is_what_the_controller_then_does(
     assert sorted(watch.cordon_order) == eligible, "the plan's eligible nodes are the nodes cordoned"
     drained = api.get("accuracy")["status"].get("nodeMaintenance") or {}
     assert drained.get("skippedNodes") == [guarded], drained
-    after = make_plan(Target(api.kube, api.namespace), "accuracy", None)[0]  # the plan now: nothing left
+    after = make_plan(Target(api.kube, api.namespace), "accuracy", None, budget=("100%", ""))[0]  # nothing left
     assert {n.name: (n.state, n.why) for n in after.nodes if n.name in eligible} == {
         guarded: ("left out", "drain timed out"),
         **{n: ("done", "") for n in eligible[1:]},

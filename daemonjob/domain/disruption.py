@@ -23,7 +23,7 @@ from daemonjob.domain.eligibility import NOT_READY_TAINT_KEYS
 from daemonjob.domain.selectors import LabelMatcher, compile_label_selector, parse_selector_text
 from daemonjob.domain.validate import scaled
 
-__all__ = ["Disruption", "Admission", "admit", "out_of_service", "is_protected", "protected_matcher"]
+__all__ = ["Disruption", "Admission", "admit", "out_of_service", "is_protected", "protected_matcher", "disruption_of"]
 
 _BLOCKING = ("NoSchedule", "NoExecute")
 
@@ -128,3 +128,13 @@ def admit(d: Disruption, candidates: Iterable[tuple[str, Mapping[str, Any] | Non
         room -= 1
         admitted.append(name)
     return Admission(tuple(admitted), tuple(over), tuple(protected))
+
+
+def disruption_of(nodes: Iterable[Mapping[str, Any]], max_unavailable: int | str | None, selector: str) -> Disruption:
+    """What a whole list of Nodes shows (no cordon reserved): the count the controller keeps
+    from its Node events, made at once (`kubectl daemonjob plan`). Raises InvalidSelector."""
+    protected = protected_matcher(selector)
+    listed = list(nodes)
+    down = [out_of_service(n) for n in listed]
+    up = sum(1 for n, d in zip(listed, down, strict=True) if not d and is_protected(protected, n))
+    return Disruption(max_unavailable, len(listed), sum(down), frozenset(), protected, selector, up)

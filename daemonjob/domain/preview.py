@@ -19,6 +19,7 @@ from typing import Any
 
 from daemonjob.domain.actions import Turns
 from daemonjob.domain.decide import Decision, decide
+from daemonjob.domain.disruption import Disruption
 from daemonjob.domain.drainpods import budgets_of, pods_to_evict, refusing_budgets
 from daemonjob.domain.eligibility import POD_SPEC_PATH, Ineligible
 from daemonjob.domain.gates.alerts import GATE_ALERTS
@@ -79,6 +80,7 @@ class PreviewInput:
     budgets: Sequence[Obj] = ()  # PodDisruptionBudgets
     alerts: FiringAlerts = FiringAlerts(unknown=None)  # none firing unless told
     alerts_read: bool = False  # `alerts` was read from Prometheus (haltOnAlerts)
+    disruption: Disruption = Disruption()  # the cluster's nodes out of service and their limit
     allowed_namespaces: frozenset[str] | None = None  # node maintenance (None: the DaemonJob's namespace)
 
 
@@ -98,6 +100,7 @@ def _decide(inp: PreviewInput, dj: Obj, kept: KeptPlan, now: datetime, checked: 
             alerts=inp.alerts,
             order=inp.order,
             maintenance=MaintenanceInput(records, {}, allowed, outcomes),
+            disruption=inp.disruption,
             checked=checked,
         )
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 import urllib3
 
-from daemonjob import defaults
+from daemonjob import budgetflags, defaults
 from daemonjob.kubectl import (
     client,
     create,
@@ -284,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="read the firing alerts of spec.rollout.haltOnAlerts there, as the controller does",
     )
+    budgetflags.add_flags(p)  # the controller's cluster-wide limit on nodes out of service, as it is set there
     _output_flag(p, ("json", "yaml"))
 
     p = command("list", "List DaemonJobs with their counts.", listing.run)

@@ -27,6 +27,7 @@ from daemonjob.admission import review
 from daemonjob.controller.alertpoller import AlertPoller
 from daemonjob.domain.allowance import NODE_MAINTENANCE_NOT_ALLOWED
 from daemonjob.domain.decide import decide
+from daemonjob.domain.disruption import disruption_of
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.jobs import (
     ACTIVE,
@@ -197,11 +198,16 @@ def _alerts(url: str) -> FiringAlerts:
 
 
 def make_plan(
-    target: Target, name: str | None, path: str | None, prometheus_url: str | None = None
+    target: Target,
+    name: str | None,
+    path: str | None,
+    prometheus_url: str | None = None,
+    budget: tuple[int | str | None, str] | None = None,
 ) -> tuple[Preview, list[str]]:
     """The plan of the applied DaemonJob `name`, or of the one in file `path`; and the
     webhook's refusal of that file (empty: it would be let in). `prometheus_url`: where the
-    controller reads the alerts of spec.rollout.haltOnAlerts (None: taken as none firing)."""
+    controller reads the alerts of spec.rollout.haltOnAlerts (None: taken as none firing);
+    `budget`: the controller's --max-unavailable-nodes and --protected-node-selector."""
     new = load_file(path) if path is not None else None
     if new is not None:
         name = (new.get("metadata") or {}).get("name")
@@ -252,6 +258,8 @@ def make_plan(
         )
         if order is not None:
             inp = replace(inp, order=order)
+        if budget is not None and spec.asks_maintenance:
+            inp = replace(inp, disruption=disruption_of(listed_nodes, *budget))
         if prometheus_url and spec.rollout.halt_on_alerts:
             inp = replace(inp, alerts=_alerts(prometheus_url), alerts_read=True)
     return preview(inp), refused
@@ -260,7 +268,8 @@ def make_plan(
 def run(args: argparse.Namespace, target: Target) -> int:
     if (args.name is None) == (args.filename is None):
         raise PluginError("give either NAME (a DaemonJob applied) or -f FILE (one to apply)")
-    plan, refused = make_plan(target, args.name, args.filename, args.prometheus_url)
+    budget = (args.max_unavailable_nodes, args.protected_node_selector)
+    plan, refused = make_plan(target, args.name, args.filename, args.prometheus_url, budget)
     if args.output:
         output.dump({**plan.as_dict(), "refused": refused or None}, args.output)
     else:

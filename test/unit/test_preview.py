@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from daemonjob.domain.disruption import disruption_of
 from daemonjob.domain.drainpods import budgets_of, refusing_budgets
 from daemonjob.domain.inputs import FiringAlerts
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
@@ -295,3 +296,13 @@ def test_node_maintenance_is_taken_as_allowed_unless_the_applied_daemonjob_is_st
     assert _allowed(None, "ops") == frozenset({"ops"})
     stalled = {"type": "Stalled", "status": "True", "reason": "NodeMaintenanceNotAllowed"}
     assert _allowed(daemonjob(status={"conditions": [stalled]}), "ops") == frozenset()
+
+
+def test_the_cluster_disruption_budget_holds_cordons_past_the_limit() -> None:
+    dj = daemonjob(maxParallel=3, nodeMaintenance={"cordon": True})
+    listed = [*nodes("n1", "n2", "n3", "n4"), node("x", unschedulable=True)]
+    budget = disruption_of(listed, 2, "")  # one node down already: room for one cordon
+    assert (budget.nodes, budget.unavailable, budget.room) == (5, 1, 1)
+    plan = plan_of(dj, listed, disruption=budget)
+    assert plan.starting == ["n1"] and [g.gate for g in plan.gates] == ["clusterDisruptionBudget"]
+    assert plan_of(dj, listed).starting == ["n1", "n2", "n3"]  # no limit given: maxParallel alone
