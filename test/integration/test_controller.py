@@ -116,6 +116,9 @@ def test_cached_objects_are_trimmed(kube: Kube, namespace: str, make_nodes, cont
     create_dj(kube, namespace, "trim", namespace)
     wait_for(lambda: complete(kube, namespace, "trim"), what="rollout")
     node = controller.nodes.store.get(nodes[0])
-    assert set(node) == {"metadata", "spec"} and "status" not in node
+    # Of the status only the Ready condition's type and status: a heartbeat is no change.
+    assert set(node) == {"metadata", "spec", "status"}
+    assert node["status"] == {"conditions": ({"type": "Ready", "status": "True"},)}
+    assert set(node["metadata"]) <= {"name", "uid", "labels", "annotations"}
     job = controller.jobs.store.list()[0]
     assert "spec" not in job and "managedFields" not in job["metadata"]
