@@ -75,6 +75,7 @@ def delayed_node_controller(
         workers=2,
         node_control=KubeNodeControl(kube),
         node_maintenance_namespaces=frozenset({namespace}),
+        max_unavailable_nodes=None,  # no cluster-wide limit here, as the neighbouring tests
         sweep_namespace=namespace,
     )
     ctl.start_informers()

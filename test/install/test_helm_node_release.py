@@ -143,7 +143,8 @@ def maintained(name: str, label: str) -> dict[str, Any]:
 
 def controller(kubeconfig: Path, log: Path, kube: Kube) -> ControllerProcess:
     """The controller with the Deployment's node maintenance flag as the chart renders it now."""
-    flags = [a for a in deployment_args(kube) if a.startswith("--node-maintenance-namespaces")]
+    mine = ("--node-maintenance-namespaces", "--max-unavailable-nodes", "--protected-node-selector")
+    flags = [a for a in deployment_args(kube) if a.startswith(mine)]
     return ControllerProcess(
         kubeconfig, log, "--leader-elect", f"--leader-election-namespace={NAMESPACE}", *flags
     ).start(wait=True)
@@ -167,7 +168,12 @@ def test_maintenance_off_and_uninstall_leave_no_node_cordoned(
     for ns in (first, second):
         kube.create(path_for("v1", "namespaces"), {"metadata": {"name": ns}})
     common = ["-n", NAMESPACE, "--set", "webhook.enabled=false,replicas=1", *HOOK_POD]
-    on = ["--set", f"nodeMaintenance.enabled=true,nodeMaintenance.namespaces={{{first},{second}}}"]
+    on = [  # both nodes held at once: no cluster-wide limit in a cluster of three nodes
+        "--set",
+        f"nodeMaintenance.enabled=true,nodeMaintenance.namespaces={{{first},{second}}}",
+        "--set-string",
+        "nodeMaintenance.maxUnavailableNodes=100%",
+    ]
     helm(cluster, home, "install", "daemonjob", str(CHART), "--create-namespace", *common, *on)
     wait_for(lambda: not gone(kube, path_for("apiextensions.k8s.io/v1", "customresourcedefinitions", name=CRD)))
     kubeconfig = service_account_kubeconfig(cluster, kube, tmp_path / "sa-kubeconfig")
