@@ -118,7 +118,13 @@ deploy:
 	bash hack/deploy-overlay.sh "$$dir" && \
 	$(KUSTOMIZE_KUBECTL) kustomize "$$dir" | $(KUBECTL) apply -f -
 
+# Nodes first: release-nodes (daemonjob/release.py) releases every node a DaemonJob holds and
+# removes the DaemonJobs' finalizers while the controller still has its node powers; then
+# the node-maintenance RBAC (if NODE_MAINTENANCE=1 deployed it) and everything else go.
 undeploy:
+	if $(KUBECTL) get deployment daemonjob-controller -n daemonjob-system >/dev/null 2>&1; then \
+	  $(VENV)/bin/python -m daemonjob release-nodes --leader-election-namespace=daemonjob-system; fi
+	$(KUBECTL) delete --ignore-not-found -f manifests/node-maintenance/rbac.yaml
 	$(KUBECTL) delete --ignore-not-found -k manifests
 
 # The Helm chart (charts/daemonjob): HELM_ARGS for --set/-f.

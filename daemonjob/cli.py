@@ -19,10 +19,11 @@ from collections.abc import Callable
 
 import structlog
 
-from daemonjob import __version__, budgetflags, defaults, logsetup
+from daemonjob import __version__, budgetflags, defaults, logsetup, release
 from daemonjob.admission import webhook as admission
 from daemonjob.controller.configmaps import ConfigMapLimits
 from daemonjob.controller.controller import Controller
+from daemonjob.controller.cordonstop import LeaseStop
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.fence import Fence
 from daemonjob.controller.limitermetrics import MeasuredLimiter
@@ -287,6 +288,9 @@ def _both(first: Callable[[], str | None], second: Callable[[], str | None]) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["release-nodes"]:  # before the node powers go: see daemonjob/release.py
+        return release.main(argv[1:])
     args = parser().parse_args(argv)
     try:
         if args.metrics_bind_address is None:
@@ -319,12 +323,13 @@ def main(argv: list[str] | None = None) -> int:
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     elector: LeaderElector | None = None
     fence = Fence()
+    lease_ns = _lease_namespace(args.leader_election_namespace)
     if args.leader_elect:
         # Its own client, without the rate limiter: a renewal never queues behind the workers' writes.
         lease_kube = Kube.from_config(args.kubeconfig, on_request=metrics.on_request)
         elector = LeaderElector(
             lease_kube,
-            _lease_namespace(args.leader_election_namespace),
+            lease_ns,
             args.leader_election_id,
             identity,
             lease_duration=args.leader_election_lease_duration,
@@ -354,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         node_maintenance_namespaces=args.node_maintenance_namespaces,
         max_unavailable_nodes=args.max_unavailable_nodes,
         protected_node_selector=args.protected_node_selector,
+        cordons_stopped=LeaseStop(kube, lease_ns, args.leader_election_id, clock.wall),
     )
     ready = controller.ready
     webhook: admission.Webhook | None = None

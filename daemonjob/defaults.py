@@ -156,6 +156,10 @@ PLUGIN_MESSAGE_WIDTH = 60  # termination messages are cut to this in tables (not
 # Node maintenance (spec.nodeMaintenance)
 DRAIN_TIMEOUT = timedelta(minutes=10)  # spec.nodeMaintenance.drain.timeout when unset
 DRAIN_POLL_INTERVAL = 2.0  # seconds between two looks at a node's pods while it drains
+# seconds between two looks at a node held for a deleted DaemonJob while its Job still runs there
+FINALIZER_RECHECK_INTERVAL = 10.0
+# seconds between two looks at the stop on cordons set while node maintenance is removed
+CORDON_STOP_RECHECK_INTERVAL = 15.0
 NODE_MAINTENANCE_NAMESPACES: tuple[str, ...] = ()  # --node-maintenance-namespaces: none by default
 # The cluster's disruption budget (node maintenance): no cordon while this many nodes of the
 # cluster are unschedulable or NotReady, whoever did it (a percentage of all nodes, rounded up:

@@ -277,7 +277,8 @@ def test_deleting_the_daemonjob_mid_rollout_uncordons_before_it_goes(
     api.apply(_maintained("long", group, sleep(60)))
     wait_for(lambda: len(api.jobs("long")) == 2, what="both Jobs created")
     assert watch.held_now() == names
-    api.delete("long")
+    # Foreground: the Jobs go first (a background delete keeps each node until its Job ends)
+    api.kube.delete(api.dj_path("long"), {"propagationPolicy": "Foreground"})
     wait_for(lambda: _gone(api, "long"), what="the DaemonJob gone")
     assert all(_uncordoned_without_record(api, n) for n in names), [api.node(n)["spec"] for n in names]
     assert all(watch.uncordons[n] == 1 for n in names), watch.summary()

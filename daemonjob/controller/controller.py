@@ -42,6 +42,7 @@ from daemonjob.controller.errors import ReconcileError
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.expectations import Expectations
 from daemonjob.controller.fence import Fence, always
+from daemonjob.controller.heldnodes import register_held_nodes
 from daemonjob.controller.history import HistoryCleaner
 from daemonjob.controller.informers import ORPHAN_INDEX, Informers
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
@@ -53,6 +54,7 @@ from daemonjob.controller.nodecontrol import KubeNodeControl, NodeControl
 from daemonjob.controller.observe import Observation, Observer
 from daemonjob.controller.order import OrderIndex
 from daemonjob.controller.orderreader import OrderReader
+from daemonjob.controller.orphans import SWEEP_KEY, orphan_sweep
 from daemonjob.controller.report import Reporter
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.selfcheck import PlanSelfCheck
@@ -94,6 +96,8 @@ class Controller:
         node_maintenance_namespaces: frozenset[str] = frozenset(defaults.NODE_MAINTENANCE_NAMESPACES),
         max_unavailable_nodes: int | str | None = defaults.MAX_UNAVAILABLE_NODES,
         protected_node_selector: str = defaults.PROTECTED_NODE_SELECTOR,
+        sweep_namespace: str | None = None,
+        cordons_stopped: Callable[[], str | None] = lambda: None,
     ):
         """`configmap_informers` makes the informer of one ConfigMap (namespace, name), for
         DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read.
@@ -102,7 +106,10 @@ class Controller:
         `node_control`: what node maintenance writes through (Nodes, evictions, the finalizer);
         `node_maintenance_namespaces`: where a DaemonJob may use it (elsewhere it is Stalled);
         `max_unavailable_nodes`, `protected_node_selector`: the cluster's disruption budget that
-        every cordon keeps (None: no limit; an empty selector: no protected set)."""
+        every cordon keeps (None: no limit; an empty selector: no protected set); with node
+        maintenance the orphan sweep (orphans.py) runs at start-up and after each DaemonJob
+        deleted, over `sweep_namespace` only when namespaced; `cordons_stopped`: why no cordon
+        may start now (cordonstop.py), None when they may."""
         self.informers = informers
         self.control = control
         self.clock = clock or RealClock()
@@ -179,6 +186,7 @@ class Controller:
         self.maintenance = NodeMaintenance(
             self.daemonjobs,
             self.nodes,
+            self.jobs,
             node_control,
             namespaces=frozenset(node_maintenance_namespaces),
             reporter=self.reporter,
@@ -186,7 +194,10 @@ class Controller:
             clock=self.clock,
             specs=self.specs,
             disruption=self.disruption,
+            cordons_stopped=cordons_stopped,
         )
+        self.orphans = orphan_sweep(node_control, node_maintenance_namespaces, informers, self.metrics, sweep_namespace)
+        register_held_nodes(self.metrics.registry, self.nodes)
         self.self_check = PlanSelfCheck(self.plans, self.observer, self.metrics)
         self.threads = Workers(
             self.queue,
@@ -227,6 +238,7 @@ class Controller:
             on_list=metrics.on_list, on_relist=metrics.on_relist, on_watch_restart=metrics.on_watch_restart
         )
         informers = Informers.for_kube(kube, namespace=namespace, hooks=hooks, clock=clock, rng=rng)
+        kw.setdefault("sweep_namespace", namespace)
         return cls(
             informers,
             KubeJobControl(kube, events, fence),
@@ -251,6 +263,8 @@ class Controller:
         """Only with synced caches: a node missing from the cache would look deleted."""
         if not self.synced():
             raise RuntimeError("start_workers() before the caches synced")
+        if self.orphans is not None:
+            self.queue.add(SWEEP_KEY)  # records left by a DaemonJob deleted while no controller ran
         self.threads.start([("alerts", self.alerts.run)] if self.alerts is not None else [])
 
     def stop_workers(self, timeout: float = 30.0) -> bool:
@@ -282,6 +296,8 @@ class Controller:
         self.plans.forget(uid)
         self.maintenance.forget(uid)
         self.claims.forget(uid)
+        if self.orphans is not None:
+            self.queue.add(SWEEP_KEY)  # whatever it still held on a Node is released
         self.order_index.succeeded.forget(uid)
 
     def firing_alerts(self) -> FiringAlerts:
@@ -295,7 +311,12 @@ class Controller:
         events: list[EventSpec] = []  # posted by the report step, or below if the pass ends early
         reported = False
         try:
-            if self.maintenance.finalize(key):
+            if key == SWEEP_KEY:
+                look_again.append(self.orphans.sweep() if self.orphans is not None else None)
+                return None
+            finalized, wake = self.maintenance.finalize(key)
+            look_again.append(wake)
+            if finalized:
                 return None
             observed, wake = self.observer.observe(key)
             look_again.append(wake)

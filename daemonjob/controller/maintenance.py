@@ -5,6 +5,7 @@ and the finalizer that releases every node when a DaemonJob goes or stops asking
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import structlog
@@ -12,6 +13,7 @@ import structlog
 from daemonjob import defaults
 from daemonjob.controller.disruption import ClusterDisruption
 from daemonjob.controller.errors import ReconcileError
+from daemonjob.controller.heldnodes import job_runs_on
 from daemonjob.controller.informers import MAINTENANCE_INDEX, OUTCOME_INDEX
 from daemonjob.controller.keptdrains import KeptDrains
 from daemonjob.controller.metrics import DRAIN_DRAINED, DRAIN_TIMED_OUT, Metrics
@@ -41,6 +43,7 @@ class NodeMaintenance:
         self,
         daemonjobs: SharedInformer,
         nodes: SharedInformer,
+        jobs: SharedInformer,
         node_control: NodeControl | None,
         *,
         namespaces: frozenset[str],
@@ -49,11 +52,13 @@ class NodeMaintenance:
         clock: Clock,
         specs: SpecCache | None = None,
         disruption: ClusterDisruption | None = None,
+        cordons_stopped: Callable[[], str | None] = lambda: None,
     ) -> None:
         """`node_control`: what it writes through (Nodes, evictions, the finalizer; None: no
         Node writes); `namespaces`: where a DaemonJob may use it (elsewhere it is Stalled);
-        `disruption`: the cluster's disruption budget every cordon takes its unit from."""
-        self.daemonjobs, self.nodes = daemonjobs, nodes
+        `disruption`: the cluster's disruption budget every cordon takes its unit from;
+        `cordons_stopped`: why no cordon may start now (cordonstop.py)."""
+        self.daemonjobs, self.nodes, self.jobs = daemonjobs, nodes, jobs
         self.specs = specs if specs is not None else SpecCache()  # the DaemonJobs' specs as read
         self.node_control = node_control
         self.namespaces = frozenset(namespaces)
@@ -61,10 +66,14 @@ class NodeMaintenance:
         self.metrics = metrics
         self.disruption = disruption
         self.drains = KeptDrains()
-        self.node_acts = NodeActs(node_control, self.drains, clock, own_pod()) if node_control is not None else None
+        self._read: dict[str, dict[str, NodeRecord]] = {}  # deleted DaemonJobs' records as last listed
+        self.node_acts = (
+            NodeActs(node_control, self.drains, clock, own_pod(), cordons_stopped) if node_control is not None else None
+        )
 
     def forget(self, uid: str) -> None:
         self.drains.forget(uid)
+        self._read.pop(uid, None)
 
     def input(self, uid: str) -> MaintenanceInput:
         """What the decision reads of this DaemonJob's node maintenance."""
@@ -133,41 +142,69 @@ class NodeMaintenance:
         if acted.refused_evictions:
             self.metrics.eviction_refused(ns, name, uid, acted.refused_evictions)
 
-    def finalize(self, key: str) -> bool:
+    def finalize(self, key: str) -> tuple[bool, float | None]:
         """A DaemonJob with node maintenance's finalizer that is being deleted, or that no longer
-        asks for maintenance: every node still carrying its record is released, then the
-        finalizer goes. True when the pass is this and nothing else."""
+        asks for maintenance: every node carrying its record is released, then the finalizer
+        goes. Returns (True when the pass is this and nothing else, when to look again).
+
+        The records are read from the API server before the finalizer goes (a cordon whose
+        watch event has not arrived is not in the cache). A node where a Job of this DaemonJob
+        still runs (the Jobs orphaned by `--cascade=orphan`, or left running by a background
+        delete) is kept until that Job ends, and the finalizer with it."""
         cached = self.daemonjobs.store.get(key)
         if cached is None or not has_finalizer(cached):
-            return False
+            return False, None
         meta = cached["metadata"]
         deleting = bool(meta.get("deletionTimestamp"))
-        records = self.records(meta.get("uid") or "")
-        if not deleting and (self.specs.get(key, cached).spec.asks_maintenance or records):
-            return False  # the decision releases what it holds, as the spec says
+        uid = meta.get("uid") or ""
+        if not deleting and (self.specs.get(key, cached).spec.asks_maintenance or self.records(uid)):
+            return False, None  # the decision releases what it holds, as the spec says
         if self.node_control is None:
-            return False
-        rlog = log.bind(namespace=meta.get("namespace"), name=meta.get("name"))
+            return False, None
+        records = self._read_records(uid, keep=deleting)
+        if not deleting and records:
+            return False, defaults.FINALIZER_RECHECK_INTERVAL  # the cache catches up, the decision releases them
+        namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+        running = {n for n in records if job_runs_on(self.jobs, n, namespace, name)}
+        rlog = log.bind(namespace=namespace, name=name)
         errors: list[Exception] = []
-        for release in releases_on_delete(records):
+        for release in releases_on_delete({n: r for n, r in records.items() if n not in running}):
             try:
                 done = release_node(self.node_control, release.node, release.record)
             except ApiError as exc:
                 errors.append(exc)
                 continue
+            self._read.get(uid, {}).pop(release.node, None)
             if done is not None:
                 rlog.info("node released", node=release.node, uncordoned=done, why=release.why)
                 self.reporter.post_about(cached, [released_event(release, done)])
-        for node, outcome in sorted(self.outcomes(meta.get("uid") or "").items()):
+        for node, outcome in sorted(self.outcomes(uid).items()):
             try:
                 forget_outcome(self.node_control, node, outcome)
             except ApiError as exc:
                 errors.append(exc)
         if errors:
             raise ReconcileError(errors)
+        if running:
+            rlog.info("nodes kept until their Job ends", nodes=sorted(running))
+            return True, defaults.FINALIZER_RECHECK_INTERVAL
         finalizers = [f for f in meta.get("finalizers") or () if f != FINALIZER]
-        self.node_control.set_finalizers(
-            meta.get("namespace") or "", meta.get("name") or "", finalizers, meta.get("resourceVersion") or ""
-        )
+        self.node_control.set_finalizers(namespace, name, finalizers, meta.get("resourceVersion") or "")
         rlog.info("node maintenance finalizer removed", released=len(records))
-        return deleting
+        return deleting, None
+
+    def _read_records(self, uid: str, keep: bool) -> dict[str, NodeRecord]:
+        """This DaemonJob's records as the API server has them: a quorum list of the Nodes,
+        once per deleted DaemonJob (`keep`: remembered, with what the cache shows since,
+        until it is forgotten), fresh each time otherwise."""
+        if uid not in self._read or not keep:
+            assert self.node_control is not None
+            listed = {}
+            for node in self.node_control.list_nodes():
+                record = record_of(node)
+                if record is not None and record.uid == uid:
+                    listed[(node.get("metadata") or {}).get("name") or ""] = record
+            if not keep:
+                return {**listed, **self.records(uid)}
+            self._read[uid] = listed
+        return {**self._read[uid], **self.records(uid)}

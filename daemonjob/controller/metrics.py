@@ -179,6 +179,11 @@ class Metrics:
             per_dj,
             registry=r,
         )
+        self.orphaned_records_released = Counter(
+            "daemonjob_orphaned_node_records_released",
+            "Node maintenance records released because the DaemonJob they name (by uid) no longer exists.",
+            registry=r,
+        )
         self.queue_provider = PrometheusMetricsProvider(registry=r)
         self.health = HealthMetrics(r)  # conditions, last progress, schedule ticks: what alerts read
         self.limiter_wait = limiter_wait_histogram(r)

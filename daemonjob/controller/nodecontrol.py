@@ -14,9 +14,11 @@ from typing import Any, Protocol
 
 from daemonjob.controller.fence import Fence, always, as_fence
 from daemonjob.domain.jobs import API_VERSION, PLURAL
-from daemonjob.machinery.kube import PATCH_MERGE, Kube, path_for
+from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
 
 __all__ = ["NodeControl", "KubeNodeControl"]
+
+LIST_PAGE = 500  # Nodes per page of a quorum list
 
 
 class NodeControl(Protocol):
@@ -24,6 +26,15 @@ class NodeControl(Protocol):
 
     def get_node(self, name: str) -> Mapping[str, Any]:
         """A fresh read: a cordon or an uncordon is decided on the Node as it is now, not as cached."""
+        ...
+
+    def list_nodes(self) -> list[Mapping[str, Any]]:
+        """Every Node as etcd has it now (a quorum list, in pages): the records a cache may not
+        have seen yet, read before a finalizer goes and by the orphan sweep."""
+        ...
+
+    def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """A DaemonJob as etcd has it now; None when there is none of that name."""
         ...
 
     def patch_node(self, name: str, patch: Mapping[str, Any], resource_version: str) -> None:
@@ -55,6 +66,27 @@ class KubeNodeControl:
 
     def get_node(self, name: str) -> Mapping[str, Any]:
         return self.kube.get(path_for("v1", "nodes", None, name))
+
+    def list_nodes(self) -> list[Mapping[str, Any]]:
+        items: list[Mapping[str, Any]] = []
+        token = ""
+        while True:
+            params: dict[str, Any] = {"limit": LIST_PAGE}
+            if token:
+                params["continue"] = token
+            page = self.kube.get(path_for("v1", "nodes"), **params)  # no resourceVersion: a quorum read
+            items.extend(page.get("items") or ())
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return items
+
+    def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        try:
+            return self.kube.get(path_for(API_VERSION, PLURAL, namespace, name))
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
 
     def patch_node(self, name: str, patch: Mapping[str, Any], resource_version: str) -> None:
         body = {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": resource_version}}

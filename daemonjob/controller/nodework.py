@@ -22,7 +22,7 @@ later cordon by the same DaemonJob removes it in its own: the outcome costs no w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -77,18 +77,29 @@ class NodeActs:
     """`own_pod`: this controller's pod (namespace, name), never evicted; None outside a cluster."""
 
     def __init__(
-        self, control: NodeControl, drains: KeptDrains, clock: Clock, own_pod: tuple[str, str] | None = None
+        self,
+        control: NodeControl,
+        drains: KeptDrains,
+        clock: Clock,
+        own_pod: tuple[str, str] | None = None,
+        cordons_stopped: Callable[[], str | None] = lambda: None,
     ) -> None:
+        """`cordons_stopped`: why no cordon may start now, read before each pass's cordons
+        (cordonstop.py: node maintenance being taken out of the cluster)."""
         self.control = control
         self.drains = drains
         self.clock = clock
         self.own_pod = own_pod
+        self.cordons_stopped = cordons_stopped
 
     def carry(self, observed: Observation, work: NodeWork, drain: DrainOptions | None) -> NodeActed:
         acted = NodeActed()
         if not work.writes:
             return acted
-        finalized = not work.add_finalizer or self._add_finalizer(observed, acted)
+        # a stop (node maintenance being removed) holds back the finalizer as the cordons: the
+        # release just took it off, and the powers to take it off again are about to go
+        stopped = self._stopped(observed, acted) if work.cordons or work.add_finalizer else None
+        finalized = stopped is None and (not work.add_finalizer or self._add_finalizer(observed, acted))
         for release in work.releases:
             self._release(observed, release, acted)
         for keep in work.keeps:
@@ -115,6 +126,16 @@ class NodeActs:
                 )
             )
         return acted
+
+    def _stopped(self, observed: Observation, acted: NodeActed) -> str | None:
+        try:
+            why = self.cordons_stopped()
+        except ApiError as exc:
+            why = f"cannot tell whether cordons are stopped: {error_message(exc)}"
+        if why is not None:
+            observed.log.info("no cordon", why=why)
+            acted.soon(defaults.CORDON_STOP_RECHECK_INTERVAL)
+        return why
 
     # -- the finalizer -------------------------------------------------------------------------------
     def _add_finalizer(self, observed: Observation, acted: NodeActed) -> bool:

@@ -123,6 +123,12 @@ class Store:
             keys = sorted(self._index_for(index_name).get(value, ()))
             return [self._items[k] for k in keys]
 
+    def indexed(self, index_name: str) -> builtins.list[FrozenDict]:
+        """Every object the index names under some value, ordered by key."""
+        with self._lock:
+            keys = sorted({k for ks in self._index_for(index_name).values() for k in ks})
+            return [self._items[k] for k in keys]
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)

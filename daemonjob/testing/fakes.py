@@ -292,11 +292,21 @@ class FakeNodeControl:
         self.evicted: list[str] = []
         self.node_patches: list[tuple[str, dict[str, Any]]] = []
         self.finalizers: list[list[str]] = []
+        self.daemonjobs: dict[str, dict[str, Any]] = {}  # namespace/name -> the DaemonJob as the API server has it
+        self.node_lists = 0
 
     def get_node(self, name: str) -> Mapping[str, Any]:
         if name not in self.nodes:
             raise api_error(404, "NotFound")
         return copy.deepcopy(self.nodes[name])
+
+    def list_nodes(self) -> list[Mapping[str, Any]]:
+        self.node_lists += 1
+        return [copy.deepcopy(n) for n in self.nodes.values()]
+
+    def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        found = self.daemonjobs.get(f"{namespace}/{name}")
+        return copy.deepcopy(found) if found is not None else None
 
     def patch_node(self, name: str, patch: Mapping[str, Any], resource_version: str) -> None:
         node = self.nodes[name]

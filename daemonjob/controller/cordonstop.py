@@ -1,0 +1,90 @@
+"""The stop on new cordons that `daemonjob-controller release-nodes` sets before it releases
+every node: an annotation on the controller's leader-election Lease (the one object the
+controller and the release both may write) saying until when no cordon may start. The
+controller reads it afresh before each cordon, so a controller still running while node
+maintenance is taken out (the pre-upgrade or pre-delete hook runs beside it) cordons nothing
+behind the release. It lapses by itself, so node maintenance enabled again later works."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from daemonjob.domain.jobs import format_time, parse_time
+from daemonjob.machinery.kube import ApiError, Kube, path_for
+
+__all__ = ["STOP_ANNOTATION", "LeaseStop", "stop_cordons"]
+
+STOP_ANNOTATION = "daemonjob.io/no-cordon-until"  # on the controller's Lease: RFC 3339 time
+CONFLICT_RETRIES = 5
+
+
+def _lease_path(namespace: str, name: str) -> str:
+    return path_for("coordination.k8s.io/v1", "leases", namespace, name)
+
+
+def stopped_until(lease: Mapping[str, Any] | None) -> datetime | None:
+    annotations = ((lease or {}).get("metadata") or {}).get("annotations") or {}
+    return parse_time(annotations.get(STOP_ANNOTATION))
+
+
+class LeaseStop:
+    """Why no cordon may start now (None: they may), read from the Lease at each call."""
+
+    def __init__(self, kube: Kube, namespace: str, name: str, wall: Callable[[], datetime]) -> None:
+        self.kube, self.path, self.wall = kube, _lease_path(namespace, name), wall
+
+    def __call__(self) -> str | None:
+        try:
+            lease = self.kube.get(self.path)
+        except ApiError as exc:
+            if exc.not_found or exc.status == 403:
+                return None  # no Lease (or none this controller may read): nobody asked
+            raise
+        until = stopped_until(lease)
+        if until is not None and self.wall() < until:
+            return f"node maintenance is being removed (release-nodes): no cordon until {format_time(until)}"
+        return None
+
+
+def stop_cordons(kube: Kube, namespace: str, name: str, until: datetime) -> None:
+    """Write the stop on the Lease (created if there is none), keeping what the holder wrote."""
+    path = _lease_path(namespace, name)
+    for _ in range(CONFLICT_RETRIES):
+        try:
+            lease = dict(kube.get(path))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "annotations": {STOP_ANNOTATION: format_time(until)},
+                },
+                "spec": {},
+            }
+            try:
+                kube.create(path_for("coordination.k8s.io/v1", "leases", namespace), body)
+                return
+            except ApiError as exc2:
+                if exc2.status == 409:
+                    continue
+                raise
+        meta = dict(lease.get("metadata") or {})
+        meta["annotations"] = {**(meta.get("annotations") or {}), STOP_ANNOTATION: format_time(until)}
+        lease["metadata"] = meta
+        try:
+            kube.put(path, lease)
+            return
+        except ApiError as exc:
+            if not exc.conflict:
+                raise
+    raise ApiError(409, "Conflict", f"the Lease {namespace}/{name} kept changing")
+
+
+def stop_for(seconds: float, now: datetime) -> datetime:
+    return now + timedelta(seconds=seconds)
