@@ -16,7 +16,11 @@ Succeeded/Failed, as chosen by their annotations:
 - `sim.daemonjob.io/reason`: the terminated container's reason (e.g. OOMKilled, whose exit
   code is 137 unless the exit-code annotation says otherwise);
 - `sim.daemonjob.io/fail-on`: comma-separated node names; when set, exit-code (default 1
-  here), reason and message apply on these nodes only and the container succeeds elsewhere.
+  here), reason and message apply on these nodes only and the container succeeds elsewhere;
+- `sim.daemonjob.io/fail-attempts`: comma-separated attempts (the pod's `daemonjob.io/attempt`
+  label, 0 without it); as fail-on, for these attempts only (a node failing twice, then not);
+- `sim.daemonjob.io/image-pull: Never`: the image is never pulled; the pod stays Pending with
+  an ImagePullBackOff container until it is deleted.
 
 Nodes carry InternalIP 127.0.0.1 and the log server's port as their kubelet endpoint, so the
 API server proxies `pods/log` (`kubectl logs`) to it.
@@ -60,6 +64,7 @@ from daemonjob.testing.simpod import (
     now_micro,
     now_rfc3339,
     pod_conditions,
+    pull_failure_status,
     sim_duration,
     sim_exit_code,
 )
@@ -305,6 +310,10 @@ class SimKubelet:
 
     def _start_pod(self, pod: Mapping[str, Any]) -> None:
         now = now_rfc3339()
+        stuck = pull_failure_status(pod)
+        if stuck is not None:  # Pending for good, as a kubelet that never pulls the image leaves it
+            self._patch_pod_status(pod, {"startTime": now, **stuck})
+            return
         if sim_duration(pod) == 0:  # no time Running: its end at once, in one write instead of two
             status = {"startTime": now, "hostIP": "10.0.0.1", "podIP": "10.244.0.1", **end_status(pod, now, now)}
             self._patch_pod_status(pod, status)
