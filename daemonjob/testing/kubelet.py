@@ -60,6 +60,7 @@ from daemonjob.testing.simpod import (
     ANNOTATION_MESSAGE,
     ANNOTATION_OUTPUT,
     ANNOTATION_REASON,
+    LABEL_ATTEMPT,
     end_status,
     now_micro,
     now_rfc3339,
@@ -373,7 +374,8 @@ def _pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
         "metadata": {
             k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp") if k in meta
         }
-        | {"annotations": {k: v for k, v in annotations.items() if k.startswith("sim.")}},
+        | {"annotations": {k: v for k, v in annotations.items() if k.startswith("sim.")}}
+        | {"labels": {k: v for k, v in (meta.get("labels") or {}).items() if k == LABEL_ATTEMPT}},
         "spec": {
             "nodeName": spec.get("nodeName"),
             "containers": [

@@ -17,6 +17,7 @@ __all__ = [
     "ANNOTATION_FAIL_ON",
     "ANNOTATION_FAIL_ATTEMPTS",
     "ANNOTATION_IMAGE_PULL",
+    "LABEL_ATTEMPT",
     "pull_failure_status",
     "ANNOTATION_MESSAGE",
     "ANNOTATION_OUTPUT",
