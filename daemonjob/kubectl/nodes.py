@@ -21,6 +21,7 @@ from daemonjob.domain.eligibility import (
 )
 from daemonjob.domain.jobs import (
     ACTIVE,
+    ANNOTATION_START_FAILURE,
     FAILED,
     LABEL_REVISION,
     LABEL_RUN,
@@ -67,6 +68,7 @@ class NodeRow:
     detail: str = ""  # the full eligibility sentence
     containers: tuple[str, ...] = ()
     maintenance: str = ""  # spec.nodeMaintenance: cordoned, draining, running, uncordoning, kept cordoned
+    attempt: int = 0  # the Job's daemonjob.io/attempt: 0 for a node's first Job of the rollout
 
     def to_dict(self) -> dict[str, Any]:
         """Field by field: dataclasses.asdict deep-copies every value (a tenth of a second per 1000 rows)."""
@@ -179,7 +181,10 @@ def job_row(node: str, job: Mapping[str, Any], pod: Mapping[str, Any] | None) ->
         elif (cond := _unschedulable(pod)) is not None:
             reason, message = cond.get("reason") or "Unschedulable", cond.get("message") or ""
     failed = _job_condition(job, "Failed")
-    if failed is not None:
+    start_failure = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_START_FAILURE)
+    if failed is not None and start_failure:  # failed by spec.startTimeout: the pod's reason
+        reason, _, message = start_failure.partition(": ")
+    elif failed is not None:
         job_reason = failed.get("reason") or ""
         # The Job's reason explains more than the container's when the Job ended the pod.
         if job_reason == "DeadlineExceeded" or not reason or reason == "Completed":
@@ -198,7 +203,16 @@ def job_row(node: str, job: Mapping[str, Any], pod: Mapping[str, Any] | None) ->
         reason=reason,
         message=message,
         containers=containers,
+        attempt=job_attempt(job),
     )
+
+
+def _retrying(row: NodeRow, entry: Mapping[str, Any] | None) -> NodeRow:
+    """A failed node the controller runs again (status.retryingNodes) is pending, as it counts it."""
+    if entry is None or row.state != FAILED:
+        return row
+    why = f"attempt {row.attempt} failed ({row.reason}{': ' + row.message if row.message else ''})"
+    return replace(row, state=PENDING, reason="RetryBackoff", message=f"{why}; retry at {entry.get('retryAt')}")
 
 
 def _newest_first(job: Mapping[str, Any]) -> tuple[Any, int]:
@@ -247,6 +261,8 @@ def build_view(
     hidden = 0
     seen: set[str] = set()
     maintenance = MaintenanceView.of(dj, revision, run)
+    entries = (dj.get("status") or {}).get("retryingNodes")
+    retrying = {e.get("node"): e for e in entries if isinstance(e, Mapping)} if isinstance(entries, list) else {}
     for node in nodes:
         name = (node.get("metadata") or {}).get("name") or ""
         seen.add(name)
@@ -258,6 +274,7 @@ def build_view(
         held = maintenance.held(node)
         if node_job is not None:
             row = job_row(name, node_job, newest_pod.get((node_job.get("metadata") or {}).get("uid") or ""))
+            row = _retrying(row, retrying.get(name))
             rows.append(
                 replace(_with_eligibility(row, word, detail or ""), maintenance=maintenance.with_job(row.state, held))
             )
