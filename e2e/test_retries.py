@@ -89,24 +89,26 @@ def test_the_retry_limit_survives_a_sigkill_between_attempts(
     holds(lambda: len(api.jobs("stubborn")) == 2, 10, "no third attempt", describe=lambda: by_attempt(api, "stubborn"))
 
 
-def test_a_pod_whose_image_is_never_pulled_fails_its_node_at_the_start_timeout_with_the_reason(
+def test_a_pod_whose_image_is_never_pulled_fails_its_node_at_the_start_timeout_with_the_reason_then_retries(
     api: Cluster, nodes: Nodes, group: str, controller: Any
 ) -> None:
     (node,) = nodes(1)
-    body = daemonjob("stuck", group, startTimeout="5s", maxParallel=1)
+    body = daemonjob("stuck", group, startTimeout="5s", maxParallel=1, retry={"limit": 1, "backoff": "1s"})
     body["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"][IMAGE_PULL] = "Never"
     api.apply(body)
     job = wait_for(lambda: next(iter(api.jobs("stuck")), None), 60, "the node's Job")
     wait_for(lambda: api.pods(job["metadata"]["name"]), 30, "its pod")
 
-    dj = api.wait_status("stuck", lambda d: d["status"].get("failedNodes") == 1, "the node failed", timeout=90)
-    (job,) = api.jobs("stuck")
-    assert job_finished(job) == "Failed"
-    failed_at = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")["lastTransitionTime"]
-    created = parse_time(job["metadata"]["creationTimestamp"])
-    assert (parse_time(failed_at) - created).total_seconds() >= 5, "not before the start timeout"
-    failure = job["metadata"]["annotations"]["daemonjob.io/start-failure"]
-    assert failure.startswith("ImagePullBackOff: "), failure
+    dj = api.wait_status("stuck", lambda d: d["status"].get("failedNodes") == 1, "the node failed", timeout=120)
+    jobs = by_attempt(api, "stuck")
+    assert [attempt(j) for j in jobs] == [0, 1], "the stuck start is retried once (limit 1) under a new name"
+    for job in jobs:
+        assert job_finished(job) == "Failed"
+        failed_at = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")["lastTransitionTime"]
+        created = parse_time(job["metadata"]["creationTimestamp"])
+        assert (parse_time(failed_at) - created).total_seconds() >= 5, "not before the start timeout"
+        failure = job["metadata"]["annotations"]["daemonjob.io/start-failure"]
+        assert failure.startswith("ImagePullBackOff: "), failure
     assert dj["status"]["failedNodeNames"] == [node] and dj["status"]["activeNodes"] == 0, "the slot is free"
     event = api.wait_event("stuck", lambda e: e.get("reason") == "StartTimeout", "the StartTimeout Event")
     assert "ImagePullBackOff" in event["message"]
