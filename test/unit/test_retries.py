@@ -255,3 +255,22 @@ def test_a_start_check_fails_a_stuck_job_through_its_deadline_once_and_marks_a_r
     }
     assert patches[fine["metadata"]["name"]] == {"metadata": {"annotations": {ANNOTATION_STARTED: format_time(NOW)}}}
     assert starts.run(seen, checks, NOW) == [] and len(control.of("list_pods")) == 2, "read once"
+
+
+# -- kubectl daemonjob status ------------------------------------------------------------------
+def test_the_plugin_shows_each_nodes_attempt_a_retrying_node_as_pending_and_a_stuck_starts_reason() -> None:
+    from daemonjob.kubectl.nodes import PENDING, build_view
+    from daemonjob.kubectl.status import HEADERS, table_row
+
+    dj = daemonjob(retry=RETRY)
+    retried = attempt_job(dj, "n1", "failed", 1, created=-100, finished=-10)
+    stuck = attempt_job(dj, "n2", "failed", 0)
+    stuck["metadata"]["annotations"][ANNOTATION_START_FAILURE] = 'ImagePullBackOff: Back-off pulling image "x"'
+    stuck["status"]["conditions"][0]["reason"] = "DeadlineExceeded"
+    dj["status"] = {"retryingNodes": [{"node": "n1", "attempt": 1, "failures": 2, "retryAt": at(50)}]}
+    rows = {r.node: r for r in build_view(dj, [retried, stuck], [], [node("n1"), node("n2")]).rows}
+    assert (rows["n1"].state, rows["n1"].reason, rows["n1"].attempt) == (PENDING, "RetryBackoff", 1)
+    assert rows["n1"].message.startswith("attempt 1 failed") and at(50) in rows["n1"].message
+    assert (rows["n2"].state, rows["n2"].reason) == ("failed", "ImagePullBackOff")
+    assert rows["n2"].message == 'Back-off pulling image "x"'
+    assert HEADERS[3] == "ATTEMPT" and table_row(rows["n1"], NOW, False)[3] == "1"
