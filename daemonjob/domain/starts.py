@@ -27,7 +27,8 @@ from daemonjob.domain.jobview import JobView
 __all__ = ["watched", "Unstarted", "StartCheck", "due_start_checks", "SUSPENDED_EXTERNALLY", "suspended_message"]
 
 SUSPENDED_EXTERNALLY = "JobSuspendedExternally"  # Reconciling's reason while a node's Job is suspended
-START_CHECKS_PER_PASS = 32  # pod reads asked for by one pass; the rest at the next, at once
+START_CHECKS_PER_PASS = 32  # pod reads asked for by one pass; the rest at the next
+START_CHECKS_PAUSE = timedelta(seconds=1)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -67,7 +68,7 @@ def due_start_checks(
     end = bisect.bisect_right(unstarted, now - timeout, key=lambda u: u.created)
     due = [StartCheck(u.node, u.job, u.uid, u.created) for u in unstarted[: min(end, START_CHECKS_PER_PASS)]]
     if end > START_CHECKS_PER_PASS:
-        return due, now
+        return due, now + START_CHECKS_PAUSE  # the rest next, once the cache shows these checked
     return due, unstarted[end].created + timeout if end < len(unstarted) else None
 
 

@@ -274,3 +274,14 @@ def test_the_plugin_shows_each_nodes_attempt_a_retrying_node_as_pending_and_a_st
     assert (rows["n2"].state, rows["n2"].reason) == ("failed", "ImagePullBackOff")
     assert rows["n2"].message == 'Back-off pulling image "x"'
     assert HEADERS[3] == "ATTEMPT" and table_row(rows["n1"], NOW, False)[3] == "1"
+
+
+def test_start_checks_are_asked_for_a_few_at_a_time_the_rest_a_second_later() -> None:
+    from daemonjob.domain.starts import START_CHECKS_PER_PASS, Unstarted, due_start_checks
+
+    unstarted = [Unstarted(NOW - timedelta(hours=1), f"n{i:03}", f"j{i:03}", f"u{i}") for i in range(40)]
+    unstarted.append(Unstarted(NOW - timedelta(minutes=1), "late", "j-late", "u-late"))
+    due, wake = due_start_checks(unstarted, timedelta(minutes=10), NOW)
+    assert len(due) == START_CHECKS_PER_PASS and wake == NOW + timedelta(seconds=1)
+    due, wake = due_start_checks(unstarted[START_CHECKS_PER_PASS:], timedelta(minutes=10), NOW)
+    assert len(due) == 40 - START_CHECKS_PER_PASS and wake == NOW + timedelta(minutes=9)
