@@ -19,6 +19,7 @@ from daemonjob.domain.jobs import (
     job_suspended,
     job_template_hash,
     job_ttl,
+    parse_time,
 )
 from daemonjob.domain.memo import Memo, no_memo
 
@@ -44,6 +45,7 @@ class JobView:
     attempt: int = 0
     started: bool = False  # a pod of it ran (jobs.job_started)
     suspended: bool = False  # spec.suspend set by someone else
+    began: datetime | None = None  # status.startTime: set when the Job starts, again when resumed
 
     @classmethod
     def of(cls, job: Mapping[str, Any]) -> JobView:
@@ -62,6 +64,7 @@ class JobView:
             attempt=job_attempt(job),
             started=job_started(job),
             suspended=job_suspended(job),
+            began=parse_time((job.get("status") or {}).get("startTime")),
         )
 
     @property

@@ -33,9 +33,9 @@ START_CHECKS_PAUSE = timedelta(seconds=1)
 
 @dataclass(frozen=True, slots=True, order=True)
 class Unstarted:
-    """An active record whose Job shows no running pod yet (ordered by creation)."""
+    """An active record whose Job shows no running pod yet (ordered by when it started)."""
 
-    created: datetime
+    created: datetime  # the Job's creation, or its status.startTime if later
     node: str
     job: str
     uid: str | None
@@ -48,14 +48,16 @@ class StartCheck:
     node: str
     job: str
     uid: str | None
-    since: datetime  # the Job's creation
+    since: datetime  # the Job's creation, or its status.startTime if later
 
 
 def watched(record: JobView) -> dict[str, Any]:
     """What a node's plan keeps of its active record: unstarted, suspended by someone else."""
     out: dict[str, Any] = {}
     if not record.started and not record.suspended and record.node is not None:
-        out["unstarted"] = Unstarted(record.created, record.node, record.name, record.uid)
+        # from its start: a Job resumed after a queue's suspension (startTime set anew) has its full timeout
+        since = max(record.created, record.began) if record.began is not None else record.created
+        out["unstarted"] = Unstarted(since, record.node, record.name, record.uid)
     if record.suspended:
         out["suspended"] = record.name
     return out

@@ -285,3 +285,11 @@ def test_start_checks_are_asked_for_a_few_at_a_time_the_rest_a_second_later() ->
     assert len(due) == START_CHECKS_PER_PASS and wake == NOW + timedelta(seconds=1)
     due, wake = due_start_checks(unstarted[START_CHECKS_PER_PASS:], timedelta(minutes=10), NOW)
     assert len(due) == 40 - START_CHECKS_PER_PASS and wake == NOW + timedelta(minutes=9)
+
+
+def test_a_job_resumed_after_a_suspension_has_its_full_start_timeout_from_its_start_time() -> None:
+    dj = daemonjob(startTimeout="10m")
+    job = attempt_job(dj, "n1", "active", created=-3600)
+    job["status"]["startTime"] = at(-60)  # resumed a minute ago: the Job controller set it anew
+    decision = decide_over(Given(dj, [job], [node("n1")], NOW))
+    assert decision.start_checks == [] and decision.requeue_at == NOW + timedelta(minutes=9)
