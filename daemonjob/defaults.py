@@ -170,3 +170,16 @@ PROTECTED_NODE_SELECTOR = "node-role.kubernetes.io/control-plane"
 # A cordon the budget refused in the act step (another DaemonJob took the room first): look
 # again this soon (seconds), when the status names the gate and the DaemonJob waits for a node.
 DISRUPTION_RECHECK = 1.0
+
+# Retries (spec.retry) and stuck starts (spec.startTimeout): the Job controller's own pod
+# backoff (10 s doubling, capped at 6 min) is the default, so a retried node waits as a
+# retried pod would.
+RETRY_BACKOFF = timedelta(seconds=10)
+RETRY_MAX_BACKOFF = timedelta(minutes=6)
+RETRY_LIMIT_MAX = 10  # each retry is a Job kept in the cluster until the rollout is history
+# A node's Job with no running pod this long fails with its pod's reason: long enough for a
+# large image's pull, short enough that a pod Pending for good does not hold a slot for hours.
+START_TIMEOUT = timedelta(minutes=10)
+# A stuck start is confirmed by reading the Job's pods once; a Job already looked at is not
+# read again for this long (seconds) while the cache catches up with the mark written on it.
+START_CHECK_TTL = 60.0

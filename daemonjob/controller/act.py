@@ -27,6 +27,7 @@ from daemonjob.controller.jobcontrol import JobControl, NotLeader
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.observe import Observation
 from daemonjob.controller.outcomes import Acted, CreateOutcome, DeleteOutcome
+from daemonjob.controller.startchecks import StartChecks
 from daemonjob.controller.troubles import Troubles
 from daemonjob.domain.actions import CreateJob, DeleteJob
 from daemonjob.domain.conditions import JOB_REJECTED
@@ -55,6 +56,7 @@ class Act:
         adoption: Adoption,
         troubles: Troubles,
         claims: NodeClaims | None = None,
+        starts: StartChecks | None = None,
     ) -> None:
         self.control = control
         self.expectations = expectations
@@ -64,6 +66,7 @@ class Act:
         self.adoption = adoption
         self.troubles = troubles
         self.claims = claims  # an exclusion group's nodes taken by creates not in the cache yet
+        self.starts = starts if starts is not None else StartChecks(control)  # spec.startTimeout
 
     def carry(self, observed: Observation, decision: Decision) -> Acted:
         """Carry out `decision`: what failed, and what to say."""
@@ -73,6 +76,8 @@ class Act:
             decision = self.claims.take(observed.key, observed.dj, decision)
         acted.errors = self._delete(observed, decision, acted) + self._create(observed, decision, acted)
         self._clean_history(observed, decision, acted)
+        if decision.start_checks and decision.reading is not None:
+            acted.events.extend(self.starts.run(observed, decision.start_checks, decision.reading.input.now))
         return acted
 
     def _without_predecessors_standing(self, observed: Observation, decision: Decision, acted: Acted) -> Decision:

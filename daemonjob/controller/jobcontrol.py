@@ -49,6 +49,14 @@ class JobControl(Protocol):
         """Put back the identity labels and annotations of a Job this DaemonJob controls (uid precondition)."""
         ...
 
+    def list_pods(self, namespace: str, label_selector: str) -> list[Mapping[str, Any]]:
+        """The pods of one Job (a start check, starts.py), read once at its start timeout."""
+        ...
+
+    def patch_job(self, namespace: str, name: str, job_uid: str, patch: Mapping[str, Any]) -> None:
+        """Merge-patch a Job this DaemonJob controls (uid precondition): a start check's verdict."""
+        ...
+
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:
         """A fresh read of a DaemonJob, checked before adopting (ControllerRefManager)."""
         ...
@@ -103,6 +111,15 @@ class KubeJobControl:
         patch = {"metadata": {"uid": job_uid, "labels": dict(labels), "annotations": dict(annotations)}}
         with self.fence.writing("Job relabel") as fenced:
             self.kube.patch(path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_MERGE, **fenced)
+
+    def list_pods(self, namespace: str, label_selector: str) -> list[Mapping[str, Any]]:
+        answer = self.kube.get(path_for("v1", "pods", namespace), labelSelector=label_selector)
+        return list(answer.get("items") or ())
+
+    def patch_job(self, namespace: str, name: str, job_uid: str, patch: Mapping[str, Any]) -> None:
+        body = {**patch, "metadata": {**(patch.get("metadata") or {}), "uid": job_uid}}
+        with self.fence.writing("Job patch") as fenced:
+            self.kube.patch(path_for("batch/v1", "jobs", namespace, name), body, content_type=PATCH_MERGE, **fenced)
 
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:
         return self.kube.get(path_for(API_VERSION, PLURAL, namespace, name))

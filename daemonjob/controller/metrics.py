@@ -139,8 +139,8 @@ class Metrics:
         )
         self.jobs_rerun = Counter(
             "daemonjob_jobs_rerun_total",
-            "Jobs created for a node whose earlier Job of the same revision and run was deleted "
-            "(the next attempt, under a name of its own).",
+            "Jobs created for a node whose earlier Job of the same revision and run was deleted, "
+            "or failed with spec.retry retries left (the next attempt, under a name of its own).",
             registry=r,
         )
         self.plan_checks = Counter(

@@ -36,7 +36,7 @@ from typing import Any
 from daemonjob.domain.actions import CreateJob, DeleteJob, choose_actions
 from daemonjob.domain.attempts import STATUS_FIELD as ATTEMPTS_FIELD
 from daemonjob.domain.attempts import assign as assign_attempts
-from daemonjob.domain.conditions import FailureBudget, evaluate, failure_budget, stall_for
+from daemonjob.domain.conditions import FAILED_NODE_NAMES_MAX, FailureBudget, evaluate, failure_budget, stall_for
 from daemonjob.domain.configrefs import (
     missing_configmaps,
     referenced_configmaps,
@@ -50,6 +50,8 @@ from daemonjob.domain.inputs import ApiTroubles, DecisionInput
 from daemonjob.domain.maintenance import NodeWork, drain_timeouts, with_drain_timeouts
 from daemonjob.domain.plan import JobView, PlanContext
 from daemonjob.domain.reading import Reading
+from daemonjob.domain.retries import STATUS_FIELD as RETRYING_FIELD
+from daemonjob.domain.retries import next_retry, noted, retrying_status
 from daemonjob.domain.revision import Revision, current_revision, template_revision
 from daemonjob.domain.rolloutstatus import (
     NODE_COUNT_FIELDS,
@@ -61,6 +63,7 @@ from daemonjob.domain.rolloutstatus import (
 )
 from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, schedule_step
 from daemonjob.domain.spec import DaemonJobSpec
+from daemonjob.domain.starts import StartCheck, due_start_checks
 from daemonjob.domain.validate import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, validate
 
 __all__ = [
@@ -99,6 +102,7 @@ class Decision:
     requeue_at: datetime | None = None
     gate: str | None = None  # the rollout gate holding new nodes back (gates/), if any
     node_work: NodeWork | None = None  # Node writes of spec.nodeMaintenance (maintenance.py), if any
+    start_checks: list[StartCheck] = field(default_factory=list)  # Jobs past spec.startTimeout (starts.py)
     reading: Reading | None = field(default=None, repr=False, compare=False)  # what it was concluded from
     gating: Gating | None = field(default=None, repr=False, compare=False)  # every gate's hold (a preview reads them)
 
@@ -186,6 +190,7 @@ def _read(inp: DecisionInput) -> Reading:
         step.current_run,
         spec.runs.replaces,
         successes=checked.rollout.pause is not None,
+        retry=spec.retry,
     )
     plan = inp.kept_plan.plan_for(ctx, inp.memo)
     timeouts = None
@@ -220,7 +225,7 @@ def _started(inp: DecisionInput, revision: str, run: str | None) -> dict[str, bo
 def _conclude(reading: Reading) -> Decision:
     inp, step = reading.input, reading.step
     run = step.current_run
-    turns = reading.plan.turns(inp.troubles.conflicts, inp.troubles.rejected)
+    turns = reading.plan.turns(inp.troubles.conflicts, inp.troubles.rejected, inp.now)
     stall = stall_for(inp, reading.checked, reading.plan, reading.missing, turns.refused)
     gating = run_gates(reading, stall, turns)
     actions = choose_actions(inp.dj, reading.revision, gating, run, reading.checked.spec.job_template)
@@ -234,12 +239,18 @@ def _conclude(reading: Reading) -> Decision:
     actions = replace(actions, creates=attempts.creates)
     waiting = gating.in_force(actions)
     conditions = evaluate(reading, actions, stall, gating)
+    conditions = noted(conditions, reading.plan, inp.now, bool(actions.creates), FAILED_NODE_NAMES_MAX)
     run_changed = run != inp.recorded.status.get("currentRun")
     status = status_of(reading, conditions, run_changed)
     if attempts.status is not None:
         status[ATTEMPTS_FIELD] = attempts.status  # before the creates of the attempts it records
+    spec = reading.checked.spec
+    if reading.plan.retrying and spec.retry is not None:
+        status[RETRYING_FIELD] = retrying_status(reading.plan.retrying, spec.retry.limit, FAILED_NODE_NAMES_MAX)
+    checks, check_wake = due_start_checks(reading.plan.unstarted, spec.start_timeout, inp.now)
     events = events_of(reading, conditions)
-    requeue = [step.requeue_at, waiting.wake if waiting is not None else None]
+    requeue = [step.requeue_at, waiting.wake if waiting is not None else None, check_wake]
+    requeue.append(next_retry(reading.plan.retrying, inp.now))
     if work is not None:
         status = _with_maintenance_status(status, work)
         events.extend(drain_timeout_events(reading))  # released in this pass, the outcome on the Node
@@ -254,6 +265,7 @@ def _conclude(reading: Reading) -> Decision:
         requeue_at=min((t for t in requeue if t is not None), default=None),
         gate=waiting.gate if waiting is not None else None,
         node_work=work,
+        start_checks=checks,
         reading=reading,
         gating=gating,
     )

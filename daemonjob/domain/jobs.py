@@ -31,6 +31,10 @@ __all__ = [
     "LABEL_ATTEMPT",
     "job_template_hash",
     "job_attempt",
+    "ANNOTATION_STARTED",
+    "ANNOTATION_START_FAILURE",
+    "job_started",
+    "job_suspended",
     "ACTIVE",
     "SUCCEEDED",
     "FAILED",
@@ -65,6 +69,10 @@ LABEL_TEMPLATE_HASH = "daemonjob.io/template-hash"
 # Which of a node's Jobs of one rollout (revision, run) this is: absent on the first (attempt
 # 0), 1 on the Job that replaces it, and so on; each attempt has a name of its own (attempts.py).
 LABEL_ATTEMPT = "daemonjob.io/attempt"
+# Written by the controller on a Job whose pod it read once the start timeout passed
+# (starts.py): the pod was running (no need to look again), or why it never ran.
+ANNOTATION_STARTED = "daemonjob.io/started"
+ANNOTATION_START_FAILURE = "daemonjob.io/start-failure"
 
 ACTIVE = "active"
 SUCCEEDED = "succeeded"
@@ -123,6 +131,22 @@ def job_attempt(job: Mapping[str, Any]) -> int:
     """The Job's attempt: 0 without the label (a first Job, or one made before attempts existed)."""
     value = (_meta(job).get("labels") or {}).get(LABEL_ATTEMPT)
     return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else 0
+
+
+def job_started(job: Mapping[str, Any]) -> bool:
+    """A pod of the Job ran, as far as the Job tells: a ready or succeeded pod (`status.ready`
+    exists from Kubernetes 1.24), or the controller's own mark after reading the pod."""
+    annotations = _meta(job).get("annotations") or {}
+    if ANNOTATION_STARTED in annotations or ANNOTATION_START_FAILURE in annotations:
+        return True
+    status = job.get("status") or {}
+    return any(isinstance(status.get(k), int) and status[k] > 0 for k in ("ready", "succeeded"))
+
+
+def job_suspended(job: Mapping[str, Any]) -> bool:
+    """`spec.suspend` is set: we never set it, so someone else (Kueue, a person) did."""
+    spec = job.get("spec")
+    return isinstance(spec, Mapping) and spec.get("suspend") is True
 
 
 def job_run(job: Mapping[str, Any]) -> str | None:
@@ -269,6 +293,8 @@ def build_job(
     pod_template = spec.get("template") or {}
     pod_meta = pod_template.get("metadata") or {}
     pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **identity}
+    if attempt:
+        pod_meta["labels"][LABEL_ATTEMPT] = str(attempt)  # so one attempt's pod and logs are one selector
     pod_template["metadata"] = pod_meta
     pod_spec = pod_template.get("spec") or {}
     _pin_to_node(pod_spec, node_name)

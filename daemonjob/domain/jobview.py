@@ -14,9 +14,12 @@ from daemonjob.domain.jobs import (
     job_node,
     job_revision,
     job_run,
+    job_started,
     job_state,
+    job_suspended,
     job_template_hash,
     job_ttl,
+    parse_time,
 )
 from daemonjob.domain.memo import Memo, no_memo
 
@@ -40,6 +43,9 @@ class JobView:
     run: str | None = None
     template_hash: str | None = None
     attempt: int = 0
+    started: bool = False  # a pod of it ran (jobs.job_started)
+    suspended: bool = False  # spec.suspend set by someone else
+    began: datetime | None = None  # status.startTime: set when the Job starts, again when resumed
 
     @classmethod
     def of(cls, job: Mapping[str, Any]) -> JobView:
@@ -56,6 +62,9 @@ class JobView:
             run=job_run(job),
             template_hash=job_template_hash(job),
             attempt=job_attempt(job),
+            started=job_started(job),
+            suspended=job_suspended(job),
+            began=parse_time((job.get("status") or {}).get("startTime")),
         )
 
     @property

@@ -14,7 +14,6 @@ revision's) or waits for it to finish (Forbid), so a node never runs two Jobs at
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +29,10 @@ from daemonjob.domain.jobs import (
 )
 from daemonjob.domain.jobview import JobView, job_view
 from daemonjob.domain.memo import Memo, no_memo
+from daemonjob.domain.retries import Retrying, retry_of
+from daemonjob.domain.retryspec import Retry
+from daemonjob.domain.sortedparts import sorted_apply
+from daemonjob.domain.starts import Unstarted, watched
 
 __all__ = [
     "JobView",
@@ -75,6 +78,7 @@ class PlanContext:
     run: str | None = None  # the current run (None: Jobs without a run)
     replace_runs: bool = False  # Replace: another run's active Job is deleted at the node's turn; Forbid: it waits
     successes: bool = False  # keep when each node's record succeeded (pauseBetweenNodes reads it)
+    retry: Retry | None = None  # spec.retry: a failed record with retries left is a turn (retries.py)
     rules: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -100,6 +104,9 @@ class NodePlan:
     extra_old: tuple[DeleteJob, ...] = ()  # running older Jobs beside a current record
     ttl_jobs: tuple[JobView, ...] = ()  # Jobs carrying a TTL
     succeeded_at: datetime | None = None  # when its succeeded record finished (only with PlanContext.successes)
+    retry: Retrying | None = None  # its failed record runs again (its turn, once `retry.at` has passed)
+    unstarted: Unstarted | None = None  # its active record shows no running pod yet (starts.py)
+    suspended: str | None = None  # its active record, suspended by someone else
 
 
 def _by_node(item: Any) -> str:
@@ -129,6 +136,9 @@ class Plan:
     by_node_extra_old: dict[str, tuple[DeleteJob, ...]] = field(default_factory=dict)
     by_node_ttl: dict[str, tuple[JobView, ...]] = field(default_factory=dict)
     successes: list[tuple[datetime, str]] = field(default_factory=list)  # (finished, node), oldest first
+    retrying: list[Retrying] = field(default_factory=list)  # soonest first; their turns are in `starting`
+    unstarted: list[Unstarted] = field(default_factory=list)  # oldest first
+    suspended: list[tuple[str, str]] = field(default_factory=list)  # (node, Job)
 
     @property
     def desired(self) -> int:
@@ -150,13 +160,17 @@ class Plan:
     def ttl_jobs(self) -> list[JobView]:
         return [j for js in self.by_node_ttl.values() for j in js]
 
-    def turns(self, conflicts: Mapping[str, str] | None, rejected: Mapping[str, str] | None) -> Turns:
-        """The turns in the order nodes take them: nodes whose Job name another owner holds left
-        out, nodes the API server refused last (oldest refusal first). The plan's own lists are
-        used as they are when neither applies (the usual case: no copy of thousands of turns)."""
-        if not conflicts and not rejected:
+    def turns(
+        self, conflicts: Mapping[str, str] | None, rejected: Mapping[str, str] | None, now: datetime | None = None
+    ) -> Turns:
+        """The turns in the order nodes take them: nodes whose Job name another owner holds or
+        whose retry's backoff runs at `now` left out, nodes the API server refused last (oldest
+        refusal first). The plan's own lists are used as they are when none applies (the usual
+        case: no copy of thousands of turns)."""
+        backoff = self.backing_off(now)
+        if not conflicts and not rejected and not backoff:
             return Turns(self.replacing, self.starting, self.deletes, self.extra_old, self.busy)
-        skip = conflicts or {}
+        skip = {**(conflicts or {}), **backoff}
         order = {node: i for i, node in enumerate(rejected or {})}
 
         def ordered(turns: Sequence[Turn]) -> list[Turn]:
@@ -168,6 +182,12 @@ class Plan:
         refused = {t.node: (rejected or {})[t.node] for t in starting if t.node in order}
         return Turns(ordered(self.replacing), starting, self.deletes, self.extra_old, self.busy, refused or None)
 
+    def backing_off(self, now: datetime | None) -> dict[str, str]:
+        """node -> why: the retrying nodes whose backoff has not passed at `now`."""
+        if now is None or not self.retrying:
+            return {}
+        return {r.node: f"retry at {r.at.isoformat()}" for r in self.retrying if r.at > now}
+
     @classmethod
     def of(cls, parts: Iterable[tuple[str, NodePlan]]) -> Plan:
         """The sum of many parts: appended, then sorted once."""
@@ -177,6 +197,9 @@ class Plan:
         plan.failed_names.sort()
         plan.failed_current_names.sort()
         plan.successes.sort()
+        plan.retrying.sort()
+        plan.unstarted.sort()
+        plan.suspended.sort()
         for items in (plan.held, plan.replacing, plan.starting):
             items.sort(key=_by_node)
         return plan
@@ -196,15 +219,20 @@ class Plan:
             self.succeeded += sign
         elif part.state == FAILED:
             self.failed += sign
-            _sorted_apply(self.failed_names, name, sign, insort)
+            sorted_apply(self.failed_names, name, sign, insort)
             if part.failed_current:
-                _sorted_apply(self.failed_current_names, name, sign, insort)
+                sorted_apply(self.failed_current_names, name, sign, insort)
         if part.succeeded_at is not None:
-            _sorted_apply(self.successes, (part.succeeded_at, name), sign, insort)
+            sorted_apply(self.successes, (part.succeeded_at, name), sign, insort)
+        for items, item in ((self.retrying, part.retry), (self.unstarted, part.unstarted)):
+            if item is not None:
+                sorted_apply(items, item, sign, insort)
+        if part.suspended is not None:
+            sorted_apply(self.suspended, (name, part.suspended), sign, insort)
         if part.held is not None:
-            _sorted_apply(self.held, part.held, sign, insort, _by_node)
+            sorted_apply(self.held, part.held, sign, insort, _by_node)
         if part.turn is not None:
-            _sorted_apply(self.replacing if part.turn.replace else self.starting, part.turn, sign, insort, _by_node)
+            sorted_apply(self.replacing if part.turn.replace else self.starting, part.turn, sign, insort, _by_node)
         by_node: tuple[tuple[dict[str, Any], tuple[Any, ...]], ...] = (
             (self.by_node_deletes, part.deletes),
             (self.by_node_extra_old, part.extra_old),
@@ -216,22 +244,6 @@ class Plan:
                     attr[name] = value
                 else:
                     attr.pop(name, None)
-
-
-def _sorted_apply(items: list[Any], item: Any, sign: int, insort: bool, key: Any = None) -> None:
-    """Insert `item` into, or remove it from, a list kept sorted (by `key`); without `insort`,
-    append (the caller sorts once)."""
-    if sign > 0:
-        if insort:
-            bisect.insort(items, item, key=key)
-        else:
-            items.append(item)
-        return
-    at = bisect.bisect_left(items, item if key is None else key(item), key=key)
-    while at < len(items) and items[at] != item:
-        at += 1
-    if at < len(items):
-        del items[at]
 
 
 _COMMON: dict[NodePlan, NodePlan] = {}  # the few plain parts most nodes share (a succeeded node, ...)
@@ -249,6 +261,9 @@ def _shared(part: NodePlan) -> NodePlan:
         or part.extra_old
         or part.ttl_jobs
         or part.succeeded_at is not None
+        or part.retry is not None
+        or part.unstarted is not None
+        or part.suspended is not None
     ):
         return part
     if len(_COMMON) >= _COMMON_MAX:
@@ -272,8 +287,8 @@ def _record(node_jobs: Sequence[JobView], revision: str, never: bool, run: str |
     for job in node_jobs:
         if job.state == TERMINATING or job.run != run or (not never and job.revision != revision):
             continue
-        if best is None or job.age_key > best.age_key:
-            best = job
+        if best is None or (job.created, job.attempt, job.name) > (best.created, best.attempt, best.name):
+            best = job  # a retry made within the second of its failed attempt is the newer
     return best
 
 
@@ -308,6 +323,8 @@ def plan_node(
         )
         deletes = tuple(DeleteJob(j.name, name, HISTORY, j.uid) for j in history[ctx.history_limit :])
     common: dict[str, Any] = dict(eligible=eligible, busy=busy, deletes=deletes, ttl_jobs=ttl)
+    if record is not None and record.state == ACTIVE:
+        common.update(watched(record))
     if not eligible:
         # it keeps a running Job to completion and gets nothing new; an active record holds its slot
         if record is not None and record.state == ACTIVE:
@@ -333,6 +350,9 @@ def plan_node(
             # finished history being deleted does not hold a run back
             return _shared(NodePlan(turn=Turn(name), **common))
         return _shared(NodePlan(**common))
+    retry = retry_of(jobs, record, ctx.retry) if current(record) and not busy else None
+    if retry is not None:  # pending again, not failed: its turn comes once the backoff has passed
+        return NodePlan(turn=Turn(name), retry=retry, **common)
     failed_current = record.state == FAILED and record.revision == revision
     succeeded_at = record.finished if ctx.successes and record.state == SUCCEEDED else None
     return _shared(

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from daemonjob import defaults
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.maintenancespec import Maintenance
+from daemonjob.domain.retryspec import Retry
 from daemonjob.domain.rolloutspec import Rollout
 from daemonjob.domain.schedule import Runs
 
@@ -57,6 +59,8 @@ class DaemonJobSpec:
     rerun_on_config_change: bool = False
     exclusion_group: str | None = None  # as written when a non-empty string (checked apart)
     after: tuple[str, ...] = ()  # the non-empty names of spec.after, each once (checked apart)
+    retry: Retry | None = None  # spec.retry, None: a failed node waits for a rerun
+    start_timeout: timedelta = defaults.START_TIMEOUT  # spec.startTimeout
 
     @property
     def pod_template(self) -> Mapping[str, Any] | None:

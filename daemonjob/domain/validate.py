@@ -47,6 +47,7 @@ from daemonjob.domain.problems import (
     is_int,
 )
 from daemonjob.domain.problems import show as _show
+from daemonjob.domain.retryspec import check_managed_by, read_retry, read_start_timeout
 from daemonjob.domain.rolloutspec import (
     PERCENT_RE,
     AlertMatcher,
@@ -169,6 +170,7 @@ def _check_template(spec: Mapping[str, Any], problems: list[Problem]) -> bool:
                 "remove it (spec.historyLimit bounds how many old Jobs are kept)",
             )
         )
+    check_managed_by(job_spec, problems)
     pod_template = job_spec.get("template")
     pod_spec = pod_template.get("spec") if isinstance(pod_template, Mapping) else None
     restart = pod_spec.get("restartPolicy") if isinstance(pod_spec, Mapping) else None
@@ -230,6 +232,8 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
         rerun_on_config_change=spec.get("rerunOnConfigChange") is True,
         exclusion_group=group if isinstance(group, str) and group else None,
         after=tuple(dict.fromkeys(a for a in after if isinstance(a, str) and a)) if isinstance(after, list) else (),
+        retry=read_retry(spec, problems),
+        start_timeout=read_start_timeout(spec, problems),
     )
     return Validation(typed, problems)
 

@@ -8,7 +8,7 @@ scheduled DaemonJob) and that Job's newest pod.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,60 +24,29 @@ from daemonjob.domain.jobs import (
     FAILED,
     LABEL_REVISION,
     LABEL_RUN,
-    SUCCEEDED,
     TERMINATING,
-    format_time,
     job_attempt,
     job_created,
-    job_finish_time,
     job_node,
-    job_revision,
-    job_state,
-    parse_time,
 )
 from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, ON_TIMEOUT_SKIP
 from daemonjob.domain.noderecord import outcomes_of, record_of
 from daemonjob.domain.revision import template_revision
 from daemonjob.domain.validate import read_spec
-
-PENDING = "pending"
-INELIGIBLE = "ineligible"
-STATES = (PENDING, ACTIVE, SUCCEEDED, FAILED, TERMINATING, INELIGIBLE)
+from daemonjob.kubectl.noderow import (
+    INELIGIBLE,
+    PENDING,
+    STATES,
+    NodeRow,
+    job_row,
+    pods_by_job,
+    retrying_row,
+)
 
 # Short words for why a node is not eligible are the domain's kinds (the full sentence is
 # kept in `detail`); a node with no Node object is "node gone".
 NODE_GONE = "node gone"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRow:
-    node: str
-    state: str
-    job: str = ""
-    job_uid: str = ""
-    pod: str = ""
-    revision: str = ""
-    started: datetime | None = None
-    finished: datetime | None = None
-    exit_code: int | None = None
-    reason: str = ""
-    message: str = ""
-    ineligible: str = ""  # a short word when the node is not eligible now (NOT_SELECTED...)
-    detail: str = ""  # the full eligibility sentence
-    containers: tuple[str, ...] = ()
-    maintenance: str = ""  # spec.nodeMaintenance: cordoned, draining, running, uncordoning, kept cordoned
-
-    def to_dict(self) -> dict[str, Any]:
-        """Field by field: dataclasses.asdict deep-copies every value (a tenth of a second per 1000 rows)."""
-        out = {f: getattr(self, f) for f in _FIELDS}
-        out["started"] = format_time(self.started) if self.started else None
-        out["finished"] = format_time(self.finished) if self.finished else None
-        out["containers"] = list(self.containers)
-        return out
-
-
-_FIELDS = tuple(f.name for f in fields(NodeRow))
 
 
 @dataclass
@@ -109,96 +78,6 @@ def node_ready(node: Mapping[str, Any]) -> bool:
         if cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return False
-
-
-def _owner_uid(pod: Mapping[str, Any]) -> str | None:
-    meta = pod.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("kind") == "Job":
-            return ref.get("uid")
-    labels = meta.get("labels") or {}
-    return labels.get("controller-uid") or labels.get("batch.kubernetes.io/controller-uid")
-
-
-def pods_by_job(pods: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """Job uid -> its newest pod (the latest attempt says the most)."""
-    newest: dict[str, Mapping[str, Any]] = {}
-    for pod in pods:
-        uid = _owner_uid(pod)
-        if not uid:
-            continue
-        meta = pod.get("metadata") or {}
-        key = (meta.get("creationTimestamp") or "", meta.get("name") or "")
-        old = newest.get(uid)
-        if old is None or key >= ((old["metadata"].get("creationTimestamp") or ""), old["metadata"].get("name") or ""):
-            newest[uid] = pod
-    return newest
-
-
-def _terminated(pod: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
-    """(a terminated state, a waiting state) of the pod's containers, failures first."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or ()
-    terminated = [s["state"]["terminated"] for s in statuses if (s.get("state") or {}).get("terminated")]
-    terminated.sort(key=lambda t: t.get("exitCode") == 0)
-    waiting = [s["state"]["waiting"] for s in statuses if ((s.get("state") or {}).get("waiting") or {}).get("reason")]
-    return (terminated[0] if terminated else None), (waiting[0] if waiting else None)
-
-
-def _job_condition(job: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for cond in (job.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == kind and cond.get("status") == "True":
-            return cond
-    return None
-
-
-def _unschedulable(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for cond in (pod.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            return cond
-    return None
-
-
-def job_row(node: str, job: Mapping[str, Any], pod: Mapping[str, Any] | None) -> NodeRow:
-    """A node's row from its current Job and that Job's newest pod (None when gone)."""
-    state = job_state(job)
-    status = job.get("status") or {}
-    started = parse_time(status.get("startTime")) or job_created(job)
-    finished = job_finish_time(job) if state in (SUCCEEDED, FAILED) else None
-    exit_code: int | None = None
-    reason = message = ""
-    containers: tuple[str, ...] = ()
-    if pod is not None:
-        containers = tuple(c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or ())
-        terminated, waiting = _terminated(pod)
-        if terminated is not None:
-            exit_code = terminated.get("exitCode")
-            reason = terminated.get("reason") or ""
-            message = (terminated.get("message") or "").strip()
-        elif waiting is not None:
-            reason, message = waiting.get("reason") or "", (waiting.get("message") or "").strip()
-        elif (cond := _unschedulable(pod)) is not None:
-            reason, message = cond.get("reason") or "Unschedulable", cond.get("message") or ""
-    failed = _job_condition(job, "Failed")
-    if failed is not None:
-        job_reason = failed.get("reason") or ""
-        # The Job's reason explains more than the container's when the Job ended the pod.
-        if job_reason == "DeadlineExceeded" or not reason or reason == "Completed":
-            reason = job_reason
-            message = message or (failed.get("message") or "")
-    return NodeRow(
-        node=node,
-        state=state,
-        job=(job.get("metadata") or {}).get("name") or "",
-        job_uid=(job.get("metadata") or {}).get("uid") or "",
-        pod=((pod or {}).get("metadata") or {}).get("name") or "",
-        revision=job_revision(job) or "",
-        started=started,
-        finished=finished,
-        exit_code=exit_code,
-        reason=reason,
-        message=message,
-        containers=containers,
-    )
 
 
 def _newest_first(job: Mapping[str, Any]) -> tuple[Any, int]:
@@ -247,6 +126,8 @@ def build_view(
     hidden = 0
     seen: set[str] = set()
     maintenance = MaintenanceView.of(dj, revision, run)
+    entries = (dj.get("status") or {}).get("retryingNodes")
+    retrying = {e.get("node"): e for e in entries if isinstance(e, Mapping)} if isinstance(entries, list) else {}
     for node in nodes:
         name = (node.get("metadata") or {}).get("name") or ""
         seen.add(name)
@@ -258,6 +139,7 @@ def build_view(
         held = maintenance.held(node)
         if node_job is not None:
             row = job_row(name, node_job, newest_pod.get((node_job.get("metadata") or {}).get("uid") or ""))
+            row = retrying_row(row, retrying.get(name))
             rows.append(
                 replace(_with_eligibility(row, word, detail or ""), maintenance=maintenance.with_job(row.state, held))
             )

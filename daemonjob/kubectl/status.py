@@ -17,7 +17,7 @@ from daemonjob.kubectl.nodes import NodeRow, NodeView, build_view
 from daemonjob.kubectl.timefmt import between, human_duration
 
 EXIT_FAILED_NODES = 2
-HEADERS = ["NODE", "STATE", "JOB", "STARTED", "DURATION", "EXIT CODE", "REASON", "MESSAGE"]
+HEADERS = ["NODE", "STATE", "JOB", "ATTEMPT", "STARTED", "DURATION", "EXIT CODE", "REASON", "MESSAGE"]
 WIDE_HEADERS = [*HEADERS, "POD", "REVISION", "ELIGIBILITY"]
 CONDITION_WORDS = {"Complete": "complete", "Failed": "failed", "Stalled": "stalled", "Reconciling": "rolling out"}
 
@@ -122,6 +122,7 @@ def table_row(row: NodeRow, now: datetime, wide: bool) -> list[str]:
         row.node,
         state,
         row.job,
+        str(row.attempt) if row.job else "",
         started,
         duration,
         "" if row.exit_code is None else str(row.exit_code),

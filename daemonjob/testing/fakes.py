@@ -149,6 +149,7 @@ class FakeJobControl:
     calls: list[Call] = field(default_factory=list)
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)  # Jobs the API server holds, by ns/name
     daemonjobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # fresh reads, by ns/name
+    pods: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by label selector
     _pending: list[tuple[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -228,6 +229,24 @@ class FakeJobControl:
             job = self._patched(namespace, name, job_uid)
             job["metadata"]["labels"] = {**(job["metadata"].get("labels") or {}), **labels}
             job["metadata"]["annotations"] = {**(job["metadata"].get("annotations") or {}), **annotations}
+            self._pending.append(("add", job))
+
+    def list_pods(self, namespace: str, label_selector: str) -> list[Mapping[str, Any]]:
+        self._record("list_pods", namespace, label_selector)
+        self._maybe_fail("list_pods", label_selector)
+        return list(self.pods.get(label_selector, ()))
+
+    def patch_job(self, namespace: str, name: str, job_uid: str, patch: Mapping[str, Any]) -> None:
+        self._record("patch_job", namespace, name, thaw(patch), job_uid)
+        self._maybe_fail("patch_job", name)
+        with self._lock:
+            job = self._patched(namespace, name, job_uid)
+            meta = patch.get("metadata") or {}
+            job["metadata"]["annotations"] = {
+                **(job["metadata"].get("annotations") or {}),
+                **(meta.get("annotations") or {}),
+            }
+            job["spec"] = {**(job.get("spec") or {}), **(patch.get("spec") or {})}
             self._pending.append(("add", job))
 
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:

@@ -16,7 +16,11 @@ Succeeded/Failed, as chosen by their annotations:
 - `sim.daemonjob.io/reason`: the terminated container's reason (e.g. OOMKilled, whose exit
   code is 137 unless the exit-code annotation says otherwise);
 - `sim.daemonjob.io/fail-on`: comma-separated node names; when set, exit-code (default 1
-  here), reason and message apply on these nodes only and the container succeeds elsewhere.
+  here), reason and message apply on these nodes only and the container succeeds elsewhere;
+- `sim.daemonjob.io/fail-attempts`: comma-separated attempts (the pod's `daemonjob.io/attempt`
+  label, 0 without it); as fail-on, for these attempts only (a node failing twice, then not);
+- `sim.daemonjob.io/image-pull: Never`: the image is never pulled; the pod stays Pending with
+  an ImagePullBackOff container until it is deleted.
 
 Nodes carry InternalIP 127.0.0.1 and the log server's port as their kubelet endpoint, so the
 API server proxies `pods/log` (`kubectl logs`) to it.
@@ -56,10 +60,12 @@ from daemonjob.testing.simpod import (
     ANNOTATION_MESSAGE,
     ANNOTATION_OUTPUT,
     ANNOTATION_REASON,
+    LABEL_ATTEMPT,
     end_status,
     now_micro,
     now_rfc3339,
     pod_conditions,
+    pull_failure_status,
     sim_duration,
     sim_exit_code,
 )
@@ -305,6 +311,10 @@ class SimKubelet:
 
     def _start_pod(self, pod: Mapping[str, Any]) -> None:
         now = now_rfc3339()
+        stuck = pull_failure_status(pod)
+        if stuck is not None:  # Pending for good, as a kubelet that never pulls the image leaves it
+            self._patch_pod_status(pod, {"startTime": now, **stuck})
+            return
         if sim_duration(pod) == 0:  # no time Running: its end at once, in one write instead of two
             status = {"startTime": now, "hostIP": "10.0.0.1", "podIP": "10.244.0.1", **end_status(pod, now, now)}
             self._patch_pod_status(pod, status)
@@ -364,7 +374,8 @@ def _pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
         "metadata": {
             k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp") if k in meta
         }
-        | {"annotations": {k: v for k, v in annotations.items() if k.startswith("sim.")}},
+        | {"annotations": {k: v for k, v in annotations.items() if k.startswith("sim.")}}
+        | {"labels": {k: v for k, v in (meta.get("labels") or {}).items() if k == LABEL_ATTEMPT}},
         "spec": {
             "nodeName": spec.get("nodeName"),
             "containers": [

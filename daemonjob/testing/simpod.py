@@ -15,6 +15,10 @@ __all__ = [
     "ANNOTATION_EXIT_CODE",
     "ANNOTATION_FAILURE_OUTPUT",
     "ANNOTATION_FAIL_ON",
+    "ANNOTATION_FAIL_ATTEMPTS",
+    "ANNOTATION_IMAGE_PULL",
+    "LABEL_ATTEMPT",
+    "pull_failure_status",
     "ANNOTATION_MESSAGE",
     "ANNOTATION_OUTPUT",
     "ANNOTATION_REASON",
@@ -33,6 +37,11 @@ ANNOTATION_DURATION = "sim.daemonjob.io/duration"
 ANNOTATION_MESSAGE = "sim.daemonjob.io/message"
 ANNOTATION_REASON = "sim.daemonjob.io/reason"
 ANNOTATION_FAIL_ON = "sim.daemonjob.io/fail-on"
+# comma-separated attempts (daemonjob.io/attempt on the pod, 0 without it) that fail; others succeed
+ANNOTATION_FAIL_ATTEMPTS = "sim.daemonjob.io/fail-attempts"
+# "Never": the image is never pulled, the pod stays Pending (ImagePullBackOff) until deleted
+ANNOTATION_IMAGE_PULL = "sim.daemonjob.io/image-pull"
+LABEL_ATTEMPT = "daemonjob.io/attempt"
 OOM_EXIT_CODE = 137
 ANNOTATION_OUTPUT = "sim.daemonjob.io/output"
 ANNOTATION_FAILURE_OUTPUT = "sim.daemonjob.io/failure-output"
@@ -55,16 +64,50 @@ def _node_of(pod: Mapping[str, Any]) -> str:
 
 
 def _spared(pod: Mapping[str, Any]) -> bool:
-    """True when fail-on names nodes and this pod's node is not one of them."""
+    """True when fail-on names nodes and this pod's node is not one of them, or fail-attempts
+    names attempts and this pod's is not one of them."""
     fail_on = _annotation(pod, ANNOTATION_FAIL_ON, "")
-    return bool(fail_on) and _node_of(pod) not in {n.strip() for n in fail_on.split(",")}
+    if fail_on and _node_of(pod) not in {n.strip() for n in fail_on.split(",")}:
+        return True
+    attempts = _annotation(pod, ANNOTATION_FAIL_ATTEMPTS, "")
+    attempt = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_ATTEMPT, "0")
+    return bool(attempts) and attempt not in {a.strip() for a in attempts.split(",")}
+
+
+def _fails_somewhere(pod: Mapping[str, Any]) -> bool:
+    return bool(_annotation(pod, ANNOTATION_FAIL_ON, "") or _annotation(pod, ANNOTATION_FAIL_ATTEMPTS, ""))
+
+
+def pull_failure_status(pod: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Pending status of a pod whose image is never pulled (image-pull: Never), else None."""
+    if _annotation(pod, ANNOTATION_IMAGE_PULL, "") != "Never":
+        return None
+    statuses = [
+        {
+            "name": c["name"],
+            "image": c.get("image", ""),
+            "imageID": "",
+            "ready": False,
+            "started": False,
+            "restartCount": 0,
+            "state": {
+                "waiting": {
+                    "reason": "ImagePullBackOff",
+                    "message": f'Back-off pulling image "{c.get("image", "")}"',
+                }
+            },
+        }
+        for c in (pod.get("spec") or {}).get("containers", [])
+    ]
+    conditions = pod_conditions("False")
+    return {"phase": "Pending", "hostIP": "10.0.0.1", "conditions": conditions, "containerStatuses": statuses}
 
 
 def sim_exit_code(pod: Mapping[str, Any]) -> int:
     if _spared(pod):
         return 0
     oom = _annotation(pod, ANNOTATION_REASON, "") == "OOMKilled"
-    default = str(OOM_EXIT_CODE) if oom else "1" if _annotation(pod, ANNOTATION_FAIL_ON, "") else "0"
+    default = str(OOM_EXIT_CODE) if oom else "1" if _fails_somewhere(pod) else "0"
     try:
         return int(_annotation(pod, ANNOTATION_EXIT_CODE, default))
     except ValueError:

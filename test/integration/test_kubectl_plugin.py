@@ -173,7 +173,18 @@ def test_status_shows_each_node_as_the_api_server_has_it(env: Env) -> None:
     assert table.returncode == 2
     lines = table.stdout.splitlines()
     header = next(line for line in lines if line.startswith("NODE"))
-    assert header.split() == ["NODE", "STATE", "JOB", "STARTED", "DURATION", "EXIT", "CODE", "REASON", "MESSAGE"]
+    assert header.split() == [
+        "NODE",
+        "STATE",
+        "JOB",
+        "ATTEMPT",
+        "STARTED",
+        "DURATION",
+        "EXIT",
+        "CODE",
+        "REASON",
+        "MESSAGE",
+    ]
     failed_line = next(line for line in lines if line.startswith(failing))
     assert "failed" in failed_line and " 3 " in failed_line and "Error" in failed_line and "disk full" in failed_line
     assert "1 failed" in table.stdout and "failed:" in table.stdout  # counts and the Failed condition in words
@@ -368,7 +379,18 @@ def test_status_on_a_terminal_colours_states_in_kubectl_columns(env: Env) -> Non
     assert "\x1b[1;31mfailed" in screen and "\x1b[32msucceeded" in screen
     lines = ANSI.sub("", screen).replace("\r\n", "\n").splitlines()
     header = next(line for line in lines if line.startswith("NODE"))
-    assert header.split() == ["NODE", "STATE", "JOB", "STARTED", "DURATION", "EXIT", "CODE", "REASON", "MESSAGE"]
+    assert header.split() == [
+        "NODE",
+        "STATE",
+        "JOB",
+        "ATTEMPT",
+        "STARTED",
+        "DURATION",
+        "EXIT",
+        "CODE",
+        "REASON",
+        "MESSAGE",
+    ]
     failing = env.eligible[0]
     row = next(line for line in lines if line.startswith(failing))  # one line per node, never folded at 80 columns
     assert row.split()[1] == "failed" and " 3 " in row and f"disk full on {failing}" in row

@@ -288,6 +288,12 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "max-failed-percent": (nowhere("max-failed-percent", maxFailedNodes="101%"), "spec.maxFailedNodes"),
     "history-limit": (nowhere("history-limit", historyLimit=defaults.HISTORY_LIMIT_MAX + 1), "spec.historyLimit"),
     "template-size": (_big_template(), "spec.jobTemplate"),
+    "managed-by": (_with_job("managed-by", managedBy="kueue.x-k8s.io/multikueue"), "spec.jobTemplate.spec.managedBy"),
+    "retry-backoff": (
+        nowhere("retry-backoff", retry={"limit": 1, "backoff": "5m", "maxBackoff": "1m"}),
+        "spec.retry.maxBackoff",
+    ),
+    "start-timeout": (nowhere("start-timeout", startTimeout="0s"), "spec.startTimeout"),
     "name": (nowhere("n" * 64), "metadata.name"),
     "toleration": (
         _with_pod("toleration", tolerations=[{"operator": "Equal", "value": "x"}]),

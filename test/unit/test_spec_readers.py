@@ -22,6 +22,8 @@ ALLOWED = {
     ("domain/rolloutspec.py", None),
     ("domain/eligibility.py", "compile_eligibility"),
     ("domain/maintenancespec.py", "wants_maintenance"),
+    ("domain/retryspec.py", None),
+    ("domain/jobs.py", "job_suspended"),  # a node Job's own spec.suspend, not the DaemonJob's
 }
 # Not the product's readers: the test bed builds and fakes objects, the machinery is generic.
 SKIPPED_DIRS = ("testing", "machinery")
@@ -47,6 +49,8 @@ SPEC_ONLY_FIELDS = {
     "cordon",
     "drain",
     "keepFailedCordoned",
+    "retry",
+    "startTimeout",
 }
 
 
