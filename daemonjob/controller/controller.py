@@ -43,7 +43,7 @@ from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.expectations import Expectations
 from daemonjob.controller.fence import Fence, always
 from daemonjob.controller.history import HistoryCleaner
-from daemonjob.controller.informers import ORPHAN_INDEX, Informers
+from daemonjob.controller.informers import ORPHAN_INDEX, RUNNING_INDEX, Informers
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.lookagain import next_tick, schedule_next
@@ -54,6 +54,8 @@ from daemonjob.controller.observe import Observation, Observer
 from daemonjob.controller.order import OrderIndex
 from daemonjob.controller.orderreader import OrderReader
 from daemonjob.controller.report import Reporter
+from daemonjob.controller.results import ResultRecorder, with_results
+from daemonjob.controller.resultstore import KubeResultStore, ResultStore
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.selfcheck import PlanSelfCheck
 from daemonjob.controller.specs import SpecCache
@@ -94,6 +96,7 @@ class Controller:
         node_maintenance_namespaces: frozenset[str] = frozenset(defaults.NODE_MAINTENANCE_NAMESPACES),
         max_unavailable_nodes: int | str | None = defaults.MAX_UNAVAILABLE_NODES,
         protected_node_selector: str = defaults.PROTECTED_NODE_SELECTOR,
+        result_store: ResultStore | None = None,
     ):
         """`configmap_informers` makes the informer of one ConfigMap (namespace, name), for
         DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read.
@@ -102,7 +105,8 @@ class Controller:
         `node_control`: what node maintenance writes through (Nodes, evictions, the finalizer);
         `node_maintenance_namespaces`: where a DaemonJob may use it (elsewhere it is Stalled);
         `max_unavailable_nodes`, `protected_node_selector`: the cluster's disruption budget that
-        every cordon keeps (None: no limit; an empty selector: no protected set)."""
+        every cordon keeps (None: no limit; an empty selector: no protected set);
+        `result_store`: where each node's result is recorded (results.py); without it, nowhere."""
         self.informers = informers
         self.control = control
         self.clock = clock or RealClock()
@@ -118,7 +122,18 @@ class Controller:
             metrics_provider=self.metrics.queue_provider,
         )
         self._writers = WriterPool(create_concurrency, "api-writer")
-        self.history = HistoryCleaner(control, self.metrics, clock=self.clock)
+        self.results: ResultRecorder | None = None
+        if result_store is not None:
+            self.results = ResultRecorder(
+                result_store,
+                informers.daemonjobs.store.get,
+                lambda uid: bool(informers.jobs.store.by_index(RUNNING_INDEX, uid)),
+                self.queue.add,
+                clock=self.clock,
+            )
+            informers.jobs.add_handlers(self.results.handlers())
+        hold = self.results.holds if self.results is not None else None
+        self.history = HistoryCleaner(control, self.metrics, clock=self.clock, hold=hold)
         self.troubles = Troubles()
         self.adoption = Adoption(control)
         self.specs = SpecCache()  # each DaemonJob's spec as read, per generation
@@ -234,6 +249,7 @@ class Controller:
             clock=clock,
             configmap_informers=kube_configmap_informer(kube, hooks, clock=clock, rng=rng),
             node_control=KubeNodeControl(kube, fence),
+            result_store=KubeResultStore(kube, fence),
             **kw,
         )
 
@@ -252,6 +268,8 @@ class Controller:
         if not self.synced():
             raise RuntimeError("start_workers() before the caches synced")
         self.threads.start([("alerts", self.alerts.run)] if self.alerts is not None else [])
+        if self.results is not None:
+            self.results.start()
 
     def stop_workers(self, timeout: float = 30.0) -> bool:
         """Stop taking keys (those still queued are left), then wait up to `timeout` for
@@ -265,10 +283,13 @@ class Controller:
         if self.configmaps is not None:
             self.configmaps.stop()
         self.history.stop()
+        if self.results is not None:
+            self.results.stop()
         self._writers.shutdown()
 
     def healthy(self) -> str | None:
         dead = self.informers.dead() + self.threads.dead()
+        dead += [] if self.results is None or self.results.alive() else ["results"]
         return f"threads not running: {', '.join(dead)}" if dead else None
 
     def ready(self) -> str | None:
@@ -283,6 +304,8 @@ class Controller:
         self.maintenance.forget(uid)
         self.claims.forget(uid)
         self.order_index.succeeded.forget(uid)
+        if self.results is not None:
+            self.results.forget(uid)
 
     def firing_alerts(self) -> FiringAlerts:
         """The alerts as last read from Prometheus; unknown without --prometheus-url."""
@@ -324,6 +347,7 @@ class Controller:
             if not decision.creates and not decision.deletes and self.plans.check_due(observed.uid, self.clock.now()):
                 decision, repaired = self.self_check.check(observed, decision)
                 look_again.append(0.0 if repaired else None)
+            decision = with_results(self.results, observed, decision)
             self.reporter.report(
                 observed,
                 decision,
