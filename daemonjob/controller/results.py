@@ -11,7 +11,9 @@ What is recorded is known from the report objects themselves: a DaemonJob's are 
 once before its first write, so after a restart the finished Jobs the cluster still holds
 are recorded if they are missing and skipped if they are there. History cleanup holds off
 a finished Job until it is recorded (`holds`). Rollouts beyond the current one and
-`historyLimit` earlier ones are deleted after a new one's first chunk is written.
+`historyLimit` earlier ones (at least one: with historyLimit 0 the previous rollout's Jobs go
+at once, and its results are what is left of it) are deleted after a new one's first chunk
+is written.
 """
 
 from __future__ import annotations
@@ -358,10 +360,10 @@ class ResultRecorder:
             kept.loaded = False
 
     def _prune(self, kept: _Kept, dj: Obj) -> None:
-        """Keep the newest historyLimit + 1 rollouts, and always the current one."""
+        """Keep the newest max(historyLimit, 1) + 1 rollouts, and always the current one."""
         status = dj.get("status") or {}
         current = rollout_key(status.get("currentRevision"), status.get("currentRun"))
-        limit = read_spec(dj).settings.history_limit
+        limit = max(read_spec(dj).settings.history_limit, 1)
         with self._lock:
             ordered = sorted(kept.rollouts.values(), key=lambda r: r.order, reverse=True)
             gone = [r for r in ordered[limit + 1 :] if r.key != current]

@@ -264,3 +264,29 @@ def test_rollouts_beyond_history_limit_are_deleted(dj: dict[str, Any]) -> None:
         dj["status"] = {"currentRevision": rev}
         rec.flush(dj["metadata"]["uid"])
     assert sorted(r["revision"] for r in store.reports.values()) == ["r2", "r3"]
+
+
+# -- the plugin's pure parts -----------------------------------------------------------------
+def test_the_plugin_shows_a_retried_nodes_latest_attempt_and_writes_csv() -> None:
+    import io
+
+    from daemonjob.kubectl import cli
+    from daemonjob.kubectl import results as verb
+
+    rs = [
+        {"node": "b", "state": "failed", "exitCode": 1, "message": "boom"},
+        {"node": "b", "state": "succeeded", "exitCode": 0, "message": "ok", "attempt": 1},
+        {"node": "a", "state": "succeeded", "exitCode": 0, "message": 'say "hi",\nthere'},
+    ]
+    latest = verb.latest_per_node(rs)
+    assert [(r["node"], r["message"]) for r in latest] == [("a", 'say "hi",\nthere'), ("b", "ok")]
+    out = io.StringIO()
+    verb.write_csv(latest, out)
+    assert out.getvalue().splitlines()[0].endswith(",message") and '"say ""hi"",' in out.getvalue()
+    rows = verb.group_rows(
+        Outcomes(names=None).extend([*latest, {"node": "c", "message": "ok", "exitCode": 0}]).groups(), 3
+    )
+    assert rows[0][:2] == ["2", "66.7%"] and rows[0][-1] == "b, c"
+    args = cli.parse(["results", "x", "--group-by", "--failed"])
+    assert (args.group_by, args.failed) == ("message", True)
+    assert cli.parse(["results", "x", "--group-by", ".kernel", "-o", "csv"]).group_by == ".kernel"

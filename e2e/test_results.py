@@ -1,0 +1,155 @@
+"""Per-node results against the real API server: recorded, kept after pods, Jobs and nodes go,
+grouped, safe across a SIGKILL, chunked, and read by a user who may only view DaemonJobs."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from harness import OK, Cluster, Nodes, daemonjob, wait_for
+
+from daemonjob.domain.jobs import API_VERSION, LABEL_NAME
+from daemonjob.machinery.kube import path_for
+from daemonjob.testing.simpod import (
+    ANNOTATION_DURATION,
+    ANNOTATION_EXIT_CODE,
+    ANNOTATION_MESSAGE,
+    ANNOTATION_MESSAGES,
+    ANNOTATION_OUTPUT,
+)
+
+REPORTS = "daemonjobreports"
+
+
+def reports(api: Cluster, name: str) -> list[dict[str, Any]]:
+    path = path_for(API_VERSION, REPORTS, api.namespace)
+    return api.kube.get(path, labelSelector=f"{LABEL_NAME}={name}")["items"]
+
+
+def recorded(api: Cluster, name: str, revision: str | None = None) -> dict[str, dict[str, Any]]:
+    """node -> result, of every kept chunk (of `revision` only, if given); a node recorded twice fails."""
+    out: dict[str, dict[str, Any]] = {}
+    for report in reports(api, name):
+        if revision is not None and report["revision"] != revision:
+            continue
+        assert report["count"] == len(report["results"])
+        for r in report["results"]:
+            key = f"{r['node']}@{r['revision']}"
+            assert key not in out, f"{key} recorded twice"
+            out[key] = r
+    return {k.split("@")[0]: v for k, v in out.items()}
+
+
+def wait_recorded(api: Cluster, name: str, count: int, revision: str | None = None) -> dict[str, dict[str, Any]]:
+    return wait_for(
+        lambda: got if len(got := recorded(api, name, revision)) >= count else None,
+        90,
+        f"{count} results of {name}",
+    )
+
+
+def audit(name: str, group: str, messages: dict[str, str], **spec: Any) -> dict[str, Any]:
+    body = daemonjob(name, group, OK, **spec)
+    pod_meta = body["spec"]["jobTemplate"]["spec"]["template"]["metadata"]
+    pod_meta["annotations"] |= {ANNOTATION_MESSAGES: json.dumps(messages), ANNOTATION_DURATION: "0"}
+    return body
+
+
+def test_an_audit_records_each_nodes_fact_and_status_names_the_odd_one(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
+    names = nodes(4)
+    facts = {n: json.dumps({"kernel": "6.1.0-18", "node": n}) for n in names}
+    facts[names[2]] = json.dumps({"kernel": "6.1.0-17", "node": names[2]})
+    api.apply(audit("kernels", group, facts))
+    revision = api.wait_complete("kernels", 4)["status"]["currentRevision"]
+    got = wait_recorded(api, "kernels", 4)
+    assert {n: r["message"] for n, r in got.items()} == facts
+    assert all(r["exitCode"] == 0 and r["state"] == "succeeded" and r["revision"] == revision for r in got.values())
+    assert all(r["startTime"] <= r["finishTime"] and r["job"] and r["pod"] for r in got.values())
+    status = wait_for(
+        lambda: s if (s := api.status("kernels").get("results") or {}).get("recorded") == 4 else None,
+        60,
+        "status.results to count 4 nodes",
+    )
+    assert status["outcomes"] == 4 and status["revision"] == revision  # every message names its node
+    (only,) = reports(api, "kernels")
+    owner = only["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("DaemonJob", "kernels", True)
+
+
+def test_results_outlive_pods_jobs_and_nodes(
+    api: Cluster, nodes: Nodes, group: str, controller: Any, kubectl: Callable[..., Any]
+) -> None:
+    """historyLimit 0: the first revision's Jobs are deleted once the second ran; its results stay."""
+    names = nodes(3)
+    api.apply(audit("keep", group, {n: f"fact of {n}" for n in names}, historyLimit=0))
+    first = api.wait_complete("keep", 3)["status"]["currentRevision"]
+    wait_recorded(api, "keep", 3, first)
+    kubectl("delete", "pods", "-n", api.namespace, "-l", f"{LABEL_NAME}=keep", "--wait=true")
+    api.patch("keep", {"jobTemplate": {"metadata": {"annotations": {"edit": "2"}}}})
+    second = wait_for(
+        lambda: s["currentRevision"] if (s := api.status("keep")).get("currentRevision") != first else None,
+        60,
+        "a new revision",
+    )
+    api.wait_complete("keep", 3)
+    wait_for(
+        lambda: all(j["metadata"]["labels"].get("daemonjob.io/revision") == second for j in api.jobs("keep")),
+        90,
+        "history cleanup of the first revision's Jobs",
+    )
+    kept = recorded(api, "keep", first)
+    assert {n: r["message"] for n, r in kept.items()} == {n: f"fact of {n}" for n in names}
+    wait_recorded(api, "keep", 3, second)
+    kubectl("delete", "node", names[0])
+    wait_for(
+        lambda: (
+            names[0]
+            not in {n for j in api.jobs("keep") for n in [j["metadata"]["annotations"].get("daemonjob.io/node")]}
+        ),
+        60,
+        "the deleted node's Job to go",
+    )
+    assert names[0] in recorded(api, "keep", second) and names[0] in recorded(api, "keep", first)
+
+
+def test_a_4_kib_message_and_a_failures_log_tail_are_recorded(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
+    names = nodes(2)
+    long = "k" * 5000  # the kubelet would cut it at 4096 bytes; the record keeps at most that
+    api.apply(audit("long", group, {names[0]: long, names[1]: long}))
+    api.wait_complete("long", 2)
+    assert {len(r["message"]) for r in wait_recorded(api, "long", 2).values()} == {4096}
+
+    body = daemonjob("tail", group, OK, backoff_limit=0)
+    pod_meta = body["spec"]["jobTemplate"]["spec"]["template"]["metadata"]
+    lines = "".join(f"line {i}\n" for i in range(200))
+    pod_meta["annotations"] |= {ANNOTATION_EXIT_CODE: "2", ANNOTATION_OUTPUT: lines + "ERROR: disk full"}
+    pod_meta["annotations"].pop(ANNOTATION_MESSAGE, None)
+    api.apply(body)
+    got = wait_recorded(api, "tail", 2)
+    assert all(r["state"] == "failed" and r["exitCode"] == 2 for r in got.values())
+    assert all(r["message"].rstrip().endswith("ERROR: disk full") and "line 199" in r["message"] for r in got.values())
+    assert all("line 0\n" not in r["message"] for r in got.values())  # the tail only
+    job = api.jobs("tail")[0]
+    assert job["spec"]["template"]["spec"]["containers"][0]["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+def test_a_sigkilled_controller_loses_no_result_and_records_the_rest(
+    api: Cluster, nodes: Nodes, group: str, controller: Any
+) -> None:
+    names = nodes(10)
+    body = audit("crash", group, {n: f"fact of {n}" for n in names}, maxParallel=2)
+    body["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"][ANNOTATION_DURATION] = "1"
+    api.apply(body)
+    before = wait_for(lambda: got if len(got := recorded(api, "crash")) >= 2 else None, 120, "the first results")
+    controller.kill(signal.SIGKILL)
+    controller.restart()
+    api.wait_complete("crash", 10, timeout=180)
+    after = wait_recorded(api, "crash", 10)
+    assert set(after) == set(names)
+    assert all(after[n] == r for n, r in before.items())  # nothing recorded before was lost or changed
