@@ -3,15 +3,22 @@ grouped, safe across a SIGKILL, chunked, and read by a user who may only view Da
 
 from __future__ import annotations
 
+import base64
+import csv
+import io
 import json
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from harness import OK, Cluster, Nodes, daemonjob, wait_for
 
 from daemonjob.domain.jobs import API_VERSION, LABEL_NAME
 from daemonjob.machinery.kube import path_for
+from daemonjob.testing.clusterpki import kubeconfig_text
 from daemonjob.testing.simpod import (
     ANNOTATION_DURATION,
     ANNOTATION_EXIT_CODE,
@@ -21,6 +28,7 @@ from daemonjob.testing.simpod import (
 )
 
 REPORTS = "daemonjobreports"
+MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 
 
 def reports(api: Cluster, name: str) -> list[dict[str, Any]]:
@@ -153,3 +161,115 @@ def test_a_sigkilled_controller_loses_no_result_and_records_the_rest(
     after = wait_recorded(api, "crash", 10)
     assert set(after) == set(names)
     assert all(after[n] == r for n, r in before.items())  # nothing recorded before was lost or changed
+
+
+def viewer_kubeconfig(api: Cluster, kubectl: Callable[..., Any], directory: Path) -> Path:
+    """A ServiceAccount of the test's namespace bound to daemonjob-view only, as a kubeconfig."""
+    kubectl("apply", "-f", str(MANIFESTS / "aggregate-roles.yaml"))
+    ns = api.namespace
+    kubectl("create", "serviceaccount", "viewer", "-n", ns)
+    kubectl(
+        "create", "rolebinding", "viewer", "-n", ns, "--clusterrole=daemonjob-view", f"--serviceaccount={ns}:viewer"
+    )
+
+    def token() -> str | None:
+        for ref in api.kube.get(path_for("v1", "serviceaccounts", ns, "viewer")).get("secrets") or ():
+            data = api.kube.get(path_for("v1", "secrets", ns, ref["name"])).get("data") or {}
+            if data.get("token"):
+                return base64.b64decode(data["token"]).decode()
+        return None
+
+    cfg = api.kube.configuration
+    path = directory / "viewer.kubeconfig"
+    path.write_text(kubeconfig_text(cfg.host, Path(cfg.ssl_ca_cert), wait_for(token, 30, "a token"), "viewer"))
+    return path
+
+
+def plugin(kubeconfig: Path, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [str(Path(sys.executable).parent / "kubectl-daemonjob"), "--kubeconfig", str(kubeconfig), "-n", namespace]
+    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_results_grouped_by_a_json_field_for_a_user_who_may_only_view(
+    api: Cluster,
+    nodes: Nodes,
+    group: str,
+    controller: Any,
+    kubectl: Callable[..., Any],
+    tmp_path: Path,
+    admin_kubeconfig: Path,
+) -> None:
+    """`results --group-by .kernel` answers which nodes differ, read by a daemonjob-view user
+    who may read no pod and no Job, after the pods are gone."""
+    names = nodes(5)
+    facts = {n: json.dumps({"kernel": "6.1.0-18", "node": n}) for n in names}
+    odd = sorted(names)[3]
+    facts[odd] = json.dumps({"kernel": "6.1.0-17", "node": odd})
+    failing = audit("audit", group, facts)
+    annotations = failing["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"]
+    annotations |= {"sim.daemonjob.io/fail-on": sorted(names)[0], ANNOTATION_EXIT_CODE: "4"}
+    failing["spec"]["jobTemplate"]["spec"]["backoffLimit"] = 0
+    api.apply(failing)
+    wait_recorded(api, "audit", 5)
+    kubectl("delete", "pods", "-n", api.namespace, "-l", f"{LABEL_NAME}=audit", "--wait=true")
+    viewer = viewer_kubeconfig(api, kubectl, tmp_path)
+    who = f"--as=system:serviceaccount:{api.namespace}:viewer"
+    for verb, resource, allowed in (
+        ("list", "daemonjobreports.daemonjob.io", "yes"),
+        ("list", "pods", "no"),
+        ("list", "jobs.batch", "no"),
+    ):
+        assert kubectl("auth", "can-i", verb, resource, "-n", api.namespace, who, check=False).stdout.strip() == allowed
+
+    out = plugin(viewer, api.namespace, "results", "audit", "--group-by", ".kernel", "-o", "json")
+    assert out.returncode == 2, out.stderr  # a shown node failed
+    doc = json.loads(out.stdout)
+    groups = [(g["message"], g["count"], sorted(g["nodes"])) for g in doc["groups"]]
+    assert groups == [("6.1.0-18", 4, sorted(n for n in names if n != odd)), ("6.1.0-17", 1, [odd])]
+    assert len(doc["results"]) == 5
+
+    table = plugin(viewer, api.namespace, "results", "audit", "--group-by", ".kernel")
+    lines = table.stdout.splitlines()
+    assert lines[0].startswith("5 nodes, 2 outcomes by .kernel") and "6.1.0-17" in lines[-1] and odd in lines[-1]
+
+    failed = plugin(viewer, api.namespace, "results", "audit", "--failed", "-o", "csv")
+    rows = list(csv.DictReader(io.StringIO(failed.stdout)))
+    assert [(r["node"], r["exitCode"], r["state"]) for r in rows] == [(sorted(names)[0], "4", "failed")]
+    one = plugin(viewer, api.namespace, "results", "audit", "--node", odd)
+    assert one.returncode == 0 and odd in one.stdout and "6.1.0-17" in one.stdout
+
+    status = plugin(admin_kubeconfig, api.namespace, "status", "audit", "-o", "json")
+    rows_by_node = {r["node"]: r for r in json.loads(status.stdout)["nodes"]}
+    assert rows_by_node[odd]["pod"] == "" and "6.1.0-17" in rows_by_node[odd]["message"]  # the pod is gone
+
+
+def test_the_controller_reads_pods_but_never_writes_or_watches_them(
+    kubectl: Callable[..., Any], controller: Any
+) -> None:
+    who = "--as=system:serviceaccount:daemonjob-system:daemonjob-controller"
+    for verb, allowed in (
+        ("list", "yes"),
+        ("get", "yes"),
+        ("watch", "no"),
+        ("delete", "no"),
+        ("patch", "no"),
+        ("create", "no"),
+    ):
+        assert kubectl("auth", "can-i", verb, "pods", "-n", "default", who, check=False).stdout.strip() == allowed, verb
+
+
+def test_results_cross_a_chunk_boundary(api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
+    """4 KiB messages on 215 nodes are more than one report object holds (900 KiB of results)."""
+    names = nodes(215)
+    api.apply(audit("wide", group, {n: n + ":" + "x" * (4096 - len(n) - 1) for n in names}))
+    api.wait_complete("wide", len(names), timeout=600)
+    got = wait_recorded(api, "wide", len(names))
+    assert set(got) == set(names) and all(len(r["message"]) == 4096 for r in got.values())
+    chunks = sorted(r["chunk"] for r in reports(api, "wide"))
+    assert chunks == list(range(len(chunks))) and len(chunks) >= 2
+    status = wait_for(
+        lambda: s if (s := api.status("wide").get("results") or {}).get("recorded") == 215 else None,
+        60,
+        "status.results",
+    )
+    assert status["outcomes"] == 215 and len(status["groups"]) == 5 and status["otherNodes"] == 210

@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--failed", action="store_true", help="only nodes whose Job failed")
     p.add_argument("--revision", help="an earlier revision still kept (default: the current one)")
-    p.add_argument("--run", help="an earlier run still kept (default: the current one)")
+    p.add_argument("--run", dest="run_name", help="an earlier run still kept (default: the current one)")
     p.add_argument(
         "--group-by",
         nargs="?",

@@ -101,7 +101,7 @@ def write_csv(results: Sequence[Mapping[str, Any]], stream: Any = None) -> None:
 
 def run(args: argparse.Namespace, target: client.Target) -> int:
     dj = client.get_daemonjob(target, args.name)
-    rollout = rollout_of(dj, args.revision, args.run)
+    rollout = rollout_of(dj, args.revision, args.run_name)
     shown = select(latest_per_node(list_results(target, args.name, rollout)), args.node, args.failed)
     group_by = args.group_by
     grouped = Outcomes(None if group_by == "message" else group_by, names=None).extend(shown) if group_by else None

@@ -290,3 +290,4 @@ def test_the_plugin_shows_a_retried_nodes_latest_attempt_and_writes_csv() -> Non
     args = cli.parse(["results", "x", "--group-by", "--failed"])
     assert (args.group_by, args.failed) == ("message", True)
     assert cli.parse(["results", "x", "--group-by", ".kernel", "-o", "csv"]).group_by == ".kernel"
+    assert cli.parse(["results", "x", "--run", "r1"]).run_name == "r1"
