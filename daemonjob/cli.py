@@ -151,6 +151,14 @@ def parser() -> argparse.ArgumentParser:
         help="time between two reads of the firing alerts",
     )
     p.add_argument(
+        "--result-chunk-bytes",
+        type=_chunk_bytes,
+        default=defaults.RESULT_CHUNK_BYTES,
+        metavar="BYTES",
+        help="results per DaemonJobReport object, serialised, at most the default "
+        f"(default {defaults.RESULT_CHUNK_BYTES}): lower it where etcd takes smaller objects",
+    )
+    p.add_argument(
         "--node-maintenance-namespaces",
         type=_namespaces,
         default=frozenset(defaults.NODE_MAINTENANCE_NAMESPACES),
@@ -203,6 +211,13 @@ def _seconds(text: str) -> float:
 
 
 _NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _chunk_bytes(text: str) -> int:
+    value = int(text)
+    if not 4096 <= value <= defaults.RESULT_CHUNK_BYTES:
+        raise argparse.ArgumentTypeError(f"must be between 4096 and {defaults.RESULT_CHUNK_BYTES}")
+    return value
 
 
 def _namespaces(text: str) -> frozenset[str]:
@@ -354,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         node_maintenance_namespaces=args.node_maintenance_namespaces,
         max_unavailable_nodes=args.max_unavailable_nodes,
         protected_node_selector=args.protected_node_selector,
+        result_chunk_bytes=args.result_chunk_bytes,
     )
     ready = controller.ready
     webhook: admission.Webhook | None = None

@@ -258,18 +258,24 @@ def test_the_controller_reads_pods_but_never_writes_or_watches_them(
         assert kubectl("auth", "can-i", verb, "pods", "-n", "default", who, check=False).stdout.strip() == allowed, verb
 
 
-def test_results_cross_a_chunk_boundary(api: Cluster, nodes: Nodes, group: str, controller: Any) -> None:
-    """4 KiB messages on 215 nodes are more than one report object holds (900 KiB of results)."""
-    names = nodes(215)
+def test_results_cross_a_chunk_boundary(
+    api: Cluster, nodes: Nodes, group: str, spawn_controller: Callable[..., Any]
+) -> None:
+    """4 KiB messages on 24 nodes fill more than one report object of 64 KiB
+    (--result-chunk-bytes; at the default of 900 KiB that takes some 210 nodes)."""
+    spawn_controller(extra_args=["--result-chunk-bytes", str(64 * 1024)])
+    names = nodes(24)
     api.apply(audit("wide", group, {n: n + ":" + "x" * (4096 - len(n) - 1) for n in names}))
-    api.wait_complete("wide", len(names), timeout=600)
+    api.wait_complete("wide", len(names), timeout=180)
     got = wait_recorded(api, "wide", len(names))
     assert set(got) == set(names) and all(len(r["message"]) == 4096 for r in got.values())
-    chunks = sorted(r["chunk"] for r in reports(api, "wide"))
-    assert chunks == list(range(len(chunks))) and len(chunks) >= 2
-    status = wait_for(
-        lambda: s if (s := api.status("wide").get("results") or {}).get("recorded") == 215 else None,
-        60,
-        "status.results",
-    )
-    assert status["outcomes"] == 215 and len(status["groups"]) == 5 and status["otherNodes"] == 210
+    chunks = reports(api, "wide")
+    assert sorted(r["chunk"] for r in chunks) == list(range(len(chunks))) and len(chunks) >= 2
+    assert all(len(json.dumps(r["results"])) <= 64 * 1024 for r in chunks)
+
+    def summed() -> dict[str, Any] | None:
+        s = api.status("wide").get("results") or {}
+        return s if s.get("recorded") == len(names) else None
+
+    status = wait_for(summed, 60, "status.results")
+    assert status["outcomes"] == len(names) and len(status["groups"]) == 5 and status["otherNodes"] == len(names) - 5

@@ -97,6 +97,7 @@ class Controller:
         max_unavailable_nodes: int | str | None = defaults.MAX_UNAVAILABLE_NODES,
         protected_node_selector: str = defaults.PROTECTED_NODE_SELECTOR,
         result_store: ResultStore | None = None,
+        result_chunk_bytes: int = defaults.RESULT_CHUNK_BYTES,
     ):
         """`configmap_informers` makes the informer of one ConfigMap (namespace, name), for
         DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read.
@@ -130,6 +131,7 @@ class Controller:
                 lambda uid: bool(informers.jobs.store.by_index(RUNNING_INDEX, uid)),
                 self.queue.add,
                 clock=self.clock,
+                chunk_bytes=result_chunk_bytes,
             )
             informers.jobs.add_handlers(self.results.handlers())
         hold = self.results.holds if self.results is not None else None

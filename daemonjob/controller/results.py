@@ -109,6 +109,7 @@ class ResultRecorder:
         self._thread: threading.Thread | None = None
         self._stopped = False
         self.writes = 0  # report creates and appends, for the figures
+        self._warned_missing = False  # the DaemonJobReport CRD not installed: said once
 
     # -- informer side -----------------------------------------------------------------------
     def handlers(self) -> Handlers:
@@ -198,7 +199,13 @@ class ResultRecorder:
             for dj_uid in due:
                 try:
                     self.flush(dj_uid)
-                except Exception:  # the next round tries again; nothing is dropped
+                except ApiError as exc:  # the next round tries again; nothing is dropped
+                    missing = exc.not_found and not self._warned_missing
+                    self._warned_missing |= missing
+                    if missing or not exc.not_found:
+                        log.warning("recording results failed", status=exc.status, error=exc.message[:300])
+                    self._retry_later(dj_uid)
+                except Exception:
                     log.exception("recording results failed")
                     self._retry_later(dj_uid)
 
