@@ -43,7 +43,7 @@ from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.expectations import Expectations
 from daemonjob.controller.fence import Fence, always
 from daemonjob.controller.history import HistoryCleaner
-from daemonjob.controller.informers import ORPHAN_INDEX, RUNNING_INDEX, Informers
+from daemonjob.controller.informers import ORPHAN_INDEX, Informers
 from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.lookagain import next_tick, schedule_next
@@ -54,7 +54,7 @@ from daemonjob.controller.observe import Observation, Observer
 from daemonjob.controller.order import OrderIndex
 from daemonjob.controller.orderreader import OrderReader
 from daemonjob.controller.report import Reporter
-from daemonjob.controller.results import ResultRecorder, with_results
+from daemonjob.controller.resultstatus import recorder_for, with_results
 from daemonjob.controller.resultstore import KubeResultStore, ResultStore
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.selfcheck import PlanSelfCheck
@@ -123,17 +123,7 @@ class Controller:
             metrics_provider=self.metrics.queue_provider,
         )
         self._writers = WriterPool(create_concurrency, "api-writer")
-        self.results: ResultRecorder | None = None
-        if result_store is not None:
-            self.results = ResultRecorder(
-                result_store,
-                informers.daemonjobs.store.get,
-                lambda uid: bool(informers.jobs.store.by_index(RUNNING_INDEX, uid)),
-                self.queue.add,
-                clock=self.clock,
-                chunk_bytes=result_chunk_bytes,
-            )
-            informers.jobs.add_handlers(self.results.handlers())
+        self.results = recorder_for(result_store, informers, self.queue.add, self.clock, result_chunk_bytes)
         hold = self.results.holds if self.results is not None else None
         self.history = HistoryCleaner(control, self.metrics, clock=self.clock, hold=hold)
         self.troubles = Troubles()

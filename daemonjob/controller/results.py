@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
 from daemonjob import defaults
-from daemonjob.controller.observe import Observation
 from daemonjob.controller.resultstore import POD_JOB_LABEL, ResultStore
-from daemonjob.domain.decide import Decision
 from daemonjob.domain.jobs import FAILED, SUCCEEDED, TERMINATING, daemonjob_ref, job_finish_time, job_state, owner_uid
 from daemonjob.domain.outcomes import Outcomes, summary
 from daemonjob.domain.reports import LABEL_CHUNK, LABEL_ROLLOUT, append_patch, pack, report_body, result_size
@@ -38,7 +36,7 @@ from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
 from daemonjob.machinery.kube import ApiError
 
-__all__ = ["ResultRecorder", "with_results"]
+__all__ = ["ResultRecorder"]
 
 log = structlog.get_logger("daemonjob.results")
 Obj = Mapping[str, Any]
@@ -384,17 +382,3 @@ class ResultRecorder:
                     if not exc.not_found:
                         log.warning("report delete failed", report=chunk.name, error=exc.message[:300])
             log.info("results of an old rollout deleted", daemonjob=kept.name, rollout=r.key)
-
-
-def with_results(recorder: ResultRecorder | None, observed: Observation, decision: Decision) -> Decision:
-    """The decision's status with status.results of its rollout; the one written before is
-    kept while the DaemonJob's reports are not read yet (the status is written whole)."""
-    if recorder is None:
-        return decision
-    status = decision.status
-    results = recorder.summary(observed.uid, status.get("currentRevision"), status.get("currentRun"))
-    if results is None:
-        results = (observed.cached.get("status") or {}).get("results")
-    if results is None:
-        return decision
-    return replace(decision, status={**status, "results": results})

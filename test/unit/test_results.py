@@ -291,3 +291,40 @@ def test_the_plugin_shows_a_retried_nodes_latest_attempt_and_writes_csv() -> Non
     assert (args.group_by, args.failed) == ("message", True)
     assert cli.parse(["results", "x", "--group-by", ".kernel", "-o", "csv"]).group_by == ".kernel"
     assert cli.parse(["results", "x", "--run", "r1"]).run_name == "r1"
+
+
+def test_history_cleanup_holds_a_finished_job_until_its_result_is_recorded(dj: dict[str, Any]) -> None:
+    from daemonjob.controller.history import HistoryCleaner
+    from daemonjob.controller.metrics import Metrics
+    from daemonjob.domain.actions import DeleteJob
+    from daemonjob.testing.fakes import FakeJobControl
+
+    store = FakeStore()
+    rec, _ = recorder(store, dj)
+    j = job(dj, "a", "succeeded")
+    rec.job_seen(j)
+    cleaner = HistoryCleaner(FakeJobControl(), Metrics(), qps=1000, burst=1000, hold=rec.holds)
+    delete = DeleteJob(j["metadata"]["name"], "a", "History", j["metadata"]["uid"])
+    try:
+        assert cleaner.submit("ops", [delete]) == []  # not recorded yet: a later pass asks again
+        rec.flush(dj["metadata"]["uid"])
+        assert cleaner.submit("ops", [delete]) == [delete]
+    finally:
+        cleaner.stop()
+
+
+def test_status_results_keep_the_last_written_until_the_reports_are_read(dj: dict[str, Any]) -> None:
+    from types import SimpleNamespace
+
+    from daemonjob.controller.resultstatus import with_results
+    from daemonjob.domain.decide import Decision
+
+    rec, _ = recorder(FakeStore(), dj)
+    before = {"recorded": 3, "summary": "1 outcome on 3 nodes"}
+    observed: Any = SimpleNamespace(uid=dj["metadata"]["uid"], cached={"status": {"results": before}})
+    decision = Decision(status={"currentRevision": "r1"})
+    assert with_results(rec, observed, decision).status["results"] == before  # not read yet: kept
+    assert with_results(None, observed, decision) is decision
+    rec.job_seen(job(dj, "a", "succeeded", revision="r1"))
+    rec.flush(dj["metadata"]["uid"])
+    assert with_results(rec, observed, decision).status["results"]["recorded"] == 1
