@@ -72,6 +72,7 @@ class _Kept:
     loaded: bool = False
     rollouts: dict[str, _Rollout] = field(default_factory=dict)
     pending: dict[str, Obj] = field(default_factory=dict)  # by Job uid
+    pruned: set[str] = field(default_factory=set)  # rollouts deleted: their Jobs left are not recorded again
     since: float | None = None  # when the oldest pending Job was noted
     retry_at: float = 0.0
 
@@ -253,7 +254,11 @@ class ResultRecorder:
         written = 0
         by_rollout: dict[str, list[dict[str, Any]]] = {}
         for r in results:
-            by_rollout.setdefault(rollout_key(r.get("revision"), r.get("run")), []).append(r)
+            key = rollout_key(r.get("revision"), r.get("run"))
+            if key in kept.pruned:
+                self._release(kept, [r["jobUID"]])
+                continue
+            by_rollout.setdefault(key, []).append(r)
         new_rollout = False
         for key, rs in by_rollout.items():
             new_rollout |= key not in kept.rollouts
@@ -374,6 +379,7 @@ class ResultRecorder:
             gone = [r for r in ordered[limit + 1 :] if r.key != current]
             for r in gone:
                 kept.rollouts.pop(r.key, None)
+                kept.pruned.add(r.key)
         for r in gone:
             for chunk in r.chunks.values():
                 try:

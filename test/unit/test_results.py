@@ -263,7 +263,10 @@ def test_rollouts_beyond_history_limit_are_deleted(dj: dict[str, Any]) -> None:
             rec.job_seen(j)
         dj["status"] = {"currentRevision": rev}
         rec.flush(dj["metadata"]["uid"])
-    assert sorted(r["revision"] for r in store.reports.values()) == ["r2", "r3"]
+    assert sorted({r["revision"] for r in store.reports.values()}) == ["r2", "r3"]
+    rec.job_seen(job(dj, "c", "succeeded", revision="r1"))  # a Job of the deleted rollout, still there
+    rec.flush(dj["metadata"]["uid"])
+    assert sorted({r["revision"] for r in store.reports.values()}) == ["r2", "r3"]
 
 
 # -- the plugin's pure parts -----------------------------------------------------------------
