@@ -212,6 +212,7 @@ def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None
     assert kinds == sorted(
         [
             ("CustomResourceDefinition", CRD_NAME),
+            ("CustomResourceDefinition", "daemonjobreports.daemonjob.io"),
             ("Namespace", CONTROLLER_NS),
             ("ServiceAccount", "daemonjob-controller"),
             ("ClusterRole", "daemonjob-controller"),
@@ -300,7 +301,7 @@ CANNOT: list[tuple[str, ...]] = [
     ("update", "pods", "-n", "default"),
     ("patch", "pods", "-n", "default"),
     ("watch", "pods", "--all-namespaces"),
-    ("get", "pods/log", "-n", "default"),
+    ("get", "pods", "--subresource=log", "-n", "default"),
     ("update", "daemonjobreports.daemonjob.io", "-n", "default"),
     ("create", "pods", "-n", CONTROLLER_NS),
     ("update", "leases.coordination.k8s.io", "-n", "kube-system"),
@@ -513,6 +514,7 @@ def test_short_name_and_printer_columns(cluster: LocalCluster, kube: Kube, crd: 
         "COMPLETE",
         "SCHEDULE",
         "LAST SCHEDULE",
+        "RESULTS",
         "AGE",
     ]
     rows = {row["NAME"]: row for row in (table_row(lines[0], line) for line in lines[1:])}
