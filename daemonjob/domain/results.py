@@ -8,7 +8,7 @@ termination message, or one field of a JSON message (`--group-by .kernel`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -17,15 +17,11 @@ from daemonjob import defaults
 from daemonjob.domain.jobs import (
     FAILED,
     SUCCEEDED,
-    format_time,
     job_attempt,
-    job_created,
-    job_finish_time,
     job_node,
     job_revision,
     job_run,
     job_state,
-    parse_time,
 )
 
 __all__ = [
@@ -63,8 +59,10 @@ def _terminated(pod: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
     return next(((n, t) for n, t in ended if t.get("exitCode")), ended[0] if ended else None)
 
 
-def pod_of_job(pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def pod_of_job(pods: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The pod that ended the Job: the newest that finished (a Job with backoffLimit may have several)."""
+    if len(pods) == 1:
+        return pods[0]
     done = [p for p in pods if _terminated(p) is not None]
     return max(done, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "", default=None)
 
@@ -97,8 +95,11 @@ def result_of(job: Mapping[str, Any], pod: Mapping[str, Any] | None) -> dict[str
         out["run"] = run
     if attempt:
         out["attempt"] = attempt
-    started = parse_time((job.get("status") or {}).get("startTime")) or job_created(job)
-    finished = job_finish_time(job)
+    status = job.get("status") or {}
+    cond = _job_condition(job)
+    # API timestamps are kept as written (RFC3339, UTC): no parse and format per result
+    started = status.get("startTime") or meta.get("creationTimestamp")
+    finished = status.get("completionTime") or cond.get("lastTransitionTime")
     ended = _terminated(pod) if pod is not None else None
     if pod is not None and ended is not None:
         container, term = ended
@@ -108,16 +109,15 @@ def result_of(job: Mapping[str, Any], pod: Mapping[str, Any] | None) -> dict[str
             out["exitCode"] = term["exitCode"]
         out["reason"] = term.get("reason") or ""
         out["message"] = cut_message(term.get("message") or "")
-        started = parse_time(term.get("startedAt")) or started
-        finished = parse_time(term.get("finishedAt")) or finished
+        started = term.get("startedAt") or started
+        finished = term.get("finishedAt") or finished
     else:
-        cond = _job_condition(job)
         out["reason"] = cond.get("reason") or ("Completed" if state == SUCCEEDED else "Failed")
         out["message"] = cut_message(cond.get("message") or "")
-    if started is not None:
-        out["startTime"] = format_time(started)
-    if finished is not None:
-        out["finishTime"] = format_time(finished)
+    if isinstance(started, str) and started:
+        out["startTime"] = started
+    if isinstance(finished, str) and finished:
+        out["finishTime"] = finished
     return out
 
 
