@@ -83,6 +83,16 @@ def test_an_audit_records_each_nodes_fact_and_status_names_the_odd_one(
         "status.results to count 4 nodes",
     )
     assert status["outcomes"] == 4 and status["revision"] == revision  # every message names its node
+    api.patch("kernels", {"results": {"groupBy": ".kernel"}})  # status.results by the JSON field
+
+    def by_kernel() -> dict[str, Any] | None:
+        s = api.status("kernels").get("results") or {}
+        return s if s.get("outcomes") == 2 else None
+
+    grouped = wait_for(by_kernel, 60, "status.results grouped by .kernel")
+    assert [(g["message"], g["count"]) for g in grouped["groups"]] == [("6.1.0-18", 3), ("6.1.0-17", 1)]
+    assert grouped["summary"] == f"2 outcomes; odd ones: {names[2]}"
+    assert api.status("kernels")["currentRevision"] == revision  # not a template change: nothing re-runs
     (only,) = reports(api, "kernels")
     owner = only["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["controller"]) == ("DaemonJob", "kernels", True)

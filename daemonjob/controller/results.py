@@ -1,19 +1,13 @@
 """The result recorder: each finished node Job's result, written in batches to report objects.
 
-Job events only note a finished Job (O(1), on the informer's thread). One thread writes: a
-DaemonJob's noted Jobs wait until RESULT_FLUSH_COUNT of them are waiting, RESULT_FLUSH_DELAY
-has passed, or (after RESULT_FLUSH_IDLE) none of its Jobs still runs; then their pods are
-read with one list per RESULT_POD_BATCH Jobs and the results appended to the rollout's last
-chunk, a new chunk once that is full. A rollout of N nodes costs about N / FLUSH_COUNT
-writes and as many pod lists, never a request per node.
-
-What is recorded is known from the report objects themselves: a DaemonJob's are listed
-once before its first write, so after a restart the finished Jobs the cluster still holds
-are recorded if they are missing and skipped if they are there. History cleanup holds off
-a finished Job until it is recorded (`holds`). Rollouts beyond the current one and
-`historyLimit` earlier ones (at least one: with historyLimit 0 the previous rollout's Jobs go
-at once, and its results are what is left of it) are deleted after a new one's first chunk
-is written.
+Job events only note a finished Job (O(1), on the informer's thread). One thread writes a
+DaemonJob's noted Jobs once RESULT_FLUSH_COUNT wait, after RESULT_FLUSH_DELAY, or after
+RESULT_FLUSH_IDLE when none of its Jobs still runs: their pods read with one list per
+RESULT_POD_BATCH Jobs, the results appended to the rollout's last chunk (new chunks once full).
+What is recorded is known from the reports themselves, listed once per DaemonJob before its
+first write: after a restart, finished Jobs still in the cluster are recorded if missing.
+History cleanup holds a finished Job until it is recorded (`holds`). Rollouts beyond the
+current one and max(historyLimit, 1) earlier ones are deleted when a new one starts.
 """
 
 from __future__ import annotations
@@ -57,9 +51,7 @@ class _Rollout:
     order: str  # the first chunk's creationTimestamp: newer rollouts sort later
     chunks: dict[int, _Chunk] = field(default_factory=dict)
     recorded: set[str] = field(default_factory=set)  # Job uids
-    outcomes: Outcomes = field(
-        default_factory=lambda: Outcomes(names=defaults.RESULT_GROUP_NODES, sample=defaults.RESULT_GROUP_MESSAGE)
-    )
+    outcomes: Outcomes = field(default_factory=lambda: _outcomes(None))
     status: dict[str, Any] | None = None  # its summary, made once per change
 
 
@@ -70,11 +62,17 @@ class _Kept:
     namespace: str
     name: str
     loaded: bool = False
+    group_by: str | None = None  # spec.results.groupBy the outcomes were counted by
+    regroup: bool = False  # spec.results.groupBy changed: count again from the reports
     rollouts: dict[str, _Rollout] = field(default_factory=dict)
     pending: dict[str, Obj] = field(default_factory=dict)  # by Job uid
     pruned: set[str] = field(default_factory=set)  # rollouts deleted: their Jobs left are not recorded again
     since: float | None = None  # when the oldest pending Job was noted
     retry_at: float = 0.0
+
+
+def _outcomes(group_by: str | None) -> Outcomes:
+    return Outcomes(group_by, names=defaults.RESULT_GROUP_NODES, sample=defaults.RESULT_GROUP_MESSAGE)
 
 
 def _finished(job: Obj) -> bool:
@@ -110,7 +108,6 @@ class ResultRecorder:
         self.writes = 0  # report creates and appends, for the figures
         self._warned_missing = False  # the DaemonJobReport CRD not installed: said once
 
-    # -- informer side -----------------------------------------------------------------------
     def handlers(self) -> Handlers:
         return Handlers(self.job_seen, lambda _old, new: self.job_seen(new), self.job_deleted)
 
@@ -156,13 +153,19 @@ class ResultRecorder:
             for uid in kept.pending if kept is not None else ():
                 self._held.pop(uid, None)
 
-    # -- status ------------------------------------------------------------------------------
-    def summary(self, dj_uid: str, revision: str | None, run: str | None) -> dict[str, Any] | None:
-        """status.results of the rollout; None while the DaemonJob's reports are not read yet."""
+    def summary(
+        self, dj_uid: str, revision: str | None, run: str | None, group_by: str | None = None
+    ) -> dict[str, Any] | None:
+        """status.results of the rollout; None while the DaemonJob's reports are not read yet
+        (or read again, grouped by another `group_by`)."""
         key = rollout_key(revision, run)
         with self._lock:
             kept = self._kept.get(dj_uid)
             if kept is None or not kept.loaded or not key:
+                return None
+            if kept.group_by != group_by:
+                kept.regroup = True
+                self._cond.notify()
                 return None
             rollout = kept.rollouts.get(key)
             if rollout is None:
@@ -171,7 +174,6 @@ class ResultRecorder:
                 rollout.status = summary(rollout.outcomes, rollout.revision, rollout.run)
             return rollout.status
 
-    # -- the writer --------------------------------------------------------------------------
     def start(self) -> None:
         with self._lock:
             if self._thread is None and not self._stopped:
@@ -214,6 +216,7 @@ class ResultRecorder:
         wait: float | None = None
         with self._lock:
             waiting = [(u, k.since, len(k.pending), k.retry_at) for u, k in self._kept.items() if k.pending]
+            due = [u for u, k in self._kept.items() if k.regroup and not k.pending and k.retry_at <= now]
         for dj_uid, since, count, retry_at in waiting:  # the informer's index read outside the lock
             if since is None:
                 continue
@@ -237,15 +240,15 @@ class ResultRecorder:
         """Write what the DaemonJob has pending; returns the results written."""
         with self._lock:
             kept = self._kept.get(dj_uid)
-            if kept is None or not kept.pending:
+            if kept is None or not (kept.pending or kept.regroup):
                 return 0
             namespace, name = kept.namespace, kept.name
         dj = self.daemonjob(f"{namespace}/{name}")
         if dj is None or (dj.get("metadata") or {}).get("uid") != dj_uid or not self.store.may_write():
             self._retry_later(dj_uid)
             return 0
-        if not kept.loaded:
-            self._load(kept, dj_uid)
+        if not kept.loaded or kept.regroup:
+            self._load(kept, dj_uid, read_spec(dj).results_group_by)
         with self._lock:
             jobs = [j for uid, j in kept.pending.items() if not self._recorded(kept, uid)]
             done = [uid for uid in kept.pending if self._recorded(kept, uid)]
@@ -280,8 +283,9 @@ class ResultRecorder:
                 self._held.pop(uid, None)
             kept.since = self.clock.now() if kept.pending else None
 
-    def _load(self, kept: _Kept, dj_uid: str) -> None:
-        """What is recorded already, from the DaemonJob's report objects (one paged list)."""
+    def _load(self, kept: _Kept, dj_uid: str, group_by: str | None) -> None:
+        """What is recorded already, from the DaemonJob's report objects (one paged list),
+        its outcomes counted by `group_by`."""
         rollouts: dict[str, _Rollout] = {}
         for report in self.store.list_reports(kept.namespace, kept.name):
             meta = report.get("metadata") or {}
@@ -292,7 +296,10 @@ class ResultRecorder:
             rollout = rollouts.get(key)
             created = meta.get("creationTimestamp") or ""
             if rollout is None:
-                rollout = rollouts[key] = _Rollout(key, report.get("revision") or "", report.get("run"), created)
+                rollout = _Rollout(
+                    key, report.get("revision") or "", report.get("run"), created, outcomes=_outcomes(group_by)
+                )
+                rollouts[key] = rollout
             rollout.order = min(rollout.order, created)
             results = report.get("results") or []
             chunk = int(labels.get(LABEL_CHUNK) or report.get("chunk") or 0)
@@ -303,7 +310,7 @@ class ResultRecorder:
                 rollout.outcomes.add(r)
         with self._lock:
             kept.rollouts = rollouts
-            kept.loaded = True
+            kept.loaded, kept.regroup, kept.group_by = True, False, group_by
 
     def _results(self, namespace: str, jobs: list[Obj]) -> list[dict[str, Any]]:
         """The results of `jobs`, their pods read RESULT_POD_BATCH Jobs to a list."""
@@ -327,7 +334,9 @@ class ResultRecorder:
         with self._lock:
             rollout = kept.rollouts.get(key)
             if rollout is None:
-                rollout = _Rollout(key, results[0].get("revision") or "", results[0].get("run"), "")
+                rollout = _Rollout(
+                    key, results[0].get("revision") or "", results[0].get("run"), "", outcomes=_outcomes(kept.group_by)
+                )
         last = max(rollout.chunks, default=-1)
         last_size = rollout.chunks[last].size if last >= 0 else 0
         written = 0

@@ -40,7 +40,8 @@ def with_results(recorder: ResultRecorder | None, observed: Observation, decisio
     if recorder is None:
         return decision
     status = decision.status
-    results = recorder.summary(observed.uid, status.get("currentRevision"), status.get("currentRun"))
+    group_by = decision.reading.checked.spec.results_group_by if decision.reading is not None else None
+    results = recorder.summary(observed.uid, status.get("currentRevision"), status.get("currentRun"), group_by)
     if results is None:
         results = (observed.cached.get("status") or {}).get("results")
     if results is None:

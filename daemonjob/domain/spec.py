@@ -57,6 +57,7 @@ class DaemonJobSpec:
     rerun_on_config_change: bool = False
     exclusion_group: str | None = None  # as written when a non-empty string (checked apart)
     after: tuple[str, ...] = ()  # the non-empty names of spec.after, each once (checked apart)
+    results_group_by: str | None = None  # spec.results.groupBy: status.results groups by this JSON field
 
     @property
     def pod_template(self) -> Mapping[str, Any] | None:

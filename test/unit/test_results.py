@@ -331,3 +331,24 @@ def test_status_results_keep_the_last_written_until_the_reports_are_read(dj: dic
     rec.job_seen(job(dj, "a", "succeeded", revision="r1"))
     rec.flush(dj["metadata"]["uid"])
     assert with_results(rec, observed, decision).status["results"]["recorded"] == 1
+
+
+def test_status_results_group_by_the_specs_json_field_and_regroup_when_it_changes(dj: dict[str, Any]) -> None:
+    store = FakeStore()
+    rec, _ = recorder(store, dj)
+    for n, kernel in (("a", "6.1.0-18"), ("b", "6.1.0-18"), ("c", "6.1.0-17")):
+        j = job(dj, n, "succeeded", revision="r1")
+        store.pods.append(pod_for(j, 0, '{"kernel": "%s", "node": "%s"}' % (kernel, n)))
+        rec.job_seen(j)
+    rec.flush(dj["metadata"]["uid"])
+    uid = dj["metadata"]["uid"]
+    assert (rec.summary(uid, "r1", None) or {})["outcomes"] == 3  # whole messages: each names its node
+    assert rec.summary(uid, "r1", None, ".kernel") is None  # counted again from the reports first
+    dj["spec"]["results"] = {"groupBy": ".kernel"}
+    rec.flush(uid)
+    s = rec.summary(uid, "r1", None, ".kernel") or {}
+    assert [(g["message"], g["count"], g["nodes"]) for g in s["groups"]] == [
+        ("6.1.0-18", 2, ["a", "b"]),
+        ("6.1.0-17", 1, ["c"]),
+    ]
+    assert s["summary"] == "2 outcomes; odd ones: c"
