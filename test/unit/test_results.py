@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -338,7 +339,7 @@ def test_status_results_group_by_the_specs_json_field_and_regroup_when_it_change
     rec, _ = recorder(store, dj)
     for n, kernel in (("a", "6.1.0-18"), ("b", "6.1.0-18"), ("c", "6.1.0-17")):
         j = job(dj, n, "succeeded", revision="r1")
-        store.pods.append(pod_for(j, 0, '{"kernel": "%s", "node": "%s"}' % (kernel, n)))
+        store.pods.append(pod_for(j, 0, json.dumps({"kernel": kernel, "node": n})))
         rec.job_seen(j)
     rec.flush(dj["metadata"]["uid"])
     uid = dj["metadata"]["uid"]
