@@ -94,7 +94,7 @@ class ResultRecorder:
         """`daemonjob(key)`: the cached DaemonJob; `running(uid)`: whether any of its Jobs may
         still run; `wake(key)`: a pass for it (its status.results, held history deletes)."""
         self.store = store
-        self.chunk_bytes = chunk_bytes
+        self.chunk_bytes = min(max(chunk_bytes, 4096), defaults.RESULT_CHUNK_BYTES)  # as --result-chunk-bytes says
         self.daemonjob = daemonjob
         self.running = running
         self.wake = wake
