@@ -21,8 +21,8 @@ RUN python3 -m venv /opt/venv \
     && /opt/build/bin/pip install --require-hashes --no-deps -r requirements-build.txt
 COPY pyproject.toml setup.cfg README.md LICENSE ./
 COPY daemonjob ./daemonjob
-# daemonjob/testing/data/crd.yaml links to it
-COPY manifests/crd.yaml ./manifests/crd.yaml
+# daemonjob/testing/data/crd.yaml and reports-crd.yaml link to them
+COPY manifests/crd.yaml manifests/reports-crd.yaml ./manifests/
 # The project itself, built with the locked build backend; then pip and setuptools leave the
 # runtime venv (setuptools: venv seeds it in Python < 3.12).
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /tmp/wheels . \

@@ -96,10 +96,10 @@ bench-scale-ordered: venv binaries
 	$(PY) hack/bench_scale.py --nodes 500 --daemonjobs 200 --ordered $(BENCH_ARGS)
 
 install:
-	$(KUBECTL) apply -f manifests/crd.yaml
+	$(KUBECTL) apply -f manifests/crd.yaml -f manifests/reports-crd.yaml
 
 uninstall:
-	$(KUBECTL) delete --ignore-not-found -f manifests/crd.yaml
+	$(KUBECTL) delete --ignore-not-found -f manifests/crd.yaml -f manifests/reports-crd.yaml
 
 # helm and a kubectl with kustomize 5.6 from the cache (hack/provision-helm.sh), unless given.
 HELM_BIN_DIR = $(shell bash hack/provision-helm.sh 2>/dev/null | tail -n1)

@@ -152,6 +152,12 @@ def parser() -> argparse.ArgumentParser:
         help="time between two reads of the firing alerts",
     )
     p.add_argument(
+        "--result-chunk-bytes",
+        type=int,
+        default=defaults.RESULT_CHUNK_BYTES,
+        help=f"results per DaemonJobReport, serialised: 4096 up to the default {defaults.RESULT_CHUNK_BYTES}",
+    )
+    p.add_argument(
         "--node-maintenance-namespaces",
         type=_namespaces,
         default=frozenset(defaults.NODE_MAINTENANCE_NAMESPACES),
@@ -360,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         max_unavailable_nodes=args.max_unavailable_nodes,
         protected_node_selector=args.protected_node_selector,
         cordons_stopped=LeaseStop(kube, lease_ns, args.leader_election_id, clock.wall),
+        result_chunk_bytes=args.result_chunk_bytes,
     )
     ready = controller.ready
     webhook: admission.Webhook | None = None

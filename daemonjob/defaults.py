@@ -183,3 +183,14 @@ START_TIMEOUT = timedelta(minutes=10)
 # A stuck start is confirmed by reading the Job's pods once; a Job already looked at is not
 # read again for this long (seconds) while the cache catches up with the mark written on it.
 START_CHECK_TTL = 60.0
+# Per-node results (daemonjob/domain/results.py, daemonjob/controller/results.py)
+RESULT_MESSAGE_BYTES = 4096  # a termination message is kept up to this (the kubelet's own bound)
+RESULT_CHUNK_BYTES = 900 * 1024  # results per report object, serialised: under 1 MiB with its metadata
+RESULT_FLUSH_COUNT = 250  # results waiting that make a write at once
+RESULT_FLUSH_DELAY = 10.0  # seconds the first result waiting may wait for others
+RESULT_FLUSH_IDLE = 1.0  # seconds: sooner when the DaemonJob has no running Job left
+RESULT_POD_BATCH = 100  # Jobs whose pods one list asks for (controller-uid in (...))
+RESULT_RETRY_DELAY = 5.0  # seconds before a failed batch is tried again
+RESULT_GROUPS = 5  # outcomes status.results lists, most common first
+RESULT_GROUP_NODES = 5  # node names each lists
+RESULT_GROUP_MESSAGE = 200  # characters of an outcome's message in status.results

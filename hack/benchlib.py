@@ -30,6 +30,7 @@ from daemonjob.machinery.kube import ApiError, Kube, path_for
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_PATH = ROOT / "manifests" / "crd.yaml"
+REPORTS_CRD_PATH = ROOT / "manifests" / "reports-crd.yaml"  # per-node results, recorded by default
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 
@@ -225,6 +226,8 @@ def apply_crd(kube: Kube, path: Path = CRD_PATH, timeout: float = 30.0) -> None:
     )
     group, version = crd["spec"]["group"], crd["spec"]["versions"][0]["name"]
     wait_until(lambda: _served(kube, f"/apis/{group}/{version}"), timeout, f"/apis/{group}/{version} served")
+    if path == CRD_PATH:
+        apply_crd(kube, REPORTS_CRD_PATH, timeout)
 
 
 def _served(kube: Kube, path: str) -> bool:

@@ -56,6 +56,8 @@ from daemonjob.controller.order import OrderIndex
 from daemonjob.controller.orderreader import OrderReader
 from daemonjob.controller.orphans import SWEEP_KEY, orphan_sweep
 from daemonjob.controller.report import Reporter
+from daemonjob.controller.resultstatus import recorder_for, with_results
+from daemonjob.controller.resultstore import KubeResultStore, ResultStore
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.selfcheck import PlanSelfCheck
 from daemonjob.controller.specs import SpecCache
@@ -98,6 +100,8 @@ class Controller:
         protected_node_selector: str = defaults.PROTECTED_NODE_SELECTOR,
         sweep_namespace: str | None = None,
         cordons_stopped: Callable[[], str | None] = lambda: None,
+        result_store: ResultStore | None = None,
+        result_chunk_bytes: int = defaults.RESULT_CHUNK_BYTES,
     ):
         """`configmap_informers` makes the informer of one ConfigMap (namespace, name), for
         DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read.
@@ -109,7 +113,8 @@ class Controller:
         every cordon keeps (None: no limit; an empty selector: no protected set); with node
         maintenance the orphan sweep (orphans.py) runs at start-up and after each DaemonJob
         deleted, over `sweep_namespace` only when namespaced; `cordons_stopped`: why no cordon
-        may start now (cordonstop.py), None when they may."""
+        may start now (cordonstop.py), None when they may;
+        `result_store`: where each node's result is recorded (results.py); without it, nowhere."""
         self.informers = informers
         self.control = control
         self.clock = clock or RealClock()
@@ -125,7 +130,9 @@ class Controller:
             metrics_provider=self.metrics.queue_provider,
         )
         self._writers = WriterPool(create_concurrency, "api-writer")
-        self.history = HistoryCleaner(control, self.metrics, clock=self.clock)
+        self.results = recorder_for(result_store, informers, self.queue.add, self.clock, result_chunk_bytes)
+        hold = self.results.holds if self.results is not None else None
+        self.history = HistoryCleaner(control, self.metrics, clock=self.clock, hold=hold)
         self.troubles = Troubles()
         self.adoption = Adoption(control)
         self.specs = SpecCache()  # each DaemonJob's spec as read, per generation
@@ -246,6 +253,7 @@ class Controller:
             clock=clock,
             configmap_informers=kube_configmap_informer(kube, hooks, clock=clock, rng=rng),
             node_control=KubeNodeControl(kube, fence),
+            result_store=KubeResultStore(kube, fence),
             **kw,
         )
 
@@ -266,6 +274,8 @@ class Controller:
         if self.orphans is not None:
             self.queue.add(SWEEP_KEY)  # records left by a DaemonJob deleted while no controller ran
         self.threads.start([("alerts", self.alerts.run)] if self.alerts is not None else [])
+        if self.results is not None:
+            self.results.start()
 
     def stop_workers(self, timeout: float = 30.0) -> bool:
         """Stop taking keys (those still queued are left), then wait up to `timeout` for
@@ -279,10 +289,13 @@ class Controller:
         if self.configmaps is not None:
             self.configmaps.stop()
         self.history.stop()
+        if self.results is not None:
+            self.results.stop()
         self._writers.shutdown()
 
     def healthy(self) -> str | None:
         dead = self.informers.dead() + self.threads.dead()
+        dead += [] if self.results is None or self.results.alive() else ["results"]
         return f"threads not running: {', '.join(dead)}" if dead else None
 
     def ready(self) -> str | None:
@@ -299,6 +312,8 @@ class Controller:
         if self.orphans is not None:
             self.queue.add(SWEEP_KEY)  # whatever it still held on a Node is released
         self.order_index.succeeded.forget(uid)
+        if self.results is not None:
+            self.results.forget(uid)
 
     def firing_alerts(self) -> FiringAlerts:
         """The alerts as last read from Prometheus; unknown without --prometheus-url."""
@@ -345,6 +360,7 @@ class Controller:
             if not decision.creates and not decision.deletes and self.plans.check_due(observed.uid, self.clock.now()):
                 decision, repaired = self.self_check.check(observed, decision)
                 look_again.append(0.0 if repaired else None)
+            decision = with_results(self.results, observed, decision)
             self.reporter.report(
                 observed,
                 decision,

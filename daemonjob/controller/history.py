@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import structlog
@@ -41,8 +41,11 @@ class HistoryCleaner:
         clock: Clock | None = None,
         qps: float = defaults.HISTORY_DELETE_QPS,
         burst: int = defaults.HISTORY_DELETE_BURST,
+        hold: Callable[[str], bool] | None = None,
     ) -> None:
+        """`hold(uid)`: keep this finished Job for now (its result is not recorded); a later pass asks again."""
         self.control = control
+        self.hold = hold
         self.metrics = metrics
         clock = clock or RealClock()
         self._bucket = TokenBucket(qps, burst, clock)
@@ -75,7 +78,7 @@ class HistoryCleaner:
         with self._lock:
             if self._stopped:
                 return []
-            new = [d for d in deletes if (d.uid or d.name) not in self._sent]
+            new = [d for d in deletes if (d.uid or d.name) not in self._sent and not self._held(d)]
             for d in new:
                 self._sent[d.uid or d.name] = True
             self._pending.extend((namespace, d) for d in new)
@@ -84,6 +87,9 @@ class HistoryCleaner:
                 self._writer.start()
             self._wake.notify()
         return new
+
+    def _held(self, d: DeleteJob) -> bool:
+        return self.hold is not None and bool(d.uid) and self.hold(d.uid or "")
 
     def _write(self) -> None:
         while True:

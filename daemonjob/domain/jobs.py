@@ -234,6 +234,7 @@ def owner_reference(dj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+TERMINATION_MESSAGE_POLICY = "FallbackToLogsOnError"  # unless the template sets one
 CORDON_TOLERATION = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -298,6 +299,9 @@ def build_job(
     pod_template["metadata"] = pod_meta
     pod_spec = pod_template.get("spec") or {}
     _pin_to_node(pod_spec, node_name)
+    for container in pod_spec.get("containers") or ():
+        # a failure's termination message is then the tail of its log: a recorded result says why
+        container.setdefault("terminationMessagePolicy", TERMINATION_MESSAGE_POLICY)
     if tolerate_cordon:
         pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or ()), dict(CORDON_TOLERATION)]
     pod_template["spec"] = pod_spec

@@ -61,6 +61,7 @@ class DaemonJobSpec:
     after: tuple[str, ...] = ()  # the non-empty names of spec.after, each once (checked apart)
     retry: Retry | None = None  # spec.retry, None: a failed node waits for a rerun
     start_timeout: timedelta = defaults.START_TIMEOUT  # spec.startTimeout
+    results_group_by: str | None = None  # spec.results.groupBy: status.results groups by this JSON field
 
     @property
     def pod_template(self) -> Mapping[str, Any] | None:

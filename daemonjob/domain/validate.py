@@ -234,8 +234,16 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
         after=tuple(dict.fromkeys(a for a in after if isinstance(a, str) and a)) if isinstance(after, list) else (),
         retry=read_retry(spec, problems),
         start_timeout=read_start_timeout(spec, problems),
+        results_group_by=_results_group_by(spec),
     )
     return Validation(typed, problems)
+
+
+def _results_group_by(spec: Mapping[str, Any]) -> str | None:
+    """spec.results.groupBy: a `.field` path (the schema checks it); anything else groups by the message."""
+    results = spec.get("results")
+    value = results.get("groupBy") if isinstance(results, Mapping) else None
+    return value if isinstance(value, str) and value.startswith(".") and len(value) > 1 else None
 
 
 def read_spec(dj: Mapping[str, Any]) -> DaemonJobSpec:

@@ -24,6 +24,7 @@ from daemonjob.kubectl import (
     promote,
     release,
     rerun,
+    results,
     runnow,
     status,
     suspend,
@@ -41,6 +42,13 @@ EXAMPLES = {
   kubectl daemonjob status node-setup -o wide     # full messages, pods, revisions
   kubectl daemonjob status node-setup -l zone=a   # nodes with this label only
   kubectl daemonjob status node-setup -o json | jq '.nodes[] | select(.state=="failed")'
+""",
+    "results": """examples:
+  kubectl daemonjob results node-audit                        # every node's recorded result
+  kubectl daemonjob results node-audit --group-by             # nodes grouped by exit code and message
+  kubectl daemonjob results node-audit --group-by .kernel     # grouped by a field of a JSON message
+  kubectl daemonjob results node-audit --failed -o csv > failed.csv
+  kubectl daemonjob results node-audit --revision 5f9c2d1e0a  # an earlier revision still kept
 """,
     "wait": """examples:
   kubectl daemonjob wait node-setup --timeout 10m   # exit 0 Complete, 2 Failed, 1 timeout
@@ -153,6 +161,23 @@ def build_parser() -> argparse.ArgumentParser:
     node_filters(p)
     p.add_argument("--all-nodes", action="store_true", help="also list nodes the DaemonJob does not select")
     _output_flag(p, ("wide", "json", "yaml"))
+
+    p = command("results", "Show each node's recorded result, or the nodes grouped by outcome.", results.run)
+    p.add_argument("name", metavar="NAME")
+    p.add_argument(
+        "--node", action="append", metavar="NODE", type=_node_list, help="only this node (repeat, or comma-separated)"
+    )
+    p.add_argument("--failed", action="store_true", help="only nodes whose Job failed")
+    p.add_argument("--revision", help="an earlier revision still kept (default: the current one)")
+    p.add_argument("--run", dest="run_name", help="an earlier run still kept (default: the current one)")
+    p.add_argument(
+        "--group-by",
+        nargs="?",
+        const="message",
+        metavar="message|.FIELD",
+        help="count nodes per outcome: exit code and message (the default), or a field of a JSON message",
+    )
+    _output_flag(p, ("wide", "json", "yaml", "csv"))
 
     p = command("wait", "Follow a rollout until Complete (exit 0), Failed (exit 2) or the timeout (exit 1).", wait.run)
     p.add_argument("name", metavar="NAME")

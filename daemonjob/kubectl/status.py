@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob import defaults
 from daemonjob.domain.gates import gate_in_force
-from daemonjob.domain.jobs import FAILED, parse_time
+from daemonjob.domain.jobs import FAILED, SUCCEEDED, parse_time
 from daemonjob.domain.validate import read_spec
-from daemonjob.kubectl import client, output
+from daemonjob.kubectl import client, output, results
 from daemonjob.kubectl.nodes import NodeRow, NodeView, build_view
 from daemonjob.kubectl.timefmt import between, human_duration
+from daemonjob.machinery.kube import ApiError
 
 EXIT_FAILED_NODES = 2
 HEADERS = ["NODE", "STATE", "JOB", "ATTEMPT", "STARTED", "DURATION", "EXIT CODE", "REASON", "MESSAGE"]
@@ -34,7 +36,39 @@ def load_view(
     view = build_view(
         snap.daemonjob, snap.jobs, snap.pods, snap.nodes, all_nodes=all_nodes, nodes_filtered=bool(node_selector)
     )
-    return snap.daemonjob, view
+    return snap.daemonjob, with_recorded(target, name, snap.daemonjob, view)
+
+
+def with_recorded(target: client.Target, name: str, dj: Mapping[str, Any], view: NodeView) -> NodeView:
+    """Rows of finished Jobs whose pod is gone get the recorded result's exit code and message
+    (one list of the rollout's reports, only when such a row exists)."""
+    gone = [r for r in view.rows if r.job and not r.pod and r.state in (FAILED, SUCCEEDED)]
+    if not gone:
+        return view
+    try:
+        rollout = results.rollout_of(dj, view.revision, view.run)
+        kept = {r.get("jobUID"): r for r in results.list_results(target, name, rollout)}
+    except ApiError as exc:
+        if exc.status in (403, 404):  # no reports readable (an older install, or no such right): as before
+            return view
+        raise
+    ids = {id(r) for r in gone}
+    rows = [_recorded_row(r, kept.get(r.job_uid)) if id(r) in ids else r for r in view.rows]
+    return replace(view, rows=rows)
+
+
+def _recorded_row(row: NodeRow, result: Mapping[str, Any] | None) -> NodeRow:
+    if result is None:
+        return row
+    code = result.get("exitCode")
+    return replace(
+        row,
+        exit_code=code if isinstance(code, int) else row.exit_code,
+        reason=str(result.get("reason") or row.reason),
+        message=str(result.get("message") or row.message),
+        started=parse_time(result.get("startTime")) or row.started,
+        finished=parse_time(result.get("finishTime")) or row.finished,
+    )
 
 
 def select_rows(rows: list[NodeRow], nodes: list[str] | None, failed: bool) -> list[NodeRow]:

@@ -10,6 +10,8 @@ from pathlib import Path
 from daemonjob.testing.cluster import CRD_PATH
 
 CRD_NAME = "daemonjobs.daemonjob.io"
+REPORTS_CRD_NAME = "daemonjobreports.daemonjob.io"
+REPORTS_CRD_FILE = "reports-crd.yaml"  # beside crd.yaml: the controller records results in these
 
 
 def install_crd(kubectl: Sequence[str], path: Path = CRD_PATH, timeout: float = 60.0) -> None:
@@ -17,11 +19,15 @@ def install_crd(kubectl: Sequence[str], path: Path = CRD_PATH, timeout: float = 
 
     Established means the endpoint is served; discovery, through which kubectl maps "dj"
     and "daemonjobs", can trail it, so that is waited for too. `kubectl` is the command with
-    its connection flags, e.g. [kubectl, "--kubeconfig", path].
+    its connection flags, e.g. [kubectl, "--kubeconfig", path]. The results' CRD beside it
+    (reports-crd.yaml) is installed with it.
     """
+    reports = path.parent / REPORTS_CRD_FILE
+    files = ["-f", str(path), *(["-f", str(reports)] if reports.exists() else [])]
+    names = [f"crd/{CRD_NAME}", *([f"crd/{REPORTS_CRD_NAME}"] if reports.exists() else [])]
     for args in (
-        ["apply", "-f", str(path)],
-        ["wait", "--for=condition=Established", f"--timeout={int(timeout)}s", f"crd/{CRD_NAME}"],
+        ["apply", *files],
+        ["wait", "--for=condition=Established", f"--timeout={int(timeout)}s", *names],
     ):
         out = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False, timeout=timeout + 30)
         if out.returncode != 0:
@@ -35,7 +41,9 @@ def install_crd(kubectl: Sequence[str], path: Path = CRD_PATH, timeout: float = 
             check=False,
             timeout=timeout,
         )
-        if out.returncode == 0 and CRD_NAME in out.stdout.split():
+        if out.returncode == 0 and {CRD_NAME, *([REPORTS_CRD_NAME] if reports.exists() else [])} <= set(
+            out.stdout.split()
+        ):
             return
         time.sleep(0.3)
     raise RuntimeError(f"{CRD_NAME} is Established but not in discovery after {timeout:.0f}s")

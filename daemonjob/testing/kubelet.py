@@ -13,6 +13,7 @@ Succeeded/Failed, as chosen by their annotations:
 - `sim.daemonjob.io/failure-output`: what it prints instead where it exits non-zero (on the
   fail-on nodes, say), so its log agrees with its exit code and message;
 - `sim.daemonjob.io/message`: the container's termination message (`{node}` as above);
+- `sim.daemonjob.io/messages`: a JSON object of node name to message, over the one above;
 - `sim.daemonjob.io/reason`: the terminated container's reason (e.g. OOMKilled, whose exit
   code is 137 unless the exit-code annotation says otherwise);
 - `sim.daemonjob.io/fail-on`: comma-separated node names; when set, exit-code (default 1

@@ -3,6 +3,7 @@ docstring lists them): its exit code, how long it runs, what it prints, how it e
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -20,6 +21,7 @@ __all__ = [
     "LABEL_ATTEMPT",
     "pull_failure_status",
     "ANNOTATION_MESSAGE",
+    "ANNOTATION_MESSAGES",
     "ANNOTATION_OUTPUT",
     "ANNOTATION_REASON",
     "OOM_EXIT_CODE",
@@ -45,6 +47,9 @@ LABEL_ATTEMPT = "daemonjob.io/attempt"
 OOM_EXIT_CODE = 137
 ANNOTATION_OUTPUT = "sim.daemonjob.io/output"
 ANNOTATION_FAILURE_OUTPUT = "sim.daemonjob.io/failure-output"
+# A JSON object {node: message}: the termination message on those nodes, over the message
+# annotation (an audit whose nodes report different facts).
+ANNOTATION_MESSAGES = "sim.daemonjob.io/messages"
 
 
 def now_rfc3339() -> str:
@@ -146,6 +151,12 @@ def end_status(pod: Mapping[str, Any], started: str, now: str) -> dict[str, Any]
     spared = _spared(pod)
     reason = ("" if spared else _annotation(pod, ANNOTATION_REASON, "")) or ("Completed" if code == 0 else "Error")
     message = "" if spared else _annotation(pod, ANNOTATION_MESSAGE, "").replace("{node}", _node_of(pod))
+    try:
+        per_node = json.loads(_annotation(pod, ANNOTATION_MESSAGES, "{}"))
+    except ValueError:
+        per_node = {}
+    if isinstance(per_node, dict) and _node_of(pod) in per_node:
+        message = str(per_node[_node_of(pod)])
     statuses = []
     for c in pod["spec"].get("containers", []):
         terminated = {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now}

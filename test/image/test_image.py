@@ -84,6 +84,7 @@ IMAGE_INPUTS = (
     "README.md",
     "LICENSE",
     "manifests/crd.yaml",
+    "manifests/reports-crd.yaml",
     "hack/build-image.sh",
 )
 TEST_REPO = "localhost/daemonjob-controller"

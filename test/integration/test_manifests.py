@@ -212,6 +212,7 @@ def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None
     assert kinds == sorted(
         [
             ("CustomResourceDefinition", CRD_NAME),
+            ("CustomResourceDefinition", "daemonjobreports.daemonjob.io"),
             ("Namespace", CONTROLLER_NS),
             ("ServiceAccount", "daemonjob-controller"),
             ("ClusterRole", "daemonjob-controller"),
@@ -270,6 +271,13 @@ CAN: list[tuple[str, ...]] = [
     ("create", "events", "-n", "default"),
     ("patch", "events", "-n", "default"),
     ("create", "events.events.k8s.io", "-n", "default"),
+    # per-node results: the report objects, and the pods of finished Jobs read (never written)
+    ("list", "daemonjobreports.daemonjob.io", "-n", "default"),
+    ("create", "daemonjobreports.daemonjob.io", "-n", "default"),
+    ("patch", "daemonjobreports.daemonjob.io", "-n", "default"),
+    ("delete", "daemonjobreports.daemonjob.io", "-n", "default"),
+    ("list", "pods", "-n", "default"),
+    ("get", "pods", "-n", "default"),
     ("get", "leases.coordination.k8s.io/daemonjob-controller", "-n", CONTROLLER_NS),
     ("create", "leases.coordination.k8s.io", "-n", CONTROLLER_NS),
     ("update", "leases.coordination.k8s.io/daemonjob-controller", "-n", CONTROLLER_NS),
@@ -290,6 +298,12 @@ CANNOT: list[tuple[str, ...]] = [
     ("create", "configmaps", "-n", "default"),
     ("delete", "configmaps", "-n", "default"),
     ("create", "pods", "-n", "default"),
+    ("delete", "pods", "-n", "default"),
+    ("update", "pods", "-n", "default"),
+    ("patch", "pods", "-n", "default"),
+    ("watch", "pods", "--all-namespaces"),
+    ("get", "pods", "--subresource=log", "-n", "default"),
+    ("update", "daemonjobreports.daemonjob.io", "-n", "default"),
     ("create", "pods", "-n", CONTROLLER_NS),
     ("get", "pods", "-n", "default"),
     ("watch", "pods", "--all-namespaces"),
@@ -504,6 +518,7 @@ def test_short_name_and_printer_columns(cluster: LocalCluster, kube: Kube, crd: 
         "COMPLETE",
         "SCHEDULE",
         "LAST SCHEDULE",
+        "RESULTS",
         "AGE",
     ]
     rows = {row["NAME"]: row for row in (table_row(lines[0], line) for line in lines[1:])}

@@ -423,6 +423,7 @@ def test_completion_offers_commands_flags_and_choices_without_a_cluster() -> Non
         "create",
         "plan",
         "list",
+        "results",
     }
     assert complete(["rollout", ""], no_cluster)[0] == ["status\tThe same as `wait`"]
     assert complete(["plan", "-f", ""], no_cluster) == ([], 0)  # a file: the shell's own

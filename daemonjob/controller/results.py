@@ -1,0 +1,399 @@
+"""The result recorder: each finished node Job's result, written in batches to report objects.
+
+Job events only note a finished Job (O(1), on the informer's thread). One thread writes a
+DaemonJob's noted Jobs once RESULT_FLUSH_COUNT wait, after RESULT_FLUSH_DELAY, or after
+RESULT_FLUSH_IDLE when none of its Jobs still runs: their pods read with one list per
+RESULT_POD_BATCH Jobs, the results appended to the rollout's last chunk (new chunks once full).
+What is recorded is known from the reports themselves, listed once per DaemonJob before its
+first write: after a restart, finished Jobs still in the cluster are recorded if missing.
+History cleanup holds a finished Job until it is recorded (`holds`). Rollouts beyond the
+current one and max(historyLimit, 1) earlier ones are deleted when a new one starts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from daemonjob import defaults
+from daemonjob.controller.resultstore import POD_JOB_LABEL, ResultStore
+from daemonjob.domain.jobs import FAILED, SUCCEEDED, TERMINATING, daemonjob_ref, job_finish_time, job_state, owner_uid
+from daemonjob.domain.outcomes import Outcomes, summary
+from daemonjob.domain.reports import LABEL_CHUNK, LABEL_ROLLOUT, append_patch, pack, report_body, result_size
+from daemonjob.domain.results import pod_of_job, result_of, rollout_key
+from daemonjob.domain.validate import read_spec
+from daemonjob.machinery.clock import Clock, RealClock
+from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
+from daemonjob.machinery.kube import ApiError
+
+__all__ = ["ResultRecorder"]
+
+log = structlog.get_logger("daemonjob.results")
+Obj = Mapping[str, Any]
+
+
+@dataclass
+class _Chunk:
+    name: str
+    count: int
+    size: int
+
+
+@dataclass
+class _Rollout:
+    key: str
+    revision: str
+    run: str | None
+    order: str  # the first chunk's creationTimestamp: newer rollouts sort later
+    chunks: dict[int, _Chunk] = field(default_factory=dict)
+    recorded: set[str] = field(default_factory=set)  # Job uids
+    outcomes: Outcomes = field(default_factory=lambda: _outcomes(None))
+    status: dict[str, Any] | None = None  # its summary, made once per change
+
+
+@dataclass
+class _Kept:
+    """One DaemonJob's rollouts as recorded, and its Jobs waiting to be."""
+
+    namespace: str
+    name: str
+    loaded: bool = False
+    group_by: str | None = None  # spec.results.groupBy the outcomes were counted by
+    regroup: bool = False  # spec.results.groupBy changed: count again from the reports
+    rollouts: dict[str, _Rollout] = field(default_factory=dict)
+    pending: dict[str, Obj] = field(default_factory=dict)  # by Job uid
+    pruned: set[str] = field(default_factory=set)  # rollouts deleted: their Jobs left are not recorded again
+    since: float | None = None  # when the oldest pending Job was noted
+    retry_at: float = 0.0
+
+
+def _outcomes(group_by: str | None) -> Outcomes:
+    return Outcomes(group_by, names=defaults.RESULT_GROUP_NODES, sample=defaults.RESULT_GROUP_MESSAGE)
+
+
+def _finished(job: Obj) -> bool:
+    state = job_state(job)
+    return state in (SUCCEEDED, FAILED) or (state == TERMINATING and job_finish_time(job) is not None)
+
+
+class ResultRecorder:
+    def __init__(
+        self,
+        store: ResultStore,
+        daemonjob: Callable[[str], Obj | None],
+        running: Callable[[str], bool],
+        wake: Callable[[str], None],
+        *,
+        clock: Clock | None = None,
+        chunk_bytes: int = defaults.RESULT_CHUNK_BYTES,
+    ) -> None:
+        """`daemonjob(key)`: the cached DaemonJob; `running(uid)`: whether any of its Jobs may
+        still run; `wake(key)`: a pass for it (its status.results, held history deletes)."""
+        self.store = store
+        self.chunk_bytes = min(max(chunk_bytes, 4096), defaults.RESULT_CHUNK_BYTES)  # as --result-chunk-bytes says
+        self.daemonjob = daemonjob
+        self.running = running
+        self.wake = wake
+        self.clock = clock or RealClock()
+        self._kept: dict[str, _Kept] = {}  # by DaemonJob uid
+        self._held: dict[str, str] = {}  # Job uid -> DaemonJob uid, while pending
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self.writes = 0  # report creates and appends, for the figures
+        self._warned_missing = False  # the DaemonJobReport CRD not installed: said once
+
+    def handlers(self) -> Handlers:
+        return Handlers(self.job_seen, lambda _old, new: self.job_seen(new), self.job_deleted)
+
+    def job_seen(self, job: Obj) -> None:
+        if daemonjob_ref(job) is not None and _finished(job):
+            self._note(job)
+
+    def job_deleted(self, obj: Obj | Tombstone) -> None:
+        """A finished Job deleted before it was recorded: recorded from its last state (and its pod while it lasts)."""
+        self.job_seen(deleted_object(obj))
+
+    def _note(self, job: Obj) -> None:
+        meta = job.get("metadata") or {}
+        uid, dj_uid = meta.get("uid") or "", owner_uid(job)
+        if not uid:
+            return
+        with self._lock:
+            kept = self._kept.get(dj_uid)
+            if kept is None:
+                ref = daemonjob_ref(job) or {}
+                kept = self._kept[dj_uid] = _Kept(meta.get("namespace") or "", ref.get("name") or "")
+            if uid in kept.pending or (kept.loaded and self._recorded(kept, uid)):
+                return
+            kept.pending[uid] = job
+            self._held[uid] = dj_uid
+            if kept.since is None:
+                kept.since = self.clock.now()
+            self._cond.notify()
+
+    @staticmethod
+    def _recorded(kept: _Kept, uid: str) -> bool:
+        return any(uid in r.recorded for r in kept.rollouts.values())
+
+    def holds(self, job_uid: str) -> bool:
+        """The Job finished and its result is not recorded yet: do not delete it now."""
+        with self._lock:
+            return job_uid in self._held
+
+    def forget(self, dj_uid: str) -> None:
+        """The DaemonJob is gone: its reports go with it (owner references)."""
+        with self._lock:
+            kept = self._kept.pop(dj_uid, None)
+            for uid in kept.pending if kept is not None else ():
+                self._held.pop(uid, None)
+
+    def summary(
+        self, dj_uid: str, revision: str | None, run: str | None, group_by: str | None = None
+    ) -> dict[str, Any] | None:
+        """status.results of the rollout; None while the DaemonJob's reports are not read yet
+        (or read again, grouped by another `group_by`)."""
+        key = rollout_key(revision, run)
+        with self._lock:
+            kept = self._kept.get(dj_uid)
+            if kept is None or not kept.loaded or not key:
+                return None
+            if kept.group_by != group_by:
+                kept.regroup = True
+                self._cond.notify()
+                return None
+            rollout = kept.rollouts.get(key)
+            if rollout is None:
+                return summary(Outcomes(), revision or "", run)
+            if rollout.status is None:
+                rollout.status = summary(rollout.outcomes, rollout.revision, rollout.run)
+            return rollout.status
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is None and not self._stopped:
+                self._thread = threading.Thread(target=self._run, name="results", daemon=True)
+                self._thread.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def alive(self) -> bool:
+        return self._thread is None or self._thread.is_alive() or self._stopped
+
+    def _run(self) -> None:
+        while True:
+            due, wait = self._due(self.clock.now())
+            with self._lock:
+                if self._stopped:
+                    return
+                if not due:
+                    self.clock.wait(self._cond, wait)
+                    continue
+            for dj_uid in due:
+                try:
+                    self.flush(dj_uid)
+                except ApiError as exc:  # the next round tries again; nothing is dropped
+                    missing = exc.not_found and not self._warned_missing
+                    self._warned_missing |= missing
+                    if missing or not exc.not_found:
+                        log.warning("recording results failed", status=exc.status, error=exc.message[:300])
+                    self._retry_later(dj_uid)
+                except Exception:
+                    log.exception("recording results failed")
+                    self._retry_later(dj_uid)
+
+    def _due(self, now: float) -> tuple[list[str], float | None]:
+        """The DaemonJobs whose pending results are to be written now, and how long until the next is."""
+        due: list[str] = []
+        wait: float | None = None
+        with self._lock:
+            waiting = [(u, k.since, len(k.pending), k.retry_at) for u, k in self._kept.items() if k.pending]
+            due = [u for u, k in self._kept.items() if k.regroup and not k.pending and k.retry_at <= now]
+        for dj_uid, since, count, retry_at in waiting:  # the informer's index read outside the lock
+            if since is None:
+                continue
+            at = since + defaults.RESULT_FLUSH_DELAY
+            if count >= defaults.RESULT_FLUSH_COUNT or not self.running(dj_uid):
+                at = min(at, since + defaults.RESULT_FLUSH_IDLE)
+            at = max(at, retry_at)
+            if at <= now:
+                due.append(dj_uid)
+            else:
+                wait = at - now if wait is None else min(wait, at - now)
+        return due, wait
+
+    def _retry_later(self, dj_uid: str) -> None:
+        with self._lock:
+            kept = self._kept.get(dj_uid)
+            if kept is not None:
+                kept.retry_at = self.clock.now() + defaults.RESULT_RETRY_DELAY
+
+    def flush(self, dj_uid: str) -> int:
+        """Write what the DaemonJob has pending; returns the results written."""
+        with self._lock:
+            kept = self._kept.get(dj_uid)
+            if kept is None or not (kept.pending or kept.regroup):
+                return 0
+            namespace, name = kept.namespace, kept.name
+        dj = self.daemonjob(f"{namespace}/{name}")
+        if dj is None or (dj.get("metadata") or {}).get("uid") != dj_uid or not self.store.may_write():
+            self._retry_later(dj_uid)
+            return 0
+        if not kept.loaded or kept.regroup:
+            self._load(kept, dj_uid, read_spec(dj).results_group_by)
+        with self._lock:
+            jobs = [j for uid, j in kept.pending.items() if not self._recorded(kept, uid)]
+            done = [uid for uid in kept.pending if self._recorded(kept, uid)]
+        self._release(kept, done)
+        results = self._results(namespace, jobs)
+        written = 0
+        by_rollout: dict[str, list[dict[str, Any]]] = {}
+        for r in results:
+            key = rollout_key(r.get("revision"), r.get("run"))
+            if key in kept.pruned:
+                self._release(kept, [r["jobUID"]])
+                continue
+            by_rollout.setdefault(key, []).append(r)
+        new_rollout = False
+        for key, rs in by_rollout.items():
+            new_rollout |= key not in kept.rollouts
+            try:
+                written += self._write(kept, dj, key, rs)
+            except BaseException:  # a write may have gone through: read the reports again first
+                self._forget_loaded(kept)
+                raise
+            self._release(kept, [r["jobUID"] for r in rs])
+        if new_rollout:
+            self._prune(kept, dj)
+        self.wake(f"{namespace}/{name}")
+        return written
+
+    def _release(self, kept: _Kept, uids: list[str]) -> None:
+        with self._lock:
+            for uid in uids:
+                kept.pending.pop(uid, None)
+                self._held.pop(uid, None)
+            kept.since = self.clock.now() if kept.pending else None
+
+    def _load(self, kept: _Kept, dj_uid: str, group_by: str | None) -> None:
+        """What is recorded already, from the DaemonJob's report objects (one paged list),
+        its outcomes counted by `group_by`."""
+        rollouts: dict[str, _Rollout] = {}
+        for report in self.store.list_reports(kept.namespace, kept.name):
+            meta = report.get("metadata") or {}
+            if not any(ref.get("uid") == dj_uid for ref in meta.get("ownerReferences") or ()):
+                continue  # a namesake DaemonJob's, deleted: the garbage collector takes it
+            labels = meta.get("labels") or {}
+            key = labels.get(LABEL_ROLLOUT) or rollout_key(report.get("revision"), report.get("run"))
+            rollout = rollouts.get(key)
+            created = meta.get("creationTimestamp") or ""
+            if rollout is None:
+                rollout = _Rollout(
+                    key, report.get("revision") or "", report.get("run"), created, outcomes=_outcomes(group_by)
+                )
+                rollouts[key] = rollout
+            rollout.order = min(rollout.order, created)
+            results = report.get("results") or []
+            chunk = int(labels.get(LABEL_CHUNK) or report.get("chunk") or 0)
+            size = sum(result_size(r) for r in results)
+            rollout.chunks[chunk] = _Chunk(meta.get("name") or "", int(report.get("count") or len(results)), size)
+            for r in results:
+                rollout.recorded.add(r.get("jobUID") or "")
+                rollout.outcomes.add(r)
+        with self._lock:
+            kept.rollouts = rollouts
+            kept.loaded, kept.regroup, kept.group_by = True, False, group_by
+
+    def _results(self, namespace: str, jobs: list[Obj]) -> list[dict[str, Any]]:
+        """The results of `jobs`, their pods read RESULT_POD_BATCH Jobs to a list."""
+        out: list[dict[str, Any]] = []
+        step = defaults.RESULT_POD_BATCH
+        for i in range(0, len(jobs), step):
+            batch = jobs[i : i + step]
+            uids = [j["metadata"]["uid"] for j in batch]
+            pods: dict[str, list[Obj]] = {}
+            for pod in self.store.list_pods(namespace, uids):
+                owner = ((pod.get("metadata") or {}).get("labels") or {}).get(POD_JOB_LABEL)
+                pods.setdefault(owner or "", []).append(pod)
+            for job in batch:
+                result = result_of(job, pod_of_job(pods.get(job["metadata"]["uid"], ())))
+                if result is not None:
+                    out.append(result)
+        return out
+
+    def _write(self, kept: _Kept, dj: Obj, key: str, results: list[dict[str, Any]]) -> int:
+        """Append to the rollout's last chunk while it has room, then new chunks."""
+        with self._lock:
+            rollout = kept.rollouts.get(key)
+            if rollout is None:
+                rollout = _Rollout(
+                    key, results[0].get("revision") or "", results[0].get("run"), "", outcomes=_outcomes(kept.group_by)
+                )
+        last = max(rollout.chunks, default=-1)
+        last_size = rollout.chunks[last].size if last >= 0 else 0
+        written = 0
+        for index, part in pack(results, last, last_size, self.chunk_bytes):
+            chunk = rollout.chunks.get(index)
+            ns = kept.namespace
+            if chunk is None:
+                body = report_body(dj, rollout.revision, rollout.run, key, index, part)
+                try:
+                    made = self.store.create_report(ns, body)
+                except ApiError as exc:
+                    if exc.already_exists:  # a create that went through, or another writer's: read again
+                        self._forget_loaded(kept)
+                    raise
+                if not rollout.order:
+                    rollout.order = (made.get("metadata") or {}).get("creationTimestamp") or "~"
+                chunk = rollout.chunks[index] = _Chunk(body["metadata"]["name"], 0, 0)
+            else:
+                try:
+                    self.store.append(ns, chunk.name, append_patch(chunk.count, part))
+                except ApiError as exc:
+                    if exc.status in (404, 409, 422):  # the chunk is not what was read: read again
+                        self._forget_loaded(kept)
+                    raise
+            self.writes += 1
+            with self._lock:
+                chunk.count += len(part)
+                chunk.size += sum(result_size(r) for r in part)
+                for r in part:
+                    rollout.recorded.add(r.get("jobUID") or "")
+                    rollout.outcomes.add(r)
+                rollout.status = None
+                kept.rollouts[key] = rollout
+            written += len(part)
+        return written
+
+    def _forget_loaded(self, kept: _Kept) -> None:
+        """What was read of the reports is stale: read them again before the next write."""
+        with self._lock:
+            kept.loaded = False
+
+    def _prune(self, kept: _Kept, dj: Obj) -> None:
+        """Keep the newest max(historyLimit, 1) + 1 rollouts, and always the current one."""
+        status = dj.get("status") or {}
+        current = rollout_key(status.get("currentRevision"), status.get("currentRun"))
+        limit = max(read_spec(dj).settings.history_limit, 1)
+        with self._lock:
+            ordered = sorted(kept.rollouts.values(), key=lambda r: r.order, reverse=True)
+            gone = [r for r in ordered[limit + 1 :] if r.key != current]
+            for r in gone:
+                kept.rollouts.pop(r.key, None)
+                kept.pruned.add(r.key)
+        for r in gone:
+            for chunk in r.chunks.values():
+                try:
+                    self.store.delete_report(kept.namespace, chunk.name)
+                except ApiError as exc:
+                    if not exc.not_found:
+                        log.warning("report delete failed", report=chunk.name, error=exc.message[:300])
+            log.info("results of an old rollout deleted", daemonjob=kept.name, rollout=r.key)

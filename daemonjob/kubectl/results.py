@@ -1,0 +1,126 @@
+"""`results NAME`: every node's recorded result, or the nodes grouped by outcome.
+
+Read from the DaemonJobReports the controller keeps (one list, however many nodes), so it
+answers after the pods, the Jobs and even the nodes are gone. A node retried shows its
+latest attempt. Exit 2 when a shown node failed, as `status` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from daemonjob import defaults
+from daemonjob.domain.jobs import API_VERSION, FAILED, LABEL_NAME, parse_time
+from daemonjob.domain.outcomes import Group, Outcomes
+from daemonjob.domain.reports import LABEL_ROLLOUT, PLURAL
+from daemonjob.domain.results import rollout_key
+from daemonjob.kubectl import client, output
+from daemonjob.kubectl.timefmt import between
+from daemonjob.machinery.kube import path_for
+
+EXIT_FAILED_NODES = 2
+HEADERS = ["NODE", "STATE", "EXIT CODE", "REASON", "DURATION", "FINISHED", "MESSAGE"]
+WIDE_HEADERS = [*HEADERS[:-1], "JOB", "ATTEMPT", "MESSAGE"]
+CSV_FIELDS = ["node", "state", "exitCode", "reason", "startTime", "finishTime", "job", "attempt", "revision", "run"]
+GROUP_HEADERS = ["NODES", "SHARE", "FAILED", "EXIT CODE", "OUTCOME", "FOR EXAMPLE"]
+GROUP_NAMES = 3  # node names a group's row shows
+
+
+def rollout_of(dj: Mapping[str, Any], revision: str | None, run: str | None) -> str:
+    """The rollout asked for: --run, --revision, else the current run or revision."""
+    status = dj.get("status") or {}
+    if run or revision:
+        return rollout_key(revision, run)
+    return rollout_key(status.get("currentRevision"), status.get("currentRun"))
+
+
+def list_results(target: client.Target, name: str, rollout: str) -> list[dict[str, Any]]:
+    """Every result of the rollout in one list request (the reports of all its chunks)."""
+    selector = f"{LABEL_NAME}={name}" + (f",{LABEL_ROLLOUT}={rollout}" if rollout else "")
+    items = target.kube.get(path_for(API_VERSION, PLURAL, target.namespace), labelSelector=selector)["items"]
+    items.sort(key=lambda r: int(r.get("chunk") or 0))
+    return [r for report in items for r in report.get("results") or ()]
+
+
+def latest_per_node(results: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    latest: dict[str, Mapping[str, Any]] = {}
+    for r in results:
+        node = str(r.get("node") or "")
+        order = (int(r.get("attempt") or 0), str(r.get("finishTime") or ""))
+        seen = latest.get(node)
+        if seen is None or order >= (int(seen.get("attempt") or 0), str(seen.get("finishTime") or "")):
+            latest[node] = r
+    return [latest[n] for n in sorted(latest)]
+
+
+def select(results: list[Mapping[str, Any]], nodes: list[str] | None, failed: bool) -> list[Mapping[str, Any]]:
+    if nodes:
+        wanted = set(nodes)
+        results = [r for r in results if r.get("node") in wanted]
+    if failed:
+        results = [r for r in results if r.get("state") == FAILED]
+    return results
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def table_row(r: Mapping[str, Any], wide: bool) -> list[str]:
+    message = str(r.get("message") or "")
+    started, finished = parse_time(r.get("startTime")), parse_time(r.get("finishTime"))
+    cells = [_cell(r.get("node")), _cell(r.get("state")), _cell(r.get("exitCode")), _cell(r.get("reason"))]
+    cells += [between(started, finished), _cell(r.get("finishTime"))]
+    if wide:
+        return [*cells, _cell(r.get("job")), _cell(r.get("attempt") or 0), message.replace("\n", "\\n")]
+    return [*cells, output.shorten(message, defaults.PLUGIN_MESSAGE_WIDTH)]
+
+
+def group_rows(groups: Sequence[Group], total: int) -> list[list[str]]:
+    rows = []
+    for g in groups:
+        names = ", ".join(g.nodes[:GROUP_NAMES]) + (
+            f", ... (+{g.count - GROUP_NAMES})" if g.count > GROUP_NAMES else ""
+        )
+        share = f"{100 * g.count / total:.1f}%" if total else ""
+        outcome = output.shorten(g.message, defaults.PLUGIN_MESSAGE_WIDTH) or "(empty)"
+        rows.append([str(g.count), share, str(g.failed), _cell(g.exit_code), outcome, names])
+    return rows
+
+
+def write_csv(results: Sequence[Mapping[str, Any]], stream: Any = None) -> None:
+    writer = csv.writer(stream or sys.stdout, lineterminator="\n")
+    writer.writerow([*CSV_FIELDS, "message"])
+    for r in results:
+        writer.writerow([_cell(r.get(f)) for f in CSV_FIELDS] + [str(r.get("message") or "")])
+
+
+def run(args: argparse.Namespace, target: client.Target) -> int:
+    dj = client.get_daemonjob(target, args.name)
+    rollout = rollout_of(dj, args.revision, args.run_name)
+    shown = select(latest_per_node(list_results(target, args.name, rollout)), args.node, args.failed)
+    group_by = args.group_by
+    grouped = Outcomes(None if group_by == "message" else group_by, names=None).extend(shown) if group_by else None
+    doc_groups = [g.to_dict() for g in grouped.groups()] if grouped is not None else None
+    if args.output in ("json", "yaml"):
+        meta = dj.get("metadata") or {}
+        doc: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace"), "rollout": rollout}
+        if doc_groups is not None:
+            doc |= {"groupBy": group_by, "groups": doc_groups}
+        output.dump({**doc, "results": list(shown)}, args.output)
+    elif args.output == "csv":
+        write_csv(shown)
+    elif not shown:
+        print(f'No results recorded for daemonjob "{args.name}" (rollout {rollout or "none yet"}).', file=sys.stderr)
+    elif grouped is not None:
+        by = "message" if group_by == "message" else group_by
+        print(f"{len(shown)} nodes, {len(grouped)} outcomes by {by} (rollout {rollout}):")
+        output.print_table(GROUP_HEADERS, group_rows(grouped.groups(), len(shown)))
+    else:
+        wide = args.output == "wide"
+        output.print_table(WIDE_HEADERS if wide else HEADERS, [table_row(r, wide) for r in shown], state_column=1)
+    return EXIT_FAILED_NODES if any(r.get("state") == FAILED for r in shown) else 0

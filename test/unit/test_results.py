@@ -1,0 +1,355 @@
+"""Per-node results: the record, its grouping, its chunks, and the recorder's batches and restarts."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from daemonjob.controller.results import ResultRecorder
+from daemonjob.domain.jobs import LABEL_ATTEMPT
+from daemonjob.domain.outcomes import Outcomes, summary
+from daemonjob.domain.reports import append_patch, pack, report_name, result_size
+from daemonjob.domain.results import NOT_JSON, cut_message, outcome_of, result_of
+from daemonjob.machinery.apierror import ApiError
+from daemonjob.machinery.clock import FakeClock
+from daemonjob.testing.builders import daemonjob, job
+
+
+def pod_for(j: Mapping[str, Any], code: int = 0, message: str = "", reason: str = "") -> dict[str, Any]:
+    terminated = {"exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error")}
+    terminated |= {"startedAt": "2026-01-01T00:00:01Z", "finishedAt": "2026-01-01T00:00:09Z"}
+    if message:
+        terminated["message"] = message
+    return {
+        "metadata": {
+            "name": j["metadata"]["name"] + "-abcde",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"controller-uid": j["metadata"]["uid"]},
+        },
+        "status": {"containerStatuses": [{"name": "main", "state": {"terminated": terminated}}]},
+    }
+
+
+# -- the record ------------------------------------------------------------------------------
+def test_a_result_holds_the_pods_exit_code_reason_message_and_times() -> None:
+    dj = daemonjob()
+    j = job(dj, "n1", "failed", finished="2026-01-01T00:00:10Z")
+    r = result_of(j, pod_for(j, 3, "disk full\n"))
+    assert r is not None
+    assert (r["node"], r["state"], r["exitCode"], r["reason"], r["message"]) == (
+        "n1",
+        "failed",
+        3,
+        "Error",
+        "disk full\n",
+    )
+    assert (r["startTime"], r["finishTime"], r["job"]) == (
+        "2026-01-01T00:00:01Z",
+        "2026-01-01T00:00:09Z",
+        j["metadata"]["name"],
+    )
+    assert r["jobUID"] == j["metadata"]["uid"] and r["revision"] and "attempt" not in r
+
+
+def test_a_result_without_its_pod_says_what_the_job_says() -> None:
+    dj = daemonjob()
+    j = job(dj, "n1", "failed")
+    j["status"]["conditions"][0] |= {
+        "reason": "BackoffLimitExceeded",
+        "message": "Job has reached the specified backoff limit",
+    }
+    r = result_of(j, None)
+    assert r is not None and "exitCode" not in r and r["reason"] == "BackoffLimitExceeded"
+    assert result_of(job(dj, "n2", "active"), None) is None
+
+
+def test_the_attempt_label_is_recorded() -> None:
+    j = job(daemonjob(), "n1", "succeeded")
+    j["metadata"]["labels"][LABEL_ATTEMPT] = "2"
+    assert (result_of(j, None) or {})["attempt"] == 2
+
+
+def test_a_message_is_cut_to_4_kib_on_a_character_boundary() -> None:
+    assert len(cut_message("é" * 3000).encode()) == 4096
+    assert cut_message("x" * 10) == "x" * 10
+
+
+# -- grouping --------------------------------------------------------------------------------
+def results(**by_message: int) -> list[dict[str, Any]]:
+    out, i = [], 0
+    for message, count in by_message.items():
+        for _ in range(count):
+            out.append({"node": f"n-{i}", "state": "succeeded", "exitCode": 0, "message": message})
+            i += 1
+    return out
+
+
+def test_outcomes_are_most_common_first_with_a_few_names_each() -> None:
+    o = Outcomes(names=2).extend(results(a=5, b=2, c=1))
+    groups = o.groups()
+    assert [(g.message, g.count) for g in groups] == [("a", 5), ("b", 2), ("c", 1)]
+    assert groups[0].nodes == ["n-0", "n-1"]
+
+
+def test_a_json_field_groups_nodes() -> None:
+    rs = [
+        {"node": "a", "message": '{"kernel": "6.1.0-18", "cpu": 4}'},
+        {"node": "b", "message": '{"kernel": "6.1.0-18", "cpu": 8}'},
+        {"node": "c", "message": '{"kernel": "6.1.0-17"}'},
+        {"node": "d", "message": "not json"},
+    ]
+    groups = Outcomes(".kernel").extend(rs).groups()
+    assert [(g.message, g.count) for g in groups] == [("6.1.0-18", 2), (NOT_JSON, 1), ("6.1.0-17", 1)]
+    assert outcome_of(rs[0], ".cpu") == (None, "4")
+
+
+def test_a_retried_node_counts_once_by_its_latest_attempt() -> None:
+    o = Outcomes()
+    o.add({"node": "a", "state": "failed", "exitCode": 1, "message": "boom"})
+    o.add({"node": "a", "state": "succeeded", "exitCode": 0, "message": "ok", "attempt": 1})
+    o.add({"node": "a", "state": "failed", "exitCode": 1, "message": "boom"})  # the older one, seen late
+    assert [(g.message, g.count) for g in o.groups()] == [("ok", 1)] and o.failed == 0 and o.total == 1
+
+
+def test_the_summary_is_bounded_and_names_the_odd_ones_out() -> None:
+    s = summary(Outcomes().extend(results(common=40, rare=2, x1=1, x2=1, x3=1, x4=1, x5=1)), "r1", None, limit=3)
+    assert [g["count"] for g in s["groups"]] == [40, 2, 1]
+    assert (s["outcomes"], s["otherGroups"], s["otherNodes"], s["recorded"]) == (7, 4, 4, 47)
+    assert s["summary"].startswith("7 outcomes; odd ones: ") and "(+4)" in s["summary"]
+    assert summary(Outcomes().extend(results(same=3)), "r1", None)["summary"] == "1 outcome on 3 nodes"
+
+
+# -- chunks ----------------------------------------------------------------------------------
+def test_results_fill_the_last_chunk_then_new_ones() -> None:
+    rs = [{"node": f"n{i}", "message": "x" * 100} for i in range(10)]
+    size = result_size(rs[0])
+    packed = pack(rs, 0, size * 8, limit=size * 10)
+    assert [(c, len(p)) for c, p in packed] == [(0, 2), (1, 8)]
+    assert [(c, len(p)) for c, p in pack(rs, -1, 0, limit=size * 4)] == [(0, 4), (1, 4), (2, 2)]
+
+
+def test_an_append_is_guarded_by_the_count() -> None:
+    ops = append_patch(7, [{"node": "a"}])
+    assert ops[0] == {"op": "test", "path": "/count", "value": 7} and ops[-1]["value"] == 8
+
+
+def test_report_names_stay_within_253_characters() -> None:
+    name = report_name("d" * 253, "abcdef1234", 12)
+    assert len(name) <= 253 and name.endswith("-abcdef1234-12")
+
+
+# -- the recorder ----------------------------------------------------------------------------
+class FakeStore:
+    def __init__(self) -> None:
+        self.reports: dict[str, dict[str, Any]] = {}
+        self.pods: list[dict[str, Any]] = []
+        self.calls: list[str] = []
+        self.fail_next: str | None = None
+
+    def may_write(self) -> bool:
+        return True
+
+    def list_reports(self, namespace: str, daemonjob: str) -> list[Mapping[str, Any]]:
+        self.calls.append("list_reports")
+        return [copy.deepcopy(r) for r in self.reports.values()]
+
+    def list_pods(self, namespace: str, job_uids: Sequence[str]) -> list[Mapping[str, Any]]:
+        self.calls.append(f"list_pods {len(job_uids)}")
+        return [p for p in self.pods if p["metadata"]["labels"]["controller-uid"] in job_uids]
+
+    def create_report(self, namespace: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        self.calls.append("create")
+        name = body["metadata"]["name"]
+        if name in self.reports:
+            raise ApiError(409, "AlreadyExists", "exists")
+        made = copy.deepcopy(dict(body))
+        made["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{len(self.reports):02d}Z"
+        self.reports[name] = made
+        return made
+
+    def append(self, namespace: str, name: str, patch: Sequence[Mapping[str, Any]]) -> None:
+        self.calls.append("append")
+        report = self.reports[name]
+        if report["count"] != patch[0]["value"]:
+            raise ApiError(422, "Invalid", "testing value /count failed")
+        report["results"].extend(op["value"] for op in patch[1:-1])
+        report["count"] = patch[-1]["value"]
+        if self.fail_next == "append-lost":  # written, but the answer never came
+            self.fail_next = None
+            raise TimeoutError("read timed out")
+
+    def delete_report(self, namespace: str, name: str) -> None:
+        self.calls.append("delete")
+        del self.reports[name]
+
+    def recorded(self) -> list[str]:
+        return sorted(r["node"] for rep in self.reports.values() for r in rep["results"])
+
+
+@pytest.fixture
+def dj() -> dict[str, Any]:
+    return daemonjob(historyLimit=1)
+
+
+def recorder(store: FakeStore, dj: dict[str, Any], **kw: Any) -> tuple[ResultRecorder, list[str]]:
+    woken: list[str] = []
+    rec = ResultRecorder(store, lambda key: dj, lambda uid: False, woken.append, clock=FakeClock(), **kw)
+    return rec, woken
+
+
+def finish(store: FakeStore, rec: ResultRecorder, dj: dict[str, Any], nodes: Sequence[str], **kw: Any) -> None:
+    for n in nodes:
+        j = job(dj, n, "succeeded", **kw)
+        store.pods.append(pod_for(j, 0, f"fact of {n}"))
+        rec.job_seen(j)
+
+
+def test_finished_jobs_are_written_in_one_batch_and_summarised(dj: dict[str, Any]) -> None:
+    store = FakeStore()
+    rec, woken = recorder(store, dj)
+    finish(store, rec, dj, [f"n{i}" for i in range(150)])
+    assert rec.holds(job(dj, "n3", "succeeded")["metadata"]["uid"])
+    assert rec.flush(dj["metadata"]["uid"]) == 150
+    assert store.calls == ["list_reports", "list_pods 100", "list_pods 50", "create"]
+    assert len(store.recorded()) == 150 and woken == ["ops/audit"]
+    assert not rec.holds(job(dj, "n3", "succeeded")["metadata"]["uid"])
+    status = rec.summary(dj["metadata"]["uid"], store.recorded and next(iter(store.reports.values()))["revision"], None)
+    assert status is not None and status["recorded"] == 150 and status["outcomes"] == 150
+
+
+def test_a_restart_records_what_is_missing_and_nothing_twice(dj: dict[str, Any]) -> None:
+    store = FakeStore()
+    rec, _ = recorder(store, dj)
+    finish(store, rec, dj, ["a", "b"])
+    rec.flush(dj["metadata"]["uid"])
+    again, _ = recorder(store, dj)  # a new process: every finished Job is seen again
+    finish(store, again, dj, ["a", "b", "c"])
+    again.flush(dj["metadata"]["uid"])
+    assert store.recorded() == ["a", "b", "c"]
+    assert store.calls[-1] == "append"
+
+
+def test_an_append_whose_answer_was_lost_is_not_written_twice(dj: dict[str, Any]) -> None:
+    store = FakeStore()
+    rec, _ = recorder(store, dj)
+    finish(store, rec, dj, ["a"])
+    rec.flush(dj["metadata"]["uid"])
+    finish(store, rec, dj, ["b"])
+    store.fail_next = "append-lost"
+    with pytest.raises(TimeoutError):
+        rec.flush(dj["metadata"]["uid"])
+    assert rec.flush(dj["metadata"]["uid"]) == 0  # tried again: the reports, read again, hold it
+    assert store.recorded() == ["a", "b"] and not rec.holds(job(dj, "b", "succeeded")["metadata"]["uid"])
+
+
+def test_results_cross_into_a_second_chunk(dj: dict[str, Any]) -> None:
+    store = FakeStore()
+    rec, _ = recorder(store, dj, chunk_bytes=2000)
+    finish(store, rec, dj, [f"n{i:02d}" for i in range(30)])
+    rec.flush(dj["metadata"]["uid"])
+    assert len(store.reports) > 1 and len(store.recorded()) == 30
+    assert all(r["count"] == len(r["results"]) for r in store.reports.values())
+
+
+def test_rollouts_beyond_history_limit_are_deleted(dj: dict[str, Any]) -> None:
+    store = FakeStore()
+    rec, _ = recorder(store, dj)
+    for rev in ("r1", "r2", "r3"):
+        for n in ("a", "b"):
+            j = job(dj, n, "succeeded", revision=rev)
+            rec.job_seen(j)
+        dj["status"] = {"currentRevision": rev}
+        rec.flush(dj["metadata"]["uid"])
+    assert sorted({r["revision"] for r in store.reports.values()}) == ["r2", "r3"]
+    rec.job_seen(job(dj, "c", "succeeded", revision="r1"))  # a Job of the deleted rollout, still there
+    rec.flush(dj["metadata"]["uid"])
+    assert sorted({r["revision"] for r in store.reports.values()}) == ["r2", "r3"]
+
+
+# -- the plugin's pure parts -----------------------------------------------------------------
+def test_the_plugin_shows_a_retried_nodes_latest_attempt_and_writes_csv() -> None:
+    import io
+
+    from daemonjob.kubectl import cli
+    from daemonjob.kubectl import results as verb
+
+    rs = [
+        {"node": "b", "state": "failed", "exitCode": 1, "message": "boom"},
+        {"node": "b", "state": "succeeded", "exitCode": 0, "message": "ok", "attempt": 1},
+        {"node": "a", "state": "succeeded", "exitCode": 0, "message": 'say "hi",\nthere'},
+    ]
+    latest = verb.latest_per_node(rs)
+    assert [(r["node"], r["message"]) for r in latest] == [("a", 'say "hi",\nthere'), ("b", "ok")]
+    out = io.StringIO()
+    verb.write_csv(latest, out)
+    assert out.getvalue().splitlines()[0].endswith(",message") and '"say ""hi"",' in out.getvalue()
+    rows = verb.group_rows(
+        Outcomes(names=None).extend([*latest, {"node": "c", "message": "ok", "exitCode": 0}]).groups(), 3
+    )
+    assert rows[0][:2] == ["2", "66.7%"] and rows[0][-1] == "b, c"
+    args = cli.parse(["results", "x", "--group-by", "--failed"])
+    assert (args.group_by, args.failed) == ("message", True)
+    assert cli.parse(["results", "x", "--group-by", ".kernel", "-o", "csv"]).group_by == ".kernel"
+    assert cli.parse(["results", "x", "--run", "r1"]).run_name == "r1"
+
+
+def test_history_cleanup_holds_a_finished_job_until_its_result_is_recorded(dj: dict[str, Any]) -> None:
+    from daemonjob.controller.history import HistoryCleaner
+    from daemonjob.controller.metrics import Metrics
+    from daemonjob.domain.actions import DeleteJob
+    from daemonjob.testing.fakes import FakeJobControl
+
+    store = FakeStore()
+    rec, _ = recorder(store, dj)
+    j = job(dj, "a", "succeeded")
+    rec.job_seen(j)
+    cleaner = HistoryCleaner(FakeJobControl(), Metrics(), qps=1000, burst=1000, hold=rec.holds)
+    delete = DeleteJob(j["metadata"]["name"], "a", "History", j["metadata"]["uid"])
+    try:
+        assert cleaner.submit("ops", [delete]) == []  # not recorded yet: a later pass asks again
+        rec.flush(dj["metadata"]["uid"])
+        assert cleaner.submit("ops", [delete]) == [delete]
+    finally:
+        cleaner.stop()
+
+
+def test_status_results_keep_the_last_written_until_the_reports_are_read(dj: dict[str, Any]) -> None:
+    from types import SimpleNamespace
+
+    from daemonjob.controller.resultstatus import with_results
+    from daemonjob.domain.decide import Decision
+
+    rec, _ = recorder(FakeStore(), dj)
+    before = {"recorded": 3, "summary": "1 outcome on 3 nodes"}
+    observed: Any = SimpleNamespace(uid=dj["metadata"]["uid"], cached={"status": {"results": before}})
+    decision = Decision(status={"currentRevision": "r1"})
+    assert with_results(rec, observed, decision).status["results"] == before  # not read yet: kept
+    assert with_results(None, observed, decision) is decision
+    rec.job_seen(job(dj, "a", "succeeded", revision="r1"))
+    rec.flush(dj["metadata"]["uid"])
+    assert with_results(rec, observed, decision).status["results"]["recorded"] == 1
+
+
+def test_status_results_group_by_the_specs_json_field_and_regroup_when_it_changes(dj: dict[str, Any]) -> None:
+    store = FakeStore()
+    rec, _ = recorder(store, dj)
+    for n, kernel in (("a", "6.1.0-18"), ("b", "6.1.0-18"), ("c", "6.1.0-17")):
+        j = job(dj, n, "succeeded", revision="r1")
+        store.pods.append(pod_for(j, 0, json.dumps({"kernel": kernel, "node": n})))
+        rec.job_seen(j)
+    rec.flush(dj["metadata"]["uid"])
+    uid = dj["metadata"]["uid"]
+    assert (rec.summary(uid, "r1", None) or {})["outcomes"] == 3  # whole messages: each names its node
+    assert rec.summary(uid, "r1", None, ".kernel") is None  # counted again from the reports first
+    dj["spec"]["results"] = {"groupBy": ".kernel"}
+    rec.flush(uid)
+    s = rec.summary(uid, "r1", None, ".kernel") or {}
+    assert [(g["message"], g["count"], g["nodes"]) for g in s["groups"]] == [
+        ("6.1.0-18", 2, ["a", "b"]),
+        ("6.1.0-17", 1, ["c"]),
+    ]
+    assert s["summary"] == "2 outcomes; odd ones: c"
