@@ -47,6 +47,9 @@ HISTORY_LIMIT = 1
 # run is one Job per node, and the template is copied into every node's Job and pod.
 HISTORY_LIMIT_MAX = 10
 JOB_TEMPLATE_MAX_BYTES = 128 * 1024  # serialized as JSON
+# Node annotations the node cache keeps (spec.nodeParameters' fromAnnotation reads them):
+# values up to this many characters; longer ones (CSI drivers' JSON) read as absent.
+NODE_ANNOTATION_VALUE_MAX = 512
 # History cleanup (finished Jobs beyond historyLimit): its own pace, never while a pass is
 # creating Jobs, so cleaning up the last run never delays the next one's creates. Half the
 # default client QPS: a run's history over 10,000 nodes is gone in under 7 minutes.

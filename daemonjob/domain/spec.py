@@ -16,6 +16,7 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.maintenancespec import Maintenance
+from daemonjob.domain.nodeparams import NodeParameter, hashed
 from daemonjob.domain.rolloutspec import Rollout
 from daemonjob.domain.schedule import Runs
 
@@ -57,6 +58,12 @@ class DaemonJobSpec:
     rerun_on_config_change: bool = False
     exclusion_group: str | None = None  # as written when a non-empty string (checked apart)
     after: tuple[str, ...] = ()  # the non-empty names of spec.after, each once (checked apart)
+    node_parameters: tuple[NodeParameter, ...] = ()  # spec.nodeParameters, the valid entries
+
+    @property
+    def revision_source(self) -> Mapping[str, Any]:
+        """What the revision hashes: the template, and the node parameters when there are."""
+        return hashed(self.job_template, self.node_parameters)
 
     @property
     def pod_template(self) -> Mapping[str, Any] | None:

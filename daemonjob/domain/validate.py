@@ -35,6 +35,7 @@ from daemonjob.domain.maintenancespec import (
     wants_maintenance,
 )
 from daemonjob.domain.maintenancespec import PATH as MAINTENANCE_PATH
+from daemonjob.domain.nodeparams import read_node_parameters
 from daemonjob.domain.problems import (
     INVALID_NAME,
     INVALID_RESTART_POLICY,
@@ -216,6 +217,7 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
     validate_order(spec, name, problems)
     maintenance = validate_maintenance(spec, problems)
     template = spec.get("jobTemplate")
+    parameters = read_node_parameters(spec.get("nodeParameters"), _pod_template(template), problems)
     group, after = spec.get("exclusionGroup"), spec.get("after")
     typed = DaemonJobSpec(
         settings=settings,
@@ -230,8 +232,15 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
         rerun_on_config_change=spec.get("rerunOnConfigChange") is True,
         exclusion_group=group if isinstance(group, str) and group else None,
         after=tuple(dict.fromkeys(a for a in after if isinstance(a, str) and a)) if isinstance(after, list) else (),
+        node_parameters=parameters,
     )
     return Validation(typed, problems)
+
+
+def _pod_template(template: Any) -> Mapping[str, Any] | None:
+    job_spec = template.get("spec") if isinstance(template, Mapping) else None
+    pod = job_spec.get("template") if isinstance(job_spec, Mapping) else None
+    return pod if isinstance(pod, Mapping) else None
 
 
 def read_spec(dj: Mapping[str, Any]) -> DaemonJobSpec:
