@@ -17,7 +17,6 @@ from typing import Any
 from cachetools import LRUCache
 
 from daemonjob import defaults
-
 from daemonjob.domain.jobs import (
     ANNOTATION_NODE,
     LABEL_ATTEMPT,

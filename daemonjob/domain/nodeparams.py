@@ -132,7 +132,7 @@ def _entry(raw: Any, path: str, problems: list[Problem]) -> NodeParameter | None
         problems.append(Problem(INVALID_SPEC, f"{path}.default: Invalid value: {show(default)}: must be a string"))
     elif len(default) > DEFAULT_MAX:
         problems.append(Problem(INVALID_SPEC, f"{path}.default: Too long: must have at most {DEFAULT_MAX} characters"))
-    if len(problems) > before:
+    if len(problems) > before or not isinstance(env, str):
         return None
     return NodeParameter(env, sources[0], raw[sources[0]], default)
 
@@ -189,7 +189,8 @@ def with_node_env(pod_spec: dict[str, Any], node_name: str, env: Env) -> None:
             if not isinstance(container, dict):
                 continue
             own = container.get("env") or []
-            names = {e.get("name") for e in own if isinstance(e, Mapping)}
-            ours = [] if ENV_NODE_NAME in names else [{"name": ENV_NODE_NAME, "value": node_name}]
+            # plain dicts (a JSON copy): isinstance against Mapping would cost more than the rest
+            sets_it = any(type(e) is dict and e.get("name") == ENV_NODE_NAME for e in own)
+            ours = [] if sets_it else [{"name": ENV_NODE_NAME, "value": node_name}]
             ours.extend({"name": name, "value": value} for name, value in env)
             container["env"] = [*ours, *own]
