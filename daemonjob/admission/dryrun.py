@@ -62,6 +62,7 @@ PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"  # a dry-run create of 
 JOB_BASE = "spec.jobTemplate"
 POD_BASE = "spec.jobTemplate.spec.template"
 _RBAC_FORBIDDEN = re.compile(r'is forbidden: User ".*" cannot create resource')
+_TEMPLATE_META = re.compile(r"^spec\.template\.(labels|annotations)\b")
 _OBJECT_PREFIX = re.compile(r'^(jobs\.batch|pods|Job\.batch|Pod) "[^"]*" is (forbidden|invalid): ')
 
 
@@ -125,6 +126,8 @@ def pod_of(job: Mapping[str, Any]) -> dict[str, Any]:
 def map_field(path: str, kind: str) -> str:
     """A field of the dry-run Job (kind Job) or pod (kind Pod) as a field of the DaemonJob."""
     if kind == "Job":
+        # the Job API names its pod template's labels spec.template.labels: the field is metadata's
+        path = _TEMPLATE_META.sub(r"spec.template.metadata.\1", path)
         return "metadata.name" if path == "metadata.name" else f"{JOB_BASE}.{path}" if path else JOB_BASE
     return f"{POD_BASE}.{path}" if path else f"{POD_BASE}.spec"
 
