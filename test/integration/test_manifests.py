@@ -224,6 +224,8 @@ def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None
             ("ClusterRoleBinding", "daemonjob-webhook-configuration"),
             ("ClusterRole", "daemonjob-webhook-access-review"),
             ("ClusterRoleBinding", "daemonjob-webhook-access-review"),
+            ("ClusterRole", "daemonjob-webhook-dry-run"),
+            ("ClusterRoleBinding", "daemonjob-webhook-dry-run"),
             ("Role", "daemonjob-webhook-certificates"),
             ("RoleBinding", "daemonjob-webhook-certificates"),
             ("Secret", "daemonjob-webhook-tls"),
@@ -279,6 +281,8 @@ CAN: list[tuple[str, ...]] = [
     # secure metrics: who a scraper's token is, and whether it may get /metrics
     ("create", "tokenreviews.authentication.k8s.io"),
     ("create", "subjectaccessreviews.authorization.k8s.io"),
+    # the webhook's dry run of a node Job's pod (daemonjob-webhook-dry-run, dryRun=All only)
+    ("create", "pods", "-n", "default"),
 ]
 
 CANNOT: list[tuple[str, ...]] = [
@@ -288,8 +292,6 @@ CANNOT: list[tuple[str, ...]] = [
     ("patch", "configmaps", "-n", "default"),
     ("create", "configmaps", "-n", "default"),
     ("delete", "configmaps", "-n", "default"),
-    ("create", "pods", "-n", "default"),
-    ("create", "pods", "-n", CONTROLLER_NS),
     ("update", "leases.coordination.k8s.io", "-n", "kube-system"),
     ("update", "leases.coordination.k8s.io/another-controller", "-n", CONTROLLER_NS),
     ("get", "leases.coordination.k8s.io/another-controller", "-n", CONTROLLER_NS),
