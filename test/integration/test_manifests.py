@@ -368,7 +368,7 @@ MAINTENANCE_CANNOT: list[tuple[str, ...]] = [
     ("update", "nodes"),
     ("delete", "nodes"),
     ("delete", "pods", "-n", "default"),
-    ("create", "pods", "-n", "default"),
+    ("update", "pods", "-n", "default"),  # (create: the webhook's dry run has it, daemonjob-webhook-dry-run)
     ("watch", "pods", "--all-namespaces"),
     ("update", "daemonjobs.daemonjob.io", "-n", "default"),
     ("delete", "daemonjobs.daemonjob.io", "-n", "default"),
