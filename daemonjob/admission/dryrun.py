@@ -106,6 +106,7 @@ def dry_run_job(
         node_name,
         revision,
         template_hash=revision,
+        tolerate_cordon=spec.maintenance is not None and spec.maintenance.cordon,  # as on a node it cordons
         template=spec.job_template,
         node_env=node_values(spec.node_parameters, node),
     )

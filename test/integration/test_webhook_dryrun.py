@@ -75,6 +75,7 @@ class Bed:
     ns: str
     ns_restricted: str
     ns_slow: str
+    ns_quota: str
 
     def apply(self, body: Mapping[str, Any], ns: str) -> subprocess.CompletedProcess[str]:
         assert self.cluster.bin_dir is not None
@@ -176,13 +177,17 @@ def bed(
     tmp = tmp_path_factory.mktemp("dryrun")
     suffix = uuid.uuid4().hex[:6]
     ns, restricted, slow = f"dr-{suffix}", f"dr-psa-{suffix}", f"dr-slow-{suffix}"
+    quota = f"dr-quota-{suffix}"
     for name, labels in (
         (ns, {}),
         (restricted, {ENFORCE: "restricted"}),
         (slow, {SLOW_LABEL: "true"}),
+        (quota, {}),
     ):
         body = {"metadata": {"name": name, "labels": {SCOPE_LABEL: "true", **labels}}}
         kube.create(path_for("v1", "namespaces"), body)
+    no_jobs = {"metadata": {"name": "no-jobs"}, "spec": {"hard": {"count/jobs.batch": "0"}}}
+    kube.create(path_for("v1", "resourcequotas", quota), no_jobs)
     node = f"dr-node-{suffix}"
     kubelet.add_nodes([NodeSpec(node, labels={SCOPE_LABEL: "node", "topology.kubernetes.io/zone": "zone-a"})])
     kubelet.wait_ready([node], timeout=60)
@@ -229,14 +234,19 @@ def bed(
             pod["spec"] = {"containers": [{"name": "c", "image": "x"}]}
             policy.wait_denies(path_for("v1", "pods", restricted), pod)
             wait_for(lambda: _reviewed(kube, slow, slow_jobs), 60, "the API server to call the slow webhook")
-            yield Bed(cluster, kube, ns, restricted, slow)
+            wait_for(
+                lambda: (kube.get(path_for("v1", "resourcequotas", quota, "no-jobs")).get("status") or {}).get("hard"),
+                60,
+                "the quota to be counted",
+            )
+            yield Bed(cluster, kube, ns, restricted, slow, quota)
     finally:
         for r in replicas:
             r.stop()
         kubelet.delete_node(node)
         for path in [
             f"{config_path}/{CONFIG}",
-            *(path_for("v1", "namespaces", name=n) for n in (ns, restricted, slow)),
+            *(path_for("v1", "namespaces", name=n) for n in (ns, restricted, slow, quota)),
         ]:
             try:
                 kube.delete(path)
@@ -333,3 +343,10 @@ def test_a_dry_run_that_cannot_be_made_in_time_is_a_warning_not_a_refusal(bed: B
     assert "Warning: the dry run of a node Job could not be made" in out.stderr, out.stderr
     assert bed.exists("slow", bed.ns_slow)
     assert took < defaults.WEBHOOK_TIMEOUT + 5, took  # answered within the webhook's timeout (and kubectl's own)
+
+
+def test_a_quota_on_the_count_of_jobs_refuses_at_apply(bed: Bed) -> None:
+    out = bed.apply(dj("over-quota"), bed.ns_quota)
+    assert out.returncode != 0, out.stdout
+    assert "spec.jobTemplate: Forbidden: the namespace refuses the node Job: exceeded quota: no-jobs" in out.stderr
+    assert not bed.exists("over-quota", bed.ns_quota)

@@ -248,3 +248,14 @@ def test_the_review_asks_the_cluster_only_when_its_own_rules_pass_and_passes_war
     old = daemonjob("dj", namespace="ns")
     relabelled = {**old, "metadata": {**old["metadata"], "labels": {"team": "a"}}}
     assert decide(request("UPDATE", relabelled, old), dry_run=refusing)["allowed"] is True
+
+
+def test_a_daemonjob_that_cordons_is_dry_run_with_the_cordons_toleration() -> None:
+    dj = daemonjob("dj", nodeMaintenance={"cordon": True})
+    job = dry_run_job(dj, "ns", read_spec(dj), node("n1"))
+    tolerations = job["spec"]["template"]["spec"].get("tolerations") or []
+    assert {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+    assert (
+        "tolerations"
+        not in dry_run_job(daemonjob("dj"), "ns", read_spec(daemonjob("dj")), None)["spec"]["template"]["spec"]
+    )
