@@ -59,6 +59,7 @@ log = structlog.get_logger("daemonjob.admission")
 REFUSED_BY_CLUSTER = "RefusedByCluster"
 PLACEHOLDER_NODE = "daemonjob-dry-run"  # no node eligible now: the Job is pinned to no real one
 PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"  # a dry-run create of the DaemonJob may carry none
+SERVER_TIMEOUT_SLACK = 2  # seconds the API server's deadline for a dry run is past the client's
 JOB_BASE = "spec.jobTemplate"
 POD_BASE = "spec.jobTemplate.spec.template"
 _RBAC_FORBIDDEN = re.compile(r'is forbidden: User ".*" cannot create resource')
@@ -198,10 +199,12 @@ class ClusterDryRun:
         if left < defaults.WEBHOOK_DRY_RUN_MIN:
             return None, _skipped(kind, "no time left within the webhook's timeout")
         timeout = min(self.call_timeout, left)
+        # The API server's own deadline comes after ours: within it, a webhook with
+        # failurePolicy Ignore that is too slow would be skipped and the dry run pass without
+        # its word; past ours it is "not made", a warning. It still bounds the server's work.
+        server_timeout = f"{int(timeout) + SERVER_TIMEOUT_SLACK}s"
         try:
-            answer = self.kube.create(
-                path, body, request_timeout=timeout, dryRun="All", timeout=f"{max(1, int(timeout))}s"
-            )
+            answer = self.kube.create(path, body, request_timeout=timeout, dryRun="All", timeout=server_timeout)
         except ApiError as exc:
             problems = refusal(exc, kind)
             if problems is None:
