@@ -374,7 +374,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.webhook_addr:  # every replica serves: admission never waits for an election
             args.webhook_service_namespace = _lease_namespace(args.webhook_service_namespace)  # the pod's
             webhook = admission.start(
-                args, args.webhook_addr, kube, metrics.registry, maintenance_namespaces=args.node_maintenance_namespaces
+                args,
+                args.webhook_addr,
+                kube,
+                metrics.registry,
+                maintenance_namespaces=args.node_maintenance_namespaces,
+                nodes=controller.nodes.store.list,
             )
             ready = _both(controller.ready, webhook.problem)
         servers = _servers(args, metrics, controller, ready)

@@ -47,6 +47,9 @@ HISTORY_LIMIT = 1
 # run is one Job per node, and the template is copied into every node's Job and pod.
 HISTORY_LIMIT_MAX = 10
 JOB_TEMPLATE_MAX_BYTES = 128 * 1024  # serialized as JSON
+# Node annotations the node cache keeps (spec.nodeParameters' fromAnnotation reads them):
+# values up to this many characters; longer ones (CSI drivers' JSON) read as absent.
+NODE_ANNOTATION_VALUE_MAX = 512
 # History cleanup (finished Jobs beyond historyLimit): its own pace, never while a pass is
 # creating Jobs, so cleaning up the last run never delays the next one's creates. Half the
 # default client QPS: a run's history over 10,000 nodes is gone in under 7 minutes.
@@ -126,6 +129,13 @@ WEBHOOK_HANDLING_BYTES = 128 * 1024 * 1024
 WEBHOOK_CERT_SECRET = "daemonjob-webhook-tls"
 WEBHOOK_CONFIGURATION = "daemonjob-validating-webhook"
 WEBHOOK_SERVICE = "daemonjob-webhook"
+# The ValidatingWebhookConfiguration's timeoutSeconds (--webhook-timeout-seconds): the dry run of
+# the node Job and its pod (admission/dryrun.py) keeps WEBHOOK_TIMEOUT_MARGIN short of it, each
+# call at most WEBHOOK_DRY_RUN_TIMEOUT, none started with less than WEBHOOK_DRY_RUN_MIN left.
+WEBHOOK_TIMEOUT = 5.0
+WEBHOOK_TIMEOUT_MARGIN = 1.0
+WEBHOOK_DRY_RUN_TIMEOUT = 1.5
+WEBHOOK_DRY_RUN_MIN = 0.3
 WEBHOOK_ACCESS_REVIEW_TIMEOUT = 2.0  # seconds for each SubjectAccessReview: two fit in the webhook's 5 s
 # Its answers are kept this long (seconds): a permission revoked takes effect within it
 WEBHOOK_ACCESS_REVIEW_CACHE_TTL = 10.0

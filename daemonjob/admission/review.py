@@ -15,6 +15,10 @@ object that already asked (the flag changed since) can still be edited and delet
 
 And the requester's own powers (`powers`, admission/powers.py): asking for node maintenance
 takes the permissions to cordon and drain nodes oneself, checked on the API server.
+
+Last, when nothing else refused it, the cluster's own answer (`dry_run`, admission/dryrun.py):
+the node Job and its pod created with dryRun=All, their refusals mapped to the DaemonJob's
+fields; a dry run that cannot be made is a warning, never a refusal.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from typing import Any
 
 import structlog
 
+from daemonjob.admission.dryrun import REFUSED_BY_CLUSTER, DryRun, changes_what_runs
 from daemonjob.domain.allowance import maintenance_refusal
 from daemonjob.domain.jobs import GROUP, KIND
+from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.domain.validate import Problem, validate
 
 log = structlog.get_logger("daemonjob.admission")
@@ -94,25 +100,36 @@ def _denial(request: Mapping[str, Any], problems: list[Problem]) -> dict[str, An
     }
 
 
-def _problems(obj: Mapping[str, Any], namespace: Any, maintenance_namespaces: frozenset[str]) -> list[Problem]:
-    """The rule book's problems of `obj`, and the allowance's; the namespace is the request's
-    when the object does not carry one yet."""
+def _checked(
+    obj: Mapping[str, Any], namespace: Any, maintenance_namespaces: frozenset[str]
+) -> tuple[list[Problem], DaemonJobSpec]:
+    """The rule book's problems of `obj`, and the allowance's, with the spec as read; the
+    namespace is the request's when the object does not carry one yet."""
     checked = validate(obj)  # read once: the allowance reads the same typed spec
     problems = checked.problems
     metadata = obj.get("metadata") or {}
     if not metadata.get("namespace") and isinstance(namespace, str):
         obj = {**obj, "metadata": {**metadata, "namespace": namespace}}
     refusal = maintenance_refusal(obj, maintenance_namespaces, checked.spec)
-    return problems if refusal is None else [*problems, refusal]
+    return (problems if refusal is None else [*problems, refusal]), checked.spec
+
+
+def _problems(obj: Mapping[str, Any], namespace: Any, maintenance_namespaces: frozenset[str]) -> list[Problem]:
+    return _checked(obj, namespace, maintenance_namespaces)[0]
 
 
 def decide(
-    request: Mapping[str, Any], maintenance_namespaces: frozenset[str] = frozenset(), powers: Powers | None = None
+    request: Mapping[str, Any],
+    maintenance_namespaces: frozenset[str] = frozenset(),
+    powers: Powers | None = None,
+    dry_run: DryRun | None = None,
+    deadline: float = float("inf"),
 ) -> dict[str, Any]:
     """The AdmissionResponse to `request` (uid, allowed, and a status or warnings);
     `maintenance_namespaces`: where node maintenance is allowed (--node-maintenance-namespaces);
     `powers`: the requester's missing node powers, a refusal on any update too (they are the
-    requester's, not the object's)."""
+    requester's, not the object's); `dry_run`: the cluster's own answer to the node Job
+    (dryrun.py), asked by `deadline` (time.monotonic()) once the rest found nothing."""
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
     operation = request["operation"]
     if operation not in ("CREATE", "UPDATE") or request.get("subResource") or not _is_daemonjob(request):
@@ -121,11 +138,16 @@ def decide(
     if ((obj.get("metadata") or {}).get("deletionTimestamp")) is not None:
         return response  # being deleted: finalizers must come off whatever the spec says
     namespace = request.get("namespace")
-    problems = _problems(obj, namespace, maintenance_namespaces)
+    problems, spec = _checked(obj, namespace, maintenance_namespaces)
     missing = powers(request) if powers is not None else []
+    if not problems and not missing and dry_run is not None and changes_what_runs(request):
+        outcome = dry_run(request, spec, deadline)
+        problems = outcome.problems
+        if outcome.warnings:
+            response["warnings"] = outcome.warnings[:WARNINGS_MAX]
     if not problems and not missing:
         return response
-    if operation == "UPDATE" and not missing:
+    if operation == "UPDATE" and not missing and all(p.reason != REFUSED_BY_CLUSTER for p in problems):
         old = request.get("oldObject")
         before = (
             {p.message for p in _problems(old, namespace, maintenance_namespaces)} if isinstance(old, dict) else set()
@@ -156,15 +178,21 @@ class Answer:
     result: str = "malformed"  # allowed, warned, refused, malformed
 
 
-def handle(body: bytes, maintenance_namespaces: frozenset[str] = frozenset(), powers: Powers | None = None) -> Answer:
-    """The answer to a POSTed AdmissionReview; `maintenance_namespaces` and `powers` as for decide()."""
+def handle(
+    body: bytes,
+    maintenance_namespaces: frozenset[str] = frozenset(),
+    powers: Powers | None = None,
+    dry_run: DryRun | None = None,
+    deadline: float = float("inf"),
+) -> Answer:
+    """The answer to a POSTed AdmissionReview; the rest as for decide()."""
     try:
         request = parse(body)
     except BadReview as exc:
         return Answer(400, json.dumps({"error": f"malformed AdmissionReview: {exc}"}).encode())
     operation = request["operation"]
     try:
-        response = decide(request, maintenance_namespaces, powers)
+        response = decide(request, maintenance_namespaces, powers, dry_run, deadline)
     except Exception as exc:  # an object no API server sends (metadata a string...): say so, stay up
         log.warning("unreadable object in review", error=repr(exc))
         return Answer(

@@ -9,7 +9,8 @@ otherwise something else (cert-manager's mounted Secret) provides the files.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Counter
 
 from daemonjob import defaults
+from daemonjob.admission.dryrun import ClusterDryRun
 from daemonjob.admission.powers import CachedAccessReviewer, KubeAccessReviewer, powers_problems
 from daemonjob.admission.review import OPERATIONS, handle
 from daemonjob.domain.validate import Problem
@@ -63,6 +65,13 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         help="namespace of that Service and of the Secret (default: the pod's namespace, else default)",
     )
     g.add_argument(
+        "--webhook-timeout-seconds",
+        type=float,
+        default=defaults.WEBHOOK_TIMEOUT,
+        help="timeoutSeconds of the ValidatingWebhookConfiguration: the dry run of the node Job "
+        f"keeps {defaults.WEBHOOK_TIMEOUT_MARGIN:g} s short of it, else it is skipped with a warning",
+    )
+    g.add_argument(
         "--webhook-cert-extra-names",
         default="",
         help="more DNS names or IP addresses for the certificate, comma-separated",
@@ -106,9 +115,11 @@ def start(
     kube: Kube,
     registry: CollectorRegistry,
     maintenance_namespaces: frozenset[str] = frozenset(),
+    nodes: Callable[[], Iterable[Mapping[str, Any]]] | None = None,
 ) -> Webhook:
     """Keep the certificates (first look done before serving), then serve; OSError if the address is taken.
-    `maintenance_namespaces`: where DaemonJobs may ask for node maintenance (--node-maintenance-namespaces)."""
+    `maintenance_namespaces`: where DaemonJobs may ask for node maintenance (--node-maintenance-namespaces);
+    `nodes`: the controller's node cache, where the dry run finds an eligible node (None: no dry run)."""
     reviews = Counter("daemonjob_webhook_reviews_total", reviews_total_help, ["operation", "result"], registry=registry)
     cert_dir = Path(args.webhook_cert_dir)
     certificates = None
@@ -126,13 +137,16 @@ def start(
         certificates.check()
 
     # Its own client, without the controller's rate limiter: an admission never queues behind the workers.
-    reviewer = CachedAccessReviewer(KubeAccessReviewer(Kube(kube.configuration, on_request=kube.on_request)))
+    own = Kube(kube.configuration, on_request=kube.on_request)
+    reviewer = CachedAccessReviewer(KubeAccessReviewer(own))
+    dry_run = ClusterDryRun(own, nodes) if nodes is not None else None
+    budget = args.webhook_timeout_seconds - defaults.WEBHOOK_TIMEOUT_MARGIN
 
     def powers(request: Mapping[str, Any]) -> list[Problem]:
         return powers_problems(request, reviewer)
 
     def validate(body: bytes) -> tuple[int, str, bytes]:
-        answer = handle(body, maintenance_namespaces, powers)
+        answer = handle(body, maintenance_namespaces, powers, dry_run, time.monotonic() + budget)
         reviews.labels(operation_label(answer.operation), answer.result).inc()
         return answer.code, "application/json", answer.body
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from daemonjob import defaults
 from daemonjob.domain.jobs import (
     ANNOTATION_NODE,
     LABEL_ATTEMPT,
@@ -64,16 +65,21 @@ def _text(value: Any) -> Any:
 
 
 def node_transform(node: dict[str, Any]) -> dict[str, Any]:
-    """What eligibility and the cluster's disruption budget read: of the status only the Ready
-    condition's type and status (shared), no resourceVersion, so a heartbeat is no change; of
-    the annotations only node maintenance's records (a DaemonJob's own cordon, its drain outcomes)."""
+    """What eligibility, the cluster's disruption budget and the node Jobs read: of the status
+    only the Ready condition's type and status (shared), no resourceVersion, so a heartbeat is
+    no change; the labels, and the annotations of at most NODE_ANNOTATION_VALUE_MAX
+    characters, node maintenance's records at any length (what spec.nodeParameters names is
+    read from here when a node's Job is made; the long ones, JSON written by CSI drivers and
+    network plugins, would cost memory on every node)."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
     kept = {k: meta[k] for k in ("name", "uid", "labels") if k in meta}
     annotations = {
         k: v
         for k, v in (meta.get("annotations") or {}).items()
-        if k == ANNOTATION_MAINTENANCE or k.startswith(DRAIN_OUTCOME_PREFIX)
+        if k == ANNOTATION_MAINTENANCE
+        or k.startswith(DRAIN_OUTCOME_PREFIX)
+        or (isinstance(v, str) and len(v) <= defaults.NODE_ANNOTATION_VALUE_MAX)
     }
     if annotations:
         kept["annotations"] = annotations

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from daemonjob.domain.jobs import build_job
+from daemonjob.domain.nodeparams import Env
 from daemonjob.domain.revision import Revision, job_name
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class CreateJob:
     template: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)  # spec.jobTemplate as read
     attempt: int = 0  # above 0: the node's Job re-created after a delete (attempts.py)
     follows: int | None = None  # the attempt of the node's Job the controller saw go, if it did
+    node_env: Env = ()  # the node's values of spec.nodeParameters, read when the create was decided
 
     @property
     def body(self) -> dict[str, Any]:
@@ -57,6 +59,7 @@ class CreateJob:
             self.tolerate_cordon,
             self.template,
             attempt=self.attempt,
+            node_env=self.node_env,
         )
 
 

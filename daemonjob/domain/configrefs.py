@@ -125,8 +125,8 @@ def config_revision(
 def revision_for(spec: DaemonJobSpec, configmaps: Mapping[str, Mapping[str, Any] | None]) -> str:
     """The DaemonJob's revision: the template hash, or with rerunOnConfigChange the folded one."""
     if not spec.rerun_on_config_change:
-        return template_revision(spec.job_template)
-    return config_revision(spec.job_template, referenced_configmaps(spec.pod_template), configmaps)
+        return template_revision(spec.revision_source)
+    return config_revision(spec.revision_source, referenced_configmaps(spec.pod_template), configmaps)
 
 
 def missing_configmaps(refs: Iterable[ConfigMapRef], configmaps: Mapping[str, Mapping[str, Any] | None]) -> list[str]:

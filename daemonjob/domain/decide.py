@@ -48,6 +48,7 @@ from daemonjob.domain.gates.maintenance import GATE_MAINTENANCE, drain_timeout_e
 from daemonjob.domain.gates.step import Gating, gate_problems, run_gates
 from daemonjob.domain.inputs import ApiTroubles, DecisionInput
 from daemonjob.domain.maintenance import NodeWork, drain_timeouts, with_drain_timeouts
+from daemonjob.domain.nodeparams import node_values
 from daemonjob.domain.plan import JobView, PlanContext
 from daemonjob.domain.reading import Reading
 from daemonjob.domain.retries import STATUS_FIELD as RETRYING_FIELD
@@ -132,7 +133,7 @@ def _revision(inp: DecisionInput, spec: DaemonJobSpec) -> Revision:
         template_hash = revision_for(spec, configmaps)
         salt = f"{recorded.generation}/{previous or ''}"
     else:
-        template_hash = template_revision(spec.job_template)
+        template_hash = template_revision(spec.revision_source)
     found = None if previous else _found_revision(inp.kept_plan.job_views(), template_hash)
     return Revision(current_revision(template_hash, salt, recorded.status, found), template_hash, previous)
 
@@ -236,7 +237,7 @@ def _conclude(reading: Reading) -> Decision:
     attempts = assign_attempts(
         actions.creates, inp.recorded.status, reading.revision.name, run, inp.kept_plan.node, inp.deleted
     )
-    actions = replace(actions, creates=attempts.creates)
+    actions = replace(actions, creates=_with_node_env(reading, attempts.creates))
     waiting = gating.in_force(actions)
     conditions = evaluate(reading, actions, stall, gating)
     conditions = noted(conditions, reading.plan, inp.now, bool(actions.creates), FAILED_NODE_NAMES_MAX)
@@ -269,6 +270,15 @@ def _conclude(reading: Reading) -> Decision:
         reading=reading,
         gating=gating,
     )
+
+
+def _with_node_env(reading: Reading, creates: list[CreateJob]) -> list[CreateJob]:
+    """Each create with its node's values of spec.nodeParameters, read from the node now."""
+    parameters = reading.checked.spec.node_parameters
+    if not parameters:
+        return creates
+    known = reading.input.kept_plan.node
+    return [replace(c, node_env=node_values(parameters, (known(c.node) or (None, ()))[0])) for c in creates]
 
 
 def _with_maintenance_status(status: dict[str, Any], work: NodeWork) -> dict[str, Any]:

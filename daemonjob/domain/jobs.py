@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from daemonjob.domain.nodeparams import Env, with_node_env
 from daemonjob.domain.revision import job_name
 
 __all__ = [
@@ -258,6 +259,7 @@ def build_job(
     tolerate_cordon: bool = False,
     template: Mapping[str, Any] | None = None,
     attempt: int = 0,
+    node_env: Env = (),
 ) -> dict[str, Any]:
     """The batch/v1 Job body that runs revision `revision` (of run `run`, if any) of `dj` on `node_name`.
 
@@ -269,6 +271,8 @@ def build_job(
     tolerates the cordon's taint, as a DaemonSet's pods do. `template`: spec.jobTemplate as the
     rule book read it (a decision's); None reads `dj`'s spec here. `attempt`: above 0 for a
     node's Job re-created after a delete, labelled on the Job and named apart (attempts.py).
+    `node_env`: the node's values of spec.nodeParameters, given to every container beside
+    DAEMONJOB_NODE_NAME (nodeparams.py), in the copy made here: no second copy per node.
     """
     meta = dj.get("metadata") or {}
     dj_name = meta.get("name") or ""
@@ -302,6 +306,7 @@ def build_job(
     for container in pod_spec.get("containers") or ():
         # a failure's termination message is then the tail of its log: a recorded result says why
         container.setdefault("terminationMessagePolicy", TERMINATION_MESSAGE_POLICY)
+    with_node_env(pod_spec, node_name, node_env)
     if tolerate_cordon:
         pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or ()), dict(CORDON_TOLERATION)]
     pod_template["spec"] = pod_spec

@@ -17,6 +17,7 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.maintenancespec import Maintenance
+from daemonjob.domain.nodeparams import NodeParameter, hashed
 from daemonjob.domain.retryspec import Retry
 from daemonjob.domain.rolloutspec import Rollout
 from daemonjob.domain.schedule import Runs
@@ -62,6 +63,12 @@ class DaemonJobSpec:
     retry: Retry | None = None  # spec.retry, None: a failed node waits for a rerun
     start_timeout: timedelta = defaults.START_TIMEOUT  # spec.startTimeout
     results_group_by: str | None = None  # spec.results.groupBy: status.results groups by this JSON field
+    node_parameters: tuple[NodeParameter, ...] = ()  # spec.nodeParameters, the valid entries
+
+    @property
+    def revision_source(self) -> Mapping[str, Any]:
+        """What the revision hashes: the template, and the node parameters when there are."""
+        return hashed(self.job_template, self.node_parameters)
 
     @property
     def pod_template(self) -> Mapping[str, Any] | None:

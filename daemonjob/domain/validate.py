@@ -35,6 +35,8 @@ from daemonjob.domain.maintenancespec import (
     wants_maintenance,
 )
 from daemonjob.domain.maintenancespec import PATH as MAINTENANCE_PATH
+from daemonjob.domain.nodeparams import read_node_parameters
+from daemonjob.domain.outcomes import read_group_by
 from daemonjob.domain.problems import (
     INVALID_NAME,
     INVALID_RESTART_POLICY,
@@ -218,6 +220,7 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
     validate_order(spec, name, problems)
     maintenance = validate_maintenance(spec, problems)
     template = spec.get("jobTemplate")
+    parameters = read_node_parameters(spec.get("nodeParameters"), template, problems)
     group, after = spec.get("exclusionGroup"), spec.get("after")
     typed = DaemonJobSpec(
         settings=settings,
@@ -234,16 +237,10 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
         after=tuple(dict.fromkeys(a for a in after if isinstance(a, str) and a)) if isinstance(after, list) else (),
         retry=read_retry(spec, problems),
         start_timeout=read_start_timeout(spec, problems),
-        results_group_by=_results_group_by(spec),
+        results_group_by=read_group_by(spec),
+        node_parameters=parameters,
     )
     return Validation(typed, problems)
-
-
-def _results_group_by(spec: Mapping[str, Any]) -> str | None:
-    """spec.results.groupBy: a `.field` path (the schema checks it); anything else groups by the message."""
-    results = spec.get("results")
-    value = results.get("groupBy") if isinstance(results, Mapping) else None
-    return value if isinstance(value, str) and value.startswith(".") and len(value) > 1 else None
 
 
 def read_spec(dj: Mapping[str, Any]) -> DaemonJobSpec:

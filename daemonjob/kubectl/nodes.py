@@ -70,7 +70,7 @@ def current_run(dj: Mapping[str, Any]) -> str | None:
 def current_revision(dj: Mapping[str, Any]) -> str:
     """The controller's `status.currentRevision`; before its first status, the template's hash."""
     status = dj.get("status") or {}
-    return status.get("currentRevision") or template_revision(read_spec(dj).job_template)
+    return status.get("currentRevision") or template_revision(read_spec(dj).revision_source)
 
 
 def node_ready(node: Mapping[str, Any]) -> bool:

@@ -7,6 +7,7 @@ from typing import Any
 
 from daemonjob.domain.jobs import API_VERSION, KIND, build_job
 from daemonjob.domain.revision import template_revision
+from daemonjob.domain.validate import read_spec
 
 __all__ = ["NS", "NAME", "UID", "EARLIER", "daemonjob", "job_template", "revision_of", "job", "node", "nodes"]
 
@@ -87,8 +88,8 @@ def daemonjob(
 
 
 def revision_of(dj: dict[str, Any]) -> str:
-    """The revision a DaemonJob's first template makes (no salt)."""
-    return template_revision(dj["spec"]["jobTemplate"])
+    """The revision a DaemonJob's first template (and node parameters) makes (no salt)."""
+    return template_revision(read_spec(dj).revision_source)
 
 
 def job(

@@ -185,6 +185,9 @@ class LocalCluster:
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             "--service-cluster-ip-range=10.96.0.0/16",
             "--authorization-mode=RBAC",
+            # As kubeadm and kind run it: a privileged container is the namespace's policy to
+            # refuse (Pod Security), not the whole cluster's.
+            "--allow-privileged=true",
             # Pods need no API token here; the admission would race namespace creation.
             "--disable-admission-plugins=ServiceAccount",
             "--max-requests-inflight=1000",

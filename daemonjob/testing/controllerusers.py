@@ -44,6 +44,12 @@ roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: daemonj
 subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: daemonjob-webhook-dry-run-users}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: daemonjob-webhook-dry-run}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {{name: daemonjob-webhook-certificates-users, namespace: {CONTROLLER_NAMESPACE}}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-webhook-certificates}}

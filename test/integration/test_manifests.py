@@ -225,6 +225,8 @@ def test_kustomize_renders_the_controller_install(cluster: LocalCluster) -> None
             ("ClusterRoleBinding", "daemonjob-webhook-configuration"),
             ("ClusterRole", "daemonjob-webhook-access-review"),
             ("ClusterRoleBinding", "daemonjob-webhook-access-review"),
+            ("ClusterRole", "daemonjob-webhook-dry-run"),
+            ("ClusterRoleBinding", "daemonjob-webhook-dry-run"),
             ("Role", "daemonjob-webhook-certificates"),
             ("RoleBinding", "daemonjob-webhook-certificates"),
             ("Secret", "daemonjob-webhook-tls"),
@@ -288,6 +290,8 @@ CAN: list[tuple[str, ...]] = [
     # secure metrics: who a scraper's token is, and whether it may get /metrics
     ("create", "tokenreviews.authentication.k8s.io"),
     ("create", "subjectaccessreviews.authorization.k8s.io"),
+    # the webhook's dry run of a node Job's pod (daemonjob-webhook-dry-run, dryRun=All only)
+    ("create", "pods", "-n", "default"),
 ]
 
 CANNOT: list[tuple[str, ...]] = [
@@ -297,17 +301,12 @@ CANNOT: list[tuple[str, ...]] = [
     ("patch", "configmaps", "-n", "default"),
     ("create", "configmaps", "-n", "default"),
     ("delete", "configmaps", "-n", "default"),
-    ("create", "pods", "-n", "default"),
     ("delete", "pods", "-n", "default"),
     ("update", "pods", "-n", "default"),
     ("patch", "pods", "-n", "default"),
     ("watch", "pods", "--all-namespaces"),
     ("get", "pods", "--subresource=log", "-n", "default"),
     ("update", "daemonjobreports.daemonjob.io", "-n", "default"),
-    ("create", "pods", "-n", CONTROLLER_NS),
-    ("get", "pods", "-n", "default"),
-    ("watch", "pods", "--all-namespaces"),
-    ("delete", "pods", "-n", "default"),
     ("update", "leases.coordination.k8s.io", "-n", "kube-system"),
     ("update", "leases.coordination.k8s.io/another-controller", "-n", CONTROLLER_NS),
     ("get", "leases.coordination.k8s.io/another-controller", "-n", CONTROLLER_NS),
@@ -384,7 +383,7 @@ MAINTENANCE_CANNOT: list[tuple[str, ...]] = [
     ("update", "nodes"),
     ("delete", "nodes"),
     ("delete", "pods", "-n", "default"),
-    ("create", "pods", "-n", "default"),
+    ("update", "pods", "-n", "default"),  # (create: the webhook's dry run has it, daemonjob-webhook-dry-run)
     ("watch", "pods", "--all-namespaces"),
     ("update", "daemonjobs.daemonjob.io", "-n", "default"),
     ("delete", "daemonjobs.daemonjob.io", "-n", "default"),

@@ -102,13 +102,13 @@ def test_a_node_keeps_labels_taints_and_cordon():
             "uid": "u",
             "resourceVersion": "7",
             "labels": {"a": "b"},
-            "annotations": {"big": "x" * 1000},
+            "annotations": {"big": "x" * 1000, "zone.example.com/rack": "r7"},
         },
         "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": True, "podCIDR": "10.0.0.0/24"},
         "status": {"images": ["many"]},
     }
     assert node_transform(node) == {
-        "metadata": {"name": "n1", "uid": "u", "labels": {"a": "b"}},
+        "metadata": {"name": "n1", "uid": "u", "labels": {"a": "b"}, "annotations": {"zone.example.com/rack": "r7"}},
         "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": True},
     }
 
