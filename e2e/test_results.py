@@ -256,6 +256,9 @@ def test_results_grouped_by_a_json_field_for_a_user_who_may_only_view(
 def test_the_controller_reads_pods_but_never_writes_or_watches_them(
     kubectl: Callable[..., Any], controller: Any
 ) -> None:
+    """Results need get and list; nothing more on pods comes from them. (The webhook's dry run
+    of a node Job's pod may `create` pods, dryRun=All only, through daemonjob-webhook-dry-run:
+    test/integration/test_manifests.py checks that grant.)"""
     who = "--as=system:serviceaccount:daemonjob-system:daemonjob-controller"
     for verb, allowed in (
         ("list", "yes"),
@@ -263,7 +266,7 @@ def test_the_controller_reads_pods_but_never_writes_or_watches_them(
         ("watch", "no"),
         ("delete", "no"),
         ("patch", "no"),
-        ("create", "no"),
+        ("update", "no"),
     ):
         assert kubectl("auth", "can-i", verb, "pods", "-n", "default", who, check=False).stdout.strip() == allowed, verb
 
