@@ -141,12 +141,13 @@ def maintained(name: str, label: str) -> dict[str, Any]:
     return body
 
 
-def controller(kubeconfig: Path, log: Path, kube: Kube) -> ControllerProcess:
-    """The controller with the Deployment's node maintenance flag as the chart renders it now."""
+def controller(kubeconfig: Path, log: Path, kube: Kube, *extra: str) -> ControllerProcess:
+    """The controller with the Deployment's node maintenance flags as installed now (`extra`
+    after them: the last of a flag given twice wins)."""
     mine = ("--node-maintenance-namespaces", "--max-unavailable-nodes", "--protected-node-selector")
     flags = [a for a in deployment_args(kube) if a.startswith(mine)]
     return ControllerProcess(
-        kubeconfig, log, "--leader-elect", f"--leader-election-namespace={NAMESPACE}", *flags
+        kubeconfig, log, "--leader-elect", f"--leader-election-namespace={NAMESPACE}", *flags, *extra
     ).start(wait=True)
 
 
