@@ -6,7 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemonjob.testing.simpod import now_rfc3339
+import structlog
+
+from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.testing.simpod import now_micro, now_rfc3339
+from daemonjob.testing.simreboot import new_boot_id
 
 __all__ = [
     "DEFAULT_CAPACITY",
@@ -18,7 +22,10 @@ __all__ = [
     "node_body",
     "node_conditions",
     "node_is_ready",
+    "renew_lease",
 ]
+
+log = structlog.get_logger("daemonjob.sim")
 
 DEFAULT_KUBELET_PORT = 10250
 NODE_ADDRESS = "127.0.0.1"
@@ -34,6 +41,7 @@ class NodeSpec:
     taints: list[dict[str, str]] = field(default_factory=list)
     unschedulable: bool = False
     capacity: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CAPACITY))
+    boot_id: str = field(default_factory=new_boot_id)  # a new one each time the node reboots
 
 
 def node_conditions() -> list[dict[str, str]]:
@@ -86,7 +94,7 @@ def node_body(spec: NodeSpec, kubelet_port: int = DEFAULT_KUBELET_PORT) -> dict[
                 "kernelVersion": "",
                 "machineID": "",
                 "systemUUID": "",
-                "bootID": "",
+                "bootID": spec.boot_id,
             },
         },
     }
@@ -100,3 +108,30 @@ def node_is_ready(node: Mapping[str, Any]) -> bool:
         for t in (node.get("spec") or {}).get("taints") or []
     )
     return ready and not tainted
+
+
+def renew_lease(kube: Kube, name: str, lease_duration: int, known: bool) -> None:
+    """Renew node `name`'s Lease in kube-node-lease; create it (owned by the Node) if missing and `known`."""
+    path = path_for("coordination.k8s.io/v1", "leases", "kube-node-lease", name)
+    try:
+        kube.patch(path, {"spec": {"renewTime": now_micro(), "holderIdentity": name}})
+    except ApiError as exc:
+        if not (exc.not_found and known):
+            if not exc.not_found:
+                log.warning("lease renewal failed", node=name, error=str(exc))
+            return
+        lease: dict[str, Any] = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": lease_duration, "renewTime": now_micro()},
+        }
+        try:
+            node = kube.get(path_for("v1", "nodes", name=name))
+            lease["metadata"]["ownerReferences"] = [
+                {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+            ]
+            kube.create(path_for("coordination.k8s.io/v1", "leases", "kube-node-lease"), lease)
+        except ApiError as exc2:
+            if not (exc2.already_exists or exc2.not_found):
+                raise

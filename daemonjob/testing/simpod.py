@@ -30,6 +30,7 @@ __all__ = [
     "now_rfc3339",
     "pod_conditions",
     "pod_output",
+    "pod_transform",
     "sim_duration",
     "sim_exit_code",
 ]
@@ -180,4 +181,31 @@ def end_status(pod: Mapping[str, Any], started: str, now: str) -> dict[str, Any]
         "phase": "Succeeded" if code == 0 else "Failed",
         "conditions": pod_conditions("False"),
         "containerStatuses": statuses,
+    }
+
+
+def pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
+    """What the simulated kubelet keeps of a pod: identity, its sim annotations, its containers."""
+    spec = pod.get("spec") or {}
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    return {
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp") if k in meta
+        }
+        | {"annotations": {k: v for k, v in annotations.items() if k.startswith("sim.")}}
+        | {"labels": {k: v for k, v in (meta.get("labels") or {}).items() if k == LABEL_ATTEMPT}},
+        "spec": {
+            "nodeName": spec.get("nodeName"),
+            "restartPolicy": spec.get("restartPolicy", "Always"),
+            "containers": [
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "terminationMessagePolicy": c.get("terminationMessagePolicy", "File"),
+                }
+                for c in spec.get("containers", [])
+            ],
+        },
+        "status": {k: v for k, v in (pod.get("status") or {}).items() if k in ("phase", "startTime")},
     }
