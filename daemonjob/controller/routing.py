@@ -257,8 +257,9 @@ class Router:
             old.get("spec") == new.get("spec")
             and om.get("labels") == nm.get("labels")
             and om.get("annotations") == nm.get("annotations")
+            and old.get("status") == new.get("status")
         ):
-            return  # heartbeats and status changes do not change any answer
+            return  # heartbeats do not change any answer (the cache keeps Ready and the boot ID only)
         self._node_changed(new, old)
 
     def node_deleted(self, obj: Obj | Tombstone) -> None:

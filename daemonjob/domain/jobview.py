@@ -22,6 +22,7 @@ from daemonjob.domain.jobs import (
     parse_time,
 )
 from daemonjob.domain.memo import Memo, no_memo
+from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, Verdict
 
 __all__ = ["JobView", "job_view"]
 
@@ -46,10 +47,14 @@ class JobView:
     started: bool = False  # a pod of it ran (jobs.job_started)
     suspended: bool = False  # spec.suspend set by someone else
     began: datetime | None = None  # status.startTime: set when the Job starts, again when resumed
+    boot_id: str | None = None  # its node's boot ID when it was created (a checked turn: nodecheck.py)
+    verdict: Verdict | None = None  # its node's turn's outcome, once written
 
     @classmethod
     def of(cls, job: Mapping[str, Any]) -> JobView:
         meta = job.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        boot = annotations.get(ANNOTATION_BOOT_ID)
         return cls(
             name=meta.get("name") or "",
             uid=meta.get("uid"),
@@ -65,6 +70,8 @@ class JobView:
             started=job_started(job),
             suspended=job_suspended(job),
             began=parse_time((job.get("status") or {}).get("startTime")),
+            boot_id=boot if isinstance(boot, str) else None,
+            verdict=Verdict.parse(annotations.get(ANNOTATION_NODE_CHECK)),
         )
 
     @property

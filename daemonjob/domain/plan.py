@@ -15,7 +15,7 @@ revision's) or waits for it to finish (Forbid), so a node never runs two Jobs at
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from daemonjob.domain.jobs import (
 )
 from daemonjob.domain.jobview import JobView, job_view
 from daemonjob.domain.memo import Memo, no_memo
+from daemonjob.domain.nodecheck import FAILED_CHECK, Awaiting
 from daemonjob.domain.retries import Retrying, retry_of
 from daemonjob.domain.retryspec import Retry
 from daemonjob.domain.sortedparts import sorted_apply
@@ -79,6 +80,8 @@ class PlanContext:
     replace_runs: bool = False  # Replace: another run's active Job is deleted at the node's turn; Forbid: it waits
     successes: bool = False  # keep when each node's record succeeded (pauseBetweenNodes reads it)
     retry: Retry | None = None  # spec.retry: a failed record with retries left is a turn (retries.py)
+    checked: bool = False  # a turn ends with a verdict on its Job (reboot, healthCheck: nodecheck.py)
+    reboot: bool = False  # a checked turn waits for its node's reboot whatever its Job's state
     rules: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -107,6 +110,7 @@ class NodePlan:
     retry: Retrying | None = None  # its failed record runs again (its turn, once `retry.at` has passed)
     unstarted: Unstarted | None = None  # its active record shows no running pod yet (starts.py)
     suspended: str | None = None  # its active record, suspended by someone else
+    awaiting: Awaiting | None = None  # its turn waits for a verdict (nodecheck.py): active, holding its slot
 
 
 def _by_node(item: Any) -> str:
@@ -139,6 +143,7 @@ class Plan:
     retrying: list[Retrying] = field(default_factory=list)  # soonest first; their turns are in `starting`
     unstarted: list[Unstarted] = field(default_factory=list)  # oldest first
     suspended: list[tuple[str, str]] = field(default_factory=list)  # (node, Job)
+    awaiting: list[Awaiting] = field(default_factory=list)  # turns waiting for their verdict, by node
 
     @property
     def desired(self) -> int:
@@ -200,7 +205,7 @@ class Plan:
         plan.retrying.sort()
         plan.unstarted.sort()
         plan.suspended.sort()
-        for items in (plan.held, plan.replacing, plan.starting):
+        for items in (plan.held, plan.replacing, plan.starting, plan.awaiting):
             items.sort(key=_by_node)
         return plan
 
@@ -231,6 +236,8 @@ class Plan:
             sorted_apply(self.suspended, (name, part.suspended), sign, insort)
         if part.held is not None:
             sorted_apply(self.held, part.held, sign, insort, _by_node)
+        if part.awaiting is not None:
+            sorted_apply(self.awaiting, part.awaiting, sign, insort, _by_node)
         if part.turn is not None:
             sorted_apply(self.replacing if part.turn.replace else self.starting, part.turn, sign, insort, _by_node)
         by_node: tuple[tuple[dict[str, Any], tuple[Any, ...]], ...] = (
@@ -264,6 +271,7 @@ def _shared(part: NodePlan) -> NodePlan:
         or part.retry is not None
         or part.unstarted is not None
         or part.suspended is not None
+        or part.awaiting is not None
     ):
         return part
     if len(_COMMON) >= _COMMON_MAX:
@@ -350,20 +358,40 @@ def plan_node(
             # finished history being deleted does not hold a run back
             return _shared(NodePlan(turn=Turn(name), **common))
         return _shared(NodePlan(**common))
-    retry = retry_of(jobs, record, ctx.retry) if current(record) and not busy else None
+    state, awaiting = _checked(name, record, ctx)
+    if awaiting is not None:
+        common["busy"] = True  # its reboot or health check holds the slot; no retry while it does
+    checked = replace(record, state=state) if state != record.state else record
+    retry = retry_of(jobs, checked, ctx.retry) if current(record) and not common["busy"] else None
     if retry is not None:  # pending again, not failed: its turn comes once the backoff has passed
         return NodePlan(turn=Turn(name), retry=retry, **common)
-    failed_current = record.state == FAILED and record.revision == revision
-    succeeded_at = record.finished if ctx.successes and record.state == SUCCEEDED else None
+    failed_current = state == FAILED and record.revision == revision
+    succeeded_at = record.finished if ctx.successes and state == SUCCEEDED else None
     return _shared(
         NodePlan(
-            state=record.state,
+            state=state,
+            awaiting=awaiting,
             failed_current=failed_current,
             extra_old=running_older,
             succeeded_at=succeeded_at,
             **common,
         )
     )
+
+
+def _checked(name: str, record: JobView, ctx: PlanContext) -> tuple[str, Awaiting | None]:
+    """The record's state as a checked turn reads it (nodecheck.py): its verdict once written;
+    until then active and awaiting, unless its Job failed and no reboot is expected, or its Job runs."""
+    if not ctx.checked or record.boot_id is None:
+        return record.state, None
+    if record.verdict is not None:
+        return (FAILED if record.verdict.verdict == FAILED_CHECK else SUCCEEDED), None
+    if record.state == FAILED and not ctx.reboot:
+        return FAILED, None
+    if record.state == ACTIVE and not ctx.reboot:
+        return ACTIVE, None
+    job_failed = record.state == FAILED
+    return ACTIVE, Awaiting(name, record.name, record.uid, record.boot_id, record.created, record.finished, job_failed)
 
 
 def plan_nodes(
