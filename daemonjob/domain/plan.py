@@ -333,13 +333,15 @@ def plan_node(
     common: dict[str, Any] = dict(eligible=eligible, busy=busy, deletes=deletes, ttl_jobs=ttl)
     if record is not None and record.state == ACTIVE:
         common.update(watched(record))
+    state, awaiting = _checked(name, record, ctx) if record is not None else (None, None)
+    if awaiting is not None:
+        common["busy"] = True  # a turn awaiting its verdict (a reboot, a health check) holds its slot
     if not eligible:
         # it keeps a running Job to completion and gets nothing new; an active record holds its slot
-        if record is not None and record.state == ACTIVE:
+        if record is not None and state == ACTIVE:
             why = eligibility.reason(node) if eligibility is not None else None
-            return _shared(
-                NodePlan(state=ACTIVE, held=Held(name, record.name, why or "node is not eligible"), **common)
-            )
+            kept = Held(name, record.name, why or "node is not eligible")
+            return _shared(NodePlan(state=ACTIVE, held=kept, awaiting=awaiting, **common))
         return _shared(NodePlan(**common))
     running_older = tuple(
         DeleteJob(j.name, name, OLD_REVISION, j.uid)
@@ -358,10 +360,7 @@ def plan_node(
             # finished history being deleted does not hold a run back
             return _shared(NodePlan(turn=Turn(name), **common))
         return _shared(NodePlan(**common))
-    state, awaiting = _checked(name, record, ctx)
-    if awaiting is not None:
-        common["busy"] = True  # its reboot or health check holds the slot; no retry while it does
-    checked = replace(record, state=state) if state != record.state else record
+    checked = replace(record, state=state or record.state) if state != record.state else record
     retry = retry_of(jobs, checked, ctx.retry) if current(record) and not common["busy"] else None
     if retry is not None:  # pending again, not failed: its turn comes once the backoff has passed
         return NodePlan(turn=Turn(name), retry=retry, **common)
