@@ -24,7 +24,8 @@ Succeeded/Failed, as chosen by their annotations:
   an ImagePullBackOff container until it is deleted.
 - `sim.daemonjob.io/reboot`: at the end of its duration the pod reboots its node (down for
   the value: "20s", "1m", "never"), as simreboot.py says; `sim.daemonjob.io/unready-after-reboot:
-  "true"`: a pod restarted by a reboot stays not Ready. `reboot(name, seconds)`, `reboots[name]`.
+  "true"`: a pod restarted by a reboot stays not Ready; `sim.daemonjob.io/stay-down-on`: nodes the
+  reboot never brings back. `reboot(name, seconds)` reboots a node; `reboots[name]` counts them.
 
 Nodes carry InternalIP 127.0.0.1 and the log server's port as their kubelet endpoint, so the
 API server proxies `pods/log` (`kubectl logs`) to it.

@@ -21,6 +21,7 @@ from daemonjob.testing.simpod import now_rfc3339, pod_conditions
 
 __all__ = [
     "ANNOTATION_REBOOT",
+    "ANNOTATION_STAY_DOWN_ON",
     "ANNOTATION_UNREADY_AFTER_REBOOT",
     "LOST_EXIT_CODE",
     "LOST_REASON",
@@ -33,6 +34,7 @@ __all__ = [
 
 ANNOTATION_REBOOT = "sim.daemonjob.io/reboot"  # on a pod: it reboots its node when it ends; the value: downtime
 ANNOTATION_UNREADY_AFTER_REBOOT = "sim.daemonjob.io/unready-after-reboot"  # "true": restarted, never Ready again
+ANNOTATION_STAY_DOWN_ON = "sim.daemonjob.io/stay-down-on"  # comma-separated nodes a reboot never brings back
 LOST_REASON = "ContainerStatusUnknown"
 LOST_EXIT_CODE = 137
 LOST_MESSAGE = "The container could not be located when the pod was terminated"
@@ -58,11 +60,15 @@ def parse_downtime(text: str) -> float | None:
 
 
 def reboot_downtime(pod: Mapping[str, Any]) -> tuple[bool, float | None]:
-    """(whether the pod reboots its node when it ends, how long the node is down)."""
+    """(whether the pod reboots its node when it ends, how long the node is down: None for ever,
+    as on the nodes the stay-down-on annotation names)."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     text = annotations.get(ANNOTATION_REBOOT)
     if text is None:
         return False, None
+    stay = {n.strip() for n in str(annotations.get(ANNOTATION_STAY_DOWN_ON, "")).split(",") if n.strip()}
+    if (pod.get("spec") or {}).get("nodeName") in stay:
+        return True, None
     return True, parse_downtime(str(text))
 
 
