@@ -183,7 +183,8 @@ def test_a_daemonset_pod_not_ready_after_the_reboot_holds_the_next_node_then_fai
             return cond
         return None
 
-    cond = api.wait_status("kernel", waiting_on_the_agent, "the next node waiting for the agent", timeout=120)
+    dj = api.wait_status("kernel", waiting_on_the_agent, "the next node waiting for the agent", timeout=120)
+    cond = condition(dj, "Reconciling")
     assert f"node {first}" in cond["message"] and f"DaemonSet {api.namespace}/agent" in cond["message"]
     assert watch.boots[first] == 1 and api.job_nodes("kernel") == [first]  # the next node waits
     assert api.node(first)["spec"].get("unschedulable")  # not released while unhealthy

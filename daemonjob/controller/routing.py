@@ -214,6 +214,7 @@ class Router:
             or owner_key(old) != key
             or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")
             or old["metadata"].get("labels") != new["metadata"].get("labels")
+            or old["metadata"].get("annotations") != new["metadata"].get("annotations")  # a turn's verdict
         ):
             self.queue.add_after(key, self._job_event_delay(key))
             self.order_wakes.job_changed(key, old, new)

@@ -23,9 +23,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from daemonjob.domain.jobs import parse_time
+from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, parse_time
+
+if TYPE_CHECKING:
+    from daemonjob.domain.jobview import JobView
 
 __all__ = [
     "ANNOTATION_BOOT_ID",
@@ -37,6 +40,7 @@ __all__ = [
     "HealthInput",
     "Verdict",
     "boot_id",
+    "checked_state",
     "node_ready",
     "ready_since",
     "unhealthy_taints",
@@ -147,3 +151,19 @@ class HealthInput:
     (a list per checked node, no pod watch); a node not here has not been read yet."""
 
     pods: Mapping[str, tuple[DaemonSetPod, ...]] = field(default_factory=dict)
+
+
+def checked_state(name: str, record: JobView, checked: bool, reboot: bool) -> tuple[str, Awaiting | None]:
+    """The record's state as a checked turn reads it (nodecheck.py): its verdict once written; until
+    then active and awaiting, unless its Job failed and no reboot is expected, or its Job runs. A node
+    failed by its verdict counts as eligible: its turn made it NotReady or tainted."""
+    if not checked or record.boot_id is None:
+        return record.state, None
+    if record.verdict is not None:
+        return (FAILED if record.verdict.verdict == FAILED_CHECK else SUCCEEDED), None
+    if record.state == FAILED and not reboot:
+        return FAILED, None
+    if record.state == ACTIVE and not reboot:
+        return ACTIVE, None
+    job_failed = record.state == FAILED
+    return ACTIVE, Awaiting(name, record.name, record.uid, record.boot_id, record.created, record.finished, job_failed)

@@ -29,7 +29,7 @@ from daemonjob.domain.jobs import (
 )
 from daemonjob.domain.jobview import JobView, job_view
 from daemonjob.domain.memo import Memo, no_memo
-from daemonjob.domain.nodecheck import FAILED_CHECK, Awaiting
+from daemonjob.domain.nodecheck import Awaiting, checked_state
 from daemonjob.domain.retries import Retrying, retry_of
 from daemonjob.domain.retryspec import Retry
 from daemonjob.domain.sortedparts import sorted_apply
@@ -333,7 +333,7 @@ def plan_node(
     common: dict[str, Any] = dict(eligible=eligible, busy=busy, deletes=deletes, ttl_jobs=ttl)
     if record is not None and record.state == ACTIVE:
         common.update(watched(record))
-    state, awaiting = _checked(name, record, ctx) if record is not None else (None, None)
+    state, awaiting = checked_state(name, record, ctx.checked, ctx.reboot) if record is not None else (None, None)
     if awaiting is not None:
         common["busy"] = True  # a turn awaiting its verdict (a reboot, a health check) holds its slot
     if not eligible:
@@ -342,6 +342,10 @@ def plan_node(
             why = eligibility.reason(node) if eligibility is not None else None
             kept = Held(name, record.name, why or "node is not eligible")
             return _shared(NodePlan(state=ACTIVE, held=kept, awaiting=awaiting, **common))
+        if record is not None and record.verdict is not None and state == FAILED:  # not back, or unhealthy
+            return _shared(
+                NodePlan(state=FAILED, failed_current=record.revision == revision, **common | {"eligible": True})
+            )
         return _shared(NodePlan(**common))
     running_older = tuple(
         DeleteJob(j.name, name, OLD_REVISION, j.uid)
@@ -376,21 +380,6 @@ def plan_node(
             **common,
         )
     )
-
-
-def _checked(name: str, record: JobView, ctx: PlanContext) -> tuple[str, Awaiting | None]:
-    """The record's state as a checked turn reads it (nodecheck.py): its verdict once written;
-    until then active and awaiting, unless its Job failed and no reboot is expected, or its Job runs."""
-    if not ctx.checked or record.boot_id is None:
-        return record.state, None
-    if record.verdict is not None:
-        return (FAILED if record.verdict.verdict == FAILED_CHECK else SUCCEEDED), None
-    if record.state == FAILED and not ctx.reboot:
-        return FAILED, None
-    if record.state == ACTIVE and not ctx.reboot:
-        return ACTIVE, None
-    job_failed = record.state == FAILED
-    return ACTIVE, Awaiting(name, record.name, record.uid, record.boot_id, record.created, record.finished, job_failed)
 
 
 def plan_nodes(

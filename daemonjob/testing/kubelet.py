@@ -190,7 +190,7 @@ class SimKubelet:
         with self._lock:
             self.silenced.discard(name)
         self._renew(name)
-        self._report_ready(name)
+        self._report_ready(name, transition=True)
 
     def reboot(self, name: str, downtime: float | None) -> None:
         """Take node `name` down (NotReady, its containers gone) and, after `downtime` seconds
@@ -261,12 +261,12 @@ class SimKubelet:
             self.kube.patch(path_for("v1", "nodes", name=spec.name), {"spec": {"taints": spec.taints or None}})
         self._renew(spec.name, create=True)
 
-    def _report_ready(self, name: str) -> None:
+    def _report_ready(self, name: str, transition: bool = False) -> None:
         spec = self.nodes.get(name)
         if spec is not None:
             self.kube.patch(
                 path_for("v1", "nodes", name=name, subresource="status"),
-                {"status": {"conditions": node_conditions()}},
+                {"status": {"conditions": node_conditions(transition)}},
                 content_type=PATCH_STRATEGIC,
             )
 

@@ -44,18 +44,17 @@ class NodeSpec:
     boot_id: str = field(default_factory=new_boot_id)  # a new one each time the node reboots
 
 
-def node_conditions() -> list[dict[str, str]]:
+def node_conditions(transition: bool = True) -> list[dict[str, str]]:
+    """The conditions of a healthy node. Without `transition` (a heartbeat's report), no
+    lastTransitionTime: merged by type, the one on the Node stays, as a kubelet leaves it
+    while a condition does not change."""
     now = now_rfc3339()
 
     def cond(type_: str, status: str, reason: str) -> dict[str, str]:
-        return {
-            "type": type_,
-            "status": status,
-            "reason": reason,
-            "message": reason,
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
+        out = {"type": type_, "status": status, "reason": reason, "message": reason, "lastHeartbeatTime": now}
+        if transition:
+            out["lastTransitionTime"] = now
+        return out
 
     return [
         cond("Ready", "True", "KubeletReady"),

@@ -147,6 +147,7 @@ def test_a_node_not_back_in_time_fails_named_and_the_budget_spends_it() -> None:
     dj = rebooting(maxFailedNodes=0)
     stuck = checked_job(dj, "a", "boot-1", created=NOW - timedelta(minutes=11))
     down = booted("a", "boot-1", ready="Unknown", since=NOW - timedelta(minutes=9))
+    down["spec"]["taints"] = [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]  # not eligible
     d = decide_over(Given(dj, [stuck], [down, booted("b", "boot-1")], NOW))
     [mark] = d.marks
     assert mark.verdict.verdict == FAILED_CHECK and mark.verdict.reason == NODE_NOT_BACK
