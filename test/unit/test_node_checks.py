@@ -302,3 +302,16 @@ def test_daemon_set_pods_are_told_by_their_controller_reference() -> None:
         (("kube-system", "cilium"),),
     )
     assert found == (DaemonSetPod("kube-system/cilium", "kube-system/cilium-1", False, NOW),)
+
+
+def test_kubectl_daemonjob_status_shows_a_turns_verdict_not_the_jobs_state() -> None:
+    from daemonjob.kubectl.nodes import job_row
+
+    dj = rebooting()
+    lost = checked_job(dj, "a", "boot-1", "failed", created=NOW - timedelta(minutes=3))
+    assert job_row("a", lost, None).state == "active"  # its reboot is awaited
+    passed = job_row("a", with_verdict(lost, Verdict(PASSED)), None)
+    assert passed.state == "succeeded"
+    ok = checked_job(dj, "b", "boot-1", "succeeded", created=NOW - timedelta(minutes=3))
+    row = job_row("b", with_verdict(ok, Verdict(FAILED_CHECK, NODE_UNHEALTHY, "node b not healthy")), None)
+    assert (row.state, row.reason, row.message) == ("failed", NODE_UNHEALTHY, "node b not healthy")
