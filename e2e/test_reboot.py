@@ -116,6 +116,13 @@ def test_a_node_that_never_comes_back_fails_named_and_the_rollout_stops(
     body = _rebooting("kernel", group, stay_down_on=first, maxFailedNodes=0, maintenance={"keepFailedCordoned": True})
     body["spec"]["nodeMaintenance"]["rebootTimeout"] = "20s"
     api.apply(body)
+
+    def waiting_for_the_reboot(dj: dict[str, Any]) -> bool:
+        cond = condition(dj, "Reconciling")
+        return cond.get("reason") == WAITING_FOR_NODE_HEALTH and f"node {first} to reboot" in cond.get("message", "")
+
+    api.wait_status("kernel", waiting_for_the_reboot, "Reconciling naming the node's reboot", timeout=120)
+    assert api.job_nodes("kernel") == [first]
     event = api.wait_event("kernel", lambda e: e.get("reason") == NODE_NOT_BACK, "NodeNotBackAfterReboot", 120)
     assert f"node {first} did not come back" in event["message"]
     dj = api.wait_status("kernel", lambda d: (d.get("status") or {}).get("failedNodes") == 1, "the node failed")
