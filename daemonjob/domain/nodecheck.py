@@ -41,6 +41,7 @@ __all__ = [
     "Verdict",
     "boot_id",
     "checked_state",
+    "turn_shown",
     "node_ready",
     "ready_since",
     "unhealthy_taints",
@@ -167,3 +168,18 @@ def checked_state(name: str, record: JobView, checked: bool, reboot: bool) -> tu
         return ACTIVE, None
     job_failed = record.state == FAILED
     return ACTIVE, Awaiting(name, record.name, record.uid, record.boot_id, record.created, record.finished, job_failed)
+
+
+def turn_shown(job: Mapping[str, Any], state: str, reason: str, message: str) -> tuple[str, str, str]:
+    """A node's row as `kubectl daemonjob status` shows it: a checked turn's verdict over its
+    Job's own state (a Job failed by its node's reboot is a turn that passed); a turn awaiting
+    its verdict is active."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    verdict = Verdict.parse(annotations.get(ANNOTATION_NODE_CHECK))
+    if verdict is not None:
+        if verdict.verdict == PASSED:
+            return SUCCEEDED, reason, message
+        return FAILED, verdict.reason, verdict.message
+    if ANNOTATION_BOOT_ID in annotations and state != ACTIVE:
+        return ACTIVE, "WaitingForNodeHealth", "the turn waits for its node's reboot or health check"
+    return state, reason, message
