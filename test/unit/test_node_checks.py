@@ -315,3 +315,42 @@ def test_kubectl_daemonjob_status_shows_a_turns_verdict_not_the_jobs_state() -> 
     ok = checked_job(dj, "b", "boot-1", "succeeded", created=NOW - timedelta(minutes=3))
     row = job_row("b", with_verdict(ok, Verdict(FAILED_CHECK, NODE_UNHEALTHY, "node b not healthy")), None)
     assert (row.state, row.reason, row.message) == ("failed", NODE_UNHEALTHY, "node b not healthy")
+
+
+def test_the_act_layer_writes_verdicts_and_reads_daemonset_pods_only_of_checked_nodes() -> None:
+    import structlog
+
+    from daemonjob.controller.observe import Observation
+    from daemonjob.controller.turnchecks import TurnChecks
+    from daemonjob.domain.inputs import ConfigMapsRead
+    from daemonjob.testing.fakes import FakeJobControl, FakeNodeControl
+
+    dj = daemonjob(maxParallel=1, healthCheck=HEALTH)
+    done = checked_job(
+        dj, "a", "boot-1", "succeeded", created=NOW - timedelta(minutes=2), finished=NOW - timedelta(minutes=1)
+    )
+    agent = {
+        "metadata": {
+            "name": "cilium-x",
+            "namespace": "kube-system",
+            "ownerReferences": [{"kind": "DaemonSet", "name": "cilium", "controller": True}],
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": T(NOW)}]},
+    }
+    jobs = FakeJobControl(objects={f"{NS}/{done['metadata']['name']}": done})
+    nodes = FakeNodeControl(pods={"a": [agent]})
+    checks = TurnChecks(jobs, nodes)
+    observed = Observation(f"{NS}/audit", dj, dj, {}, ConfigMapsRead(), None, structlog.get_logger())
+    given = [booted("a", "boot-1"), booted("b", "boot-1")]
+    first = decide_over(Given(dj, [done], given, NOW, health=checks.input(dj["metadata"]["uid"])))
+    acted = checks.carry(observed, first)
+    assert first.health_reads == ["a"] and acted.look_again == 0.0  # read now, decided again at once
+    kept = checks.input(dj["metadata"]["uid"]).pods
+    assert kept == {"a": (DaemonSetPod("kube-system/cilium", "kube-system/cilium-x", True, NOW),)}
+    later = NOW + timedelta(seconds=31)
+    settled = decide_over(Given(dj, [done], given, later, health=checks.input(dj["metadata"]["uid"])))
+    acted = checks.carry(observed, settled)
+    assert [c.verb for c in jobs.calls] == ["relabel"] and acted.look_again is None
+    written = jobs.objects[f"{NS}/{done['metadata']['name']}"]["metadata"]["annotations"][ANNOTATION_NODE_CHECK]
+    assert Verdict.parse(written) == Verdict(PASSED)
+    assert checks.input(dj["metadata"]["uid"]).pods == {}  # no longer checked: forgotten
