@@ -106,6 +106,13 @@ def test_each_node_rebooted_once_one_at_a_time_and_uncordoned_only_when_back(
     assert all(watch.cordons[n] == 1 and watch.uncordons[n] == 1 for n in names), watch.summary()
     assert all(len(uids) == 1 for uids in jobs.uids_per_node_revision().values()), jobs.summary()
     assert set(_pods_per_job(api, "kernel").values()) == {1}  # no pod re-created after a reboot
+    spec = api.jobs("kernel")[0]["spec"]  # as the API server keeps it (1.20 drops podFailurePolicy)
+    assert spec["backoffLimit"] == 0
+    stay = {(t["key"], t.get("effect")) for t in spec["template"]["spec"]["tolerations"]}
+    assert ("node.kubernetes.io/unreachable", "NoExecute") in stay and (
+        "node.kubernetes.io/not-ready",
+        "NoExecute",
+    ) in stay
 
 
 def test_a_node_that_never_comes_back_fails_named_and_the_rollout_stops(
