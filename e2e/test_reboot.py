@@ -30,6 +30,7 @@ from daemonjob.domain.gates.health import NODE_NOT_BACK, NODE_UNHEALTHY, WAITING
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.nodewatch import NodeWatcher
+from daemonjob.testing.simpod import ANNOTATION_READY
 from daemonjob.testing.simreboot import ANNOTATION_REBOOT, ANNOTATION_STAY_DOWN_ON, ANNOTATION_UNREADY_AFTER_REBOOT
 
 pytestmark = pytest.mark.skipif(EXTERNAL, reason="needs the simulated kubelet to reboot nodes")
@@ -144,8 +145,9 @@ def test_a_node_that_never_comes_back_fails_named_and_the_rollout_stops(
     assert not any(watch.cordons[n] for n in names[1:])
 
 
-def _daemon_set(api: Cluster, name: str, group: str) -> None:
-    """A DaemonSet on the group's nodes whose pod is not Ready again after a reboot."""
+def _daemon_set(api: Cluster, name: str, group: str, annotation: str = ANNOTATION_UNREADY_AFTER_REBOOT) -> None:
+    """A DaemonSet on the group's nodes whose pod is not Ready again after a reboot (or, with
+    ANNOTATION_READY, never)."""
     labels = {"app": name}
     api.kube.create(
         path_for("apps/v1", "daemonsets", api.namespace),
@@ -158,7 +160,10 @@ def _daemon_set(api: Cluster, name: str, group: str) -> None:
                 "template": {
                     "metadata": {
                         "labels": labels,
-                        "annotations": {SIM_DURATION: "36000", ANNOTATION_UNREADY_AFTER_REBOOT: "true"},
+                        "annotations": {
+                            SIM_DURATION: "36000",
+                            annotation: "false" if annotation == ANNOTATION_READY else "true",
+                        },
                     },
                     "spec": {
                         "nodeSelector": {GROUP_LABEL: group},
@@ -233,3 +238,27 @@ def test_a_controller_killed_while_a_node_is_down_neither_reruns_its_job_nor_rel
     assert watch.uncordons[first] == 1, watch.summary()
     assert all(len(uids) == 1 for uids in jobs.uids_per_node_revision().values()), jobs.summary()
     assert set(_pods_per_job(api, "kernel").values()) == {1}
+
+
+def test_the_health_check_holds_a_daemonjob_without_node_maintenance(
+    api: Cluster, nodes: Nodes, group: str, allowed_controller: Any
+) -> None:
+    """No cordon, no reboot: a node whose Job succeeded but whose agent is not Ready holds the
+    next node back, then fails at the timeout (pods read without a cluster-wide pod watch)."""
+    first, second = nodes(2)
+    _daemon_set(api, "agent", group, ANNOTATION_READY)  # its pods run, never Ready
+    body = daemonjob("config", group, sleep(1), maxParallel=1, maxFailedNodes=0)
+    body["spec"]["healthCheck"] = {"timeout": "20s", "settle": "2s", "daemonSets": [f"{api.namespace}/agent"]}
+    api.apply(body)
+
+    def waiting(dj: dict[str, Any]) -> bool:
+        cond = condition(dj, "Reconciling")
+        return cond.get("reason") == WAITING_FOR_NODE_HEALTH and f"node {first}" in cond.get("message", "")
+
+    api.wait_status("config", waiting, "the next node waiting for the first node's agent", timeout=120)
+    assert api.job_nodes("config") == [first]
+    event = api.wait_event("config", lambda e: e.get("reason") == NODE_UNHEALTHY, "NodeUnhealthyAfterJob", 90)
+    assert f"node {first} not healthy" in event["message"] and "agent" in event["message"]
+    dj = api.wait_status("config", lambda d: (d.get("status") or {}).get("failedNodes") == 1, "the node failed")
+    assert dj["status"]["failedNodeNames"] == [first] and api.job_nodes("config") == [first]
+    assert second not in api.job_nodes("config")

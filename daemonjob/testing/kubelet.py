@@ -25,14 +25,14 @@ Succeeded/Failed, as chosen by their annotations:
 - `sim.daemonjob.io/reboot`: at the end of its duration the pod reboots its node (down for
   the value: "20s", "1m", "never"), as simreboot.py says; `sim.daemonjob.io/unready-after-reboot:
   "true"`: a pod restarted by a reboot stays not Ready; `sim.daemonjob.io/stay-down-on`: nodes the
-  reboot never brings back. `reboot(name, seconds)` reboots a node; `reboots[name]` counts them.
+  reboot never brings back. `reboot(name, seconds)` reboots a node; `reboots[name]` counts them;
+- `sim.daemonjob.io/ready`: "false" keeps the running pod not Ready.
 
-Nodes carry InternalIP 127.0.0.1 and the log server's port as their kubelet endpoint, so the
-API server proxies `pods/log` (`kubectl logs`) to it.
+Nodes carry InternalIP 127.0.0.1 and the log server's port as kubelet endpoint: `kubectl logs` works.
 
-Pods being deleted are confirmed at once (grace period 0), as a kubelet does after the
-containers stop. A node's health is its Lease in kube-node-lease, renewed every
-`heartbeat_interval`; `stop_heartbeat(name)` lets the node lifecycle controller turn it NotReady.
+Pods being deleted are confirmed at once (grace period 0), as a kubelet does after the containers
+stop. A node's health is its Lease in kube-node-lease, renewed every `heartbeat_interval`;
+`stop_heartbeat(name)` lets the node lifecycle controller turn it NotReady.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ from daemonjob.testing.simpod import (
     pull_failure_status,
     sim_duration,
     sim_exit_code,
+    sim_ready,
 )
 from daemonjob.testing.simreboot import down_conditions, new_boot_id, reboot_downtime, status_after_restart
 from daemonjob.testing.timers import Timers
@@ -193,8 +194,7 @@ class SimKubelet:
         self._report_ready(name, transition=True)
 
     def reboot(self, name: str, downtime: float | None) -> None:
-        """Take node `name` down (NotReady, its containers gone) and, after `downtime` seconds
-        (None: never), bring it back Ready with a new boot ID; its pods as simreboot.py says."""
+        """Node `name` down, back Ready with a new boot ID after `downtime` s (None: never): simreboot.py."""
         with self._lock:
             if name in self.down or name not in self.nodes:
                 return
@@ -361,7 +361,7 @@ class SimKubelet:
                 "name": c["name"],
                 "image": c.get("image", ""),
                 "imageID": "",
-                "ready": True,
+                "ready": sim_ready(pod),
                 "started": True,
                 "restartCount": 0,
                 "state": {"running": {"startedAt": now}},
@@ -373,7 +373,7 @@ class SimKubelet:
             "startTime": now,
             "hostIP": "10.0.0.1",
             "podIP": "10.244.0.1",
-            "conditions": pod_conditions("True"),
+            "conditions": pod_conditions("True" if sim_ready(pod) else "False"),
             "containerStatuses": statuses,
         }
         self._patch_pod_status(pod, status)

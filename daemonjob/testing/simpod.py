@@ -23,6 +23,7 @@ __all__ = [
     "ANNOTATION_MESSAGE",
     "ANNOTATION_MESSAGES",
     "ANNOTATION_OUTPUT",
+    "ANNOTATION_READY",
     "ANNOTATION_REASON",
     "OOM_EXIT_CODE",
     "end_status",
@@ -33,6 +34,7 @@ __all__ = [
     "pod_transform",
     "sim_duration",
     "sim_exit_code",
+    "sim_ready",
 ]
 
 ANNOTATION_EXIT_CODE = "sim.daemonjob.io/exit-code"
@@ -51,6 +53,7 @@ ANNOTATION_FAILURE_OUTPUT = "sim.daemonjob.io/failure-output"
 # A JSON object {node: message}: the termination message on those nodes, over the message
 # annotation (an audit whose nodes report different facts).
 ANNOTATION_MESSAGES = "sim.daemonjob.io/messages"
+ANNOTATION_READY = "sim.daemonjob.io/ready"  # "false": Running, never Ready (a crash-looping agent, say)
 
 
 def now_rfc3339() -> str:
@@ -118,6 +121,11 @@ def sim_exit_code(pod: Mapping[str, Any]) -> int:
         return int(_annotation(pod, ANNOTATION_EXIT_CODE, default))
     except ValueError:
         return 1
+
+
+def sim_ready(pod: Mapping[str, Any]) -> bool:
+    """Whether the running pod's containers are Ready (all but where the ready annotation says false)."""
+    return _annotation(pod, ANNOTATION_READY, "true").lower() != "false"
 
 
 def sim_duration(pod: Mapping[str, Any]) -> float:
