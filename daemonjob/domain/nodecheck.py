@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, parse_time
+from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, TERMINATING, job_state, parse_time
 
 if TYPE_CHECKING:
     from daemonjob.domain.jobview import JobView
@@ -42,6 +42,7 @@ __all__ = [
     "boot_id",
     "checked_state",
     "turn_shown",
+    "turn_succeeded",
     "node_ready",
     "ready_since",
     "unhealthy_taints",
@@ -183,3 +184,14 @@ def turn_shown(job: Mapping[str, Any], state: str, reason: str, message: str) ->
     if ANNOTATION_BOOT_ID in annotations and state != ACTIVE:
         return ACTIVE, "WaitingForNodeHealth", "the turn waits for its node's reboot or health check"
     return state, reason, message
+
+
+def turn_succeeded(job: Mapping[str, Any]) -> bool:
+    """Whether the node's turn this Job stands for succeeded, as the order across DaemonJobs
+    (`after`) reads it: a checked turn by its verdict only (a reboot Job failed by its node's
+    reboot may have passed; one that succeeded may still await its node's health)."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    verdict = Verdict.parse(annotations.get(ANNOTATION_NODE_CHECK))
+    if verdict is not None:
+        return verdict.verdict == PASSED and job_state(job) != TERMINATING
+    return ANNOTATION_BOOT_ID not in annotations and job_state(job) == SUCCEEDED

@@ -354,3 +354,16 @@ def test_the_act_layer_writes_verdicts_and_reads_daemonset_pods_only_of_checked_
     written = jobs.objects[f"{NS}/{done['metadata']['name']}"]["metadata"]["annotations"][ANNOTATION_NODE_CHECK]
     assert Verdict.parse(written) == Verdict(PASSED)
     assert checks.input(dj["metadata"]["uid"]).pods == {}  # no longer checked: forgotten
+
+
+def test_after_reads_a_checked_turn_by_its_verdict() -> None:
+    from daemonjob.domain.nodecheck import turn_succeeded
+
+    dj = rebooting()
+    lost = checked_job(dj, "a", "boot-1", "failed", created=NOW)
+    assert not turn_succeeded(lost)
+    assert turn_succeeded(with_verdict(lost, Verdict(PASSED)))
+    done = checked_job(dj, "b", "boot-1", "succeeded", created=NOW)
+    assert not turn_succeeded(done)  # its node's health is not known yet
+    assert not turn_succeeded(with_verdict(done, Verdict(FAILED_CHECK, NODE_UNHEALTHY)))
+    assert turn_succeeded(job(daemonjob(), "c", "succeeded"))
