@@ -1,6 +1,9 @@
 """The per-node view of a DaemonJob, built from three lists: its Jobs, their pods, the Nodes.
-Pure: no I/O, so it is unit-tested and costs one pass over each list (5000 nodes in milliseconds).
-A node's row describes its Job of the current revision (and run) and that Job's newest pod."""
+
+Pure: no I/O, so it is unit-tested and costs one pass over each list (5000 nodes in
+milliseconds). A node's row describes its Job of the current revision (and run, for a
+scheduled DaemonJob) and that Job's newest pod.
+"""
 
 from __future__ import annotations
 
