@@ -359,10 +359,7 @@ class Controller:
                 look_again.append(node_acted.look_again)
                 acted.errors.extend(node_acted.errors)
             self.maintenance.count(observed, inp, decision, node_acted)
-            checks_acted = self.turn_checks.carry(observed, decision)
-            events.extend(checks_acted.events)
-            look_again.append(checks_acted.look_again)
-            acted.errors.extend(checks_acted.errors)
+            self.turn_checks.carry(observed, decision).into(events, look_again, acted.errors)
             decision = decision.after_act(self.troubles.of(observed.uid, observed.generation))
             if not decision.creates and not decision.deletes and self.plans.check_due(observed.uid, self.clock.now()):
                 decision, repaired = self.self_check.check(observed, decision)

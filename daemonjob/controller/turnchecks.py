@@ -35,6 +35,12 @@ class ChecksActed:
     errors: list[Exception] = field(default_factory=list)
     look_again: float | None = None
 
+    def into(self, events: list[EventSpec], look_again: list[float | None], errors: list[Exception]) -> None:
+        """Added to what the pass says, when it looks again and what failed."""
+        events.extend(self.events)
+        look_again.append(self.look_again)
+        errors.extend(self.errors)
+
 
 def daemon_set_pods(
     pods: list[Mapping[str, Any]], daemon_sets: tuple[tuple[str, str], ...]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -24,7 +24,7 @@ from daemonjob.domain.jobs import (
 from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, Verdict
 
-__all__ = ["JobView", "job_view"]
+__all__ = ["JobView", "job_view", "node_inputs"]
 
 _OLDEST = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -89,3 +89,22 @@ _JOB_VIEW = JobView.of  # one object, so it serves as the memo key of the view k
 def job_view(job: Mapping[str, Any], memo: Memo = no_memo) -> JobView:
     """What a plan reads of one Job, kept by `memo` on the cached Job."""
     return memo(job, _JOB_VIEW)
+
+
+def node_inputs(
+    jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], memo: Memo = no_memo
+) -> dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]]:
+    """Each node's inputs to `plan_node`: its node object (None: deleted) and its Jobs' views.
+    Jobs without a node annotation are under "" (only a TTL on them matters)."""
+    by_node: dict[str, list[JobView]] = {}
+    for raw in jobs:
+        view = job_view(raw, memo)
+        by_node.setdefault(view.node or "", []).append(view)
+    out: dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]] = {}
+    for node in nodes:
+        name = (node.get("metadata") or {}).get("name")
+        if name:
+            out[name] = (node, tuple(by_node.pop(name, ())))
+    for name, views in by_node.items():
+        out[name] = (None, tuple(views))
+    return out

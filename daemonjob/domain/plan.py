@@ -27,7 +27,7 @@ from daemonjob.domain.jobs import (
     SUCCEEDED,
     TERMINATING,
 )
-from daemonjob.domain.jobview import JobView, job_view
+from daemonjob.domain.jobview import JobView, job_view, node_inputs
 from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.nodecheck import Awaiting, checked_state
 from daemonjob.domain.retries import Retrying, retry_of
@@ -388,22 +388,3 @@ def plan_nodes(
     """The whole plan, every node's part summed: what the incremental plan must always equal."""
     inputs = node_inputs(jobs, nodes, memo)
     return Plan.of((name, plan_node(name, node, views, ctx, memo)) for name, (node, views) in inputs.items())
-
-
-def node_inputs(
-    jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], memo: Memo = no_memo
-) -> dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]]:
-    """Each node's inputs to `plan_node`: its node object (None: deleted) and its Jobs' views.
-    Jobs without a node annotation are under "" (only a TTL on them matters)."""
-    by_node: dict[str, list[JobView]] = {}
-    for raw in jobs:
-        view = job_view(raw, memo)
-        by_node.setdefault(view.node or "", []).append(view)
-    out: dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]] = {}
-    for node in nodes:
-        name = (node.get("metadata") or {}).get("name")
-        if name:
-            out[name] = (node, tuple(by_node.pop(name, ())))
-    for name, views in by_node.items():
-        out[name] = (None, tuple(views))
-    return out

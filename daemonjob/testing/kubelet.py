@@ -21,13 +21,12 @@ Succeeded/Failed, as chosen by their annotations:
 - `sim.daemonjob.io/fail-attempts`: comma-separated attempts (the pod's `daemonjob.io/attempt`
   label, 0 without it); as fail-on, for these attempts only (a node failing twice, then not);
 - `sim.daemonjob.io/image-pull: Never`: the image is never pulled; the pod stays Pending with
-  an ImagePullBackOff container until it is deleted.
+  an ImagePullBackOff container until it is deleted;
+- `sim.daemonjob.io/ready: "false"`: the running pod is never Ready;
 - `sim.daemonjob.io/reboot`: at the end of its duration the pod reboots its node (down for
   the value: "20s", "1m", "never"), as simreboot.py says; `sim.daemonjob.io/unready-after-reboot:
   "true"`: a pod restarted by a reboot stays not Ready; `sim.daemonjob.io/stay-down-on`: nodes the
-  reboot never brings back. `reboot(name, seconds)` reboots a node; `reboots[name]` counts them;
-- `sim.daemonjob.io/ready`: "false" keeps the running pod not Ready.
-
+  reboot never brings back. `reboot(name, seconds)` reboots a node; `reboots[name]` counts them.
 Nodes carry InternalIP 127.0.0.1 and the log server's port as kubelet endpoint: `kubectl logs` works.
 
 Pods being deleted are confirmed at once (grace period 0), as a kubelet does after the containers
@@ -59,6 +58,7 @@ from daemonjob.testing.simnode import (
     node_conditions,
     node_is_ready,
     renew_lease,
+    wait_nodes_ready,
 )
 from daemonjob.testing.simpod import (
     ANNOTATION_DURATION,
@@ -237,17 +237,7 @@ class SimKubelet:
 
     def wait_ready(self, names: Iterable[str] | None = None, timeout: float = 120.0) -> None:
         """Until every named node is Ready and carries no not-ready taint."""
-        wanted = set(names if names is not None else self.nodes)
-        deadline = time.monotonic() + timeout
-        missing: set[str] = wanted
-        while time.monotonic() < deadline:
-            items = self.kube.get(path_for("v1", "nodes"), labelSelector=LABEL_MANAGED).get("items", [])
-            ready = {n["metadata"]["name"] for n in items if node_is_ready(n)}
-            missing = wanted - ready
-            if not missing:
-                return
-            time.sleep(0.5)
-        raise TimeoutError(f"{len(missing)} node(s) not Ready after {timeout}s, e.g. {sorted(missing)[:5]}")
+        wait_nodes_ready(self.kube, set(names if names is not None else self.nodes), timeout)
 
     def _register(self, spec: NodeSpec) -> None:
         body = node_body(spec, self.kubelet_port)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ __all__ = [
     "node_conditions",
     "node_is_ready",
     "renew_lease",
+    "wait_nodes_ready",
 ]
 
 log = structlog.get_logger("daemonjob.sim")
@@ -134,3 +136,17 @@ def renew_lease(kube: Kube, name: str, lease_duration: int, known: bool) -> None
         except ApiError as exc2:
             if not (exc2.already_exists or exc2.not_found):
                 raise
+
+
+def wait_nodes_ready(kube: Kube, wanted: set[str], timeout: float) -> None:
+    """Until every node in `wanted` is Ready and carries no not-ready taint."""
+    deadline = time.monotonic() + timeout
+    missing: set[str] = wanted
+    while time.monotonic() < deadline:
+        items = kube.get(path_for("v1", "nodes"), labelSelector=LABEL_MANAGED).get("items", [])
+        ready = {n["metadata"]["name"] for n in items if node_is_ready(n)}
+        missing = wanted - ready
+        if not missing:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{len(missing)} node(s) not Ready after {timeout}s, e.g. {sorted(missing)[:5]}")
