@@ -204,3 +204,7 @@ RESULT_RETRY_DELAY = 5.0  # seconds before a failed batch is tried again
 RESULT_GROUPS = 5  # outcomes status.results lists, most common first
 RESULT_GROUP_NODES = 5  # node names each lists
 RESULT_GROUP_MESSAGE = 200  # characters of an outcome's message in status.results
+REBOOT_TIMEOUT = timedelta(minutes=15)  # spec.nodeMaintenance.rebootTimeout when unset
+HEALTH_TIMEOUT = timedelta(minutes=10)  # spec.healthCheck.timeout when unset
+HEALTH_SETTLE = timedelta(seconds=30)  # spec.healthCheck.settle when unset
+HEALTH_POLL_INTERVAL = 3.0  # seconds between two reads of a checked node's DaemonSet pods (no pod watch)

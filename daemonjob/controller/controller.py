@@ -62,6 +62,7 @@ from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.selfcheck import PlanSelfCheck
 from daemonjob.controller.specs import SpecCache
 from daemonjob.controller.troubles import Troubles
+from daemonjob.controller.turnchecks import TurnChecks
 from daemonjob.controller.workers import Workers
 from daemonjob.domain.decide import Decision, EventSpec, decide
 from daemonjob.domain.disruption import protected_matcher
@@ -205,6 +206,7 @@ class Controller:
         )
         self.orphans = orphan_sweep(node_control, node_maintenance_namespaces, informers, self.metrics, sweep_namespace)
         register_held_nodes(self.metrics.registry, self.nodes)
+        self.turn_checks = TurnChecks(control, node_control)  # reboots, health checks (gates/health.py)
         self.self_check = PlanSelfCheck(self.plans, self.observer, self.metrics)
         self.threads = Workers(
             self.queue,
@@ -308,6 +310,7 @@ class Controller:
         self.troubles.forget(uid)
         self.plans.forget(uid)
         self.maintenance.forget(uid)
+        self.turn_checks.forget(uid)
         self.claims.forget(uid)
         if self.orphans is not None:
             self.queue.add(SWEEP_KEY)  # whatever it still held on a Node is released
@@ -356,6 +359,7 @@ class Controller:
                 look_again.append(node_acted.look_again)
                 acted.errors.extend(node_acted.errors)
             self.maintenance.count(observed, inp, decision, node_acted)
+            self.turn_checks.carry(observed, decision).into(events, look_again, acted.errors)
             decision = decision.after_act(self.troubles.of(observed.uid, observed.generation))
             if not decision.creates and not decision.deletes and self.plans.check_due(observed.uid, self.clock.now()):
                 decision, repaired = self.self_check.check(observed, decision)
@@ -396,6 +400,7 @@ class Controller:
             order=self.order_reader.read(observed.key, observed.cached),
             maintenance=self.maintenance.input(observed.uid),
             disruption=self.disruption.snapshot(),
+            health=self.turn_checks.input(observed.uid),
         )
 
     def _decide(self, key: str, inp: DecisionInput) -> Decision:

@@ -18,7 +18,8 @@ from daemonjob.controller.keptplans import TURN, KeptPlans
 from daemonjob.controller.order import OrderIndex, done_view, waits_for_turns
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.eligibility import Eligibility
-from daemonjob.domain.jobs import SUCCEEDED, job_node, job_state
+from daemonjob.domain.jobs import job_node
+from daemonjob.domain.nodecheck import turn_succeeded
 from daemonjob.domain.order import order_key
 from daemonjob.machinery.informer import SharedInformer
 from daemonjob.machinery.workqueue import RateLimitingQueue
@@ -57,7 +58,7 @@ class OrderWakes:
         """A member's Job that stops running frees its node for the rest of its group; a Job
         that succeeds lets the DaemonJobs that come after its owner start there."""
         stopped = bool(running_index(old)) and (new is None or not running_index(new))
-        succeeded = new is not None and job_state(new) == SUCCEEDED and job_state(old) != SUCCEEDED
+        succeeded = new is not None and turn_succeeded(new) and not turn_succeeded(old)
         node = job_node(new if new is not None else old)
         nodes = [node] if node else []
         if stopped:

@@ -214,6 +214,7 @@ class Router:
             or owner_key(old) != key
             or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")
             or old["metadata"].get("labels") != new["metadata"].get("labels")
+            or old["metadata"].get("annotations") != new["metadata"].get("annotations")  # a turn's verdict
         ):
             self.queue.add_after(key, self._job_event_delay(key))
             self.order_wakes.job_changed(key, old, new)
@@ -257,8 +258,9 @@ class Router:
             old.get("spec") == new.get("spec")
             and om.get("labels") == nm.get("labels")
             and om.get("annotations") == nm.get("annotations")
+            and old.get("status") == new.get("status")
         ):
-            return  # heartbeats and status changes do not change any answer
+            return  # heartbeats do not change any answer (the cache keeps Ready and the boot ID only)
         self._node_changed(new, old)
 
     def node_deleted(self, obj: Obj | Tombstone) -> None:

@@ -26,7 +26,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from daemonjob.domain.jobs import SUCCEEDED, daemonjob_ref, job_node, job_revision, job_run, job_state, owner_uid
+from daemonjob.domain.jobs import daemonjob_ref, job_node, job_revision, job_run, owner_uid
+from daemonjob.domain.nodecheck import turn_succeeded
 
 __all__ = ["SucceededNodes"]
 
@@ -37,7 +38,7 @@ _Names = str | set[str]  # the succeeded Jobs on a node: one name, or several
 
 def _entry(job: Obj | None) -> _Entry | None:
     """Where `job` counts as succeeded, if it does (the same rule as a full read of the Jobs)."""
-    if job is None or daemonjob_ref(job) is None or job_state(job) != SUCCEEDED:
+    if job is None or daemonjob_ref(job) is None or not turn_succeeded(job):  # a checked turn: its verdict
         return None
     node, revision = job_node(job), job_revision(job)
     if not node or not revision:

@@ -25,6 +25,7 @@ from daemonjob.domain.jobs import (
     LABEL_RUN,
     LABEL_TEMPLATE_HASH,
 )
+from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, DRAIN_OUTCOME_PREFIX
 from daemonjob.machinery.frozen import freeze
 
@@ -65,14 +66,13 @@ def _text(value: Any) -> Any:
 
 
 def node_transform(node: dict[str, Any]) -> dict[str, Any]:
-    """What eligibility, the cluster's disruption budget and the node Jobs read: of the status
-    only the Ready condition's type and status (shared), no resourceVersion, so a heartbeat is
-    no change; the labels, and the annotations of at most NODE_ANNOTATION_VALUE_MAX
-    characters, node maintenance's records at any length (what spec.nodeParameters names is
-    read from here when a node's Job is made; the long ones, JSON written by CSI drivers and
-    network plugins, would cost memory on every node)."""
+    """What eligibility, the cluster's disruption budget, the node Jobs and a node's checked turn
+    read: of the status only the Ready condition (its status and when it changed) and the boot
+    ID, no resourceVersion, so a heartbeat is no change; the labels, and the annotations of at
+    most NODE_ANNOTATION_VALUE_MAX characters, node maintenance's records at any length."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
+    status = node.get("status") or {}
     kept = {k: meta[k] for k in ("name", "uid", "labels") if k in meta}
     annotations = {
         k: v
@@ -87,10 +87,14 @@ def node_transform(node: dict[str, Any]) -> dict[str, Any]:
         "metadata": kept,
         "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
     }
-    for cond in (node.get("status") or {}).get("conditions") or ():
-        if isinstance(cond, dict) and cond.get("type") == "Ready":
-            out["status"] = _shared({"conditions": [{"type": "Ready", "status": cond.get("status")}]})
-            break
+    ready = [
+        {k: c[k] for k in ("type", "status", "lastTransitionTime") if k in c}
+        for c in status.get("conditions") or ()
+        if c.get("type") == "Ready"
+    ]
+    boot = (status.get("nodeInfo") or {}).get("bootID")
+    if ready or boot:
+        out["status"] = {"conditions": ready, **({"nodeInfo": {"bootID": boot}} if boot else {})}
     return out
 
 
@@ -116,9 +120,13 @@ def job_transform(job: dict[str, Any], shared: Interner = _shared) -> dict[str, 
     ]
     if owners:
         kept["ownerReferences"] = shared(owners)
-    node = (meta.get("annotations") or {}).get(ANNOTATION_NODE)
+    annotations = meta.get("annotations") or {}
+    node = annotations.get(ANNOTATION_NODE)
     if node is not None:
         kept["annotations"] = shared({ANNOTATION_NODE: node})
+    checked = {k: annotations[k] for k in (ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK) if k in annotations}
+    if checked:  # a checked turn's Job (nodecheck.py): its own, not shared
+        kept["annotations"] = {**(kept.get("annotations") or {}), **checked}
     status = job.get("status") or {}
     conditions = [
         {k: c[k] for k in _CONDITION_KEYS if k in c}

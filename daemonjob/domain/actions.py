@@ -46,6 +46,8 @@ class CreateJob:
     attempt: int = 0  # above 0: the node's Job re-created after a delete (attempts.py)
     follows: int | None = None  # the attempt of the node's Job the controller saw go, if it did
     node_env: Env = ()  # the node's values of spec.nodeParameters, read when the create was decided
+    boot_id: str | None = None  # a checked turn (nodecheck.py): its node's boot ID now, recorded on the Job
+    reboot: bool = False  # the Job reboots its node: built to run once (nodecheck.with_reboot_fields)
 
     @property
     def body(self) -> dict[str, Any]:
@@ -60,6 +62,8 @@ class CreateJob:
             self.template,
             attempt=self.attempt,
             node_env=self.node_env,
+            boot_id=self.boot_id,
+            reboot=self.reboot,
         )
 
 

@@ -44,6 +44,7 @@ from daemonjob.domain.configrefs import (
 )
 from daemonjob.domain.events import EventSpec
 from daemonjob.domain.gates.canary import ANNOTATION_PROMOTE, canary_state
+from daemonjob.domain.gates.health import GATE_HEALTH, MarkJob, with_boot_ids
 from daemonjob.domain.gates.maintenance import GATE_MAINTENANCE, drain_timeout_events, with_node_work
 from daemonjob.domain.gates.step import Gating, gate_problems, run_gates
 from daemonjob.domain.inputs import ApiTroubles, DecisionInput
@@ -104,6 +105,8 @@ class Decision:
     gate: str | None = None  # the rollout gate holding new nodes back (gates/), if any
     node_work: NodeWork | None = None  # Node writes of spec.nodeMaintenance (maintenance.py), if any
     start_checks: list[StartCheck] = field(default_factory=list)  # Jobs past spec.startTimeout (starts.py)
+    marks: list[MarkJob] = field(default_factory=list)  # verdicts of nodes' turns to write on their Jobs
+    health_reads: list[str] = field(default_factory=list)  # nodes whose DaemonSet pods to read (healthCheck)
     reading: Reading | None = field(default=None, repr=False, compare=False)  # what it was concluded from
     gating: Gating | None = field(default=None, repr=False, compare=False)  # every gate's hold (a preview reads them)
 
@@ -192,6 +195,8 @@ def _read(inp: DecisionInput) -> Reading:
         spec.runs.replaces,
         successes=checked.rollout.pause is not None,
         retry=spec.retry,
+        checked=spec.checks.any,
+        reboot=spec.checks.reboot,
     )
     plan = inp.kept_plan.plan_for(ctx, inp.memo)
     timeouts = None
@@ -237,7 +242,7 @@ def _conclude(reading: Reading) -> Decision:
     attempts = assign_attempts(
         actions.creates, inp.recorded.status, reading.revision.name, run, inp.kept_plan.node, inp.deleted
     )
-    actions = replace(actions, creates=_with_node_env(reading, attempts.creates))
+    actions = replace(actions, creates=with_boot_ids(reading, _with_node_env(reading, attempts.creates)))
     waiting = gating.in_force(actions)
     conditions = evaluate(reading, actions, stall, gating)
     conditions = noted(conditions, reading.plan, inp.now, bool(actions.creates), FAILED_NODE_NAMES_MAX)
@@ -252,6 +257,8 @@ def _conclude(reading: Reading) -> Decision:
     events = events_of(reading, conditions)
     requeue = [step.requeue_at, waiting.wake if waiting is not None else None, check_wake]
     requeue.append(next_retry(reading.plan.retrying, inp.now))
+    health = gating.hold(GATE_HEALTH)
+    requeue.append(health.wake if health else None)
     if work is not None:
         status = _with_maintenance_status(status, work)
         events.extend(drain_timeout_events(reading))  # released in this pass, the outcome on the Node
@@ -267,6 +274,8 @@ def _conclude(reading: Reading) -> Decision:
         gate=waiting.gate if waiting is not None else None,
         node_work=work,
         start_checks=checks,
+        marks=list(health.marks) if health is not None else [],
+        health_reads=list(health.reads) if health is not None else [],
         reading=reading,
         gating=gating,
     )

@@ -20,6 +20,7 @@ from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.maintenance import MaintenanceInput
 from daemonjob.domain.memo import Memo, no_memo
+from daemonjob.domain.nodecheck import HealthInput
 from daemonjob.domain.order import OrderInput
 from daemonjob.domain.validate import Validation
 
@@ -97,6 +98,7 @@ class DecisionInput:
     order: OrderInput = OrderInput()  # the other DaemonJobs' per-node state (exclusionGroup, after)
     maintenance: MaintenanceInput = MaintenanceInput()  # its records on Nodes, drains' progress (nodeMaintenance)
     disruption: Disruption = Disruption()  # the cluster's nodes out of service and their limit (nodeMaintenance)
+    health: HealthInput = HealthInput()  # the DaemonSet pods on nodes being checked (healthCheck)
     # how to read the spec (no effect on the outcome)
     checked: Validation | None = None  # `dj`'s spec as the rule book read it (read by decide if None)
     # what the caches saw go

@@ -260,6 +260,8 @@ def build_job(
     template: Mapping[str, Any] | None = None,
     attempt: int = 0,
     node_env: Env = (),
+    boot_id: str | None = None,
+    reboot: bool = False,
 ) -> dict[str, Any]:
     """The batch/v1 Job body that runs revision `revision` (of run `run`, if any) of `dj` on `node_name`.
 
@@ -273,6 +275,8 @@ def build_job(
     node's Job re-created after a delete, labelled on the Job and named apart (attempts.py).
     `node_env`: the node's values of spec.nodeParameters, given to every container beside
     DAEMONJOB_NODE_NAME (nodeparams.py), in the copy made here: no second copy per node.
+    `boot_id`: a checked turn's start, recorded on the Job; `reboot`: the Job reboots its node
+    (both in nodecheck.py).
     """
     meta = dj.get("metadata") or {}
     dj_name = meta.get("name") or ""
@@ -312,7 +316,7 @@ def build_job(
     pod_template["spec"] = pod_spec
     spec["template"] = pod_template
 
-    return {
+    job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
@@ -324,3 +328,10 @@ def build_job(
         },
         "spec": spec,
     }
+    if boot_id is not None:
+        from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, with_reboot_fields  # it reads this module
+
+        annotations[ANNOTATION_BOOT_ID] = boot_id
+        if reboot:
+            with_reboot_fields(job)
+    return job

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -22,8 +22,9 @@ from daemonjob.domain.jobs import (
     parse_time,
 )
 from daemonjob.domain.memo import Memo, no_memo
+from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, Verdict
 
-__all__ = ["JobView", "job_view"]
+__all__ = ["JobView", "job_view", "node_inputs"]
 
 _OLDEST = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -46,10 +47,14 @@ class JobView:
     started: bool = False  # a pod of it ran (jobs.job_started)
     suspended: bool = False  # spec.suspend set by someone else
     began: datetime | None = None  # status.startTime: set when the Job starts, again when resumed
+    boot_id: str | None = None  # its node's boot ID when it was created (a checked turn: nodecheck.py)
+    verdict: Verdict | None = None  # its node's turn's outcome, once written
 
     @classmethod
     def of(cls, job: Mapping[str, Any]) -> JobView:
         meta = job.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        boot = annotations.get(ANNOTATION_BOOT_ID)
         return cls(
             name=meta.get("name") or "",
             uid=meta.get("uid"),
@@ -65,6 +70,8 @@ class JobView:
             started=job_started(job),
             suspended=job_suspended(job),
             began=parse_time((job.get("status") or {}).get("startTime")),
+            boot_id=boot if isinstance(boot, str) else None,
+            verdict=Verdict.parse(annotations.get(ANNOTATION_NODE_CHECK)),
         )
 
     @property
@@ -82,3 +89,22 @@ _JOB_VIEW = JobView.of  # one object, so it serves as the memo key of the view k
 def job_view(job: Mapping[str, Any], memo: Memo = no_memo) -> JobView:
     """What a plan reads of one Job, kept by `memo` on the cached Job."""
     return memo(job, _JOB_VIEW)
+
+
+def node_inputs(
+    jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], memo: Memo = no_memo
+) -> dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]]:
+    """Each node's inputs to `plan_node`: its node object (None: deleted) and its Jobs' views.
+    Jobs without a node annotation are under "" (only a TTL on them matters)."""
+    by_node: dict[str, list[JobView]] = {}
+    for raw in jobs:
+        view = job_view(raw, memo)
+        by_node.setdefault(view.node or "", []).append(view)
+    out: dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]] = {}
+    for node in nodes:
+        name = (node.get("metadata") or {}).get("name")
+        if name:
+            out[name] = (node, tuple(by_node.pop(name, ())))
+    for name, views in by_node.items():
+        out[name] = (None, tuple(views))
+    return out

@@ -245,6 +245,8 @@ class Situation:
     stopped: bool  # suspend, an unusable spec, the failure budget: nothing new starts, nothing new is held
     eligible: Mapping[str, bool]  # nodes with a record -> still selected (absent: the node is gone)
     jobs: Mapping[str, Sequence[JobView]]  # nodes with a record -> this DaemonJob's Jobs there
+    awaiting: frozenset[str] = frozenset()  # nodes whose turn awaits its verdict (reboot, health check)
+    states: Mapping[str, str | None] = field(default_factory=dict)  # checked turns: their state as the plan reads it
 
 
 def node_work(s: Situation, mi: MaintenanceInput, outcomes: DrainTimeouts, turns: Turns) -> NodeWork:
@@ -263,6 +265,10 @@ def node_work(s: Situation, mi: MaintenanceInput, outcomes: DrainTimeouts, turns
         running = any(j.state == ACTIVE or (j.state == TERMINATING and j.finished is None) for j in jobs)
         current = [j for j in jobs if j.revision == record.revision and j.run == record.run and j.state != TERMINATING]
         state = max(current, key=lambda j: j.age_key).state if current else None
+        state = s.states.get(node, state) if node in s.states else state
+        if node in s.awaiting:
+            in_maintenance.add(node)
+            continue  # its reboot or health check holds the node (and the slot the plan counts)
         why = _release(s, record, outcomes, node, state, running)
         if why == "keep" and requests.get(node) == record.since:
             why = RELEASE_ASKED

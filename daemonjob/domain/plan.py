@@ -15,7 +15,7 @@ revision's) or waits for it to finish (Forbid), so a node never runs two Jobs at
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -27,8 +27,9 @@ from daemonjob.domain.jobs import (
     SUCCEEDED,
     TERMINATING,
 )
-from daemonjob.domain.jobview import JobView, job_view
+from daemonjob.domain.jobview import JobView, job_view, node_inputs
 from daemonjob.domain.memo import Memo, no_memo
+from daemonjob.domain.nodecheck import Awaiting, checked_state
 from daemonjob.domain.retries import Retrying, retry_of
 from daemonjob.domain.retryspec import Retry
 from daemonjob.domain.sortedparts import sorted_apply
@@ -79,6 +80,8 @@ class PlanContext:
     replace_runs: bool = False  # Replace: another run's active Job is deleted at the node's turn; Forbid: it waits
     successes: bool = False  # keep when each node's record succeeded (pauseBetweenNodes reads it)
     retry: Retry | None = None  # spec.retry: a failed record with retries left is a turn (retries.py)
+    checked: bool = False  # a turn ends with a verdict on its Job (reboot, healthCheck: nodecheck.py)
+    reboot: bool = False  # a checked turn waits for its node's reboot whatever its Job's state
     rules: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -107,6 +110,7 @@ class NodePlan:
     retry: Retrying | None = None  # its failed record runs again (its turn, once `retry.at` has passed)
     unstarted: Unstarted | None = None  # its active record shows no running pod yet (starts.py)
     suspended: str | None = None  # its active record, suspended by someone else
+    awaiting: Awaiting | None = None  # its turn waits for a verdict (nodecheck.py): active, holding its slot
 
 
 def _by_node(item: Any) -> str:
@@ -139,6 +143,7 @@ class Plan:
     retrying: list[Retrying] = field(default_factory=list)  # soonest first; their turns are in `starting`
     unstarted: list[Unstarted] = field(default_factory=list)  # oldest first
     suspended: list[tuple[str, str]] = field(default_factory=list)  # (node, Job)
+    awaiting: list[Awaiting] = field(default_factory=list)  # turns waiting for their verdict, by node
 
     @property
     def desired(self) -> int:
@@ -200,7 +205,7 @@ class Plan:
         plan.retrying.sort()
         plan.unstarted.sort()
         plan.suspended.sort()
-        for items in (plan.held, plan.replacing, plan.starting):
+        for items in (plan.held, plan.replacing, plan.starting, plan.awaiting):
             items.sort(key=_by_node)
         return plan
 
@@ -231,6 +236,8 @@ class Plan:
             sorted_apply(self.suspended, (name, part.suspended), sign, insort)
         if part.held is not None:
             sorted_apply(self.held, part.held, sign, insort, _by_node)
+        if part.awaiting is not None:
+            sorted_apply(self.awaiting, part.awaiting, sign, insort, _by_node)
         if part.turn is not None:
             sorted_apply(self.replacing if part.turn.replace else self.starting, part.turn, sign, insort, _by_node)
         by_node: tuple[tuple[dict[str, Any], tuple[Any, ...]], ...] = (
@@ -264,6 +271,7 @@ def _shared(part: NodePlan) -> NodePlan:
         or part.retry is not None
         or part.unstarted is not None
         or part.suspended is not None
+        or part.awaiting is not None
     ):
         return part
     if len(_COMMON) >= _COMMON_MAX:
@@ -325,12 +333,18 @@ def plan_node(
     common: dict[str, Any] = dict(eligible=eligible, busy=busy, deletes=deletes, ttl_jobs=ttl)
     if record is not None and record.state == ACTIVE:
         common.update(watched(record))
+    state, awaiting = checked_state(name, record, ctx.checked, ctx.reboot) if record is not None else (None, None)
+    if awaiting is not None:
+        common["busy"] = True  # a turn awaiting its verdict (a reboot, a health check) holds its slot
     if not eligible:
         # it keeps a running Job to completion and gets nothing new; an active record holds its slot
-        if record is not None and record.state == ACTIVE:
+        if record is not None and state == ACTIVE:
             why = eligibility.reason(node) if eligibility is not None else None
+            kept = Held(name, record.name, why or "node is not eligible")
+            return _shared(NodePlan(state=ACTIVE, held=kept, awaiting=awaiting, **common))
+        if record is not None and record.verdict is not None and state == FAILED:  # not back, or unhealthy
             return _shared(
-                NodePlan(state=ACTIVE, held=Held(name, record.name, why or "node is not eligible"), **common)
+                NodePlan(state=FAILED, failed_current=record.revision == revision, **common | {"eligible": True})
             )
         return _shared(NodePlan(**common))
     running_older = tuple(
@@ -350,14 +364,16 @@ def plan_node(
             # finished history being deleted does not hold a run back
             return _shared(NodePlan(turn=Turn(name), **common))
         return _shared(NodePlan(**common))
-    retry = retry_of(jobs, record, ctx.retry) if current(record) and not busy else None
+    checked = replace(record, state=state or record.state) if state != record.state else record
+    retry = retry_of(jobs, checked, ctx.retry) if current(record) and not common["busy"] else None
     if retry is not None:  # pending again, not failed: its turn comes once the backoff has passed
         return NodePlan(turn=Turn(name), retry=retry, **common)
-    failed_current = record.state == FAILED and record.revision == revision
-    succeeded_at = record.finished if ctx.successes and record.state == SUCCEEDED else None
+    failed_current = state == FAILED and record.revision == revision
+    succeeded_at = record.finished if ctx.successes and state == SUCCEEDED else None
     return _shared(
         NodePlan(
-            state=record.state,
+            state=state,
+            awaiting=awaiting,
             failed_current=failed_current,
             extra_old=running_older,
             succeeded_at=succeeded_at,
@@ -372,22 +388,3 @@ def plan_nodes(
     """The whole plan, every node's part summed: what the incremental plan must always equal."""
     inputs = node_inputs(jobs, nodes, memo)
     return Plan.of((name, plan_node(name, node, views, ctx, memo)) for name, (node, views) in inputs.items())
-
-
-def node_inputs(
-    jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], memo: Memo = no_memo
-) -> dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]]:
-    """Each node's inputs to `plan_node`: its node object (None: deleted) and its Jobs' views.
-    Jobs without a node annotation are under "" (only a TTL on them matters)."""
-    by_node: dict[str, list[JobView]] = {}
-    for raw in jobs:
-        view = job_view(raw, memo)
-        by_node.setdefault(view.node or "", []).append(view)
-    out: dict[str, tuple[Mapping[str, Any] | None, tuple[JobView, ...]]] = {}
-    for node in nodes:
-        name = (node.get("metadata") or {}).get("name")
-        if name:
-            out[name] = (node, tuple(by_node.pop(name, ())))
-    for name, views in by_node.items():
-        out[name] = (None, tuple(views))
-    return out

@@ -17,6 +17,7 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.domain.eligibility import Eligibility
 from daemonjob.domain.maintenancespec import Maintenance
+from daemonjob.domain.nodecheckspec import NodeChecks
 from daemonjob.domain.nodeparams import NodeParameter, hashed
 from daemonjob.domain.retryspec import Retry
 from daemonjob.domain.rolloutspec import Rollout
@@ -54,6 +55,7 @@ class DaemonJobSpec:
     maintenance: Maintenance | None = None  # spec.nodeMaintenance, None: nodes are never written
     asks_maintenance: bool = False  # it sets cordon or drain, valid or not (the namespace allowance applies)
     asks_drain: bool = False  # it asks for maintenance with a drain, valid or not
+    checks: NodeChecks = NodeChecks()  # what a node's turn waits for after its Job: a reboot, a health check
     eligibility: Eligibility | None = None  # the node rules, None if they do not compile
     job_template: Mapping[str, Any] = field(default_factory=dict)  # spec.jobTemplate as written: hashed, copied
     template_has_ttl: bool = False

@@ -35,6 +35,7 @@ from daemonjob.domain.maintenancespec import (
     wants_maintenance,
 )
 from daemonjob.domain.maintenancespec import PATH as MAINTENANCE_PATH
+from daemonjob.domain.nodecheckspec import read_node_checks
 from daemonjob.domain.nodeparams import read_node_parameters
 from daemonjob.domain.outcomes import read_group_by
 from daemonjob.domain.problems import (
@@ -219,6 +220,7 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
     rollout = read_rollout(spec.get("rollout"), problems)
     validate_order(spec, name, problems)
     maintenance = validate_maintenance(spec, problems)
+    checks = read_node_checks(spec, problems)
     template = spec.get("jobTemplate")
     parameters = read_node_parameters(spec.get("nodeParameters"), template, problems)
     group, after = spec.get("exclusionGroup"), spec.get("after")
@@ -229,6 +231,7 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
         maintenance=maintenance,
         asks_maintenance=wants_maintenance(spec),
         asks_drain=wants_maintenance(spec) and (spec.get("nodeMaintenance") or {}).get("drain") is not None,
+        checks=checks,
         eligibility=eligibility,
         job_template=template if isinstance(template, Mapping) else {},
         template_has_ttl=has_ttl,

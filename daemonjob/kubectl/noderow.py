@@ -24,6 +24,7 @@ from daemonjob.domain.jobs import (
     job_state,
     parse_time,
 )
+from daemonjob.domain.nodecheck import turn_shown
 
 __all__ = ["PENDING", "INELIGIBLE", "STATES", "NodeRow", "job_row", "pods_by_job", "retrying_row"]
 
@@ -140,6 +141,7 @@ def job_row(node: str, job: Mapping[str, Any], pod: Mapping[str, Any] | None) ->
         if job_reason == "DeadlineExceeded" or not reason or reason == "Completed":
             reason = job_reason
             message = message or (failed.get("message") or "")
+    state, reason, message = turn_shown(job, state, reason, message)  # a reboot's or health check's outcome
     return NodeRow(
         node=node,
         state=state,

@@ -17,6 +17,7 @@ from daemonjob.domain.jobs import format_time
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.maintenance import MaintenanceInput
 from daemonjob.domain.memo import Memo, no_memo
+from daemonjob.domain.nodecheck import HealthInput
 from daemonjob.domain.order import OrderInput
 
 __all__ = ["Given", "decide_over", "apply"]
@@ -51,6 +52,7 @@ class Given:
     order: OrderInput = OrderInput()
     maintenance: MaintenanceInput = MaintenanceInput()
     disruption: Disruption = Disruption()
+    health: HealthInput = HealthInput()
 
     def input(self) -> DecisionInput:
         plan = self.kept_plan if self.kept_plan is not None else KeptPlan.of(self.jobs, self.nodes, self.memo)
@@ -66,6 +68,7 @@ class Given:
             order=self.order,
             maintenance=self.maintenance,
             disruption=self.disruption,
+            health=self.health,
         )
 
 

@@ -21,14 +21,17 @@ Succeeded/Failed, as chosen by their annotations:
 - `sim.daemonjob.io/fail-attempts`: comma-separated attempts (the pod's `daemonjob.io/attempt`
   label, 0 without it); as fail-on, for these attempts only (a node failing twice, then not);
 - `sim.daemonjob.io/image-pull: Never`: the image is never pulled; the pod stays Pending with
-  an ImagePullBackOff container until it is deleted.
+  an ImagePullBackOff container until it is deleted;
+- `sim.daemonjob.io/ready: "false"`: the running pod is never Ready;
+- `sim.daemonjob.io/reboot`: at the end of its duration the pod reboots its node (down for
+  the value: "20s", "1m", "never"), as simreboot.py says; `sim.daemonjob.io/unready-after-reboot:
+  "true"`: a pod restarted by a reboot stays not Ready; `sim.daemonjob.io/stay-down-on`: nodes the
+  reboot never brings back. `reboot(name, seconds)` reboots a node; `reboots[name]` counts them.
+Nodes carry InternalIP 127.0.0.1 and the log server's port as kubelet endpoint: `kubectl logs` works.
 
-Nodes carry InternalIP 127.0.0.1 and the log server's port as their kubelet endpoint, so the
-API server proxies `pods/log` (`kubectl logs`) to it.
-
-Pods being deleted are confirmed at once (grace period 0), as a kubelet does after the
-containers stop. A node's health is its Lease in kube-node-lease, renewed every
-`heartbeat_interval`; `stop_heartbeat(name)` lets the node lifecycle controller turn it NotReady.
+Pods being deleted are confirmed at once (grace period 0), as a kubelet does after the containers
+stop. A node's health is its Lease in kube-node-lease, renewed every `heartbeat_interval`;
+`stop_heartbeat(name)` lets the node lifecycle controller turn it NotReady.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -53,6 +57,8 @@ from daemonjob.testing.simnode import (
     node_body,
     node_conditions,
     node_is_ready,
+    renew_lease,
+    wait_nodes_ready,
 )
 from daemonjob.testing.simpod import (
     ANNOTATION_DURATION,
@@ -61,15 +67,16 @@ from daemonjob.testing.simpod import (
     ANNOTATION_MESSAGE,
     ANNOTATION_OUTPUT,
     ANNOTATION_REASON,
-    LABEL_ATTEMPT,
     end_status,
-    now_micro,
     now_rfc3339,
     pod_conditions,
+    pod_transform,
     pull_failure_status,
     sim_duration,
     sim_exit_code,
+    sim_ready,
 )
+from daemonjob.testing.simreboot import down_conditions, new_boot_id, reboot_downtime, status_after_restart
 from daemonjob.testing.timers import Timers
 
 # The test bed's kubelet API, where the tests import it from.
@@ -116,13 +123,16 @@ class SimKubelet:
         self.clear_not_ready_taint = clear_not_ready_taint
         self.nodes: dict[str, NodeSpec] = {}
         self.silenced: set[str] = set()
+        self.down: set[str] = set()  # rebooting: no status, no Lease, no pod started or ended
+        self.reboots: Counter[str] = Counter()
+        self._boots: Counter[str] = Counter()  # a pod's end scheduled in an earlier boot never comes
         self._pods_seen: dict[str, str] = {}  # pod uid -> stage already scheduled
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="sim-writer")
         self._timers = Timers()
         self._stopped = threading.Event()
         self._pods = Informer(
-            kube, "v1", "pods", field_selector="spec.nodeName!=", name="sim-pods", transform=_pod_transform
+            kube, "v1", "pods", field_selector="spec.nodeName!=", name="sim-pods", transform=pod_transform
         )
         self._pods.add_handlers(
             Handlers(on_add=self._on_pod, on_update=lambda _o, n: self._on_pod(n), on_delete=self._on_pod_gone)
@@ -181,21 +191,53 @@ class SimKubelet:
         with self._lock:
             self.silenced.discard(name)
         self._renew(name)
-        self._report_ready(name)
+        self._report_ready(name, transition=True)
+
+    def reboot(self, name: str, downtime: float | None) -> None:
+        """Node `name` down, back Ready with a new boot ID after `downtime` s (None: never): simreboot.py."""
+        with self._lock:
+            if name in self.down or name not in self.nodes:
+                return
+            self.down.add(name)
+            self.silenced.add(name)
+            self._boots[name] += 1
+        log.info("node rebooting", node=name, downtime=downtime)
+        self.kube.patch(
+            path_for("v1", "nodes", name=name, subresource="status"),
+            {"status": {"conditions": down_conditions()}},
+            content_type=PATCH_STRATEGIC,
+        )
+        if downtime is not None:
+            self._timers.at(time.monotonic() + downtime, lambda: self._pool.submit(self._come_back, name))
+
+    def _come_back(self, name: str) -> None:
+        spec = self.nodes.get(name)
+        if spec is None or self._stopped.is_set():
+            return
+        spec.boot_id = new_boot_id()
+        self.kube.patch(
+            path_for("v1", "nodes", name=name, subresource="status"),
+            {"status": {"conditions": node_conditions(), "nodeInfo": {"bootID": spec.boot_id}}},
+            content_type=PATCH_STRATEGIC,
+        )
+        with self._lock:
+            self.down.discard(name)
+            self.silenced.discard(name)
+            self.reboots[name] += 1
+        self._renew(name)
+        log.info("node back", node=name, boot_id=spec.boot_id)
+        for pod in list(self._pods.store.list()):
+            if pod["spec"].get("nodeName") != name or pod["metadata"].get("deletionTimestamp"):
+                continue
+            phase = pod["status"].get("phase") or "Pending"
+            if phase == "Running":
+                self._patch_pod_status(pod, status_after_restart(pod))
+            elif phase == "Pending":
+                self._start_pod(pod)
 
     def wait_ready(self, names: Iterable[str] | None = None, timeout: float = 120.0) -> None:
         """Until every named node is Ready and carries no not-ready taint."""
-        wanted = set(names if names is not None else self.nodes)
-        deadline = time.monotonic() + timeout
-        missing: set[str] = wanted
-        while time.monotonic() < deadline:
-            items = self.kube.get(path_for("v1", "nodes"), labelSelector=LABEL_MANAGED).get("items", [])
-            ready = {n["metadata"]["name"] for n in items if node_is_ready(n)}
-            missing = wanted - ready
-            if not missing:
-                return
-            time.sleep(0.5)
-        raise TimeoutError(f"{len(missing)} node(s) not Ready after {timeout}s, e.g. {sorted(missing)[:5]}")
+        wait_nodes_ready(self.kube, set(names if names is not None else self.nodes), timeout)
 
     def _register(self, spec: NodeSpec) -> None:
         body = node_body(spec, self.kubelet_port)
@@ -209,39 +251,17 @@ class SimKubelet:
             self.kube.patch(path_for("v1", "nodes", name=spec.name), {"spec": {"taints": spec.taints or None}})
         self._renew(spec.name, create=True)
 
-    def _report_ready(self, name: str) -> None:
+    def _report_ready(self, name: str, transition: bool = False) -> None:
         spec = self.nodes.get(name)
         if spec is not None:
             self.kube.patch(
                 path_for("v1", "nodes", name=name, subresource="status"),
-                {"status": {"conditions": node_conditions()}},
+                {"status": {"conditions": node_conditions(transition)}},
                 content_type=PATCH_STRATEGIC,
             )
 
     def _renew(self, name: str, create: bool = False) -> None:
-        path = path_for("coordination.k8s.io/v1", "leases", "kube-node-lease", name)
-        try:
-            self.kube.patch(path, {"spec": {"renewTime": now_micro(), "holderIdentity": name}})
-        except ApiError as exc:
-            if not (exc.not_found and name in self.nodes):
-                if not exc.not_found:
-                    log.warning("lease renewal failed", node=name, error=str(exc))
-                return
-            lease: dict[str, Any] = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": name, "namespace": "kube-node-lease"},
-                "spec": {"holderIdentity": name, "leaseDurationSeconds": self.lease_duration, "renewTime": now_micro()},
-            }
-            try:
-                node = self.kube.get(path_for("v1", "nodes", name=name))
-                lease["metadata"]["ownerReferences"] = [
-                    {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
-                ]
-                self.kube.create(path_for("coordination.k8s.io/v1", "leases", "kube-node-lease"), lease)
-            except ApiError as exc2:
-                if not (exc2.already_exists or exc2.not_found):
-                    raise
+        renew_lease(self.kube, name, self.lease_duration, name in self.nodes)
 
     def _beat(self, name: str, with_status: bool) -> None:
         self._renew(name)
@@ -288,19 +308,23 @@ class SimKubelet:
                 return
             self._pods_seen[uid] = stage
         ns, name = meta["namespace"], meta["name"]
+        node = spec["nodeName"]
         if stage == "delete":
             self._pool.submit(self._confirm_delete, ns, name, uid)
         elif stage == "start":
             self._pool.submit(self._start_pod, pod)
         else:
-            self._timers.at(time.monotonic() + sim_duration(pod), lambda: self._pool.submit(self._finish_pod, pod))
+            boot = self._boots[node]
+            self._timers.at(
+                time.monotonic() + sim_duration(pod), lambda: self._pool.submit(self._finish_pod, pod, boot)
+            )
 
     def _find_pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The pod a log request names: from the watch cache, else a fresh read (the cache may lag)."""
         pod: Mapping[str, Any] | None = self._pods.store.get(f"{namespace}/{name}")
         if pod is None:
             try:
-                pod = _pod_transform(self.kube.get(path_for("v1", "pods", namespace, name)))
+                pod = pod_transform(self.kube.get(path_for("v1", "pods", namespace, name)))
             except ApiError:
                 return None
         return pod if (pod.get("spec") or {}).get("nodeName") in self.nodes else None
@@ -311,6 +335,8 @@ class SimKubelet:
             self._pods_seen.pop(obj["metadata"]["uid"], None)
 
     def _start_pod(self, pod: Mapping[str, Any]) -> None:
+        if pod["spec"]["nodeName"] in self.down:
+            return  # started once the node is back
         now = now_rfc3339()
         stuck = pull_failure_status(pod)
         if stuck is not None:  # Pending for good, as a kubelet that never pulls the image leaves it
@@ -325,7 +351,7 @@ class SimKubelet:
                 "name": c["name"],
                 "image": c.get("image", ""),
                 "imageID": "",
-                "ready": True,
+                "ready": sim_ready(pod),
                 "started": True,
                 "restartCount": 0,
                 "state": {"running": {"startedAt": now}},
@@ -337,12 +363,19 @@ class SimKubelet:
             "startTime": now,
             "hostIP": "10.0.0.1",
             "podIP": "10.244.0.1",
-            "conditions": pod_conditions("True"),
+            "conditions": pod_conditions("True" if sim_ready(pod) else "False"),
             "containerStatuses": statuses,
         }
         self._patch_pod_status(pod, status)
 
-    def _finish_pod(self, pod: Mapping[str, Any]) -> None:
+    def _finish_pod(self, pod: Mapping[str, Any], boot: int) -> None:
+        node = pod["spec"]["nodeName"]
+        if node in self.down or self._boots[node] != boot:
+            return  # killed by a reboot
+        reboots, downtime = reboot_downtime(pod)
+        if reboots:
+            self.reboot(node, downtime)
+            return
         now = now_rfc3339()
         started = (pod.get("status") or {}).get("startTime") or now
         self._patch_pod_status(pod, end_status(pod, started, now))
@@ -365,28 +398,3 @@ class SimKubelet:
         except ApiError as exc:
             if not (exc.not_found or exc.conflict):
                 log.warning("pod delete failed", pod=name, error=str(exc))
-
-
-def _pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
-    spec = pod.get("spec") or {}
-    meta = pod.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
-    return {
-        "metadata": {
-            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp") if k in meta
-        }
-        | {"annotations": {k: v for k, v in annotations.items() if k.startswith("sim.")}}
-        | {"labels": {k: v for k, v in (meta.get("labels") or {}).items() if k == LABEL_ATTEMPT}},
-        "spec": {
-            "nodeName": spec.get("nodeName"),
-            "containers": [
-                {
-                    "name": c["name"],
-                    "image": c.get("image", ""),
-                    "terminationMessagePolicy": c.get("terminationMessagePolicy", "File"),
-                }
-                for c in spec.get("containers", [])
-            ],
-        },
-        "status": {k: v for k, v in (pod.get("status") or {}).items() if k in ("phase", "startTime")},
-    }

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemonjob.testing.simpod import now_rfc3339
+import structlog
+
+from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.testing.simpod import now_micro, now_rfc3339
+from daemonjob.testing.simreboot import new_boot_id
 
 __all__ = [
     "DEFAULT_CAPACITY",
@@ -18,7 +23,11 @@ __all__ = [
     "node_body",
     "node_conditions",
     "node_is_ready",
+    "renew_lease",
+    "wait_nodes_ready",
 ]
+
+log = structlog.get_logger("daemonjob.sim")
 
 DEFAULT_KUBELET_PORT = 10250
 NODE_ADDRESS = "127.0.0.1"
@@ -34,20 +43,20 @@ class NodeSpec:
     taints: list[dict[str, str]] = field(default_factory=list)
     unschedulable: bool = False
     capacity: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CAPACITY))
+    boot_id: str = field(default_factory=new_boot_id)  # a new one each time the node reboots
 
 
-def node_conditions() -> list[dict[str, str]]:
+def node_conditions(transition: bool = True) -> list[dict[str, str]]:
+    """The conditions of a healthy node. Without `transition` (a heartbeat's report), no
+    lastTransitionTime: merged by type, the one on the Node stays, as a kubelet leaves it
+    while a condition does not change."""
     now = now_rfc3339()
 
     def cond(type_: str, status: str, reason: str) -> dict[str, str]:
-        return {
-            "type": type_,
-            "status": status,
-            "reason": reason,
-            "message": reason,
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
+        out = {"type": type_, "status": status, "reason": reason, "message": reason, "lastHeartbeatTime": now}
+        if transition:
+            out["lastTransitionTime"] = now
+        return out
 
     return [
         cond("Ready", "True", "KubeletReady"),
@@ -86,7 +95,7 @@ def node_body(spec: NodeSpec, kubelet_port: int = DEFAULT_KUBELET_PORT) -> dict[
                 "kernelVersion": "",
                 "machineID": "",
                 "systemUUID": "",
-                "bootID": "",
+                "bootID": spec.boot_id,
             },
         },
     }
@@ -100,3 +109,44 @@ def node_is_ready(node: Mapping[str, Any]) -> bool:
         for t in (node.get("spec") or {}).get("taints") or []
     )
     return ready and not tainted
+
+
+def renew_lease(kube: Kube, name: str, lease_duration: int, known: bool) -> None:
+    """Renew node `name`'s Lease in kube-node-lease; create it (owned by the Node) if missing and `known`."""
+    path = path_for("coordination.k8s.io/v1", "leases", "kube-node-lease", name)
+    try:
+        kube.patch(path, {"spec": {"renewTime": now_micro(), "holderIdentity": name}})
+    except ApiError as exc:
+        if not (exc.not_found and known):
+            if not exc.not_found:
+                log.warning("lease renewal failed", node=name, error=str(exc))
+            return
+        lease: dict[str, Any] = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": lease_duration, "renewTime": now_micro()},
+        }
+        try:
+            node = kube.get(path_for("v1", "nodes", name=name))
+            lease["metadata"]["ownerReferences"] = [
+                {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+            ]
+            kube.create(path_for("coordination.k8s.io/v1", "leases", "kube-node-lease"), lease)
+        except ApiError as exc2:
+            if not (exc2.already_exists or exc2.not_found):
+                raise
+
+
+def wait_nodes_ready(kube: Kube, wanted: set[str], timeout: float) -> None:
+    """Until every node in `wanted` is Ready and carries no not-ready taint."""
+    deadline = time.monotonic() + timeout
+    missing: set[str] = wanted
+    while time.monotonic() < deadline:
+        items = kube.get(path_for("v1", "nodes"), labelSelector=LABEL_MANAGED).get("items", [])
+        ready = {n["metadata"]["name"] for n in items if node_is_ready(n)}
+        missing = wanted - ready
+        if not missing:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{len(missing)} node(s) not Ready after {timeout}s, e.g. {sorted(missing)[:5]}")

@@ -23,6 +23,7 @@ __all__ = [
     "ANNOTATION_MESSAGE",
     "ANNOTATION_MESSAGES",
     "ANNOTATION_OUTPUT",
+    "ANNOTATION_READY",
     "ANNOTATION_REASON",
     "OOM_EXIT_CODE",
     "end_status",
@@ -30,8 +31,10 @@ __all__ = [
     "now_rfc3339",
     "pod_conditions",
     "pod_output",
+    "pod_transform",
     "sim_duration",
     "sim_exit_code",
+    "sim_ready",
 ]
 
 ANNOTATION_EXIT_CODE = "sim.daemonjob.io/exit-code"
@@ -50,6 +53,7 @@ ANNOTATION_FAILURE_OUTPUT = "sim.daemonjob.io/failure-output"
 # A JSON object {node: message}: the termination message on those nodes, over the message
 # annotation (an audit whose nodes report different facts).
 ANNOTATION_MESSAGES = "sim.daemonjob.io/messages"
+ANNOTATION_READY = "sim.daemonjob.io/ready"  # "false": Running, never Ready (a crash-looping agent, say)
 
 
 def now_rfc3339() -> str:
@@ -119,6 +123,11 @@ def sim_exit_code(pod: Mapping[str, Any]) -> int:
         return 1
 
 
+def sim_ready(pod: Mapping[str, Any]) -> bool:
+    """Whether the running pod's containers are Ready (all but where the ready annotation says false)."""
+    return _annotation(pod, ANNOTATION_READY, "true").lower() != "false"
+
+
 def sim_duration(pod: Mapping[str, Any]) -> float:
     try:
         return max(0.0, float(_annotation(pod, ANNOTATION_DURATION, "1")))
@@ -180,4 +189,31 @@ def end_status(pod: Mapping[str, Any], started: str, now: str) -> dict[str, Any]
         "phase": "Succeeded" if code == 0 else "Failed",
         "conditions": pod_conditions("False"),
         "containerStatuses": statuses,
+    }
+
+
+def pod_transform(pod: dict[str, Any]) -> dict[str, Any]:
+    """What the simulated kubelet keeps of a pod: identity, its sim annotations, its containers."""
+    spec = pod.get("spec") or {}
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    return {
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp") if k in meta
+        }
+        | {"annotations": {k: v for k, v in annotations.items() if k.startswith("sim.")}}
+        | {"labels": {k: v for k, v in (meta.get("labels") or {}).items() if k == LABEL_ATTEMPT}},
+        "spec": {
+            "nodeName": spec.get("nodeName"),
+            "restartPolicy": spec.get("restartPolicy", "Always"),
+            "containers": [
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "terminationMessagePolicy": c.get("terminationMessagePolicy", "File"),
+                }
+                for c in spec.get("containers", [])
+            ],
+        },
+        "status": {k: v for k, v in (pod.get("status") or {}).items() if k in ("phase", "startTime")},
     }

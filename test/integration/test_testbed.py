@@ -198,3 +198,35 @@ def test_simulated_job_controller_ends_jobs_without_pods(kube: Kube, namespace: 
     bad = kube.get(path_for("batch/v1", "jobs", namespace, "bad"))["status"]
     assert bad["failed"] == 1 and "completionTime" not in bad
     assert kube.get(path_for("v1", "pods", namespace))["items"] == []
+
+
+def test_a_pod_reboots_its_node(kube: Kube, kubelet: SimKubelet, make_nodes, namespace: str) -> None:
+    """sim.daemonjob.io/reboot: the node goes NotReady, its Never pod fails as a restarted
+    kubelet fails it, and the node comes back Ready with a new boot ID, once."""
+    from daemonjob.testing.simreboot import ANNOTATION_REBOOT, LOST_REASON
+
+    node = make_nodes(1)[0]
+    boot_before = kube.get(path_for("v1", "nodes", name=node))["status"]["nodeInfo"]["bootID"]
+    assert boot_before
+    job = pinned_job("rebooter", node, {ANNOTATION_DURATION: "0.5", ANNOTATION_REBOOT: "6s"})
+    kube.create(path_for("batch/v1", "jobs", namespace), job)
+
+    def ready() -> str:
+        obj = kube.get(path_for("v1", "nodes", name=node))
+        return [c for c in obj["status"]["conditions"] if c["type"] == "Ready"][0]["status"]
+
+    wait_for(lambda: ready() == "Unknown", timeout=30, what="the node down")
+    assert kube.get(path_for("v1", "nodes", name=node))["status"]["nodeInfo"]["bootID"] == boot_before
+    kubelet.wait_ready([node], timeout=60)
+    assert kube.get(path_for("v1", "nodes", name=node))["status"]["nodeInfo"]["bootID"] != boot_before
+    assert kubelet.reboots[node] == 1
+
+    def lost() -> list[str]:
+        pods = kube.get(path_for("v1", "pods", namespace), labelSelector="job-name=rebooter")["items"]
+        return [
+            p["status"]["containerStatuses"][0]["state"]["terminated"]["reason"]
+            for p in pods
+            if p["status"].get("phase") == "Failed"
+        ]
+
+    assert wait_for(lost, timeout=30, what="the pod failed by the restarted kubelet") == [LOST_REASON]

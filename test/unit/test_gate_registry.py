@@ -41,6 +41,7 @@ def test_each_reason_names_one_gate_and_every_gate_is_reported() -> None:
         "exclusionGroup",
         "after",
         "clusterDisruptionBudget",
+        "healthCheck",
     }
 
 

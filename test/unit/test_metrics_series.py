@@ -106,6 +106,7 @@ def test_the_rollout_gate_in_force_is_1_and_goes_with_the_daemonjob() -> None:
         "exclusionGroup": 0.0,
         "after": 0.0,
         "clusterDisruptionBudget": 0.0,
+        "healthCheck": 0.0,
     }
     m.set_status("ops", "audit", "uid-1", _reconciling("CanaryPaused"))
     assert gates() == {
@@ -116,6 +117,7 @@ def test_the_rollout_gate_in_force_is_1_and_goes_with_the_daemonjob() -> None:
         "exclusionGroup": 0.0,
         "after": 0.0,
         "clusterDisruptionBudget": 0.0,
+        "healthCheck": 0.0,
     }
     m.set_status("ops", "audit", "uid-1", _reconciling("HaltedByAlerts"))
     assert gates() == {
@@ -126,6 +128,7 @@ def test_the_rollout_gate_in_force_is_1_and_goes_with_the_daemonjob() -> None:
         "exclusionGroup": 0.0,
         "after": 0.0,
         "clusterDisruptionBudget": 0.0,
+        "healthCheck": 0.0,
     }
     m.set_status("ops", "audit", "uid-1", _reconciling("AlertsUnknown"))
     assert gates()["alerts"] == 1.0

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2] / "daemonjob"
 ALLOWED = {
     ("domain/validate.py", None),
     ("domain/rolloutspec.py", None),
+    ("domain/nodecheckspec.py", None),
     ("domain/eligibility.py", "compile_eligibility"),
     ("domain/maintenancespec.py", "wants_maintenance"),
     ("domain/retryspec.py", None),
@@ -51,6 +52,9 @@ SPEC_ONLY_FIELDS = {
     "keepFailedCordoned",
     "retry",
     "startTimeout",
+    "reboot",
+    "rebootTimeout",
+    "healthCheck",
 }
 
 

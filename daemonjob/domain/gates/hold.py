@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from daemonjob.domain.actions import Actions, Turns
 
@@ -40,7 +40,8 @@ class Hold:
     some nodes (`turns`, the turns it lets through; None: all of them), `slots` maxParallel
     slots; until when (`wake`: when to look again, None: nothing to wait for by the clock);
     what Reconciling says while it is the gate in force (`reason`, `message`; none: never
-    named); `work`: the Node writes it asks for (node maintenance)."""
+    named); `work`: the Node writes it asks for (node maintenance); `marks`, `reads`: the
+    health check's Job writes and pod reads."""
 
     gate: str = ""
     blocks: bool = False
@@ -51,6 +52,8 @@ class Hold:
     message: str = ""
     wake: datetime | None = None
     work: NodeWork | None = None
+    marks: tuple[Any, ...] = ()  # verdicts to write on Jobs (the health check's MarkJob)
+    reads: tuple[str, ...] = ()  # nodes whose pods the act layer reads for the next decision
 
     def in_force(self, actions: Actions, held: int, slots: int | None) -> bool:
         """Whether this hold is what keeps turns waiting in `actions`. `held`: the slots held

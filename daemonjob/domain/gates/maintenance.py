@@ -51,6 +51,13 @@ def hold(at: GateContext) -> Hold:
             continue  # the node is gone
         eligible[node] = part is not None and part.eligible
         jobs[node] = known[1]
+    awaiting = frozenset(a.node for a in reading.plan.awaiting)
+    states: dict[str, str | None] = {}
+    if checked.spec.checks.any:
+        for node in eligible:
+            part = inp.kept_plan.part(node)
+            if part is not None and part.state is not None:
+                states[node] = part.state
     situation = Situation(
         inp.dj,
         None if refusal else checked.maintenance,
@@ -61,6 +68,8 @@ def hold(at: GateContext) -> Hold:
         stopped,
         eligible,
         jobs,
+        awaiting,
+        states,
     )
     work = node_work(situation, inp.maintenance, reading.drain_timeouts, at.turns)
     work.add_finalizer = situation.spec is not None and not has_finalizer(inp.dj)

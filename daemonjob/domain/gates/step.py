@@ -3,8 +3,9 @@ value (`Gating`) that choosing the actions and the conditions read.
 
 Precedence: the gate in force is the first in `PRECEDENCE` whose hold keeps turns waiting
 (haltOnAlerts and the window hold every turn back, so they come first; the canary, the
-pause, the order across DaemonJobs; node maintenance is never named; the cluster's
-disruption budget last, counting the cordons the turns left would start). The turns pass
+pause, the order across DaemonJobs, the last node's reboot and health check; node maintenance
+is never named; the cluster's disruption budget last, counting the cordons the turns left would
+start). The turns pass
 through the gates in the same order, each taking out the nodes it holds.
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from daemonjob.domain.actions import Actions, Turns
-from daemonjob.domain.gates import alerts, canary, disruption, maintenance, order, pause, window
+from daemonjob.domain.gates import alerts, canary, disruption, health, maintenance, order, pause, window
 from daemonjob.domain.gates.hold import Gate, GateContext, Hold
 from daemonjob.domain.validate import Problem, scaled
 
@@ -33,6 +34,7 @@ PRECEDENCE: tuple[Gate, ...] = (
     canary.GATE,
     pause.GATE,
     order.GATE,
+    health.GATE,
     maintenance.GATE,
     disruption.GATE,
 )
