@@ -45,8 +45,8 @@ binaries:
 	bash hack/provision-helm.sh >/dev/null
 
 # Test files run on TEST_WORKERS processes, each with a local cluster of its own; most
-# tests wait on the cluster rather than compute, so two share the two cores well.
-TEST_WORKERS ?= 2
+# tests wait on the cluster rather than compute, so three share two cores well (12 min warm).
+TEST_WORKERS ?= 3
 test: lint binaries image-tools lua
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 

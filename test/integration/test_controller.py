@@ -70,9 +70,9 @@ def test_heartbeats_enqueue_nothing_and_idle_costs_nothing(
     lists = api_calls(m, ("list",))
     for node in nodes + others:  # heartbeats: status-only changes, several times
         for _ in range(3):
-            kube.patch(
+            kube.patch(  # as a kubelet reports: new heartbeat times, the transition time left as it is
                 path_for("v1", "nodes", name=node, subresource="status"),
-                {"status": {"conditions": node_conditions()}},
+                {"status": {"conditions": node_conditions(transition=False)}},
                 content_type=PATCH_STRATEGIC,
             )
     kube.patch(path_for("v1", "nodes", name=others[0]), {"metadata": {"labels": {"unrelated": "x"}}})
@@ -116,9 +116,12 @@ def test_cached_objects_are_trimmed(kube: Kube, namespace: str, make_nodes, cont
     create_dj(kube, namespace, "trim", namespace)
     wait_for(lambda: complete(kube, namespace, "trim"), what="rollout")
     node = controller.nodes.store.get(nodes[0])
-    # Of the status only the Ready condition's type and status: a heartbeat is no change.
+    # Of the status only the Ready condition (its transition, not its heartbeat) and the boot
+    # ID: a heartbeat is no change.
     assert set(node) == {"metadata", "spec", "status"}
-    assert node["status"] == {"conditions": ({"type": "Ready", "status": "True"},)}
+    assert set(node["status"]) == {"conditions", "nodeInfo"} and set(node["status"]["nodeInfo"]) == {"bootID"}
+    (ready,) = node["status"]["conditions"]
+    assert set(ready) == {"type", "status", "lastTransitionTime"} and ready["type"] == "Ready"
     assert set(node["metadata"]) <= {"name", "uid", "labels", "annotations"}
     job = controller.jobs.store.list()[0]
     assert "spec" not in job and "managedFields" not in job["metadata"]
