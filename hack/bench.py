@@ -298,6 +298,7 @@ def bench_rollout(
     try:
         before = ctl.requests()
         cpu0 = benchlib.cpu_seconds(ctl.pid)
+        # Two profiles: until N Jobs (the figure the goal is about), then until Complete.
         with benchlib.PySpy(ctl.pid, args.py_spy / "rollout.json" if args.py_spy else None):
             shares = benchlib.CpuShares(pids)
             started = time.monotonic()
@@ -310,6 +311,7 @@ def bench_rollout(
             jobs.wait(enough, args.timeout, f"{n} Jobs")
             used = shares.used()
             seconds = jobs.time_of_nth(n) - started
+        with benchlib.PySpy(ctl.pid, args.py_spy / "rollout-complete.json" if args.py_spy else None):
             complete = wait_complete(kube, ["bench-00"], n, args.timeout, ctl.check)
         cpu = benchlib.cpu_seconds(ctl.pid) - cpu0
         delta = benchlib.request_delta(before, ctl.requests())
@@ -608,7 +610,7 @@ def parse_args() -> argparse.Namespace:
         type=Path,
         default=None,
         metavar="DIR",
-        help="record py-spy profiles of the controller (rollout, joins; each run of tick) into DIR",
+        help="record py-spy profiles of the controller (rollout until N Jobs, until Complete, joins; each run of tick) into DIR",
     )
     args = p.parse_args()
     if args.nodes is None:

@@ -83,7 +83,8 @@ class KubeJobControl:
 
     def create_job(self, namespace: str, body: Mapping[str, Any]) -> None:
         with self.fence.writing("Job create") as fenced:
-            self.kube.create(path_for("batch/v1", "jobs", namespace), dict(body), **fenced)
+            # The created Job comes back through the watch: its answer is not decoded here.
+            self.kube.create(path_for("batch/v1", "jobs", namespace), dict(body), want_answer=False, **fenced)
 
     def delete_job(self, namespace: str, name: str, uid: str | None, propagation: str = "Foreground") -> None:
         options: dict[str, Any] = {"propagationPolicy": propagation}

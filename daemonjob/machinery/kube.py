@@ -25,6 +25,7 @@ from kubernetes.client import Configuration
 
 from daemonjob import defaults
 from daemonjob.machinery.apierror import JSON, ApiError, api_error
+from daemonjob.machinery.exchange import Answer, exchange
 from daemonjob.machinery.guardedhttp import GuardedHTTPConnectionPool, GuardedHTTPSConnectionPool, send_guard
 from daemonjob.machinery.watchstream import WatchStream
 
@@ -145,10 +146,13 @@ class Kube:
         content_type: str | None = None,
         timeout: float | None = None,
         guard: Callable[[], None] | None = None,
+        want_answer: bool = True,
     ) -> JSON:
         """One request. `guard` cancels it by raising (not an OSError, which would read as a
         network failure): it runs after the rate limiter's wait, and again right before the
-        first byte is written, so a leader's fence is checked as late as it can be."""
+        first byte is written, so a leader's fence is checked as late as it can be. Without
+        `want_answer` a success returns {} undecoded: a caller that learns what it wrote
+        from its watch (Job creates) skips decoding the object the server sends back."""
         if self.limiter is not None:
             self.limiter.accept()
         if guard is not None:
@@ -159,24 +163,42 @@ class Kube:
             content_type = "application/json"
         code = 0
         try:
-            resp = self._send(
-                method,
-                path,
-                params,
-                body=data,
-                headers=self._headers(content_type),
-                timeout=urllib3.Timeout(total=self.timeout if timeout is None else timeout),
-                preload_content=True,
-            )
-            code = resp.status
+            code, payload = self._whole(method, path, params, data, content_type, timeout)
         finally:
             send_guard.fn = None
             if self.on_request is not None:
                 self.on_request(*request_info(method, path), code)
-        payload = resp.data
-        if 200 <= resp.status < 300:
-            return orjson.loads(payload) if payload else {}
-        raise api_error(resp.status, payload)
+        if 200 <= code < 300:
+            return orjson.loads(payload) if payload and want_answer else {}
+        raise api_error(code, payload)
+
+    def _whole(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        data: bytes | None,
+        content_type: str | None,
+        timeout: float | None,
+    ) -> Answer:
+        """A request whose answer is read whole: the short way (exchange.py) to the API
+        server's own pool, urllib3's urlopen through a proxy."""
+        seconds = self.timeout if timeout is None else timeout
+        headers = self._headers(content_type)
+        if self._host_pool is not None:
+            return exchange(
+                self._host_pool, method, self._path_prefix + _with_query(path, params), data, headers, seconds
+            )
+        resp = self._send(
+            method,
+            path,
+            params,
+            body=data,
+            headers=headers,
+            timeout=urllib3.Timeout(total=seconds),
+            preload_content=True,
+        )
+        return resp.status, resp.data
 
     # `request_timeout` (seconds, whole request) overrides `self.timeout` for one call: a caller
     # with a deadline of its own (the Lease renewal) must not wait out the default. Keyword-only
@@ -190,21 +212,13 @@ class Kube:
             self.limiter.accept()
         code = 0
         try:
-            resp = self._send(
-                "GET",
-                path,
-                params,
-                headers=self._headers(None),
-                timeout=urllib3.Timeout(total=timeout or self.timeout),
-                preload_content=True,
-            )
-            code = resp.status
+            code, payload = self._whole("GET", path, params, None, None, timeout or self.timeout)
         finally:
             if self.on_request is not None:
                 self.on_request(*request_info("GET", path), code)
-        if 200 <= resp.status < 300:
-            return resp.data.decode("utf-8", "replace")
-        raise api_error(resp.status, resp.data)
+        if 200 <= code < 300:
+            return payload.decode("utf-8", "replace")
+        raise api_error(code, payload)
 
     def create(
         self,
@@ -213,9 +227,12 @@ class Kube:
         *,
         request_timeout: float | None = None,
         guard: Callable[[], None] | None = None,
+        want_answer: bool = True,
         **params: Any,
     ) -> JSON:
-        return self.request("POST", path, body=body, params=params, timeout=request_timeout, guard=guard)
+        return self.request(
+            "POST", path, body=body, params=params, timeout=request_timeout, guard=guard, want_answer=want_answer
+        )
 
     def delete(
         self,
