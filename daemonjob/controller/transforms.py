@@ -14,8 +14,6 @@ import threading
 from collections.abc import Hashable
 from typing import Any
 
-from cachetools import LRUCache
-
 from daemonjob import defaults
 from daemonjob.domain.jobs import (
     ANNOTATION_NODE,
@@ -37,21 +35,34 @@ _JOB_META_KEYS = ("name", "namespace", "uid", "creationTimestamp", "deletionTime
 _JOB_LABELS = (LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH, LABEL_ATTEMPT)
 _TERMINAL_CONDITIONS = ("Complete", "Failed")
 _CONDITION_KEYS = ("type", "status", "lastTransitionTime")
+_OWNER_KEYS = ("apiVersion", "kind", "name", "uid", "controller")
 
 
 class Interner:
-    """Returns one shared frozen instance for equal values (an LRU of them, thread-safe)."""
+    """Returns one shared frozen instance for equal values (thread-safe).
+
+    Bounded first in, first out: a plain dict keeps the order of insertion, so the oldest
+    value goes when it is full. An LRU (cachetools') cost a tenth of a Job event's handling
+    in Python bookkeeping; which value goes matters less, a value gone only costs sharing.
+    """
 
     def __init__(self, maxsize: int = INTERNED_VALUES) -> None:
-        self._values: LRUCache[Hashable, Any] = LRUCache(maxsize)
+        self._values: dict[Hashable, Any] = {}
+        self._maxsize = maxsize
         self._lock = threading.Lock()
 
-    def __call__(self, value: Any) -> Any:
-        frozen = freeze(value)
+    def __call__(self, value: Any, key: Hashable = None) -> Any:
+        """The shared instance of `value`. A `key` that names it (tuples of strings: hashed in
+        C, where a new frozen value hashes a frozenset per mapping) spares freezing and
+        hashing the value each time it is already there; its first element says its kind."""
+        if key is None:
+            key = value = freeze(value)
         with self._lock:
-            shared = self._values.get(frozen)
+            shared = self._values.get(key)
             if shared is None:
-                self._values[frozen] = shared = frozen
+                if len(self._values) >= self._maxsize:
+                    del self._values[next(iter(self._values))]
+                self._values[key] = shared = freeze(value)
         return shared
 
     def __len__(self) -> int:
@@ -112,32 +123,34 @@ def job_transform(job: dict[str, Any], shared: Interner = _shared) -> dict[str, 
         if key in kept:
             kept[key] = _text(kept[key])
     labels = meta.get("labels") or {}
-    kept["labels"] = shared({k: labels[k] for k in _JOB_LABELS if k in labels})
-    owners = [
-        {k: ref[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in ref}
+    ours = tuple((k, labels[k]) for k in _JOB_LABELS if k in labels)
+    kept["labels"] = shared(dict(ours), ("labels", ours))
+    owners = tuple(
+        tuple((k, ref[k]) for k in _OWNER_KEYS if k in ref)
         for ref in meta.get("ownerReferences") or ()
         if ref.get("controller")
-    ]
+    )
     if owners:
-        kept["ownerReferences"] = shared(owners)
+        kept["ownerReferences"] = shared([dict(ref) for ref in owners], ("owners", owners))
     annotations = meta.get("annotations") or {}
     node = annotations.get(ANNOTATION_NODE)
     if node is not None:
-        kept["annotations"] = shared({ANNOTATION_NODE: node})
+        kept["annotations"] = shared({ANNOTATION_NODE: node}, ("node", node))
     checked = {k: annotations[k] for k in (ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK) if k in annotations}
     if checked:  # a checked turn's Job (nodecheck.py): its own, not shared
         kept["annotations"] = {**(kept.get("annotations") or {}), **checked}
     status = job.get("status") or {}
-    conditions = [
-        {k: c[k] for k in _CONDITION_KEYS if k in c}
+    conditions = tuple(
+        tuple((k, c[k]) for k in _CONDITION_KEYS if k in c)
         for c in status.get("conditions") or ()
         if c.get("type") in _TERMINAL_CONDITIONS
-    ]
-    kept_status: dict[str, Any] = {"conditions": conditions}
-    if "completionTime" in status:
-        kept_status["completionTime"] = status["completionTime"]
-    out: dict[str, Any] = {"metadata": kept, "status": shared(kept_status)}
+    )
+    finished = status.get("completionTime")
+    kept_status: dict[str, Any] = {"conditions": [dict(c) for c in conditions]}
+    if finished is not None:
+        kept_status["completionTime"] = finished
+    out: dict[str, Any] = {"metadata": kept, "status": shared(kept_status, ("status", conditions, finished))}
     ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
     if ttl is not None:
-        out["spec"] = shared({"ttlSecondsAfterFinished": ttl})
+        out["spec"] = shared({"ttlSecondsAfterFinished": ttl}, ("ttl", ttl))
     return out
