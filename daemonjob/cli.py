@@ -30,6 +30,7 @@ from daemonjob.controller.limitermetrics import MeasuredLimiter
 from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.jobs import API_VERSION, GROUP
 from daemonjob.machinery.clock import RealClock
+from daemonjob.machinery.gcpolicy import FreezeSurvivors
 from daemonjob.machinery.kube import ApiError, ConfigError, Kube
 from daemonjob.machinery.leaderelection import LeaderElector
 from daemonjob.machinery.listen import parse_bind_address
@@ -389,7 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"cannot listen: {exc}")
     if webhook is not None:
         servers.append(webhook)  # type: ignore[arg-type]  # stopped with the servers
-    manager = Manager(controller, events, metrics, elector=elector, fence=fence, servers=servers)
+    gc_policy = FreezeSurvivors()
+    gc_policy.install()
+    manager = Manager(controller, events, metrics, elector=elector, fence=fence, servers=servers, gc_policy=gc_policy)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: manager.request_stop())
     log.info(

@@ -152,6 +152,7 @@ CERT_CHECK_INTERVAL = 10.0  # seconds between looks at the Secret: how soon ever
 CREATE_CONCURRENCY = 32  # parallel Job creates/deletes within one slow-start batch
 
 # Memory
+GC_FULL_WALK_INTERVAL = 600.0  # seconds: a full collection walks the frozen objects too (gcpolicy.py)
 MALLOC_ARENAS = 2  # glibc malloc arenas (MALLOC_ARENA_MAX overrides)
 
 # Logging

@@ -20,6 +20,7 @@ from daemonjob.controller.controller import Controller
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.fence import Fence
 from daemonjob.controller.metrics import Metrics
+from daemonjob.machinery.gcpolicy import FreezeSurvivors
 from daemonjob.machinery.leaderelection import LeaderElector
 from daemonjob.machinery.serving import Server
 
@@ -37,6 +38,7 @@ class Manager:
     elector: LeaderElector | None = None
     fence: Fence | None = None  # the writers' fence (of the elector's lease), closed at shutdown
     servers: list[Server] = field(default_factory=list)
+    gc_policy: FreezeSurvivors | None = None  # freezes the caches once filled (gcpolicy.py)
     shutdown_timeout: float = defaults.GRACEFUL_SHUTDOWN_TIMEOUT
     stop_requested: threading.Event = field(default_factory=threading.Event)
     _lost: threading.Event = field(default_factory=threading.Event)
@@ -90,6 +92,8 @@ class Manager:
                 return
         if self.stop_requested.is_set() or (self.elector is not None and not self.elector.is_leader):
             return
+        if self.gc_policy is not None:
+            self.gc_policy.freeze_now()
         self.controller.start_workers()
         log.info("workers started", workers=self.controller.workers)
 

@@ -288,6 +288,21 @@ def wait_complete(kube: Kube, names: list[str], desired: int, timeout: float, ch
     )
 
 
+def gc_text(before: benchlib.Samples, after: benchlib.Samples) -> str:
+    """The cyclic collector's pauses between two scrapes, by generation (python_gc_duration_seconds)."""
+    parts = []
+    for gen in ("1", "2"):
+        key = ("generation", gen)
+        count = after.get(("python_gc_duration_seconds_count", (key,)), 0.0) - before.get(
+            ("python_gc_duration_seconds_count", (key,)), 0.0
+        )
+        total = after.get(("python_gc_duration_seconds_sum", (key,)), 0.0) - before.get(
+            ("python_gc_duration_seconds_sum", (key,)), 0.0
+        )
+        parts.append(f"generation {gen}: {count:.0f} collections, {total:.2f}s")
+    return "; ".join(parts)
+
+
 def bench_rollout(
     kube: Kube, ctl: ControllerProcess, n: int, args: argparse.Namespace, res: Results, pids: Mapping[str, int]
 ) -> tuple[float, float]:
@@ -297,6 +312,7 @@ def bench_rollout(
     jobs = benchlib.ObjectWatch(kube, path_for("batch/v1", "jobs", dj_namespace("bench-00"))).start()
     try:
         before = ctl.requests()
+        gc0 = benchlib.scrape(ctl.metrics_url)
         cpu0 = benchlib.cpu_seconds(ctl.pid)
         # Two profiles: until N Jobs (the figure the goal is about), then until Complete.
         with benchlib.PySpy(ctl.pid, args.py_spy / "rollout.json" if args.py_spy else None):
@@ -311,6 +327,7 @@ def bench_rollout(
             jobs.wait(enough, args.timeout, f"{n} Jobs")
             used = shares.used()
             seconds = jobs.time_of_nth(n) - started
+            gc_pauses = gc_text(gc0, benchlib.scrape(ctl.metrics_url))
         with benchlib.PySpy(ctl.pid, args.py_spy / "rollout-complete.json" if args.py_spy else None):
             complete = wait_complete(kube, ["bench-00"], n, args.timeout, ctl.check)
         cpu = benchlib.cpu_seconds(ctl.pid) - cpu0
@@ -323,6 +340,7 @@ def bench_rollout(
     res.add("controller peak RSS so far, startup included (MB)", benchlib.hwm_mb(ctl.pid), fmt="{:.1f}")
     res.note(f"controller requests during the rollout: {requests_text(delta)}")
     res.note(f"daemonjob: CPU until {n} Jobs: {benchlib.CpuShares.text(used, seconds)}")
+    res.note(f"controller's garbage collector until {n} Jobs: {gc_pauses}")
     res.add(f"controller CPU seconds until {n} Jobs", used.get("controller", 0.0), "<= 1.75 (N=5000)")
     return seconds, benchlib.limit_seconds(used, seconds, without="controller")
 
@@ -610,7 +628,7 @@ def parse_args() -> argparse.Namespace:
         type=Path,
         default=None,
         metavar="DIR",
-        help="record py-spy profiles of the controller (rollout until N Jobs, until Complete, joins; each run of tick) into DIR",
+        help="py-spy profiles of the controller into DIR: rollout until N Jobs, until Complete, joins, runs of tick",
     )
     args = p.parse_args()
     if args.nodes is None:

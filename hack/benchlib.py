@@ -385,12 +385,15 @@ class ObjectWatch:
 
 
 # -- Prometheus ----------------------------------------------------------------------------
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(url: str) -> Samples:
     """Every sample of a /metrics page, keyed by (name, sorted labels)."""
     status, body = http_get(url)
     if status != 200:
         raise RuntimeError(f"GET {url}: HTTP {status}")
-    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    out: Samples = {}
     for family in text_string_to_metric_families(body.decode()):
         for s in family.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
