@@ -91,7 +91,7 @@ class KubeJobControl:
         if uid:
             options["preconditions"] = {"uid": uid}
         with self.fence.writing("Job delete") as fenced:
-            self.kube.delete(path_for("batch/v1", "jobs", namespace, name), options, **fenced)
+            self.kube.delete(path_for("batch/v1", "jobs", namespace, name), options, want_answer=False, **fenced)
 
     def get_job(self, namespace: str, name: str) -> Mapping[str, Any]:
         return self.kube.get(path_for("batch/v1", "jobs", namespace, name))
@@ -103,7 +103,11 @@ class KubeJobControl:
         patch = {"metadata": {"uid": job_uid, "ownerReferences": [dict(owner)]}}
         with self.fence.writing("Job adoption") as fenced:
             self.kube.patch(
-                path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_STRATEGIC, **fenced
+                path_for("batch/v1", "jobs", namespace, name),
+                patch,
+                content_type=PATCH_STRATEGIC,
+                want_answer=False,
+                **fenced,
             )
 
     def relabel_job(
@@ -111,7 +115,13 @@ class KubeJobControl:
     ) -> None:
         patch = {"metadata": {"uid": job_uid, "labels": dict(labels), "annotations": dict(annotations)}}
         with self.fence.writing("Job relabel") as fenced:
-            self.kube.patch(path_for("batch/v1", "jobs", namespace, name), patch, content_type=PATCH_MERGE, **fenced)
+            self.kube.patch(
+                path_for("batch/v1", "jobs", namespace, name),
+                patch,
+                content_type=PATCH_MERGE,
+                want_answer=False,
+                **fenced,
+            )
 
     def list_pods(self, namespace: str, label_selector: str) -> list[Mapping[str, Any]]:
         answer = self.kube.get(path_for("v1", "pods", namespace), labelSelector=label_selector)
@@ -120,7 +130,13 @@ class KubeJobControl:
     def patch_job(self, namespace: str, name: str, job_uid: str, patch: Mapping[str, Any]) -> None:
         body = {**patch, "metadata": {**(patch.get("metadata") or {}), "uid": job_uid}}
         with self.fence.writing("Job patch") as fenced:
-            self.kube.patch(path_for("batch/v1", "jobs", namespace, name), body, content_type=PATCH_MERGE, **fenced)
+            self.kube.patch(
+                path_for("batch/v1", "jobs", namespace, name),
+                body,
+                content_type=PATCH_MERGE,
+                want_answer=False,
+                **fenced,
+            )
 
     def get_daemonjob(self, namespace: str, name: str) -> Mapping[str, Any]:
         return self.kube.get(path_for(API_VERSION, PLURAL, namespace, name))
@@ -131,7 +147,11 @@ class KubeJobControl:
             body["metadata"] = {"resourceVersion": resource_version}
         with self.fence.writing("status patch") as fenced:
             self.kube.patch(
-                path_for(API_VERSION, PLURAL, namespace, name, "status"), body, content_type=PATCH_MERGE, **fenced
+                path_for(API_VERSION, PLURAL, namespace, name, "status"),
+                body,
+                content_type=PATCH_MERGE,
+                want_answer=False,
+                **fenced,
             )
 
     def record_event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:

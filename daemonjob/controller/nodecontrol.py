@@ -91,7 +91,9 @@ class KubeNodeControl:
     def patch_node(self, name: str, patch: Mapping[str, Any], resource_version: str) -> None:
         body = {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": resource_version}}
         with self.fence.writing("Node patch") as fenced:
-            self.kube.patch(path_for("v1", "nodes", None, name), body, content_type=PATCH_MERGE, **fenced)
+            self.kube.patch(
+                path_for("v1", "nodes", None, name), body, content_type=PATCH_MERGE, want_answer=False, **fenced
+            )
 
     def pods_on_node(self, name: str) -> list[Mapping[str, Any]]:
         # resourceVersion=0: served from the API server's watch cache through its spec.nodeName
@@ -126,4 +128,10 @@ class KubeNodeControl:
     def set_finalizers(self, namespace: str, name: str, finalizers: list[str], resource_version: str) -> None:
         body = {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}
         with self.fence.writing("DaemonJob finalizer") as fenced:
-            self.kube.patch(path_for(API_VERSION, PLURAL, namespace, name), body, content_type=PATCH_MERGE, **fenced)
+            self.kube.patch(
+                path_for(API_VERSION, PLURAL, namespace, name),
+                body,
+                content_type=PATCH_MERGE,
+                want_answer=False,
+                **fenced,
+            )

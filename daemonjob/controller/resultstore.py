@@ -68,7 +68,9 @@ class KubeResultStore:
 
     def append(self, namespace: str, name: str, patch: Sequence[Mapping[str, Any]]) -> None:
         with self.fence.writing("report append") as fenced:
-            self.kube.patch(path_for(API_VERSION, PLURAL, namespace, name), list(patch), PATCH_JSON, **fenced)
+            self.kube.patch(
+                path_for(API_VERSION, PLURAL, namespace, name), list(patch), PATCH_JSON, want_answer=False, **fenced
+            )
 
     def delete_report(self, namespace: str, name: str) -> None:
         with self.fence.writing("report delete") as fenced:

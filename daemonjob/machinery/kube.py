@@ -241,9 +241,12 @@ class Kube:
         *,
         request_timeout: float | None = None,
         guard: Callable[[], None] | None = None,
+        want_answer: bool = True,
         **params: Any,
     ) -> JSON:
-        return self.request("DELETE", path, body=body, params=params, timeout=request_timeout, guard=guard)
+        return self.request(
+            "DELETE", path, body=body, params=params, timeout=request_timeout, guard=guard, want_answer=want_answer
+        )
 
     def patch(
         self,
@@ -253,10 +256,18 @@ class Kube:
         *,
         request_timeout: float | None = None,
         guard: Callable[[], None] | None = None,
+        want_answer: bool = True,
         **params: Any,
     ) -> JSON:
         return self.request(
-            "PATCH", path, body=body, params=params, content_type=content_type, timeout=request_timeout, guard=guard
+            "PATCH",
+            path,
+            body=body,
+            params=params,
+            content_type=content_type,
+            timeout=request_timeout,
+            guard=guard,
+            want_answer=want_answer,
         )
 
     def put(
