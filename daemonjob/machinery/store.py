@@ -22,7 +22,8 @@ IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
 def meta_namespace_key(obj: Mapping[str, Any]) -> str:
     """`namespace/name`, or `name` for cluster-scoped objects."""
     metadata = obj.get("metadata")
-    if not isinstance(metadata, Mapping) or not metadata.get("name"):
+    # dict first: a cached object's metadata is one (FrozenDict), and the Mapping check is an ABC's, slow per event
+    if not (isinstance(metadata, dict) or isinstance(metadata, Mapping)) or not metadata.get("name"):
         raise ValueError("object has no metadata.name")
     namespace = metadata.get("namespace")
     name = metadata["name"]
