@@ -32,6 +32,7 @@ from daemonjob.controller.nodework import release_node
 from daemonjob.domain.jobs import API_VERSION, PLURAL
 from daemonjob.domain.maintenance import FINALIZER, has_finalizer
 from daemonjob.domain.noderecord import record_of
+from daemonjob.machinery.conflicts import retry_on_conflict
 from daemonjob.machinery.kube import ApiError, ConfigError, Kube, path_for
 
 __all__ = ["Released", "release_all", "main"]
@@ -40,7 +41,6 @@ log = structlog.get_logger("daemonjob.release")
 
 HOLD = 120.0  # seconds no cordon may start once asked (long enough for the node powers to be removed)
 SETTLE = 5.0  # seconds between the stop and the release: a cordon decided just before the stop lands
-CONFLICT_RETRIES = 5
 
 
 @dataclass
@@ -84,23 +84,24 @@ def release_all(
 
 
 def _drop_finalizer(control: NodeControl, namespace: str, name: str, dj: Mapping[str, Any] | None) -> bool:
-    for _ in range(CONFLICT_RETRIES):
-        if dj is None or not has_finalizer(dj):
+    given = [dj]  # the first attempt decides on the DaemonJob listed, a retry on a fresh read
+
+    def attempt() -> bool:
+        current = given.pop() if given else control.get_daemonjob(namespace, name)
+        if current is None or not has_finalizer(current):
             return False
-        meta = dj.get("metadata") or {}
+        meta = current.get("metadata") or {}
         kept = [f for f in meta.get("finalizers") or () if f != FINALIZER]
         try:
             control.set_finalizers(namespace, name, kept, meta.get("resourceVersion") or "")
         except ApiError as exc:
             if exc.not_found:
                 return False
-            if not exc.conflict:
-                raise
-            dj = control.get_daemonjob(namespace, name)
-            continue
+            raise
         log.info("finalizer removed", namespace=namespace, name=name)
         return True
-    raise ApiError(409, "Conflict", f"DaemonJob {namespace}/{name} kept changing; run release-nodes again")
+
+    return retry_on_conflict(attempt, gave_up=f"DaemonJob {namespace}/{name} kept changing; run release-nodes again")
 
 
 def parser() -> argparse.ArgumentParser:

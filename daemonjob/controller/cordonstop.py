@@ -12,12 +12,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from daemonjob.domain.jobs import format_time, parse_time
+from daemonjob.machinery.conflicts import retry_on_conflict
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 
 __all__ = ["STOP_ANNOTATION", "LeaseStop", "stop_cordons"]
 
 STOP_ANNOTATION = "daemonjob.io/no-cordon-until"  # on the controller's Lease: RFC 3339 time
-CONFLICT_RETRIES = 5
 
 
 def _lease_path(namespace: str, name: str) -> str:
@@ -51,7 +51,8 @@ class LeaseStop:
 def stop_cordons(kube: Kube, namespace: str, name: str, until: datetime) -> None:
     """Write the stop on the Lease (created if there is none), keeping what the holder wrote."""
     path = _lease_path(namespace, name)
-    for _ in range(CONFLICT_RETRIES):
+
+    def attempt() -> None:  # a conflict (the holder renewed, or created the Lease meanwhile) is read again
         try:
             lease = dict(kube.get(path))
         except ApiError as exc:
@@ -67,23 +68,14 @@ def stop_cordons(kube: Kube, namespace: str, name: str, until: datetime) -> None
                 },
                 "spec": {},
             }
-            try:
-                kube.create(path_for("coordination.k8s.io/v1", "leases", namespace), body)
-                return
-            except ApiError as exc2:
-                if exc2.status == 409:
-                    continue
-                raise
+            kube.create(path_for("coordination.k8s.io/v1", "leases", namespace), body)
+            return
         meta = dict(lease.get("metadata") or {})
         meta["annotations"] = {**(meta.get("annotations") or {}), STOP_ANNOTATION: format_time(until)}
         lease["metadata"] = meta
-        try:
-            kube.put(path, lease)
-            return
-        except ApiError as exc:
-            if not exc.conflict:
-                raise
-    raise ApiError(409, "Conflict", f"the Lease {namespace}/{name} kept changing")
+        kube.put(path, lease)
+
+    retry_on_conflict(attempt, gave_up=f"the Lease {namespace}/{name} kept changing")
 
 
 def stop_for(seconds: float, now: datetime) -> datetime:

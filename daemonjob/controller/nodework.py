@@ -32,7 +32,7 @@ from daemonjob.controller.events import error_message, names_shown
 from daemonjob.controller.keptdrains import KeptDrains
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.observe import Observation
-from daemonjob.controller.recordwrites import CONFLICT_RETRIES, keep_node
+from daemonjob.controller.recordwrites import keep_node
 from daemonjob.domain.drainpods import pods_to_evict
 from daemonjob.domain.events import NORMAL, WARNING, EventSpec
 from daemonjob.domain.jobs import parse_time
@@ -40,6 +40,7 @@ from daemonjob.domain.maintenance import FINALIZER, Cordon, DrainNode, DrainProg
 from daemonjob.domain.maintenancespec import DrainOptions
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcome_annotation, record_of
 from daemonjob.machinery.clock import Clock
+from daemonjob.machinery.conflicts import retry_on_conflict
 from daemonjob.machinery.kube import ApiError
 
 __all__ = ["NodeActs", "NodeActed", "release_node", "released_event"]
@@ -181,7 +182,8 @@ class NodeActs:
     # -- cordons -------------------------------------------------------------------------------------
     def _cordon(self, observed: Observation, cordon: Cordon, acted: NodeActed) -> NodeRecord | None:
         """Write the record and cordon in one patch; the record written, or None if the node is not ours to take."""
-        for _ in range(CONFLICT_RETRIES):
+
+        def attempt() -> NodeRecord | None:  # only a conflict leaves it: decided again on a fresh read
             try:
                 node = self.control.get_node(cordon.node)
             except ApiError as exc:
@@ -214,14 +216,18 @@ class NodeActs:
                 self.control.patch_node(cordon.node, patch, (node.get("metadata") or {}).get("resourceVersion") or "")
             except ApiError as exc:
                 if exc.conflict:
-                    continue
+                    raise
                 acted.errors.append(exc)
                 return None
             observed.log.info("node cordoned", node=cordon.node, cordoned=schedulable)
             acted.cordoned.append(cordon.node)
             return record
-        acted.soon(0.0)
-        return None
+
+        try:
+            return retry_on_conflict(attempt)
+        except ApiError:  # the node kept changing: looked at again in the next pass, at once
+            acted.soon(0.0)
+            return None
 
     # -- drains --------------------------------------------------------------------------------------
     def _drain_pods(self, observed: Observation, item: DrainNode, just_cordoned: bool) -> list[Mapping[str, Any]]:
@@ -304,7 +310,8 @@ def release_node(
     """Remove `record` from node `name` and uncordon it if the record says we cordoned it,
     writing `outcome` with it: True when uncordoned, False when only the record went, None
     when the node no longer carries that record (someone else's now, or gone): nothing written."""
-    for _ in range(CONFLICT_RETRIES):
+
+    def attempt() -> bool | None:  # a conflict (the Node changed since read) is decided again on a fresh read
         try:
             node = control.get_node(name)
         except ApiError as exc:
@@ -321,11 +328,7 @@ def release_node(
         patch: dict[str, Any] = {"metadata": {"annotations": annotations}}
         if uncordon:
             patch["spec"] = {"unschedulable": None}
-        try:
-            control.patch_node(name, patch, (node.get("metadata") or {}).get("resourceVersion") or "")
-        except ApiError as exc:
-            if exc.conflict:
-                continue
-            raise
+        control.patch_node(name, patch, (node.get("metadata") or {}).get("resourceVersion") or "")
         return uncordon
-    raise ApiError(409, "Conflict", f"node {name} kept changing; its release is retried")
+
+    return retry_on_conflict(attempt, gave_up=f"node {name} kept changing; its release is retried")

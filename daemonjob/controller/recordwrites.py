@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, record_of
+from daemonjob.machinery.conflicts import retry_on_conflict
 from daemonjob.machinery.kube import ApiError
 
-__all__ = ["CONFLICT_RETRIES", "forget_outcome", "keep_node"]
-
-CONFLICT_RETRIES = 3  # a Node changes often (labels, taints): read it again and retry this many times
+__all__ = ["forget_outcome", "keep_node"]
 
 
 def keep_node(control: NodeControl, name: str, record: NodeRecord) -> bool:
     """Write `record` (marked kept) over the same cordon's record on node `name`; False when
     the node no longer carries that cordon's record, or carries it marked already."""
-    for _ in range(CONFLICT_RETRIES):
+
+    def attempt() -> bool:  # a conflict (the Node changed since read) is decided again on a fresh read
         try:
             node = control.get_node(name)
         except ApiError as exc:
@@ -28,14 +28,10 @@ def keep_node(control: NodeControl, name: str, record: NodeRecord) -> bool:
         if held is None or held.kept or not held.same_cordon(record):
             return False
         patch = {"metadata": {"annotations": {ANNOTATION_MAINTENANCE: record.text()}}}
-        try:
-            control.patch_node(name, patch, (node.get("metadata") or {}).get("resourceVersion") or "")
-        except ApiError as exc:
-            if exc.conflict:
-                continue
-            raise
+        control.patch_node(name, patch, (node.get("metadata") or {}).get("resourceVersion") or "")
         return True
-    raise ApiError(409, "Conflict", f"node {name} kept changing; keeping it cordoned is retried")
+
+    return retry_on_conflict(attempt, gave_up=f"node {name} kept changing; keeping it cordoned is retried")
 
 
 def forget_outcome(control: NodeControl, name: str, outcome: DrainOutcome) -> bool:

@@ -21,9 +21,8 @@ from daemonjob.domain.noderecord import NodeRecord, record_of
 from daemonjob.domain.releases import ANNOTATION_RELEASE, release_requests, release_text
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
+from daemonjob.machinery.conflicts import retry_on_conflict
 from daemonjob.machinery.kube import ApiError, path_for
-
-CONFLICT_RETRIES = 3
 
 
 def release_patch(requests: Mapping[str, str], resource_version: str) -> dict[str, Any]:
@@ -105,7 +104,8 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
     dry_run = args.dry_run != "none"
     suffix = " (dry run)" if dry_run else ""
     path = path_for(API_VERSION, client.PLURAL, target.namespace, args.name)
-    for attempt in range(CONFLICT_RETRIES):
+
+    def attempt() -> int:  # a conflict (a request written in between) is decided again on a fresh read
         dj = client.get_daemonjob(target, args.name)
         picked, problems = chosen(target, dj, None if args.all else args.node)
         if problems:  # nothing is written: each refused node is named
@@ -120,13 +120,9 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
         requests = {**_still_held(target, earlier, meta.get("uid") or ""), **picked}
         if args.dry_run != "client":
             params: dict[str, Any] = {"dryRun": "All"} if dry_run else {}
-            try:
-                target.kube.patch(path, release_patch(requests, meta.get("resourceVersion") or ""), **params)
-            except ApiError as exc:
-                if exc.conflict and attempt < CONFLICT_RETRIES - 1:
-                    continue
-                raise
+            target.kube.patch(path, release_patch(requests, meta.get("resourceVersion") or ""), **params)
         for name in picked:
             print(f"node/{name} release requested ({client.KIND_RESOURCE}/{args.name}){suffix}")
         return 0
-    return 1
+
+    return retry_on_conflict(attempt)

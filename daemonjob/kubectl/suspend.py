@@ -13,9 +13,8 @@ from daemonjob.domain.jobs import API_VERSION
 from daemonjob.domain.validate import read_spec
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
-from daemonjob.machinery.kube import ApiError, path_for
-
-CONFLICT_RETRIES = 3
+from daemonjob.machinery.conflicts import retry_on_conflict
+from daemonjob.machinery.kube import path_for
 
 
 def suspend_patch(suspend: bool, resource_version: str) -> dict:
@@ -25,19 +24,16 @@ def suspend_patch(suspend: bool, resource_version: str) -> dict:
 
 
 def set_suspend(target: client.Target, name: str, suspend: bool) -> None:
-    for attempt in range(CONFLICT_RETRIES):
+    def attempt() -> None:
         dj = client.get_daemonjob(target, name)
         if read_spec(dj).settings.suspend == suspend:
             raise PluginError(f'{client.RESOURCE} "{name}" is {"already paused" if suspend else "not paused"}')
-        try:
-            target.kube.patch(
-                path_for(API_VERSION, client.PLURAL, target.namespace, name),
-                suspend_patch(suspend, dj["metadata"]["resourceVersion"]),
-            )
-            return
-        except ApiError as exc:
-            if not exc.conflict or attempt == CONFLICT_RETRIES - 1:
-                raise
+        target.kube.patch(
+            path_for(API_VERSION, client.PLURAL, target.namespace, name),
+            suspend_patch(suspend, dj["metadata"]["resourceVersion"]),
+        )
+
+    retry_on_conflict(attempt)
 
 
 def pause(args: argparse.Namespace, target: client.Target) -> int:
