@@ -27,6 +27,7 @@ from daemonjob.controller.cordonstop import LeaseStop
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.fence import Fence
 from daemonjob.controller.limitermetrics import MeasuredLimiter
+from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
 from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.jobs import API_VERSION, GROUP
 from daemonjob.machinery.clock import RealClock
@@ -363,10 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         ),
         prometheus_url=args.prometheus_url,
         prometheus_poll_interval=args.prometheus_poll_interval,
-        node_maintenance_namespaces=args.node_maintenance_namespaces,
-        max_unavailable_nodes=args.max_unavailable_nodes,
-        protected_node_selector=args.protected_node_selector,
-        cordons_stopped=LeaseStop(kube, lease_ns, args.leader_election_id, clock.wall),
+        node_maintenance=NodeMaintenanceOptions.from_flags(
+            args, LeaseStop(kube, lease_ns, args.leader_election_id, clock.wall)
+        ),
         result_chunk_bytes=args.result_chunk_bytes,
     )
     ready = controller.ready

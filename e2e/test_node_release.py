@@ -23,6 +23,7 @@ from daemonjob.controller.controller import Controller
 from daemonjob.controller.cordonstop import STOP_ANNOTATION, stop_cordons
 from daemonjob.controller.informers import NODE_INDEXERS, Informers
 from daemonjob.controller.jobcontrol import KubeJobControl
+from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
 from daemonjob.controller.nodecontrol import KubeNodeControl
 from daemonjob.controller.transforms import node_transform
 from daemonjob.domain.maintenance import FINALIZER
@@ -74,9 +75,11 @@ def delayed_node_controller(
         KubeJobControl(kube),
         workers=2,
         node_control=KubeNodeControl(kube),
-        node_maintenance_namespaces=frozenset({namespace}),
-        max_unavailable_nodes=None,  # no cluster-wide limit here, as the neighbouring tests
-        sweep_namespace=namespace,
+        node_maintenance=NodeMaintenanceOptions(
+            frozenset({namespace}),
+            max_unavailable_nodes=None,  # no cluster-wide limit here, as the neighbouring tests
+            sweep_namespace=namespace,
+        ),
     )
     ctl.start_informers()
     assert ctl.wait_synced(60), "caches not synced"

@@ -37,7 +37,6 @@ from daemonjob.controller.alertpoller import AlertPoller, HttpGet
 from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.configmaps import ConfigMapLimits, ConfigMapTracker, InformerFactory, kube_configmap_informer
 from daemonjob.controller.deletedjobs import DeletedJobsSeen
-from daemonjob.controller.disruption import ClusterDisruption
 from daemonjob.controller.errors import ReconcileError
 from daemonjob.controller.events import EventRecorder
 from daemonjob.controller.expectations import Expectations
@@ -49,6 +48,7 @@ from daemonjob.controller.jobcontrol import JobControl, KubeJobControl
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.lookagain import next_tick, schedule_next
 from daemonjob.controller.maintenance import NodeMaintenance
+from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.nodecontrol import KubeNodeControl, NodeControl
 from daemonjob.controller.observe import Observation, Observer
@@ -65,7 +65,6 @@ from daemonjob.controller.troubles import Troubles
 from daemonjob.controller.turnchecks import TurnChecks
 from daemonjob.controller.workers import Workers
 from daemonjob.domain.decide import Decision, EventSpec, decide
-from daemonjob.domain.disruption import protected_matcher
 from daemonjob.domain.gates.disruption import GATE_DISRUPTION
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
 from daemonjob.machinery.clock import Clock, RealClock
@@ -96,11 +95,7 @@ class Controller:
         prometheus_poll_interval: float = defaults.PROMETHEUS_POLL_INTERVAL,
         prometheus_get: HttpGet | None = None,
         node_control: NodeControl | None = None,
-        node_maintenance_namespaces: frozenset[str] = frozenset(defaults.NODE_MAINTENANCE_NAMESPACES),
-        max_unavailable_nodes: int | str | None = defaults.MAX_UNAVAILABLE_NODES,
-        protected_node_selector: str = defaults.PROTECTED_NODE_SELECTOR,
-        sweep_namespace: str | None = None,
-        cordons_stopped: Callable[[], str | None] = lambda: None,
+        node_maintenance: NodeMaintenanceOptions | None = None,
         result_store: ResultStore | None = None,
         result_chunk_bytes: int = defaults.RESULT_CHUNK_BYTES,
     ):
@@ -109,12 +104,9 @@ class Controller:
         `prometheus_url`: where the firing alerts are read for spec.rollout.haltOnAlerts (without
         it a DaemonJob with haltOnAlerts halts, AlertsUnknown); `prometheus_get` replaces the HTTP GET.
         `node_control`: what node maintenance writes through (Nodes, evictions, the finalizer);
-        `node_maintenance_namespaces`: where a DaemonJob may use it (elsewhere it is Stalled);
-        `max_unavailable_nodes`, `protected_node_selector`: the cluster's disruption budget that
-        every cordon keeps (None: no limit; an empty selector: no protected set); with node
-        maintenance the orphan sweep (orphans.py) runs at start-up and after each DaemonJob
-        deleted, over `sweep_namespace` only when namespaced; `cordons_stopped`: why no cordon
-        may start now (cordonstop.py), None when they may;
+        `node_maintenance`: where it may be used, the disruption budget every cordon keeps, what
+        stops cordons; with it the orphan sweep (orphans.py) runs at start-up and after each
+        DaemonJob deleted;
         `result_store`: where each node's result is recorded (results.py); without it, nowhere."""
         self.informers = informers
         self.control = control
@@ -181,14 +173,8 @@ class Controller:
             specs=self.specs,
         )
         self.reporter = Reporter(control, metrics=self.metrics, clock=self.clock)
-        self.disruption = ClusterDisruption(
-            self.nodes,
-            self.queue.add,
-            self.clock.now,
-            max_unavailable=max_unavailable_nodes,
-            protected=protected_matcher(protected_node_selector),
-            protected_selector=protected_node_selector,
-        )
+        options = node_maintenance or NodeMaintenanceOptions()
+        self.disruption = options.budget(self.nodes, self.queue.add, self.clock.now)
         self.metrics.cluster_unavailable.set_function(self.disruption.unavailable)
         self.metrics.cluster_unavailable_limit.set_function(self.disruption.limit)
         self.maintenance = NodeMaintenance(
@@ -196,15 +182,14 @@ class Controller:
             self.nodes,
             self.jobs,
             node_control,
-            namespaces=frozenset(node_maintenance_namespaces),
+            options,
             reporter=self.reporter,
             metrics=self.metrics,
             clock=self.clock,
             specs=self.specs,
             disruption=self.disruption,
-            cordons_stopped=cordons_stopped,
         )
-        self.orphans = orphan_sweep(node_control, node_maintenance_namespaces, informers, self.metrics, sweep_namespace)
+        self.orphans = orphan_sweep(node_control, options.namespaces, informers, self.metrics, options.sweep_namespace)
         register_held_nodes(self.metrics.registry, self.nodes)
         self.turn_checks = TurnChecks(control, node_control)  # reboots, health checks (gates/health.py)
         self.self_check = PlanSelfCheck(self.plans, self.observer, self.metrics)
@@ -247,7 +232,6 @@ class Controller:
             on_list=metrics.on_list, on_relist=metrics.on_relist, on_watch_restart=metrics.on_watch_restart
         )
         informers = Informers.for_kube(kube, namespace=namespace, hooks=hooks, clock=clock, rng=rng)
-        kw.setdefault("sweep_namespace", namespace)
         return cls(
             informers,
             KubeJobControl(kube, events, fence),
@@ -256,6 +240,7 @@ class Controller:
             configmap_informers=kube_configmap_informer(kube, hooks, clock=clock, rng=rng),
             node_control=KubeNodeControl(kube, fence),
             result_store=KubeResultStore(kube, fence),
+            node_maintenance=(kw.pop("node_maintenance", None) or NodeMaintenanceOptions()).swept_in(namespace),
             **kw,
         )
 

@@ -5,7 +5,6 @@ and the finalizer that releases every node when a DaemonJob goes or stops asking
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 import structlog
@@ -16,6 +15,7 @@ from daemonjob.controller.errors import ReconcileError
 from daemonjob.controller.heldnodes import job_runs_on
 from daemonjob.controller.informers import MAINTENANCE_INDEX, OUTCOME_INDEX
 from daemonjob.controller.keptdrains import KeptDrains
+from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
 from daemonjob.controller.metrics import DRAIN_DRAINED, DRAIN_TIMED_OUT, Metrics
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.nodework import NodeActed, NodeActs, release_node, released_event
@@ -45,30 +45,30 @@ class NodeMaintenance:
         nodes: SharedInformer,
         jobs: SharedInformer,
         node_control: NodeControl | None,
+        options: NodeMaintenanceOptions,
         *,
-        namespaces: frozenset[str],
         reporter: Reporter,
         metrics: Metrics,
         clock: Clock,
         specs: SpecCache | None = None,
         disruption: ClusterDisruption | None = None,
-        cordons_stopped: Callable[[], str | None] = lambda: None,
     ) -> None:
         """`node_control`: what it writes through (Nodes, evictions, the finalizer; None: no
-        Node writes); `namespaces`: where a DaemonJob may use it (elsewhere it is Stalled);
-        `disruption`: the cluster's disruption budget every cordon takes its unit from;
-        `cordons_stopped`: why no cordon may start now (cordonstop.py)."""
+        Node writes); `options`: where a DaemonJob may use it (elsewhere it is Stalled), what
+        stops cordons; `disruption`: the cluster's disruption budget every cordon takes its unit from."""
         self.daemonjobs, self.nodes, self.jobs = daemonjobs, nodes, jobs
         self.specs = specs if specs is not None else SpecCache()  # the DaemonJobs' specs as read
         self.node_control = node_control
-        self.namespaces = frozenset(namespaces)
+        self.namespaces = frozenset(options.namespaces)
         self.reporter = reporter
         self.metrics = metrics
         self.disruption = disruption
         self.drains = KeptDrains()
         self._read: dict[str, dict[str, NodeRecord]] = {}  # deleted DaemonJobs' records as last listed
         self.node_acts = (
-            NodeActs(node_control, self.drains, clock, own_pod(), cordons_stopped) if node_control is not None else None
+            NodeActs(node_control, self.drains, clock, own_pod(), options.cordons_stopped)
+            if node_control is not None
+            else None
         )
 
     def forget(self, uid: str) -> None:

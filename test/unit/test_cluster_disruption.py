@@ -14,6 +14,7 @@ from daemonjob import cli
 from daemonjob.controller.controller import Controller
 from daemonjob.controller.disruption import ClusterDisruption
 from daemonjob.controller.informers import NODE_INDEXERS
+from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
 from daemonjob.controller.transforms import node_transform
 from daemonjob.domain.disruption import protected_matcher
 from daemonjob.domain.maintenance import Cordon
@@ -186,8 +187,7 @@ def test_two_daemonjobs_of_two_namespaces_reconciled_before_the_cache_sees_eithe
         clock=FakeClock(),
         resync_interval=0,
         node_control=control,
-        node_maintenance_namespaces=frozenset({"ns-a", "ns-b"}),
-        max_unavailable_nodes=1,
+        node_maintenance=NodeMaintenanceOptions(frozenset({"ns-a", "ns-b"}), max_unavailable_nodes=1),
     )
     for ns, pool, uid in (("ns-a", "a", "uid-a"), ("ns-b", "b", "uid-b")):
         informers.daemonjobs.add(

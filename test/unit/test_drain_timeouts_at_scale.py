@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from daemonjob.controller.errors import ReconcileError
+from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
 from daemonjob.domain.maintenance import FINALIZER
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.testing.actbed import ActBed
@@ -36,7 +37,9 @@ def _cluster() -> FakeNodeControl:
 
 def _start(control: FakeNodeControl) -> ActBed:
     # every node at once: no cluster-wide limit here (it has tests of its own)
-    bed = ActBed.start(node_control=control, node_maintenance_namespaces=frozenset({NS}), max_unavailable_nodes=None)
+    bed = ActBed.start(
+        node_control=control, node_maintenance=NodeMaintenanceOptions(frozenset({NS}), max_unavailable_nodes=None)
+    )
     for body in control.nodes.values():
         bed.nodes.add(body)
     return bed

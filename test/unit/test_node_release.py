@@ -16,6 +16,7 @@ import structlog
 from daemonjob.controller.heldnodes import HELD_SINCE, HeldNodesCollector
 from daemonjob.controller.informers import NODE_INDEXERS
 from daemonjob.controller.keptdrains import KeptDrains
+from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
 from daemonjob.controller.nodework import NodeActs
 from daemonjob.controller.observe import Observation
 from daemonjob.controller.orphans import SWEEP_KEY
@@ -56,7 +57,7 @@ def control() -> FakeNodeControl:
 
 @pytest.fixture
 def bed(control: FakeNodeControl) -> Iterator[ActBed]:
-    bed = ActBed.start(node_control=control, node_maintenance_namespaces=frozenset({NS}))
+    bed = ActBed.start(node_control=control, node_maintenance=NodeMaintenanceOptions(frozenset({NS})))
     bed.nodes.add(node("a"))  # cached before the cordon: no record seen
     yield bed
     bed.stop()
