@@ -218,6 +218,13 @@ class DelayingQueue(Queue):
             heapq.heappush(self._heap, entry)
             self._waiter_changed.notify()
 
+    def due_waiting(self) -> int:
+        """Keys whose delay is over that the waiting thread has not moved into the queue yet: a
+        moment's lag after the clock moves, which a test on a fake clock waits out."""
+        with self._lock:
+            now = self._clock.now()
+            return sum(1 for entry in self._waiting.values() if entry.ready_at <= now)
+
     def _wake_all_locked(self) -> None:
         super()._wake_all_locked()
         self._waiter_changed.notify_all()

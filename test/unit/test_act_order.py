@@ -4,7 +4,6 @@ per-node state from the caches, and a Job event wakes only the DaemonJobs it con
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from daemonjob.machinery.frozen import thaw
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob, node
 from daemonjob.testing.fakes import api_error
+from daemonjob.testing.waiting import wait_for
 
 
 def member(name: str, created: str, **spec: Any) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def nodes_created_by(bed: ActBed, name: str) -> list[str]:
 def queued(bed: ActBed) -> set[str]:
     """The keys due once the Job events' delay is over (the fake clock moves past it)."""
     bed.clock.step(defaults.JOB_EVENT_DELAY_MAX + 1)
-    time.sleep(0.1)  # the queue's delay thread moves what came due
+    wait_for(lambda: bed.ctl.queue.due_waiting() == 0, 10, "the queue's delay thread to move what came due", 0.005)
     keys = set()
     while len(bed.ctl.queue):
         key, _ = bed.ctl.queue.get()

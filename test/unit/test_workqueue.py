@@ -257,6 +257,35 @@ def test_a_new_earliest_deadline_wakes_the_waiting_thread(make, clock):
     assert q.get() == ("late", False)
 
 
+def test_due_waiting_counts_the_keys_come_due_until_the_waiting_thread_moves_them(make, clock):
+    q = make(DelayingQueue, clock=clock)
+    q.add_after("a", 1)
+    q.add_after("b", 5)
+    q.add_after("a", 0.5)  # an earlier deadline replaces the first: counted once
+    assert q.due_waiting() == 0  # none due yet
+    wait_for(lambda: q.due_waiting() == 0 and len(q) == 0)
+    clock.step(1)
+    wait_for(lambda: q.due_waiting() == 0)  # moved: in the queue now
+    assert len(q) == 1 and q.get() == ("a", False)
+    clock.step(4)
+    wait_for(lambda: q.due_waiting() == 0)
+    assert len(q) == 1
+
+
+def test_due_waiting_counts_what_came_due_and_was_not_moved(make, clock):
+    q = make(DelayingQueue, "stalled", clock=clock)
+    q.add_after("a", 1)
+    q.add_after("b", 5)
+    q.add_after("a", 0.5)
+    q.shutdown()  # its waiting thread ends: nothing is moved any more
+    wait_for(lambda: not any(t.name == "workqueue-delay-stalled" for t in threading.enumerate()))
+    assert q.due_waiting() == 0
+    clock.step(1)
+    assert q.due_waiting() == 1  # "a" once: its earlier deadline replaced the first
+    clock.step(4)
+    assert q.due_waiting() == 2
+
+
 def test_delayed_key_while_processing_is_requeued_on_done(make, clock):
     q = make(DelayingQueue, clock=clock)
     q.add("a")
