@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import signal
 import socket
 import sys
@@ -19,7 +18,7 @@ from collections.abc import Callable
 
 import structlog
 
-from daemonjob import __version__, budgetflags, defaults, logsetup, release
+from daemonjob import __version__, budgetflags, defaults, flagtypes, logsetup, release
 from daemonjob.admission import webhook as admission
 from daemonjob.controller.configmaps import ConfigMapLimits
 from daemonjob.controller.controller import Controller
@@ -57,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
         help="kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)",
     )
     p.add_argument("--namespace", default=None, help="watch DaemonJobs and Jobs in this namespace only (default: all)")
-    p.add_argument("--workers", type=_positive_int, default=defaults.WORKERS, help="concurrent reconciles")
+    p.add_argument("--workers", type=flagtypes.positive_int, default=defaults.WORKERS, help="concurrent reconciles")
     p.add_argument(
         "--kube-api-qps",
         type=float,
@@ -65,7 +64,10 @@ def parser() -> argparse.ArgumentParser:
         help="client-side API request rate limit (0: unlimited)",
     )
     p.add_argument(
-        "--kube-api-burst", type=_positive_int, default=defaults.KUBE_API_BURST, help="client-side API request burst"
+        "--kube-api-burst",
+        type=flagtypes.positive_int,
+        default=defaults.KUBE_API_BURST,
+        help="client-side API request burst",
     )
     p.add_argument("--leader-elect", action="store_true", help="elect a leader on a Lease; only it acts")
     p.add_argument("--leader-election-id", default=defaults.LEADER_ELECTION_ID, help="name of the Lease")
@@ -76,21 +78,21 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--leader-election-lease-duration",
-        type=_seconds,
+        type=flagtypes.seconds,
         default=defaults.LEASE_DURATION,
         metavar="SECONDS",
         help="how long a stand-by waits for an unrenewed Lease before taking it",
     )
     p.add_argument(
         "--leader-election-renew-deadline",
-        type=_seconds,
+        type=flagtypes.seconds,
         default=defaults.RENEW_DEADLINE,
         metavar="SECONDS",
         help="how long the leader acts after its last renewal was sent",
     )
     p.add_argument(
         "--leader-election-retry-period",
-        type=_seconds,
+        type=flagtypes.seconds,
         default=defaults.RETRY_PERIOD,
         metavar="SECONDS",
         help="time between renewals, and between a stand-by's attempts",
@@ -103,7 +105,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--metrics-secure",
-        type=_bool,
+        type=flagtypes.boolean,
         nargs="?",
         const=True,
         default=defaults.METRICS_SECURE,
@@ -124,19 +126,19 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-configmap-watches",
-        type=_positive_int,
+        type=flagtypes.positive_int,
         default=defaults.MAX_CONFIGMAP_WATCHES,
         help="ConfigMaps watched for rerunOnConfigChange across all DaemonJobs (one watch each)",
     )
     p.add_argument(
         "--max-configmap-watches-per-daemonjob",
-        type=_positive_int,
+        type=flagtypes.positive_int,
         default=defaults.MAX_CONFIGMAP_WATCHES_PER_DAEMONJOB,
         help="ConfigMaps one DaemonJob may have watched; past any of the limits it is Stalled",
     )
     p.add_argument(
         "--max-configmap-watches-per-namespace",
-        type=_positive_int,
+        type=flagtypes.positive_int,
         default=defaults.MAX_CONFIGMAP_WATCHES_PER_NAMESPACE,
         help="ConfigMaps the DaemonJobs of one namespace may have watched together",
     )
@@ -148,7 +150,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--prometheus-poll-interval",
-        type=_seconds,
+        type=flagtypes.seconds,
         default=defaults.PROMETHEUS_POLL_INTERVAL,
         metavar="SECONDS",
         help="time between two reads of the firing alerts",
@@ -161,7 +163,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--node-maintenance-namespaces",
-        type=_namespaces,
+        type=flagtypes.namespaces,
         default=frozenset(defaults.NODE_MAINTENANCE_NAMESPACES),
         metavar="NAMESPACES",
         help="comma-separated namespaces whose DaemonJobs may cordon, drain and uncordon nodes "
@@ -180,50 +182,6 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p
-
-
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes", "t"):
-        return True
-    if value in ("false", "0", "no", "f"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
-    return value
-
-
-_NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-def _namespaces(text: str) -> frozenset[str]:
-    """A comma-separated list of namespace names (DNS-1123 labels); empty items are ignored."""
-    names = frozenset(n.strip() for n in text.split(",") if n.strip())
-    bad = sorted(n for n in names if len(n) > 63 or not _NAMESPACE_RE.match(n))
-    if bad:
-        raise argparse.ArgumentTypeError(
-            f"{bad[0]!r} is not a namespace name (a DNS-1123 label: lower case "
-            "letters, digits and '-', at most 63 characters)"
-        )
-    return names
 
 
 def _lease_timings(args: argparse.Namespace) -> str | None:
