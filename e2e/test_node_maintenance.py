@@ -386,6 +386,10 @@ def test_a_template_change_mid_drain_releases_the_node_and_the_new_revision_take
         return NodeRecord.parse(text).revision if text else None
 
     wait_for(lambda: recorded_revision() not in (None, first), what="the node taken again by the new revision")
+    # the watch sees the second cordon a moment after the node read above shows its record
+    wait_for(
+        lambda: watch.cordons[node] == 2, timeout=10, what="the second cordon seen by the watch", describe=watch.summary
+    )
     assert watch.cordons[node] == 2 and watch.uncordons[node] == 1, watch.summary()
     assert api.jobs("edited") == [], "a Job started on a node that was never drained"
 
