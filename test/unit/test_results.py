@@ -353,3 +353,37 @@ def test_status_results_group_by_the_specs_json_field_and_regroup_when_it_change
         ("6.1.0-17", 1, ["c"]),
     ]
     assert s["summary"] == "2 outcomes; odd ones: c"
+
+
+def test_recorded_successes_are_read_from_the_reports_when_asked_and_survive_a_restart(dj: dict[str, Any]) -> None:
+    uid = dj["metadata"]["uid"]
+    store = FakeStore()
+    rec, woken = recorder(store, dj)
+    told: list[tuple[str, list[str] | None]] = []
+    rec.told = lambda _uid, key, nodes: told.append((key, nodes))
+    assert rec.successes(uid, "ops", "audit") is None  # not read yet: a read is asked for
+    assert rec._due(0.0)[0] == [uid]
+    rec.flush(uid)
+    assert store.calls == ["list_reports"] and told == [("ops/audit", None)] and woken == ["ops/audit"]
+    assert rec.successes(uid, "ops", "audit") == {}
+    finish(store, rec, dj, ["a", "b"])
+    failed = job(dj, "c", "failed")
+    store.pods.append(pod_for(failed, 1, "no"))
+    rec.job_seen(failed)
+    rec.flush(uid)
+    assert told[-1] == ("ops/audit", ["a", "b"])  # a failure stands for nothing: its Job stays
+    kept = rec.successes(uid, "ops", "audit")
+    assert kept is not None and sorted(kept) == ["a", "b"]
+    assert kept["a"].standin and kept["a"].uid == job(dj, "a", "succeeded")["metadata"]["uid"]
+    again, _ = recorder(store, dj)  # a new process, every Job gone: the reports still say where it ran
+    assert again.successes(uid, "ops", "audit") is None
+    again.flush(uid)
+    kept = again.successes(uid, "ops", "audit")
+    assert kept is not None and sorted(kept) == ["a", "b"]
+
+
+def test_a_result_keeps_the_jobs_template_hash(dj: dict[str, Any]) -> None:
+    j = job(dj, "a", "succeeded")
+    j["metadata"]["labels"]["daemonjob.io/template-hash"] = "h1"
+    result = result_of(j, None)
+    assert result is not None and result["templateHash"] == "h1"
