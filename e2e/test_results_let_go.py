@@ -88,6 +88,10 @@ def test_succeeded_jobs_go_the_records_stand_for_them_across_a_sigkill_and_after
     shown = plugin(admin_kubeconfig, api.namespace, "results", "letgo", "-o", "json")
     assert shown.returncode == 0, shown.stderr
     assert sorted(r["node"] for r in json.loads(shown.stdout)["results"]) == sorted(names)
+    view = plugin(admin_kubeconfig, api.namespace, "status", "letgo", "-o", "json")
+    doc = json.loads(view.stdout)
+    assert view.returncode == 0 and doc["counts"]["succeeded"] == 5 and doc["counts"]["pending"] == 0, view.stdout
+    assert {(r["node"], r["state"], r["message"]) for r in doc["nodes"]} == {(n, "succeeded", facts[n]) for n in names}
 
     controller.kill(signal.SIGKILL)  # every Job gone: only the reports say where it ran
     controller.restart()
