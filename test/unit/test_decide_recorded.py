@@ -8,10 +8,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob.domain.decide import Decision
-from daemonjob.domain.plan import HISTORY, RECORDED
+from daemonjob.domain.keptplan import KeptPlan, node_views
+from daemonjob.domain.plan import HISTORY, RECORDED, PlanContext
+from daemonjob.domain.recorded import standin_of
 from daemonjob.domain.results import result_of
 from daemonjob.domain.validate import validate
-from daemonjob.testing.builders import daemonjob, job, nodes
+from daemonjob.testing.builders import daemonjob, job, nodes, revision_of
 from daemonjob.testing.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)
@@ -165,3 +167,22 @@ def test_the_field_is_a_boolean_and_not_with_never_or_checked_turns() -> None:
     reboot = {"nodeMaintenance": {"reboot": "Expected", "drain": {}}}
     assert any("reboot" in m for m in problems(**LET_GO, **reboot))
     assert not validate(daemonjob(**LET_GO, rerunPolicy="Never")).spec.delete_succeeded_jobs
+
+
+def test_a_kept_plan_told_of_a_job_let_go_equals_one_made_from_scratch() -> None:
+    """The incremental plan (a node's Job deleted, its record standing in) and the full one
+    from the caches agree, as the controller's self-check compares them."""
+    dj = let_go(maxParallel=5)
+    checked = validate(dj)
+    ctx = PlanContext(checked.eligibility, revision_of(dj), False, 3, let_go=True)
+    names = ("n1", "n2", "n3")
+    jobs = [job(dj, n, "succeeded") for n in names]
+    records = {v.node: v for r in recorded(dj, *names) if (v := standin_of(r)) is not None and v.node}
+    kept = KeptPlan.of(jobs, nodes(*names), recorded=records)
+    before = kept.plan_for(ctx)
+    assert before.succeeded == 3 and {d.reason for d in before.deletes} == {RECORDED}
+    node = nodes("n1")[0]
+    kept.set_node("n1", node, node_views(node, [], records["n1"]))
+    after = kept.plan_for(ctx)
+    fresh = KeptPlan.of(jobs[1:], nodes(*names), recorded=records).plan_for(ctx)
+    assert after == fresh and after.succeeded == 3 and len(after.deletes) == 2
