@@ -329,7 +329,7 @@ def wait_probe(ctl: ControllerProcess, started: float, timeout: float) -> tuple[
         time.sleep(0.02)
 
 
-def wait_quiet(ctl: ControllerProcess, timeout: float, quiet: float = 3.0) -> tuple[float, float]:
+def wait_quiet(ctl: ControllerProcess, timeout: float, res: Results, quiet: float = 3.0) -> tuple[float, float]:
     """Until no reconcile ran for `quiet` seconds; returns (seconds waited, API writes meanwhile)."""
     started = time.monotonic()
     before = ctl.requests()
@@ -343,8 +343,9 @@ def wait_quiet(ctl: ControllerProcess, timeout: float, quiet: float = 3.0) -> tu
             raise PhaseTimeout(f"the restarted controller still reconciling after {timeout:.0f}s")
         time.sleep(0.5)
     delta = benchlib.request_delta(before, ctl.requests())
-    writes = sum(v for (verb, _), v in delta.items() if verb in benchlib.WRITE_VERBS)
-    return last_change - started, writes
+    writes = {k: v for k, v in delta.items() if k[0] in benchlib.WRITE_VERBS}
+    res.note(f"restarted controller: writes in its first passes: {bench.requests_text(writes)}")
+    return last_change - started, sum(writes.values())
 
 
 def jobs_left(kube: Kube) -> tuple[int, int]:
@@ -463,13 +464,15 @@ def main() -> int:
             wait_let_go(kube, ctl, dj_names, n, converge_timeout, res, "after the rollouts")
         if args.joins > 0:
             join_latencies(kube, kubelet, ctl, dj_names, n, args, res, first_wave)
+        if args.delete_succeeded_jobs and args.joins > 0:
+            wait_let_go(kube, ctl, dj_names, n + args.joins, args.timeout, res, "after the joins")
         peak_rss = benchlib.hwm_mb(ctl.pid)
         res.add("controller peak RSS over rollouts and joins (MB)", peak_rss, "<= 300", fmt="{:.1f}")
         ctl.stop()
         ctl = None
 
         ctl = sync_at_startup(cluster, workdir, args, res)
-        waited, writes = wait_quiet(ctl, args.timeout)
+        waited, writes = wait_quiet(ctl, args.timeout, res)
         res.add("restarted controller: seconds until its first passes are done", waited)
         res.add("restarted controller: API writes in its first passes", writes, "0", fmt="{:.0f}")
         restarted_peak = benchlib.hwm_mb(ctl.pid)
