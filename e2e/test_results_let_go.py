@@ -104,6 +104,9 @@ def test_succeeded_jobs_go_the_records_stand_for_them_across_a_sigkill_and_after
     assert not api.jobs("letgo")
     assert len(wait_recorded(api, "letgo", 5, first)) == 5  # each node recorded once (a rerun would record twice)
 
+    one = plugin(admin_kubeconfig, api.namespace, "rerun", "letgo", "--node", names[0], "--yes")
+    assert one.returncode == 1 and "deleteSucceededJobs" in one.stderr, one.stderr  # no Job to delete there
+
     api.patch("letgo", {"jobTemplate": {"metadata": {"annotations": {"edit": "2"}}}})
     second = wait_for(
         lambda: s["currentRevision"] if (s := api.status("letgo")).get("currentRevision") != first else None,

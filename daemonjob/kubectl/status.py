@@ -70,9 +70,8 @@ def _recorded_row(row: NodeRow, result: Mapping[str, Any] | None) -> NodeRow:
     if result is None:
         return row
     code = result.get("exitCode")
-    if not row.job:  # its Job was let go: the record stands for it
-        job, uid = str(result.get("job") or ""), str(result.get("jobUID") or "")
-        row = replace(row, state=SUCCEEDED, job=job, job_uid=uid, revision=str(result.get("revision") or row.revision))
+    if not row.job:  # its Job was let go: the record stands for it (the row shows no Job: there is none)
+        row = replace(row, state=SUCCEEDED, revision=str(result.get("revision") or row.revision))
     return replace(
         row,
         exit_code=code if isinstance(code, int) else row.exit_code,
