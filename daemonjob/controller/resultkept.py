@@ -10,7 +10,7 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.domain.outcomes import Outcomes
 from daemonjob.domain.plan import JobView
-from daemonjob.domain.recorded import standin_of
+from daemonjob.domain.recorded import newer, standin_of
 
 __all__ = ["Chunk", "Kept", "Rollout", "Successes", "outcomes"]
 
@@ -50,10 +50,7 @@ class Successes:
     def add(self, result: Obj) -> str | None:
         """The node whose newest success `result` is, if it is."""
         view = standin_of(result)
-        if view is None or not view.node:
-            return None
-        held = self.nodes.get(view.node)
-        if held is not None and (held.finished or held.created, held.name) > (view.finished or view.created, view.name):
+        if view is None or not view.node or not newer(view, self.nodes.get(view.node)):
             return None
         self.nodes[view.node] = view
         return view.node

@@ -12,7 +12,7 @@ flagged `recorded`: the plan deletes it once it succeeded (plan.py, reason Recor
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +23,7 @@ from daemonjob.domain.outcomes import read_group_by
 from daemonjob.domain.problems import INVALID_SPEC, Problem
 from daemonjob.domain.problems import show as _show
 
-__all__ = ["FIELD", "read_delete_succeeded", "read_results", "standin_of", "with_recorded"]
+__all__ = ["FIELD", "newer", "read_delete_succeeded", "read_results", "standin_of", "standins", "with_recorded"]
 
 FIELD = "spec.results.deleteSucceededJobs"
 
@@ -80,6 +80,23 @@ def standin_of(result: Mapping[str, Any]) -> JobView | None:
         recorded=True,
         standin=True,
     )
+
+
+def newer(view: JobView, held: JobView | None) -> bool:
+    """Whether `view` is a node's newest recorded success rather than `held`."""
+    if held is None:
+        return True
+    return (held.finished or held.created, held.name) <= (view.finished or view.created, view.name)
+
+
+def standins(results: Iterable[Mapping[str, Any]]) -> dict[str, JobView]:
+    """Each node's newest recorded success among `results` (the reports' content)."""
+    out: dict[str, JobView] = {}
+    for result in results:
+        view = standin_of(result)
+        if view is not None and view.node and newer(view, out.get(view.node)):
+            out[view.node] = view
+    return out
 
 
 def with_recorded(views: Sequence[JobView], standin: JobView | None) -> tuple[JobView, ...]:
