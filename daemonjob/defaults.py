@@ -63,6 +63,10 @@ NODE_ANNOTATION_VALUE_MAX = 512
 # default client QPS: a run's history over 10,000 nodes is gone in under 7 minutes.
 HISTORY_DELETE_QPS = 25.0
 HISTORY_DELETE_BURST = 25
+# deletes of succeeded Jobs whose results are recorded (spec.results.deleteSucceededJobs): one per
+# node of a rollout, as many as its creates, so at a pace of their own (still after creates)
+RECORDED_DELETE_QPS = 100.0
+RECORDED_DELETE_BURST = 100
 HISTORY_DELETE_TTL = 600.0  # seconds a queued delete is not queued again while the cache lags
 HISTORY_DELETE_MAX_PENDING = 1_000_000
 # Job status changes arrive in bursts during a rollout; a DaemonJob is reconciled at most

@@ -116,8 +116,9 @@ def daemonset_body(seconds_running: int) -> dict[str, Any]:
     }
 
 
-def daemonjob_body(name: str, duration: float) -> dict[str, Any]:
-    return {
+def daemonjob_body(name: str, duration: float, spec: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`spec`: more fields of the DaemonJob's spec (say spec.results)."""
+    body: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": name, "namespace": dj_namespace(name)},
@@ -139,15 +140,17 @@ def daemonjob_body(name: str, duration: float) -> dict[str, Any]:
             },
         },
     }
+    body["spec"].update(spec or {})
+    return body
 
 
 def dj_namespace(name: str) -> str:
     return DJ_NAMESPACE_PREFIX + name
 
 
-def create_daemonjob(kube: Kube, name: str, duration: float) -> None:
+def create_daemonjob(kube: Kube, name: str, duration: float, spec: Mapping[str, Any] | None = None) -> None:
     benchlib.create_namespace(kube, dj_namespace(name))
-    kube.create(path_for(API_VERSION, DJ_PLURAL, dj_namespace(name)), daemonjob_body(name, duration))
+    kube.create(path_for(API_VERSION, DJ_PLURAL, dj_namespace(name)), daemonjob_body(name, duration, spec))
 
 
 def job_node(obj: Mapping[str, Any]) -> str | None:

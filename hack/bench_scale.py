@@ -10,6 +10,9 @@ heartbeats, which at this scale would be most of what the API server does), in o
       controller reports no sync time of its own; its probes start just before its
       informers and `/readyz` is "every informer synced"), against `kubectl get` and a plain
       paged list of the same objects (nodes, Jobs, DaemonJobs) measured in the same run.
+With --delete-succeeded-jobs (spec.results.deleteSucceededJobs on every DaemonJob) it also
+waits, after (a) and again at the end, until the API server holds no more Jobs of theirs than
+are still active, and checks that every DaemonJob is still Complete.
 Jobs end through the simulated Job controller (no pods): N x D Jobs through pods would
 take hours on two cores, and pods play no part in what is measured here.
 
@@ -111,8 +114,18 @@ def create_ordered(kube: Kube, d: int) -> tuple[list[str], int]:
     return names, len(groups) + len(chains)
 
 
+LET_GO = {"results": {"deleteSucceededJobs": True}}
+
+
 def converge(
-    kube: Kube, ctl: ControllerProcess, n: int, d: int, timeout: float, res: Results, ordered: bool = False
+    kube: Kube,
+    ctl: ControllerProcess,
+    n: int,
+    d: int,
+    timeout: float,
+    res: Results,
+    ordered: bool = False,
+    spec: dict[str, Any] | None = None,
 ) -> tuple[list[str], int]:
     """(a): D DaemonJobs created at once; seconds until all are Complete over N nodes. Returns
     their names and how many Jobs a joining node gets at once (all D, unless --ordered)."""
@@ -124,7 +137,7 @@ def converge(
         names, first_wave = create_ordered(kube, d)
     else:
         for name in names:
-            bench.create_daemonjob(kube, name, bench.CONVERGENCE_DURATION)
+            bench.create_daemonjob(kube, name, bench.CONVERGENCE_DURATION, spec)
     deadline = started + timeout
     while True:
         left = deadline - time.monotonic()
@@ -316,7 +329,7 @@ def wait_probe(ctl: ControllerProcess, started: float, timeout: float) -> tuple[
         time.sleep(0.02)
 
 
-def wait_quiet(ctl: ControllerProcess, timeout: float, quiet: float = 3.0) -> tuple[float, float]:
+def wait_quiet(ctl: ControllerProcess, timeout: float, res: Results, quiet: float = 3.0) -> tuple[float, float]:
     """Until no reconcile ran for `quiet` seconds; returns (seconds waited, API writes meanwhile)."""
     started = time.monotonic()
     before = ctl.requests()
@@ -330,8 +343,45 @@ def wait_quiet(ctl: ControllerProcess, timeout: float, quiet: float = 3.0) -> tu
             raise PhaseTimeout(f"the restarted controller still reconciling after {timeout:.0f}s")
         time.sleep(0.5)
     delta = benchlib.request_delta(before, ctl.requests())
-    writes = sum(v for (verb, _), v in delta.items() if verb in benchlib.WRITE_VERBS)
-    return last_change - started, writes
+    writes = {k: v for k, v in delta.items() if k[0] in benchlib.WRITE_VERBS}
+    res.note(f"restarted controller: writes in its first passes: {bench.requests_text(writes)}")
+    return last_change - started, sum(writes.values())
+
+
+def jobs_left(kube: Kube) -> tuple[int, int]:
+    """(the DaemonJobs' Jobs on the API server, those of them not finished), one paged list."""
+    total = active = 0
+    params: dict[str, Any] = {"labelSelector": LABEL_NAME, "limit": 5000}
+    while True:
+        page = kube.get(path_for("batch/v1", "jobs"), **params)
+        for job in page.get("items") or ():
+            total += 1
+            conds = (job.get("status") or {}).get("conditions") or ()
+            if not any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conds):
+                active += 1
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return total, active
+        params["continue"] = token
+
+
+def wait_let_go(
+    kube: Kube, ctl: ControllerProcess, names: list[str], n: int, timeout: float, res: Results, when: str
+) -> None:
+    """--delete-succeeded-jobs: seconds until no more Jobs than active ones are left, every DaemonJob Complete."""
+    started = time.monotonic()
+    while True:
+        total, active = jobs_left(kube)
+        if total <= active:
+            break
+        if time.monotonic() - started > timeout:
+            raise PhaseTimeout(f"{when}: {total} Jobs left on the API server, {active} active, after {timeout:.0f}s")
+        print(f"  {when}: {total} Jobs left ({active} active)", flush=True)
+        time.sleep(10)
+    res.add(f"{when}: seconds until only active Jobs are left (Jobs left, active)", time.monotonic() - started)
+    res.note(f"{when}: {total} Jobs left on the API server, {active} of them active")
+    bench.wait_complete(kube, names, n, 60, ctl.check)
+    res.note(f"{when}: {progress(kube, ctl, names, n)}")
 
 
 # -- main ---------------------------------------------------------------------------------
@@ -344,6 +394,11 @@ def parse_args() -> argparse.Namespace:
         "--ordered",
         action="store_true",
         help="half the DaemonJobs in exclusion groups of 5, half in spec.after chains of 4",
+    )
+    p.add_argument(
+        "--delete-succeeded-jobs",
+        action="store_true",
+        help="spec.results.deleteSucceededJobs on every DaemonJob: at the end only active Jobs are left",
     )
     p.add_argument("--join-interval", type=float, default=0.5, help="seconds between two joins")
     p.add_argument("--workers", type=int, default=None, help="controller --workers (default: its own)")
@@ -403,21 +458,28 @@ def main() -> int:
         ctl = ControllerProcess(cluster.kubeconfig, workdir / "controller.log", args.workers)
         ctl.wait_ready(120)
 
-        dj_names, first_wave = converge(kube, ctl, n, d, converge_timeout, res, args.ordered)
+        spec = LET_GO if args.delete_succeeded_jobs else None
+        dj_names, first_wave = converge(kube, ctl, n, d, converge_timeout, res, args.ordered, spec)
+        if args.delete_succeeded_jobs:
+            wait_let_go(kube, ctl, dj_names, n, converge_timeout, res, "after the rollouts")
         if args.joins > 0:
             join_latencies(kube, kubelet, ctl, dj_names, n, args, res, first_wave)
+        if args.delete_succeeded_jobs and args.joins > 0:
+            wait_let_go(kube, ctl, dj_names, n + args.joins, args.timeout, res, "after the joins")
         peak_rss = benchlib.hwm_mb(ctl.pid)
         res.add("controller peak RSS over rollouts and joins (MB)", peak_rss, "<= 300", fmt="{:.1f}")
         ctl.stop()
         ctl = None
 
         ctl = sync_at_startup(cluster, workdir, args, res)
-        waited, writes = wait_quiet(ctl, args.timeout)
+        waited, writes = wait_quiet(ctl, args.timeout, res)
         res.add("restarted controller: seconds until its first passes are done", waited)
         res.add("restarted controller: API writes in its first passes", writes, "0", fmt="{:.0f}")
         restarted_peak = benchlib.hwm_mb(ctl.pid)
         res.add("restarted controller peak RSS (MB)", restarted_peak, "<= 300", fmt="{:.1f}")
         peak_rss = max(peak_rss, restarted_peak)
+        if args.delete_succeeded_jobs:
+            wait_let_go(kube, ctl, dj_names, n + args.joins, args.timeout, res, "at the end")
         ok = True
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

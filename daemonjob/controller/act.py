@@ -34,12 +34,14 @@ from daemonjob.domain.conditions import JOB_REJECTED
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.events import NORMAL, WARNING, EventSpec
 from daemonjob.domain.jobs import controller_ref, job_node
-from daemonjob.domain.plan import HISTORY
+from daemonjob.domain.plan import HISTORY, RECORDED
 from daemonjob.domain.revision import job_name
 from daemonjob.machinery.kube import ApiError
 from daemonjob.machinery.writers import MapAll
 
 __all__ = ["Act"]
+
+_CLEANED = (HISTORY, RECORDED)  # deletes left to the history cleaner: paced, background, never before recorded
 
 
 class Act:
@@ -108,7 +110,7 @@ class Act:
 
     def _delete(self, observed: Observation, decision: Decision, acted: Acted) -> list[Exception]:
         """Deletes that come before creates (old revisions, old runs, deleted nodes), with expectations."""
-        deletes = [d for d in decision.deletes if d.reason != HISTORY]
+        deletes = [d for d in decision.deletes if d.reason not in _CLEANED]
         outcome = self.delete_jobs(observed.uid, observed.namespace, deletes)
         done: dict[str, list[str]] = {}
         for d in outcome.deleted:
@@ -180,10 +182,17 @@ class Act:
 
     def _clean_history(self, observed: Observation, decision: Decision, acted: Acted) -> None:
         """After the creates, at the cleaner's own pace: old runs never delay the next one."""
-        history = [d for d in decision.deletes if d.reason == HISTORY]
+        history = [d for d in decision.deletes if d.reason in _CLEANED]
         if not history:
             return
         queued = self.history.submit(observed.namespace, history)
+        recorded = [d for d in queued if d.reason == RECORDED]
+        if recorded:
+            observed.log.info("deleting jobs", reason=RECORDED, count=len(recorded))
+            shown = names_shown([d.node or d.name for d in recorded])
+            what = f"Deleting {len(recorded)} succeeded Job(s) whose results are recorded: {shown}"
+            acted.events.append(EventSpec(NORMAL, "SuccessfulDelete", what))
+        queued = [d for d in queued if d.reason == HISTORY]
         if queued:
             observed.log.info("deleting jobs", reason=HISTORY, count=len(queued))
             acted.events.append(

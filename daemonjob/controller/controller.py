@@ -56,7 +56,7 @@ from daemonjob.controller.order import OrderIndex
 from daemonjob.controller.orderreader import OrderReader
 from daemonjob.controller.orphans import SWEEP_KEY, orphan_sweep
 from daemonjob.controller.report import Reporter
-from daemonjob.controller.resultstatus import recorder_for, with_results
+from daemonjob.controller.resultstatus import recorded_for, recorder_for, wire_recorded, with_results
 from daemonjob.controller.resultstore import KubeResultStore, ResultStore
 from daemonjob.controller.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.selfcheck import PlanSelfCheck
@@ -67,6 +67,7 @@ from daemonjob.controller.workers import Workers
 from daemonjob.domain.decide import Decision, EventSpec, decide
 from daemonjob.domain.gates.disruption import GATE_DISRUPTION
 from daemonjob.domain.inputs import DecisionInput, FiringAlerts
+from daemonjob.domain.plan import JobView
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import InformerHooks
 from daemonjob.machinery.kube import Kube
@@ -193,6 +194,8 @@ class Controller:
         register_held_nodes(self.metrics.registry, self.nodes)
         self.turn_checks = TurnChecks(control, node_control)  # reboots, health checks (gates/health.py)
         self.self_check = PlanSelfCheck(self.plans, self.observer, self.metrics)
+        wake = self.router.order_wakes.done_changed
+        wire_recorded(self.results, self.plans, self.observer, self.specs, self.order_reader, wake)
         self.threads = Workers(
             self.queue,
             lambda key: self.reconcile(key),  # looked up per pass: tests replace it
@@ -329,7 +332,10 @@ class Controller:
             adopted = self.adoption.gather(observed, orphans, self.troubles)
             events.extend(adopted.events)
             budget_seen = self.disruption.version  # before the input: room made after it wakes the key
-            inp = self._input(observed, adopted.jobs)
+            ready, recorded = recorded_for(self.results, observed, self.specs.get(observed.key, observed.cached).spec)
+            if not ready:
+                return None  # the reports' read wakes it
+            inp = self._input(observed, adopted.jobs, recorded)
             decision = self._decide(observed.key, inp)
             if decision.gate == GATE_DISRUPTION:
                 self.disruption.wait(observed.key, budget_seen)
@@ -370,11 +376,13 @@ class Controller:
                 self.reporter.post(observed, events)
             schedule_next(self.queue, key, look_again)
 
-    def _input(self, observed: Observation, adopted: list[Mapping[str, Any]]) -> DecisionInput:
+    def _input(
+        self, observed: Observation, adopted: list[Mapping[str, Any]], recorded: Mapping[str, JobView] | None
+    ) -> DecisionInput:
         """The one value the decision reads; `now`: one instant for the whole pass."""
         return DecisionInput(
             dj=observed.dj,
-            kept_plan=self.plans.kept_plan(observed.uid, adopted),
+            kept_plan=self.plans.kept_plan(observed.uid, adopted, recorded),
             now=self.clock.wall(),
             troubles=self.troubles.of(observed.uid, observed.generation),
             configmaps=observed.configmaps,

@@ -1,4 +1,6 @@
-"""History cleanup: finished Jobs beyond `historyLimit`, deleted after a pass's creates.
+"""History cleanup: finished Jobs beyond `historyLimit`, deleted after a pass's creates
+(and succeeded Jobs whose results are recorded, with spec.results.deleteSucceededJobs, at a
+pace of their own: RECORDED_DELETE_QPS).
 
 As the CronJob controller cleans history after its sync, deleting old runs never delays
 the next one: a pass hands its History deletes here and goes on; a single writer thread
@@ -23,6 +25,7 @@ from daemonjob import defaults
 from daemonjob.controller.jobcontrol import JobControl, NotLeader
 from daemonjob.controller.metrics import Metrics
 from daemonjob.domain.decide import DeleteJob
+from daemonjob.domain.plan import RECORDED
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.kube import ApiError
 from daemonjob.machinery.ratelimit import TokenBucket
@@ -49,6 +52,7 @@ class HistoryCleaner:
         self.metrics = metrics
         clock = clock or RealClock()
         self._bucket = TokenBucket(qps, burst, clock)
+        self._recorded_bucket = TokenBucket(defaults.RECORDED_DELETE_QPS, defaults.RECORDED_DELETE_BURST, clock)
         self._sent: TTLCache[str, bool] = TTLCache(
             defaults.HISTORY_DELETE_MAX_PENDING, defaults.HISTORY_DELETE_TTL, timer=clock.now
         )
@@ -102,7 +106,7 @@ class HistoryCleaner:
             self._delete(namespace, d)
 
     def _delete(self, namespace: str, d: DeleteJob) -> None:
-        self._bucket.accept()
+        (self._recorded_bucket if d.reason == RECORDED else self._bucket).accept()
         if self._stopped or not self.control.may_write():
             return
         try:

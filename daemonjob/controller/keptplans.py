@@ -22,9 +22,9 @@ from daemonjob import defaults
 from daemonjob.controller.informers import NODE_INDEX, OWNER_INDEX
 from daemonjob.domain.actions import Turn
 from daemonjob.domain.jobs import daemonjob_ref, job_node, owner_uid
-from daemonjob.domain.keptplan import KeptPlan
+from daemonjob.domain.keptplan import KeptPlan, node_views
 from daemonjob.domain.memo import Memo
-from daemonjob.domain.plan import job_view
+from daemonjob.domain.plan import JobView, job_view
 from daemonjob.machinery.informer import SharedInformer
 
 __all__ = ["KeptPlans", "NO_NODE", "TURN", "MAYBE"]
@@ -51,6 +51,7 @@ class _Entry:
     moved: set[str] = field(default_factory=set)  # nodes of which only the node object changed
     taken: int = -1  # the plan's `planned` when a pass took the marks: equal while that pass plans
     checked_at: float = 0.0
+    recorded: bool = False  # loaded with recorded successes (spec.results.deleteSucceededJobs)
 
 
 class KeptPlans:
@@ -77,6 +78,15 @@ class KeptPlans:
             for entry in self._entries.values():
                 entry.moved.add(name)
 
+    def recorded_changed(self, uid: str, nodes: list[str] | None) -> None:
+        """The recorded successes changed on `nodes` (None: read again whole)."""
+        with self._lock:
+            entry = self._entries.get(uid)
+            if entry is not None and nodes is None:
+                entry.state = None
+            elif entry is not None and nodes is not None:
+                entry.dirty.update(nodes)
+
     def forget(self, uid: str) -> None:
         with self._lock:
             self._entries.pop(uid, None)
@@ -89,12 +99,17 @@ class KeptPlans:
                 entry.state = None
 
     # -- from a pass (one at a time per DaemonJob) -------------------------------------------
-    def kept_plan(self, uid: str, adopted: Iterable[Mapping[str, Any]] = ()) -> KeptPlan:
+    def kept_plan(
+        self, uid: str, adopted: Iterable[Mapping[str, Any]] = (), recorded: Mapping[str, JobView] | None = None
+    ) -> KeptPlan:
         """The DaemonJob's kept plan, told of every node marked since the last pass. `adopted`:
         Jobs adopted in this pass, not in the owner's index until their update arrives (which
-        marks their nodes again)."""
+        marks their nodes again). `recorded`: each node's newest recorded success, with
+        spec.results.deleteSucceededJobs (the plan is loaded whole when that is turned on or off)."""
         with self._lock:
             entry = self._entries.setdefault(uid, _Entry())
+            if entry.recorded != (recorded is not None):
+                entry.state, entry.recorded = None, recorded is not None
             dirty, entry.dirty = entry.dirty, set()  # marks from now on come to the next pass
             moved, entry.moved = entry.moved, set()
             state = entry.state
@@ -107,15 +122,16 @@ class KeptPlans:
                 [*self._jobs.store.by_index(OWNER_INDEX, uid), *(j for js in extra.values() for j in js)],
                 self._nodes.store.list(),
                 self._memo,
+                dict(recorded) if recorded is not None else None,
             )
             with self._lock:
                 entry.state = state
             return state
         for name in dirty | extra.keys():
             jobs = [*self._jobs_of(uid, name), *extra.get(name, ())]
-            state.set_node(
-                name, self._nodes.store.get(name) if name != NO_NODE else None, [job_view(j, self._memo) for j in jobs]
-            )
+            node = self._nodes.store.get(name) if name != NO_NODE else None
+            views = [job_view(j, self._memo) for j in jobs]
+            state.set_node(name, node, node_views(node, views, recorded.get(name) if recorded is not None else None))
         for name in moved - dirty - extra.keys():
             inputs = state.node(name)
             state.set_node(name, self._nodes.store.get(name), inputs[1] if inputs is not None else ())

@@ -10,7 +10,7 @@ the kept plan is read after it (keptplans.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from daemonjob.domain.inputs import ConfigMapsRead
 from daemonjob.domain.jobs import owner_reference
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.memo import Memo
+from daemonjob.domain.plan import JobView
 from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.frozen import thaw
@@ -90,6 +91,8 @@ class Observer:
         self.clock = clock
         self.memo = memo
         self.specs = specs if specs is not None else SpecCache()
+        # each node's newest recorded success, with spec.results.deleteSucceededJobs (resultstatus.py)
+        self.recorded: Callable[[Observation], Mapping[str, JobView] | None] = lambda _observed: None
 
     def observe(self, key: str) -> tuple[Observation | None, float | None]:
         """The observation (None: nothing to decide now), and in how many seconds to look
@@ -113,7 +116,9 @@ class Observer:
 
     def full_plan(self, observed: Observation) -> KeptPlan:
         """A plan from scratch, from the caches: what the kept one is compared with."""
-        return KeptPlan.of(self.jobs.store.by_index(OWNER_INDEX, observed.uid), self.nodes.store.list(), self.memo)
+        recorded = self.recorded(observed)
+        jobs, nodes = self.jobs.store.by_index(OWNER_INDEX, observed.uid), self.nodes.store.list()
+        return KeptPlan.of(jobs, nodes, self.memo, dict(recorded) if recorded is not None else None)
 
     # -- the referenced ConfigMaps ---------------------------------------------------------------
     def _configmaps(self, key: str, dj: Obj, spec: DaemonJobSpec) -> ConfigMapsRead:

@@ -10,7 +10,7 @@ DaemonJobs named in spec.after: a set, not a look at each of its Jobs).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from daemonjob.controller.claims import NodeClaims
@@ -41,6 +41,8 @@ class OrderReader:
     ) -> None:
         self.daemonjobs, self.jobs, self.plans, self.order_index = daemonjobs, jobs, plans, order_index
         self.claims = claims
+        # (dependency, revision, run) -> where its recorded successes stand for deleted Jobs (resultstatus.py)
+        self.recorded: Callable[[Obj, str | None, str | None], frozenset[str]] = lambda _dj, _rev, _run: frozenset()
 
     def read(self, key: str, dj: Obj) -> OrderInput:
         return order_input(dj, self.order_index.spec_of(dj), _CachedFacts(self, key, dj))
@@ -62,7 +64,9 @@ class _CachedFacts:
 
     def done(self, dj: Obj) -> frozenset[str]:
         revision, run = done_view(dj)
-        return self.reader.order_index.succeeded.nodes(dj, revision, run)
+        done = self.reader.order_index.succeeded.nodes(dj, revision, run)
+        recorded = self.reader.recorded(dj, revision, run)
+        return done | recorded if recorded else done
 
     def peers(self) -> Iterable[Obj]:
         for peer in self.reader.order_index.peers(self.key):

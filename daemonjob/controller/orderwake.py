@@ -81,6 +81,11 @@ class OrderWakes:
         for other in wake:
             self.queue.add_after(other, self._delay(other))
 
+    def done_changed(self, key: str) -> None:
+        """Where `key` succeeded was read anew (its recorded results): wake who reads it."""
+        for other in self._done_readers(key) - {key}:
+            self.queue.add_after(other, self._delay(other))
+
     def _done_readers(self, key: str) -> set[str]:
         """Who reads where `key` succeeded: the DaemonJobs that come after it, and the rest of the
         group of each of them (an older member goes first only where its dependencies are done)."""

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
 from daemonjob import defaults
+from daemonjob.controller.resultkept import Chunk, Kept, Rollout, Successes, outcomes
 from daemonjob.controller.resultstore import POD_JOB_LABEL, ResultStore
 from daemonjob.domain.jobs import FAILED, SUCCEEDED, TERMINATING, daemonjob_ref, job_finish_time, job_state, owner_uid
 from daemonjob.domain.outcomes import Outcomes, summary
+from daemonjob.domain.plan import JobView
 from daemonjob.domain.reports import LABEL_CHUNK, LABEL_ROLLOUT, append_patch, pack, report_body, result_size
 from daemonjob.domain.results import pod_of_job, result_of, rollout_key
 from daemonjob.domain.validate import read_spec
@@ -34,45 +35,6 @@ __all__ = ["ResultRecorder"]
 
 log = structlog.get_logger("daemonjob.results")
 Obj = Mapping[str, Any]
-
-
-@dataclass
-class _Chunk:
-    name: str
-    count: int
-    size: int
-
-
-@dataclass
-class _Rollout:
-    key: str
-    revision: str
-    run: str | None
-    order: str  # the first chunk's creationTimestamp: newer rollouts sort later
-    chunks: dict[int, _Chunk] = field(default_factory=dict)
-    recorded: set[str] = field(default_factory=set)  # Job uids
-    outcomes: Outcomes = field(default_factory=lambda: _outcomes(None))
-    status: dict[str, Any] | None = None  # its summary, made once per change
-
-
-@dataclass
-class _Kept:
-    """One DaemonJob's rollouts as recorded, and its Jobs waiting to be."""
-
-    namespace: str
-    name: str
-    loaded: bool = False
-    group_by: str | None = None  # spec.results.groupBy the outcomes were counted by
-    regroup: bool = False  # spec.results.groupBy changed: count again from the reports
-    rollouts: dict[str, _Rollout] = field(default_factory=dict)
-    pending: dict[str, Obj] = field(default_factory=dict)  # by Job uid
-    pruned: set[str] = field(default_factory=set)  # rollouts deleted: their Jobs left are not recorded again
-    since: float | None = None  # when the oldest pending Job was noted
-    retry_at: float = 0.0
-
-
-def _outcomes(group_by: str | None) -> Outcomes:
-    return Outcomes(group_by, names=defaults.RESULT_GROUP_NODES, sample=defaults.RESULT_GROUP_MESSAGE)
 
 
 def _finished(job: Obj) -> bool:
@@ -99,7 +61,7 @@ class ResultRecorder:
         self.running = running
         self.wake = wake
         self.clock = clock or RealClock()
-        self._kept: dict[str, _Kept] = {}  # by DaemonJob uid
+        self._kept: dict[str, Kept] = {}  # by DaemonJob uid
         self._held: dict[str, str] = {}  # Job uid -> DaemonJob uid, while pending
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -107,6 +69,8 @@ class ResultRecorder:
         self._stopped = False
         self.writes = 0  # report creates and appends, for the figures
         self._warned_missing = False  # the DaemonJobReport CRD not installed: said once
+        # (DaemonJob uid, key, nodes): its recorded successes changed on nodes (None: read whole)
+        self.told: Callable[[str, str, list[str] | None], None] = lambda _uid, _key, _nodes: None
 
     def handlers(self) -> Handlers:
         return Handlers(self.job_seen, lambda _old, new: self.job_seen(new), self.job_deleted)
@@ -128,7 +92,7 @@ class ResultRecorder:
             kept = self._kept.get(dj_uid)
             if kept is None:
                 ref = daemonjob_ref(job) or {}
-                kept = self._kept[dj_uid] = _Kept(meta.get("namespace") or "", ref.get("name") or "")
+                kept = self._kept[dj_uid] = Kept(meta.get("namespace") or "", ref.get("name") or "")
             if uid in kept.pending or (kept.loaded and self._recorded(kept, uid)):
                 return
             kept.pending[uid] = job
@@ -138,7 +102,7 @@ class ResultRecorder:
             self._cond.notify()
 
     @staticmethod
-    def _recorded(kept: _Kept, uid: str) -> bool:
+    def _recorded(kept: Kept, uid: str) -> bool:
         return any(uid in r.recorded for r in kept.rollouts.values())
 
     def holds(self, job_uid: str) -> bool:
@@ -173,6 +137,21 @@ class ResultRecorder:
             if rollout.status is None:
                 rollout.status = summary(rollout.outcomes, rollout.revision, rollout.run)
             return rollout.status
+
+    def successes(self, dj_uid: str, namespace: str, name: str) -> Mapping[str, JobView] | None:
+        """Each node's newest recorded success (spec.results.deleteSucceededJobs); None until
+        the reports are read, which this asks for (`told` and a wake follow). Live: read it
+        by node; copy it before going over it."""
+        with self._lock:
+            kept = self._kept.get(dj_uid)
+            if kept is None:
+                kept = self._kept[dj_uid] = Kept(namespace, name)
+            if kept.loaded and kept.successes is not None:
+                return kept.successes.nodes
+            if not kept.track or not kept.regroup:
+                kept.track = kept.regroup = True
+                self._cond.notify()
+            return None
 
     def start(self) -> None:
         with self._lock:
@@ -276,17 +255,19 @@ class ResultRecorder:
         self.wake(f"{namespace}/{name}")
         return written
 
-    def _release(self, kept: _Kept, uids: list[str]) -> None:
+    def _release(self, kept: Kept, uids: list[str]) -> None:
         with self._lock:
             for uid in uids:
                 kept.pending.pop(uid, None)
                 self._held.pop(uid, None)
             kept.since = self.clock.now() if kept.pending else None
 
-    def _load(self, kept: _Kept, dj_uid: str, group_by: str | None) -> None:
+    def _load(self, kept: Kept, dj_uid: str, group_by: str | None) -> None:
         """What is recorded already, from the DaemonJob's report objects (one paged list),
         its outcomes counted by `group_by`."""
-        rollouts: dict[str, _Rollout] = {}
+        rollouts: dict[str, Rollout] = {}
+        with self._lock:
+            successes = Successes() if kept.track else None
         for report in self.store.list_reports(kept.namespace, kept.name):
             meta = report.get("metadata") or {}
             if not any(ref.get("uid") == dj_uid for ref in meta.get("ownerReferences") or ()):
@@ -296,21 +277,25 @@ class ResultRecorder:
             rollout = rollouts.get(key)
             created = meta.get("creationTimestamp") or ""
             if rollout is None:
-                rollout = _Rollout(
-                    key, report.get("revision") or "", report.get("run"), created, outcomes=_outcomes(group_by)
+                rollout = Rollout(
+                    key, report.get("revision") or "", report.get("run"), created, outcomes=outcomes(group_by)
                 )
                 rollouts[key] = rollout
             rollout.order = min(rollout.order, created)
             results = report.get("results") or []
             chunk = int(labels.get(LABEL_CHUNK) or report.get("chunk") or 0)
             size = sum(result_size(r) for r in results)
-            rollout.chunks[chunk] = _Chunk(meta.get("name") or "", int(report.get("count") or len(results)), size)
+            rollout.chunks[chunk] = Chunk(meta.get("name") or "", int(report.get("count") or len(results)), size)
             for r in results:
                 rollout.recorded.add(r.get("jobUID") or "")
                 rollout.outcomes.add(r)
+                if successes is not None:
+                    successes.add(r)
         with self._lock:
-            kept.rollouts = rollouts
+            kept.rollouts, kept.successes = rollouts, successes
             kept.loaded, kept.regroup, kept.group_by = True, False, group_by
+        if successes is not None:
+            self.told(dj_uid, f"{kept.namespace}/{kept.name}", None)
 
     def _results(self, namespace: str, jobs: list[Obj]) -> list[dict[str, Any]]:
         """The results of `jobs`, their pods read RESULT_POD_BATCH Jobs to a list."""
@@ -329,13 +314,14 @@ class ResultRecorder:
                     out.append(result)
         return out
 
-    def _write(self, kept: _Kept, dj: Obj, key: str, results: list[dict[str, Any]]) -> int:
+    def _write(self, kept: Kept, dj: Obj, key: str, results: list[dict[str, Any]]) -> int:
         """Append to the rollout's last chunk while it has room, then new chunks."""
+        dj_uid = (dj.get("metadata") or {}).get("uid") or ""
         with self._lock:
             rollout = kept.rollouts.get(key)
             if rollout is None:
-                rollout = _Rollout(
-                    key, results[0].get("revision") or "", results[0].get("run"), "", outcomes=_outcomes(kept.group_by)
+                rollout = Rollout(
+                    key, results[0].get("revision") or "", results[0].get("run"), "", outcomes=outcomes(kept.group_by)
                 )
         last = max(rollout.chunks, default=-1)
         last_size = rollout.chunks[last].size if last >= 0 else 0
@@ -353,7 +339,7 @@ class ResultRecorder:
                     raise
                 if not rollout.order:
                     rollout.order = (made.get("metadata") or {}).get("creationTimestamp") or "~"
-                chunk = rollout.chunks[index] = _Chunk(body["metadata"]["name"], 0, 0)
+                chunk = rollout.chunks[index] = Chunk(body["metadata"]["name"], 0, 0)
             else:
                 try:
                     self.store.append(ns, chunk.name, append_patch(chunk.count, part))
@@ -365,20 +351,25 @@ class ResultRecorder:
             with self._lock:
                 chunk.count += len(part)
                 chunk.size += sum(result_size(r) for r in part)
+                successes, nodes = kept.successes, []
                 for r in part:
                     rollout.recorded.add(r.get("jobUID") or "")
                     rollout.outcomes.add(r)
+                    if successes is not None and (node := successes.add(r)) is not None:
+                        nodes.append(node)
                 rollout.status = None
                 kept.rollouts[key] = rollout
+            if nodes:
+                self.told(dj_uid, f"{kept.namespace}/{kept.name}", nodes)
             written += len(part)
         return written
 
-    def _forget_loaded(self, kept: _Kept) -> None:
+    def _forget_loaded(self, kept: Kept) -> None:
         """What was read of the reports is stale: read them again before the next write."""
         with self._lock:
             kept.loaded = False
 
-    def _prune(self, kept: _Kept, dj: Obj) -> None:
+    def _prune(self, kept: Kept, dj: Obj) -> None:
         """Keep the newest max(historyLimit, 1) + 1 rollouts, and always the current one."""
         status = dj.get("status") or {}
         current = rollout_key(status.get("currentRevision"), status.get("currentRun"))

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from daemonjob.controller.informers import RUNNING_INDEX, Informers
-from daemonjob.controller.observe import Observation
+from daemonjob.controller.keptplans import KeptPlans
+from daemonjob.controller.observe import Observation, Observer
+from daemonjob.controller.orderreader import OrderReader
 from daemonjob.controller.results import ResultRecorder
 from daemonjob.controller.resultstore import ResultStore
+from daemonjob.controller.specs import SpecCache
 from daemonjob.domain.decide import Decision
+from daemonjob.domain.plan import JobView
+from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.machinery.clock import Clock
 
-__all__ = ["recorder_for", "with_results"]
+__all__ = ["recorded_for", "recorder_for", "wire_recorded", "with_results"]
 
 
 def recorder_for(
@@ -32,6 +38,54 @@ def recorder_for(
     )
     jobs.add_handlers(recorder.handlers())
     return recorder
+
+
+def recorded_for(
+    recorder: ResultRecorder | None, observed: Observation, spec: DaemonJobSpec
+) -> tuple[bool, Mapping[str, JobView] | None]:
+    """Whether a pass may decide, and each node's newest recorded success for it to read.
+
+    With spec.results.deleteSucceededJobs a node's record may be all there is of its run: no
+    decision before the reports are read (their read wakes the DaemonJob), or a node whose
+    Job is gone would run again. Without a recorder nothing is recorded, so nothing is let go."""
+    if recorder is None or not spec.delete_succeeded_jobs:
+        return True, None
+    recorded = recorder.successes(observed.uid, observed.namespace, observed.name)
+    if recorded is None:
+        observed.log.debug("waiting for the recorded results to be read")
+    return recorded is not None, recorded
+
+
+def wire_recorded(
+    recorder: ResultRecorder | None,
+    plans: KeptPlans,
+    observer: Observer,
+    specs: SpecCache,
+    order: OrderReader,
+    wake_readers: Callable[[str], None],
+) -> None:
+    """Recorded successes told to the kept plans, read by the self-check's full plan and by
+    the DaemonJobs that come after one (`order`); once a DaemonJob's are read, `wake_readers`
+    wakes those (a pass of theirs may have read them before)."""
+    if recorder is None:
+        return
+
+    def told(uid: str, key: str, nodes: list[str] | None) -> None:
+        plans.recorded_changed(uid, nodes)
+        if nodes is None:
+            wake_readers(key)
+
+    def done(dep: Mapping[str, Any], revision: str | None, run: str | None) -> frozenset[str]:
+        meta = dep.get("metadata") or {}
+        if not revision or not order.order_index.spec_of(dep).delete_succeeded_jobs:
+            return frozenset()
+        kept = recorder.successes(meta.get("uid") or "", meta.get("namespace") or "", meta.get("name") or "")
+        views = list(kept.values()) if kept is not None else ()
+        return frozenset(v.node for v in views if v.node and v.revision == revision and v.run == run)
+
+    recorder.told = told
+    observer.recorded = lambda o: recorded_for(recorder, o, specs.get(o.key, o.cached).spec)[1]
+    order.recorded = done
 
 
 def with_results(recorder: ResultRecorder | None, observed: Observation, decision: Decision) -> Decision:

@@ -197,6 +197,7 @@ def _read(inp: DecisionInput) -> Reading:
         retry=spec.retry,
         checked=spec.checks.any,
         reboot=spec.checks.reboot,
+        let_go=spec.delete_succeeded_jobs,
     )
     plan = inp.kept_plan.plan_for(ctx, inp.memo)
     timeouts = None

@@ -24,9 +24,9 @@ from daemonjob.domain.jobs import (
 from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, Verdict
 
-__all__ = ["JobView", "job_view", "node_inputs"]
+__all__ = ["OLDEST", "JobView", "job_view", "node_inputs"]
 
-_OLDEST = datetime.min.replace(tzinfo=timezone.utc)
+OLDEST = datetime.min.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +49,8 @@ class JobView:
     began: datetime | None = None  # status.startTime: set when the Job starts, again when resumed
     boot_id: str | None = None  # its node's boot ID when it was created (a checked turn: nodecheck.py)
     verdict: Verdict | None = None  # its node's turn's outcome, once written
+    recorded: bool = False  # its result is in the reports (spec.results.deleteSucceededJobs: recorded.py)
+    standin: bool = False  # no Job: a recorded success standing for a deleted one
 
     @classmethod
     def of(cls, job: Mapping[str, Any]) -> JobView:
@@ -61,7 +63,7 @@ class JobView:
             node=job_node(job),
             revision=job_revision(job),
             state=job_state(job),
-            created=job_created(job) or _OLDEST,
+            created=job_created(job) or OLDEST,
             finished=job_finish_time(job),
             ttl=job_ttl(job),
             run=job_run(job),

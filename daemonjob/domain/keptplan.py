@@ -18,10 +18,20 @@ from typing import Any
 from daemonjob.domain.jobs import ACTIVE
 from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.plan import JobView, NodePlan, Plan, PlanContext, node_inputs, plan_node
+from daemonjob.domain.recorded import with_recorded
 
-__all__ = ["KeptPlan"]
+__all__ = ["KeptPlan", "node_views"]
 
 Inputs = tuple[Mapping[str, Any] | None, tuple[JobView, ...]]
+
+
+def node_views(
+    node: Mapping[str, Any] | None, views: Sequence[JobView], standin: JobView | None
+) -> tuple[JobView, ...]:
+    """A node's Jobs with its recorded success; a deleted node's record is of no use."""
+    if standin is None or (node is None and not views):
+        return tuple(views)
+    return with_recorded(views, standin)
 
 
 class KeptPlan:
@@ -39,12 +49,17 @@ class KeptPlan:
 
     @classmethod
     def of(
-        cls, jobs: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], memo: Memo = no_memo
+        cls,
+        jobs: Iterable[Mapping[str, Any]],
+        nodes: Iterable[Mapping[str, Any]],
+        memo: Memo = no_memo,
+        recorded: Mapping[str, JobView] | None = None,
     ) -> KeptPlan:
-        """Everything at once, from the caches' content."""
+        """Everything at once, from the caches' content; `recorded`: each node's newest
+        recorded success, with spec.results.deleteSucceededJobs (recorded.py)."""
         state = cls()
         for name, (node, views) in node_inputs(jobs, nodes, memo).items():
-            state.set_node(name, node, views)
+            state.set_node(name, node, node_views(node, views, recorded.get(name) if recorded else None))
         return state
 
     def set_node(self, name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView]) -> None:

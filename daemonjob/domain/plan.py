@@ -49,6 +49,7 @@ __all__ = [
     "OLD_REVISION",
     "OLD_RUN",
     "HISTORY",
+    "RECORDED",
 ]
 
 # Delete reasons
@@ -56,6 +57,7 @@ NODE_GONE = "NodeGone"
 OLD_REVISION = "OldRevision"
 OLD_RUN = "OldRun"  # an active Job of an earlier run, replaced (concurrencyPolicy Replace)
 HISTORY = "History"
+RECORDED = "Recorded"  # a succeeded Job whose result is recorded (spec.results.deleteSucceededJobs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,7 @@ class PlanContext:
     retry: Retry | None = None  # spec.retry: a failed record with retries left is a turn (retries.py)
     checked: bool = False  # a turn ends with a verdict on its Job (reboot, healthCheck: nodecheck.py)
     reboot: bool = False  # a checked turn waits for its node's reboot whatever its Job's state
+    let_go: bool = False  # spec.results.deleteSucceededJobs: recorded successes stand for their Jobs
     rules: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -303,12 +306,17 @@ def _record(node_jobs: Sequence[JobView], revision: str, never: bool, run: str |
 def plan_node(
     name: str, node: Mapping[str, Any] | None, jobs: Sequence[JobView], ctx: PlanContext, memo: Memo = no_memo
 ) -> NodePlan:
-    """One node's part: `node` is None once the node is deleted; `jobs` are its Jobs of this DaemonJob."""
-    ttl = tuple(j for j in jobs if j.ttl is not None and j.state != TERMINATING)
+    """One node's part: `node` is None once the node is deleted; `jobs` are its Jobs of this DaemonJob
+    (and its newest recorded success standing for a deleted one: recorded.py)."""
+    if any(j.standin for j in jobs) and not ctx.let_go:
+        jobs = [j for j in jobs if not j.standin]
+    ttl = tuple(j for j in jobs if j.ttl is not None and j.state != TERMINATING and not j.standin)
     if not name:  # Jobs without a node annotation: only a TTL on them matters
         return NodePlan(ttl_jobs=ttl)
     if node is None:
-        gone = tuple(DeleteJob(j.name, name, NODE_GONE, j.uid) for j in jobs if j.state != TERMINATING)
+        gone = tuple(
+            DeleteJob(j.name, name, NODE_GONE, j.uid) for j in jobs if j.state != TERMINATING and not j.standin
+        )
         held = any(j.state == ACTIVE for j in jobs)  # held until its delete is issued
         return _shared(NodePlan(busy=held, deletes=gone, ttl_jobs=ttl))
     eligibility, revision, run = ctx.eligibility, ctx.revision, ctx.run
@@ -323,13 +331,18 @@ def plan_node(
     record = _record(jobs, revision, ctx.never, run)
     older = [j for j in jobs if not current(j)]  # usually none: the steady state
     deletes: tuple[DeleteJob, ...] = ()
+    let_go = [j for j in jobs if j.recorded and not j.standin and j.state == SUCCEEDED] if ctx.let_go else []
     if older:
         history = sorted(
-            (j for j in older if j is not record and j.state in (SUCCEEDED, FAILED)),
+            (j for j in older if j is not record and j.state in (SUCCEEDED, FAILED) and not j.standin),
             key=lambda j: j.history_key,
             reverse=True,
         )
-        deletes = tuple(DeleteJob(j.name, name, HISTORY, j.uid) for j in history[ctx.history_limit :])
+        deletes = tuple(
+            DeleteJob(j.name, name, HISTORY, j.uid) for j in history[ctx.history_limit :] if j not in let_go
+        )
+    if let_go:  # their recorded results stand for them from now on
+        deletes += tuple(DeleteJob(j.name, name, RECORDED, j.uid) for j in let_go)
     common: dict[str, Any] = dict(eligible=eligible, busy=busy, deletes=deletes, ttl_jobs=ttl)
     if record is not None and record.state == ACTIVE:
         common.update(watched(record))

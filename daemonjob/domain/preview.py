@@ -52,6 +52,7 @@ from daemonjob.domain.previewreport import (
     Preview,
     WindowLine,
 )
+from daemonjob.domain.recorded import standins
 from daemonjob.domain.validate import Validation, validate
 
 __all__ = ["PreviewInput", "Preview", "preview", "with_applied", "PASSES_MAX"]
@@ -82,6 +83,7 @@ class PreviewInput:
     alerts_read: bool = False  # `alerts` was read from Prometheus (haltOnAlerts)
     disruption: Disruption = Disruption()  # the cluster's nodes out of service and their limit
     allowed_namespaces: frozenset[str] | None = None  # node maintenance (None: the DaemonJob's namespace)
+    recorded: Sequence[Obj] = ()  # its recorded results (spec.results.deleteSucceededJobs: recorded.py)
 
 
 def _decide(inp: PreviewInput, dj: Obj, kept: KeptPlan, now: datetime, checked: Validation) -> Decision:
@@ -112,7 +114,8 @@ def _passes(inp: PreviewInput, checked: Validation, now: datetime) -> tuple[Deci
     dj = inp.dj
     passes = 0
     previous = None  # the revision the applied status records, as the first pass reads it
-    kept = KeptPlan.of(inp.jobs, inp.nodes)  # kept across passes, as the controller keeps it
+    standing = standins(inp.recorded) if checked.spec.delete_succeeded_jobs else None
+    kept = KeptPlan.of(inp.jobs, inp.nodes, recorded=standing)  # kept across passes, as the controller keeps it
     while True:
         decision = _decide(inp, dj, kept, now, checked)
         if not passes and decision.reading is not None:

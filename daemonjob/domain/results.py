@@ -22,6 +22,7 @@ from daemonjob.domain.jobs import (
     job_revision,
     job_run,
     job_state,
+    job_template_hash,
 )
 
 __all__ = [
@@ -91,6 +92,8 @@ def result_of(job: Mapping[str, Any], pod: Mapping[str, Any] | None) -> dict[str
         out["jobUID"] = meta["uid"]
     revision, run, attempt = job_revision(job), job_run(job), job_attempt(job)
     out["revision"] = revision or ""
+    if template_hash := job_template_hash(job):
+        out["templateHash"] = template_hash
     if run:
         out["run"] = run
     if attempt:

@@ -65,6 +65,7 @@ class DaemonJobSpec:
     retry: Retry | None = None  # spec.retry, None: a failed node waits for a rerun
     start_timeout: timedelta = defaults.START_TIMEOUT  # spec.startTimeout
     results_group_by: str | None = None  # spec.results.groupBy: status.results groups by this JSON field
+    delete_succeeded_jobs: bool = False  # spec.results.deleteSucceededJobs: the recorded result stands for the Job
     node_parameters: tuple[NodeParameter, ...] = ()  # spec.nodeParameters, the valid entries
 
     @property

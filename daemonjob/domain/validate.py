@@ -37,7 +37,6 @@ from daemonjob.domain.maintenancespec import (
 from daemonjob.domain.maintenancespec import PATH as MAINTENANCE_PATH
 from daemonjob.domain.nodecheckspec import read_node_checks
 from daemonjob.domain.nodeparams import read_node_parameters
-from daemonjob.domain.outcomes import read_group_by
 from daemonjob.domain.problems import (
     INVALID_NAME,
     INVALID_RESTART_POLICY,
@@ -50,6 +49,7 @@ from daemonjob.domain.problems import (
     is_int,
 )
 from daemonjob.domain.problems import show as _show
+from daemonjob.domain.recorded import read_results
 from daemonjob.domain.retryspec import check_managed_by, read_retry, read_start_timeout
 from daemonjob.domain.rolloutspec import (
     PERCENT_RE,
@@ -240,7 +240,7 @@ def validate(dj: Mapping[str, Any], eligibility: Eligibility | None = None) -> V
         after=tuple(dict.fromkeys(a for a in after if isinstance(a, str) and a)) if isinstance(after, list) else (),
         retry=read_retry(spec, problems),
         start_timeout=read_start_timeout(spec, problems),
-        results_group_by=read_group_by(spec),
+        **read_results(spec, settings.never, checks, problems),
         node_parameters=parameters,
     )
     return Validation(typed, problems)

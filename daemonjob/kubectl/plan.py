@@ -50,9 +50,9 @@ from daemonjob.domain.orderview import done_view, order_input
 from daemonjob.domain.preview import Preview, PreviewInput, preview, with_applied
 from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.domain.validate import read_spec
-from daemonjob.kubectl import client, output, planview
+from daemonjob.kubectl import client, output, planview, results
 from daemonjob.kubectl.client import PluginError, Target, bulk_decoding
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.kube import ApiError, path_for
 
 __all__ = ["run", "load_file", "make_plan"]
 
@@ -185,6 +185,17 @@ def _list(target: Target, api_version: str, plural: str, namespace: str | None, 
     return items
 
 
+def _recorded(target: Target, name: str) -> list[dict[str, Any]]:
+    """Its recorded results (spec.results.deleteSucceededJobs: they stand for deleted Jobs); none
+    where no report is readable (an older install, or no such right)."""
+    try:
+        return results.list_results(target, name, "")
+    except ApiError as exc:
+        if exc.status in (403, 404):
+            return []
+        raise
+
+
 def _policy_version(target: Target) -> str:
     versions = {v.get("version") for v in target.kube.get("/apis/policy").get("versions") or ()}
     return "policy/v1" if "v1" in versions else "policy/v1beta1"
@@ -242,6 +253,7 @@ def make_plan(
             if drains
             else None
         )
+        recorded = pool.submit(_recorded, target, name) if spec.delete_succeeded_jobs and applied else None
         listed_nodes = nodes.result()
         own = _owned(jobs.result(), (dj.get("metadata") or {}).get("uid"))
         order = None
@@ -255,6 +267,7 @@ def make_plan(
             pods=pods.result() if pods is not None else (),
             budgets=budgets.result() if budgets is not None else (),
             allowed_namespaces=_allowed(applied, namespace),
+            recorded=recorded.result() if recorded is not None else (),
         )
         if order is not None:
             inp = replace(inp, order=order)

@@ -11,7 +11,7 @@ import argparse
 import sys
 from datetime import datetime, timezone
 
-from daemonjob.domain.jobs import API_VERSION, FAILED, format_time
+from daemonjob.domain.jobs import API_VERSION, FAILED, SUCCEEDED, format_time
 from daemonjob.kubectl import client
 from daemonjob.kubectl.nodes import NodeRow
 from daemonjob.kubectl.output import is_terminal
@@ -44,6 +44,11 @@ def pick(rows: list[NodeRow], nodes: list[str] | None, failed: bool) -> tuple[li
         row = by_node.get(node)
         if row is None:
             problems.append(f'node "{node}" is not known to this DaemonJob')
+        elif not row.job and row.state == SUCCEEDED:
+            problems.append(
+                f'node "{node}" has no Job to delete: its result stands for it (spec.results.deleteSucceededJobs); '
+                "`rerun NAME` re-runs every node"
+            )
         elif not row.job:
             problems.append(f'node "{node}" has no Job of the current revision ({row.state}): nothing to re-run')
         else:

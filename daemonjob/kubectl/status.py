@@ -14,7 +14,8 @@ from daemonjob.domain.gates import gate_in_force
 from daemonjob.domain.jobs import FAILED, SUCCEEDED, parse_time
 from daemonjob.domain.validate import read_spec
 from daemonjob.kubectl import client, output, results
-from daemonjob.kubectl.nodes import NodeRow, NodeView, build_view
+from daemonjob.kubectl.noderow import PENDING
+from daemonjob.kubectl.nodes import NodeRow, NodeView, build_view, count_rows
 from daemonjob.kubectl.timefmt import between, human_duration
 from daemonjob.machinery.kube import ApiError
 
@@ -41,8 +42,12 @@ def load_view(
 
 def with_recorded(target: client.Target, name: str, dj: Mapping[str, Any], view: NodeView) -> NodeView:
     """Rows of finished Jobs whose pod is gone get the recorded result's exit code and message
-    (one list of the rollout's reports, only when such a row exists)."""
+    (one list of the rollout's reports, only when such a row exists); with
+    spec.results.deleteSucceededJobs a node with no Job is succeeded by its recorded result."""
+    let_go = read_spec(dj).delete_succeeded_jobs
     gone = [r for r in view.rows if r.job and not r.pod and r.state in (FAILED, SUCCEEDED)]
+    if let_go:
+        gone += [r for r in view.rows if not r.job and r.state == PENDING and not r.ineligible]
     if not gone:
         return view
     try:
@@ -53,14 +58,20 @@ def with_recorded(target: client.Target, name: str, dj: Mapping[str, Any], view:
             return view
         raise
     ids = {id(r) for r in gone}
-    rows = [_recorded_row(r, kept.get(r.job_uid)) if id(r) in ids else r for r in view.rows]
-    return replace(view, rows=rows)
+    by_node = {r.get("node"): r for r in kept.values() if r.get("state") == SUCCEEDED} if let_go else {}
+    rows = [
+        _recorded_row(r, kept.get(r.job_uid) if r.job else by_node.get(r.node)) if id(r) in ids else r
+        for r in view.rows
+    ]
+    return replace(view, rows=rows, counts=count_rows(rows, view.hidden_not_selected))
 
 
 def _recorded_row(row: NodeRow, result: Mapping[str, Any] | None) -> NodeRow:
     if result is None:
         return row
     code = result.get("exitCode")
+    if not row.job:  # its Job was let go: the record stands for it (the row shows no Job: there is none)
+        row = replace(row, state=SUCCEEDED, revision=str(result.get("revision") or row.revision))
     return replace(
         row,
         exit_code=code if isinstance(code, int) else row.exit_code,

@@ -19,6 +19,7 @@ from daemonjob.domain.maintenance import MaintenanceInput
 from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.nodecheck import HealthInput
 from daemonjob.domain.order import OrderInput
+from daemonjob.domain.recorded import standin_of
 
 __all__ = ["Given", "decide_over", "apply"]
 
@@ -33,7 +34,7 @@ class Given:
     The plan is made from scratch out of `jobs` and `nodes`, or is `kept_plan` as it is; the
     API's troubles (`stalled`, `conflicts`, `rejected`), the ConfigMaps read, the firing alerts,
     the other DaemonJobs' per-node state (`order`), the Nodes' maintenance records and the
-    cluster's nodes out of service (`disruption`)."""
+    cluster's nodes out of service (`disruption`), the recorded results (`recorded`)."""
 
     dj: Obj
     jobs: Iterable[Obj]
@@ -53,9 +54,14 @@ class Given:
     maintenance: MaintenanceInput = MaintenanceInput()
     disruption: Disruption = Disruption()
     health: HealthInput = HealthInput()
+    recorded: Iterable[Obj] | None = None  # recorded results, as the reports hold them (deleteSucceededJobs)
 
     def input(self) -> DecisionInput:
-        plan = self.kept_plan if self.kept_plan is not None else KeptPlan.of(self.jobs, self.nodes, self.memo)
+        plan = self.kept_plan
+        if plan is None:
+            standins = None if self.recorded is None else [standin_of(r) for r in self.recorded]
+            recorded = None if standins is None else {v.node: v for v in standins if v is not None and v.node}
+            plan = KeptPlan.of(self.jobs, self.nodes, self.memo, recorded)
         return DecisionInput(
             self.dj,
             plan,

@@ -19,6 +19,7 @@ from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.order import OrderInput
 from daemonjob.domain.orderview import order_input
 from daemonjob.domain.preview import Preview, PreviewInput, preview, with_applied
+from daemonjob.domain.results import result_of
 from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.domain.validate import read_spec
 from daemonjob.kubectl import cli, planview
@@ -306,3 +307,13 @@ def test_the_cluster_disruption_budget_holds_cordons_past_the_limit() -> None:
     plan = plan_of(dj, listed, disruption=budget)
     assert plan.starting == ["n1"] and [g.gate for g in plan.gates] == ["clusterDisruptionBudget"]
     assert plan_of(dj, listed).starting == ["n1", "n2", "n3"]  # no limit given: maxParallel alone
+
+
+def test_a_plan_reads_the_records_of_jobs_let_go() -> None:
+    """With spec.results.deleteSucceededJobs a node whose Job is gone ran by its record: the
+    plan runs only the others, as the controller would."""
+    dj = daemonjob(maxParallel=5, results={"deleteSucceededJobs": True})
+    results = [r for n in ("a", "b") if (r := result_of(job(dj, n, "succeeded"), None)) is not None]
+    plan = plan_of(dj, nodes("a", "b", "c"), recorded=results)
+    assert states(plan) == {"a": "done", "b": "done", "c": "runs"}
+    assert states(plan_of(dj, nodes("a", "b", "c"))) == {"a": "runs", "b": "runs", "c": "runs"}

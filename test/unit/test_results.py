@@ -5,18 +5,22 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from daemonjob.controller.results import ResultRecorder
+from daemonjob.controller.resultstatus import wire_recorded
+from daemonjob.controller.specs import SpecCache
 from daemonjob.domain.jobs import LABEL_ATTEMPT
 from daemonjob.domain.outcomes import Outcomes, summary
 from daemonjob.domain.reports import append_patch, pack, report_name, result_size
 from daemonjob.domain.results import NOT_JSON, cut_message, outcome_of, result_of
+from daemonjob.domain.validate import read_spec
 from daemonjob.machinery.apierror import ApiError
 from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.builders import daemonjob, job
+from daemonjob.testing.builders import daemonjob, job, revision_of
 
 
 def pod_for(j: Mapping[str, Any], code: int = 0, message: str = "", reason: str = "") -> dict[str, Any]:
@@ -353,3 +357,62 @@ def test_status_results_group_by_the_specs_json_field_and_regroup_when_it_change
         ("6.1.0-17", 1, ["c"]),
     ]
     assert s["summary"] == "2 outcomes; odd ones: c"
+
+
+def test_recorded_successes_are_read_from_the_reports_when_asked_and_survive_a_restart(dj: dict[str, Any]) -> None:
+    uid = dj["metadata"]["uid"]
+    store = FakeStore()
+    rec, woken = recorder(store, dj)
+    told: list[tuple[str, list[str] | None]] = []
+    rec.told = lambda _uid, key, nodes: told.append((key, nodes))
+    assert rec.successes(uid, "ops", "audit") is None  # not read yet: a read is asked for
+    assert rec._due(0.0)[0] == [uid]
+    rec.flush(uid)
+    assert store.calls == ["list_reports"] and told == [("ops/audit", None)] and woken == ["ops/audit"]
+    assert rec.successes(uid, "ops", "audit") == {}
+    finish(store, rec, dj, ["a", "b"])
+    failed = job(dj, "c", "failed")
+    store.pods.append(pod_for(failed, 1, "no"))
+    rec.job_seen(failed)
+    rec.flush(uid)
+    assert told[-1] == ("ops/audit", ["a", "b"])  # a failure stands for nothing: its Job stays
+    kept = rec.successes(uid, "ops", "audit")
+    assert kept is not None and sorted(kept) == ["a", "b"]
+    assert kept["a"].standin and kept["a"].uid == job(dj, "a", "succeeded")["metadata"]["uid"]
+    again, _ = recorder(store, dj)  # a new process, every Job gone: the reports still say where it ran
+    assert again.successes(uid, "ops", "audit") is None
+    again.flush(uid)
+    kept = again.successes(uid, "ops", "audit")
+    assert kept is not None and sorted(kept) == ["a", "b"]
+
+
+def test_a_result_keeps_the_jobs_template_hash(dj: dict[str, Any]) -> None:
+    j = job(dj, "a", "succeeded")
+    j["metadata"]["labels"]["daemonjob.io/template-hash"] = "h1"
+    result = result_of(j, None)
+    assert result is not None and result["templateHash"] == "h1"
+
+
+def test_after_reads_where_a_dependency_let_go_of_its_jobs_from_its_records() -> None:
+    """A DaemonJob that comes after one with deleteSucceededJobs reads its records: none before
+    they are read (the read is asked for, then wakes the readers), then the nodes of the
+    dependency's revision; the kept plans are told of each change."""
+    dep = daemonjob(historyLimit=1, results={"deleteSucceededJobs": True})
+    uid, revision = dep["metadata"]["uid"], revision_of(dep)
+    store = FakeStore()
+    rec, _ = recorder(store, dep)
+    changed: list[list[str] | None] = []
+    readers: list[str] = []
+    order = SimpleNamespace(order_index=SimpleNamespace(spec_of=read_spec), recorded=None)
+    plans = SimpleNamespace(recorded_changed=lambda _uid, nodes: changed.append(nodes))
+    observer = SimpleNamespace(recorded=None)
+    wire_recorded(rec, plans, observer, SpecCache(), order, readers.append)  # type: ignore[arg-type]
+    assert order.recorded(dep, revision, None) == frozenset()  # not read yet: nothing counts
+    rec.flush(uid)
+    assert readers == ["ops/audit"] and changed == [None]
+    finish(store, rec, dep, ["a", "b"])
+    rec.flush(uid)
+    assert changed[-1] == ["a", "b"]
+    assert order.recorded(dep, revision, None) == {"a", "b"}
+    assert order.recorded(dep, "another-revision", None) == frozenset()
+    assert order.recorded(daemonjob(historyLimit=1), revision, None) == frozenset()  # the field off: its Jobs tell
