@@ -293,13 +293,9 @@ class Controller:
 
     def _forget_uid(self, uid: str) -> None:
         """A DaemonJob deleted or re-created: nothing of the old one carries over."""
-        self.expectations.forget(uid)
-        self.deleted_jobs.forget(uid)
-        self.troubles.forget(uid)
-        self.plans.forget(uid)
-        self.maintenance.forget(uid)
-        self.turn_checks.forget(uid)
-        self.claims.forget(uid)
+        kept = (self.expectations, self.deleted_jobs, self.troubles, self.plans, self.maintenance, self.turn_checks)
+        for part in (*kept, self.claims):
+            part.forget(uid)
         if self.orphans is not None:
             self.queue.add(SWEEP_KEY)  # whatever it still held on a Node is released
         self.order_index.succeeded.forget(uid)

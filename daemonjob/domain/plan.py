@@ -21,12 +21,7 @@ from typing import Any
 
 from daemonjob.domain.actions import DeleteJob, Turn, Turns
 from daemonjob.domain.eligibility import Eligibility
-from daemonjob.domain.jobs import (
-    ACTIVE,
-    FAILED,
-    SUCCEEDED,
-    TERMINATING,
-)
+from daemonjob.domain.jobs import ACTIVE, FAILED, SUCCEEDED, TERMINATING
 from daemonjob.domain.jobview import JobView, job_view, node_inputs
 from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.nodecheck import Awaiting, checked_state
