@@ -15,7 +15,6 @@ API_CREDENTIALS_RECHECK = 1.0  # seconds between two calls of the credentials' r
 # Watches (client-go reflector)
 WATCH_TIMEOUT_MIN = 300  # server-side timeoutSeconds is randomised in [MIN, 2*MIN)
 WATCH_READ_SLACK = 30.0  # client read timeout beyond the server-side timeout
-WATCH_COALESCE = 0.02  # seconds a watch pauses after a read that waited: a burst's events share a wake-up
 WATCH_BACKOFF_INITIAL = 0.8
 WATCH_BACKOFF_MAX = 30.0
 WATCH_BACKOFF_RESET = 120.0  # a watch healthy this long resets the backoff

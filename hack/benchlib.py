@@ -326,7 +326,7 @@ class ObjectWatch:
                     "allowWatchBookmarks": True,
                     "timeoutSeconds": 1800,
                 }
-                self._stream = self.kube.watch(self.path, params, read_timeout=1830, coalesce=0)  # times each event
+                self._stream = self.kube.watch(self.path, params, read_timeout=1830)
                 if self._stopped:
                     self._stream.close()
                     return

@@ -281,12 +281,8 @@ class Kube:
     ) -> JSON:
         return self.request("PUT", path, body=body, params=params, timeout=request_timeout, guard=guard)
 
-    def watch(
-        self, path: str, params: Mapping[str, Any], read_timeout: float, coalesce: float = defaults.WATCH_COALESCE
-    ) -> WatchStream:
-        """Open a watch; iterate the result for event dicts, close() it from any thread.
-        `coalesce`: the stream's pause after a read that waited (watchstream.py); 0 for an
-        observer that must see each event the moment it comes (tests, benchmarks)."""
+    def watch(self, path: str, params: Mapping[str, Any], read_timeout: float) -> WatchStream:
+        """Open a watch; iterate the result for event dicts, close() it from any thread."""
         if self.limiter is not None:
             self.limiter.accept()
         code = 0
@@ -307,7 +303,7 @@ class Kube:
             payload = resp.read()
             resp.release_conn()
             raise api_error(resp.status, payload)
-        return WatchStream(resp, coalesce=coalesce)
+        return WatchStream(resp)
 
 
 def _with_query(path: str, params: Mapping[str, Any] | None) -> str:

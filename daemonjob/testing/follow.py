@@ -58,7 +58,6 @@ class Follower:
                     self.path,
                     {**self.params, "resourceVersion": self._rv, "allowWatchBookmarks": True, "timeoutSeconds": 120},
                     read_timeout=150,
-                    coalesce=0,  # an observer: each event as it comes
                 )
                 with self.lock:
                     self._stream = stream
