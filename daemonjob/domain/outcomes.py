@@ -9,6 +9,7 @@ distinct one), and the plugin builds it from a list. `summary` is status.results
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = ["Group", "Outcomes", "summary"]
 class Group:
     exit_code: int | None
     message: str  # cut to `sample` characters
+    digest: bytes = b""  # its key among the groups: exit code and whole message
     count: int = 0
     failed: int = 0
     nodes: list[str] = field(default_factory=list)  # the first `names` of them
@@ -48,27 +50,29 @@ class Outcomes:
         self.names = names
         self.sample = sample
         self._groups: dict[bytes, Group] = {}
-        self._latest: dict[str, tuple[tuple[int, str], bytes, bool]] = {}  # node: (order, group, failed)
+        self._latest: dict[str, tuple[int, str, Group, bool]] = {}  # node: (attempt, finishTime, group, failed)
         self.total = 0
         self.failed = 0
 
     def add(self, result: Mapping[str, Any]) -> None:
         """A node counts once, by its latest result (a retry's attempt replaces the one before)."""
         node = str(result.get("node") or "")
-        order = (int(result.get("attempt") or 0), str(result.get("finishTime") or ""))
+        attempt, finished = int(result.get("attempt") or 0), str(result.get("finishTime") or "")
         failed = result.get("state") == FAILED
         before = self._latest.get(node)
         if before is not None:
-            if before[0] > order:
+            if (before[0], before[1]) > (attempt, finished):
                 return
-            self._drop(node, before[1], before[2])
+            self._drop(node, before[2], before[3])
         code, message = outcome_of(result, self.group_by)
         digest = hashlib.blake2b(f"{code}\0{message}".encode(), digest_size=12).digest()
         group = self._groups.get(digest)
         if group is None:
             text = message if self.sample is None else message[: self.sample]
-            group = self._groups[digest] = Group(code, text)
-        self._latest[node] = (order, digest, failed)
+            group = self._groups[digest] = Group(code, text, digest)
+        # one flat tuple per node, the group shared and the time interned (Jobs that end in the
+        # same second share it): a rollout of N nodes keeps N of these for as long as it is kept
+        self._latest[node] = (attempt, sys.intern(finished), group, failed)
         group.count += 1
         self.total += 1
         if failed:
@@ -77,8 +81,7 @@ class Outcomes:
         if self.names is None or len(group.nodes) < self.names:
             group.nodes.append(node)
 
-    def _drop(self, node: str, digest: bytes, failed: bool) -> None:
-        group = self._groups[digest]
+    def _drop(self, node: str, group: Group, failed: bool) -> None:
         group.count -= 1
         self.total -= 1
         if failed:
@@ -87,7 +90,7 @@ class Outcomes:
         if node in group.nodes:
             group.nodes.remove(node)
         if group.count == 0:
-            del self._groups[digest]
+            del self._groups[group.digest]
 
     def extend(self, results: Iterable[Mapping[str, Any]]) -> Outcomes:
         for r in results:
