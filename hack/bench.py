@@ -426,8 +426,25 @@ def bench_joins(
     )
 
 
-def bench_idle(ctl: ControllerProcess, args: argparse.Namespace, res: Results) -> None:
+def wait_recorded(kube: Kube, timeout: float, check: Callable[[], None]) -> float:
+    """Until every DaemonJob's status.results counts each of its nodes: converged includes the
+    results written (the recorder writes a batch up to RESULT_FLUSH_DELAY after the last Job ends)."""
+    path = path_for(API_VERSION, DJ_PLURAL)
+
+    def done() -> bool:
+        check()
+        for d in kube.get(path).get("items") or []:
+            status = d.get("status") or {}
+            if (status.get("results") or {}).get("recorded") != status.get("desiredNodes"):
+                return False
+        return True
+
+    return benchlib.wait_until(done, timeout, "every DaemonJob's results recorded", interval=0.5)
+
+
+def bench_idle(kube: Kube, ctl: ControllerProcess, args: argparse.Namespace, res: Results) -> None:
     """(d): API requests of a converged controller over a quiet window."""
+    wait_recorded(kube, args.timeout, ctl.check)
     time.sleep(args.settle)
     before = ctl.requests()
     time.sleep(args.idle_seconds)
@@ -707,7 +724,7 @@ def main() -> int:
             if args.joins > 0:
                 bench_joins(kube, kubelet, ctl, n, args, res)
             if args.idle_seconds > 0:
-                bench_idle(ctl, args, res)
+                bench_idle(kube, ctl, args, res)
             ctl.check()
             res.add("controller peak RSS over the run (MB)", benchlib.hwm_mb(ctl.pid), "< 150 (N=5000)", fmt="{:.1f}")
         ok = True
