@@ -1,21 +1,22 @@
-"""One request and its whole answer on a pooled urllib3 connection, read with http.client.
+"""One request and its whole answer on a pooled urllib3 connection, the answer parsed by httptools.
 
-urllib3's response object (header dict, decoder, error catcher, length checks) costs more
-CPU than the exchange it wraps: a Job create against a local API server took 500 µs of
-client CPU through the pool's urlopen and 270 µs with the answer read by http.client on the
-same pooled connection (libcurl: 230 µs). The controller's rollout speed is bound by its
-CPU, so requests whose answer is read whole take this way; urllib3 still opens, verifies
-and pools the connections, and failures keep urllib3's exception types, as urlopen raises
-them without retries: callers and the kubectl plugin tell a network failure by them.
+http.client's side of a request costs more CPU than the exchange it wraps: its putheader
+checks each header through two regular expressions and urllib3's override of it, and its
+response parses the head with the email package (51 µs a response). At thousands of Job
+creates a rollout is bound by the controller's CPU, so requests whose answer is read whole
+take this way: the request's head is written here in one piece with its body, and the answer
+is read off the socket into httptools' parser (llhttp, the parser of Node.js). urllib3 still
+opens, verifies and pools the connections, and failures keep urllib3's exception types, as
+urlopen raises them without retries: callers and the kubectl plugin tell a network failure by them.
 """
 
 from __future__ import annotations
 
-import http.client
 import ssl
 from collections.abc import Mapping
 from typing import cast
 
+import httptools
 import urllib3
 import urllib3.connection
 from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError, SSLError
@@ -23,6 +24,74 @@ from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError, SSLEr
 __all__ = ["Answer", "exchange"]
 
 Answer = tuple[int, bytes]  # HTTP status, the whole body
+
+_READ = 256 * 1024  # bytes asked of the socket a read: a page of a list comes in a few
+_BODY_EXPECTED = frozenset({"POST", "PUT", "PATCH"})  # sent with Content-Length: 0 when bodiless, as http.client
+
+
+class _Answer:
+    """httptools' callbacks: the body's pieces, and whether the head and the message are whole."""
+
+    __slots__ = ("parser", "parts", "headed", "framed", "keep", "done")
+
+    def __init__(self) -> None:
+        self.parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
+        self.parts: list[bytes] = []
+        self.headed = False
+        self.framed = False  # a Content-Length or chunks: else the body ends when the server closes
+        self.keep = False  # the connection may carry another request (read with the head, as llhttp's users do)
+        self.done = False
+
+    def on_header(self, name: bytes, _value: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        self.headed = True
+        self.keep = self.parser is not None and self.parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        self.parts.append(body)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
+def _host(conn: urllib3.connection.HTTPConnection) -> str:
+    host = f"[{conn.host}]" if ":" in conn.host else conn.host
+    return host if conn.port in (None, conn.default_port) else f"{host}:{conn.port}"
+
+
+def request_head(method: str, url: str, host: str, headers: Mapping[str, str], length: int | None) -> bytes:
+    """The request line and headers, as http.client writes them (Host, identity encoding, a
+    Content-Length where a body is sent or expected); a CR or LF in a value is refused."""
+    lines = [f"{method} {url} HTTP/1.1", f"Host: {host}", "Accept-Encoding: identity"]
+    for name, value in headers.items():
+        if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+            raise ValueError(f"invalid header {name!r}: a line break in a name or value")
+        lines.append(f"{name}: {value}")
+    if length is not None or method in _BODY_EXPECTED:
+        lines.append(f"Content-Length: {length or 0}")
+    lines.append("\r\n")
+    return "\r\n".join(lines).encode("latin-1")
+
+
+def _read(conn: urllib3.connection.HTTPConnection, answer: _Answer) -> tuple[int, bool]:
+    """Feeds the socket's bytes to the parser until the answer is whole: its status, and
+    whether the connection may carry another request."""
+    parser, sock = answer.parser, conn.sock
+    assert parser is not None and sock is not None
+    try:
+        while not answer.done:
+            data = sock.recv(_READ)
+            if not data:
+                if answer.headed and not answer.framed:
+                    return parser.get_status_code(), False  # a body that ends when the server closes
+                raise ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
+            parser.feed_data(data)
+        return parser.get_status_code(), answer.keep
+    finally:
+        answer.parser = None  # the parser holds the answer's callbacks: no cycle left for the collector
 
 
 def exchange(
@@ -42,21 +111,22 @@ def exchange(
     try:
         conn.timeout = timeout
         pool._validate_conn(conn)  # connects (TLS) a new connection first, as urlopen
-        if conn.sock is not None:
-            conn.sock.settimeout(timeout)
-        # http.client's request: the head and a bytes body in one send (guardedhttp.py)
-        http.client.HTTPConnection.request(conn, method, url, body=body, headers=headers)
-        resp = http.client.HTTPConnection.getresponse(conn)  # http.client's, not urllib3's wrapper
-        data = resp.read()
-        reusable = not resp.will_close
-        return resp.status, data
+        if conn.sock is None:
+            conn.connect()  # a plain-HTTP pool connects when first used
+        assert conn.sock is not None
+        conn.sock.settimeout(timeout)
+        head = request_head(method, url, _host(conn), headers, None if body is None else len(body))
+        conn.send(head + body if body else head)  # the connection's send: the write guard runs first
+        answer = _Answer()
+        status, reusable = _read(conn, answer)
+        return status, b"".join(answer.parts)
     except HTTPError:
         raise
     except TimeoutError as exc:
         raise ReadTimeoutError(pool, url, f"Read timed out. (read timeout={timeout})") from exc
     except ssl.SSLError as exc:
         raise SSLError(exc) from exc
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, httptools.HttpParserError) as exc:
         raise ProtocolError("Connection aborted.", exc) from exc
     finally:
         if not reusable:

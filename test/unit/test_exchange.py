@@ -132,3 +132,57 @@ def test_an_error_answer_is_returned_not_raised(server):
         lambda conn: conn.sendall(b"HTTP/1.1 409 Conflict\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     )
     assert exchange(pool, "PUT", "/x", b"{}", {}, 5) == (409, body)
+
+
+def test_a_chunked_answer_is_joined_and_the_connection_reused(server):
+    chunked = b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"a":\r\n3\r\n1}\n\r\n0\r\n\r\n'
+    pool, _, accepted = server(lambda conn: conn.sendall(chunked))
+    for _ in range(2):
+        assert exchange(pool, "GET", "/api/v1/pods", None, {}, 5) == (200, b'{"a":1}\n')
+    assert accepted[0] == 1
+
+
+def test_an_answer_without_length_ends_when_the_server_closes(server):
+    def serve(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\n\r\nall of it")
+        conn.shutdown(socket.SHUT_RDWR)
+        raise OSError("closed")
+
+    pool, _, accepted = server(serve)
+    assert exchange(pool, "GET", "/", None, {}, 5) == (200, b"all of it")
+    assert exchange(pool, "GET", "/", None, {}, 5) == (200, b"all of it")
+    assert accepted[0] == 2  # that connection could carry nothing more
+
+
+def test_connection_close_is_honoured(server):
+    pool, _, accepted = server(
+        lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}")
+    )
+    assert exchange(pool, "GET", "/", None, {}, 5) == (200, b"{}")
+    assert exchange(pool, "GET", "/", None, {}, 5) == (200, b"{}")
+    assert accepted[0] == 2
+
+
+def test_the_request_head_is_what_http_client_would_write(server):
+    pool, seen, _ = server(lambda conn: conn.sendall(ok()))
+    exchange(pool, "POST", "/apis/x?dryRun=All", None, {"Authorization": "Bearer t"}, 5)
+    head = seen[0].split(b"\r\n")
+    port = pool.port
+    assert head[0] == b"POST /apis/x?dryRun=All HTTP/1.1"
+    assert b"Host: 127.0.0.1:%d" % port in head and b"Accept-Encoding: identity" in head
+    assert b"Authorization: Bearer t" in head and b"Content-Length: 0" in head  # a bodiless POST, as http.client
+    exchange(pool, "GET", "/x", None, {}, 5)
+    assert not any(line.lower().startswith(b"content-length") for line in seen[1].split(b"\r\n"))
+
+
+def test_a_line_break_in_a_header_is_refused_before_anything_is_sent(server):
+    pool, seen, _ = server(lambda conn: conn.sendall(ok()))
+    with pytest.raises(ValueError, match="line break"):
+        exchange(pool, "GET", "/", None, {"Authorization": "Bearer t\r\nX-Evil: 1"}, 5)
+    assert seen == []
+
+
+def test_a_malformed_answer_is_a_protocol_error(server):
+    pool, _, _ = server(lambda conn: conn.sendall(b"HTTP/1.1 abc nonsense\r\n\r\n"))
+    with pytest.raises(ProtocolError):
+        exchange(pool, "GET", "/", None, {}, 5)
