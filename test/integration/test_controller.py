@@ -56,6 +56,11 @@ def complete(kube: Kube, ns: str, name: str) -> bool:
     return any(c["type"] == "Complete" and c["status"] == "True" for c in st.get("conditions") or [])
 
 
+def recorded(kube: Kube, ns: str, name: str) -> int | None:
+    st = kube.get(path_for(DJ_API, "daemonjobs", ns, name)).get("status") or {}
+    return (st.get("results") or {}).get("recorded")
+
+
 def test_heartbeats_enqueue_nothing_and_idle_costs_nothing(
     kube: Kube, namespace: str, make_nodes, controller: Controller
 ) -> None:
@@ -64,6 +69,9 @@ def test_heartbeats_enqueue_nothing_and_idle_costs_nothing(
     others = make_nodes(1, labels={"ctl-test": "someone-else"})
     create_dj(kube, namespace, "quiet", namespace)
     wait_for(lambda: complete(kube, namespace, "quiet"), what="rollout")
+    # its results written too: the recorder's write wakes the DaemonJob once more (a loaded machine
+    # can delay it past the drain below)
+    wait_for(lambda: recorded(kube, namespace, "quiet") == 3, what="results recorded")
     time.sleep(1.0)  # let the last Job events drain
     adds = sample(m, "workqueue_adds_total", name="daemonjob")
     writes = api_calls(m, ("create", "update", "patch", "delete"))
