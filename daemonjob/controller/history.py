@@ -8,7 +8,10 @@ sends them at a pace of their own (a token bucket), with background propagation 
 finished Job's pods are done; the garbage collector removes them), and holds off while
 any pass is creating Jobs, so a run's creates never share the API budget with cleanup.
 Expectations do not wait for these deletes: a pass that still sees a Job being cleaned
-skips it here, by uid.
+skips it here, by uid, for as long as its delete waits in the queue (however long that is:
+a rollout's let-go of 100,000 Jobs waits many minutes) and for HISTORY_DELETE_TTL after it
+is sent, while the cache may still show it. A delete queued twice would cost a token and a
+round trip for nothing, and everything queued after it would wait for it.
 """
 
 from __future__ import annotations
@@ -53,9 +56,11 @@ class HistoryCleaner:
         clock = clock or RealClock()
         self._bucket = TokenBucket(qps, burst, clock)
         self._recorded_bucket = TokenBucket(defaults.RECORDED_DELETE_QPS, defaults.RECORDED_DELETE_BURST, clock)
+        # sent a moment ago (the cache may not show it yet): not queued again until the TTL ends
         self._sent: TTLCache[str, bool] = TTLCache(
             defaults.HISTORY_DELETE_MAX_PENDING, defaults.HISTORY_DELETE_TTL, timer=clock.now
         )
+        self._queued: set[str] = set()  # in `_pending`: never queued twice, however long it waits
         # One queue and one writer thread: a pass hands over thousands of deletes at a tick,
         # and queueing one must cost no more than appending it.
         self._pending: deque[tuple[str, DeleteJob]] = deque()
@@ -82,15 +87,17 @@ class HistoryCleaner:
         with self._lock:
             if self._stopped:
                 return []
-            new = [d for d in deletes if (d.uid or d.name) not in self._sent and not self._held(d)]
-            for d in new:
-                self._sent[d.uid or d.name] = True
+            new = [d for d in deletes if not self._known(d.uid or d.name) and not self._held(d)]
+            self._queued.update(d.uid or d.name for d in new)
             self._pending.extend((namespace, d) for d in new)
             if new and self._writer is None:
                 self._writer = threading.Thread(target=self._write, name="history", daemon=True)
                 self._writer.start()
             self._wake.notify()
         return new
+
+    def _known(self, key: str) -> bool:
+        return key in self._queued or key in self._sent
 
     def _held(self, d: DeleteJob) -> bool:
         return self.hold is not None and bool(d.uid) and self.hold(d.uid or "")
@@ -103,6 +110,8 @@ class HistoryCleaner:
                 if self._stopped:
                     return
                 namespace, d = self._pending.popleft()
+                self._queued.discard(d.uid or d.name)
+                self._sent[d.uid or d.name] = True  # the cache's lag is counted from the send on
             self._delete(namespace, d)
 
     def _delete(self, namespace: str, d: DeleteJob) -> None:
@@ -134,4 +143,5 @@ class HistoryCleaner:
         with self._lock:
             self._stopped = True
             self._pending.clear()
+            self._queued.clear()
             self._wake.notify_all()

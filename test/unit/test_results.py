@@ -416,3 +416,51 @@ def test_after_reads_where_a_dependency_let_go_of_its_jobs_from_its_records() ->
     assert order.recorded(dep, revision, None) == {"a", "b"}
     assert order.recorded(dep, "another-revision", None) == frozenset()
     assert order.recorded(daemonjob(historyLimit=1), revision, None) == frozenset()  # the field off: its Jobs tell
+
+
+def test_a_let_go_delete_waiting_longer_than_the_ttl_in_the_cleaners_queue_is_not_queued_again() -> None:
+    """A rollout's let-go queues one delete per node; at 10,000 nodes x 10 DaemonJobs they wait
+    longer than HISTORY_DELETE_TTL. Every pass meanwhile offers the plan's deletes again: queued
+    twice, each stale copy would cost a token and a round trip, and the deletes of nodes
+    joined later would wait behind them all."""
+    import threading
+    import time
+
+    from daemonjob import defaults
+    from daemonjob.controller.history import HistoryCleaner
+    from daemonjob.controller.metrics import Metrics
+    from daemonjob.domain.actions import DeleteJob
+    from daemonjob.domain.plan import RECORDED
+    from daemonjob.testing.fakes import FakeJobControl
+
+    gate = threading.Event()
+    sent: list[str] = []
+
+    class SlowControl(FakeJobControl):
+        def delete_job(self, namespace: str, name: str, uid: str | None, propagation: str = "Foreground") -> None:
+            gate.wait(10)
+            sent.append(name)
+
+    clock = FakeClock()
+    cleaner = HistoryCleaner(SlowControl(), Metrics(), clock=clock)
+    deletes = [DeleteJob(f"j-{i}", f"n-{i}", RECORDED, f"uid-{i}") for i in range(3)]
+    try:
+        assert cleaner.submit("ops", deletes) == deletes
+        clock.step(defaults.HISTORY_DELETE_TTL + 1)  # the first is being sent, the others still wait
+        assert cleaner.submit("ops", deletes) == []
+        gate.set()
+
+        def sent_when(count: int) -> list[str]:
+            deadline = time.monotonic() + 5
+            while len(sent) < count and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return sent
+
+        assert sent_when(3) == ["j-0", "j-1", "j-2"]
+        assert cleaner.submit("ops", deletes) == []  # sent: the cache may lag for the TTL
+        clock.step(defaults.HISTORY_DELETE_TTL + 1)
+        assert cleaner.submit("ops", deletes[:1]) == deletes[:1]  # still seen after that: sent again
+        assert sent_when(4) == ["j-0", "j-1", "j-2", "j-0"]
+    finally:
+        gate.set()
+        cleaner.stop()
