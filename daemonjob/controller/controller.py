@@ -328,7 +328,7 @@ class Controller:
             adopted = self.adoption.gather(observed, orphans, self.troubles)
             events.extend(adopted.events)
             budget_seen = self.disruption.version  # before the input: room made after it wakes the key
-            ready, recorded = recorded_for(self.results, observed, self.specs.get(observed.key, observed.cached).spec)
+            ready, recorded = recorded_for(self.results, observed, self.specs, self.reporter)  # says why it waits
             if not ready:
                 return None  # the reports' read wakes it
             inp = self._input(observed, adopted.jobs, recorded)

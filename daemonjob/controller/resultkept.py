@@ -11,6 +11,7 @@ from daemonjob import defaults
 from daemonjob.domain.outcomes import Outcomes
 from daemonjob.domain.plan import JobView
 from daemonjob.domain.recorded import newer, standin_of
+from daemonjob.domain.resultsread import ResultsUnread
 
 __all__ = ["Chunk", "Kept", "Rollout", "Successes", "outcomes"]
 
@@ -72,3 +73,4 @@ class Kept:
     retry_at: float = 0.0
     track: bool = False  # keep `successes` (spec.results.deleteSucceededJobs): set by the first pass that asks
     successes: Successes | None = None  # made by a read of the reports once `track` is set
+    unread: ResultsUnread | None = None  # why the last read or write failed, until one goes through

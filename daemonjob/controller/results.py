@@ -20,12 +20,13 @@ import structlog
 
 from daemonjob import defaults
 from daemonjob.controller.resultkept import Chunk, Kept, Rollout, Successes, outcomes
-from daemonjob.controller.resultstore import POD_JOB_LABEL, ResultStore
+from daemonjob.controller.resultstore import ResultStore, read_results
 from daemonjob.domain.jobs import FAILED, SUCCEEDED, TERMINATING, daemonjob_ref, job_finish_time, job_state, owner_uid
 from daemonjob.domain.outcomes import Outcomes, summary
 from daemonjob.domain.plan import JobView
 from daemonjob.domain.reports import LABEL_CHUNK, LABEL_ROLLOUT, append_patch, pack, report_body, result_size
-from daemonjob.domain.results import pod_of_job, result_of, rollout_key
+from daemonjob.domain.results import rollout_key
+from daemonjob.domain.resultsread import ResultsUnread
 from daemonjob.domain.validate import read_spec
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
@@ -68,7 +69,6 @@ class ResultRecorder:
         self._thread: threading.Thread | None = None
         self._stopped = False
         self.writes = 0  # report creates and appends, for the figures
-        self._warned_missing = False  # the DaemonJobReport CRD not installed: said once
         # (DaemonJob uid, key, nodes): its recorded successes changed on nodes (None: read whole)
         self.told: Callable[[str, str, list[str] | None], None] = lambda _uid, _key, _nodes: None
 
@@ -179,23 +179,37 @@ class ResultRecorder:
             for dj_uid in due:
                 try:
                     self.flush(dj_uid)
-                except ApiError as exc:  # the next round tries again; nothing is dropped
-                    missing = exc.not_found and not self._warned_missing
-                    self._warned_missing |= missing
-                    if missing or not exc.not_found:
-                        log.warning("recording results failed", status=exc.status, error=exc.message[:300])
-                    self._retry_later(dj_uid)
-                except Exception:
-                    log.exception("recording results failed")
-                    self._retry_later(dj_uid)
+                except Exception as exc:  # the next round tries again; nothing is dropped
+                    self._failed(dj_uid, exc)
+
+    def _failed(self, dj_uid: str, exc: Exception) -> None:
+        """Tried again later; a new error is logged and wakes the DaemonJob: its status says why."""
+        why = ResultsUnread(exc.status, str(exc)[:500]) if isinstance(exc, ApiError) else ResultsUnread(None, repr(exc))
+        with self._lock:
+            kept = self._kept.get(dj_uid)
+            if kept is None:
+                return
+            kept.retry_at = self.clock.now() + defaults.RESULT_RETRY_DELAY
+            news, kept.unread = kept.unread != why, why
+            key = f"{kept.namespace}/{kept.name}"
+        if news:
+            log.warning("recording results failed", daemonjob=key, error=why.error[:300], exc_info=why.status is None)
+            self.wake(key)
+
+    def unread(self, dj_uid: str) -> ResultsUnread | None:
+        """Why the DaemonJob's reports cannot be read or written now (None: they can)."""
+        with self._lock:
+            kept = self._kept.get(dj_uid)
+            return kept.unread if kept is not None else None
 
     def _due(self, now: float) -> tuple[list[str], float | None]:
         """The DaemonJobs whose pending results are to be written now, and how long until the next is."""
-        due: list[str] = []
-        wait: float | None = None
         with self._lock:
             waiting = [(u, k.since, len(k.pending), k.retry_at) for u, k in self._kept.items() if k.pending]
-            due = [u for u, k in self._kept.items() if k.regroup and not k.pending and k.retry_at <= now]
+            reads = [(u, k.retry_at) for u, k in self._kept.items() if k.regroup and not k.pending]
+        due = [u for u, at in reads if at <= now]
+        later = [at - now for _, at in reads if at > now]  # a failed read is tried again, nothing else wakes it
+        wait = min(later) if later else None
         for dj_uid, since, count, retry_at in waiting:  # the informer's index read outside the lock
             if since is None:
                 continue
@@ -232,7 +246,7 @@ class ResultRecorder:
             jobs = [j for uid, j in kept.pending.items() if not self._recorded(kept, uid)]
             done = [uid for uid in kept.pending if self._recorded(kept, uid)]
         self._release(kept, done)
-        results = self._results(namespace, jobs)
+        results = read_results(self.store, namespace, jobs)
         written = 0
         by_rollout: dict[str, list[dict[str, Any]]] = {}
         for r in results:
@@ -252,6 +266,8 @@ class ResultRecorder:
             self._release(kept, [r["jobUID"] for r in rs])
         if new_rollout:
             self._prune(kept, dj)
+        with self._lock:
+            kept.unread = None  # read and written: a status saying otherwise is cleared by this wake
         self.wake(f"{namespace}/{name}")
         return written
 
@@ -296,23 +312,6 @@ class ResultRecorder:
             kept.loaded, kept.regroup, kept.group_by = True, False, group_by
         if successes is not None:
             self.told(dj_uid, f"{kept.namespace}/{kept.name}", None)
-
-    def _results(self, namespace: str, jobs: list[Obj]) -> list[dict[str, Any]]:
-        """The results of `jobs`, their pods read RESULT_POD_BATCH Jobs to a list."""
-        out: list[dict[str, Any]] = []
-        step = defaults.RESULT_POD_BATCH
-        for i in range(0, len(jobs), step):
-            batch = jobs[i : i + step]
-            uids = [j["metadata"]["uid"] for j in batch]
-            pods: dict[str, list[Obj]] = {}
-            for pod in self.store.list_pods(namespace, uids):
-                owner = ((pod.get("metadata") or {}).get("labels") or {}).get(POD_JOB_LABEL)
-                pods.setdefault(owner or "", []).append(pod)
-            for job in batch:
-                result = result_of(job, pod_of_job(pods.get(job["metadata"]["uid"], ())))
-                if result is not None:
-                    out.append(result)
-        return out
 
     def _write(self, kept: Kept, dj: Obj, key: str, results: list[dict[str, Any]]) -> int:
         """Append to the rollout's last chunk while it has room, then new chunks."""

@@ -10,15 +10,18 @@ from daemonjob.controller.informers import RUNNING_INDEX, Informers
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.observe import Observation, Observer
 from daemonjob.controller.orderreader import OrderReader
+from daemonjob.controller.report import Reporter, write_status
 from daemonjob.controller.results import ResultRecorder
 from daemonjob.controller.resultstore import ResultStore
 from daemonjob.controller.specs import SpecCache
 from daemonjob.domain.decide import Decision
+from daemonjob.domain.jobs import format_time
 from daemonjob.domain.plan import JobView
-from daemonjob.domain.spec import DaemonJobSpec
+from daemonjob.domain.resultsread import ResultsUnread, with_results_unread, with_unread_conditions
 from daemonjob.machinery.clock import Clock
+from daemonjob.machinery.frozen import thaw
 
-__all__ = ["recorded_for", "recorder_for", "wire_recorded", "with_results"]
+__all__ = ["recorded_for", "recorder_for", "report_unread", "wire_recorded", "with_results"]
 
 
 def recorder_for(
@@ -41,19 +44,35 @@ def recorder_for(
 
 
 def recorded_for(
-    recorder: ResultRecorder | None, observed: Observation, spec: DaemonJobSpec
+    recorder: ResultRecorder | None, observed: Observation, specs: SpecCache, reporter: Reporter | None = None
 ) -> tuple[bool, Mapping[str, JobView] | None]:
     """Whether a pass may decide, and each node's newest recorded success for it to read.
 
     With spec.results.deleteSucceededJobs a node's record may be all there is of its run: no
     decision before the reports are read (their read wakes the DaemonJob), or a node whose
-    Job is gone would run again. Without a recorder nothing is recorded, so nothing is let go."""
-    if recorder is None or not spec.delete_succeeded_jobs:
+    Job is gone would run again. While they cannot be read (the recorder retries, and wakes
+    the DaemonJob when that changes) the status says why, through `reporter`. Without a
+    recorder nothing is recorded, so nothing is let go."""
+    if recorder is None or not specs.get(observed.key, observed.cached).spec.delete_succeeded_jobs:
         return True, None
     recorded = recorder.successes(observed.uid, observed.namespace, observed.name)
-    if recorded is None:
+    why = recorder.unread(observed.uid) if recorded is None else None
+    if why is not None and reporter is not None:
+        report_unread(reporter, observed, why)
+    elif recorded is None:
         observed.log.debug("waiting for the recorded results to be read")
     return recorded is not None, recorded
+
+
+def report_unread(reporter: Reporter, observed: Observation, why: ResultsUnread) -> None:
+    """The status as last written with Reconciling (and Stalled) saying the reports cannot be
+    read, and the Warning Event once; nothing else is decided or written."""
+    old = thaw(observed.cached.get("status") or {})
+    now = format_time(reporter.clock.wall())
+    status, events = with_unread_conditions(old, why, now, observed.dj["metadata"].get("generation"))
+    if write_status(reporter.control, observed.dj, old, status):
+        observed.log.info("results unreadable: status updated", error=why.error[:300])
+    reporter.post(observed, events)
 
 
 def wire_recorded(
@@ -84,7 +103,7 @@ def wire_recorded(
         return frozenset(v.node for v in views if v.node and v.revision == revision and v.run == run)
 
     recorder.told = told
-    observer.recorded = lambda o: recorded_for(recorder, o, specs.get(o.key, o.cached).spec)[1]
+    observer.recorded = lambda o: recorded_for(recorder, o, specs)[1]
     order.recorded = done
 
 
@@ -98,6 +117,11 @@ def with_results(recorder: ResultRecorder | None, observed: Observation, decisio
     results = recorder.summary(observed.uid, status.get("currentRevision"), status.get("currentRun"), group_by)
     if results is None:
         results = (observed.cached.get("status") or {}).get("results")
+    events = decision.events
+    why = recorder.unread(observed.uid)
+    if why is not None:  # cannot be recorded now: the rollout goes on, status.results says why
+        results, said = with_results_unread(results, why)
+        events = [*events, *said]
     if results is None:
         return decision
-    return replace(decision, status={**status, "results": results})
+    return replace(decision, status={**status, "results": results}, events=events)

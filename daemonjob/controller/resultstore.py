@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from daemonjob import defaults
 from daemonjob.controller.fence import Fence, always, as_fence
 from daemonjob.domain.jobs import API_VERSION, LABEL_NAME
 from daemonjob.domain.reports import PLURAL
+from daemonjob.domain.results import pod_of_job, result_of
 from daemonjob.machinery.kube import Kube, path_for
 
-__all__ = ["ResultStore", "KubeResultStore", "POD_JOB_LABEL", "PATCH_JSON"]
+__all__ = ["ResultStore", "KubeResultStore", "POD_JOB_LABEL", "PATCH_JSON", "read_results"]
 
 POD_JOB_LABEL = "controller-uid"  # set on a Job's pods by the Job controller (with batch.kubernetes.io/ since 1.27)
 PATCH_JSON = "application/json-patch+json"
@@ -75,3 +77,20 @@ class KubeResultStore:
     def delete_report(self, namespace: str, name: str) -> None:
         with self.fence.writing("report delete") as fenced:
             self.kube.delete(path_for(API_VERSION, PLURAL, namespace, name), **fenced)
+
+
+def read_results(store: ResultStore, namespace: str, jobs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The results of finished `jobs`, their pods read RESULT_POD_BATCH Jobs to a list."""
+    out: list[dict[str, Any]] = []
+    step = defaults.RESULT_POD_BATCH
+    for i in range(0, len(jobs), step):
+        batch = jobs[i : i + step]
+        pods: dict[str, list[Mapping[str, Any]]] = {}
+        for pod in store.list_pods(namespace, [j["metadata"]["uid"] for j in batch]):
+            owner = ((pod.get("metadata") or {}).get("labels") or {}).get(POD_JOB_LABEL)
+            pods.setdefault(owner or "", []).append(pod)
+        for job in batch:
+            result = result_of(job, pod_of_job(pods.get(job["metadata"]["uid"], ())))
+            if result is not None:
+                out.append(result)
+    return out
