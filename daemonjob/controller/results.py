@@ -176,11 +176,15 @@ class ResultRecorder:
                 if not due:
                     self.clock.wait(self._cond, wait)
                     continue
-            for dj_uid in due:
-                try:
-                    self.flush(dj_uid)
-                except Exception as exc:  # the next round tries again; nothing is dropped
-                    self._failed(dj_uid, exc)
+            self.flush_due(due)
+
+    def flush_due(self, due: list[str]) -> None:
+        """One round of the recorder's thread over the DaemonJobs due now."""
+        for dj_uid in due:
+            try:
+                self.flush(dj_uid)
+            except Exception as exc:  # the next round tries again; nothing is dropped
+                self._failed(dj_uid, exc)
 
     def _failed(self, dj_uid: str, exc: Exception) -> None:
         """Tried again later; a new error is logged and wakes the DaemonJob: its status says why."""
