@@ -30,7 +30,7 @@ from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.kube import ApiError
 
-__all__ = ["DEFERRABLE_STATUS_FIELDS", "Reporter", "deferrable", "write_status"]
+__all__ = ["DEFERRABLE_STATUS_FIELDS", "Reporter", "deferrable", "merge_patch", "write_status"]
 
 
 # What a pass that created Jobs leaves to the pass that sees them (report.py's docstring).
@@ -45,11 +45,21 @@ def deferrable(old: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     return all(old.get(k) == status.get(k) for k in keys)
 
 
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) turning `old` into `new`: a merge patch keeps every key
+    it does not name, so one gone at any depth (status.results.error, say) is sent as null."""
+    out: dict[str, Any] = {k: None for k in old if k not in new}
+    for k, v in new.items():
+        was = old.get(k)
+        out[k] = merge_patch(was, v) if isinstance(v, Mapping) and isinstance(was, Mapping) else v
+    return out
+
+
 def write_status(control: JobControl, dj: Mapping[str, Any], old: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     """Patch only a changed status, guarded by the resourceVersion it was computed from."""
     if old == status:
         return False
-    patch = {**{k: None for k in old if k not in status}, **status}
+    patch = merge_patch(old, status)
     meta = dj["metadata"]
     try:
         control.patch_status(meta["namespace"], meta["name"], patch, meta.get("resourceVersion"))

@@ -245,8 +245,9 @@ class ResultRecorder:
             self._retry_later(dj_uid)
             return 0
         if not kept.loaded or kept.regroup:
-            self._load(kept, dj_uid, read_spec(dj).results_group_by)
+            self._load(kept, dj_uid, read_spec(dj).results_group_by)  # read again: no longer unread
         with self._lock:
+            kept.unread = None if kept.loaded else kept.unread
             jobs = [j for uid, j in kept.pending.items() if not self._recorded(kept, uid)]
             done = [uid for uid in kept.pending if self._recorded(kept, uid)]
         self._release(kept, done)

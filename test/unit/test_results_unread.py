@@ -159,7 +159,7 @@ def test_without_let_go_the_rollout_goes_on_and_status_results_says_why(bed: Act
     assert woken(bed)
     bed.ctl.reconcile(bed.key)
     results = bed.last_status()["results"]
-    assert "error" not in results and results["recorded"] == 2
+    assert results["error"] is None and results["recorded"] == 2  # a merge patch removes it by null
 
 
 def test_status_results_keep_what_was_summed_up_with_the_error() -> None:
@@ -168,3 +168,15 @@ def test_status_results_keep_what_was_summed_up_with_the_error() -> None:
     assert out["recorded"] == 3 and out["summary"] == "not recorded: ConnectionError()"
     assert "retried" in out["error"] and len(events) == 1
     assert with_results_unread(out, ResultsUnread(None, "ConnectionError()"))[1] == []
+
+
+def test_a_status_patch_removes_a_nested_key_gone_by_null() -> None:
+    from daemonjob.controller.report import merge_patch
+
+    old = {"results": {"error": "x", "summary": "s", "groups": [1]}, "gone": 1, "same": {"a": 1}}
+    new = {"results": {"summary": "t", "groups": [2]}, "same": {"a": 1}}
+    assert merge_patch(old, new) == {
+        "gone": None,
+        "results": {"error": None, "summary": "t", "groups": [2]},
+        "same": {"a": 1},
+    }
