@@ -245,9 +245,8 @@ class ResultRecorder:
             self._retry_later(dj_uid)
             return 0
         if not kept.loaded or kept.regroup:
-            self._load(kept, dj_uid, read_spec(dj).results_group_by)  # read again: no longer unread
+            self._load(kept, dj_uid, read_spec(dj).results_group_by)
         with self._lock:
-            kept.unread = None if kept.loaded else kept.unread
             jobs = [j for uid, j in kept.pending.items() if not self._recorded(kept, uid)]
             done = [uid for uid in kept.pending if self._recorded(kept, uid)]
         self._release(kept, done)
@@ -272,7 +271,7 @@ class ResultRecorder:
         if new_rollout:
             self._prune(kept, dj)
         with self._lock:
-            kept.unread = None  # read and written: a status saying otherwise is cleared by this wake
+            kept.unread = None  # read and written (cleared only now: a write refused after a read would flap)
         self.wake(f"{namespace}/{name}")
         return written
 
