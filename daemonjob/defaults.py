@@ -66,7 +66,7 @@ HISTORY_DELETE_BURST = 25
 # node of a rollout, as many as its creates, so at a pace of their own (still after creates)
 RECORDED_DELETE_QPS = 100.0
 RECORDED_DELETE_BURST = 100
-HISTORY_DELETE_TTL = 600.0  # seconds a queued delete is not queued again while the cache lags
+HISTORY_DELETE_TTL = 600.0  # seconds a sent delete is not queued again while the cache lags (a queued one never is)
 HISTORY_DELETE_MAX_PENDING = 1_000_000
 # Job status changes arrive in bursts during a rollout; a DaemonJob is reconciled at most
 # once per delay after a Job event (the delaying queue keeps a key once). The delay grows
