@@ -180,3 +180,26 @@ def test_a_status_patch_removes_a_nested_key_gone_by_null() -> None:
         "results": {"error": None, "summary": "t", "groups": [2]},
         "same": {"a": 1},
     }
+
+
+def test_a_write_refused_after_a_read_is_said_once_not_every_retry(bed: ActBed, store: Store) -> None:
+    store.refusal = None
+    refused = ApiError(403, "Forbidden", "daemonjobreports.daemonjob.io is forbidden: cannot create")
+
+    def create_report(namespace: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        raise refused
+
+    store.create_report = create_report  # type: ignore[method-assign]
+    bed.add_nodes(1)
+    bed.add_dj(daemonjob())
+    bed.ctl.reconcile(bed.key)
+    bed.sync()
+    bed.finish_jobs()
+    bed.drain()
+    rec = bed.ctl.results
+    assert rec is not None
+    for attempt in range(3):
+        bed.clock.step(defaults.RESULT_RETRY_DELAY)
+        recorder_round(bed)
+        assert woken(bed) == (attempt == 0)  # the same answer each time: said once
+        assert rec.unread(bed.dj()["metadata"]["uid"]) == ResultsUnread(403, str(refused))
