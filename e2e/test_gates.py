@@ -58,7 +58,7 @@ def test_pause_between_nodes_holds_the_slot_across_a_restart(
 ) -> None:
     first, second = nodes(2)
     with JobWatcher(api.kube, api.namespace, "paced") as watcher:
-        api.apply(daemonjob("paced", group, OK, maxParallel=1, rollout={"pauseBetweenNodes": "30s"}))
+        api.apply(daemonjob("paced", group, OK, maxParallel=1, rollout={"pauseBetweenNodes": "15s"}))
         cond = _reconciling(api, "paced", "PausingBetweenNodes")
         assert f"after node {first}" in cond["message"], cond
         until = _time(_INSTANT.findall(cond["message"])[-1])
@@ -69,7 +69,7 @@ def test_pause_between_nodes_holds_the_slot_across_a_restart(
 
     by_node = {job_node(j): j for j in api.jobs("paced")}
     done = _time(by_node[first]["status"]["completionTime"])
-    assert until == done + timedelta(seconds=30)
+    assert until == done + timedelta(seconds=15)
     assert _created(by_node[second]) >= until, "the second node started before the pause was over"
     assert _once_per_node(watcher) and watcher.max_active == 1, watcher.summary()
 
