@@ -130,7 +130,7 @@ def converge(
     """(a): D DaemonJobs created at once; seconds until all are Complete over N nodes. Returns
     their names and how many Jobs a joining node gets at once (all D, unless --ordered)."""
     names = [f"bench-{i:02d}" for i in range(d)]
-    cpu0 = benchlib.cpu_seconds(ctl.pid)
+    cpu0, before = benchlib.cpu_seconds(ctl.pid), benchlib.scrape(ctl.metrics_url)
     started = time.monotonic()
     first_wave = d
     if ordered:
@@ -154,7 +154,29 @@ def converge(
     res.add(f"{d} DaemonJobs over {n} nodes ({n * d} Jobs): seconds to all Complete", done - started)
     res.add("controller CPU seconds to all Complete", benchlib.cpu_seconds(ctl.pid) - cpu0)
     res.add("controller RSS now (MB)", benchlib.rss_mb(ctl.pid), fmt="{:.1f}")
+    after = benchlib.scrape(ctl.metrics_url)
+    res.note(
+        "controller requests until all Complete: "
+        + bench.requests_text(benchlib.request_delta(benchlib.api_requests(before), benchlib.api_requests(after)))
+    )
+    res.note(f"until all Complete: {passes_text(before, after)}")
     return names, first_wave
+
+
+def passes_text(before: benchlib.Samples, after: benchlib.Samples) -> str:
+    """The passes between two scrapes, their mean wait in the queue and time at work."""
+
+    def mean(name: str) -> tuple[float, float]:
+        count = benchlib.sample_value(after, f"{name}_count") - benchlib.sample_value(before, f"{name}_count")
+        total = benchlib.sample_value(after, f"{name}_sum") - benchlib.sample_value(before, f"{name}_sum")
+        return count, total / count if count else 0.0
+
+    passes, in_queue = mean("workqueue_queue_duration_seconds")
+    _, working = mean("workqueue_work_duration_seconds")
+    return (
+        f"{passes:.0f} passes, each {1000 * in_queue:.0f} ms in the queue and "
+        f"{1000 * working:.0f} ms at work on average"
+    )
 
 
 def join_latencies(
@@ -185,17 +207,7 @@ def join_latencies(
     )
     res.note(f"during the joins: {waited:.1f} s waited for the client-side rate limiter (--kube-api-qps)")
 
-    def mean(name: str) -> tuple[float, float]:
-        count = benchlib.sample_value(after, f"{name}_count") - benchlib.sample_value(before, f"{name}_count")
-        total = benchlib.sample_value(after, f"{name}_sum") - benchlib.sample_value(before, f"{name}_sum")
-        return count, total / count if count else 0.0
-
-    passes, in_queue = mean("workqueue_queue_duration_seconds")
-    _, working = mean("workqueue_work_duration_seconds")
-    res.note(
-        f"during the joins: {passes:.0f} passes, each {1000 * in_queue:.0f} ms in the queue and "
-        f"{1000 * working:.0f} ms at work on average"
-    )
+    res.note(f"during the joins: {passes_text(before, after)}")
     full = [
         after.get(("python_gc_duration_seconds_" + k, (("generation", "2"),)), 0.0)
         - before.get(("python_gc_duration_seconds_" + k, (("generation", "2"),)), 0.0)
@@ -384,6 +396,11 @@ def wait_let_go(
     res.note(f"{when}: {progress(kube, ctl, names, n)}")
 
 
+def profile(ctl: ControllerProcess, args: argparse.Namespace, phase: str) -> benchlib.PySpy:
+    """--py-spy: the controller sampled through `phase` (PY_SPY_GIL=1: only while it holds the GIL)."""
+    return benchlib.PySpy(ctl.pid, args.py_spy / f"{phase}.txt" if args.py_spy else None, fmt="raw")
+
+
 # -- main ---------------------------------------------------------------------------------
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -404,6 +421,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=None, help="controller --workers (default: its own)")
     p.add_argument("--writers", type=int, default=16, help="API writer threads of the simulated kubelet and Jobs")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for each short wait")
+    p.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="DIR",
+        default=None,
+        help="py-spy profiles of the controller (collapsed stacks) into DIR: converge.txt, joins.txt",
+    )
     p.add_argument(
         "--converge-timeout",
         type=float,
@@ -459,11 +483,13 @@ def main() -> int:
         ctl.wait_ready(120)
 
         spec = LET_GO if args.delete_succeeded_jobs else None
-        dj_names, first_wave = converge(kube, ctl, n, d, converge_timeout, res, args.ordered, spec)
+        with profile(ctl, args, "converge"):
+            dj_names, first_wave = converge(kube, ctl, n, d, converge_timeout, res, args.ordered, spec)
         if args.delete_succeeded_jobs:
             wait_let_go(kube, ctl, dj_names, n, converge_timeout, res, "after the rollouts")
         if args.joins > 0:
-            join_latencies(kube, kubelet, ctl, dj_names, n, args, res, first_wave)
+            with profile(ctl, args, "joins"):
+                join_latencies(kube, kubelet, ctl, dj_names, n, args, res, first_wave)
         if args.delete_succeeded_jobs and args.joins > 0:
             wait_let_go(kube, ctl, dj_names, n + args.joins, args.timeout, res, "after the joins")
         peak_rss = benchlib.hwm_mb(ctl.pid)
