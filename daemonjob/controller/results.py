@@ -12,6 +12,7 @@ current one and max(historyLimit, 1) earlier ones are deleted when a new one sta
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import structlog
 
 from daemonjob import defaults
+from daemonjob.controller.resultdue import sooner_than, writes_due
 from daemonjob.controller.resultkept import Chunk, Kept, Rollout, Successes, outcomes
 from daemonjob.controller.resultstore import ResultStore, read_results
 from daemonjob.domain.jobs import FAILED, SUCCEEDED, TERMINATING, daemonjob_ref, job_finish_time, job_state, owner_uid
@@ -68,6 +70,8 @@ class ResultRecorder:
         self._cond = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._looks_at = -math.inf  # when the thread looks for writes due next (-inf: looking now)
+        self._changed = False  # pending writes changed since the thread's look began
         self.writes = 0  # report creates and appends, for the figures
         # (DaemonJob uid, key, nodes): its recorded successes changed on nodes (None: read whole)
         self.told: Callable[[str, str, list[str] | None], None] = lambda _uid, _key, _nodes: None
@@ -80,8 +84,22 @@ class ResultRecorder:
             self._note(job)
 
     def job_deleted(self, obj: Obj | Tombstone) -> None:
-        """A finished Job deleted before it was recorded: recorded from its last state (and its pod while it lasts)."""
-        self.job_seen(deleted_object(obj))
+        """A finished Job deleted before it was recorded: recorded from its last state (and its pod
+        while it lasts). One deleted while it ran may leave its DaemonJob none running: sooner due."""
+        job = deleted_object(obj)
+        if daemonjob_ref(job) is None:
+            return
+        if _finished(job):
+            return self._note(job)
+        with self._lock:
+            if (kept := self._kept.get(owner_uid(job))) is not None and kept.pending:
+                self._sooner(owner_uid(job), kept)
+
+    def _sooner(self, dj_uid: str, kept: Kept) -> None:
+        """Wake the thread if `kept`'s write falls due before it looks again (resultdue.py; locked)."""
+        self._changed = True
+        if sooner_than(kept, lambda: self.running(dj_uid), self._looks_at):
+            self._cond.notify()
 
     def _note(self, job: Obj) -> None:
         meta = job.get("metadata") or {}
@@ -99,7 +117,7 @@ class ResultRecorder:
             self._held[uid] = dj_uid
             if kept.since is None:
                 kept.since = self.clock.now()
-            self._cond.notify()
+            self._sooner(dj_uid, kept)
 
     @staticmethod
     def _recorded(kept: Kept, uid: str) -> bool:
@@ -128,7 +146,7 @@ class ResultRecorder:
             if kept is None or not kept.loaded or not key:
                 return None
             if kept.group_by != group_by:
-                kept.regroup = True
+                kept.regroup = self._changed = True
                 self._cond.notify()
                 return None
             rollout = kept.rollouts.get(key)
@@ -149,7 +167,7 @@ class ResultRecorder:
             if kept.loaded and kept.successes is not None:
                 return kept.successes.nodes
             if not kept.track or not kept.regroup:
-                kept.track = kept.regroup = True
+                kept.track = kept.regroup = self._changed = True
                 self._cond.notify()
             return None
 
@@ -161,7 +179,7 @@ class ResultRecorder:
 
     def stop(self) -> None:
         with self._lock:
-            self._stopped = True
+            self._stopped = self._changed = True
             self._cond.notify_all()
 
     def alive(self) -> bool:
@@ -169,12 +187,17 @@ class ResultRecorder:
 
     def _run(self) -> None:
         while True:
-            due, wait = self._due(self.clock.now())
+            with self._lock:
+                self._looks_at, self._changed = -math.inf, False
+            now = self.clock.now()
+            due, wait = self._due(now)
             with self._lock:
                 if self._stopped:
                     return
                 if not due:
-                    self.clock.wait(self._cond, wait)
+                    if not self._changed:  # else something changed while it looked: look again
+                        self._looks_at = math.inf if wait is None else now + wait
+                        self.clock.wait(self._cond, wait)
                     continue
             self.flush_due(due)
 
@@ -207,25 +230,8 @@ class ResultRecorder:
             return kept.unread if kept is not None else None
 
     def _due(self, now: float) -> tuple[list[str], float | None]:
-        """The DaemonJobs whose pending results are to be written now, and how long until the next is."""
-        with self._lock:
-            waiting = [(u, k.since, len(k.pending), k.retry_at) for u, k in self._kept.items() if k.pending]
-            reads = [(u, k.retry_at) for u, k in self._kept.items() if k.regroup and not k.pending]
-        due = [u for u, at in reads if at <= now]
-        later = [at - now for _, at in reads if at > now]  # a failed read is tried again, nothing else wakes it
-        wait = min(later) if later else None
-        for dj_uid, since, count, retry_at in waiting:  # the informer's index read outside the lock
-            if since is None:
-                continue
-            at = since + defaults.RESULT_FLUSH_DELAY
-            if count >= defaults.RESULT_FLUSH_COUNT or not self.running(dj_uid):
-                at = min(at, since + defaults.RESULT_FLUSH_IDLE)
-            at = max(at, retry_at)
-            if at <= now:
-                due.append(dj_uid)
-            else:
-                wait = at - now if wait is None else min(wait, at - now)
-        return due, wait
+        with self._lock:  # the informer's index read under it: a count, no Job read
+            return writes_due(self._kept, self.running, now)
 
     def _retry_later(self, dj_uid: str) -> None:
         with self._lock:

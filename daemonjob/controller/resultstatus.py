@@ -34,7 +34,7 @@ def recorder_for(
     recorder = ResultRecorder(
         store,
         informers.daemonjobs.store.get,
-        lambda uid: bool(jobs.store.by_index(RUNNING_INDEX, uid)),
+        lambda uid: jobs.store.count_index(RUNNING_INDEX, uid) > 0,
         wake,
         clock=clock,
         chunk_bytes=chunk_bytes,

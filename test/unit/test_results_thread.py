@@ -1,0 +1,172 @@
+"""The result recorder's thread: when it looks for writes due, and that the writes still come when due.
+
+Job events come by the hundred per second while a look goes over every DaemonJob with results
+waiting: a note that changes no deadline must not wake the thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from daemonjob import defaults
+from daemonjob.controller.informers import RUNNING_INDEX, running_index
+from daemonjob.controller.results import ResultRecorder
+from daemonjob.machinery.clock import FakeClock
+from daemonjob.machinery.store import Store
+from daemonjob.testing.builders import daemonjob, job
+
+
+class Store_:
+    """Report objects in memory; no pods (a result then says what its Job says)."""
+
+    def __init__(self) -> None:
+        self.results: list[Mapping[str, Any]] = []
+        self.reports: dict[str, int] = {}
+
+    def may_write(self) -> bool:
+        return True
+
+    def list_reports(self, namespace: str, daemonjob: str) -> list[Mapping[str, Any]]:
+        return []
+
+    def list_pods(self, namespace: str, job_uids: Sequence[str]) -> list[Mapping[str, Any]]:
+        return []
+
+    def create_report(self, namespace: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        self.results.extend(body["results"])
+        self.reports[body["metadata"]["name"]] = len(body["results"])
+        return {**body, "metadata": {**body["metadata"], "creationTimestamp": "2026-01-01T00:00:00Z"}}
+
+    def append(self, namespace: str, name: str, patch: Sequence[Mapping[str, Any]]) -> None:
+        self.results.extend(op["value"] for op in patch[1:-1])
+
+    def delete_report(self, namespace: str, name: str) -> None:
+        pass
+
+
+class Bed:
+    """A started recorder on a fake clock whose looks for writes due are counted."""
+
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.store = Store_()
+        self.dj = daemonjob()
+        self.running: set[str] = {self.dj["metadata"]["uid"]}
+        self.woken: list[str] = []
+        self.rec = ResultRecorder(
+            self.store, lambda key: self.dj, lambda uid: uid in self.running, self.woken.append, clock=self.clock
+        )
+        self.looks = 0
+        due = self.rec._due
+
+        def counted(now: float) -> tuple[list[str], float | None]:
+            self.looks += 1
+            return due(now)
+
+        self.rec._due = counted  # type: ignore[method-assign]
+        self.rec.start()
+
+    def finish(self, node: str) -> None:
+        self.rec.job_seen(job(self.dj, node, "succeeded"))
+
+    def parked(self) -> None:
+        """Until the thread waits for a deadline (a timed wait on the fake clock)."""
+        self.clock.block_until_waiters(1)
+
+    def until(self, check: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 5
+        while not check():
+            assert time.monotonic() < deadline, "not within 5 s"
+            time.sleep(0.005)
+
+
+@pytest.fixture
+def bed() -> Any:
+    b = Bed()
+    yield b
+    b.rec.stop()
+
+
+def test_notes_that_move_no_deadline_do_not_wake_the_thread(bed: Bed) -> None:
+    bed.finish("n000")
+    bed.parked()
+    looks = bed.looks
+    for i in range(1, 100):
+        bed.finish(f"n{i:03d}")
+        time.sleep(0.001)  # room for a woken thread to look
+    assert bed.looks == looks  # one look per note before: each over every DaemonJob waiting
+    bed.clock.step(defaults.RESULT_FLUSH_DELAY)
+    bed.until(lambda: len(bed.store.results) == 100)
+    assert bed.woken == ["ops/audit"]
+
+
+def test_the_last_running_job_finished_brings_the_write_sooner(bed: Bed) -> None:
+    bed.finish("a")
+    bed.parked()
+    looks = bed.looks
+    bed.running.clear()  # the informer's index, updated before the handlers run
+    bed.finish("b")
+    bed.until(lambda: bed.looks == looks + 1)
+    bed.parked()
+    bed.clock.step(defaults.RESULT_FLUSH_IDLE)
+    bed.until(lambda: len(bed.store.results) == 2)
+
+
+def test_a_running_job_deleted_brings_the_write_sooner(bed: Bed) -> None:
+    bed.finish("a")
+    bed.parked()
+    looks = bed.looks
+    bed.running.clear()
+    bed.rec.job_deleted(job(bed.dj, "b", "active"))
+    bed.until(lambda: bed.looks == looks + 1)
+    bed.parked()
+    bed.clock.step(defaults.RESULT_FLUSH_IDLE)
+    bed.until(lambda: len(bed.store.results) == 1)
+
+
+def test_a_full_batch_is_written_sooner(bed: Bed) -> None:
+    bed.finish("n000")
+    bed.parked()
+    looks = bed.looks
+    for i in range(1, defaults.RESULT_FLUSH_COUNT):
+        bed.finish(f"n{i:03d}")
+    bed.until(lambda: bed.looks == looks + 1)
+    bed.parked()
+    bed.clock.step(defaults.RESULT_FLUSH_IDLE)
+    bed.until(lambda: len(bed.store.results) == defaults.RESULT_FLUSH_COUNT)
+
+
+def test_notes_while_the_thread_looks_are_not_missed() -> None:
+    """Notes race the thread's look: whatever arrives, every result is written by its deadline."""
+    for _ in range(20):
+        bed = Bed()
+
+        def finish_all(b: Bed = bed) -> None:
+            for i in range(50):
+                b.finish(f"n{i}")
+
+        def written(b: Bed = bed) -> bool:
+            return len(b.store.results) == 50
+
+        try:
+            writer = threading.Thread(target=finish_all)
+            writer.start()
+            writer.join()
+            bed.parked()
+            bed.clock.step(defaults.RESULT_FLUSH_DELAY)
+            bed.until(written)
+        finally:
+            bed.rec.stop()
+
+
+def test_the_running_check_counts_without_reading_the_jobs() -> None:
+    store = Store({RUNNING_INDEX: running_index})
+    dj = daemonjob()
+    store.add(job(dj, "a", "active"))
+    store.add(job(dj, "b", "succeeded"))
+    assert store.count_index(RUNNING_INDEX, dj["metadata"]["uid"]) == 1
+    assert store.count_index(RUNNING_INDEX, "other") == 0
