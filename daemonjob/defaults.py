@@ -213,6 +213,7 @@ RESULT_FLUSH_DELAY = 10.0  # seconds the first result waiting may wait for other
 RESULT_FLUSH_IDLE = 1.0  # seconds: sooner when the DaemonJob has no running Job left
 RESULT_POD_BATCH = 100  # Jobs whose pods one list asks for (controller-uid in (...))
 RESULT_RETRY_DELAY = 5.0  # seconds before a failed batch is tried again
+RESULT_WAKE_DELAY = 1.0  # seconds: a written batch's pass (status.results), unless one comes sooner
 RESULT_GROUPS = 5  # outcomes status.results lists, most common first
 RESULT_GROUP_NODES = 5  # node names each lists
 RESULT_GROUP_MESSAGE = 200  # characters of an outcome's message in status.results

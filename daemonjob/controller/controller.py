@@ -124,7 +124,7 @@ class Controller:
             metrics_provider=self.metrics.queue_provider,
         )
         self._writers = WriterPool(create_concurrency, "api-writer")
-        self.results = recorder_for(result_store, informers, self.queue.add, self.clock, result_chunk_bytes)
+        self.results = recorder_for(result_store, informers, self.queue, self.clock, result_chunk_bytes)
         hold = self.results.holds if self.results is not None else None
         self.history = HistoryCleaner(control, self.metrics, clock=self.clock, hold=hold)
         self.troubles = Troubles()

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from daemonjob import defaults
 from daemonjob.controller.informers import RUNNING_INDEX, Informers
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.observe import Observation, Observer
@@ -20,14 +21,20 @@ from daemonjob.domain.plan import JobView
 from daemonjob.domain.resultsread import ResultsUnread, with_results_unread, with_unread_conditions
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.frozen import thaw
+from daemonjob.machinery.workqueue import DelayingQueue
 
 __all__ = ["recorded_for", "recorder_for", "report_unread", "wire_recorded", "with_results"]
 
 
 def recorder_for(
-    store: ResultStore | None, informers: Informers, wake: Callable[[str], None], clock: Clock, chunk_bytes: int
+    store: ResultStore | None, informers: Informers, queue: DelayingQueue, clock: Clock, chunk_bytes: int
 ) -> ResultRecorder | None:
-    """A recorder told of every Job event (registered before the informers start); None without a store."""
+    """A recorder told of every Job event (registered before the informers start); None without a store.
+
+    A written batch wakes its DaemonJob for status.results (and the history deletes it held)
+    within RESULT_WAKE_DELAY, by the pass already queued or coming in that time if there is
+    one: while its Jobs finish, their events bring passes anyway, and a pass more per batch
+    over a DaemonJob of hundreds of nodes cost more than the batch."""
     if store is None:
         return None
     jobs = informers.jobs
@@ -35,7 +42,7 @@ def recorder_for(
         store,
         informers.daemonjobs.store.get,
         lambda uid: jobs.store.count_index(RUNNING_INDEX, uid) > 0,
-        wake,
+        lambda key: queue.add_soon(key, defaults.RESULT_WAKE_DELAY),
         clock=clock,
         chunk_bytes=chunk_bytes,
     )

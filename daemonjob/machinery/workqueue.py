@@ -218,6 +218,18 @@ class DelayingQueue(Queue):
             heapq.heappush(self._heap, entry)
             self._waiter_changed.notify()
 
+    def add_soon(self, key: Hashable, delay: float) -> None:
+        """Queue `key` within `delay` seconds, unless it is queued already (a pass starts after
+        now) or waits to be within `delay`: a wake that any pass to come answers as well, so it
+        joins the pass that comes anyway instead of making one more."""
+        with self._lock:
+            if self._shutting_down or key in self._dirty:
+                return
+            existing = self._waiting.get(key)
+            if existing is not None and existing.ready_at <= self._clock.now() + delay:
+                return
+        self.add_after(key, delay)
+
     def due_waiting(self) -> int:
         """Keys whose delay is over that the waiting thread has not moved into the queue yet: a
         moment's lag after the clock moves, which a test on a fake clock waits out."""

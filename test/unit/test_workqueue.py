@@ -257,6 +257,46 @@ def test_a_new_earliest_deadline_wakes_the_waiting_thread(make, clock):
     assert q.get() == ("late", False)
 
 
+def test_add_soon_joins_a_pass_queued_or_coming_within_its_delay(make, clock):
+    q = make(DelayingQueue, clock=clock)
+    q.add("queued")
+    q.add_soon("queued", 1)  # queued: that pass starts after now
+    q.add_after("coming", 0.25)
+    q.add_soon("coming", 1)  # comes within the delay: that pass answers it
+    clock.block_until_waiters(1)
+    clock.step(0.25)
+    assert {q.get()[0], q.get()[0]} == {"queued", "coming"}
+    q.done("queued")
+    q.done("coming")
+    assert_nothing_due_within(q, clock, 20)  # one pass each, none more
+
+
+def test_add_soon_waits_its_delay_or_brings_a_later_pass_forward(make, clock):
+    q = make(DelayingQueue, clock=clock)
+    q.add_soon("idle", 1)
+    q.add_after("later", 10)
+    q.add_soon("later", 1)
+    clock.block_until_waiters(1)
+    assert len(q) == 0
+    clock.step(1)
+    assert {q.get()[0], q.get()[0]} == {"idle", "later"}
+    q.done("idle")
+    q.done("later")
+    assert_nothing_due_within(q, clock, 20)
+
+
+def test_add_soon_while_processing_makes_a_pass_after_it(make, clock):
+    q = make(DelayingQueue, clock=clock)
+    q.add("a")
+    assert q.get() == ("a", False)
+    q.add_soon("a", 1)  # the pass under way may have read before the change
+    clock.block_until_waiters(1)
+    clock.step(1)
+    wait_for(lambda: q.due_waiting() == 0)
+    q.done("a")
+    assert q.get() == ("a", False)
+
+
 def test_due_waiting_counts_the_keys_come_due_until_the_waiting_thread_moves_them(make, clock):
     q = make(DelayingQueue, clock=clock)
     q.add_after("a", 1)

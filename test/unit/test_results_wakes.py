@@ -1,7 +1,9 @@
-"""The result recorder's thread: when it looks for writes due, and that the writes still come when due.
+"""The result recorder's wakes: of its thread, which looks for writes due, and of the passes
+that write status.results after a batch.
 
 Job events come by the hundred per second while a look goes over every DaemonJob with results
-waiting: a note that changes no deadline must not wake the thread."""
+waiting: a note that changes no deadline must not wake the thread. A batch written while a pass
+is coming anyway (its Jobs' events bring one) must not make one more."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from daemonjob.controller.informers import RUNNING_INDEX, running_index
 from daemonjob.controller.results import ResultRecorder
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.store import Store
+from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob, job
 
 
@@ -170,3 +173,68 @@ def test_the_running_check_counts_without_reading_the_jobs() -> None:
     store.add(job(dj, "b", "succeeded"))
     assert store.count_index(RUNNING_INDEX, dj["metadata"]["uid"]) == 1
     assert store.count_index(RUNNING_INDEX, "other") == 0
+
+
+# -- the pass after a written batch --------------------------------------------------------
+def rollout(bed: ActBed, store: Store_) -> str:
+    """A DaemonJob over three nodes, its Jobs created and seen, then finished and noted."""
+    bed.add_nodes(3)
+    bed.add_dj(daemonjob())
+    bed.ctl.reconcile(bed.key)
+    bed.sync()
+    bed.drain()
+    bed.ctl.reconcile(bed.key)
+    bed.sync()
+    bed.clock.step(defaults.JOB_EVENT_DELAY_MAX)
+    wait_moved(bed)
+    bed.drain()
+    bed.finish_jobs()  # Job events: a pass in JOB_EVENT_DELAY, and three results waiting
+    return str(bed.dj()["metadata"]["uid"])
+
+
+def wait_moved(bed: ActBed) -> None:
+    deadline = time.monotonic() + 5
+    while bed.ctl.queue.due_waiting():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def passes_within(bed: ActBed, seconds: float) -> int:
+    """The passes that come due within `seconds` (each run, so a pass's own look-again counts)."""
+    count = 0
+    for _ in range(int(seconds / 0.25)):
+        bed.clock.step(0.25)
+        time.sleep(0.02)
+        wait_moved(bed)
+        while len(bed.ctl.queue):
+            key, _ = bed.ctl.queue.get()
+            bed.ctl.reconcile(str(key))
+            bed.ctl.queue.done(key)
+            count += 1
+    return count
+
+
+def test_a_batch_written_while_a_pass_is_coming_makes_no_pass_more() -> None:
+    store = Store_()
+    bed = ActBed.start(result_store=store)
+    try:
+        uid = rollout(bed, store)
+        assert bed.ctl.results is not None and bed.ctl.results.flush(uid) == 3
+        assert len(bed.ctl.queue) == 0  # before: queued at once, beside the Job events' pass
+        assert passes_within(bed, 5) == 1
+        assert bed.last_status()["results"]["recorded"] == 3
+    finally:
+        bed.stop()
+
+
+def test_a_batch_written_with_no_pass_coming_brings_one() -> None:
+    store = Store_()
+    bed = ActBed.start(result_store=store)
+    try:
+        uid = rollout(bed, store)
+        assert passes_within(bed, 5) == 1  # the Job events' pass, before the batch is written
+        assert bed.ctl.results is not None and bed.ctl.results.flush(uid) == 3
+        assert passes_within(bed, 5) == 1
+        assert bed.last_status()["results"]["recorded"] == 3
+    finally:
+        bed.stop()
