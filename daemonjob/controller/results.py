@@ -53,16 +53,18 @@ class ResultRecorder:
         running: Callable[[str], bool],
         wake: Callable[[str], None],
         *,
+        wake_soon: Callable[[str], None] | None = None,
         clock: Clock | None = None,
         chunk_bytes: int = defaults.RESULT_CHUNK_BYTES,
     ) -> None:
-        """`daemonjob(key)`: the cached DaemonJob; `running(uid)`: whether any of its Jobs may
-        still run; `wake(key)`: a pass for it (its status.results, held history deletes)."""
+        """`daemonjob(key)`: the cached DaemonJob; `running(uid)`: whether any of its Jobs may still
+        run; `wake(key)`: a pass for it now (its reports read or not: a pass may wait for them);
+        `wake_soon(key)`: one soon, once a batch is written (status.results, held history deletes)."""
         self.store = store
         self.chunk_bytes = min(max(chunk_bytes, 4096), defaults.RESULT_CHUNK_BYTES)  # as --result-chunk-bytes says
         self.daemonjob = daemonjob
         self.running = running
-        self.wake = wake
+        self.wake, self.wake_soon = wake, wake_soon or wake
         self.clock = clock or RealClock()
         self._kept: dict[str, Kept] = {}  # by DaemonJob uid
         self._held: dict[str, str] = {}  # Job uid -> DaemonJob uid, while pending
@@ -84,8 +86,7 @@ class ResultRecorder:
             self._note(job)
 
     def job_deleted(self, obj: Obj | Tombstone) -> None:
-        """A finished Job deleted before it was recorded: recorded from its last state (and its pod
-        while it lasts). One deleted while it ran may leave its DaemonJob none running: sooner due."""
+        """A finished Job deleted unrecorded: recorded from its last state; a running one: maybe due sooner."""
         job = deleted_object(obj)
         if daemonjob_ref(job) is None:
             return
@@ -250,7 +251,7 @@ class ResultRecorder:
         if dj is None or (dj.get("metadata") or {}).get("uid") != dj_uid or not self.store.may_write():
             self._retry_later(dj_uid)
             return 0
-        if not kept.loaded or kept.regroup:
+        if read := not kept.loaded or kept.regroup:
             self._load(kept, dj_uid, read_spec(dj).results_group_by)
         with self._lock:
             jobs = [j for uid, j in kept.pending.items() if not self._recorded(kept, uid)]
@@ -278,7 +279,7 @@ class ResultRecorder:
             self._prune(kept, dj)
         with self._lock:
             kept.unread = None  # read and written (cleared only now: a write refused after a read would flap)
-        self.wake(f"{namespace}/{name}")
+        (self.wake if read else self.wake_soon)(f"{namespace}/{name}")
         return written
 
     def _release(self, kept: Kept, uids: list[str]) -> None:

@@ -42,7 +42,8 @@ def recorder_for(
         store,
         informers.daemonjobs.store.get,
         lambda uid: jobs.store.count_index(RUNNING_INDEX, uid) > 0,
-        lambda key: queue.add_soon(key, defaults.RESULT_WAKE_DELAY),
+        queue.add,
+        wake_soon=lambda key: queue.add_soon(key, defaults.RESULT_WAKE_DELAY),
         clock=clock,
         chunk_bytes=chunk_bytes,
     )
