@@ -36,7 +36,8 @@ class Rollout:
     run: str | None
     order: str  # the first chunk's creationTimestamp: newer rollouts sort later
     chunks: dict[int, Chunk] = field(default_factory=dict)
-    recorded: set[str] = field(default_factory=set)  # Job uids
+    # Job uids, a dict used as a set: 5000 of them take 104 KB where a set takes 525
+    recorded: dict[str, None] = field(default_factory=dict)
     outcomes: Outcomes = field(default_factory=lambda: outcomes(None))
     status: dict[str, Any] | None = None  # its summary, made once per change
 

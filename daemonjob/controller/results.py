@@ -314,7 +314,7 @@ class ResultRecorder:
             size = sum(result_size(r) for r in results)
             rollout.chunks[chunk] = Chunk(meta.get("name") or "", int(report.get("count") or len(results)), size)
             for r in results:
-                rollout.recorded.add(r.get("jobUID") or "")
+                rollout.recorded[r.get("jobUID") or ""] = None
                 rollout.outcomes.add(r)
                 if successes is not None:
                     successes.add(r)
@@ -363,7 +363,7 @@ class ResultRecorder:
                 chunk.size += sum(result_size(r) for r in part)
                 successes, nodes = kept.successes, []
                 for r in part:
-                    rollout.recorded.add(r.get("jobUID") or "")
+                    rollout.recorded[r.get("jobUID") or ""] = None
                     rollout.outcomes.add(r)
                     if successes is not None and (node := successes.add(r)) is not None:
                         nodes.append(node)
