@@ -29,10 +29,9 @@ def sooner_than(kept: Kept, running: Callable[[], bool], looks_at: float) -> boo
     if kept.since is None or not kept.pending:
         return False
     if max(kept.since + defaults.RESULT_FLUSH_DELAY, kept.retry_at) < looks_at:
-        return True
-    return max(kept.since + defaults.RESULT_FLUSH_IDLE, kept.retry_at) < looks_at and (
-        len(kept.pending) >= defaults.RESULT_FLUSH_COUNT or not running()
-    )
+        return True  # due by the delay alone: the index need not be read
+    at = due_at(kept, running)
+    return at is not None and at < looks_at
 
 
 def writes_due(kept: Mapping[str, Kept], running: Callable[[str], bool], now: float) -> tuple[list[str], float | None]:
