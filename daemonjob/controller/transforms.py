@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from daemonjob import defaults
@@ -23,19 +23,42 @@ from daemonjob.domain.jobs import (
     LABEL_RUN,
     LABEL_TEMPLATE_HASH,
 )
+from daemonjob.domain.jobview import JOB_VIEW_KEY
 from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, DRAIN_OUTCOME_PREFIX
 from daemonjob.machinery.frozen import freeze
+from daemonjob.machinery.record import FrozenRecord
 
-__all__ = ["Interner", "job_transform", "node_transform"]
+__all__ = ["CachedJob", "CachedJobMeta", "Interner", "job_transform", "node_transform"]
 
 INTERNED_VALUES = 16384  # distinct shared parts kept; more only costs sharing, not correctness
-# No resourceVersion: nothing reads it (the informer takes it from the watch events).
-_JOB_META_KEYS = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp")
 _JOB_LABELS = (LABEL_NAME, LABEL_REVISION, LABEL_RUN, LABEL_TEMPLATE_HASH, LABEL_ATTEMPT)
 _TERMINAL_CONDITIONS = ("Complete", "Failed")
 _CONDITION_KEYS = ("type", "status", "lastTransitionTime")
 _OWNER_KEYS = ("apiVersion", "kind", "name", "uid", "controller")
+
+
+class CachedJobMeta(FrozenRecord):
+    """A cached Job's metadata. No resourceVersion: nothing reads it (the informer takes it
+    from the watch events). Labels, owner reference and node annotation are shared parts."""
+
+    __slots__ = (
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "labels",
+        "ownerReferences",
+        "annotations",
+    )
+
+
+class CachedJob(FrozenRecord):
+    """A Job as the cache keeps it; its JobView is kept in a slot of its own."""
+
+    __slots__ = ("metadata", "status", "spec")
+    memo_key = JOB_VIEW_KEY
 
 
 class Interner:
@@ -109,7 +132,7 @@ def node_transform(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def job_transform(job: dict[str, Any], shared: Interner = _shared) -> dict[str, Any]:
+def job_transform(job: Mapping[str, Any], shared: Interner = _shared) -> CachedJob:
     """A Job as decide() sees it: identity, node, revision, owner, terminal state, and a TTL.
 
     Progress counts (active, succeeded, ...) and non-terminal conditions are left out:
@@ -118,10 +141,10 @@ def job_transform(job: dict[str, Any], shared: Interner = _shared) -> dict[str, 
     so on our Job it means an admission policy added it, which decide() refuses.
     """
     meta = job.get("metadata") or {}
-    kept: dict[str, Any] = {k: meta[k] for k in _JOB_META_KEYS if k in meta}
+    kept: dict[str, Any] = {k: meta[k] for k in ("name", "uid") if k in meta}
     for key in ("namespace", "creationTimestamp", "deletionTimestamp"):
-        if key in kept:
-            kept[key] = _text(kept[key])
+        if key in meta:
+            kept[key] = _text(meta[key])
     labels = meta.get("labels") or {}
     ours = tuple((k, labels[k]) for k in _JOB_LABELS if k in labels)
     kept["labels"] = shared(dict(ours), ("labels", ours))
@@ -138,7 +161,7 @@ def job_transform(job: dict[str, Any], shared: Interner = _shared) -> dict[str, 
         kept["annotations"] = shared({ANNOTATION_NODE: node}, ("node", node))
     checked = {k: annotations[k] for k in (ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK) if k in annotations}
     if checked:  # a checked turn's Job (nodecheck.py): its own, not shared
-        kept["annotations"] = {**(kept.get("annotations") or {}), **checked}
+        kept["annotations"] = freeze({**(kept.get("annotations") or {}), **checked})
     status = job.get("status") or {}
     conditions = tuple(
         tuple((k, c[k]) for k in _CONDITION_KEYS if k in c)
@@ -149,8 +172,11 @@ def job_transform(job: dict[str, Any], shared: Interner = _shared) -> dict[str, 
     kept_status: dict[str, Any] = {"conditions": [dict(c) for c in conditions]}
     if finished is not None:
         kept_status["completionTime"] = finished
-    out: dict[str, Any] = {"metadata": kept, "status": shared(kept_status, ("status", conditions, finished))}
     ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
-    if ttl is not None:
-        out["spec"] = shared({"ttlSecondsAfterFinished": ttl}, ("ttl", ttl))
-    return out
+    if ttl is None:
+        return CachedJob(metadata=CachedJobMeta(**kept), status=shared(kept_status, ("status", conditions, finished)))
+    return CachedJob(
+        metadata=CachedJobMeta(**kept),
+        status=shared(kept_status, ("status", conditions, finished)),
+        spec=shared({"ttlSecondsAfterFinished": ttl}, ("ttl", ttl)),
+    )

@@ -24,7 +24,7 @@ from daemonjob.domain.jobs import (
 from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, Verdict
 
-__all__ = ["OLDEST", "JobView", "job_view", "node_inputs"]
+__all__ = ["JOB_VIEW_KEY", "OLDEST", "JobView", "job_view", "node_inputs"]
 
 OLDEST = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -85,12 +85,12 @@ class JobView:
         return (self.finished or self.created, self.created, self.name)
 
 
-_JOB_VIEW = JobView.of  # one object, so it serves as the memo key of the view kept on each cached Job
+JOB_VIEW_KEY = JobView.of  # one object, so it serves as the memo key of the view kept on each cached Job
 
 
 def job_view(job: Mapping[str, Any], memo: Memo = no_memo) -> JobView:
     """What a plan reads of one Job, kept by `memo` on the cached Job."""
-    return memo(job, _JOB_VIEW)
+    return memo(job, JOB_VIEW_KEY)
 
 
 def node_inputs(

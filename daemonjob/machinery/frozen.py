@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
+from daemonjob.machinery.record import FrozenRecord
+
 __all__ = ["FrozenDict", "freeze", "thaw"]
 
 
@@ -86,7 +88,8 @@ def _freeze_plain(obj: dict[str, Any]) -> FrozenDict:
 
 
 def freeze(obj: Any) -> Any:
-    """Return an immutable equivalent of decoded JSON: dicts to FrozenDict, lists to tuples."""
+    """Return an immutable equivalent of decoded JSON: dicts to FrozenDict, lists to tuples
+    (a FrozenRecord is frozen already)."""
     kind = type(obj)
     if kind is dict:
         return _freeze_plain(obj)
@@ -94,7 +97,7 @@ def freeze(obj: Any) -> Any:
         return tuple([v if type(v) in _SCALARS else freeze(v) for v in obj])
     if kind in _SCALARS:
         return obj
-    if isinstance(obj, FrozenDict):
+    if isinstance(obj, (FrozenDict, FrozenRecord)):
         return obj
     if isinstance(obj, Mapping):
         return FrozenDict(obj)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
 from daemonjob.machinery.frozen import FrozenDict
+from daemonjob.machinery.record import FrozenRecord
 
 __all__ = ["ObjectMemo", "MEMO_CAPACITY", "object_memo"]
 
@@ -34,19 +35,31 @@ class ObjectMemo:
         self.capacity = capacity
 
     def __call__(self, obj: Mapping[str, Any], fn: Callable[[Any], _T], key: Hashable | None = None) -> _T:
-        if type(obj) is not FrozenDict:
-            return fn(obj)
         if key is None:
             key = fn
-        memo = obj._memo  # None, one (key, value) pair, or a dict of them: most objects need one
+        if type(obj) is FrozenDict:
+            kept: FrozenDict | FrozenRecord = obj
+        elif isinstance(obj, FrozenRecord):
+            if key is obj.memo_key:
+                try:
+                    return obj._kept
+                except AttributeError:
+                    value = fn(obj)
+                    _set_kept(obj, value)  # one slot: threads racing write equal values
+                    return value
+            kept = obj
+        else:
+            return fn(obj)
+        memo = kept._memo  # None, one (key, value) pair, or a dict of them
         if memo is None:
             value = fn(obj)
-            obj._memo = (key, value)
+            _set_memo(kept, (key, value))
             return value
         if type(memo) is tuple:
             if memo[0] == key:
                 return memo[1]
-            memo = obj._memo = {memo[0]: memo[1]}
+            memo = {memo[0]: memo[1]}
+            _set_memo(kept, memo)
         try:
             return memo[key]
         except KeyError:
@@ -54,6 +67,13 @@ class ObjectMemo:
                 memo.clear()
             value = memo[key] = fn(obj)
             return value
+
+
+def _set_memo(obj: Any, value: Any) -> None:
+    object.__setattr__(obj, "_memo", value)  # a FrozenRecord refuses plain attribute writes
+
+
+_set_kept = FrozenRecord._kept.__set__
 
 
 object_memo = ObjectMemo()
