@@ -494,6 +494,11 @@ def main() -> int:
             wait_let_go(kube, ctl, dj_names, n + args.joins, args.timeout, res, "after the joins")
         peak_rss = benchlib.hwm_mb(ctl.pid)
         res.add("controller peak RSS over rollouts and joins (MB)", peak_rss, "<= 300", fmt="{:.1f}")
+        # Stopped once converged: the last results written and status.results with them, so the
+        # restarted controller's first passes have nothing left to write.
+        waited_from = time.monotonic()
+        recorded_at = bench.wait_recorded(kube, args.timeout, ctl.check)
+        res.add("every DaemonJob's results recorded, seconds after the joins", recorded_at - waited_from)
         ctl.stop()
         ctl = None
 

@@ -124,7 +124,7 @@ def with_results(recorder: ResultRecorder | None, observed: Observation, decisio
     group_by = decision.reading.checked.spec.results_group_by if decision.reading is not None else None
     results = recorder.summary(observed.uid, status.get("currentRevision"), status.get("currentRun"), group_by)
     if results is None:
-        results = (observed.cached.get("status") or {}).get("results")
+        results = thaw((observed.cached.get("status") or {}).get("results"))  # as old is: equal when unchanged
     events = decision.events
     why = recorder.unread(observed.uid)
     if why is not None:  # cannot be recorded now: the rollout goes on, status.results says why

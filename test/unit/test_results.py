@@ -338,6 +338,29 @@ def test_status_results_keep_the_last_written_until_the_reports_are_read(dj: dic
     assert with_results(rec, observed, decision).status["results"]["recorded"] == 1
 
 
+def test_status_results_kept_until_the_reports_are_read_write_nothing(dj: dict[str, Any]) -> None:
+    """The kept status.results comes from the cache (frozen: lists are tuples) and must compare
+    equal to the status as written, or every pass of a restarted controller patches it."""
+    from types import SimpleNamespace
+
+    from daemonjob.controller.report import write_status
+    from daemonjob.controller.resultstatus import with_results
+    from daemonjob.domain.decide import Decision
+    from daemonjob.machinery.frozen import freeze, thaw
+    from daemonjob.testing.fakes import FakeJobControl
+
+    rec, _ = recorder(FakeStore(), dj)
+    written = {
+        "currentRevision": "r1",
+        "results": {"recorded": 2, "groups": [{"count": 2, "message": "", "nodes": ["a", "b"]}], "summary": "x"},
+    }
+    observed: Any = SimpleNamespace(uid=dj["metadata"]["uid"], cached=freeze({"status": written}))
+    status = with_results(rec, observed, Decision(status={"currentRevision": "r1"})).status
+    control = FakeJobControl()
+    assert not write_status(control, dj, thaw(observed.cached["status"]), status)
+    assert status == written
+
+
 def test_status_results_group_by_the_specs_json_field_and_regroup_when_it_changes(dj: dict[str, Any]) -> None:
     store = FakeStore()
     rec, _ = recorder(store, dj)
