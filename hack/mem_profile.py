@@ -338,7 +338,7 @@ def report(snapshots: list[tuple[str, tracemalloc.Snapshot]], root: str, top: in
 
     table("held at the end, by file", final.statistics("filename"), lambda s: _short(s.traceback[0].filename, root))
     table("held at the end, by line", final.statistics("lineno"), where)
-    for (_, before), (name, after) in zip(snapshots, snapshots[1:], strict=True):
+    for (_, before), (name, after) in zip(snapshots, snapshots[1:], strict=False):
         stats = [s for s in after.compare_to(before, "lineno") if s.size_diff]
         stats.sort(key=lambda s: -abs(s.size_diff))
         table(f"added by the phase '{name}', by line", stats, where)
