@@ -1,7 +1,7 @@
 """Frozen records: a cached kind's few fixed keys kept in slots, read as a mapping.
 
 The Job cache holds tens of thousands of objects of one shape. As frozen dicts, a Job
-and its metadata took ~520 bytes (two hash tables); as records ~170 (16 bytes per set
+and its metadata took ~520 bytes (two hash tables); as records 184 (a slot of 8 bytes a
 key). Readers see a read-only Mapping like any decoded object, so the domain reads a
 cached Job and a Job from a list or a test the same way.
 """
