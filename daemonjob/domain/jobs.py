@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -105,6 +106,9 @@ def _parse_text(value: str) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
+_NO_META: Mapping[str, Any] = MappingProxyType({})
+
+
 def format_time(value: datetime) -> str:
     """RFC3339 in UTC at second precision, as metav1.Time serialises."""
     if value.tzinfo is None:
@@ -113,7 +117,8 @@ def format_time(value: datetime) -> str:
 
 
 def _meta(job: Mapping[str, Any]) -> Mapping[str, Any]:
-    return job.get("metadata") or {}
+    meta = job.get("metadata")  # no `or {}`: a cached Job's metadata is a record, whose truth is a Python call
+    return _NO_META if meta is None else meta
 
 
 def job_node(job: Mapping[str, Any]) -> str | None:

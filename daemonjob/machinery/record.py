@@ -77,7 +77,14 @@ class FrozenRecord(Mapping[str, Any]):
         return (key for key, value in zip(self._keys, self._values(self), strict=True) if value is not None)
 
     def __len__(self) -> int:
-        return sum(value is not None for value in self._values(self))
+        return len(self._keys) - self._values(self).count(None)
+
+    def __bool__(self) -> bool:
+        # `job.get("metadata") or {}` asks this of every read: the first key set answers it
+        for key in self._keys:
+            if getattr(self, key) is not None:
+                return True
+        return False
 
     def __eq__(self, other: object) -> bool:
         if type(other) is type(self):

@@ -3,6 +3,7 @@ and the same cluster state always gives the same name."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timezone
 from typing import Any
 
@@ -152,6 +153,23 @@ def test_a_recorded_attempt_leaves_the_record_once_its_job_is_in_the_cache() -> 
     jobs = {"a": (view(1),), "b": (view(5, "other"),)}
     out = assign([], record(("a", 1), ("b", 1)), REV, None, inputs("a", "b", jobs=jobs).get)
     assert out.status == record(("b", 1))["nodeAttempts"], "another rollout's Job carries nothing of this one"
+
+
+def test_a_node_whose_recorded_success_stands_for_its_let_go_job_is_not_recorded() -> None:
+    """spec.results.deleteSucceededJobs deletes every node's Job once recorded: a record per
+    let-go node would grow the status with the cluster. A node whose record went re-runs under
+    the next attempt still, from the delete seen."""
+    standin = JobView("j0", "u", "a", REV, "succeeded", NOW, NOW, standin=True)
+    deleted = DeletedJobs({(REV, None): {"a": 0, "b": 0}})
+    out = assign([], {}, REV, None, inputs("a", "b", jobs={"a": (standin,)}).get, deleted)
+    assert out.status == record(("b", 1))["nodeAttempts"]
+    other = dataclasses.replace(standin, revision="other")
+    assert (
+        assign([], {}, REV, None, inputs("a", jobs={"a": (other,)}).get, deleted).status
+        == record(("a", 1))["nodeAttempts"]
+    )
+    rerun = assign([create("a")], {}, REV, None, inputs("a").get, deleted)  # the record gone: next attempt
+    assert rerun.creates == [] and rerun.recording == ("a",)
 
 
 # -- the whole decision ------------------------------------------------------------------------

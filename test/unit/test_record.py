@@ -119,3 +119,9 @@ def test_a_store_keeps_the_record_itself_and_indexes_it():
 def test_a_record_is_serialised_through_thaw():
     record = job_transform(job(DJ, "n1"))
     assert orjson.loads(orjson.dumps(thaw(record))) == thaw(record)
+
+
+def test_truth_and_length_count_the_keys_set():
+    assert len(cached()) == 2 and bool(cached()) and len(cached()["metadata"]) == 4
+    assert not CachedJobMeta() and len(CachedJobMeta()) == 0
+    assert (CachedJobMeta() or {"fallback": 1}) == {"fallback": 1}
