@@ -28,7 +28,7 @@ from daemonjob.machinery.store import Store, meta_namespace_key
 log = structlog.get_logger("daemonjob.machinery.informer")
 
 Obj = Mapping[str, Any]
-Transform = Callable[[dict[str, Any]], dict[str, Any]]
+Transform = Callable[[dict[str, Any]], Mapping[str, Any]]  # a trimmed dict, or a record (machinery/record.py)
 
 
 @dataclass(frozen=True)
@@ -349,7 +349,7 @@ class Informer:
                 self._emit_update(before, frozen)
             self.resource_version = rv or self.resource_version
 
-    def _prepare(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def _prepare(self, obj: dict[str, Any]) -> Mapping[str, Any]:
         obj = drop_managed_fields(obj)
         return self.transform(obj) if self.transform else obj
 

@@ -44,7 +44,7 @@ class FakeInformer:
         self,
         name: str,
         indexers: Mapping[str, Callable[[Any], list[str]]] | None = None,
-        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        transform: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
     ) -> None:
         self.name = name
         self.store = Store(dict(indexers or {}))
