@@ -173,10 +173,8 @@ def job_transform(job: Mapping[str, Any], shared: Interner = _shared) -> CachedJ
     if finished is not None:
         kept_status["completionTime"] = finished
     ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
-    if ttl is None:
-        return CachedJob(metadata=CachedJobMeta(**kept), status=shared(kept_status, ("status", conditions, finished)))
-    return CachedJob(
+    return CachedJob(  # a key left None is absent: `spec` only when a TTL was set
         metadata=CachedJobMeta(**kept),
         status=shared(kept_status, ("status", conditions, finished)),
-        spec=shared({"ttlSecondsAfterFinished": ttl}, ("ttl", ttl)),
+        spec=None if ttl is None else shared({"ttlSecondsAfterFinished": ttl}, ("ttl", ttl)),
     )
