@@ -30,6 +30,7 @@ from daemonjob.domain.noderecord import outcomes_of, record_of
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.informer import Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.kube import Kube
+from daemonjob.machinery.store import IndexFunc, Tagged
 
 __all__ = [
     "Informers",
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 OWNER_INDEX = "owner"  # Jobs by the uid of the DaemonJob that controls them
-NODE_INDEX = "node"  # Jobs by node name
+NODE_INDEX = "node"  # Jobs by node name, tagged by the uid of their DaemonJob ("" for none)
 RUNNING_INDEX = "running"  # Jobs that may still run, by the uid of their DaemonJob: the exclusion group reads it
 ORPHAN_INDEX = "orphans"  # Jobs with no controller, by namespace/<daemonjob.io/name label>: to adopt
 MAINTENANCE_INDEX = "maintenance"  # Nodes by the uid of the DaemonJob whose maintenance record they carry
@@ -60,9 +61,11 @@ def owner_uid_index(job: Obj) -> list[str]:
     return [owner_uid(job)] if daemonjob_ref(job) is not None else []
 
 
-def job_node_index(job: Obj) -> list[str]:
+def job_node_index(job: Obj) -> list[tuple[str, str]]:
+    """Tagged by owner: a pass reads a node's Jobs of its DaemonJob without reading those of
+    every other DaemonJob there (hundreds, with as many DaemonJobs)."""
     node = job_node(job)
-    return [node] if node else []
+    return [(node, owner_uid(job))] if node else []
 
 
 def running_index(job: Obj) -> list[str]:
@@ -97,9 +100,9 @@ def outcome_index(node: Obj) -> list[str]:
 
 NODE_INDEXERS = {MAINTENANCE_INDEX: maintenance_index, OUTCOME_INDEX: outcome_index}
 
-JOB_INDEXERS = {
+JOB_INDEXERS: dict[str, IndexFunc] = {
     OWNER_INDEX: owner_uid_index,
-    NODE_INDEX: job_node_index,
+    NODE_INDEX: Tagged(job_node_index),
     ORPHAN_INDEX: orphan_index,
     RUNNING_INDEX: running_index,
 }

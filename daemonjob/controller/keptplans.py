@@ -37,13 +37,6 @@ def _turn_node(turn: Turn) -> str:
     return turn.node
 
 
-def _names_uid(job: Mapping[str, Any], uid: str) -> bool:
-    for ref in job["metadata"].get("ownerReferences") or ():
-        if ref.get("uid") == uid:
-            return True
-    return False
-
-
 @dataclass
 class _Entry:
     state: KeptPlan | None = None  # None: load it whole at the next pass
@@ -140,8 +133,8 @@ class KeptPlans:
     def _jobs_of(self, uid: str, node: str) -> Iterable[Mapping[str, Any]]:
         if node == NO_NODE:
             return [j for j in self._jobs.store.by_index(OWNER_INDEX, uid) if not job_node(j)]
-        # A node holds a Job of every DaemonJob there: a look at the owners' uids first is cheap.
-        return [j for j in self._jobs.store.by_index(NODE_INDEX, node) if _names_uid(j, uid) and owner_uid(j) == uid]
+        # A node holds a Job of every DaemonJob there: the index's owner tags pick this one's.
+        return self._jobs.store.by_index(NODE_INDEX, node, uid)
 
     def turn_nodes(self, uid: str) -> list[str]:
         """The nodes where this DaemonJob's last pass left a turn waiting (another DaemonJob of

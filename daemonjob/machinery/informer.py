@@ -23,7 +23,7 @@ from daemonjob import defaults
 from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.frozen import FrozenDict, freeze
 from daemonjob.machinery.kube import ApiError, Kube, WatchStream, path_for
-from daemonjob.machinery.store import Store, meta_namespace_key
+from daemonjob.machinery.store import IndexFunc, Store, meta_namespace_key
 
 log = structlog.get_logger("daemonjob.machinery.informer")
 
@@ -164,7 +164,7 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Transform | None = None,
-        indexers: Mapping[str, Callable[[Obj], list[str]]] | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
         clock: Clock | None = None,
         hooks: InformerHooks | None = None,
         name: str | None = None,

@@ -19,7 +19,7 @@ from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.informer import Handlers, Tombstone
 from daemonjob.machinery.kube import ApiError
-from daemonjob.machinery.store import Store, meta_namespace_key
+from daemonjob.machinery.store import IndexFunc, Store, meta_namespace_key
 
 __all__ = ["FakeInformer", "FakeJobControl", "Call", "api_error", "fake_informers"]
 
@@ -43,7 +43,7 @@ class FakeInformer:
     def __init__(
         self,
         name: str,
-        indexers: Mapping[str, Callable[[Any], list[str]]] | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
         transform: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
     ) -> None:
         self.name = name

@@ -8,7 +8,7 @@ import pytest
 
 from daemonjob.machinery.frozen import FrozenDict, freeze, thaw
 from daemonjob.machinery.memo import MEMO_CAPACITY, object_memo
-from daemonjob.machinery.store import Store, meta_namespace_key
+from daemonjob.machinery.store import Store, Tagged, meta_namespace_key
 
 
 def job(name: str, owner: str | None = None, ns: str = "ops", node: str = "n1") -> dict:
@@ -222,6 +222,39 @@ def test_multi_valued_index():
     s.add({"metadata": {"name": "n2", "labels": {"zone": "a"}}})
     assert keys_of(s.by_index("label", "zone=a")) == ["n1", "n2"]
     assert keys_of(s.by_index("label", "gpu=yes")) == ["n1"]
+
+
+def node_by_owner(obj) -> list[tuple[str, str]]:
+    return [(by_node(obj)[0], (by_owner(obj) or [""])[0])]
+
+
+def test_a_tagged_index_reads_one_tag_under_a_value_and_follows_updates_deletes_and_relists():
+    s = Store({"node": Tagged(node_by_owner)})
+    for name, owner, node in [
+        ("c", "u1", "n1"),
+        ("a", "u1", "n1"),
+        ("b", "u2", "n1"),
+        ("d", None, "n1"),
+        ("e", "u1", "n2"),
+    ]:
+        s.add(job(name, owner, node=node))
+    assert keys_of(s.by_index("node", "n1")) == ["ops/a", "ops/b", "ops/c", "ops/d"]  # untagged read: all
+    assert keys_of(s.by_index("node", "n1", "u1")) == ["ops/a", "ops/c"]  # ordered by key
+    assert keys_of(s.by_index("node", "n1", "")) == ["ops/d"]  # no owner: tagged ""
+    assert s.by_index("node", "n1", "u9") == [] and s.by_index("node", "n9", "u1") == []
+    assert s.count_index("node", "n1") == 4
+    s.update(job("a", "u2", node="n1"))  # its owner changed: its tag moves
+    assert keys_of(s.by_index("node", "n1", "u1")) == ["ops/c"]
+    assert keys_of(s.by_index("node", "n1", "u2")) == ["ops/a", "ops/b"]
+    s.update(job("c", "u1", node="n2"))  # its node changed: its entry moves
+    assert keys_of(s.by_index("node", "n2", "u1")) == ["ops/c", "ops/e"]
+    s.delete("ops/e")
+    assert keys_of(s.by_index("node", "n2", "u1")) == ["ops/c"]
+    s.replace([job("x", "u3", node="n1"), job("y", "u3", node="n1")])
+    assert keys_of(s.by_index("node", "n1", "u3")) == ["ops/x", "ops/y"]
+    assert s.by_index("node", "n1", "u2") == [] and s.by_index("node", "n2", "u1") == []
+    s.replace([])
+    assert not s._indices["node"]  # emptied values are dropped
 
 
 def test_replace_returns_vanished_and_rebuilds_indexes(store):
