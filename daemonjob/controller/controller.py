@@ -348,7 +348,12 @@ class Controller:
             self.maintenance.count(observed, inp, decision, node_acted)
             self.turn_checks.carry(observed, decision).into(events, look_again, acted.errors)
             decision = decision.after_act(self.troubles.of(observed.uid, observed.generation))
-            if not decision.creates and not decision.deletes and self.plans.check_due(observed.uid, self.clock.now()):
+            if (
+                not decision.creates
+                and not decision.deletes
+                and not self.queue.urgent_waiting()  # nodes wait for their first Jobs: checked at a later pass
+                and self.plans.check_due(observed.uid, self.clock.now())
+            ):
                 decision, repaired = self.self_check.check(observed, decision)
                 look_again.append(0.0 if repaired else None)
             decision = with_results(self.results, observed, decision)

@@ -18,11 +18,12 @@ class PlanSelfCheck:
 
     def check(self, observed: Observation, kept: Decision) -> tuple[Decision, bool]:
         """The kept plan's decision against one from scratch, in a pass that had nothing to do
-        (so a check never delays a create), compared without acting on either: a difference is
-        a bug, logged, counted and repaired (the plan is loaded whole, and the DaemonJob passed
-        over again at once), unless an event marked the DaemonJob's nodes between the two reads
-        (the full plan read newer caches: checked again at a later pass). Returns the decision
-        to report and whether it was repaired."""
+        while no urgent pass waits (so a check never delays a create, nor a joined node's
+        first Jobs: a full plan of every node holds the GIL tens of milliseconds), compared
+        without acting on either: a difference is a bug, logged, counted and repaired (the plan
+        is loaded whole, and the DaemonJob passed over again at once), unless an event marked
+        the DaemonJob's nodes between the two reads (the full plan read newer caches: checked
+        again at a later pass). Returns the decision to report and whether it was repaired."""
         assert kept.reading is not None
         full = decide(dataclasses.replace(kept.reading.input, kept_plan=self.observer.full_plan(observed)))
         self.metrics.plan_checks.inc()

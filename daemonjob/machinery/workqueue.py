@@ -124,6 +124,11 @@ class Queue:
                 (self._urgent if key in self._urgent_keys else self._queue).append(key)
                 self._ready.notify()
 
+    def urgent_waiting(self) -> bool:
+        """Whether urgent keys wait to be handed out: work that may wait gives way meanwhile."""
+        with self._lock:
+            return bool(self._urgent)
+
     def __len__(self) -> int:
         """Keys ready to be handed out (not those being processed or delayed)."""
         with self._lock:

@@ -438,6 +438,24 @@ def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed:
     assert value("daemonjob_plan_self_checks_total") == 2 and value("daemonjob_plan_self_check_differences_total") == 1
 
 
+def test_the_self_check_waits_while_urgent_passes_are_queued(bed: ActBed) -> None:
+    """A full plan holds the GIL: a node waiting for its first Jobs (an urgent key) goes first."""
+    bed.add_nodes(2)
+    bed.add_dj(daemonjob())
+    bed.ctl.reconcile(KEY)
+    bed.control.deliver()
+    bed.ctl.reconcile(KEY)
+    bed.clock.step(2 * 300 + 1)  # past the (spread) first check
+    drain(bed.ctl)
+    value = bed.ctl.metrics.registry.get_sample_value
+    bed.ctl.queue.add(f"{NS}/another", urgent=True)
+    bed.ctl.reconcile(KEY)
+    assert value("daemonjob_plan_self_checks_total") == 0  # not due yet as far as the next pass knows
+    drain(bed.ctl)
+    bed.ctl.reconcile(KEY)
+    assert value("daemonjob_plan_self_checks_total") == 1
+
+
 def test_a_job_changing_between_the_self_checks_two_reads_is_no_difference(bed: ActBed) -> None:
     """Under churn the full plan may read a Job event the kept plan gets at its next pass."""
     names = bed.add_nodes(2)

@@ -521,6 +521,16 @@ def test_urgent_keys_are_handed_out_first_in_their_own_order(make: Callable[...,
     assert _drain(q) == ["u1", "u2", "a", "b", "c"]
 
 
+def test_urgent_waiting_says_whether_urgent_keys_are_still_to_be_handed_out(make: Callable[..., Queue]) -> None:
+    q = make()
+    q.add("a")
+    assert not q.urgent_waiting()
+    q.add("u", urgent=True)
+    assert q.urgent_waiting()
+    key, _ = q.get()
+    assert key == "u" and not q.urgent_waiting()  # being processed is not waiting
+
+
 def test_an_urgent_add_moves_a_waiting_key_ahead_once(make: Callable[..., Queue]) -> None:
     q = make()
     for key in ("a", "b", "c"):
