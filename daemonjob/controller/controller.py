@@ -351,7 +351,7 @@ class Controller:
             if (
                 not decision.creates
                 and not decision.deletes
-                and not self.queue.urgent_waiting()  # nodes wait for their first Jobs: checked at a later pass
+                and not self.queue.urgent_pending()  # nodes wait for their first Jobs: checked at a later pass
                 and self.plans.check_due(observed.uid, self.clock.now())
             ):
                 decision, repaired = self.self_check.check(observed, decision)

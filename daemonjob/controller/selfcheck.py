@@ -18,7 +18,7 @@ class PlanSelfCheck:
 
     def check(self, observed: Observation, kept: Decision) -> tuple[Decision, bool]:
         """The kept plan's decision against one from scratch, in a pass that had nothing to do
-        while no urgent pass waits (so a check never delays a create, nor a joined node's
+        while no urgent pass waits or runs (so a check never delays a create, nor a joined node's
         first Jobs: a full plan of every node holds the GIL tens of milliseconds), compared
         without acting on either: a difference is a bug, logged, counted and repaired (the plan
         is loaded whole, and the DaemonJob passed over again at once), unless an event marked

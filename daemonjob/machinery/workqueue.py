@@ -54,6 +54,7 @@ class Queue:
         self._urgent_keys: set[Hashable] = set()  # in `_urgent`, or to go there when re-queued by done()
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
+        self._urgent_processing: set[Hashable] = set()  # handed out from `_urgent`, not done yet
         self._shutting_down = False
         self._unfinished_work_update_period = unfinished_work_update_period
 
@@ -106,6 +107,7 @@ class Queue:
             if self._urgent:
                 key = self._urgent.popleft()
                 self._urgent_keys.discard(key)
+                self._urgent_processing.add(key)
             elif self._queue:
                 key = self._queue.popleft()
             else:
@@ -120,14 +122,15 @@ class Queue:
         with self._lock:
             self._metrics.done(key)
             self._processing.discard(key)
+            self._urgent_processing.discard(key)
             if key in self._dirty:
                 (self._urgent if key in self._urgent_keys else self._queue).append(key)
                 self._ready.notify()
 
-    def urgent_waiting(self) -> bool:
-        """Whether urgent keys wait to be handed out: work that may wait gives way meanwhile."""
+    def urgent_pending(self) -> bool:
+        """Whether urgent keys wait or are being processed: work that may wait gives way meanwhile."""
         with self._lock:
-            return bool(self._urgent)
+            return bool(self._urgent or self._urgent_processing)
 
     def __len__(self) -> int:
         """Keys ready to be handed out (not those being processed or delayed)."""

@@ -521,14 +521,19 @@ def test_urgent_keys_are_handed_out_first_in_their_own_order(make: Callable[...,
     assert _drain(q) == ["u1", "u2", "a", "b", "c"]
 
 
-def test_urgent_waiting_says_whether_urgent_keys_are_still_to_be_handed_out(make: Callable[..., Queue]) -> None:
+def test_urgent_pending_says_whether_urgent_keys_wait_or_are_being_processed(make: Callable[..., Queue]) -> None:
     q = make()
     q.add("a")
-    assert not q.urgent_waiting()
+    assert not q.urgent_pending()
     q.add("u", urgent=True)
-    assert q.urgent_waiting()
+    assert q.urgent_pending()
     key, _ = q.get()
-    assert key == "u" and not q.urgent_waiting()  # being processed is not waiting
+    assert key == "u" and q.urgent_pending()  # handed out, its pass still running
+    q.done("u")
+    assert not q.urgent_pending()
+    key, _ = q.get()
+    assert key == "a" and not q.urgent_pending()  # a plain key being processed is no urgent work
+    q.done("a")
 
 
 def test_an_urgent_add_moves_a_waiting_key_ahead_once(make: Callable[..., Queue]) -> None:
