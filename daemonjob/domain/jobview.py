@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,25 +24,17 @@ from daemonjob.domain.jobs import (
 from daemonjob.domain.memo import Memo, no_memo
 from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, Verdict
 
-__all__ = ["JOB_VIEW_KEY", "OLDEST", "JobView", "job_view", "node_inputs"]
+__all__ = ["JOB_VIEW_KEY", "OLDEST", "PLAIN", "JobView", "Rare", "job_view", "node_inputs"]
 
 OLDEST = datetime.min.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True, slots=True)
-class JobView:
-    """What a decision needs of one Job; kept by the memo on a cached Job, so parsed once per version."""
+class Rare:
+    """The fields of a view that a cached Job almost never sets. Views share one instance of
+    the defaults (`PLAIN`), so each of 50,000 cached Jobs' views holds ten slots, not eighteen."""
 
-    name: str
-    uid: str | None
-    node: str | None
-    revision: str | None
-    state: str
-    created: datetime
-    finished: datetime | None
     ttl: Any = None
-    run: str | None = None
-    template_hash: str | None = None
     attempt: int = 0
     started: bool = False  # a pod of it ran (jobs.job_started)
     suspended: bool = False  # spec.suspend set by someone else
@@ -51,6 +43,71 @@ class JobView:
     verdict: Verdict | None = None  # its node's turn's outcome, once written
     recorded: bool = False  # its result is in the reports (spec.results.deleteSucceededJobs: recorded.py)
     standin: bool = False  # no Job: a recorded success standing for a deleted one
+
+
+PLAIN = Rare()
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class JobView:
+    """What a decision needs of one Job; kept by the memo on a cached Job, so parsed once per version.
+
+    Built with every field by keyword (or the first seven in order); the rarely set ones
+    (`Rare`) are read as attributes of the view all the same."""
+
+    name: str
+    uid: str | None
+    node: str | None
+    revision: str | None
+    state: str
+    created: datetime
+    finished: datetime | None
+    run: str | None
+    template_hash: str | None
+    rare: Rare
+
+    def __init__(
+        self,
+        name: str,
+        uid: str | None,
+        node: str | None,
+        revision: str | None,
+        state: str,
+        created: datetime,
+        finished: datetime | None,
+        ttl: Any = None,
+        run: str | None = None,
+        template_hash: str | None = None,
+        attempt: int = 0,
+        started: bool = False,
+        suspended: bool = False,
+        began: datetime | None = None,
+        boot_id: str | None = None,
+        verdict: Verdict | None = None,
+        recorded: bool = False,
+        standin: bool = False,
+        *,
+        rare: Rare | None = None,
+    ) -> None:
+        if rare is None:
+            plain = ttl is None and not attempt and began is None and boot_id is None and verdict is None
+            if plain and not (started or suspended or recorded or standin):
+                rare = PLAIN  # shared: views compare by value either way
+            else:
+                rare = Rare(ttl, attempt, started, suspended, began, boot_id, verdict, recorded, standin)
+        for key, value in (
+            ("name", name),
+            ("uid", uid),
+            ("node", node),
+            ("revision", revision),
+            ("state", state),
+            ("created", created),
+            ("finished", finished),
+            ("run", run),
+            ("template_hash", template_hash),
+            ("rare", rare),
+        ):
+            object.__setattr__(self, key, value)
 
     @classmethod
     def of(cls, job: Mapping[str, Any]) -> JobView:
@@ -75,6 +132,59 @@ class JobView:
             boot_id=boot if isinstance(boot, str) else None,
             verdict=Verdict.parse(annotations.get(ANNOTATION_NODE_CHECK)),
         )
+
+    def flagged_recorded(self) -> JobView:
+        """The same view with `recorded` set."""
+        if self.rare.recorded:
+            return self
+        return JobView(
+            self.name,
+            self.uid,
+            self.node,
+            self.revision,
+            self.state,
+            self.created,
+            self.finished,
+            run=self.run,
+            template_hash=self.template_hash,
+            rare=replace(self.rare, recorded=True),
+        )
+
+    @property
+    def ttl(self) -> Any:
+        return self.rare.ttl
+
+    @property
+    def attempt(self) -> int:
+        return self.rare.attempt
+
+    @property
+    def started(self) -> bool:
+        return self.rare.started
+
+    @property
+    def suspended(self) -> bool:
+        return self.rare.suspended
+
+    @property
+    def began(self) -> datetime | None:
+        return self.rare.began
+
+    @property
+    def boot_id(self) -> str | None:
+        return self.rare.boot_id
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.rare.verdict
+
+    @property
+    def recorded(self) -> bool:
+        return self.rare.recorded
+
+    @property
+    def standin(self) -> bool:
+        return self.rare.standin
 
     @property
     def age_key(self) -> tuple[datetime, str]:

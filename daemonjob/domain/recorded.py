@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from daemonjob.domain.jobs import SUCCEEDED, TERMINATING, parse_time
@@ -106,7 +105,7 @@ def with_recorded(views: Sequence[JobView], standin: JobView | None) -> tuple[Jo
         return tuple(views)
     for i, view in enumerate(views):
         if view.uid == standin.uid or (view.uid is None and view.name == standin.name):
-            flagged = view if view.recorded else replace(view, recorded=True)
+            flagged = view.flagged_recorded()
             gone = (standin,) if view.state == TERMINATING else ()  # being deleted: the record stands already
             return (*views[:i], flagged, *views[i + 1 :], *gone)
     return (*views, standin)
