@@ -58,7 +58,8 @@ Obj = Mapping[str, Any]
 
 
 def owner_uid_index(job: Obj) -> list[str]:
-    return [owner_uid(job)] if daemonjob_ref(job) is not None else []
+    ref = daemonjob_ref(job)  # once: every Job event runs each index, twice for an update
+    return [ref.get("uid") or ""] if ref is not None else []
 
 
 def job_node_index(job: Obj) -> list[tuple[str, str]]:
@@ -71,11 +72,12 @@ def job_node_index(job: Obj) -> list[tuple[str, str]]:
 def running_index(job: Obj) -> list[str]:
     """Owned Jobs that may still run (active, or deleted before they finished): a few per
     DaemonJob, so a group member's running Jobs are read without its finished thousands."""
-    if daemonjob_ref(job) is None:
+    ref = daemonjob_ref(job)
+    if ref is None:
         return []
     state = job_state(job)
     if state == ACTIVE or (state == TERMINATING and job_finish_time(job) is None):
-        return [owner_uid(job)]
+        return [ref.get("uid") or ""]
     return []
 
 

@@ -74,6 +74,12 @@ class Interner:
         self._maxsize = maxsize
         self._lock = threading.Lock()
 
+    def known(self, key: Hashable) -> Any:
+        """The shared instance under `key` if there is one (None: call with the value): most
+        events find their parts there, and the value need not be built to look them up. A
+        plain read: a dict's get is atomic, and a value is only ever replaced by an equal one."""
+        return self._values.get(key)
+
     def __call__(self, value: Any, key: Hashable = None) -> Any:
         """The shared instance of `value`. A `key` that names it (tuples of strings: hashed in
         C, where a new frozen value hashes a frozenset per mapping) spares freezing and
@@ -141,40 +147,58 @@ def job_transform(job: Mapping[str, Any], shared: Interner = _shared) -> CachedJ
     so on our Job it means an admission policy added it, which decide() refuses.
     """
     meta = job.get("metadata") or {}
-    kept: dict[str, Any] = {k: meta[k] for k in ("name", "uid") if k in meta}
+    kept: dict[str, Any] = {}
+    for key in ("name", "uid"):
+        if key in meta:
+            kept[key] = meta[key]
     for key in ("namespace", "creationTimestamp", "deletionTimestamp"):
         if key in meta:
             kept[key] = _text(meta[key])
     labels = meta.get("labels") or {}
-    ours = tuple((k, labels[k]) for k in _JOB_LABELS if k in labels)
-    kept["labels"] = shared(dict(ours), ("labels", ours))
+    ours = tuple([(k, labels[k]) for k in _JOB_LABELS if k in labels])
+    part: Any = ("labels", ours)
+    found = shared.known(part)
+    kept["labels"] = found if found is not None else shared(dict(ours), part)
     owners = tuple(
-        tuple((k, ref[k]) for k in _OWNER_KEYS if k in ref)
-        for ref in meta.get("ownerReferences") or ()
-        if ref.get("controller")
+        [
+            tuple([(k, ref[k]) for k in _OWNER_KEYS if k in ref])
+            for ref in meta.get("ownerReferences") or ()
+            if ref.get("controller")
+        ]
     )
     if owners:
-        kept["ownerReferences"] = shared([dict(ref) for ref in owners], ("owners", owners))
+        part = ("owners", owners)
+        found = shared.known(part)
+        kept["ownerReferences"] = found if found is not None else shared([dict(ref) for ref in owners], part)
     annotations = meta.get("annotations") or {}
     node = annotations.get(ANNOTATION_NODE)
     if node is not None:
-        kept["annotations"] = shared({ANNOTATION_NODE: node}, ("node", node))
-    checked = {k: annotations[k] for k in (ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK) if k in annotations}
-    if checked:  # a checked turn's Job (nodecheck.py): its own, not shared
+        part = ("node", node)
+        found = shared.known(part)
+        kept["annotations"] = found if found is not None else shared({ANNOTATION_NODE: node}, part)
+    if ANNOTATION_BOOT_ID in annotations or ANNOTATION_NODE_CHECK in annotations:
+        # a checked turn's Job (nodecheck.py): its own, not shared
+        checked = {k: annotations[k] for k in (ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK) if k in annotations}
         kept["annotations"] = freeze({**(kept.get("annotations") or {}), **checked})
     status = job.get("status") or {}
     conditions = tuple(
-        tuple((k, c[k]) for k in _CONDITION_KEYS if k in c)
-        for c in status.get("conditions") or ()
-        if c.get("type") in _TERMINAL_CONDITIONS
+        [
+            tuple([(k, c[k]) for k in _CONDITION_KEYS if k in c])
+            for c in status.get("conditions") or ()
+            if c.get("type") in _TERMINAL_CONDITIONS
+        ]
     )
     finished = status.get("completionTime")
-    kept_status: dict[str, Any] = {"conditions": [dict(c) for c in conditions]}
-    if finished is not None:
-        kept_status["completionTime"] = finished
+    part = ("status", conditions, finished)
+    kept_status = shared.known(part)
+    if kept_status is None:
+        value: dict[str, Any] = {"conditions": [dict(c) for c in conditions]}
+        if finished is not None:
+            value["completionTime"] = finished
+        kept_status = shared(value, part)
     ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
     return CachedJob(  # a key left None is absent: `spec` only when a TTL was set
         metadata=CachedJobMeta(**kept),
-        status=shared(kept_status, ("status", conditions, finished)),
+        status=kept_status,
         spec=None if ttl is None else shared({"ttlSecondsAfterFinished": ttl}, ("ttl", ttl)),
     )

@@ -64,6 +64,7 @@ class CreateJob:
             node_env=self.node_env,
             boot_id=self.boot_id,
             reboot=self.reboot,
+            name=self.name,
         )
 
 

@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 GROUP = "daemonjob.io"
+_GROUP_PREFIX = GROUP + "/"
 API_VERSION = f"{GROUP}/v1alpha1"
 KIND = "DaemonJob"
 PLURAL = "daemonjobs"  # the resource's name in API paths
@@ -216,9 +217,10 @@ def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def daemonjob_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The controller reference if it names a DaemonJob (any version of the group)."""
     ref = controller_ref(obj)
-    if ref is None or ref.get("kind") != KIND or (ref.get("apiVersion") or "").split("/")[0] != GROUP:
+    if ref is None or ref.get("kind") != KIND:
         return None
-    return ref
+    api = ref.get("apiVersion") or ""
+    return ref if api.startswith(_GROUP_PREFIX) or api == GROUP else None  # the group, any version
 
 
 def owner_uid(obj: Mapping[str, Any]) -> str:
@@ -267,6 +269,7 @@ def build_job(
     node_env: Env = (),
     boot_id: str | None = None,
     reboot: bool = False,
+    name: str | None = None,
 ) -> dict[str, Any]:
     """The batch/v1 Job body that runs revision `revision` (of run `run`, if any) of `dj` on `node_name`.
 
@@ -281,7 +284,8 @@ def build_job(
     `node_env`: the node's values of spec.nodeParameters, given to every container beside
     DAEMONJOB_NODE_NAME (nodeparams.py), in the copy made here: no second copy per node.
     `boot_id`: a checked turn's start, recorded on the Job; `reboot`: the Job reboots its node
-    (both in nodecheck.py).
+    (both in nodecheck.py). `name`: the Job's name (`job_name` of the same inputs) when the caller
+    has it already, as a decided create does.
     """
     meta = dj.get("metadata") or {}
     dj_name = meta.get("name") or ""
@@ -325,7 +329,7 @@ def build_job(
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(dj_name, node_name, revision, run, attempt),
+            "name": name or job_name(dj_name, node_name, revision, run, attempt),
             "namespace": meta.get("namespace"),
             "labels": labels,
             "annotations": annotations,

@@ -88,6 +88,16 @@ def test_parts_that_jobs_share_are_stored_once():
     assert again["metadata"]["annotations"] is a["metadata"]["annotations"]
 
 
+def test_a_part_already_shared_is_found_by_its_key_alone():
+    shared = Interner()
+    assert shared.known(("node", "n1")) is None
+    first = job_transform(server_job("n1"), shared)
+    assert shared.known(("node", "n1")) is first["metadata"]["annotations"]
+    labels = shared({}, ("labels", ()))
+    assert shared.known(("labels", ())) is labels  # an empty part is found too, though falsy
+    assert job_transform({"metadata": {"name": "bare", "uid": "u"}}, shared)["metadata"]["labels"] is labels
+
+
 def test_the_interner_is_bounded_and_still_correct_when_full():
     shared = Interner(maxsize=2)
     values = [shared({"n": i}) for i in range(5)]
