@@ -59,8 +59,13 @@ class Act:
         troubles: Troubles,
         claims: NodeClaims | None = None,
         starts: StartChecks | None = None,
+        parallel: int = defaults.CREATE_CONCURRENCY,
+        pipeline: int = defaults.CREATE_PIPELINE,
     ) -> None:
+        """`parallel`: the writer threads `run_all` maps over; a batch of more creates than
+        that sends up to `pipeline` of them together on one connection."""
         self.control = control
+        self.parallel, self.pipeline = max(1, parallel), max(1, pipeline)
         self.expectations = expectations
         self.metrics = metrics
         self._map = run_all
@@ -238,35 +243,39 @@ class Act:
         remaining = list(creates)
         batch = defaults.SLOW_START_INITIAL_BATCH
 
-        def create(c: CreateJob) -> Exception | bool:
-            """True when created, False when the name already existed, else the error."""
+        def create(group: list[CreateJob]) -> list[Exception | bool]:
+            """Each one True when created, False when the name already existed, else the error."""
             if not self.control.may_write():  # abandon the rest of a batch at once
+                errors: list[Exception | None] = [NotLeader("not the leader: Job create not sent")] * len(group)
+            else:
+                errors = self.control.create_jobs(namespace, [c.body for c in group])
+            results: list[Exception | bool] = []
+            for c, error in zip(group, errors, strict=True):
+                if error is None:
+                    self.metrics.jobs_created.inc()
+                    if c.attempt:
+                        self.metrics.jobs_rerun.inc()
+                    results.append(True)
+                    continue
                 self.expectations.creation_observed(uid, c.name)
-                return NotLeader("not the leader: Job create not sent")
-            try:
-                self.control.create_job(namespace, c.body)
-            except ApiError as exc:
-                self.expectations.creation_observed(uid, c.name)
-                return False if exc.already_exists else exc
-            except Exception as exc:
-                self.expectations.creation_observed(uid, c.name)
-                return exc
-            self.metrics.jobs_created.inc()
-            if c.attempt:
-                self.metrics.jobs_rerun.inc()
-            return True
+                results.append(False if isinstance(error, ApiError) and error.already_exists else error)
+            return results
 
         while remaining and outcome.error is None:
             chunk, remaining = remaining[:batch], remaining[batch:]
             self.expectations.expect_creations(uid, [c.name for c in chunk])
-            for c, result in zip(chunk, self._map(create, chunk), strict=True):
-                if result is True:
-                    outcome.created.append(c)
-                elif result is False:
-                    outcome.existed.append(c)
-                elif isinstance(result, Exception):
-                    outcome.failed.append((c, result))
-                    outcome.error = outcome.error or result
+            # Together only when there are more creates than threads: a batch keeps its parallelism.
+            size = min(self.pipeline, -(-len(chunk) // self.parallel))
+            groups = [chunk[i : i + size] for i in range(0, len(chunk), size)]
+            for group, results in zip(groups, self._map(create, groups), strict=True):
+                for c, result in zip(group, results, strict=True):
+                    if result is True:
+                        outcome.created.append(c)
+                    elif result is False:
+                        outcome.existed.append(c)
+                    elif isinstance(result, Exception):
+                        outcome.failed.append((c, result))
+                        outcome.error = outcome.error or result
             batch *= 2
         outcome.skipped = len(remaining)
         if isinstance(outcome.error, ApiError):

@@ -142,6 +142,7 @@ class Controller:
             adoption=self.adoption,
             troubles=self.troubles,
             claims=self.claims,
+            parallel=self._writers.width,
         )
         make, limits = configmap_informers, configmap_limits
         self.configmaps = None if make is None else ConfigMapTracker(make, self.queue.add, limits)

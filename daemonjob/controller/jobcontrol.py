@@ -10,7 +10,7 @@ writes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from daemonjob.controller.events import EventRecorder
@@ -29,6 +29,11 @@ class JobControl(Protocol):
         ...
 
     def create_job(self, namespace: str, body: Mapping[str, Any]) -> None: ...
+
+    def create_jobs(self, namespace: str, bodies: Sequence[Mapping[str, Any]]) -> list[Exception | None]:
+        """Several creates sent together (pipelined on one connection); each one's outcome in
+        order: None when created, else its error (ApiError as answered, NotLeader, a network failure)."""
+        ...
 
     def delete_job(self, namespace: str, name: str, uid: str | None, propagation: str = "Foreground") -> None:
         """Foreground delete by default (its pods are gone before the Job, so a node never runs
@@ -85,6 +90,17 @@ class KubeJobControl:
         with self.fence.writing("Job create") as fenced:
             # The created Job comes back through the watch: its answer is not decoded here.
             self.kube.create(path_for("batch/v1", "jobs", namespace), dict(body), want_answer=False, **fenced)
+
+    def create_jobs(self, namespace: str, bodies: Sequence[Mapping[str, Any]]) -> list[Exception | None]:
+        try:
+            with self.fence.writing("Job create") as fenced:
+                return self.kube.create_pipelined(
+                    path_for("batch/v1", "jobs", namespace),
+                    [body if type(body) is dict else dict(body) for body in bodies],
+                    **fenced,
+                )
+        except NotLeader as exc:
+            return [exc] * len(bodies)
 
     def delete_job(self, namespace: str, name: str, uid: str | None, propagation: str = "Foreground") -> None:
         options: dict[str, Any] = {"propagationPolicy": propagation}

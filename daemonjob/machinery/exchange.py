@@ -21,7 +21,7 @@ import urllib3
 import urllib3.connection
 from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError, SSLError
 
-__all__ = ["Answer", "exchange"]
+__all__ = ["Answer", "exchange", "exchange_pipelined"]
 
 Answer = tuple[int, bytes]  # HTTP status, the whole body
 
@@ -132,3 +132,129 @@ def exchange(
         if not reusable:
             conn.close()
         pool._put_conn(conn)
+
+
+class _Answers:
+    """httptools' callbacks over answers that follow one another on a connection: each one's
+    status and body as it completes, and whether the connection stays open after it."""
+
+    __slots__ = ("parser", "done", "parts", "status", "keep", "framed", "headed")
+
+    def __init__(self) -> None:
+        self.parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
+        self.done: list[Answer] = []
+        self.parts: list[bytes] = []
+        self.status = 0
+        self.keep = True
+        self.framed = False
+        self.headed = False
+
+    def on_message_begin(self) -> None:
+        self.parts, self.framed, self.headed = [], False, False
+
+    def on_header(self, name: bytes, _value: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        assert self.parser is not None
+        self.headed = True
+        self.status = self.parser.get_status_code()
+        self.keep = self.parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        self.parts.append(body)
+
+    def on_message_complete(self) -> None:
+        self.done.append((self.status, b"".join(self.parts)))
+        self.headed = False
+
+
+def exchange_pipelined(
+    pool: urllib3.HTTPConnectionPool,
+    method: str,
+    url: str,
+    bodies: list[bytes],
+    headers: Mapping[str, str],
+    timeout: float,
+) -> list[Answer | Exception]:
+    """Send several requests to one URL on one connection in one write (HTTP/1.1 pipelining)
+    and read their answers in order; `timeout` bounds the connect and each read.
+
+    A server answers pipelined requests one after another, as it reads them. Each request
+    costs the client a fraction of its own exchange: one send and a few reads for all,
+    where each alone takes a send, reads and a wake-up of the thread. A failure before the
+    write raises (nothing was sent); a failure after it, or a connection the server closes,
+    is the error of each request not answered yet, whose outcome is unknown, as a single
+    request's would be."""
+    conn = cast(urllib3.connection.HTTPConnection, pool._get_conn())
+    reusable = False
+    try:
+        conn.timeout = timeout
+        pool._validate_conn(conn)
+        if conn.sock is None:
+            conn.connect()
+        assert conn.sock is not None
+        conn.sock.settimeout(timeout)
+        host = _host(conn)
+        conn.send(b"".join(request_head(method, url, host, headers, len(body)) + body for body in bodies))
+    except BaseException as exc:  # nothing was sent, or not all of it: the connection goes
+        conn.close()
+        pool._put_conn(conn)
+        raised = _failure(exc, pool, url, timeout)
+        if raised is exc:
+            raise
+        raise raised from exc
+    answers = _Answers()
+    failure: BaseException | None = None
+    try:
+        failure = _read_all(conn, answers, len(bodies))
+        reusable = failure is None and answers.keep
+    except (OSError, httptools.HttpParserError) as exc:
+        failure = _failure(exc, pool, url, timeout)
+        failure.__cause__ = exc
+    finally:
+        answers.parser = None
+        if not reusable:
+            conn.close()
+        pool._put_conn(conn)
+    results: list[Answer | Exception] = list(answers.done[: len(bodies)])
+    if len(results) < len(bodies):
+        lost = failure if isinstance(failure, Exception) else None
+        lost = lost or ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
+        results.extend([lost] * (len(bodies) - len(results)))
+    return results
+
+
+def _failure(exc: BaseException, pool: urllib3.HTTPConnectionPool, url: str, timeout: float) -> BaseException:
+    """An exchange's failure as urlopen raises it without retries (urllib3's types), so callers
+    tell a network failure by them; anything else (a guard's refusal, a bad header) as it is."""
+    if isinstance(exc, HTTPError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return ReadTimeoutError(pool, url, f"Read timed out. (read timeout={timeout})")
+    if isinstance(exc, ssl.SSLError):
+        return SSLError(exc)
+    if isinstance(exc, (OSError, httptools.HttpParserError)):
+        return ProtocolError("Connection aborted.", exc)
+    return exc
+
+
+def _read_all(conn: urllib3.connection.HTTPConnection, answers: _Answers, count: int) -> Exception | None:
+    """Feeds the socket's bytes to the parser until `count` answers are whole, or the server
+    closes the connection (an answer without framing ends there); what ended it early, if
+    something did."""
+    parser, sock = answers.parser, conn.sock
+    assert parser is not None and sock is not None
+    while len(answers.done) < count:
+        if answers.done and not answers.keep:
+            return ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
+        data = sock.recv(_READ)
+        if not data:
+            if answers.headed and not answers.framed:
+                answers.done.append((answers.status, b"".join(answers.parts)))  # ended by the close
+            if len(answers.done) < count:
+                return ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
+            return None
+        parser.feed_data(data)
+    return None

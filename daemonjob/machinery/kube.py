@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -25,7 +25,7 @@ from kubernetes.client import Configuration
 
 from daemonjob import defaults
 from daemonjob.machinery.apierror import JSON, ApiError, api_error
-from daemonjob.machinery.exchange import Answer, exchange
+from daemonjob.machinery.exchange import Answer, exchange, exchange_pipelined
 from daemonjob.machinery.guardedhttp import GuardedHTTPConnectionPool, GuardedHTTPSConnectionPool, send_guard
 from daemonjob.machinery.watchstream import WatchStream
 
@@ -233,6 +233,63 @@ class Kube:
         return self.request(
             "POST", path, body=body, params=params, timeout=request_timeout, guard=guard, want_answer=want_answer
         )
+
+    def create_pipelined(
+        self,
+        path: str,
+        bodies: Sequence[JSON],
+        *,
+        request_timeout: float | None = None,
+        guard: Callable[[], None] | None = None,
+    ) -> list[Exception | None]:
+        """Creates in one collection sent together on one connection (`exchange_pipelined`),
+        each one's outcome in order: None when created (its answer not decoded: the watch
+        brings the object), else its error, an ApiError as the server answered or a network
+        failure. Each create is counted by the rate limiter and `on_request`, and `guard`
+        runs as for one request, after the rate limiter's waits and again right before the
+        write: its refusal is every create's error, nothing sent."""
+        if len(bodies) <= 1 or self._host_pool is None:
+            return [self._create_one(path, body, request_timeout, guard) for body in bodies]
+        if self.limiter is not None:
+            for _ in bodies:
+                self.limiter.accept()
+        if guard is not None:
+            try:
+                guard()
+            except Exception as exc:  # not sent, so not counted: as one request's
+                return [exc] * len(bodies)
+        answers: list[Answer | Exception]
+        try:
+            send_guard.fn = guard
+            data = [orjson.dumps(body) for body in bodies]
+            seconds = self.timeout if request_timeout is None else request_timeout
+            answers = exchange_pipelined(
+                self._host_pool, "POST", self._path_prefix + path, data, self._headers("application/json"), seconds
+            )
+        except Exception as exc:  # before anything was sent
+            answers = [exc] * len(bodies)
+        finally:
+            send_guard.fn = None
+        verb, resource = request_info("POST", path)
+        out: list[Exception | None] = []
+        for answer in answers:
+            code = 0 if isinstance(answer, Exception) else answer[0]
+            if self.on_request is not None:
+                self.on_request(verb, resource, code)
+            if isinstance(answer, Exception):
+                out.append(answer)
+            else:
+                out.append(None if 200 <= code < 300 else api_error(code, answer[1]))
+        return out
+
+    def _create_one(
+        self, path: str, body: JSON, request_timeout: float | None, guard: Callable[[], None] | None
+    ) -> Exception | None:
+        try:
+            self.create(path, body, request_timeout=request_timeout, guard=guard, want_answer=False)
+        except Exception as exc:
+            return exc
+        return None
 
     def delete(
         self,

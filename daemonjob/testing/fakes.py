@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,6 +177,17 @@ class FakeJobControl:
             job["metadata"].update(namespace=namespace, uid=str(uuid.uuid4()), creationTimestamp="2024-01-01T00:00:00Z")
             self.objects[key] = job
             self._pending.append(("add", job))
+
+    def create_jobs(self, namespace: str, bodies: Sequence[Mapping[str, Any]]) -> list[Exception | None]:
+        out: list[Exception | None] = []
+        for body in bodies:
+            try:
+                self.create_job(namespace, body)
+            except Exception as exc:
+                out.append(exc)
+            else:
+                out.append(None)
+        return out
 
     def delete_job(self, namespace: str, name: str, uid: str | None, propagation: str = "Foreground") -> None:
         self._record("delete", namespace, name, propagation, uid)

@@ -52,6 +52,30 @@ def test_slow_start_batches_stop_at_the_first_failure(bed: ActBed) -> None:
     assert len(bed.statuses()) == 1  # the status is written even when an action failed
 
 
+def test_a_batch_of_more_creates_than_writers_sends_them_together_each_with_its_own_outcome(bed: ActBed) -> None:
+    names = bed.add_nodes(31)  # batches of 1, 2, 4, 8 and 16 on 4 writer threads
+    dj = daemonjob()
+    bed.add_dj(dj)
+    revision = template_revision(dj["spec"]["jobTemplate"])
+    failing = build_job(dj, names[29], revision)["metadata"]["name"]  # in the last batch's last group
+    bed.control.errors[("create", failing)] = api_error(500, message="etcd is sad")
+    groups: list[list[str]] = []
+    create_jobs = bed.control.create_jobs
+
+    def record(namespace: str, bodies: Any) -> list[Exception | None]:
+        groups.append([b["metadata"]["name"] for b in bodies])
+        return create_jobs(namespace, bodies)
+
+    bed.control.create_jobs = record  # type: ignore[method-assign]
+    with pytest.raises(ReconcileError, match="etcd is sad"):
+        bed.ctl.reconcile(KEY)
+    # up to 4 writers, one create each; then two, then four together
+    assert sorted(len(g) for g in groups) == [1] * 7 + [2] * 4 + [4] * 4
+    assert failing in next(g for g in groups if len(g) == 4 and failing in g)
+    assert len(bed.control.objects) == 30  # the failing one's group went on without it
+    assert bed.events("FailedCreate") == [f"Error creating Job for node {names[29]}: etcd is sad"]
+
+
 def test_a_node_whose_job_admission_always_rejects_does_not_starve_the_others(bed: ActBed) -> None:
     names = bed.add_nodes(5)
     dj = daemonjob()

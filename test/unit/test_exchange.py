@@ -1,4 +1,5 @@
-"""A request read whole on a pooled connection: answers, reuse, and failures in urllib3's types."""
+"""A request read whole on a pooled connection, or several sent together: answers, reuse, and
+failures in urllib3's types."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import urllib3
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
-from daemonjob.machinery.exchange import exchange
+from daemonjob.machinery.exchange import exchange, exchange_pipelined
 
 Serve = Callable[[socket.socket], None]
 
@@ -26,17 +27,21 @@ def receive(conn: socket.socket) -> bytes:
     return data
 
 
-def read_request(conn: socket.socket) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += receive(conn)
-    head, _, body = data.partition(b"\r\n\r\n")
+def read_request(conn: socket.socket, pending: bytearray) -> bytes:
+    """The next request on the connection; bytes read past it (pipelined requests) stay in `pending`."""
+    while b"\r\n\r\n" not in pending:
+        pending += receive(conn)
+    head, _, rest = bytes(pending).partition(b"\r\n\r\n")
     length = next(
         (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0
     )
-    while len(body) < length:
-        body += receive(conn)
-    return head + b"\r\n\r\n" + body
+    while len(rest) < length:
+        more = receive(conn)
+        rest += more
+        pending += more
+    request = head + b"\r\n\r\n" + rest[:length]
+    del pending[: len(request)]
+    return request
 
 
 @pytest.fixture
@@ -67,9 +72,10 @@ def server() -> Iterator[Callable[[Serve], tuple[urllib3.HTTPConnectionPool, lis
                     serve_one(conn)
 
         def serve_one(conn: socket.socket) -> None:
+            pending = bytearray()
             try:
                 while True:
-                    seen.append(read_request(conn))
+                    seen.append(read_request(conn, pending))
                     serve(conn)
             except OSError:
                 return
@@ -186,3 +192,59 @@ def test_a_malformed_answer_is_a_protocol_error(server):
     pool, _, _ = server(lambda conn: conn.sendall(b"HTTP/1.1 abc nonsense\r\n\r\n"))
     with pytest.raises(ProtocolError):
         exchange(pool, "GET", "/", None, {}, 5)
+
+
+BODIES = [b'{"n":1}', b'{"n":22}', b'{"n":333}']
+
+
+def test_pipelined_requests_go_in_one_write_and_their_answers_come_back_in_order(server):
+    replies = iter([ok(b'{"n":1}'), b'HTTP/1.1 409 Conflict\r\nContent-Length: 9\r\n\r\n{"c":409}', ok(b'{"n":3}')] * 2)
+    pool, seen, accepted = server(lambda conn: conn.sendall(next(replies)))
+    for _ in range(2):
+        answers = exchange_pipelined(pool, "POST", "/apis/batch/v1/jobs", BODIES, {"Accept": "application/json"}, 5)
+        assert answers == [(201, b'{"n":1}'), (409, b'{"c":409}'), (201, b'{"n":3}')]
+    assert accepted[0] == 1  # the connection carried both batches
+    assert [r.rsplit(b"\r\n\r\n", 1)[1] for r in seen] == BODIES * 2
+    assert all(b"Content-Length: %d" % len(b) in r for r, b in zip(seen, BODIES * 2, strict=True))
+
+
+def test_requests_left_unanswered_when_the_server_closes_each_get_the_error(server):
+    answered = [0]
+
+    def serve(conn: socket.socket) -> None:
+        answered[0] += 1
+        if answered[0] == 2:
+            conn.sendall(b"HTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}")
+            conn.shutdown(socket.SHUT_RDWR)
+            raise OSError("closed")
+        conn.sendall(ok())
+
+    pool, _, accepted = server(serve)
+    answers = exchange_pipelined(pool, "POST", "/x", BODIES, {}, 5)
+    assert answers[:2] == [(201, b'{"kind":"Job"}'), (201, b"{}")]
+    assert isinstance(answers[2], ProtocolError)
+    assert exchange(pool, "GET", "/", None, {}, 5)[0] == 201  # a new connection
+    assert accepted[0] == 2
+
+
+def test_a_server_that_stops_answering_times_out_the_requests_left(server):
+    answered = [0]
+
+    def serve(conn: socket.socket) -> None:
+        answered[0] += 1
+        if answered[0] == 1:
+            conn.sendall(ok())
+        else:
+            stop_after(1.0)
+
+    pool, _, _ = server(serve)
+    answers = exchange_pipelined(pool, "POST", "/x", BODIES, {}, 0.3)
+    assert answers[0] == (201, b'{"kind":"Job"}')
+    assert all(isinstance(a, ReadTimeoutError) for a in answers[1:])
+
+
+def test_a_refused_header_sends_none_of_the_requests(server):
+    pool, seen, _ = server(lambda conn: conn.sendall(ok()))
+    with pytest.raises(ValueError, match="line break"):
+        exchange_pipelined(pool, "POST", "/x", BODIES, {"Authorization": "t\r\nX-Evil: 1"}, 5)
+    assert seen == []

@@ -49,6 +49,20 @@ def test_guard_runs_after_the_rate_limit_and_cancels_before_sending() -> None:
     assert sent == []  # nothing reached the wire
 
 
+def test_creates_sent_together_take_a_token_each_then_the_guard_cancels_them_all() -> None:
+    order: list[str] = []
+    sent: list[tuple[str, str, int]] = []
+
+    def guard() -> None:
+        order.append("guard")
+        raise Fenced()
+
+    errors = kube(order, sent).create_pipelined("/apis/batch/v1/namespaces/ns/jobs", [{}, {}, {}], guard=guard)
+    assert [type(e) for e in errors] == [Fenced] * 3
+    assert order == ["token"] * 3 + ["guard"]
+    assert sent == []
+
+
 class Sink:
     """A TCP server that records the bytes of one connection (nothing is answered)."""
 
@@ -110,4 +124,37 @@ def test_guard_is_checked_again_when_the_first_byte_is_written() -> None:
             "/api/v1/namespaces/ns/events", {"a": 1}, guard=guard, request_timeout=2
         )
     assert sink.close() == b""  # not one byte of the request was written
+    assert checks == ["check", "check"]
+
+
+def test_creates_sent_together_are_checked_again_at_their_one_write() -> None:
+    sink = Sink()
+    checks: list[str] = []
+
+    def guard() -> None:
+        checks.append("check")
+        if len(checks) > 1:
+            raise Fenced()
+
+    errors = Kube(Configuration(host=sink.url)).create_pipelined(
+        "/apis/batch/v1/namespaces/ns/jobs", [{"a": 1}, {"a": 2}], guard=guard, request_timeout=2
+    )
+    assert [type(e) for e in errors] == [Fenced, Fenced]
+    assert sink.close() == b""  # neither was written
+    assert checks == ["check", "check"]
+
+
+def test_creates_sent_together_leave_in_one_write_after_one_check_each_stage() -> None:
+    sink = Sink()
+    checks: list[str] = []
+    errors = Kube(Configuration(host=sink.url)).create_pipelined(
+        "/apis/batch/v1/namespaces/ns/jobs",
+        [{"a": 1}, {"a": 2}],
+        guard=lambda: checks.append("check"),
+        request_timeout=3,
+    )
+    assert len(errors) == 2 and all(isinstance(e, Exception) for e in errors)  # no answer: the sink closes
+    wire = sink.close()
+    assert wire.count(b"POST /apis/batch/v1/namespaces/ns/jobs HTTP/1.1") == 2
+    assert wire.endswith(b'{"a":2}') and b'{"a":1}POST ' in wire
     assert checks == ["check", "check"]
