@@ -17,11 +17,13 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import orjson
+import structlog
 import urllib3
 import urllib3.connection
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from daemonjob import defaults
 from daemonjob.machinery.apierror import JSON, ApiError, api_error
@@ -41,6 +43,8 @@ __all__ = [
     "path_for",
     "request_info",
 ]
+
+log = structlog.get_logger("daemonjob.machinery.kube")
 
 PATCH_MERGE = "application/merge-patch+json"
 PATCH_STRATEGIC = "application/strategic-merge-patch+json"
@@ -66,6 +70,8 @@ class Kube:
     _pool: urllib3.PoolManager = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _headers_cache: tuple[float, dict[str, str]] | None = field(default=None, init=False, repr=False)
+    # False once a server (or a proxy before it) closed a connection with creates sent together unanswered
+    pipelining: bool = field(default=True, init=False)
 
     def __post_init__(self) -> None:
         self.configuration.connection_pool_maxsize = max(
@@ -247,8 +253,10 @@ class Kube:
         brings the object), else its error, an ApiError as the server answered or a network
         failure. Each create is counted by the rate limiter and `on_request`, and `guard`
         runs as for one request, after the rate limiter's waits and again right before the
-        write: its refusal is every create's error, nothing sent."""
-        if len(bodies) <= 1 or self._host_pool is None:
+        write: its refusal is every create's error, nothing sent. A server that answers some
+        and closes the connection on the rest (a proxy that does not take pipelined requests)
+        gets them one at a time from then on."""
+        if len(bodies) <= 1 or self._host_pool is None or not self.pipelining:
             return [self._create_one(path, body, request_timeout, guard) for body in bodies]
         if self.limiter is not None:
             for _ in bodies:
@@ -270,6 +278,13 @@ class Kube:
             answers = [exc] * len(bodies)
         finally:
             send_guard.fn = None
+        if self.pipelining and _cut_short(answers):
+            self.pipelining = False
+            log.warning(
+                "the API server closed a connection on creates sent together; sending them one at a time",
+                answered=sum(1 for a in answers if not isinstance(a, Exception)),
+                sent=len(answers),
+            )
         verb, resource = request_info("POST", path)
         out: list[Exception | None] = []
         for answer in answers:
@@ -361,6 +376,15 @@ class Kube:
             resp.release_conn()
             raise api_error(resp.status, payload)
         return WatchStream(resp)
+
+
+def _cut_short(answers: list[Answer | Exception]) -> bool:
+    """Some answered, then the connection closed on the rest (not a timeout: a slow server)."""
+    return (
+        not isinstance(answers[0], Exception)
+        and isinstance(answers[-1], ProtocolError)
+        and not isinstance(answers[-1], ReadTimeoutError)
+    )
 
 
 def _with_query(path: str, params: Mapping[str, Any] | None) -> str:

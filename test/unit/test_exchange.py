@@ -248,3 +248,22 @@ def test_a_refused_header_sends_none_of_the_requests(server):
     with pytest.raises(ValueError, match="line break"):
         exchange_pipelined(pool, "POST", "/x", BODIES, {"Authorization": "t\r\nX-Evil: 1"}, 5)
     assert seen == []
+
+
+def test_a_server_that_takes_one_request_a_connection_gets_creates_one_at_a_time_from_then_on(server):
+    from kubernetes.client import Configuration
+
+    from daemonjob.machinery.kube import Kube
+
+    def serve(conn: socket.socket) -> None:  # a proxy that answers one request and closes
+        conn.sendall(b"HTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}")
+        conn.shutdown(socket.SHUT_RDWR)
+        raise OSError("closed")
+
+    pool, seen, _ = server(serve)
+    kube = Kube(Configuration(host=f"http://127.0.0.1:{pool.port}"))
+    first = kube.create_pipelined("/apis/batch/v1/namespaces/ns/jobs", [{"n": 1}, {"n": 2}, {"n": 3}])
+    assert first[0] is None and all(isinstance(e, ProtocolError) for e in first[1:])  # outcome unknown
+    assert not kube.pipelining
+    assert kube.create_pipelined("/apis/batch/v1/namespaces/ns/jobs", [{"n": 2}, {"n": 3}]) == [None, None]
+    assert len(seen) == 3  # the first batch's first, then one at a time
