@@ -94,11 +94,7 @@ class KubeJobControl:
     def create_jobs(self, namespace: str, bodies: Sequence[Mapping[str, Any]]) -> list[Exception | None]:
         try:
             with self.fence.writing("Job create") as fenced:
-                return self.kube.create_pipelined(
-                    path_for("batch/v1", "jobs", namespace),
-                    [body if type(body) is dict else dict(body) for body in bodies],
-                    **fenced,
-                )
+                return self.kube.create_pipelined(path_for("batch/v1", "jobs", namespace), bodies, **fenced)
         except NotLeader as exc:
             return [exc] * len(bodies)
 

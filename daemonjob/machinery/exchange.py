@@ -138,9 +138,10 @@ class _Answers:
     """httptools' callbacks over answers that follow one another on a connection: each one's
     status and body as it completes, and whether the connection stays open after it."""
 
-    __slots__ = ("parser", "done", "parts", "status", "keep", "framed", "headed")
+    __slots__ = ("parser", "done", "parts", "status", "keep", "framed", "headed", "successes")
 
-    def __init__(self) -> None:
+    def __init__(self, successes: bool) -> None:
+        self.successes = successes  # keep the bodies of 2xx answers too
         self.parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
         self.done: list[Answer] = []
         self.parts: list[bytes] = []
@@ -163,7 +164,8 @@ class _Answers:
         self.keep = self.parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
-        self.parts.append(body)
+        if self.successes or not 200 <= self.status < 300:
+            self.parts.append(body)
 
     def on_message_complete(self) -> None:
         self.done.append((self.status, b"".join(self.parts)))
@@ -177,9 +179,11 @@ def exchange_pipelined(
     bodies: list[bytes],
     headers: Mapping[str, str],
     timeout: float,
+    successes: bool = True,
 ) -> list[Answer | Exception]:
     """Send several requests to one URL on one connection in one write (HTTP/1.1 pipelining)
-    and read their answers in order; `timeout` bounds the connect and each read.
+    and read their answers in order; `timeout` bounds the connect and each read. Without
+    `successes` a 2xx answer's body is read past, not kept (b"").
 
     A server answers pipelined requests one after another, as it reads them. Each request
     costs the client a fraction of its own exchange: one send and a few reads for all,
@@ -205,7 +209,7 @@ def exchange_pipelined(
         if raised is exc:
             raise
         raise raised from exc
-    answers = _Answers()
+    answers = _Answers(successes)
     failure: BaseException | None = None
     try:
         failure = _read_all(conn, answers, len(bodies))

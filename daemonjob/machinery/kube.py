@@ -243,7 +243,7 @@ class Kube:
     def create_pipelined(
         self,
         path: str,
-        bodies: Sequence[JSON],
+        bodies: Sequence[Mapping[str, Any]],
         *,
         request_timeout: float | None = None,
         guard: Callable[[], None] | None = None,
@@ -258,24 +258,31 @@ class Kube:
         gets them one at a time from then on."""
         if len(bodies) <= 1 or self._host_pool is None or not self.pipelining:
             return [self._create_one(path, body, request_timeout, guard) for body in bodies]
+        # Serialised one by one as read: a body built on reading (Act's) is freed before the next.
+        data = [orjson.dumps(body if type(body) is dict else dict(body)) for body in bodies]
         if self.limiter is not None:
-            for _ in bodies:
+            for _ in data:
                 self.limiter.accept()
         if guard is not None:
             try:
                 guard()
             except Exception as exc:  # not sent, so not counted: as one request's
-                return [exc] * len(bodies)
+                return [exc] * len(data)
         answers: list[Answer | Exception]
         try:
             send_guard.fn = guard
-            data = [orjson.dumps(body) for body in bodies]
             seconds = self.timeout if request_timeout is None else request_timeout
             answers = exchange_pipelined(
-                self._host_pool, "POST", self._path_prefix + path, data, self._headers("application/json"), seconds
+                self._host_pool,
+                "POST",
+                self._path_prefix + path,
+                data,
+                self._headers("application/json"),
+                seconds,
+                successes=False,  # a created object comes back through the watch
             )
         except Exception as exc:  # before anything was sent
-            answers = [exc] * len(bodies)
+            answers = [exc] * len(data)
         finally:
             send_guard.fn = None
         if self.pipelining and _cut_short(answers):
@@ -298,10 +305,16 @@ class Kube:
         return out
 
     def _create_one(
-        self, path: str, body: JSON, request_timeout: float | None, guard: Callable[[], None] | None
+        self, path: str, body: Mapping[str, Any], request_timeout: float | None, guard: Callable[[], None] | None
     ) -> Exception | None:
         try:
-            self.create(path, body, request_timeout=request_timeout, guard=guard, want_answer=False)
+            self.create(
+                path,
+                body if type(body) is dict else dict(body),
+                request_timeout=request_timeout,
+                guard=guard,
+                want_answer=False,
+            )
         except Exception as exc:
             return exc
         return None

@@ -267,3 +267,11 @@ def test_a_server_that_takes_one_request_a_connection_gets_creates_one_at_a_time
     assert not kube.pipelining
     assert kube.create_pipelined("/apis/batch/v1/namespaces/ns/jobs", [{"n": 2}, {"n": 3}]) == [None, None]
     assert len(seen) == 3  # the first batch's first, then one at a time
+
+
+def test_without_successes_a_2xx_answers_body_is_read_past_and_an_errors_kept(server):
+    replies = iter([ok(b'{"big":"object"}'), b'HTTP/1.1 409 Conflict\r\nContent-Length: 9\r\n\r\n{"c":409}'])
+    pool, _, accepted = server(lambda conn: conn.sendall(next(replies)))
+    answers = exchange_pipelined(pool, "POST", "/x", BODIES[:2], {}, 5, successes=False)
+    assert answers == [(201, b""), (409, b'{"c":409}')]
+    assert accepted[0] == 1
