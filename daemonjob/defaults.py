@@ -161,7 +161,7 @@ CERT_RENEW_FRACTION = 0.25
 CERT_CHECK_INTERVAL = 10.0  # seconds between looks at the Secret: how soon every replica serves a renewal
 CREATE_CONCURRENCY = 32  # parallel Job creates/deletes within one slow-start batch
 # Job creates of one batch sent together on one connection once it has more than CREATE_CONCURRENCY:
-# the API server answers them in turn, and each costs the controller half the CPU it does alone
+# the API server answers them in turn, and each costs the controller about half the CPU it does alone
 CREATE_PIPELINE = 8
 
 # Memory

@@ -25,7 +25,10 @@ __all__ = ["Answer", "exchange", "exchange_pipelined"]
 
 Answer = tuple[int, bytes]  # HTTP status, the whole body
 
-_READ = 256 * 1024  # bytes asked of the socket a read: a page of a list comes in a few
+PAGE_READ = 256 * 1024  # bytes asked of the socket a read: a page of a list comes in a few
+# A write's answer is one object: a read of 256 KB would allocate that much to take a few KB,
+# and creates sent together keep 32 threads waiting in such reads at once.
+ANSWER_READ = 32 * 1024
 _BODY_EXPECTED = frozenset({"POST", "PUT", "PATCH"})  # sent with Content-Length: 0 when bodiless, as http.client
 
 
@@ -76,14 +79,14 @@ def request_head(method: str, url: str, host: str, headers: Mapping[str, str], l
     return "\r\n".join(lines).encode("latin-1")
 
 
-def _read(conn: urllib3.connection.HTTPConnection, answer: _Answer) -> tuple[int, bool]:
+def _read(conn: urllib3.connection.HTTPConnection, answer: _Answer, read_size: int) -> tuple[int, bool]:
     """Feeds the socket's bytes to the parser until the answer is whole: its status, and
     whether the connection may carry another request."""
     parser, sock = answer.parser, conn.sock
     assert parser is not None and sock is not None
     try:
         while not answer.done:
-            data = sock.recv(_READ)
+            data = sock.recv(read_size)
             if not data:
                 if answer.headed and not answer.framed:
                     return parser.get_status_code(), False  # a body that ends when the server closes
@@ -101,9 +104,11 @@ def exchange(
     body: bytes | None,
     headers: Mapping[str, str],
     timeout: float,
+    read_size: int = PAGE_READ,
 ) -> Answer:
     """Send one request and read its answer whole; `timeout` bounds the connect and each
-    read. The connection goes back to the pool unless the answer or a failure ended it."""
+    read, `read_size` the bytes asked of the socket a read. The connection goes back to the
+    pool unless the answer or a failure ended it."""
     # The pool's own take and give back (private; urlopen uses them): its connections are
     # urllib3's HTTPConnection, an http.client.HTTPConnection.
     conn = cast(urllib3.connection.HTTPConnection, pool._get_conn())
@@ -118,7 +123,7 @@ def exchange(
         head = request_head(method, url, _host(conn), headers, None if body is None else len(body))
         conn.send(head + body if body else head)  # the connection's send: the write guard runs first
         answer = _Answer()
-        status, reusable = _read(conn, answer)
+        status, reusable = _read(conn, answer, read_size)
         return status, b"".join(answer.parts)
     except HTTPError:
         raise
@@ -253,7 +258,7 @@ def _read_all(conn: urllib3.connection.HTTPConnection, answers: _Answers, count:
     while len(answers.done) < count:
         if answers.done and not answers.keep:
             return ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
-        data = sock.recv(_READ)
+        data = sock.recv(ANSWER_READ)
         if not data:
             if answers.headed and not answers.framed:
                 answers.done.append((answers.status, b"".join(answers.parts)))  # ended by the close

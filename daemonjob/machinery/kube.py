@@ -27,7 +27,7 @@ from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from daemonjob import defaults
 from daemonjob.machinery.apierror import JSON, ApiError, api_error
-from daemonjob.machinery.exchange import Answer, exchange, exchange_pipelined
+from daemonjob.machinery.exchange import ANSWER_READ, PAGE_READ, Answer, exchange, exchange_pipelined
 from daemonjob.machinery.guardedhttp import GuardedHTTPConnectionPool, GuardedHTTPSConnectionPool, send_guard
 from daemonjob.machinery.watchstream import WatchStream
 
@@ -192,9 +192,9 @@ class Kube:
         seconds = self.timeout if timeout is None else timeout
         headers = self._headers(content_type)
         if self._host_pool is not None:
-            return exchange(
-                self._host_pool, method, self._path_prefix + _with_query(path, params), data, headers, seconds
-            )
+            url = self._path_prefix + _with_query(path, params)
+            read = PAGE_READ if method == "GET" else ANSWER_READ  # a list's pages, or one object
+            return exchange(self._host_pool, method, url, data, headers, seconds, read)
         resp = self._send(
             method,
             path,

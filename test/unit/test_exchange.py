@@ -275,3 +275,8 @@ def test_without_successes_a_2xx_answers_body_is_read_past_and_an_errors_kept(se
     answers = exchange_pipelined(pool, "POST", "/x", BODIES[:2], {}, 5, successes=False)
     assert answers == [(201, b""), (409, b'{"c":409}')]
     assert accepted[0] == 1
+
+
+def test_a_small_read_size_reads_a_large_answer_whole(server):
+    pool, _, _ = server(lambda conn: conn.sendall(ok(b"x" * 100_000)))
+    assert exchange(pool, "POST", "/x", b"{}", {}, 5, read_size=1024) == (201, b"x" * 100_000)
