@@ -29,7 +29,7 @@ from daemonjob.controller.observe import Observation
 from daemonjob.controller.outcomes import Acted, CreateOutcome, DeleteOutcome
 from daemonjob.controller.startchecks import StartChecks
 from daemonjob.controller.troubles import Troubles
-from daemonjob.domain.actions import CreateJob, DeleteJob, JobBodies
+from daemonjob.domain.actions import CreateJob, DeleteJob
 from daemonjob.domain.conditions import JOB_REJECTED
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.events import NORMAL, WARNING, EventSpec
@@ -248,7 +248,7 @@ class Act:
             if not self.control.may_write():  # abandon the rest of a batch at once
                 errors: list[Exception | None] = [NotLeader("not the leader: Job create not sent")] * len(group)
             else:
-                errors = self.control.create_jobs(namespace, JobBodies(group))
+                errors = self.control.create_jobs(namespace, [c.body for c in group])
             results: list[Exception | bool] = []
             for c, error in zip(group, errors, strict=True):
                 if error is None:

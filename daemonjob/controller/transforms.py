@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from daemonjob import defaults
@@ -80,6 +80,11 @@ class Interner:
         plain read: a dict's get is atomic, and a value is only ever replaced by an equal one."""
         return self._values.get(key)
 
+    def part(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The shared instance under `key`, `build()` shared under it the first time."""
+        found = self.known(key)
+        return found if found is not None else self(build(), key)
+
     def __call__(self, value: Any, key: Hashable = None) -> Any:
         """The shared instance of `value`. A `key` that names it (tuples of strings: hashed in
         C, where a new frozen value hashes a frozenset per mapping) spares freezing and
@@ -138,6 +143,13 @@ def node_transform(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _status(conditions: tuple[tuple[tuple[str, Any], ...], ...], finished: Any) -> dict[str, Any]:
+    kept: dict[str, Any] = {"conditions": [dict(c) for c in conditions]}
+    if finished is not None:
+        kept["completionTime"] = finished
+    return kept
+
+
 def job_transform(job: Mapping[str, Any], shared: Interner = _shared) -> CachedJob:
     """A Job as decide() sees it: identity, node, revision, owner, terminal state, and a TTL.
 
@@ -156,9 +168,7 @@ def job_transform(job: Mapping[str, Any], shared: Interner = _shared) -> CachedJ
             kept[key] = _text(meta[key])
     labels = meta.get("labels") or {}
     ours = tuple([(k, labels[k]) for k in _JOB_LABELS if k in labels])
-    part: Any = ("labels", ours)
-    found = shared.known(part)
-    kept["labels"] = found if found is not None else shared(dict(ours), part)
+    kept["labels"] = shared.part(("labels", ours), lambda: dict(ours))
     owners = tuple(
         [
             tuple([(k, ref[k]) for k in _OWNER_KEYS if k in ref])
@@ -167,15 +177,11 @@ def job_transform(job: Mapping[str, Any], shared: Interner = _shared) -> CachedJ
         ]
     )
     if owners:
-        part = ("owners", owners)
-        found = shared.known(part)
-        kept["ownerReferences"] = found if found is not None else shared([dict(ref) for ref in owners], part)
+        kept["ownerReferences"] = shared.part(("owners", owners), lambda: [dict(ref) for ref in owners])
     annotations = meta.get("annotations") or {}
     node = annotations.get(ANNOTATION_NODE)
     if node is not None:
-        part = ("node", node)
-        found = shared.known(part)
-        kept["annotations"] = found if found is not None else shared({ANNOTATION_NODE: node}, part)
+        kept["annotations"] = shared.part(("node", node), lambda: {ANNOTATION_NODE: node})
     if ANNOTATION_BOOT_ID in annotations or ANNOTATION_NODE_CHECK in annotations:
         # a checked turn's Job (nodecheck.py): its own, not shared
         checked = {k: annotations[k] for k in (ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK) if k in annotations}
@@ -189,13 +195,7 @@ def job_transform(job: Mapping[str, Any], shared: Interner = _shared) -> CachedJ
         ]
     )
     finished = status.get("completionTime")
-    part = ("status", conditions, finished)
-    kept_status = shared.known(part)
-    if kept_status is None:
-        value: dict[str, Any] = {"conditions": [dict(c) for c in conditions]}
-        if finished is not None:
-            value["completionTime"] = finished
-        kept_status = shared(value, part)
+    kept_status = shared.part(("status", conditions, finished), lambda: _status(conditions, finished))
     ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
     return CachedJob(  # a key left None is absent: `spec` only when a TTL was set
         metadata=CachedJobMeta(**kept),

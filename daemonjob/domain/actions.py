@@ -14,9 +14,9 @@ node's turn), and every other turn takes a free slot, in node-name order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 from daemonjob.domain.jobs import build_job
 from daemonjob.domain.nodeparams import Env
@@ -25,7 +25,7 @@ from daemonjob.domain.revision import Revision, job_name
 if TYPE_CHECKING:
     from daemonjob.domain.gates.step import Gating
 
-__all__ = ["CreateJob", "DeleteJob", "JobBodies", "Turn", "Turns", "Actions", "choose_actions"]
+__all__ = ["CreateJob", "DeleteJob", "Turn", "Turns", "Actions", "choose_actions"]
 
 # While the API server keeps rejecting creates, try one node per reconcile, not all.
 STALLED_CREATE_PROBES = 1
@@ -66,31 +66,6 @@ class CreateJob:
             reboot=self.reboot,
             name=self.name,
         )
-
-
-class JobBodies(Sequence[Mapping[str, Any]]):
-    """The Job bodies of creates sent together, each built as it is read: a writer holds
-    the bytes of those serialised, not eight Job objects at once."""
-
-    def __init__(self, creates: Sequence[CreateJob]) -> None:
-        self._creates = creates
-
-    def __len__(self) -> int:
-        return len(self._creates)
-
-    @overload
-    def __getitem__(self, index: int) -> Mapping[str, Any]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Mapping[str, Any]]: ...
-
-    def __getitem__(self, index: int | slice) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
-        if isinstance(index, slice):
-            return JobBodies(self._creates[index])
-        return self._creates[index].body
-
-    def __iter__(self) -> Iterator[Mapping[str, Any]]:
-        return (c.body for c in self._creates)
 
 
 @dataclass(frozen=True, slots=True)

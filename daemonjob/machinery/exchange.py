@@ -32,34 +32,6 @@ ANSWER_READ = 32 * 1024
 _BODY_EXPECTED = frozenset({"POST", "PUT", "PATCH"})  # sent with Content-Length: 0 when bodiless, as http.client
 
 
-class _Answer:
-    """httptools' callbacks: the body's pieces, and whether the head and the message are whole."""
-
-    __slots__ = ("parser", "parts", "headed", "framed", "keep", "done")
-
-    def __init__(self) -> None:
-        self.parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
-        self.parts: list[bytes] = []
-        self.headed = False
-        self.framed = False  # a Content-Length or chunks: else the body ends when the server closes
-        self.keep = False  # the connection may carry another request (read with the head, as llhttp's users do)
-        self.done = False
-
-    def on_header(self, name: bytes, _value: bytes) -> None:
-        if name.lower() in (b"content-length", b"transfer-encoding"):
-            self.framed = True
-
-    def on_headers_complete(self) -> None:
-        self.headed = True
-        self.keep = self.parser is not None and self.parser.should_keep_alive()
-
-    def on_body(self, body: bytes) -> None:
-        self.parts.append(body)
-
-    def on_message_complete(self) -> None:
-        self.done = True
-
-
 def _host(conn: urllib3.connection.HTTPConnection) -> str:
     host = f"[{conn.host}]" if ":" in conn.host else conn.host
     return host if conn.port in (None, conn.default_port) else f"{host}:{conn.port}"
@@ -79,69 +51,9 @@ def request_head(method: str, url: str, host: str, headers: Mapping[str, str], l
     return "\r\n".join(lines).encode("latin-1")
 
 
-def _read(conn: urllib3.connection.HTTPConnection, answer: _Answer, read_size: int) -> tuple[int, bool]:
-    """Feeds the socket's bytes to the parser until the answer is whole: its status, and
-    whether the connection may carry another request."""
-    parser, sock = answer.parser, conn.sock
-    assert parser is not None and sock is not None
-    try:
-        while not answer.done:
-            data = sock.recv(read_size)
-            if not data:
-                if answer.headed and not answer.framed:
-                    return parser.get_status_code(), False  # a body that ends when the server closes
-                raise ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
-            parser.feed_data(data)
-        return parser.get_status_code(), answer.keep
-    finally:
-        answer.parser = None  # the parser holds the answer's callbacks: no cycle left for the collector
-
-
-def exchange(
-    pool: urllib3.HTTPConnectionPool,
-    method: str,
-    url: str,
-    body: bytes | None,
-    headers: Mapping[str, str],
-    timeout: float,
-    read_size: int = PAGE_READ,
-) -> Answer:
-    """Send one request and read its answer whole; `timeout` bounds the connect and each
-    read, `read_size` the bytes asked of the socket a read. The connection goes back to the
-    pool unless the answer or a failure ended it."""
-    # The pool's own take and give back (private; urlopen uses them): its connections are
-    # urllib3's HTTPConnection, an http.client.HTTPConnection.
-    conn = cast(urllib3.connection.HTTPConnection, pool._get_conn())
-    reusable = False
-    try:
-        conn.timeout = timeout
-        pool._validate_conn(conn)  # connects (TLS) a new connection first, as urlopen
-        if conn.sock is None:
-            conn.connect()  # a plain-HTTP pool connects when first used
-        assert conn.sock is not None
-        conn.sock.settimeout(timeout)
-        head = request_head(method, url, _host(conn), headers, None if body is None else len(body))
-        conn.send(head + body if body else head)  # the connection's send: the write guard runs first
-        answer = _Answer()
-        status, reusable = _read(conn, answer, read_size)
-        return status, b"".join(answer.parts)
-    except HTTPError:
-        raise
-    except TimeoutError as exc:
-        raise ReadTimeoutError(pool, url, f"Read timed out. (read timeout={timeout})") from exc
-    except ssl.SSLError as exc:
-        raise SSLError(exc) from exc
-    except (OSError, httptools.HttpParserError) as exc:
-        raise ProtocolError("Connection aborted.", exc) from exc
-    finally:
-        if not reusable:
-            conn.close()
-        pool._put_conn(conn)
-
-
 class _Answers:
-    """httptools' callbacks over answers that follow one another on a connection: each one's
-    status and body as it completes, and whether the connection stays open after it."""
+    """httptools' callbacks over the answers that follow one another on a connection: each
+    one's status and body as it completes, and whether the connection stays open after it."""
 
     __slots__ = ("parser", "done", "parts", "status", "keep", "framed", "headed", "successes")
 
@@ -151,8 +63,8 @@ class _Answers:
         self.done: list[Answer] = []
         self.parts: list[bytes] = []
         self.status = 0
-        self.keep = True
-        self.framed = False
+        self.keep = True  # the connection may carry another request (read with the head, as llhttp's users do)
+        self.framed = False  # a Content-Length or chunks: else the body ends when the server closes
         self.headed = False
 
     def on_message_begin(self) -> None:
@@ -177,6 +89,24 @@ class _Answers:
         self.headed = False
 
 
+def exchange(
+    pool: urllib3.HTTPConnectionPool,
+    method: str,
+    url: str,
+    body: bytes | None,
+    headers: Mapping[str, str],
+    timeout: float,
+    read_size: int = PAGE_READ,
+) -> Answer:
+    """Send one request and read its answer whole; `timeout` bounds the connect and each
+    read, `read_size` the bytes asked of the socket a read. The connection goes back to the
+    pool unless the answer or a failure ended it."""
+    answers, failure = _exchange(pool, method, url, [body], headers, timeout, read_size, successes=True)
+    if failure is not None:
+        raise failure
+    return answers[0]
+
+
 def exchange_pipelined(
     pool: urllib3.HTTPConnectionPool,
     method: str,
@@ -196,17 +126,39 @@ def exchange_pipelined(
     write raises (nothing was sent); a failure after it, or a connection the server closes,
     is the error of each request not answered yet, whose outcome is unknown, as a single
     request's would be."""
+    answers, failure = _exchange(pool, method, url, list(bodies), headers, timeout, ANSWER_READ, successes)
+    results: list[Answer | Exception] = list(answers)
+    if len(results) < len(bodies):
+        lost = failure if isinstance(failure, Exception) else _closed()
+        results.extend([lost] * (len(bodies) - len(results)))
+    return results
+
+
+def _exchange(
+    pool: urllib3.HTTPConnectionPool,
+    method: str,
+    url: str,
+    bodies: list[bytes | None],
+    headers: Mapping[str, str],
+    timeout: float,
+    read_size: int,
+    successes: bool,
+) -> tuple[list[Answer], BaseException | None]:
+    """The requests written in one send, and the answers that came whole, in order, with what
+    ended the reading early (None: every answer came). A failure before the write raises."""
+    # The pool's own take and give back (private; urlopen uses them): its connections are
+    # urllib3's HTTPConnection, an http.client.HTTPConnection.
     conn = cast(urllib3.connection.HTTPConnection, pool._get_conn())
-    reusable = False
     try:
         conn.timeout = timeout
-        pool._validate_conn(conn)
+        pool._validate_conn(conn)  # connects (TLS) a new connection first, as urlopen
         if conn.sock is None:
-            conn.connect()
+            conn.connect()  # a plain-HTTP pool connects when first used
         assert conn.sock is not None
         conn.sock.settimeout(timeout)
         host = _host(conn)
-        conn.send(b"".join(request_head(method, url, host, headers, len(body)) + body for body in bodies))
+        heads = [request_head(method, url, host, headers, None if b is None else len(b)) + (b or b"") for b in bodies]
+        conn.send(b"".join(heads))  # the connection's send: the write guard runs first
     except BaseException as exc:  # nothing was sent, or not all of it: the connection goes
         conn.close()
         pool._put_conn(conn)
@@ -216,23 +168,23 @@ def exchange_pipelined(
         raise raised from exc
     answers = _Answers(successes)
     failure: BaseException | None = None
+    reusable = False
     try:
-        failure = _read_all(conn, answers, len(bodies))
+        failure = _read_all(conn, answers, len(bodies), read_size)
         reusable = failure is None and answers.keep
     except (OSError, httptools.HttpParserError) as exc:
         failure = _failure(exc, pool, url, timeout)
         failure.__cause__ = exc
     finally:
-        answers.parser = None
+        answers.parser = None  # the parser holds the answers' callbacks: no cycle left for the collector
         if not reusable:
             conn.close()
         pool._put_conn(conn)
-    results: list[Answer | Exception] = list(answers.done[: len(bodies)])
-    if len(results) < len(bodies):
-        lost = failure if isinstance(failure, Exception) else None
-        lost = lost or ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
-        results.extend([lost] * (len(bodies) - len(results)))
-    return results
+    return answers.done[: len(bodies)], failure
+
+
+def _closed() -> ProtocolError:
+    return ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
 
 
 def _failure(exc: BaseException, pool: urllib3.HTTPConnectionPool, url: str, timeout: float) -> BaseException:
@@ -249,7 +201,9 @@ def _failure(exc: BaseException, pool: urllib3.HTTPConnectionPool, url: str, tim
     return exc
 
 
-def _read_all(conn: urllib3.connection.HTTPConnection, answers: _Answers, count: int) -> Exception | None:
+def _read_all(
+    conn: urllib3.connection.HTTPConnection, answers: _Answers, count: int, read_size: int
+) -> Exception | None:
     """Feeds the socket's bytes to the parser until `count` answers are whole, or the server
     closes the connection (an answer without framing ends there); what ended it early, if
     something did."""
@@ -257,13 +211,12 @@ def _read_all(conn: urllib3.connection.HTTPConnection, answers: _Answers, count:
     assert parser is not None and sock is not None
     while len(answers.done) < count:
         if answers.done and not answers.keep:
-            return ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
-        data = sock.recv(ANSWER_READ)
+            return _closed()
+        data = sock.recv(read_size)
         if not data:
             if answers.headed and not answers.framed:
                 answers.done.append((answers.status, b"".join(answers.parts)))  # ended by the close
-            if len(answers.done) < count:
-                return ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
-            return None
+                answers.keep = False
+            return _closed() if len(answers.done) < count else None
         parser.feed_data(data)
     return None

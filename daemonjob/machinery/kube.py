@@ -23,7 +23,7 @@ import urllib3.connection
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
-from urllib3.exceptions import ProtocolError, ReadTimeoutError
+from urllib3.exceptions import ProtocolError
 
 from daemonjob import defaults
 from daemonjob.machinery.apierror import JSON, ApiError, api_error
@@ -258,7 +258,6 @@ class Kube:
         gets them one at a time from then on."""
         if len(bodies) <= 1 or self._host_pool is None or not self.pipelining:
             return [self._create_one(path, body, request_timeout, guard) for body in bodies]
-        # Serialised one by one as read: a body built on reading (Act's) is freed before the next.
         data = [orjson.dumps(body if type(body) is dict else dict(body)) for body in bodies]
         if self.limiter is not None:
             for _ in data:
@@ -392,12 +391,8 @@ class Kube:
 
 
 def _cut_short(answers: list[Answer | Exception]) -> bool:
-    """Some answered, then the connection closed on the rest (not a timeout: a slow server)."""
-    return (
-        not isinstance(answers[0], Exception)
-        and isinstance(answers[-1], ProtocolError)
-        and not isinstance(answers[-1], ReadTimeoutError)
-    )
+    """Some answered, then the connection closed on the rest (a timeout is a slow server, not this)."""
+    return not isinstance(answers[0], Exception) and isinstance(answers[-1], ProtocolError)
 
 
 def _with_query(path: str, params: Mapping[str, Any] | None) -> str:
