@@ -25,14 +25,19 @@ def install_crd(kubectl: Sequence[str], path: Path = CRD_PATH, timeout: float = 
     reports = path.parent / REPORTS_CRD_FILE
     files = ["-f", str(path), *(["-f", str(reports)] if reports.exists() else [])]
     names = [f"crd/{CRD_NAME}", *([f"crd/{REPORTS_CRD_NAME}"] if reports.exists() else [])]
+    deadline = time.monotonic() + timeout
     for args in (
         ["apply", *files],
         ["wait", "--for=condition=Established", f"--timeout={int(timeout)}s", *names],
     ):
-        out = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False, timeout=timeout + 30)
+        while True:
+            out = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False, timeout=timeout + 30)
+            # kubectl wait fails at once, not waits, on a CRD whose status has no conditions yet
+            if out.returncode == 0 or "accessor error" not in out.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         if out.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)} failed: {out.stderr.strip() or out.stdout.strip()}")
-    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         out = subprocess.run(
             [*kubectl, "api-resources", "--api-group=daemonjob.io", "-o", "name"],
