@@ -126,7 +126,18 @@ class ActBed:
         self.jobs.delete(f"{namespace}/{job['metadata']['name']}")
 
     # -- the queue -----------------------------------------------------------------------
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait out the queue's delay thread: what came due on the fake clock is queued now, so
+        a look at the queue does not miss a key that is only a moment late."""
+        deadline = time.monotonic() + timeout
+        while self.ctl.queue.due_waiting():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the queue's delay thread did not move what came due in {timeout} s")
+            time.sleep(0.005)
+
     def drain(self) -> None:
+        """Take every key queued, with those that came due on the fake clock."""
+        self.settle()
         while len(self.ctl.queue):
             key, _ = self.ctl.queue.get()
             self.ctl.queue.done(key)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from daemonjob.controller import controller as controller_module
-from daemonjob.controller.controller import Controller, ReconcileError
+from daemonjob.controller.controller import ReconcileError
 from daemonjob.controller.jobcontrol import NotLeader
 from daemonjob.controller.report import deferrable
 from daemonjob.domain.decide import Decision, decide
@@ -447,7 +447,7 @@ def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed:
     job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
     bed.jobs.store.update(job)  # in the cache, but no event reached the kept plan
     bed.clock.step(2 * 300 + 1)  # past the (spread) first check
-    drain(bed.ctl)
+    bed.drain()
     bed.control.reset()
     decision = bed.ctl.reconcile(KEY)
     assert decision is not None and decision.status["succeededNodes"] == 1  # the full decision's answer
@@ -455,7 +455,7 @@ def test_the_self_check_finds_a_missed_event_counts_it_and_repairs_the_plan(bed:
     value = bed.ctl.metrics.registry.get_sample_value
     assert value("daemonjob_plan_self_check_differences_total") == 1
     assert len(bed.ctl.queue) == 1  # passed over again on the repaired plan
-    drain(bed.ctl)
+    bed.drain()
     assert bed.ctl.reconcile(KEY).status["succeededNodes"] == 1
     bed.clock.step(301)
     bed.ctl.reconcile(KEY)
@@ -470,12 +470,12 @@ def test_the_self_check_waits_while_urgent_passes_are_queued(bed: ActBed) -> Non
     bed.control.deliver()
     bed.ctl.reconcile(KEY)
     bed.clock.step(2 * 300 + 1)  # past the (spread) first check
-    drain(bed.ctl)
+    bed.drain()
     value = bed.ctl.metrics.registry.get_sample_value
     bed.ctl.queue.add(f"{NS}/another", urgent=True)
     bed.ctl.reconcile(KEY)
     assert value("daemonjob_plan_self_checks_total") == 0  # not due yet as far as the next pass knows
-    drain(bed.ctl)
+    bed.drain()
     bed.ctl.reconcile(KEY)
     assert value("daemonjob_plan_self_checks_total") == 1
 
@@ -488,7 +488,7 @@ def test_a_job_changing_between_the_self_checks_two_reads_is_no_difference(bed: 
     bed.control.deliver()
     bed.ctl.reconcile(KEY)
     bed.clock.step(2 * 300 + 1)
-    drain(bed.ctl)
+    bed.drain()
     full_plan = bed.ctl.observer.full_plan
 
     def job_succeeds_meanwhile(seen: Any) -> Any:
@@ -503,16 +503,10 @@ def test_a_job_changing_between_the_self_checks_two_reads_is_no_difference(bed: 
     assert value("daemonjob_plan_self_check_differences_total") == 0
     assert decision is not None and decision.status["succeededNodes"] == 0  # the kept plan's, as read
     bed.ctl.observer.full_plan = full_plan
-    drain(bed.ctl)
+    bed.drain()
     assert bed.ctl.reconcile(KEY).status["succeededNodes"] == 1
     assert value("daemonjob_plan_self_checks_total") == 2  # checked again at once, and agreed
     assert value("daemonjob_plan_self_check_differences_total") == 0
-
-
-def drain(ctl: Controller) -> None:
-    while len(ctl.queue):
-        key, _ = ctl.queue.get()
-        ctl.queue.done(key)
 
 
 def test_a_pass_decides_once_and_its_status_says_what_act_heard(bed: ActBed, monkeypatch: pytest.MonkeyPatch) -> None:

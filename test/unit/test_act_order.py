@@ -16,7 +16,6 @@ from daemonjob.machinery.frozen import thaw
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob, node
 from daemonjob.testing.fakes import api_error
-from daemonjob.testing.waiting import wait_for
 
 
 def member(name: str, created: str, **spec: Any) -> dict[str, Any]:
@@ -44,7 +43,7 @@ def nodes_created_by(bed: ActBed, name: str) -> list[str]:
 def queued(bed: ActBed) -> set[str]:
     """The keys due once the Job events' delay is over (the fake clock moves past it)."""
     bed.clock.step(defaults.JOB_EVENT_DELAY_MAX + 1)
-    wait_for(lambda: bed.ctl.queue.due_waiting() == 0, 10, "the queue's delay thread to move what came due", 0.005)
+    bed.settle()
     keys = set()
     while len(bed.ctl.queue):
         key, _ = bed.ctl.queue.get()

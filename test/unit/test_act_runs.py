@@ -261,7 +261,7 @@ def test_a_configmap_that_cannot_be_listed_stalls_naming_it_and_nothing_polls(be
     assert SCRIPT in stalled["message"] and "forbidden" in stalled["message"]
     assert len(bed.events("ConfigMapUnreadable")) == 1 and bed.created() == []
     bed.clock.step(60)  # the watch backs off by itself: nothing is queued for later either
-    time.sleep(0.2)  # time for the delaying queue's thread to hand over anything due
+    bed.settle()  # anything due is handed over to the queue
     assert len(bed.ctl.queue) == 0
     informer.list_succeeds()
     informer.add({"metadata": {"name": SCRIPT, "namespace": NS}, "data": {"a": "1"}})

@@ -82,6 +82,7 @@ def recorder_round(bed: ActBed) -> float | None:
 
 
 def woken(bed: ActBed) -> bool:
+    bed.settle()  # a pass that came due on the clock's step counts for this round, not the next
     woke = len(bed.ctl.queue) > 0
     bed.drain()
     return woke

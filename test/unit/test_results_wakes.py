@@ -186,7 +186,7 @@ def rollout(bed: ActBed, store: Store_) -> str:
     bed.ctl.reconcile(bed.key)
     bed.sync()
     bed.clock.step(defaults.JOB_EVENT_DELAY_MAX)
-    wait_moved(bed)
+    bed.settle()
     bed.drain()
     uid = str(bed.dj()["metadata"]["uid"])
     first = next(iter(bed.control.objects.values()))  # one Job first: its batch reads the reports
@@ -199,20 +199,13 @@ def rollout(bed: ActBed, store: Store_) -> str:
     return uid
 
 
-def wait_moved(bed: ActBed) -> None:
-    deadline = time.monotonic() + 5
-    while bed.ctl.queue.due_waiting():
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
-
-
 def passes_within(bed: ActBed, seconds: float) -> int:
     """The passes queued or coming due within `seconds` (each run: a pass's own look-again counts)."""
     count = 0
     for _ in range(int(seconds / 0.25)):
         bed.clock.step(0.25)
         time.sleep(0.02)
-        wait_moved(bed)
+        bed.settle()
         while len(bed.ctl.queue):
             key, _ = bed.ctl.queue.get()
             bed.ctl.reconcile(str(key))
