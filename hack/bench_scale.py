@@ -187,17 +187,23 @@ def join_latencies(
     n: int,
     args: argparse.Namespace,
     res: Results,
+    pids: dict[str, int],
     first_wave: int | None = None,
 ) -> None:
     """(b): seconds from a node's registration until its D Jobs exist, over J joins (with
     --ordered, the Jobs that may start at once: one per exclusion group and per chain); and
     the controller's CPU seconds per join."""
     d = first_wave or len(names)
-    cpu0, before = benchlib.cpu_seconds(ctl.pid), benchlib.scrape(ctl.metrics_url)
+    shares = benchlib.CpuShares(pids)
+    served0 = benchlib.apiserver_time(benchlib.parse_samples(kube.get_text("/metrics")))
+    cpu0, before, started = benchlib.cpu_seconds(ctl.pid), benchlib.scrape(ctl.metrics_url), time.monotonic()
     firsts: list[float] = []
     latencies = bench.join_nodes(kube, kubelet, ctl, d, args.joins, args.join_interval, args.timeout, firsts)
     res.note("first Job of each join after (s): " + " ".join(f"{x:.2f}" for x in firsts))
     cpu, after = benchlib.cpu_seconds(ctl.pid) - cpu0, benchlib.scrape(ctl.metrics_url)
+    res.note(f"during the joins: CPU by process: {shares.text(shares.used(), time.monotonic() - started)}")
+    served = benchlib.apiserver_time(benchlib.parse_samples(kube.get_text("/metrics")))
+    res.note(f"during the joins: API server time by request: {benchlib.apiserver_time_text(served0, served)}")
     res.note(
         "controller requests during the joins: "
         + bench.requests_text(benchlib.request_delta(benchlib.api_requests(before), benchlib.api_requests(after)))
@@ -489,7 +495,8 @@ def main() -> int:
             wait_let_go(kube, ctl, dj_names, n, converge_timeout, res, "after the rollouts")
         if args.joins > 0:
             with profile(ctl, args, "joins"):
-                join_latencies(kube, kubelet, ctl, dj_names, n, args, res, first_wave)
+                pids = {**cluster.pids(), "bench": os.getpid(), "controller": ctl.pid}
+                join_latencies(kube, kubelet, ctl, dj_names, n, args, res, pids, first_wave)
         if args.delete_succeeded_jobs and args.joins > 0:
             wait_let_go(kube, ctl, dj_names, n + args.joins, args.timeout, res, "after the joins")
         peak_rss = benchlib.hwm_mb(ctl.pid)

@@ -393,11 +393,7 @@ def scrape(url: str) -> Samples:
     status, body = http_get(url)
     if status != 200:
         raise RuntimeError(f"GET {url}: HTTP {status}")
-    out: Samples = {}
-    for family in text_string_to_metric_families(body.decode()):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
+    return parse_samples(body.decode())
 
 
 def api_requests(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[tuple[str, str], float]:
@@ -429,6 +425,50 @@ def watch_churn(
             what = "relists" if name == "daemonjob_relists_total" else "watch restarts"
             parts.append(f"{what} {' '.join(v for _, v in labels)} {delta:.0f}")
     return ", ".join(parts) or "no watch restarts or relists"
+
+
+def parse_samples(text: str) -> Samples:
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def apiserver_time(samples: Samples) -> dict[tuple[str, str], tuple[float, float]]:
+    """The API server's own apiserver_request_duration_seconds: (verb, resource) -> (requests,
+    seconds), long-running watches left out (their duration is how long they stayed open)."""
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    for (name, labels), value in samples.items():
+        kind = name.removeprefix("apiserver_request_duration_seconds_")
+        if kind not in ("count", "sum"):
+            continue
+        d = dict(labels)
+        if d.get("verb") in ("WATCH", "CONNECT"):
+            continue
+        sub = f"/{d['subresource']}" if d.get("subresource") else ""
+        k = (d.get("verb", "").lower(), d.get("resource", "") + sub)
+        count, seconds = out.get(k, (0.0, 0.0))
+        out[k] = (count + value, seconds) if kind == "count" else (count, seconds + value)
+    return out
+
+
+def apiserver_time_text(
+    before: Mapping[tuple[str, str], tuple[float, float]],
+    after: Mapping[tuple[str, str], tuple[float, float]],
+    top: int = 8,
+) -> str:
+    """`verb resource: N in S s (M ms each)` for the requests that took the API server longest."""
+    delta = {
+        k: (c - before.get(k, (0.0, 0.0))[0], s - before.get(k, (0.0, 0.0))[1])
+        for k, (c, s) in after.items()
+        if c - before.get(k, (0.0, 0.0))[0] > 0
+    }
+    parts = [
+        f"{verb} {resource}: {count:.0f} in {secs:.1f} s ({1000 * secs / count:.0f} ms each)"
+        for (verb, resource), (count, secs) in sorted(delta.items(), key=lambda kv: -kv[1][1])[:top]
+    ]
+    return "; ".join(parts) or "none"
 
 
 def sample_value(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float], name: str) -> float:
