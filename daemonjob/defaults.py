@@ -211,6 +211,7 @@ START_CHECK_TTL = 60.0
 # Per-node results (daemonjob/domain/results.py, daemonjob/controller/results.py)
 RESULT_MESSAGE_BYTES = 4096  # a termination message is kept up to this (the kubelet's own bound)
 RESULT_CHUNK_BYTES = 900 * 1024  # results per report object, serialised: under 1 MiB with its metadata
+RESULT_APPEND_BYTES = 32 * 1024  # an append leaves a chunk at most this big: each costs the API server the whole object
 RESULT_FLUSH_COUNT = 250  # results waiting that make a write at once
 RESULT_FLUSH_DELAY = 10.0  # seconds the first result waiting may wait for others
 RESULT_FLUSH_IDLE = 1.0  # seconds: sooner when the DaemonJob has no running Job left

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from daemonjob import defaults
 from daemonjob.controller.results import ResultRecorder
 from daemonjob.controller.resultstatus import wire_recorded
 from daemonjob.controller.specs import SpecCache
@@ -136,6 +137,25 @@ def test_results_fill_the_last_chunk_then_new_ones() -> None:
     assert [(c, len(p)) for c, p in pack(rs, -1, 0, limit=size * 4)] == [(0, 4), (1, 4), (2, 2)]
 
 
+def test_an_append_leaves_a_chunk_within_the_append_limit_and_new_chunks_take_up_to_the_limit() -> None:
+    rs = [{"node": f"n{i}", "message": "x" * 100} for i in range(10)]
+    size = result_size(rs[0])
+    # The last chunk has room for 8 more under the chunk limit, for 2 under the append limit.
+    packed = pack(rs, 3, size * 2, limit=size * 10, append_limit=size * 4)
+    assert [(c, len(p)) for c, p in packed] == [(3, 2), (4, 8)]
+    # At or past the append limit (a large first write): nothing more is appended to it.
+    assert [(c, len(p)) for c, p in pack(rs[:3], 0, size * 9, limit=size * 100, append_limit=size * 4)] == [(1, 3)]
+    # No chunk yet: the first one takes up to the chunk limit, the append limit aside.
+    assert [(c, len(p)) for c, p in pack(rs, -1, 0, limit=size * 6, append_limit=size * 2)] == [(0, 6), (1, 4)]
+    # An append limit above the chunk limit (a low --result-chunk-bytes): the chunk limit holds.
+    assert [(c, len(p)) for c, p in pack(rs, 0, size, limit=size * 3, append_limit=size * 50)] == [
+        (0, 2),
+        (1, 3),
+        (2, 3),
+        (3, 2),
+    ]
+
+
 def test_an_append_is_guarded_by_the_count() -> None:
     ops = append_patch(7, [{"node": "a"}])
     assert ops[0] == {"op": "test", "path": "/count", "value": 7} and ops[-1]["value"] == 8
@@ -257,6 +277,30 @@ def test_results_cross_into_a_second_chunk(dj: dict[str, Any]) -> None:
     rec.flush(dj["metadata"]["uid"])
     assert len(store.reports) > 1 and len(store.recorded()) == 30
     assert all(r["count"] == len(r["results"]) for r in store.reports.values())
+
+
+def test_results_that_trickle_in_after_a_large_batch_start_a_small_chunk(dj: dict[str, Any]) -> None:
+    """A joined node's result appended to a rollout's large chunk would cost the API server the
+    whole chunk (read, checked, rewritten); in a chunk of their own, only what it holds."""
+    store = FakeStore()
+    rec, _ = recorder(store, dj)
+    uid = dj["metadata"]["uid"]
+    finish(store, rec, dj, [f"n{i:03d}" for i in range(300)])  # the rollout: one create, over the append limit
+    rec.flush(uid)
+    (big,) = store.reports.values()
+    assert len(json.dumps(big["results"])) > defaults.RESULT_APPEND_BYTES
+    for i in range(3):  # nodes that join one at a time
+        store.calls.clear()
+        finish(store, rec, dj, [f"joined-{i}"])
+        rec.flush(uid)
+        assert store.calls[-1] == ("create" if i == 0 else "append")
+    assert len(big["results"]) == 300 and big["count"] == 300  # the large chunk is not rewritten
+    small = next(r for r in store.reports.values() if r is not big)
+    assert [r["node"] for r in small["results"]] == ["joined-0", "joined-1", "joined-2"] and small["chunk"] == 1
+    again, _ = recorder(store, dj)  # a restart reads both chunks: nothing missing, nothing twice
+    finish(store, again, dj, ["joined-3"])
+    again.flush(uid)
+    assert store.calls[-1] == "append" and len(store.recorded()) == 304
 
 
 def test_rollouts_beyond_history_limit_are_deleted(dj: dict[str, Any]) -> None:
