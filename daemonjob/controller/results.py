@@ -56,16 +56,21 @@ class ResultRecorder:
         wake_soon: Callable[[str], None] | None = None,
         clock: Clock | None = None,
         chunk_bytes: int = defaults.RESULT_CHUNK_BYTES,
+        urgent: Callable[[], bool] = lambda: False,
     ) -> None:
         """`daemonjob(key)`: the cached DaemonJob; `running(uid)`: whether any of its Jobs may still
         run; `wake(key)`: a pass for it now (its reports read or not: a pass may wait for them);
-        `wake_soon(key)`: one soon, once a batch is written (status.results, held history deletes)."""
+        `wake_soon(key)`: one soon, once a batch is written (status.results, held history deletes);
+        `urgent()`: passes that must not wait are queued or running (a joined node's first Jobs):
+        writes due give way to them for up to RESULT_YIELD_MAX, looking again every RESULT_YIELD_RECHECK."""
         self.store = store
         self.chunk_bytes = min(max(chunk_bytes, 4096), defaults.RESULT_CHUNK_BYTES)  # as --result-chunk-bytes says
         self.daemonjob = daemonjob
         self.running = running
         self.wake, self.wake_soon = wake, wake_soon or wake
         self.clock = clock or RealClock()
+        self.urgent = urgent
+        self._yielding_since: float | None = None  # when writes due began to give way to urgent passes
         self._kept: dict[str, Kept] = {}  # by DaemonJob uid
         self._held: dict[str, str] = {}  # Job uid -> DaemonJob uid, while pending
         self._lock = threading.Lock()
@@ -192,6 +197,8 @@ class ResultRecorder:
                 self._looks_at, self._changed = -math.inf, False
             now = self.clock.now()
             due, wait = self._due(now)
+            if due and self._gives_way(now):
+                due, wait = [], defaults.RESULT_YIELD_RECHECK
             with self._lock:
                 if self._stopped:
                     return
@@ -202,9 +209,24 @@ class ResultRecorder:
                     continue
             self.flush_due(due)
 
+    def _gives_way(self, now: float) -> bool:
+        """Whether writes due wait for the urgent passes: a pod list, a report write and the
+        status pass after it take the API server's time a joined node's first Jobs are waiting
+        for. Bounded, so results are written however long urgent passes keep coming; between
+        two bursts (nodes joining a few at a time) the writes due go on one DaemonJob at a time."""
+        if not self.urgent():
+            self._yielding_since = None
+            return False
+        if self._yielding_since is None:
+            self._yielding_since = now
+        return now - self._yielding_since < defaults.RESULT_YIELD_MAX
+
     def flush_due(self, due: list[str]) -> None:
-        """One round of the recorder's thread over the DaemonJobs due now."""
-        for dj_uid in due:
+        """One round of the recorder's thread over the DaemonJobs due now; it stops between two
+        of them when urgent passes come (those left are due again at the next look)."""
+        for i, dj_uid in enumerate(due):
+            if i and self._gives_way(self.clock.now()):
+                return
             try:
                 self.flush(dj_uid)
             except Exception as exc:  # the next round tries again; nothing is dropped

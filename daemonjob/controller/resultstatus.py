@@ -46,6 +46,7 @@ def recorder_for(
         wake_soon=lambda key: queue.add_soon(key, defaults.RESULT_WAKE_DELAY),
         clock=clock,
         chunk_bytes=chunk_bytes,
+        urgent=queue.urgent_pending,
     )
     jobs.add_handlers(recorder.handlers())
     return recorder

@@ -303,6 +303,29 @@ def test_results_that_trickle_in_after_a_large_batch_start_a_small_chunk(dj: dic
     assert store.calls[-1] == "append" and len(store.recorded()) == 304
 
 
+def test_a_round_of_writes_stops_between_two_daemonjobs_when_urgent_passes_come() -> None:
+    """A joined node's first Jobs wait for no more than the one DaemonJob's write under way."""
+    store = FakeStore()
+    djs = {f"ops/{n}": daemonjob(n, uid=f"uid-{n}") for n in ("a", "b", "c")}
+    urgent = [False]
+
+    def create_report(namespace: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        urgent[0] = urgent[0] or not store.reports  # a node joins while the first write is under way
+        return FakeStore.create_report(store, namespace, body)
+
+    store.create_report = create_report  # type: ignore[method-assign]
+    rec = ResultRecorder(
+        store, djs.get, lambda uid: False, lambda key: None, clock=FakeClock(), urgent=lambda: urgent[0]
+    )
+    for d in djs.values():
+        rec.job_seen(job(d, "n1", "succeeded"))
+    rec.flush_due([d["metadata"]["uid"] for d in djs.values()])
+    assert store.calls.count("create") == 1  # a's; b and c wait
+    urgent[0] = False
+    rec.flush_due(["uid-b", "uid-c"])
+    assert store.calls.count("create") == 3 and len(store.recorded()) == 3
+
+
 def test_rollouts_beyond_history_limit_are_deleted(dj: dict[str, Any]) -> None:
     store = FakeStore()
     rec, _ = recorder(store, dj)

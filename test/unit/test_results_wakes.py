@@ -60,8 +60,14 @@ class Bed:
         self.dj = daemonjob()
         self.running: set[str] = {self.dj["metadata"]["uid"]}
         self.woken: list[str] = []
+        self.urgent = False  # urgent passes queued or running
         self.rec = ResultRecorder(
-            self.store, lambda key: self.dj, lambda uid: uid in self.running, self.woken.append, clock=self.clock
+            self.store,
+            lambda key: self.dj,
+            lambda uid: uid in self.running,
+            self.woken.append,
+            clock=self.clock,
+            urgent=lambda: self.urgent,
         )
         self.looks = 0
         due = self.rec._due
@@ -105,6 +111,38 @@ def test_notes_that_move_no_deadline_do_not_wake_the_thread(bed: Bed) -> None:
     bed.clock.step(defaults.RESULT_FLUSH_DELAY)
     bed.until(lambda: bed.woken == ["ops/audit"])  # the wake follows the writes
     assert len(bed.store.results) == 100
+
+
+def look_after(bed: Bed, seconds: float) -> None:
+    """Move the clock on and wait for the thread's look, and for its wait after it."""
+    looks = bed.looks
+    bed.clock.step(seconds)
+    bed.until(lambda: bed.looks > looks)
+    bed.parked()
+
+
+def test_writes_due_give_way_while_urgent_passes_wait_and_go_once_they_are_done(bed: Bed) -> None:
+    bed.finish("a")
+    bed.parked()
+    bed.urgent = True
+    look_after(bed, defaults.RESULT_FLUSH_DELAY)  # it found the write due, and waits to look again
+    look_after(bed, defaults.RESULT_YIELD_RECHECK)
+    assert bed.store.results == []
+    bed.urgent = False
+    bed.clock.step(defaults.RESULT_YIELD_RECHECK)
+    bed.until(lambda: len(bed.store.results) == 1)
+
+
+def test_writes_give_way_to_urgent_passes_for_a_bounded_time(bed: Bed) -> None:
+    bed.finish("a")
+    bed.parked()
+    bed.urgent = True  # and they keep coming
+    look_after(bed, defaults.RESULT_FLUSH_DELAY)
+    for _ in range(round(defaults.RESULT_YIELD_MAX / defaults.RESULT_YIELD_RECHECK) - 1):
+        look_after(bed, defaults.RESULT_YIELD_RECHECK)
+        assert bed.store.results == []
+    bed.clock.step(2 * defaults.RESULT_YIELD_RECHECK)  # past the bound, whatever the rounding
+    bed.until(lambda: len(bed.store.results) == 1)
 
 
 def test_the_last_running_job_finished_brings_the_write_sooner(bed: Bed) -> None:
