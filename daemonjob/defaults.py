@@ -219,6 +219,7 @@ RESULT_POD_BATCH = 100  # Jobs whose pods one list asks for (controller-uid in (
 RESULT_RETRY_DELAY = 5.0  # seconds before a failed batch is tried again
 RESULT_YIELD_MAX = 10.0  # seconds writes due may give way to urgent passes (a joined node's first Jobs)
 RESULT_YIELD_RECHECK = 0.1  # seconds between looks while they give way
+RESULT_YIELD_QUIET = 1.0  # seconds without urgent passes that end a burst of them (writes go on)
 RESULT_WAKE_DELAY = 1.0  # seconds: a written batch's pass (status.results), unless one comes sooner
 RESULT_GROUPS = 5  # outcomes status.results lists, most common first
 RESULT_GROUP_NODES = 5  # node names each lists

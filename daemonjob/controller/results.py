@@ -61,8 +61,9 @@ class ResultRecorder:
         """`daemonjob(key)`: the cached DaemonJob; `running(uid)`: whether any of its Jobs may still
         run; `wake(key)`: a pass for it now (its reports read or not: a pass may wait for them);
         `wake_soon(key)`: one soon, once a batch is written (status.results, held history deletes);
-        `urgent()`: passes that must not wait are queued or running (a joined node's first Jobs):
-        writes due give way to them for up to RESULT_YIELD_MAX, looking again every RESULT_YIELD_RECHECK."""
+        `urgent()`: passes that must not wait (a joined node's first Jobs) are queued or running,
+        or were moments ago (a burst of them goes on): writes due give way to them for up to
+        RESULT_YIELD_MAX, looking again every RESULT_YIELD_RECHECK."""
         self.store = store
         self.chunk_bytes = min(max(chunk_bytes, 4096), defaults.RESULT_CHUNK_BYTES)  # as --result-chunk-bytes says
         self.daemonjob = daemonjob

@@ -46,7 +46,7 @@ def recorder_for(
         wake_soon=lambda key: queue.add_soon(key, defaults.RESULT_WAKE_DELAY),
         clock=clock,
         chunk_bytes=chunk_bytes,
-        urgent=queue.urgent_pending,
+        urgent=lambda: queue.urgent_within(defaults.RESULT_YIELD_QUIET),
     )
     jobs.add_handlers(recorder.handlers())
     return recorder

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import threading
 from collections import deque
 from collections.abc import Hashable
@@ -55,6 +56,7 @@ class Queue:
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
         self._urgent_processing: set[Hashable] = set()  # handed out from `_urgent`, not done yet
+        self._urgent_done_at = -math.inf  # when the last urgent key's processing ended (clock time)
         self._shutting_down = False
         self._unfinished_work_update_period = unfinished_work_update_period
 
@@ -122,7 +124,9 @@ class Queue:
         with self._lock:
             self._metrics.done(key)
             self._processing.discard(key)
-            self._urgent_processing.discard(key)
+            if key in self._urgent_processing:
+                self._urgent_processing.discard(key)
+                self._urgent_done_at = self._clock.now()
             if key in self._dirty:
                 (self._urgent if key in self._urgent_keys else self._queue).append(key)
                 self._ready.notify()
@@ -131,6 +135,12 @@ class Queue:
         """Whether urgent keys wait or are being processed: work that may wait gives way meanwhile."""
         with self._lock:
             return bool(self._urgent or self._urgent_processing)
+
+    def urgent_within(self, seconds: float) -> bool:
+        """Whether urgent keys wait or are being processed, or were `seconds` ago: work that may
+        wait leaves room for a burst of them (nodes joining a few at a time) until it is over."""
+        with self._lock:
+            return bool(self._urgent or self._urgent_processing) or self._clock.now() - self._urgent_done_at < seconds
 
     def __len__(self) -> int:
         """Keys ready to be handed out (not those being processed or delayed)."""

@@ -204,3 +204,15 @@ def test_a_write_refused_after_a_read_is_said_once_not_every_retry(bed: ActBed, 
         recorder_round(bed)
         assert woken(bed) == (attempt == 0)  # the same answer each time: said once
         assert rec.unread(bed.dj()["metadata"]["uid"]) == ResultsUnread(403, str(refused))
+
+
+def test_the_recorder_gives_way_to_the_controllers_urgent_passes_until_a_burst_is_over(bed: ActBed) -> None:
+    rec = bed.ctl.results
+    assert rec is not None and not rec.urgent()
+    bed.ctl.queue.add("ops/joined", urgent=True)  # a joined node's first Jobs
+    key, _ = bed.ctl.queue.get()
+    assert rec.urgent()
+    bed.ctl.queue.done(key)
+    assert rec.urgent()  # the next node of the burst may be a moment away
+    bed.clock.step(defaults.RESULT_YIELD_QUIET)
+    assert not rec.urgent()

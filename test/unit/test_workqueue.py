@@ -536,6 +536,25 @@ def test_urgent_pending_says_whether_urgent_keys_wait_or_are_being_processed(mak
     q.done("a")
 
 
+def test_urgent_within_counts_a_burst_until_it_has_been_quiet_that_long(
+    make: Callable[..., Queue], clock: FakeClock
+) -> None:
+    q = make(Queue, clock=clock)
+    assert not q.urgent_within(1.0)  # none ever
+    q.add("u", urgent=True)
+    assert q.urgent_within(1.0)
+    key, _ = q.get()
+    q.done(key)
+    assert q.urgent_within(1.0) and not q.urgent_pending()  # just ended: the burst may go on
+    clock.step(0.6)
+    q.add("a")  # plain work neither starts nor extends it
+    key, _ = q.get()
+    q.done(key)
+    assert q.urgent_within(1.0)
+    clock.step(0.5)
+    assert not q.urgent_within(1.0)
+
+
 def test_an_urgent_add_moves_a_waiting_key_ahead_once(make: Callable[..., Queue]) -> None:
     q = make()
     for key in ("a", "b", "c"):
