@@ -133,7 +133,8 @@ def test_writes_due_give_way_while_urgent_passes_wait_and_go_once_they_are_done(
     bed.until(lambda: len(bed.store.results) == 1)
 
 
-def test_writes_give_way_to_urgent_passes_for_a_bounded_time(bed: Bed) -> None:
+def test_writes_give_way_to_urgent_passes_for_a_bounded_time(bed: Bed, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(defaults, "RESULT_YIELD_MAX", 20 * defaults.RESULT_YIELD_RECHECK)  # fewer looks to wait out
     bed.finish("a")
     bed.parked()
     bed.urgent = True  # and they keep coming
