@@ -198,8 +198,9 @@ class ResultRecorder:
                 self._looks_at, self._changed = -math.inf, False
             now = self.clock.now()
             due, wait = self._due(now)
-            if due and self._gives_way(now):
-                due, wait = [], defaults.RESULT_YIELD_RECHECK
+            if held := [dj_uid for dj_uid in due if self._held_back(dj_uid, now)]:
+                due = [dj_uid for dj_uid in due if dj_uid not in held]
+                wait = defaults.RESULT_YIELD_RECHECK
             with self._lock:
                 if self._stopped:
                     return
@@ -209,6 +210,16 @@ class ResultRecorder:
                         self.clock.wait(self._cond, wait)
                     continue
             self.flush_due(due)
+
+    def _held_back(self, dj_uid: str, now: float) -> bool:
+        """Whether the DaemonJob's writes due wait for urgent passes: not when a pass waits for
+        its reports to be read (spec.results.deleteSucceededJobs, a new groupBy), which may be
+        one of those urgent passes."""
+        with self._lock:
+            kept = self._kept.get(dj_uid)
+            if kept is not None and kept.regroup:
+                return False
+        return self._gives_way(now)
 
     def _gives_way(self, now: float) -> bool:
         """Whether writes due wait for the urgent passes: a pod list, a report write and the
@@ -223,11 +234,11 @@ class ResultRecorder:
         return now - self._yielding_since < defaults.RESULT_YIELD_MAX
 
     def flush_due(self, due: list[str]) -> None:
-        """One round of the recorder's thread over the DaemonJobs due now; it stops between two
-        of them when urgent passes come (those left are due again at the next look)."""
+        """One round of the recorder's thread over the DaemonJobs due now; from the second on,
+        those held back by urgent passes are left for a later look (they stay due)."""
         for i, dj_uid in enumerate(due):
-            if i and self._gives_way(self.clock.now()):
-                return
+            if i and self._held_back(dj_uid, self.clock.now()):
+                continue
             try:
                 self.flush(dj_uid)
             except Exception as exc:  # the next round tries again; nothing is dropped

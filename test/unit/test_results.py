@@ -326,6 +326,19 @@ def test_a_round_of_writes_stops_between_two_daemonjobs_when_urgent_passes_come(
     assert store.calls.count("create") == 3 and len(store.recorded()) == 3
 
 
+def test_a_read_a_pass_waits_for_is_not_held_back_by_urgent_passes() -> None:
+    """A let-go DaemonJob's pass for a joined node waits for its reports: the read goes at once."""
+    store = FakeStore()
+    djs = {f"ops/{n}": daemonjob(n, uid=f"uid-{n}") for n in ("a", "b", "c")}
+    rec = ResultRecorder(store, djs.get, lambda uid: False, lambda key: None, clock=FakeClock(), urgent=lambda: True)
+    for d in djs.values():
+        rec.job_seen(job(d, "n1", "succeeded"))
+    assert rec.successes("uid-c", "ops", "c") is None  # a pass asks for c's recorded successes
+    rec.flush_due(["uid-a", "uid-b", "uid-c"])
+    assert store.calls.count("list_reports") == 2  # a's (first in the round) and c's; b waits
+    assert sorted(store.recorded()) == ["n1", "n1"] and rec.successes("uid-c", "ops", "c") is not None
+
+
 def test_rollouts_beyond_history_limit_are_deleted(dj: dict[str, Any]) -> None:
     store = FakeStore()
     rec, _ = recorder(store, dj)
