@@ -495,8 +495,7 @@ def main() -> int:
             wait_let_go(kube, ctl, dj_names, n, converge_timeout, res, "after the rollouts")
         if args.joins > 0:
             with profile(ctl, args, "joins"):
-                pids = {**cluster.pids(), "bench": os.getpid(), "controller": ctl.pid}
-                join_latencies(kube, kubelet, ctl, dj_names, n, args, res, pids, first_wave)
+                join_latencies(kube, kubelet, ctl, dj_names, n, args, res, bench.busy_pids(cluster, ctl), first_wave)
         if args.delete_succeeded_jobs and args.joins > 0:
             wait_let_go(kube, ctl, dj_names, n + args.joins, args.timeout, res, "after the joins")
         peak_rss = benchlib.hwm_mb(ctl.pid)
