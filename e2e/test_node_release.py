@@ -28,6 +28,7 @@ from daemonjob.controller.nodecontrol import KubeNodeControl
 from daemonjob.controller.transforms import node_transform
 from daemonjob.domain.maintenance import FINALIZER
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, record_of
+from daemonjob.machinery.frozen import freeze
 from daemonjob.machinery.informer import Informer
 from daemonjob.machinery.kube import PATCH_MERGE, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
@@ -96,7 +97,11 @@ def test_a_daemonjob_deleted_before_its_cache_saw_the_cordon_releases_the_node(
 ) -> None:
     ctl, proxy = delayed_node_controller
     (node,) = nodes(1)
-    wait_for(lambda: ctl.nodes.store.get(node) is not None, what="the node cached")
+    # as the server has it: the node's first version still carries the not-ready taint its
+    # registration clears, and a cache left with that one sees no eligible node at all
+    wait_for(
+        lambda: ctl.nodes.store.get(node) == freeze(node_transform(api.node(node))), what="the node cached as served"
+    )
     proxy.hang()  # the Node watch: nothing more arrives from here on
     api.apply(_maintained("raced", group, sleep(60)))
     wait_for(lambda: _held(api, node), what="the node cordoned")

@@ -32,6 +32,8 @@ from urllib.parse import urlsplit
 import structlog
 import yaml
 
+from .children import free_port
+
 log = structlog.get_logger("daemonjob.testing.faults")
 
 __all__ = ["FaultProxy", "paused", "proxied_kubeconfig"]
@@ -143,7 +145,9 @@ class FaultProxy:
 
     def __init__(self, upstream: tuple[str, int], port: int = 0, host: str = "127.0.0.1"):
         self.upstream = upstream
-        self.host, self.port = host, port
+        # a port of its own, not bind(0)'s: heal() listens on it again, after a partition in
+        # which an outgoing connection could have taken an ephemeral one
+        self.host, self.port = host, port or (free_port() if host == "127.0.0.1" else 0)
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._conns: set[_Conn] = set()
