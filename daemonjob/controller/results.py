@@ -72,6 +72,7 @@ class ResultRecorder:
         self.clock = clock or RealClock()
         self.urgent = urgent
         self._yielding_since: float | None = None  # when writes due began to give way to urgent passes
+        self._holding = False  # the thread's last look held writes due back: notes wake nothing
         self._kept: dict[str, Kept] = {}  # by DaemonJob uid
         self._held: dict[str, str] = {}  # Job uid -> DaemonJob uid, while pending
         self._lock = threading.Lock()
@@ -103,7 +104,13 @@ class ResultRecorder:
                 self._sooner(owner_uid(job), kept)
 
     def _sooner(self, dj_uid: str, kept: Kept) -> None:
-        """Wake the thread if `kept`'s write falls due before it looks again (resultdue.py; locked)."""
+        """Wake the thread if `kept`'s write falls due before it looks again (resultdue.py; locked).
+
+        Not while its writes give way to urgent passes: it looks again every RESULT_YIELD_RECHECK
+        then, and a write a note brings due would be held back too; a look per Job event of the
+        burst would take the GIL and the queue's lock from the passes it gives way to."""
+        if self._holding:
+            return
         self._changed = True
         if sooner_than(kept, lambda: self.running(dj_uid), self._looks_at):
             self._cond.notify()
@@ -198,10 +205,11 @@ class ResultRecorder:
                 self._looks_at, self._changed = -math.inf, False
             now = self.clock.now()
             due, wait = self._due(now)
-            if held := [dj_uid for dj_uid in due if self._held_back(dj_uid, now)]:
+            if held := self._held_due(due, now):
                 due = [dj_uid for dj_uid in due if dj_uid not in held]
                 wait = defaults.RESULT_YIELD_RECHECK
             with self._lock:
+                self._holding = bool(held) and not due
                 if self._stopped:
                     return
                 if not due:
@@ -211,15 +219,25 @@ class ResultRecorder:
                     continue
             self.flush_due(due)
 
-    def _held_back(self, dj_uid: str, now: float) -> bool:
-        """Whether the DaemonJob's writes due wait for urgent passes: not when a pass waits for
-        its reports to be read (spec.results.deleteSucceededJobs, a new groupBy), which may be
-        one of those urgent passes."""
+    def _held_due(self, due: list[str], now: float) -> list[str]:
+        """The DaemonJobs of `due` whose writes wait for urgent passes (urgent() asked once)."""
+        if not due or not self._gives_way(now):
+            return []
         with self._lock:
-            kept = self._kept.get(dj_uid)
-            if kept is not None and kept.regroup:
+            return [dj_uid for dj_uid in due if not self._waited_for(dj_uid)]
+
+    def _held_back(self, dj_uid: str, now: float) -> bool:
+        """Whether the DaemonJob's writes due wait for urgent passes."""
+        with self._lock:
+            if self._waited_for(dj_uid):
                 return False
         return self._gives_way(now)
+
+    def _waited_for(self, dj_uid: str) -> bool:
+        """A pass waits for the DaemonJob's reports to be read (spec.results.deleteSucceededJobs,
+        a new groupBy), which may be one of the urgent passes: never held back (locked)."""
+        kept = self._kept.get(dj_uid)
+        return kept is not None and kept.regroup
 
     def _gives_way(self, now: float) -> bool:
         """Whether writes due wait for the urgent passes: a pod list, a report write and the

@@ -133,6 +133,26 @@ def test_writes_due_give_way_while_urgent_passes_wait_and_go_once_they_are_done(
     bed.until(lambda: len(bed.store.results) == 1)
 
 
+def test_notes_while_writes_give_way_do_not_wake_the_thread(bed: Bed) -> None:
+    """While a burst of urgent passes runs, Job events keep coming; a look then finds every
+    write due held back anyway, so none may bring one: it would only take the GIL and the
+    queue's lock from the passes it gives way to."""
+    bed.finish("a")
+    bed.parked()
+    bed.urgent = True
+    look_after(bed, defaults.RESULT_FLUSH_DELAY)  # held back: it looks again in RESULT_YIELD_RECHECK
+    looks = bed.looks
+    for i in range(100):
+        bed.finish(f"n{i:03d}")
+        time.sleep(0.001)  # room for a woken thread to look
+    assert bed.looks == looks
+    look_after(bed, defaults.RESULT_YIELD_RECHECK)  # its next look, on time
+    assert bed.looks == looks + 1 and bed.store.results == []
+    bed.urgent = False
+    bed.clock.step(defaults.RESULT_YIELD_RECHECK)
+    bed.until(lambda: len(bed.store.results) == 101)
+
+
 def test_writes_give_way_to_urgent_passes_for_a_bounded_time(bed: Bed, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(defaults, "RESULT_YIELD_MAX", 20 * defaults.RESULT_YIELD_RECHECK)  # fewer looks to wait out
     bed.finish("a")
