@@ -226,13 +226,6 @@ class ResultRecorder:
         with self._lock:
             return [dj_uid for dj_uid in due if not self._waited_for(dj_uid)]
 
-    def _held_back(self, dj_uid: str, now: float) -> bool:
-        """Whether the DaemonJob's writes due wait for urgent passes."""
-        with self._lock:
-            if self._waited_for(dj_uid):
-                return False
-        return self._gives_way(now)
-
     def _waited_for(self, dj_uid: str) -> bool:
         """A pass waits for the DaemonJob's reports to be read (spec.results.deleteSucceededJobs,
         a new groupBy), which may be one of the urgent passes: never held back (locked)."""
@@ -255,7 +248,7 @@ class ResultRecorder:
         """One round of the recorder's thread over the DaemonJobs due now; from the second on,
         those held back by urgent passes are left for a later look (they stay due)."""
         for i, dj_uid in enumerate(due):
-            if i and self._held_back(dj_uid, self.clock.now()):
+            if i and self._held_due([dj_uid], self.clock.now()):
                 continue
             try:
                 self.flush(dj_uid)
