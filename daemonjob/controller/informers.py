@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from daemonjob.controller.jobdecode import decode_job_event
 from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.domain.jobs import (
     ACTIVE,
@@ -163,6 +164,7 @@ class Informers:
                 namespace=namespace,
                 label_selector=LABEL_NAME,
                 transform=job_transform,
+                decode=decode_job_event,
                 name="jobs",
                 indexers=JOB_INDEXERS,
                 **common,

@@ -24,6 +24,7 @@ from daemonjob.machinery.clock import Clock, RealClock
 from daemonjob.machinery.frozen import FrozenDict, freeze
 from daemonjob.machinery.kube import ApiError, Kube, WatchStream, path_for
 from daemonjob.machinery.store import IndexFunc, Store, meta_namespace_key
+from daemonjob.machinery.watchstream import Decode
 
 log = structlog.get_logger("daemonjob.machinery.informer")
 
@@ -164,6 +165,7 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Transform | None = None,
+        decode: Decode | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
         clock: Clock | None = None,
         hooks: InformerHooks | None = None,
@@ -177,6 +179,7 @@ class Informer:
         self.name = name or plural
         self.selectors = {"labelSelector": label_selector, "fieldSelector": field_selector}
         self.transform = transform
+        self.decode = decode  # a watch event's line to its object, when the kind's shape is known
         self.store = Store(dict(indexers or {}))
         self.clock = clock or RealClock()
         self.hooks = hooks or InformerHooks()
@@ -318,7 +321,8 @@ class Informer:
             "allowWatchBookmarks": True,
             "timeoutSeconds": timeout,
         }
-        stream = self.kube.watch(self.path, params, read_timeout=timeout + defaults.WATCH_READ_SLACK)
+        read_timeout = timeout + defaults.WATCH_READ_SLACK
+        stream = self.kube.watch(self.path, params, read_timeout=read_timeout, decode=self.decode)
         self._stream = stream
         if self._stopped.is_set():
             stream.close()

@@ -29,7 +29,7 @@ from daemonjob import defaults
 from daemonjob.machinery.apierror import JSON, ApiError, api_error
 from daemonjob.machinery.exchange import ANSWER_READ, PAGE_READ, Answer, exchange, exchange_pipelined
 from daemonjob.machinery.guardedhttp import GuardedHTTPConnectionPool, GuardedHTTPSConnectionPool, send_guard
-from daemonjob.machinery.watchstream import WatchStream
+from daemonjob.machinery.watchstream import Decode, WatchStream
 
 # ApiError and WatchStream are part of this client's API, where its callers import them from.
 __all__ = [
@@ -365,8 +365,11 @@ class Kube:
     ) -> JSON:
         return self.request("PUT", path, body=body, params=params, timeout=request_timeout, guard=guard)
 
-    def watch(self, path: str, params: Mapping[str, Any], read_timeout: float) -> WatchStream:
-        """Open a watch; iterate the result for event dicts, close() it from any thread."""
+    def watch(
+        self, path: str, params: Mapping[str, Any], read_timeout: float, decode: Decode | None = None
+    ) -> WatchStream:
+        """Open a watch; iterate the result for event dicts, close() it from any thread.
+        `decode`: how an event's line is decoded (watchstream.py), if not generically."""
         if self.limiter is not None:
             self.limiter.accept()
         code = 0
@@ -387,7 +390,7 @@ class Kube:
             payload = resp.read()
             resp.release_conn()
             raise api_error(resp.status, payload)
-        return WatchStream(resp)
+        return WatchStream(resp) if decode is None else WatchStream(resp, decode)
 
 
 def _cut_short(answers: list[Answer | Exception]) -> bool:

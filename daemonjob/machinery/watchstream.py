@@ -9,7 +9,7 @@ takes the chunks apart; urllib3's own reading stays for a body it would decode o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import httptools
@@ -19,7 +19,9 @@ from urllib3.exceptions import ProtocolError
 
 from daemonjob.machinery.apierror import JSON
 
-__all__ = ["WatchStream"]
+__all__ = ["Decode", "WatchStream"]
+
+Decode = Callable[[bytes], JSON]  # one event's line to its object
 
 _READ = 64 * 1024  # bytes asked of the socket a read
 _CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"  # the parser starts at a head
@@ -58,16 +60,18 @@ def _raw_body(resp: Any) -> _Raw | None:
 
 
 class WatchStream:
-    """A watch response read line by line; close() interrupts a blocked read."""
+    """A watch response read line by line; close() interrupts a blocked read. `decode` turns
+    a line into its event (the generic JSON decode unless the watch knows its kind's shape)."""
 
-    def __init__(self, resp: urllib3.BaseHTTPResponse):
+    def __init__(self, resp: urllib3.BaseHTTPResponse, decode: Decode = orjson.loads):
         self._resp = resp
+        self._decode = decode
         self.closed = False
 
     def __iter__(self) -> Iterator[JSON]:
         try:
             raw = _raw_body(self._resp)
-            yield from _lines(self._read_raw(raw) if raw is not None else self._read_streamed())
+            yield from _lines(self._read_raw(raw) if raw is not None else self._read_streamed(), self._decode)
         finally:
             self.close()
 
@@ -105,7 +109,7 @@ class WatchStream:
         self._resp.release_conn()
 
 
-def _lines(pieces: Iterable[bytes]) -> Iterator[JSON]:
+def _lines(pieces: Iterable[bytes], decode: Decode) -> Iterator[JSON]:
     """Each line of the body decoded as it is whole."""
     buf = b""
     for piece in pieces:
@@ -115,6 +119,6 @@ def _lines(pieces: Iterable[bytes]) -> Iterator[JSON]:
         *lines, buf = buf.split(b"\n")
         for line in lines:
             if line.strip():
-                yield orjson.loads(line)
+                yield decode(line)
     if buf.strip():
-        yield orjson.loads(buf)
+        yield decode(buf)

@@ -172,7 +172,7 @@ class WatchKube(PagedKube):
         self.events = events
         self.stop = stop
 
-    def watch(self, path: str, params: Any, read_timeout: float | None = None) -> Any:
+    def watch(self, path: str, params: Any, read_timeout: float | None = None, decode: Any = None) -> Any:
         kube = self
 
         class Stream:

@@ -35,6 +35,18 @@ def test_events_split_across_chunks_are_joined_and_the_response_released():
     assert stream.closed and resp.shut and resp.released
 
 
+def test_each_line_goes_through_the_decode_the_watch_was_given():
+    resp = FakeResponse([b'{"type":"ADDED"}\n{"type":', b'"MODIFIED"}\n'])
+    lines: list[bytes] = []
+
+    def decode(line: bytes) -> dict[str, str]:
+        lines.append(line)
+        return {"type": "seen"}
+
+    assert [e["type"] for e in WatchStream(resp, decode)] == ["seen", "seen"]  # type: ignore[arg-type]
+    assert lines == [b'{"type":"ADDED"}', b'{"type":"MODIFIED"}']
+
+
 class RawReader:
     """The socket's buffered reader: each read1 gives the next piece, b"" once none is left."""
 
