@@ -331,20 +331,21 @@ def bench_rollout(
             used = shares.used()
             seconds = jobs.time_of_nth(n) - started
             gc_pauses = gc_text(gc0, benchlib.scrape(ctl.metrics_url))
+        # the figures until N Jobs are printed as soon as they are known, not after Complete
+        res.add(f"daemonjob: seconds to {n} Jobs", seconds)
+        res.note(f"daemonjob: CPU until {n} Jobs: {benchlib.CpuShares.text(used, seconds)}")
+        res.note(f"controller's garbage collector until {n} Jobs: {gc_pauses}")
+        res.add(f"controller CPU seconds until {n} Jobs", used.get("controller", 0.0), "<= 1.75 (N=5000)")
         with benchlib.PySpy(ctl.pid, args.py_spy / "rollout-complete.json" if args.py_spy else None):
             complete = wait_complete(kube, ["bench-00"], n, args.timeout, ctl.check)
         cpu = benchlib.cpu_seconds(ctl.pid) - cpu0
         delta = benchlib.request_delta(before, ctl.requests())
     finally:
         jobs.stop()
-    res.add(f"daemonjob: seconds to {n} Jobs", seconds)
     res.add("daemonjob: seconds to Complete", complete - started)
     res.add("controller CPU seconds for the rollout", cpu)
     res.add("controller peak RSS so far, startup included (MB)", benchlib.hwm_mb(ctl.pid), fmt="{:.1f}")
     res.note(f"controller requests during the rollout: {requests_text(delta)}")
-    res.note(f"daemonjob: CPU until {n} Jobs: {benchlib.CpuShares.text(used, seconds)}")
-    res.note(f"controller's garbage collector until {n} Jobs: {gc_pauses}")
-    res.add(f"controller CPU seconds until {n} Jobs", used.get("controller", 0.0), "<= 1.75 (N=5000)")
     return seconds, benchlib.limit_seconds(used, seconds, without="controller")
 
 
