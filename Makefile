@@ -18,7 +18,7 @@ endif
 KIND_CLUSTER ?= daemonjob-e2e
 KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 
-.PHONY: help venv binaries test lint format unit cluster-up cluster-down demo run bench bench-informer bench-scale bench-scale-ordered \
+.PHONY: help venv binaries test lint format unit cluster-up cluster-down demo run bench bench-informer bench-job-events bench-scale bench-scale-ordered \
         install uninstall deploy undeploy helm-install helm-uninstall checkov docker-build image image-tools lua lock e2e-kind
 
 help:
@@ -28,7 +28,7 @@ help:
 	@echo "make cluster-up NODES=n [PROMETHEUS=1] / cluster-down   a background local cluster (.cluster/kubeconfig)"
 	@echo "make run           the controller against the cluster in KUBECONFIG"
 	@echo "make image         the controller image (Docker, else buildah); make lock  its dependency locks"
-	@echo "make bench NODES=n [SCENARIO=tick] / bench-informer N=n / bench-scale N=n DJS=d  benchmarks"
+	@echo "make bench NODES=n [SCENARIO=tick] / bench-informer N=n / bench-job-events N=n / bench-scale N=n DJS=d  benchmarks"
 
 $(VENV)/.installed: setup.cfg pyproject.toml requirements-lint.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -79,6 +79,10 @@ run: venv
 
 bench-informer: venv binaries
 	$(PY) hack/bench_informer.py --n $(N)
+
+# CPU per Job watch event through the informer loop and the controller's handlers (no cluster)
+bench-job-events: venv
+	$(PY) hack/bench_job_events.py --nodes $(N)
 
 # NODES and N have defaults for other targets; a scenario or script with a size of its own
 # (tick: 5000 nodes, bench-scale: 10,000) gets it unless the size is given.
