@@ -16,7 +16,7 @@ import copy
 import gc
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -27,6 +27,7 @@ from daemonjob.controller.transforms import job_transform
 from daemonjob.machinery.informer import Informer
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.fakes import NullResultStore
 
 CREATED = "2026-11-27T02:44:46Z"
 # What the API server sends with every Job: the create's and the Job controller's field owners.
@@ -74,31 +75,9 @@ MANAGED = [
 ]
 
 
-class _Stub:
-    """Report storage that takes every write: the recorder's handlers run, nothing is stored."""
-
-    def may_write(self) -> bool:
-        return True
-
-    def list_reports(self, namespace: str, daemonjob: str) -> list[Mapping[str, Any]]:
-        return []
-
-    def list_pods(self, namespace: str, job_uids: Sequence[str]) -> list[Mapping[str, Any]]:
-        return []
-
-    def create_report(self, namespace: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        return body
-
-    def append(self, namespace: str, name: str, patch: Sequence[Mapping[str, Any]]) -> None:
-        pass
-
-    def delete_report(self, namespace: str, name: str) -> None:
-        pass
-
-
 def rollout_events(nodes: int) -> tuple[ActBed, list[bytes]]:
     """A bed whose DaemonJob created a Job on each node, and the watch lines of those Jobs."""
-    bed = ActBed.start(result_store=_Stub())
+    bed = ActBed.start(result_store=NullResultStore())
     bed.add_nodes(nodes)
     bed.add_dj(daemonjob())
     while len(bed.control.of("create")) < nodes:

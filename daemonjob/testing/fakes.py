@@ -21,7 +21,7 @@ from daemonjob.machinery.informer import Handlers, Tombstone
 from daemonjob.machinery.kube import ApiError
 from daemonjob.machinery.store import IndexFunc, Store, meta_namespace_key
 
-__all__ = ["FakeInformer", "FakeJobControl", "Call", "api_error", "fake_informers"]
+__all__ = ["FakeInformer", "FakeJobControl", "Call", "NullResultStore", "api_error", "fake_informers"]
 
 
 def api_error(status: int, reason: str = "", message: str = "") -> ApiError:
@@ -386,3 +386,26 @@ class FakeNodeControl:
 
     def set_finalizers(self, namespace: str, name: str, finalizers: list[str], resource_version: str) -> None:
         self.finalizers.append(list(finalizers))
+
+
+class NullResultStore:
+    """Report storage that takes every write and keeps nothing, and has no pods: the result
+    recorder runs as it would, its writes go nowhere."""
+
+    def may_write(self) -> bool:
+        return True
+
+    def list_reports(self, namespace: str, daemonjob: str) -> list[Mapping[str, Any]]:
+        return []
+
+    def list_pods(self, namespace: str, job_uids: Sequence[str]) -> list[Mapping[str, Any]]:
+        return []
+
+    def create_report(self, namespace: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        return body
+
+    def append(self, namespace: str, name: str, patch: Sequence[Mapping[str, Any]]) -> None:
+        pass
+
+    def delete_report(self, namespace: str, name: str) -> None:
+        pass

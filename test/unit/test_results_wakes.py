@@ -21,23 +21,15 @@ from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.store import Store
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob, job
+from daemonjob.testing.fakes import NullResultStore
 
 
-class Store_:
+class Store_(NullResultStore):
     """Report objects in memory; no pods (a result then says what its Job says)."""
 
     def __init__(self) -> None:
         self.results: list[Mapping[str, Any]] = []
         self.reports: dict[str, int] = {}
-
-    def may_write(self) -> bool:
-        return True
-
-    def list_reports(self, namespace: str, daemonjob: str) -> list[Mapping[str, Any]]:
-        return []
-
-    def list_pods(self, namespace: str, job_uids: Sequence[str]) -> list[Mapping[str, Any]]:
-        return []
 
     def create_report(self, namespace: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         self.results.extend(body["results"])
@@ -46,9 +38,6 @@ class Store_:
 
     def append(self, namespace: str, name: str, patch: Sequence[Mapping[str, Any]]) -> None:
         self.results.extend(op["value"] for op in patch[1:-1])
-
-    def delete_report(self, namespace: str, name: str) -> None:
-        pass
 
 
 class Bed:
