@@ -60,7 +60,7 @@ def test_nodes_joining_get_a_job_and_nodes_leaving_lose_theirs(
 def test_a_node_joining_a_daemonjob_with_expressions_and_tolerations_gets_its_job(
     api: Cluster, nodes: Nodes, group: str, controller: Any
 ) -> None:
-    """The common "all but these nodes" form (matchExpressions) with a toleration, as in the samples."""
+    """The common "all but these nodes" form (matchExpressions) with a toleration, as in the examples."""
     nodes(1)
     selector = {
         "matchExpressions": [

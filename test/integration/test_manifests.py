@@ -28,7 +28,8 @@ from daemonjob.testing.crd import install_crd
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
-SAMPLES = sorted((MANIFESTS / "samples").glob("*.yaml"))
+EXAMPLES_DIR = ROOT / "examples"
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 CONTROLLER_NS = "daemonjob-system"
 SERVICE_ACCOUNT = f"system:serviceaccount:{CONTROLLER_NS}:daemonjob-controller"
 CRD_NAME = "daemonjobs.daemonjob.io"
@@ -97,14 +98,14 @@ def rbac_only_cluster() -> Iterator[LocalCluster]:
 
 # -- static checks ------------------------------------------------------------------------
 def test_every_manifest_parses() -> None:
-    for path in [*MANIFESTS.glob("*.yaml"), *SAMPLES]:
+    for path in [*MANIFESTS.glob("*.yaml"), *EXAMPLES]:
         docs = load_all(path)
         assert docs, f"{path} holds no document"
         for doc in docs:
             assert doc.get("apiVersion") and doc.get("kind"), f"{path}: a document without apiVersion/kind"
-    assert {p.name for p in SAMPLES} >= {
-        "node-setup-all-linux.yaml",
-        "audit-not-control-plane.yaml",
+    assert {p.name for p in EXAMPLES} >= {
+        "node-setup.yaml",
+        "kernel-audit.yaml",
         "rolling-cleanup.yaml",
         "nightly-image-cleanup.yaml",
     }
@@ -124,24 +125,27 @@ def test_controller_manifests_pass_server_dry_run(cluster: LocalCluster, rbac: N
         assert "(server dry run)" in out.stdout, out.stdout
 
 
-@pytest.mark.parametrize("sample", SAMPLES, ids=[p.stem for p in SAMPLES])
-def test_sample_passes_server_dry_run(cluster: LocalCluster, crd: None, namespace: str, sample: Path) -> None:
-    out = kubectl(cluster, "apply", "--dry-run=server", "-n", namespace, "-o", "json", "-f", str(sample))
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_passes_server_dry_run(cluster: LocalCluster, crd: None, namespace: str, example: Path) -> None:
+    out = kubectl(cluster, "apply", "--dry-run=server", "-n", namespace, "-o", "json", "-f", str(example))
     applied = json.loads(out.stdout)
-    original = load_all(sample)[0]
-    spec = applied["spec"]
-    # Defaults from the schema are filled in...
-    assert spec["rerunPolicy"] in ("OnTemplateChange", "Never")
-    assert spec["suspend"] is False
-    assert isinstance(spec["historyLimit"], int)
-    # ...and nothing of the Job template is pruned.
-    assert spec["jobTemplate"] == original["spec"]["jobTemplate"]
-    assert spec.get("nodeSelector") == original["spec"].get("nodeSelector")
-    annotations = spec["jobTemplate"]["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["sim.daemonjob.io/duration"] == "2"
+    originals = load_all(example)
+    applied_items = applied["items"] if applied.get("kind") == "List" else [applied]
+    assert len(applied_items) == len(originals)
+    for got, original in zip(applied_items, originals, strict=True):
+        spec = got["spec"]
+        # Defaults from the schema are filled in...
+        assert spec["rerunPolicy"] in ("OnTemplateChange", "Never")
+        assert spec["suspend"] is False
+        assert isinstance(spec["historyLimit"], int)
+        # ...and nothing of the Job template, nor any other field written, is pruned.
+        assert spec["jobTemplate"] == original["spec"]["jobTemplate"]
+        for key, value in original["spec"].items():
+            if key != "nodeMaintenance":  # its defaults are filled in, below
+                assert spec[key] == value, key
 
 
-def test_sample_defaults(cluster: LocalCluster, crd: None, namespace: str) -> None:
+def test_example_defaults(cluster: LocalCluster, crd: None, namespace: str) -> None:
     out = kubectl(
         cluster,
         "apply",
@@ -151,7 +155,7 @@ def test_sample_defaults(cluster: LocalCluster, crd: None, namespace: str) -> No
         "-o",
         "json",
         "-f",
-        str(MANIFESTS / "samples" / "node-setup-all-linux.yaml"),
+        str(EXAMPLES_DIR / "node-setup.yaml"),
     )
     spec = json.loads(out.stdout)["spec"]
     assert (spec["rerunPolicy"], spec["suspend"], spec["historyLimit"]) == ("OnTemplateChange", False, 1)
@@ -164,7 +168,7 @@ def test_sample_defaults(cluster: LocalCluster, crd: None, namespace: str) -> No
         "-o",
         "json",
         "-f",
-        str(MANIFESTS / "samples" / "rolling-cleanup.yaml"),
+        str(EXAMPLES_DIR / "rolling-cleanup.yaml"),
     )
     spec = json.loads(out.stdout)["spec"]
     assert (spec["maxParallel"], spec["maxFailedNodes"]) == ("25%", 1)
@@ -177,7 +181,7 @@ def test_sample_defaults(cluster: LocalCluster, crd: None, namespace: str) -> No
         "-o",
         "json",
         "-f",
-        str(MANIFESTS / "samples" / "nightly-image-cleanup.yaml"),
+        str(EXAMPLES_DIR / "nightly-image-cleanup.yaml"),
     )
     spec = json.loads(out.stdout)["spec"]
     assert (spec["schedule"], spec["timeZone"], spec["startingDeadlineSeconds"]) == ("0 3 * * *", "Europe/Berlin", 3600)
