@@ -216,3 +216,22 @@ def test_the_recorder_gives_way_to_the_controllers_urgent_passes_until_a_burst_i
     assert rec.urgent()  # the next node of the burst may be a moment away
     bed.clock.step(defaults.RESULT_YIELD_QUIET)
     assert not rec.urgent()
+
+
+def test_the_plugin_names_the_missing_reports_crd_and_how_to_install_it() -> None:
+    from daemonjob.kubectl import cli
+    from daemonjob.kubectl import results as verb
+    from daemonjob.kubectl.client import PluginError, Target
+
+    class Kube:
+        """The DaemonJob is served, its reports are not (only manifests/crd.yaml applied)."""
+
+        def get(self, path: str, **params: Any) -> dict[str, Any]:
+            if "/daemonjobreports" in path:
+                raise ApiError(404, "NotFound", "404 page not found")
+            return daemonjob()
+
+    with pytest.raises(PluginError) as raised:
+        verb.run(cli.parse(["results", "audit"]), Target(Kube(), "ops"))  # type: ignore[arg-type]
+    message = raised.value.message
+    assert "daemonjobreports.daemonjob.io" in message and "kubectl apply -f manifests/reports-crd.yaml" in message
