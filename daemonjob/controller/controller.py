@@ -361,7 +361,7 @@ class Controller:
             ):
                 decision, repaired = self.self_check.check(observed, decision)
                 look_again.append(0.0 if repaired else None)
-            decision = with_results(self.results, observed, decision)
+            decision = with_results(self.results, observed, decision, inp.now)
             self.reporter.report(
                 observed,
                 decision,
