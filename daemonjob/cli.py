@@ -162,6 +162,15 @@ def parser() -> argparse.ArgumentParser:
         help=f"results per DaemonJobReport, serialised: 4096 up to the default {defaults.RESULT_CHUNK_BYTES}",
     )
     p.add_argument(
+        "--history-result-wait",
+        type=flagtypes.seconds,
+        default=defaults.HISTORY_RESULT_WAIT,
+        metavar="SECONDS",
+        help="how long history cleanup holds a finished Job beyond historyLimit whose result is not recorded "
+        "(the DaemonJobReports cannot be written); then it is deleted anyway, counted in "
+        "daemonjob_jobs_deleted_unrecorded_total",
+    )
+    p.add_argument(
         "--node-maintenance-namespaces",
         type=flagtypes.namespaces,
         default=frozenset(defaults.NODE_MAINTENANCE_NAMESPACES),
@@ -326,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             args, LeaseStop(kube, lease_ns, args.leader_election_id, clock.wall)
         ),
         result_chunk_bytes=args.result_chunk_bytes,
+        history_result_wait=args.history_result_wait,
     )
     ready = controller.ready
     webhook: admission.Webhook | None = None

@@ -68,6 +68,11 @@ RECORDED_DELETE_QPS = 100.0
 RECORDED_DELETE_BURST = 100
 HISTORY_DELETE_TTL = 600.0  # seconds a sent delete is not queued again while the cache lags (a queued one never is)
 HISTORY_DELETE_MAX_PENDING = 1_000_000
+# A finished Job beyond historyLimit whose result is not recorded yet (the reports cannot be
+# written: the DaemonJobReport CRD missing, RBAC) is held this long (seconds) from the first
+# delete refused for it, then deleted anyway (daemonjob_jobs_deleted_unrecorded_total):
+# results that cannot be written hold nothing else up. --history-result-wait.
+HISTORY_RESULT_WAIT = 600.0
 # Job status changes arrive in bursts during a rollout; a DaemonJob is reconciled at most
 # once per delay after a Job event (the delaying queue keeps a key once). The delay grows
 # with the cost of a decision so that these reconciles take at most 1/FACTOR of a worker.

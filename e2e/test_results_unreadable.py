@@ -1,6 +1,6 @@
 """Results that cannot be recorded, against the real API server: with the DaemonJobReport CRD
 deleted, a DaemonJob with spec.results.deleteSucceededJobs starts nothing and says why
-(Reconciling and Stalled, reason ResultsUnreadable, the API server's 404, one Warning Event),
+(Reconciling and Stalled, reason ReportsCRDMissing, the API server's 404, one Warning Event),
 and one without the field completes its rollout with status.results saying why it is empty.
 Once the CRD is installed again both go on without a restart: the recorder's own retry reads
 the reports, wakes the DaemonJobs and the conditions clear.
@@ -23,7 +23,7 @@ from daemonjob.testing.crd import REPORTS_CRD_NAME, install_crd
 
 ROOT_CRD = Path(__file__).resolve().parents[1] / "manifests" / "crd.yaml"
 LET_GO = {"results": {"deleteSucceededJobs": True}}
-REASON = "ResultsUnreadable"
+REASON = "ReportsCRDMissing"  # the CRD deleted: the resource is not served
 
 
 @pytest.fixture
@@ -63,10 +63,10 @@ def test_reports_unreadable_are_said_and_the_rollouts_go_on_once_the_crd_is_back
         reconciling, stalled = condition(dj, "Reconciling"), condition(dj, "Stalled")
         return all(c.get("status") == "True" and c.get("reason") == REASON for c in (reconciling, stalled))
 
-    dj = wait_for(lambda: d if said(d := api.get("letgo")) else None, 60, "letgo: Stalled, ResultsUnreadable")
+    dj = wait_for(lambda: d if said(d := api.get("letgo")) else None, 60, "letgo: Stalled, ReportsCRDMissing")
     message = condition(dj, "Stalled")["message"]
     assert "404" in message and REPORTS_CRD_NAME in message, message
-    event = api.wait_event("letgo", lambda e: e.get("reason") == REASON, "ResultsUnreadable")
+    event = api.wait_event("letgo", lambda e: e.get("reason") == REASON, REASON)
     assert event["type"] == "Warning" and "404" in event["message"]
     assert api.jobs("letgo") == []  # nothing decided without the records
 
@@ -79,7 +79,7 @@ def test_reports_unreadable_are_said_and_the_rollouts_go_on_once_the_crd_is_back
     )
     assert results["summary"].startswith("not recorded: 404") and REPORTS_CRD_NAME in results["error"]
     assert condition(api.get("plain"), "Stalled").get("status") != "True" and status["succeededNodes"] == 2
-    api.wait_event("plain", lambda e: e.get("reason") == REASON, "ResultsUnreadable")
+    api.wait_event("plain", lambda e: e.get("reason") == REASON, REASON)
     assert len(api.jobs("plain")) == 2
 
     install_crd(kubectl_command, ROOT_CRD)

@@ -190,7 +190,7 @@ class Act:
         history = [d for d in decision.deletes if d.reason in _CLEANED]
         if not history:
             return
-        queued = self.history.submit(observed.namespace, history)
+        queued = self.history.submit(observed.namespace, history, observed.key)
         recorded = [d for d in queued if d.reason == RECORDED]
         if recorded:
             observed.log.info("deleting jobs", reason=RECORDED, count=len(recorded))

@@ -99,6 +99,7 @@ class Controller:
         node_maintenance: NodeMaintenanceOptions | None = None,
         result_store: ResultStore | None = None,
         result_chunk_bytes: int = defaults.RESULT_CHUNK_BYTES,
+        history_result_wait: float = defaults.HISTORY_RESULT_WAIT,
     ):
         """`configmap_informers` makes the informer of one ConfigMap (namespace, name), for
         DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read.
@@ -108,7 +109,8 @@ class Controller:
         `node_maintenance`: where it may be used, the disruption budget every cordon keeps, what
         stops cordons; with it the orphan sweep (orphans.py) runs at start-up and after each
         DaemonJob deleted;
-        `result_store`: where each node's result is recorded (results.py); without it, nowhere."""
+        `result_store`: where each node's result is recorded (results.py); without it, nowhere;
+        `history_result_wait`: how long history cleanup holds a Job whose result is not recorded."""
         self.informers = informers
         self.control = control
         self.clock = clock or RealClock()
@@ -125,8 +127,10 @@ class Controller:
         )
         self._writers = WriterPool(create_concurrency, "api-writer")
         self.results = recorder_for(result_store, informers, self.queue, self.clock, result_chunk_bytes)
-        hold = self.results.holds if self.results is not None else None
-        self.history = HistoryCleaner(control, self.metrics, clock=self.clock, hold=hold)
+        hold, wait = (self.results.holds if self.results is not None else None), history_result_wait
+        self.history = HistoryCleaner(
+            control, self.metrics, clock=self.clock, hold=hold, result_wait=wait, wake_after=self.queue.add_after
+        )
         self.troubles = Troubles()
         self.adoption = Adoption(control)
         self.specs = SpecCache()  # each DaemonJob's spec as read, per generation
@@ -357,7 +361,7 @@ class Controller:
             ):
                 decision, repaired = self.self_check.check(observed, decision)
                 look_again.append(0.0 if repaired else None)
-            decision = with_results(self.results, observed, decision)
+            decision = with_results(self.results, observed, decision, inp.now)
             self.reporter.report(
                 observed,
                 decision,

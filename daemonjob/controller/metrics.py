@@ -52,6 +52,11 @@ class Metrics:
         )
         self.jobs_created = Counter("daemonjob_jobs_created_total", "Jobs created.", registry=r)
         self.jobs_deleted = Counter("daemonjob_jobs_deleted_total", "Jobs deleted, by reason.", ["reason"], registry=r)
+        self.jobs_deleted_unrecorded = Counter(
+            "daemonjob_jobs_deleted_unrecorded_total",
+            "Finished Jobs beyond historyLimit deleted before their results were recorded (--history-result-wait).",
+            registry=r,
+        )
         self.job_create_errors = Counter(
             "daemonjob_job_create_errors_total", "Job creates the API server refused.", registry=r
         )

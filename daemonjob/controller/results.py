@@ -22,7 +22,7 @@ import structlog
 from daemonjob import defaults
 from daemonjob.controller.resultdue import sooner_than, writes_due
 from daemonjob.controller.resultkept import Chunk, Kept, Rollout, Successes, outcomes
-from daemonjob.controller.resultstore import ResultStore, read_results
+from daemonjob.controller.resultstore import ReportsServed, ResultStore, read_results
 from daemonjob.domain.jobs import FAILED, SUCCEEDED, TERMINATING, daemonjob_ref, job_finish_time, job_state, owner_uid
 from daemonjob.domain.outcomes import Outcomes, summary
 from daemonjob.domain.plan import JobView
@@ -82,6 +82,7 @@ class ResultRecorder:
         self._looks_at = -math.inf  # when the thread looks for writes due next (-inf: looking now)
         self._changed = False  # pending writes changed since the thread's look began
         self.writes = 0  # report creates and appends, for the figures
+        self.served = ReportsServed()  # the CRD missing is logged once, not per DaemonJob
         # (DaemonJob uid, key, nodes): its recorded successes changed on nodes (None: read whole)
         self.told: Callable[[str, str, list[str] | None], None] = lambda _uid, _key, _nodes: None
 
@@ -265,8 +266,11 @@ class ResultRecorder:
             kept.retry_at = self.clock.now() + defaults.RESULT_RETRY_DELAY
             news, kept.unread = kept.unread != why, why
             key = f"{kept.namespace}/{kept.name}"
-        if news:
+        if why.crd_missing:
+            self.served.found(False)
+        elif news:
             log.warning("recording results failed", daemonjob=key, error=why.error[:300], exc_info=why.status is None)
+        if news:
             self.wake(key)
 
     def unread(self, dj_uid: str) -> ResultsUnread | None:
@@ -324,6 +328,7 @@ class ResultRecorder:
             self._prune(kept, dj)
         with self._lock:
             kept.unread = None  # read and written (cleared only now: a write refused after a read would flap)
+        self.served.found(True)
         (self.wake if read else self.wake_soon)(f"{namespace}/{name}")
         return written
 

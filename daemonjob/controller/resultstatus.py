@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob import defaults
@@ -18,7 +19,12 @@ from daemonjob.controller.specs import SpecCache
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.jobs import format_time
 from daemonjob.domain.plan import JobView
-from daemonjob.domain.resultsread import ResultsUnread, with_results_unread, with_unread_conditions
+from daemonjob.domain.resultsread import (
+    ResultsUnread,
+    with_recorded_condition,
+    with_results_unread,
+    with_unread_conditions,
+)
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.workqueue import DelayingQueue
@@ -116,9 +122,12 @@ def wire_recorded(
     order.recorded = done
 
 
-def with_results(recorder: ResultRecorder | None, observed: Observation, decision: Decision) -> Decision:
+def with_results(
+    recorder: ResultRecorder | None, observed: Observation, decision: Decision, now: datetime | None = None
+) -> Decision:
     """The decision's status with status.results of its rollout; the one written before is
-    kept while the DaemonJob's reports are not read yet (the status is written whole)."""
+    kept while the DaemonJob's reports are not read yet (the status is written whole). While
+    they cannot be written, status.results and ResultsRecorded=False (at `now`) say why."""
     if recorder is None:
         return decision
     status = decision.status
@@ -131,6 +140,9 @@ def with_results(recorder: ResultRecorder | None, observed: Observation, decisio
     if why is not None:  # cannot be recorded now: the rollout goes on, status.results says why
         results, said = with_results_unread(results, why)
         events = [*events, *said]
+        previous = observed.cached.get("status") or {}
+        when = format_time(now or datetime.now(timezone.utc))
+        status = with_recorded_condition(status, previous, why, when, observed.dj["metadata"].get("generation"))
     if results is None:
         return decision
     return replace(decision, status={**status, "results": results}, events=events)

@@ -4,13 +4,17 @@ The real store talks to the API server, each write fenced like every other write
 controller; unit tests hand the recorder a fake. Pods are read in batches by their Job's
 uid (`controller-uid in (...)`, the label the Job controller puts on its pods), from the
 API server's watch cache: a pod ended before its Job was marked finished, so the cache
-already shows how.
+already shows how. Whether the reports' resource is served at all (its CRD installed) is
+said in the log once for the controller (ReportsServed), not once per DaemonJob.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
+
+import structlog
 
 from daemonjob import defaults
 from daemonjob.controller.fence import Fence, always, as_fence
@@ -19,7 +23,9 @@ from daemonjob.domain.reports import PLURAL
 from daemonjob.domain.results import pod_of_job, result_of
 from daemonjob.machinery.kube import Kube, path_for
 
-__all__ = ["ResultStore", "KubeResultStore", "POD_JOB_LABEL", "PATCH_JSON", "read_results"]
+__all__ = ["ResultStore", "KubeResultStore", "POD_JOB_LABEL", "PATCH_JSON", "ReportsServed", "read_results"]
+
+log = structlog.get_logger("daemonjob.results")
 
 POD_JOB_LABEL = "controller-uid"  # set on a Job's pods by the Job controller (with batch.kubernetes.io/ since 1.27)
 PATCH_JSON = "application/json-patch+json"
@@ -77,6 +83,28 @@ class KubeResultStore:
     def delete_report(self, namespace: str, name: str) -> None:
         with self.fence.writing("report delete") as fenced:
             self.kube.delete(path_for(API_VERSION, PLURAL, namespace, name), **fenced)
+
+
+class ReportsServed:
+    """Whether the DaemonJobReport resource is served, as the last read or write found it:
+    logged once when it is not (the CRD not installed) and once when it is again; each
+    DaemonJob's status and Event say it too."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.missing = False
+
+    def found(self, served: bool) -> None:
+        with self._lock:
+            was, self.missing = self.missing, not served
+        if served and was:
+            log.info("the DaemonJobReport CRD is installed: results are recorded again")
+        elif not served and not was:
+            log.error(
+                "the DaemonJobReport CRD (daemonjobreports.daemonjob.io) is not installed: no result is recorded "
+                "until it is (kubectl apply -f manifests/reports-crd.yaml); finished Jobs beyond historyLimit are "
+                "deleted unrecorded after --history-result-wait"
+            )
 
 
 def read_results(store: ResultStore, namespace: str, jobs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

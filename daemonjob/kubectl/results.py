@@ -2,7 +2,9 @@
 
 Read from the DaemonJobReports the controller keeps (one list, however many nodes), so it
 answers after the pods, the Jobs and even the nodes are gone. A node retried shows its
-latest attempt. Exit 2 when a shown node failed, as `status` does.
+latest attempt. Exit 2 when a shown node failed, as `status` does. Without the reports' CRD
+(the API server answers 404 for its resource) it says so and how to install it, rather than
+the API server's bare "404 page not found".
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from daemonjob.domain.reports import LABEL_ROLLOUT, PLURAL
 from daemonjob.domain.results import rollout_key
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.timefmt import between
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.kube import ApiError, path_for
 
 EXIT_FAILED_NODES = 2
 HEADERS = ["NODE", "STATE", "EXIT CODE", "REASON", "DURATION", "FINISHED", "MESSAGE"]
@@ -28,6 +30,12 @@ WIDE_HEADERS = [*HEADERS[:-1], "JOB", "ATTEMPT", "MESSAGE"]
 CSV_FIELDS = ["node", "state", "exitCode", "reason", "startTime", "finishTime", "job", "attempt", "revision", "run"]
 GROUP_HEADERS = ["NODES", "SHARE", "FAILED", "EXIT CODE", "OUTCOME", "FOR EXAMPLE"]
 GROUP_NAMES = 3  # node names a group's row shows
+REPORTS_CRD = f"{PLURAL}.daemonjob.io"
+REPORTS_CRD_INSTALL = "kubectl apply -f manifests/reports-crd.yaml"
+CRD_MISSING = (
+    f"the DaemonJobReport CRD ({REPORTS_CRD}) is not installed, so no results are recorded: "
+    f"install it with `{REPORTS_CRD_INSTALL}` (the controller records them once it is there)"
+)
 
 
 def rollout_of(dj: Mapping[str, Any], revision: str | None, run: str | None) -> str:
@@ -41,7 +49,12 @@ def rollout_of(dj: Mapping[str, Any], revision: str | None, run: str | None) -> 
 def list_results(target: client.Target, name: str, rollout: str) -> list[dict[str, Any]]:
     """Every result of the rollout in one list request (the reports of all its chunks)."""
     selector = f"{LABEL_NAME}={name}" + (f",{LABEL_ROLLOUT}={rollout}" if rollout else "")
-    items = target.kube.get(path_for(API_VERSION, PLURAL, target.namespace), labelSelector=selector)["items"]
+    try:
+        items = target.kube.get(path_for(API_VERSION, PLURAL, target.namespace), labelSelector=selector)["items"]
+    except ApiError as exc:
+        if exc.not_found:  # a list answers 404 only when the resource is not served
+            raise client.PluginError(CRD_MISSING) from exc
+        raise
     items.sort(key=lambda r: int(r.get("chunk") or 0))
     return [r for report in items for r in report.get("results") or ()]
 

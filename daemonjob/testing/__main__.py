@@ -157,7 +157,7 @@ def serve(args: argparse.Namespace) -> int:
         kubelet.start()
         kubelet.add_nodes(NodeSpec(n) for n in node_names(args.nodes))
         kubelet.wait_ready(timeout=300)
-        install_crd(cluster.kubectl_command())
+        install_crd(cluster.kubectl_command(), reports=not args.without_reports_crd)
         (workdir / READY_MARK).write_text("ready\n")
         print(f"ready: {args.nodes} nodes, kubeconfig {cluster.kubeconfig}", flush=True)
         stop.wait()
@@ -184,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
                 help="turn the node lifecycle controller off (large clusters: no heartbeats)",
             )
             p.add_argument("--timeout", type=float, default=600.0)
+            p.add_argument(
+                "--without-reports-crd",
+                action="store_true",
+                help="install manifests/crd.yaml only, not the DaemonJobReport CRD: a controller records no result",
+            )
             p.add_argument(
                 "--prometheus",
                 action="store_true",

@@ -19,17 +19,20 @@ REPORTS_CRD_NAME = "daemonjobreports.daemonjob.io"
 REPORTS_CRD_FILE = "reports-crd.yaml"  # beside crd.yaml: the controller records results in these
 
 
-def install_crd(kubectl: Sequence[str], path: Path = CRD_PATH, timeout: float = 60.0) -> None:
+def install_crd(kubectl: Sequence[str], path: Path = CRD_PATH, timeout: float = 60.0, reports: bool = True) -> None:
     """Apply the CRD (idempotent) and wait until kubectl can use it.
 
     Established means the endpoint is served; discovery, through which kubectl maps "dj"
     and "daemonjobs", can trail it, so that is waited for too. `kubectl` is the command with
     its connection flags, e.g. [kubectl, "--kubeconfig", path]. The results' CRD beside it
-    (reports-crd.yaml) is installed with it.
+    (reports-crd.yaml) is installed with it, unless `reports` is false: then the DaemonJob CRD
+    alone, as `kubectl apply -f manifests/crd.yaml` installs it (the controller runs without
+    recording results, and says so).
     """
-    reports = path.parent / REPORTS_CRD_FILE
-    files = ["-f", str(path), *(["-f", str(reports)] if reports.exists() else [])]
-    names = [f"crd/{CRD_NAME}", *([f"crd/{REPORTS_CRD_NAME}"] if reports.exists() else [])]
+    beside = path.parent / REPORTS_CRD_FILE
+    reports_path = beside if reports and beside.exists() else None
+    files = ["-f", str(path), *(["-f", str(reports_path)] if reports_path else [])]
+    names = [f"crd/{CRD_NAME}", *([f"crd/{REPORTS_CRD_NAME}"] if reports_path else [])]
     deadline = time.monotonic() + timeout
     for args in (
         ["apply", *files],
@@ -51,12 +54,25 @@ def install_crd(kubectl: Sequence[str], path: Path = CRD_PATH, timeout: float = 
             check=False,
             timeout=timeout,
         )
-        if out.returncode == 0 and {CRD_NAME, *([REPORTS_CRD_NAME] if reports.exists() else [])} <= set(
-            out.stdout.split()
-        ):
+        if out.returncode == 0 and {CRD_NAME, *([REPORTS_CRD_NAME] if reports_path else [])} <= set(out.stdout.split()):
             return
         time.sleep(0.3)
     raise RuntimeError(f"{CRD_NAME} is Established but not in discovery after {timeout:.0f}s")
+
+
+def delete_reports_crd(kubectl: Sequence[str], timeout: float = 120.0) -> None:
+    """Delete the DaemonJobReport CRD and wait until it is gone (every report of the cluster
+    with it): a cluster installed with manifests/crd.yaml alone."""
+    args = ["delete", "crd", REPORTS_CRD_NAME, "--ignore-not-found", "--wait=true", f"--timeout={int(timeout)}s"]
+    out = subprocess.run(
+        [*kubectl, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout + 60,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl delete crd {REPORTS_CRD_NAME} failed: {out.stderr.strip() or out.stdout.strip()}")
 
 
 # -- checking objects against a CRD's schema, without an API server ----------------------------

@@ -13,6 +13,8 @@ import pytest
 from daemonjob import defaults
 from daemonjob.domain.conditions import RECONCILING, STALLED
 from daemonjob.domain.resultsread import (
+    REPORTS_CRD_MISSING,
+    RESULTS_RECORDED,
     RESULTS_UNREADABLE,
     ResultsUnread,
     with_results_unread,
@@ -100,13 +102,15 @@ def test_a_let_go_daemonjob_whose_reports_cannot_be_read_says_so_and_goes_on_onc
     assert woken(bed)  # the DaemonJob's pass is told
     assert bed.ctl.reconcile(bed.key) is None and bed.created() == []
     status = bed.last_status()
-    assert conditions(status)[RECONCILING] == ("True", RESULTS_UNREADABLE)
-    assert conditions(status)[STALLED] == ("True", RESULTS_UNREADABLE)
-    (message,) = bed.events(RESULTS_UNREADABLE)
+    assert conditions(status)[RECONCILING] == ("True", REPORTS_CRD_MISSING)
+    assert conditions(status)[STALLED] == ("True", REPORTS_CRD_MISSING)
+    assert conditions(status)[RESULTS_RECORDED] == ("False", REPORTS_CRD_MISSING)
+    (message,) = bed.events(REPORTS_CRD_MISSING)
     assert "404" in message and "daemonjobreports.daemonjob.io CRD" in message
+    assert "kubectl apply -f manifests/reports-crd.yaml" in message
     bed.sync()
     assert bed.ctl.reconcile(bed.key) is None
-    assert len(bed.events(RESULTS_UNREADABLE)) == 1  # said once
+    assert len(bed.events(REPORTS_CRD_MISSING)) == 1  # said once
     # Tried again after RESULT_RETRY_DELAY, with nothing else to wake the recorder.
     assert recorder_round(bed) == pytest.approx(defaults.RESULT_RETRY_DELAY)
     assert not woken(bed)  # the same answer again: nothing new to say
@@ -118,16 +122,26 @@ def test_a_let_go_daemonjob_whose_reports_cannot_be_read_says_so_and_goes_on_onc
     assert bed.ctl.reconcile(bed.key) is not None
     assert len(bed.created()) == 2
     assert conditions(bed.last_status()).get(STALLED, ("False", ""))[0] == "False"
-    assert conditions(bed.last_status())[RECONCILING][1] != RESULTS_UNREADABLE
+    assert conditions(bed.last_status())[RECONCILING][1] != REPORTS_CRD_MISSING
+    bed.sync()
+    assert RESULTS_RECORDED not in conditions(bed.dj()["status"])  # said only while they cannot be
 
 
 def test_a_403_stalls_too_and_a_server_error_only_reconciles() -> None:
     old = {"conditions": [{"type": STALLED, "status": "False", "reason": "Progressing", "message": ""}]}
     status, events = with_unread_conditions(old, ResultsUnread(403, "403 Forbidden: no"), NOW, 3)
-    assert conditions(status) == {STALLED: ("True", RESULTS_UNREADABLE), RECONCILING: ("True", RESULTS_UNREADABLE)}
+    assert conditions(status) == {
+        STALLED: ("True", RESULTS_UNREADABLE),
+        RECONCILING: ("True", RESULTS_UNREADABLE),
+        RESULTS_RECORDED: ("False", RESULTS_UNREADABLE),
+    }
     assert "RBAC" in events[0].message and all(c["observedGeneration"] == 3 for c in status["conditions"])
     status, events = with_unread_conditions(old, ResultsUnread(500, "500 InternalError: etcd"), NOW, 3)
-    assert conditions(status) == {STALLED: ("False", "Progressing"), RECONCILING: ("True", RESULTS_UNREADABLE)}
+    assert conditions(status) == {
+        STALLED: ("False", "Progressing"),
+        RECONCILING: ("True", RESULTS_UNREADABLE),
+        RESULTS_RECORDED: ("False", RESULTS_UNREADABLE),
+    }
     assert len(events) == 1
     again, events = with_unread_conditions(status, ResultsUnread(500, "500 InternalError: etcd"), NOW, 3)
     assert again == status and events == []
@@ -150,10 +164,15 @@ def test_without_let_go_the_rollout_goes_on_and_status_results_says_why(bed: Act
     assert RECONCILING not in conditions(status) or conditions(status)[RECONCILING][0] == "False"
     assert status["results"]["summary"].startswith("not recorded: 404")
     assert "CRD" in status["results"]["error"]
-    assert len(bed.events(RESULTS_UNREADABLE)) == 1
+    assert conditions(status)[RESULTS_RECORDED] == ("False", REPORTS_CRD_MISSING)  # kstatus does not read it
     bed.sync()
+    assert conditions(bed.dj()["status"])[RESULTS_RECORDED] == ("False", REPORTS_CRD_MISSING)
+    assert len(bed.events(REPORTS_CRD_MISSING)) == 1
+    bed.sync()
+    written = len(bed.statuses())
     bed.ctl.reconcile(bed.key)
-    assert len(bed.events(RESULTS_UNREADABLE)) == 1
+    assert len(bed.events(REPORTS_CRD_MISSING)) == 1
+    assert len(bed.statuses()) == written  # the same status again: nothing written
     store.refusal = None
     bed.clock.step(defaults.RESULT_RETRY_DELAY)
     recorder_round(bed)
@@ -161,6 +180,8 @@ def test_without_let_go_the_rollout_goes_on_and_status_results_says_why(bed: Act
     bed.ctl.reconcile(bed.key)
     results = bed.last_status()["results"]
     assert results["error"] is None and results["recorded"] == 2  # a merge patch removes it by null
+    bed.sync()
+    assert RESULTS_RECORDED not in conditions(bed.dj()["status"])
 
 
 def test_status_results_keep_what_was_summed_up_with_the_error() -> None:
@@ -216,3 +237,45 @@ def test_the_recorder_gives_way_to_the_controllers_urgent_passes_until_a_burst_i
     assert rec.urgent()  # the next node of the burst may be a moment away
     bed.clock.step(defaults.RESULT_YIELD_QUIET)
     assert not rec.urgent()
+
+
+def test_the_plugin_names_the_missing_reports_crd_and_how_to_install_it() -> None:
+    from daemonjob.kubectl import cli
+    from daemonjob.kubectl import results as verb
+    from daemonjob.kubectl.client import PluginError, Target
+
+    class Kube:
+        """The DaemonJob is served, its reports are not (only manifests/crd.yaml applied)."""
+
+        def get(self, path: str, **params: Any) -> dict[str, Any]:
+            if "/daemonjobreports" in path:
+                raise ApiError(404, "NotFound", "404 page not found")
+            return daemonjob()
+
+    with pytest.raises(PluginError) as raised:
+        verb.run(cli.parse(["results", "audit"]), Target(Kube(), "ops"))  # type: ignore[arg-type]
+    message = raised.value.message
+    assert "daemonjobreports.daemonjob.io" in message and "kubectl apply -f manifests/reports-crd.yaml" in message
+
+
+def test_the_missing_crd_is_logged_once_for_the_controller_and_its_return_once(bed: ActBed, store: Store) -> None:
+    from structlog.testing import capture_logs
+
+    bed.add_nodes(1)
+    for name in ("first", "second"):
+        bed.add_dj(daemonjob(name, uid=f"uid-{name}"))
+        bed.ctl.reconcile(bed.key)
+    bed.sync()
+    bed.finish_jobs()
+    bed.drain()
+    with capture_logs() as logs:
+        for _ in range(2):
+            bed.clock.step(defaults.RESULT_RETRY_DELAY)
+            recorder_round(bed)  # both DaemonJobs' writes answer 404, twice
+        store.refusal = None
+        bed.clock.step(defaults.RESULT_RETRY_DELAY)
+        recorder_round(bed)
+    said = [e["event"] for e in logs if "DaemonJobReport CRD" in e["event"]]
+    assert len(said) == 2 and "not installed" in said[0] and "manifests/reports-crd.yaml" in said[0]
+    assert "recorded again" in said[1]
+    assert not [e for e in logs if e["event"] == "recording results failed"]  # not once per DaemonJob
