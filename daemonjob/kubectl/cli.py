@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import urllib3
 
@@ -39,6 +39,13 @@ from daemonjob.machinery.kube import ApiError
 Command = Callable[[argparse.Namespace, client.Target], int]
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage error in one line on stderr, as every other error, and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {message} (see '{self.prog} --help')\n")
+
+
 def _duration(text: str) -> str:
     """A duration flag checked when parsed (a usage error), kept as typed for the messages."""
     try:
@@ -54,7 +61,7 @@ def _output_flag(parser: argparse.ArgumentParser, choices: Sequence[str]) -> Non
 
 def build_parser() -> argparse.ArgumentParser:
     # No abbreviated flags, as kubectl: `version --client` must not read as --client-key.
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="kubectl daemonjob",
         allow_abbrev=False,
         description=__doc__,
@@ -64,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     connection.add_flags(parser, top=True)
     parser.add_argument("--version", action="store_true", help="the same as the version command")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    common = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    common = Parser(add_help=False, allow_abbrev=False)
     connection.add_flags(common, top=False)
 
     def command(name: str, help_: str, run: Command, **kw: Any) -> argparse.ArgumentParser:
@@ -296,7 +303,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     if args.version and args.command is None:
         args.command, args.client, args.output = "version", False, None
     if args.command is None:
-        parser.error("a command is required (run kubectl daemonjob --help for the list)")
+        parser.error("a command is required")
     if args.impersonate_groups and not args.impersonate:
         parser.error("--as-group needs --as: impersonating groups takes a user")
     if args.insecure_skip_tls_verify and args.certificate_authority:

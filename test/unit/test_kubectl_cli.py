@@ -160,6 +160,7 @@ def test_each_exit_status_is_its_own_and_the_same_for_every_command(api: FakeApi
     ):
         out = plugin(*usage, *at)
         assert out.returncode == EXIT_USAGE, (usage, out.stderr)
+        assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith("error: "), out.stderr
     assert api.writes() == []
     # 3: the DaemonJob has failed nodes, or its rollout failed
     failed = plugin("status", "dj", *at)
