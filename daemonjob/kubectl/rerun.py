@@ -51,7 +51,7 @@ def pick(rows: list[NodeRow], nodes: list[str] | None, failed: bool) -> tuple[li
         elif not row.job and row.state == SUCCEEDED:
             problems.append(
                 f'node "{node}" has no Job to delete: its result stands for it (spec.results.deleteSucceededJobs); '
-                "`rerun NAME` re-runs every node"
+                "`rerun NAME --all` re-runs every node"
             )
         elif not row.job:
             problems.append(f'node "{node}" has no Job of the current revision ({row.state}): nothing to re-run')

@@ -154,7 +154,7 @@ def status_json(env: Env, name: str, *extra: str) -> tuple[int, dict[str, Any]]:
 
 def test_status_shows_each_node_as_the_api_server_has_it(env: Env) -> None:
     code, doc = status_json(env, "collect")
-    assert code == 2, "failed nodes give a non-zero exit"
+    assert code == 3, "failed nodes give a non-zero exit"
     rows = {r["node"]: r for r in doc["nodes"]}
     assert set(rows) == set(env.nodes)
     failing, ok = env.eligible[0], env.eligible[1:]
@@ -198,7 +198,7 @@ def test_status_shows_each_node_as_the_api_server_has_it(env: Env) -> None:
 
 def test_status_reports_oomkilled(env: Env) -> None:
     code, doc = status_json(env, "oom")
-    assert code == 2
+    assert code == 3
     row = next(r for r in doc["nodes"] if r["node"] == env.eligible[1])
     assert (row["state"], row["exit_code"], row["reason"]) == ("failed", 137, "OOMKilled")
 
@@ -375,7 +375,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 def test_status_on_a_terminal_colours_states_in_kubectl_columns(env: Env) -> None:
     code, screen = env.kubectl_tty("daemonjob", "status", "collect", columns=80)
-    assert code == 2, screen
+    assert code == 3, screen
     assert "\x1b[1;31mfailed" in screen and "\x1b[32msucceeded" in screen
     lines = ANSI.sub("", screen).replace("\r\n", "\n").splitlines()
     header = next(line for line in lines if line.startswith("NODE"))
@@ -410,7 +410,7 @@ def test_wait_on_a_terminal_draws_a_progress_bar_to_the_end(env: Env, kube: Kube
 
     code, screen = env.kubectl_tty("daemonjob", "rollout", "status", "collect", "--timeout", "30s")
     text = ANSI.sub("", screen)
-    assert code == 2 and "1 failed" in text and 'daemonjob "collect" failed' in text
+    assert code == 3 and "1 failed" in text and 'daemonjob "collect" failed' in text
 
 
 def test_create_with_a_schedule_keeps_it_through_kubectl_apply(env: Env) -> None:
@@ -472,7 +472,7 @@ def test_status_with_a_label_selector_counts_only_the_matching_nodes(env: Env) -
     env.kube.patch(path_for("v1", "nodes", name=failing), {"metadata": {"labels": {"zone": "a"}}})
     try:
         code, doc = status_json(env, "collect", "-l", "zone=a")
-        assert code == 2
+        assert code == 3
         assert [r["node"] for r in doc["nodes"]] == [failing]
         counts = doc["counts"]
         assert (counts["desired"], counts["failed"], counts["succeeded"], counts["active"], counts["pending"]) == (
