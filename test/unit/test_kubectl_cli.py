@@ -433,3 +433,10 @@ def test_controller_help_lists_release_nodes_and_every_flags_default() -> None:
         "(default: node-role.kubernetes.io/control-plane)",
     ):
         assert words in flat, words
+
+
+def test_readme_lists_every_controller_flag() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Flags of `daemonjob-controller`") : readme.index("### What each server reads")]
+    flags = [o for a in cli.parser()._actions for o in a.option_strings if o not in ("-h", "--help", "--version")]
+    assert [f for f in flags if f"`{f}`" not in section] == []
