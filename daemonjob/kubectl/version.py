@@ -2,7 +2,8 @@
 
 The controller's version is read from its Deployments, found by the label
 `app.kubernetes.io/name=daemonjob-controller` that the manifests and the chart put on them:
-their `app.kubernetes.io/version` label (the chart's), else their image's tag. The CRD's is
+their image's tag (what runs, whatever the chart's values say), else, for an image pinned by
+digest, their `app.kubernetes.io/version` label (the chart's), else the digest. The CRD's is
 its served and storage versions, with its `app.kubernetes.io/version` label when it has one;
 a user who may not read CRDs gets the served versions from API discovery. What cannot be read
 (no cluster, no permission) is said on stderr; the exit status is 0 all the same, since the
@@ -29,13 +30,10 @@ CRD = f"{PLURAL}.{GROUP}"
 TIMEOUT = 5.0  # seconds per request, unless --request-timeout says otherwise: a version is asked in passing
 
 
-def image_tag(image: str) -> str:
-    """The tag of an image reference (`reg:5000/x/y:1.2@sha256:...` -> 1.2), else its digest, else latest."""
-    name, _, digest = image.partition("@")
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
-        return last.rsplit(":", 1)[1]
-    return digest or "latest"
+def image_tag(image: str) -> str | None:
+    """The tag of an image reference (`reg:5000/x/y:1.2@sha256:...` -> 1.2), None without one."""
+    last = image.partition("@")[0].rsplit("/", 1)[-1]
+    return last.rsplit(":", 1)[1] if ":" in last else None
 
 
 def controllers(kube: Kube) -> list[dict[str, Any]]:
@@ -45,7 +43,8 @@ def controllers(kube: Kube) -> list[dict[str, Any]]:
         meta = d["metadata"]
         containers = (((d.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or [{}]
         image = containers[0].get("image") or ""
-        version = (meta.get("labels") or {}).get(VERSION_LABEL) or image_tag(image)
+        digest = image.partition("@")[2]
+        version = image_tag(image) or (meta.get("labels") or {}).get(VERSION_LABEL) or digest or "latest"
         found.append({"namespace": meta.get("namespace"), "name": meta["name"], "version": version, "image": image})
     return found
 

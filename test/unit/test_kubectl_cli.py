@@ -223,7 +223,7 @@ def test_version_names_the_plugin_the_controller_and_the_crd(api: FakeApi) -> No
                     "name": "dj",
                     "labels": {"app.kubernetes.io/version": "0.2.0"},
                 },
-                "spec": {"template": {"spec": {"containers": [{"image": "controller:dev"}]}}},
+                "spec": {"template": {"spec": {"containers": [{"image": "controller@sha256:abc"}]}}},
             },
         ]
     }
@@ -238,7 +238,7 @@ def test_version_names_the_plugin_the_controller_and_the_crd(api: FakeApi) -> No
             f"Plugin Version: {__version__}",
             "Controller Version: 0.3.1 (deployment daemonjob-system/daemonjob-controller, "
             "image registry.local:5000/dj/controller:0.3.1)",
-            "Controller Version: 0.2.0 (deployment team/dj, image controller:dev)",
+            "Controller Version: 0.2.0 (deployment team/dj, image controller@sha256:abc)",  # pinned by digest
             "CRD Version: v1alpha1 (served, storage) (daemonjobs.daemonjob.io, app.kubernetes.io/version=0.3.1)",
         ]
     asked = [s for s in api.seen if s.path == "/apis/apps/v1/deployments"]
@@ -265,12 +265,12 @@ def test_version_without_a_cluster_or_a_crd_still_names_the_plugin_and_exits_0(a
     ("image", "tag"),
     [
         ("ghcr.io/x/daemonjob-controller:0.3.1", "0.3.1"),
-        ("registry.local:5000/controller", "latest"),
+        ("registry.local:5000/controller", None),
         ("registry.local:5000/controller:1.2@sha256:abc", "1.2"),
-        ("controller@sha256:abc", "sha256:abc"),
+        ("controller@sha256:abc", None),
     ],
 )
-def test_image_tag(image: str, tag: str) -> None:
+def test_image_tag(image: str, tag: str | None) -> None:
     assert image_tag(image) == tag
 
 
