@@ -13,6 +13,7 @@ import random
 import signal
 import socket
 import sys
+import textwrap
 import uuid
 from collections.abc import Callable
 
@@ -45,10 +46,46 @@ log = structlog.get_logger("daemonjob")
 
 EXIT_FAILURE = 1
 
+COMMANDS = """command:
+  release-nodes   release every node held by node maintenance and remove every DaemonJob's
+                  finalizer, before the node powers go (the chart's pre-delete hook runs it);
+                  its flags: daemonjob-controller release-nodes --help
+"""
+
+
+def _shown(value: object) -> str:
+    """A default as it is typed on the command line."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (frozenset, set, list, tuple)):
+        return ",".join(sorted(str(v) for v in value)) or "none"
+    return str(value) if value != "" else "none"
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every flag's help ends with its default, unless its help already words it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or action.default in (None, argparse.SUPPRESS) or "default" in text:
+            return text
+        shown = _shown(action.default).replace("%", "%%")  # the help is %-formatted next
+        return f"{text} (default: {shown})" if text else f"(default: {shown})"
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """Lines broken between words only: a label key or path stays whole."""
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="daemonjob-controller", description="Runs a Job on every eligible node for each DaemonJob."
+        prog="daemonjob-controller",
+        usage="%(prog)s [release-nodes] [flags]",
+        description="Runs a Job on every eligible node for each DaemonJob.",
+        epilog=COMMANDS,
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "--kubeconfig",
@@ -146,7 +183,7 @@ def parser() -> argparse.ArgumentParser:
         "--prometheus-url",
         default=None,
         help="Prometheus whose firing alerts spec.rollout.haltOnAlerts reads (/api/v1/alerts); "
-        "without it a DaemonJob with haltOnAlerts starts no new node (AlertsUnknown)",
+        "without it a DaemonJob with haltOnAlerts starts no new node (AlertsUnknown) (default: none)",
     )
     p.add_argument(
         "--prometheus-poll-interval",
@@ -182,7 +219,7 @@ def parser() -> argparse.ArgumentParser:
     )
     budgetflags.add_flags(p)
     admission.add_flags(p)
-    p.add_argument("--log-level", choices=logsetup.LEVELS, default=defaults.LOG_LEVEL)
+    p.add_argument("--log-level", choices=logsetup.LEVELS, default=defaults.LOG_LEVEL, help="least severe level logged")
     p.add_argument(
         "--log-format",
         choices=("json", "console"),

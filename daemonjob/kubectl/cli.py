@@ -1,8 +1,7 @@
 """`kubectl daemonjob`: per-node answers about DaemonJobs (kubectl finds `kubectl-daemonjob` on PATH).
 
-Exit status: 0 fine; 1 an error (bad input, no such DaemonJob, no cluster, timeout);
-2 the DaemonJob has failed nodes (`status`) or its rollout or run failed (`wait`, `run-now --wait`);
-`plan` exits 1 when the DaemonJob would be refused or Stalled.
+kubectl's global flags (-n, -A, --kubeconfig, --context, --cluster, --user, --server, --token,
+--as, --as-group, --request-timeout, the certificate flags) go before or after the command.
 """
 
 from __future__ import annotations
@@ -10,13 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import urllib3
 
 from daemonjob import budgetflags, defaults
 from daemonjob.kubectl import (
     client,
+    connection,
     create,
     listing,
     logs,
@@ -28,94 +28,31 @@ from daemonjob.kubectl import (
     runnow,
     status,
     suspend,
+    version,
     wait,
 )
-from daemonjob.kubectl.client import PluginError
+from daemonjob.kubectl.client import EXIT_ERROR, EXIT_OK, EXIT_USAGE, PluginError
+from daemonjob.kubectl.helptext import EXAMPLES, EXIT_STATUS
+from daemonjob.kubectl.timefmt import parse_duration
 from daemonjob.machinery.kube import ApiError
 
 Command = Callable[[argparse.Namespace, client.Target], int]
 
-EXAMPLES = {
-    "status": """examples:
-  kubectl daemonjob status node-setup             # header and one row per node
-  kubectl daemonjob status node-setup --failed    # only failed nodes; exit 2 if any
-  kubectl daemonjob status node-setup -o wide     # full messages, pods, revisions
-  kubectl daemonjob status node-setup -l zone=a   # nodes with this label only
-  kubectl daemonjob status node-setup -o json | jq '.nodes[] | select(.state=="failed")'
-""",
-    "results": """examples:
-  kubectl daemonjob results node-audit                        # every node's recorded result
-  kubectl daemonjob results node-audit --group-by             # nodes grouped by exit code and message
-  kubectl daemonjob results node-audit --group-by .kernel     # grouped by a field of a JSON message
-  kubectl daemonjob results node-audit --failed -o csv > failed.csv
-  kubectl daemonjob results node-audit --revision 5f9c2d1e0a  # an earlier revision still kept
-""",
-    "wait": """examples:
-  kubectl daemonjob wait node-setup --timeout 10m   # exit 0 Complete, 2 Failed, 1 timeout
-  kubectl daemonjob rollout status node-setup       # the same, in kubectl rollout's words
-""",
-    "logs": """examples:
-  kubectl daemonjob logs node-setup                       # every node's output, [node] prefixed
-  kubectl daemonjob logs node-setup --failed --tail 20    # the last words of failed nodes
-  kubectl daemonjob logs node-setup --output-dir out/     # out/<node>.log, one file per node
-  kubectl daemonjob logs node-setup --node node-07 -c setup
-""",
-    "rerun": """examples:
-  kubectl daemonjob rerun node-setup                   # every node again (a new revision)
-  kubectl daemonjob rerun node-setup --failed --yes    # only the nodes that failed
-  kubectl daemonjob rerun node-setup --node node-03 --node node-07
-""",
-    "pause": """examples:
-  kubectl daemonjob pause node-setup     # no new node starts; running Jobs finish, ticks are skipped
-  kubectl daemonjob resume node-setup
-""",
-    "resume": """examples:
-  kubectl daemonjob resume node-setup    # the rollout goes on where it stopped
-""",
-    "promote": """examples:
-  kubectl daemonjob promote node-setup   # the canaried revision (or run) goes on to every node
-""",
-    "release": """examples:
-  kubectl daemonjob release node-setup --node node-07            # uncordon a failed node kept cordoned
-  kubectl daemonjob release node-setup --node node-03,node-07 --dry-run
-  kubectl daemonjob release node-setup --all                     # every node it keeps cordoned
-""",
-    "run-now": """examples:
-  kubectl daemonjob run-now nightly-cleanup                       # one run now on every eligible node
-  kubectl daemonjob run-now nightly-cleanup --wait --timeout 30m  # and follow it: exit 0, 2 failed, 1 timeout
-""",
-    "create": """examples:
-  kubectl daemonjob create collect-dmesg --image busybox:1.36 -- sh -c 'dmesg | tail'
-  kubectl daemonjob create upgrade --image tool:1.2 -l pool=gpu --max-parallel 10% -- upgrade.sh
-  kubectl daemonjob create nightly --image tool:1.2 --schedule '0 3 * * *' --time-zone Europe/Berlin -- cleanup
-  kubectl daemonjob create x --image busybox:1.36 --dry-run=client -o yaml -- true
-""",
-    "plan": """examples:
-  kubectl daemonjob plan -f node-setup.yaml        # before kubectl apply: nodes, order, waves, gates
-  kubectl daemonjob plan node-setup                # the applied one, on the cluster as it is now
-  kubectl daemonjob plan -f node-setup.yaml -o json | jq '.waves[0]'
-exit status: 0; 1 when the DaemonJob would be refused or Stalled
-""",
-    "list": """examples:
-  kubectl daemonjob list -A
-  kubectl daemonjob list -n ops -l team=storage
-""",
-}
+
+class Parser(argparse.ArgumentParser):
+    """A usage error in one line on stderr, as every other error, and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {message} (see '{self.prog} --help')\n")
 
 
-def _connection_flags(parser: argparse.ArgumentParser, top: bool) -> None:
-    """kubectl's global flags, accepted before and after the command (later ones win)."""
-    d: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
-    parser.add_argument("-n", "--namespace", help="the namespace (default: the context's, else default)", **d)
-    parser.add_argument(
-        "-A",
-        "--all-namespaces",
-        action="store_true",
-        help="look in every namespace (for NAME: the one namespace holding it)",
-        **d,
-    )
-    parser.add_argument("--context", help="the kubeconfig context to use", **d)
-    parser.add_argument("--kubeconfig", help="path to the kubeconfig file", **d)
+def _duration(text: str) -> str:
+    """A duration flag checked when parsed (a usage error), kept as typed for the messages."""
+    try:
+        parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _output_flag(parser: argparse.ArgumentParser, choices: Sequence[str]) -> None:
@@ -123,22 +60,28 @@ def _output_flag(parser: argparse.ArgumentParser, choices: Sequence[str]) -> Non
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kubectl daemonjob", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    # No abbreviated flags, as kubectl: `version --client` must not read as --client-key.
+    parser = Parser(
+        prog="kubectl daemonjob",
+        allow_abbrev=False,
+        description=__doc__,
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _connection_flags(parser, top=True)
+    connection.add_flags(parser, top=True)
+    parser.add_argument("--version", action="store_true", help="the same as the version command")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-    common = argparse.ArgumentParser(add_help=False)
-    _connection_flags(common, top=False)
+    common = Parser(add_help=False, allow_abbrev=False)
+    connection.add_flags(common, top=False)
 
     def command(name: str, help_: str, run: Command, **kw: Any) -> argparse.ArgumentParser:
         p = sub.add_parser(
             name,
+            allow_abbrev=False,
             help=help_,
             description=help_,
             parents=[common],
-            epilog=EXAMPLES.get(name),
+            epilog=EXAMPLES.get(name, "") + "\n" + EXIT_STATUS,
             formatter_class=argparse.RawDescriptionHelpFormatter,
             **kw,
         )
@@ -179,11 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _output_flag(p, ("wide", "json", "yaml", "csv"))
 
-    p = command("wait", "Follow a rollout until Complete (exit 0), Failed (exit 2) or the timeout (exit 1).", wait.run)
+    p = command("wait", "Follow a rollout until Complete (exit 0), Failed (exit 3) or the timeout (exit 1).", wait.run)
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--timeout", help="give up after this long (e.g. 30s, 10m); default: never")
+    p.add_argument("--timeout", type=_duration, help="give up after this long (e.g. 30s, 10m); default: never")
     rollout = sub.add_parser(
         "rollout",
+        allow_abbrev=False,
         help="kubectl rollout's verbs: `rollout status NAME` waits like `wait`",
         description="kubectl rollout's verbs: `rollout status NAME` waits like `wait`",
     )
@@ -191,22 +135,23 @@ def build_parser() -> argparse.ArgumentParser:
     rollout_sub.required = True
     p = rollout_sub.add_parser(
         "status",
+        allow_abbrev=False,
         parents=[common],
         help="the same as `wait`",
         description="The same as `wait`",
-        epilog=EXAMPLES["wait"],
+        epilog=EXAMPLES["wait"] + "\n" + EXIT_STATUS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.set_defaults(run=wait.run)
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--timeout", help="give up after this long (e.g. 30s, 10m); default: never")
+    p.add_argument("--timeout", type=_duration, help="give up after this long (e.g. 30s, 10m); default: never")
 
     p = command("logs", "Print every node's output, each line prefixed by its node.", logs.run)
     p.add_argument("name", metavar="NAME")
     node_filters(p)
     p.add_argument("-c", "--container", help="this container only (default: every container of the pod)")
     p.add_argument("--tail", type=int, default=-1, help="the last N lines of each node's log")
-    p.add_argument("--since", help="only lines newer than this (e.g. 10s, 5m, 1h)")
+    p.add_argument("--since", type=_duration, help="only lines newer than this (e.g. 10s, 5m, 1h)")
     p.add_argument("--timestamps", action="store_true", help="add the time to every line")
     p.add_argument("--output-dir", metavar="DIR", help="write DIR/<node>.log per node instead of printing")
     p.add_argument("--no-prefix", action="store_true", help="print lines without the [node] prefix")
@@ -223,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--failed", action="store_true", help="re-run the nodes whose Job failed")
     group.add_argument(
         "--node", action="append", metavar="NODE", type=_node_list, help="re-run this node (repeat, or comma-separated)"
+    )
+    group.add_argument(
+        "--all",
+        action="store_true",
+        help="re-run every eligible node (a new revision); without a scope the command asks on a terminal "
+        "and refuses elsewhere",
     )
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
@@ -266,8 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
         "run-now", "Start one run now on every eligible node (the daemonjob.io/run-now annotation).", runnow.run
     )
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--wait", action="store_true", help="follow that run to its end: exit 0 succeeded, 2 failed")
-    p.add_argument("--timeout", help="with --wait: give up after this long (e.g. 30s, 10m); default: never")
+    p.add_argument("--wait", action="store_true", help="follow that run to its end: exit 0 succeeded, 3 failed")
+    p.add_argument(
+        "--timeout", type=_duration, help="with --wait: give up after this long (e.g. 30s, 10m); default: never"
+    )
 
     p = command("create", "Create a DaemonJob running COMMAND on every selected node.", create.run)
     p.add_argument("name", metavar="NAME")
@@ -284,6 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--restart", choices=["Never", "OnFailure"], default="Never", help="the pod's restartPolicy")
     p.add_argument("--backoff-limit", type=int, default=0, help="retries per node (default %(default)s)")
+    p.add_argument(
+        "--cordon", action="store_true", help="cordon each node around its Job (spec.nodeMaintenance.cordon)"
+    )
+    p.add_argument(
+        "--drain", action="store_true", help="cordon and drain each node before its Job (spec.nodeMaintenance.drain)"
+    )
     p.add_argument("--container-name", help="the container's name (default: NAME)")
     p.add_argument("--pod-annotation", action="append", metavar="KEY=VALUE", help="an annotation on every pod")
     p.add_argument(
@@ -315,7 +274,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("list", "List DaemonJobs with their counts.", listing.run)
     p.add_argument("-l", "--selector", help="DaemonJobs with these labels")
     _output_flag(p, ("json", "yaml"))
+
+    p = command("version", "Print the plugin's version, and the controller's and the CRD's.", _no_command)
+    p.add_argument("--client", action="store_true", help="the plugin's version only, without asking the cluster")
+    _output_flag(p, ("json", "yaml"))
     return parser
+
+
+def _no_command(args: argparse.Namespace, target: client.Target) -> int:
+    raise AssertionError("handled in main")
 
 
 def _node_list(text: str) -> list[str]:
@@ -333,6 +300,14 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.version and args.command is None:
+        args.command, args.client, args.output = "version", False, None
+    if args.command is None:
+        parser.error("a command is required")
+    if args.impersonate_groups and not args.impersonate:
+        parser.error("--as-group needs --as: impersonating groups takes a user")
+    if args.insecure_skip_tls_verify and args.certificate_authority:
+        parser.error("--certificate-authority and --insecure-skip-tls-verify do not go together")
     if trailing and args.command != "create":
         parser.error(f"unexpected arguments after --: {' '.join(trailing)}")
     if args.command == "create":
@@ -343,13 +318,20 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # bare `kubectl daemonjob`: what it can do
+        build_parser().print_help()
+        return EXIT_OK
+    args = parse(argv)
+    conn = connection.Connection.from_args(args)
     target: client.Target | None = None
     try:
+        if args.command == "version":
+            return version.run(args, lambda: client.connect(conn, args.namespace, args.all_namespaces))
         if args.command == "create" and args.dry_run == "client":
             target = client.Target(None, args.namespace or client.context_namespace(args.kubeconfig, args.context))
         else:
-            target = client.connect(args.kubeconfig, args.context, args.namespace, args.all_namespaces)
+            target = client.connect(conn, args.namespace, args.all_namespaces)
         return args.run(args, target)
     except PluginError as exc:
         print(
@@ -358,19 +340,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code
     except ApiError as exc:
         print(client.api_error_line(exc), file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except urllib3.exceptions.HTTPError as exc:
         assert target is not None
         print(f"error: {client.describe_connection_error(target.kube, exc)}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except ValueError as exc:  # a duration or number the user typed
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `| head`
         sys.stderr.close()
-        return 0
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""Connection and namespace as kubectl resolves them, and the few reads every command shares.
+"""Connection and namespace as kubectl resolves them, the exit statuses, and the few reads every command shares.
 
 `--kubeconfig`, `--context` and `-n` win; otherwise KUBECONFIG (several files merged) or
 ~/.kube/config, the context's namespace, then "default"; in a pod, its service account.
+kubectl's other global flags (--as, --server, --token...) are applied in connection.py.
 """
 
 from __future__ import annotations
@@ -19,17 +20,24 @@ import urllib3
 from kubernetes import config as k8s_config
 
 from daemonjob.domain.jobs import API_VERSION, LABEL_NAME, PLURAL
+from daemonjob.kubectl import connection
 from daemonjob.machinery.kube import ApiError, ConfigError, Kube, path_for
 
 RESOURCE = f"{PLURAL}.daemonjob.io"
 KIND_RESOURCE = "daemonjob.daemonjob.io"  # kubectl's `kind.group/name` in what a write prints
 IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
+# Exit statuses, the same for every command (listed in `kubectl daemonjob --help`).
+EXIT_OK = 0
+EXIT_ERROR = 1  # no such DaemonJob, no cluster, refused by the API server, a timeout, cancelled
+EXIT_USAGE = 2  # the command line: an unknown command or flag, a bad or missing value, flags that do not go together
+EXIT_FAILED = 3  # the DaemonJob has failed nodes (status, results) or its rollout or run failed (wait, run-now --wait)
+
 
 class PluginError(Exception):
     """A problem said in one line on stderr, with the command's exit status."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -63,13 +71,13 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str:
     return ((chosen or {}).get("context") or {}).get("namespace") or "default"
 
 
-def connect(kubeconfig: str | None, context: str | None, namespace: str | None, all_namespaces: bool = False) -> Target:
+def connect(conn: connection.Connection, namespace: str | None, all_namespaces: bool = False) -> Target:
     try:
-        kube = Kube.from_config(kubeconfig, context=context)
+        kube = connection.connect(conn)
     except ConfigError as exc:
         raise PluginError(str(exc)) from None
     kube.configuration.connection_pool_maxsize = max(kube.configuration.connection_pool_maxsize, 32)
-    return Target(kube, namespace or context_namespace(kubeconfig, context), all_namespaces)
+    return Target(kube, namespace or context_namespace(conn.kubeconfig, conn.context), all_namespaces)
 
 
 def describe_connection_error(kube: Kube, exc: urllib3.exceptions.HTTPError) -> str:

@@ -23,9 +23,17 @@ FILTER_DIRS = 16
 # whose NAME is an existing DaemonJob
 _NAME_COMMANDS = {"status", "wait", "logs", "rerun", "pause", "resume", "run-now", "promote", "release", "plan"}
 _DIR_FLAGS = {"--output-dir"}
-_FILE_FLAGS = {"--kubeconfig", "--filename"}
+_FILE_FLAGS = {"--kubeconfig", "--filename", "--certificate-authority", "--client-certificate", "--client-key"}
 
 Lookup = Callable[[str, argparse.Namespace], list[str]]  # (what, connection flags) -> names
+
+
+def _connection_flags() -> argparse.Namespace:
+    """kubectl's global flags that take a value, unset: the words typed so far fill them in."""
+    from daemonjob.kubectl.connection import Connection
+
+    skipped = ("impersonate_groups", "request_timeout")  # no lookup needs them
+    return argparse.Namespace(**{f: None for f in vars(Connection()) if f not in skipped})
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -49,7 +57,7 @@ def complete(words: Sequence[str], lookup: Lookup) -> tuple[list[str], int]:
 
     *done, current = words or [""]
     parser = build_parser()
-    connection = argparse.Namespace(namespace=None, all_namespaces=False, context=None, kubeconfig=None)
+    connection = argparse.Namespace(namespace=None, all_namespaces=False, **vars(_connection_flags()))
     command: list[str] = []
     positionals = 0
     expect: argparse.Action | None = None
@@ -129,12 +137,13 @@ def cluster_lookup(what: str, connection: argparse.Namespace) -> list[str]:
 
     from daemonjob.domain.jobs import API_VERSION
     from daemonjob.kubectl import client
+    from daemonjob.kubectl.connection import Connection
     from daemonjob.machinery.kube import path_for
 
     if what == "contexts":
         contexts, _ = k8s_config.list_kube_config_contexts(config_file=connection.kubeconfig)
         return [c["name"] for c in contexts]
-    target = client.connect(connection.kubeconfig, connection.context, connection.namespace, connection.all_namespaces)
+    target = client.connect(Connection.from_args(connection), connection.namespace, connection.all_namespaces)
     target.kube.timeout = 5.0  # a shell waiting on a tab press
     if what == "namespaces":
         path = path_for("v1", "namespaces")

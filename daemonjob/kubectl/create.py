@@ -26,7 +26,7 @@ def parse_selector(text: str) -> dict[str, Any]:
     try:
         return parse_selector_text(text)
     except InvalidSelector as exc:
-        raise PluginError(str(exc)) from None
+        raise PluginError(str(exc), client.EXIT_USAGE) from None
 
 
 def parse_int_or_percent(text: str, flag: str, minimum: int) -> int | str:
@@ -35,9 +35,11 @@ def parse_int_or_percent(text: str, flag: str, minimum: int) -> int | str:
     try:
         value = int(text)
     except ValueError:
-        raise PluginError(f"invalid {flag} {text!r}: an integer or a percentage such as 25%") from None
+        raise PluginError(
+            f"invalid {flag} {text!r}: an integer or a percentage such as 25%", client.EXIT_USAGE
+        ) from None
     if value < minimum:
-        raise PluginError(f"invalid {flag} {text!r}: must be at least {minimum}")
+        raise PluginError(f"invalid {flag} {text!r}: must be at least {minimum}", client.EXIT_USAGE)
     return value
 
 
@@ -46,7 +48,7 @@ def parse_pairs(items: list[str] | None, flag: str) -> dict[str, str]:
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise PluginError(f"invalid {flag} {item!r}: expected KEY=VALUE")
+            raise PluginError(f"invalid {flag} {item!r}: expected KEY=VALUE", client.EXIT_USAGE)
         out[key] = value
     return out
 
@@ -77,7 +79,9 @@ def build_manifest(args: argparse.Namespace, namespace: str) -> dict[str, Any]:
         if args.concurrency_policy:
             spec["concurrencyPolicy"] = args.concurrency_policy
     elif args.time_zone or args.concurrency_policy:
-        raise PluginError("--time-zone and --concurrency-policy need --schedule")
+        raise PluginError("--time-zone and --concurrency-policy need --schedule", client.EXIT_USAGE)
+    if args.cordon or args.drain:  # the webhook checks the requester may cordon (and drain) nodes
+        spec["nodeMaintenance"] = {"cordon": True, **({"drain": {}} if args.drain else {})}
     manifest = {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -92,7 +96,7 @@ def build_manifest(args: argparse.Namespace, namespace: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, target: client.Target) -> int:
     if not args.image:
-        raise PluginError("required flag --image not set")
+        raise PluginError("required flag --image not set", client.EXIT_USAGE)
     manifest = build_manifest(args, target.namespace)
     if args.dry_run == "client":
         if args.output in ("json", "yaml"):

@@ -280,7 +280,7 @@ def make_plan(
 
 def run(args: argparse.Namespace, target: Target) -> int:
     if (args.name is None) == (args.filename is None):
-        raise PluginError("give either NAME (a DaemonJob applied) or -f FILE (one to apply)")
+        raise PluginError("give either NAME (a DaemonJob applied) or -f FILE (one to apply)", client.EXIT_USAGE)
     budget = (args.max_unavailable_nodes, args.protected_node_selector)
     plan, refused = make_plan(target, args.name, args.filename, args.prometheus_url, budget)
     if args.output:

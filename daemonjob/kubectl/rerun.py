@@ -1,5 +1,9 @@
 """`rerun NAME`: everywhere (a new revision, like `kubectl rollout restart`), or only some nodes.
 
+Every node is a fleet-wide action, so it is never the default: without `--failed`, `--node`
+or `--all` the command asks on a terminal and refuses elsewhere (scripts, CI), as `kubectl
+drain` refuses DaemonSet pods without its flag.
+
 Deleting a node's Job of the current revision makes that node pending again, and the
 controller runs it there again; no other node is touched. Preconditions on the Job's uid
 keep a Job the controller has already recreated from being deleted by mistake.
@@ -27,7 +31,7 @@ def rerun_patch(now: datetime) -> dict:
 
 def confirm(question: str, assume_yes: bool) -> bool:
     """Ask on a terminal; elsewhere (scripts, CI) proceed, as `--yes` would."""
-    if assume_yes or not (sys.stdin.isatty() and is_terminal(sys.stderr)):
+    if assume_yes or not interactive():
         return True
     sys.stderr.write(f"{question} [y/N] ")
     sys.stderr.flush()
@@ -47,7 +51,7 @@ def pick(rows: list[NodeRow], nodes: list[str] | None, failed: bool) -> tuple[li
         elif not row.job and row.state == SUCCEEDED:
             problems.append(
                 f'node "{node}" has no Job to delete: its result stands for it (spec.results.deleteSucceededJobs); '
-                "`rerun NAME` re-runs every node"
+                "`rerun NAME --all` re-runs every node"
             )
         elif not row.job:
             problems.append(f'node "{node}" has no Job of the current revision ({row.state}): nothing to re-run')
@@ -61,12 +65,21 @@ def _names(rows: list[NodeRow]) -> str:
     return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
 
 
+NO_SCOPE = "say which nodes: --failed, --node NODE, or --all for every eligible node (a new revision)"
+
+
+def interactive() -> bool:
+    return sys.stdin.isatty() and is_terminal(sys.stderr)
+
+
 def run(args: argparse.Namespace, target: client.Target) -> int:
     if not args.failed and not args.node:
+        if not args.all and (args.yes or not interactive()):  # no one to ask: never every node by default
+            raise client.PluginError(NO_SCOPE, client.EXIT_USAGE)
         client.get_daemonjob(target, args.name)  # "not found" in kubectl's words
         if not confirm(f'Re-run daemonjob "{args.name}" on every eligible node (a new revision)?', args.yes):
             print("cancelled", file=sys.stderr)
-            return 1
+            return client.EXIT_ERROR
         target.kube.patch(
             path_for(API_VERSION, client.PLURAL, target.namespace, args.name), rerun_patch(datetime.now(timezone.utc))
         )

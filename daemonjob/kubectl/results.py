@@ -24,7 +24,7 @@ from daemonjob.kubectl import client, output
 from daemonjob.kubectl.timefmt import between
 from daemonjob.machinery.kube import ApiError, path_for
 
-EXIT_FAILED_NODES = 2
+EXIT_FAILED_NODES = client.EXIT_FAILED
 HEADERS = ["NODE", "STATE", "EXIT CODE", "REASON", "DURATION", "FINISHED", "MESSAGE"]
 WIDE_HEADERS = [*HEADERS[:-1], "JOB", "ATTEMPT", "MESSAGE"]
 CSV_FIELDS = ["node", "state", "exitCode", "reason", "startTime", "finishTime", "job", "attempt", "revision", "run"]

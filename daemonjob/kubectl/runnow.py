@@ -78,7 +78,7 @@ class RunProgress:
 
 def run(args: argparse.Namespace, target: client.Target) -> int:
     if args.timeout and not args.wait:
-        raise PluginError("--timeout applies only with --wait")
+        raise PluginError("--timeout applies only with --wait", client.EXIT_USAGE)
     timeout = parse_duration(args.timeout) if args.timeout else 0.0
     start = time.monotonic()
     dj = client.get_daemonjob(target, args.name)

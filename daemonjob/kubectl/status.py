@@ -1,4 +1,4 @@
-"""`status NAME`: the rollout in words, then one row per node; exit 2 when a shown node failed."""
+"""`status NAME`: the rollout in words, then one row per node; exit 3 when a shown node failed."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from daemonjob.kubectl.nodes import NodeRow, NodeView, build_view, count_rows
 from daemonjob.kubectl.timefmt import between, human_duration
 from daemonjob.machinery.kube import ApiError
 
-EXIT_FAILED_NODES = 2
+EXIT_FAILED_NODES = client.EXIT_FAILED
 HEADERS = ["NODE", "STATE", "JOB", "ATTEMPT", "STARTED", "DURATION", "EXIT CODE", "REASON", "MESSAGE"]
 WIDE_HEADERS = [*HEADERS, "POD", "REVISION", "ELIGIBILITY"]
 CONDITION_WORDS = {"Complete": "complete", "Failed": "failed", "Stalled": "stalled", "Reconciling": "rolling out"}

@@ -1,4 +1,4 @@
-"""`wait NAME` / `rollout status NAME`: follow a rollout to Complete (exit 0) or Failed (exit 2).
+"""`wait NAME` / `rollout status NAME`: follow a rollout to Complete (exit 0) or Failed (exit 3).
 
 Reads only the DaemonJob (its status carries the counts), once a second: cheap at any scale.
 A verdict counts only once the controller has observed the current generation.
@@ -22,8 +22,8 @@ from daemonjob.kubectl.timefmt import human_duration, parse_duration
 if TYPE_CHECKING:
     from rich.console import Console
 
-EXIT_FAILED = 2
-EXIT_TIMEOUT = 1
+EXIT_FAILED = client.EXIT_FAILED
+EXIT_TIMEOUT = client.EXIT_ERROR
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ import urllib3.connection
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
+from urllib3 import HTTPHeaderDict
 from urllib3.exceptions import ProtocolError
 
 from daemonjob import defaults
@@ -55,6 +56,8 @@ class ConfigError(Exception):
 
 
 RequestHook = Callable[[str, str, int], None]  # verb, resource, HTTP code (0 = no answer)
+# A dict, or with headers that repeat (Impersonate-Group), urllib3's multi-valued mapping.
+Headers = dict[str, str] | HTTPHeaderDict
 
 
 @dataclass
@@ -67,9 +70,12 @@ class Kube:
     timeout: float = defaults.API_REQUEST_TIMEOUT
     credentials_recheck: float = defaults.API_CREDENTIALS_RECHECK  # seconds between refresh hook calls
     now: Callable[[], float] = time.monotonic
+    # More headers on every request, a name may repeat: kubectl's --as and --as-group
+    # (Impersonate-User, one Impersonate-Group per group), which the client's Configuration has no field for.
+    extra_headers: tuple[tuple[str, str], ...] = ()
     _pool: urllib3.PoolManager = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _headers_cache: tuple[float, dict[str, str]] | None = field(default=None, init=False, repr=False)
+    _headers_cache: tuple[float, Headers] | None = field(default=None, init=False, repr=False)
     # False once a server (or a proxy before it) closed a connection with creates sent together unanswered
     pipelining: bool = field(default=True, init=False)
 
@@ -108,11 +114,13 @@ class Kube:
         return cls(cfg, **kw)
 
     # -- requests -----------------------------------------------------------------------
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        base = self._base_headers()  # shared: a copy for each request
-        return {**base, "Content-Type": content_type} if content_type else dict(base)
+    def _headers(self, content_type: str | None) -> Headers:
+        headers = self._base_headers().copy()  # shared: a copy for each request
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
 
-    def _base_headers(self) -> dict[str, str]:
+    def _base_headers(self) -> Headers:
         """Accept, User-Agent and credentials, made again at most every `credentials_recheck` s.
 
         The kubeconfig and in-cluster loaders hand over a refresh hook that renews an expiring
@@ -126,10 +134,14 @@ class Kube:
             return cached[1]
         cfg = self.configuration
         with self._lock:
-            headers = {"Accept": "application/json", "User-Agent": defaults.USER_AGENT}
+            headers: Headers = {"Accept": "application/json", "User-Agent": defaults.USER_AGENT}
             token = cfg.get_api_key_with_prefix("authorization", alias="BearerToken")  # runs the hook
             if token:
                 headers["Authorization"] = token
+            if self.extra_headers:
+                headers = HTTPHeaderDict(headers)
+                for name, value in self.extra_headers:
+                    headers.add(name, value)
             self._headers_cache = (now, headers)
         return headers
 

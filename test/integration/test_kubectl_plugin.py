@@ -154,7 +154,7 @@ def status_json(env: Env, name: str, *extra: str) -> tuple[int, dict[str, Any]]:
 
 def test_status_shows_each_node_as_the_api_server_has_it(env: Env) -> None:
     code, doc = status_json(env, "collect")
-    assert code == 2, "failed nodes give a non-zero exit"
+    assert code == 3, "failed nodes give a non-zero exit"
     rows = {r["node"]: r for r in doc["nodes"]}
     assert set(rows) == set(env.nodes)
     failing, ok = env.eligible[0], env.eligible[1:]
@@ -170,7 +170,7 @@ def test_status_shows_each_node_as_the_api_server_has_it(env: Env) -> None:
     assert doc["counts"]["failed"] == 1 and doc["counts"]["succeeded"] == 2 and doc["counts"]["desired"] == 3
 
     table = env.kubectl("daemonjob", "status", "collect")
-    assert table.returncode == 2
+    assert table.returncode == 3  # a shown node failed
     lines = table.stdout.splitlines()
     header = next(line for line in lines if line.startswith("NODE"))
     assert header.split() == [
@@ -198,7 +198,7 @@ def test_status_shows_each_node_as_the_api_server_has_it(env: Env) -> None:
 
 def test_status_reports_oomkilled(env: Env) -> None:
     code, doc = status_json(env, "oom")
-    assert code == 2
+    assert code == 3
     row = next(r for r in doc["nodes"] if r["node"] == env.eligible[1])
     assert (row["state"], row["exit_code"], row["reason"]) == ("failed", 137, "OOMKilled")
 
@@ -250,7 +250,7 @@ def test_wait_exits_zero_on_complete_and_non_zero_on_failed(env: Env) -> None:
     assert ok.returncode == 0, ok.stderr
     assert "successfully rolled out" in ok.stdout and "3/3 nodes done" in ok.stdout
     failed = env.kubectl("daemonjob", "rollout", "status", "collect", "--timeout", "30s")
-    assert failed.returncode == 2
+    assert failed.returncode == 3
     assert "failed" in failed.stderr and env.eligible[0] in failed.stderr
 
 
@@ -280,7 +280,7 @@ def test_rerun_failed_reruns_exactly_the_failed_nodes(env: Env) -> None:
 def test_rerun_everything_makes_a_new_revision(env: Env) -> None:
     path = path_for(DJ_API, "daemonjobs", env.ns, "fine")
     revision = env.kube.get(path)["status"]["currentRevision"]
-    out = env.kubectl("daemonjob", "rerun", "fine")
+    out = env.kubectl("daemonjob", "rerun", "fine", "--all")  # no terminal to ask on: the scope is said
     assert out.returncode == 0, out.stderr
     dj = env.kube.get(path)
     assert "daemonjob.io/rerun-at" in dj["spec"]["jobTemplate"]["metadata"]["annotations"]
@@ -326,20 +326,20 @@ def test_create_dry_run_yields_a_daemonjob_the_api_server_accepts(env: Env) -> N
 
 
 @pytest.mark.parametrize(
-    "argv, words",
+    "argv, words, code",
     [
-        (["daemonjob", "status", "no-such-dj"], "not found"),
-        (["daemonjob", "logs", "no-such-dj"], "not found"),
-        (["daemonjob", "status", "collect", "-l", "a in ("], "unable to parse"),
-        (["daemonjob", "create", "bad", "--image", "x", "-l", "a in (", "--dry-run=client"], "invalid selector"),
-        (["daemonjob", "wait", "fine", "--timeout", "soon"], "invalid duration"),
-        (["daemonjob", "release", "fine", "--node", "no-such-node"], 'nodes "no-such-node" not found'),
-        (["daemonjob", "release", "no-such-dj", "--all"], "not found"),
+        (["daemonjob", "status", "no-such-dj"], "not found", 1),
+        (["daemonjob", "logs", "no-such-dj"], "not found", 1),
+        (["daemonjob", "status", "collect", "-l", "a in ("], "unable to parse", 1),
+        (["daemonjob", "create", "bad", "--image", "x", "-l", "a in (", "--dry-run=client"], "invalid selector", 2),
+        (["daemonjob", "wait", "fine", "--timeout", "soon"], "invalid duration", 2),  # a usage error
+        (["daemonjob", "release", "fine", "--node", "no-such-node"], 'nodes "no-such-node" not found', 1),
+        (["daemonjob", "release", "no-such-dj", "--all"], "not found", 1),
     ],
 )
-def test_bad_input_gives_one_clear_line(env: Env, argv: list[str], words: str) -> None:
+def test_bad_input_gives_one_clear_line(env: Env, argv: list[str], words: str, code: int) -> None:
     out = env.kubectl(*argv)
-    assert out.returncode == 1
+    assert out.returncode == code
     assert len(out.stderr.strip().splitlines()) == 1 and words in out.stderr, out.stderr
 
 
@@ -375,7 +375,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 def test_status_on_a_terminal_colours_states_in_kubectl_columns(env: Env) -> None:
     code, screen = env.kubectl_tty("daemonjob", "status", "collect", columns=80)
-    assert code == 2, screen
+    assert code == 3, screen
     assert "\x1b[1;31mfailed" in screen and "\x1b[32msucceeded" in screen
     lines = ANSI.sub("", screen).replace("\r\n", "\n").splitlines()
     header = next(line for line in lines if line.startswith("NODE"))
@@ -410,7 +410,7 @@ def test_wait_on_a_terminal_draws_a_progress_bar_to_the_end(env: Env, kube: Kube
 
     code, screen = env.kubectl_tty("daemonjob", "rollout", "status", "collect", "--timeout", "30s")
     text = ANSI.sub("", screen)
-    assert code == 2 and "1 failed" in text and 'daemonjob "collect" failed' in text
+    assert code == 3 and "1 failed" in text and 'daemonjob "collect" failed' in text
 
 
 def test_create_with_a_schedule_keeps_it_through_kubectl_apply(env: Env) -> None:
@@ -472,7 +472,7 @@ def test_status_with_a_label_selector_counts_only_the_matching_nodes(env: Env) -
     env.kube.patch(path_for("v1", "nodes", name=failing), {"metadata": {"labels": {"zone": "a"}}})
     try:
         code, doc = status_json(env, "collect", "-l", "zone=a")
-        assert code == 2
+        assert code == 3
         assert [r["node"] for r in doc["nodes"]] == [failing]
         counts = doc["counts"]
         assert (counts["desired"], counts["failed"], counts["succeeded"], counts["active"], counts["pending"]) == (
@@ -517,7 +517,7 @@ def test_pause_holds_new_jobs_and_resume_lets_the_rollout_go_on(env: Env, kube: 
     assert again.returncode == 1 and again.stderr == 'error: daemonjobs.daemonjob.io "held" is already paused\n'
 
     before = {j["metadata"]["uid"] for j in env.jobs("held")}
-    assert env.kubectl("daemonjob", "rerun", "held").returncode == 0  # a new revision, while paused
+    assert env.kubectl("daemonjob", "rerun", "held", "--all").returncode == 0  # a new revision, while paused
     generation = kube.get(path)["metadata"]["generation"]
     wait_for(
         lambda: kube.get(path).get("status", {}).get("observedGeneration") == generation,
@@ -566,7 +566,7 @@ def test_run_now_wait_follows_the_run_it_started(env: Env, kube: Kube) -> None:
     assert all(job_state(j) == "succeeded" for j in ran)
 
     failed = env.kubectl("daemonjob", "run-now", "collect", "--wait", "--timeout", "60s")
-    assert failed.returncode == 2, failed.stderr
+    assert failed.returncode == 3, failed.stderr
     assert 'daemonjob "collect" run now-' in failed.stderr and env.eligible[0] in failed.stderr
 
     plain = env.kubectl("daemonjob", "run-now", "fine")  # without --wait: the request only

@@ -424,6 +424,7 @@ def test_completion_offers_commands_flags_and_choices_without_a_cluster() -> Non
         "plan",
         "list",
         "results",
+        "version",
     }
     assert complete(["rollout", ""], no_cluster)[0] == ["status\tThe same as `wait`"]
     assert complete(["plan", "-f", ""], no_cluster) == ([], 0)  # a file: the shell's own
@@ -437,7 +438,7 @@ def test_completion_offers_commands_flags_and_choices_without_a_cluster() -> Non
     assert complete(["create", "x", "--", "sh", ""], no_cluster) == ([], 0)  # the shell's own (files)
     assert complete(["status", "x", ""], no_cluster) == ([], NO_FILE)  # NAME given already
     assert complete(["run-now", "x", "--w"], no_cluster)[0] == ["--wait"]
-    assert complete(["run-now", "x", "--wait", "--t"], no_cluster)[0] == ["--timeout"]
+    assert complete(["run-now", "x", "--wait", "--ti"], no_cluster)[0] == ["--timeout"]
     assert complete(["pause", "x", ""], no_cluster) == ([], NO_FILE)
 
 
