@@ -2,7 +2,7 @@
 
 Read from the DaemonJobReports the controller keeps (one list, however many nodes), so it
 answers after the pods, the Jobs and even the nodes are gone. A node retried shows its
-latest attempt. Exit 2 when a shown node failed, as `status` does. Without the reports' CRD
+latest attempt. Exit 3 when a shown node failed, as `status` does. Without the reports' CRD
 (the API server answers 404 for its resource) it says so and how to install it, rather than
 the API server's bare "404 page not found".
 """
@@ -49,12 +49,7 @@ def rollout_of(dj: Mapping[str, Any], revision: str | None, run: str | None) -> 
 def list_results(target: client.Target, name: str, rollout: str) -> list[dict[str, Any]]:
     """Every result of the rollout in one list request (the reports of all its chunks)."""
     selector = f"{LABEL_NAME}={name}" + (f",{LABEL_ROLLOUT}={rollout}" if rollout else "")
-    try:
-        items = target.kube.get(path_for(API_VERSION, PLURAL, target.namespace), labelSelector=selector)["items"]
-    except ApiError as exc:
-        if exc.not_found:  # a list answers 404 only when the resource is not served
-            raise client.PluginError(CRD_MISSING) from exc
-        raise
+    items = target.kube.get(path_for(API_VERSION, PLURAL, target.namespace), labelSelector=selector)["items"]
     items.sort(key=lambda r: int(r.get("chunk") or 0))
     return [r for report in items for r in report.get("results") or ()]
 
@@ -115,7 +110,13 @@ def write_csv(results: Sequence[Mapping[str, Any]], stream: Any = None) -> None:
 def run(args: argparse.Namespace, target: client.Target) -> int:
     dj = client.get_daemonjob(target, args.name)
     rollout = rollout_of(dj, args.revision, args.run_name)
-    shown = select(latest_per_node(list_results(target, args.name, rollout)), args.node, args.failed)
+    try:
+        recorded = list_results(target, args.name, rollout)
+    except ApiError as exc:
+        if exc.not_found:  # a list answers 404 only when the resource is not served
+            raise client.PluginError(CRD_MISSING) from exc
+        raise
+    shown = select(latest_per_node(recorded), args.node, args.failed)
     group_by = args.group_by
     grouped = Outcomes(None if group_by == "message" else group_by, names=None).extend(shown) if group_by else None
     doc_groups = [g.to_dict() for g in grouped.groups()] if grouped is not None else None
