@@ -142,8 +142,9 @@ class ClusterDisruption:
         return taken, admission
 
     def settle(self, taken: Sequence[Cordon], cordoned: Sequence[str], *, key: str) -> None:
-        """After the writes of `key`'s pass: its reservations of cordons not written end (room for
-        the others, once no other DaemonJob holds the node reserved); another's are left alone."""
+        """After the writes of `key`'s pass: its reservations of cordons not in place (`cordoned`:
+        written now, or found written by its earlier pass) end, making room once no other
+        DaemonJob holds the node reserved; another's are left alone."""
         done = set(cordoned)
         freed = False
         with self._lock:

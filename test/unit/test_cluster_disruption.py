@@ -316,3 +316,37 @@ def test_three_daemonjobs_through_the_controller_a_lost_cordon_race_frees_no_uni
         ctl.reconcile(f"{ns}/dj")
     cordoned = [n for n, body in control.nodes.items() if (body.get("spec") or {}).get("unschedulable")]
     assert cordoned == ["n0"], control.node_patches
+
+
+def test_a_second_pass_finding_its_own_cordon_in_place_keeps_the_reservation() -> None:
+    """A DaemonJob's next pass, from a Node cache that does not show its cordon yet, finds the
+    node already carrying its record (nothing to write): the unit stays taken, and another
+    DaemonJob cordons no second node at a limit of 1."""
+    informers = fake_informers()
+    bodies = {n: node(n, labels={"pool": p}) for n, p in (("n0", "mine"), ("n1", "other"), ("n2", "spare"))}
+    for body in bodies.values():
+        informers.nodes.add(body)
+    control = FakeNodeControl(bodies)
+    ctl = Controller(
+        informers,
+        FakeJobControl(),
+        clock=FakeClock(),
+        resync_interval=0,
+        node_control=control,
+        node_maintenance=NodeMaintenanceOptions(frozenset({"ns-a", "ns-c"}), max_unavailable_nodes=1),
+    )
+    for ns, pool in (("ns-a", "mine"), ("ns-c", "other")):
+        informers.daemonjobs.add(
+            daemonjob(
+                "dj",
+                ns,
+                uid=f"uid-{ns}",
+                nodeSelector={"matchLabels": {"pool": pool}},
+                nodeMaintenance={"cordon": True},
+            )
+        )
+    ctl.reconcile("ns-a/dj")
+    ctl.reconcile("ns-a/dj")  # the cache still shows n0 schedulable
+    ctl.reconcile("ns-c/dj")
+    cordoned = [n for n, body in control.nodes.items() if (body.get("spec") or {}).get("unschedulable")]
+    assert cordoned == ["n0"], control.node_patches
