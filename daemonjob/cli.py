@@ -299,10 +299,10 @@ def _both(first: Callable[[], str | None], second: Callable[[], str | None]) -> 
     return lambda: first() or second()
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["release-nodes"]:  # before the node powers go: see daemonjob/release.py
-        return release.main(argv[1:])
+def read_flags(argv: list[str]) -> tuple[argparse.Namespace, str | None]:
+    """The controller's flags as `main` reads them (argparse exits on a malformed one), with
+    every check that needs no cluster: the problem `main` reports, if any. A test runs each
+    command the chart and the manifests render through it."""
     args = parser().parse_args(argv)
     try:
         if args.metrics_bind_address is None:
@@ -313,8 +313,18 @@ def main(argv: list[str] | None = None) -> int:
         args.health_addr = parse_bind_address(args.health_probe_bind_address)
         args.webhook_addr = parse_bind_address(args.webhook_bind_address)
     except ValueError as exc:
-        return fail(str(exc))
+        return args, str(exc)
     if args.leader_elect and (problem := _lease_timings(args)):
+        return args, problem
+    return args, None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["release-nodes"]:  # before the node powers go: see daemonjob/release.py
+        return release.main(argv[1:])
+    args, problem = read_flags(argv)
+    if problem:
         return fail(problem)
     logsetup.configure(args.log_level, args.log_format)
     limit_malloc_arenas()  # before any thread starts

@@ -11,6 +11,12 @@ pre-delete hook (and as a pre-upgrade hook when nodeMaintenance.enabled turns fa
 behind it, it first stops new cordons for `--hold` seconds (an annotation on the controller's
 Lease that the controller reads before each cordon, cordonstop.py), waits a moment for a
 cordon decided before that, then releases: the powers are removed within that time.
+
+The stop is counted from the API server's time, not this machine's (`server_now`), and it is
+written whether or not the controller elects a leader (the Lease is created when there is none;
+the chart grants the Lease whenever it runs this). A stop that cannot be written ends the
+command with an error before anything is released: a release behind which a running
+controller may cordon again would leave a node cordoned with no record.
 """
 
 from __future__ import annotations
@@ -20,16 +26,15 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import structlog
 
 from daemonjob import defaults, logsetup
-from daemonjob.controller.cordonstop import stop_cordons, stop_for
+from daemonjob.controller.cordonstop import server_now, stop_cordons, stop_for
 from daemonjob.controller.nodecontrol import KubeNodeControl, NodeControl
 from daemonjob.controller.nodework import release_node
-from daemonjob.domain.jobs import API_VERSION, PLURAL
+from daemonjob.domain.jobs import API_VERSION, PLURAL, format_time
 from daemonjob.domain.maintenance import FINALIZER, has_finalizer
 from daemonjob.domain.noderecord import record_of
 from daemonjob.machinery.conflicts import retry_on_conflict
@@ -130,14 +135,20 @@ def main(argv: list[str]) -> int:
     try:
         kube = Kube.from_config(args.kubeconfig)
         lease_ns = _lease_namespace(args.leader_election_namespace)
+        lease = f"{lease_ns}/{args.leader_election_id}"
         try:
-            stop_cordons(kube, lease_ns, args.leader_election_id, stop_for(args.hold, datetime.now(timezone.utc)))
-            log.info("no cordon may start", lease=f"{lease_ns}/{args.leader_election_id}", seconds=args.hold)
+            until = stop_for(args.hold, server_now(kube, lease_ns))
+            stop_cordons(kube, lease_ns, args.leader_election_id, until)
         except ApiError as exc:
-            if exc.status != 403:
-                raise
-            # no Lease to write (leader election off): a controller still running may cordon again
-            log.warning("cordons not stopped: the Lease may not be written", error=str(exc))
+            print(
+                f"daemonjob-controller release-nodes: error: cannot stop new cordons on the Lease {lease}: {exc}; "
+                "nothing was released (a controller still running could cordon a node behind the release). "
+                "Give this account get, update and create on Leases there, or name the controller's Lease "
+                "with --leader-election-namespace and --leader-election-id",
+                file=sys.stderr,
+            )
+            return 1
+        log.info("no cordon may start", lease=lease, until=format_time(until), seconds=args.hold)
         time.sleep(args.settle)  # a cordon the controller decided before it saw the stop lands meanwhile
         control = KubeNodeControl(kube)
 

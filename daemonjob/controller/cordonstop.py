@@ -15,7 +15,7 @@ from daemonjob.domain.jobs import format_time, parse_time
 from daemonjob.machinery.conflicts import retry_on_conflict
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 
-__all__ = ["STOP_ANNOTATION", "LeaseStop", "stop_cordons"]
+__all__ = ["STOP_ANNOTATION", "LeaseStop", "server_now", "stop_cordons"]
 
 STOP_ANNOTATION = "daemonjob.io/no-cordon-until"  # on the controller's Lease: RFC 3339 time
 
@@ -80,3 +80,28 @@ def stop_cordons(kube: Kube, namespace: str, name: str, until: datetime) -> None
 
 def stop_for(seconds: float, now: datetime) -> datetime:
     return now + timedelta(seconds=seconds)
+
+
+def server_now(kube: Kube, namespace: str) -> datetime:
+    """The API server's time, which the stop is counted from: the controller compares the stop
+    with a clock kept in step with the API server's, while the machine running release-nodes (a
+    laptop, a CI runner) may be minutes off, which would end the stop before it began.
+
+    Read from a write the server stamps: a dry-run create of a Lease (`dryRun=All`: admitted,
+    validated, never stored; the right to create Leases is the one the stop needs when there is
+    no Lease yet) comes back with the `creationTimestamp` the server set, to the second (so the
+    stop may end up to a second early). A response's Date header would say as much, but a
+    proxy may add its own; the object's timestamp is the API server's."""
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"generateName": "daemonjob-clock-", "namespace": namespace},
+        "spec": {},
+    }
+    made = kube.create(path_for("coordination.k8s.io/v1", "leases", namespace), body, dryRun="All")
+    stamped = parse_time(((made or {}).get("metadata") or {}).get("creationTimestamp"))
+    if stamped is None:
+        raise ApiError(
+            500, "InternalError", "the API server's dry-run create of a Lease came back without a creationTimestamp"
+        )
+    return stamped

@@ -8,6 +8,11 @@ refuses is dropped, one it admits is reserved, counted as out of service until t
 the node unschedulable (its watch event), its write fails (`settle`), or `ttl` passes. So two
 DaemonJobs deciding at the same moment from the same caches never both take the last unit.
 
+A reservation is keyed by node and DaemonJob, and only its owner's `settle` ends it: two
+DaemonJobs may both take the same node (the second at no cost, the node being reserved), and
+the one whose write loses (the node is held by the other's record) must not free the unit the
+winner's cordon, not yet in the cache, still takes.
+
 A DaemonJob the budget holds is woken when a node comes back in service, a node joins or
 leaves, or a reservation ends with no cordon: from the Node events, not by a periodic resync.
 """
@@ -40,12 +45,6 @@ class _State:
     protected: bool
 
 
-@dataclass(frozen=True, slots=True)
-class _Reservation:
-    key: str  # the DaemonJob whose cordon it is
-    since: float
-
-
 class ClusterDisruption:
     def __init__(
         self,
@@ -68,7 +67,7 @@ class ClusterDisruption:
         self._states: dict[str, _State] = {}
         self._down = 0
         self._protected_up = 0
-        self._reserved: dict[str, _Reservation] = {}
+        self._reserved: dict[str, dict[str, float]] = {}  # node -> {DaemonJob key: when taken}, never empty
         self._waiting: set[str] = set()
         self._frees = 0  # events that may have made room: a waiter registered with an older count is woken
         nodes.add_handlers(Handlers(self._added, self._updated, self._deleted))
@@ -88,7 +87,8 @@ class ClusterDisruption:
     def _snapshot(self) -> Disruption:
         self._expire()
         unavailable, protected_up = self._down, self._protected_up
-        for name in self._reserved:
+        reserved = frozenset(self._reserved)
+        for name in reserved:
             state = self._states.get(name)
             if state is None or not state.down:
                 unavailable += 1
@@ -97,7 +97,7 @@ class ClusterDisruption:
             self.max_unavailable,
             len(self._states),
             unavailable,
-            frozenset(self._reserved),
+            reserved,
             self.protected,
             self.protected_selector,
             protected_up,
@@ -129,7 +129,7 @@ class ClusterDisruption:
             now = self._timer()
             taken = [c for c in cordons if c.node in set(admission.admitted)]
             for c in taken:
-                self._reserved[c.node] = _Reservation(key, now)
+                self._reserved.setdefault(c.node, {})[key] = now
             if admission.held:
                 self._waiting.add(key)
         if admission.held:
@@ -141,13 +141,19 @@ class ClusterDisruption:
             )
         return taken, admission
 
-    def settle(self, taken: Sequence[Cordon], cordoned: Sequence[str]) -> None:
-        """After the writes: the reservations of cordons not written end (room for the others)."""
+    def settle(self, taken: Sequence[Cordon], cordoned: Sequence[str], *, key: str) -> None:
+        """After the writes of `key`'s pass: its reservations of cordons not in place (`cordoned`:
+        written now, or found written by its earlier pass) end, making room once no other
+        DaemonJob holds the node reserved; another's are left alone."""
         done = set(cordoned)
         freed = False
         with self._lock:
             for c in taken:
-                if c.node not in done and self._reserved.pop(c.node, None) is not None:
+                owners = self._reserved.get(c.node)
+                if c.node in done or owners is None or owners.pop(key, None) is None:
+                    continue
+                if not owners:
+                    del self._reserved[c.node]
                     freed = True
             woken = self._freed() if freed else []
         self._wake_all(woken)
@@ -174,7 +180,7 @@ class ClusterDisruption:
                 self._down += new.down
                 self._protected_up += new.protected and not new.down
             if new is None or new.down:
-                self._reserved.pop(name, None)  # counted by the cache now, or gone
+                self._reserved.pop(name, None)  # counted by the cache now, or gone: every owner's
             frees = old is None or new is None or (old.down and not new.down) or old.protected != new.protected
             woken = self._freed() if frees else []
         self._wake_all(woken)
@@ -188,8 +194,11 @@ class ClusterDisruption:
 
     def _expire(self) -> None:
         cutoff = self._timer() - self.ttl
-        for name in [n for n, r in self._reserved.items() if r.since <= cutoff]:
-            del self._reserved[name]
+        for node, owners in list(self._reserved.items()):
+            for key in [k for k, since in owners.items() if since <= cutoff]:
+                del owners[key]
+            if not owners:
+                del self._reserved[node]
 
     def _wake_all(self, keys: list[str]) -> None:
         for key in keys:

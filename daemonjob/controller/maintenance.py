@@ -114,7 +114,8 @@ class NodeMaintenance:
         try:
             acted = self.node_acts.carry(observed, replace(work, cordons=taken), drain)
         finally:
-            self.disruption.settle(taken, acted.cordoned if acted is not None else ())
+            in_place = [*acted.cordoned, *acted.found_cordoned] if acted is not None else []
+            self.disruption.settle(taken, in_place, key=observed.key)
         if admission.held:
             acted.soon(defaults.DISRUPTION_RECHECK)  # the next pass names the gate, and waits for a node
         return acted

@@ -54,6 +54,9 @@ class NodeActed:
     errors: list[Exception] = field(default_factory=list)
     look_again: float | None = None
     cordoned: list[str] = field(default_factory=list)
+    # cordons an earlier pass of this DaemonJob wrote, found in place (its cache had not caught
+    # up): nothing written, but the cluster disruption budget's unit stays taken
+    found_cordoned: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     drained: list[tuple[str, float | None]] = field(default_factory=list)  # (node, seconds since the cordon)
     refused_evictions: int = 0
@@ -193,6 +196,7 @@ class NodeActs:
             held = record_of(node)
             if held is not None:
                 if held.uid == cordon.record.uid and held.of_rollout(cordon.record.revision, cordon.record.run):
+                    acted.found_cordoned.append(cordon.node)
                     return held  # written by an earlier pass whose cache had not caught up
                 observed.log.info("node held by another record, not cordoned", node=cordon.node, by=held.daemon_job)
                 return None

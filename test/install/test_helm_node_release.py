@@ -141,13 +141,15 @@ def maintained(name: str, label: str) -> dict[str, Any]:
     return body
 
 
-def controller(kubeconfig: Path, log: Path, kube: Kube, *extra: str) -> ControllerProcess:
+def controller(kubeconfig: Path, log: Path, kube: Kube, *extra: str, elect: bool = True) -> ControllerProcess:
     """The controller with the Deployment's node maintenance flags as installed now (`extra`
-    after them: the last of a flag given twice wins)."""
+    after them: the last of a flag given twice wins); `elect`: --leader-elect, as the chart's
+    leaderElection.enabled (off, the pod's namespace is still where it reads the stop)."""
     mine = ("--node-maintenance-namespaces", "--max-unavailable-nodes", "--protected-node-selector")
     flags = [a for a in deployment_args(kube) if a.startswith(mine)]
+    election = ["--leader-elect"] if elect else []
     return ControllerProcess(
-        kubeconfig, log, "--leader-elect", f"--leader-election-namespace={NAMESPACE}", *flags, *extra
+        kubeconfig, log, *election, f"--leader-election-namespace={NAMESPACE}", *flags, *extra
     ).start(wait=True)
 
 
@@ -232,3 +234,46 @@ def test_maintenance_off_and_uninstall_leave_no_node_cordoned(
     kube.delete(crd)
     wait_for(lambda: gone(kube, crd), timeout=120, what="the CRD gone")
     assert all(released(kube, n) for n in held_nodes)
+
+
+def test_without_leader_election_uninstall_runs_the_hook_and_leaves_no_node_cordoned(
+    bed: tuple[LocalCluster, Kube, SimKubelet], tmp_path: Path
+) -> None:
+    """leaderElection.enabled=false: the hook takes the flags release-nodes accepts, writes its
+    stop on a Lease no leader ever created (the chart grants it with the hook), and releases."""
+    cluster, kube, kubelet = bed
+    home = tmp_path / "helm"
+    label = uuid.uuid4().hex[:8]
+    held_nodes = [f"nle-{label}-{i}" for i in range(2)]
+    kubelet.add_nodes([NodeSpec(n, labels={"install-test": label}) for n in held_nodes])
+    kubelet.wait_ready(held_nodes, timeout=60)
+    ns = f"c-{label}"
+    kube.create(path_for("v1", "namespaces"), {"metadata": {"name": ns}})
+    if not gone(kube, LEASE):  # an earlier test's leader left it
+        kube.delete(LEASE)
+    values = "webhook.enabled=false,replicas=1,leaderElection.enabled=false"
+    common = ["-n", NAMESPACE, "--set", values, *HOOK_POD]
+    on = ["--set", f"nodeMaintenance.enabled=true,nodeMaintenance.namespaces={{{ns}}}"]
+    on += ["--set-string", "nodeMaintenance.maxUnavailableNodes=100%"]
+    helm(cluster, home, "upgrade", "--install", "daemonjob", str(CHART), "--create-namespace", *common, *on)
+    wait_for(lambda: not gone(kube, path_for("apiextensions.k8s.io/v1", "customresourcedefinitions", name=CRD)))
+    assert "--leader-elect" not in deployment_args(kube)
+    kubeconfig = service_account_kubeconfig(cluster, kube, tmp_path / "sa-kubeconfig")
+    proc = controller(kubeconfig, tmp_path / "controller.log", kube, elect=False)
+    try:
+        kube.create(path_for(DJ_API, "daemonjobs", ns), maintained("held", label))
+        wait_for(lambda: all(held(kube, n) for n in held_nodes), timeout=90, what="both nodes held")
+        assert gone(kube, LEASE), "a controller electing no leader wrote a Lease"
+        with HookRunner(cluster, kube, tmp_path) as hook:
+            helm(cluster, home, "uninstall", "daemonjob", "-n", NAMESPACE)
+        assert len(hook.done) == 1 and "released 2 node(s) (2 uncordoned)" in hook.outputs(), hook.outputs()
+    finally:
+        proc.stop()
+    assert all(released(kube, n) for n in held_nodes)
+    assert finalizers(kube, ns, "held") == []
+    lease = kube.get(LEASE)
+    assert stopped_until(lease) is not None and not (lease.get("spec") or {}).get("holderIdentity")
+    assert gone(kube, BINDING)
+    crd = path_for("apiextensions.k8s.io/v1", "customresourcedefinitions", name=CRD)
+    kube.delete(crd)
+    wait_for(lambda: gone(kube, crd), timeout=120, what="the CRD gone")

@@ -99,7 +99,7 @@ def test_concurrent_takes_admit_exactly_the_room() -> None:
 def test_a_reservation_ends_when_the_cache_shows_the_cordon_and_no_unit_is_counted_twice() -> None:
     t, informer, _, _ = tracker([node("a"), node("b")], limit=2)
     taken, _ = t.take("ns/dj", [cordon("a")])
-    t.settle(taken, ["a"])
+    t.settle(taken, ["a"], key="ns/dj")
     assert t.snapshot().unavailable == 1
     informer.update(node("a", unschedulable=True))
     d = t.snapshot()
@@ -111,7 +111,7 @@ def test_a_cordon_not_written_frees_its_unit_and_wakes_the_held() -> None:
     taken, _ = t.take("ns-a/one", [cordon("a", "ns-a/one")])
     _, held = t.take("ns-b/two", [cordon("b", "ns-b/two")])
     assert held.held == ("b",)
-    t.settle(taken, [])  # the write failed
+    t.settle(taken, [], key="ns-a/one")  # the write failed
     assert t.snapshot().unavailable == 0 and woken == ["ns-b/two"]
 
 
@@ -226,3 +226,127 @@ def test_the_flags_take_a_count_or_a_percentage_and_a_selector_checked_as_read()
     for bad in ("a in (", "Bad Key", "a=b c"):
         with pytest.raises(SystemExit):
             read([f"--protected-node-selector={bad}"])
+
+
+def _interleavings(*actors: list[str]) -> list[list[str]]:
+    """Every order of the actors' steps that keeps each actor's own order."""
+    if all(not a for a in actors):
+        return [[]]
+    out: list[list[str]] = []
+    for i, steps in enumerate(actors):
+        if steps:
+            rest = [list(a) for a in actors]
+            rest[i] = steps[1:]
+            out.extend([steps[0], *tail] for tail in _interleavings(*rest))
+    return out
+
+
+@pytest.mark.parametrize("event", [True, False], ids=["cache-catches-up", "cache-lags"])
+def test_two_daemonjobs_taking_the_same_node_at_a_limit_of_1_never_have_two_nodes_out(event: bool) -> None:
+    """Two DaemonJobs cordon the same node: each takes, writes (the API server takes the first
+    write; the second finds the node held), then settles, in every interleaving, with the cordon's
+    watch event arriving anywhere (or not yet). After every step a third DaemonJob wanting another
+    node must be held while a cordon is on the API server: a reservation is its owner's alone,
+    so the loser's settle never frees the winner's unit."""
+    steps = {k: [f"{k}.take", f"{k}.write", f"{k}.settle"] for k in ("ns-a/one", "ns-b/two")}
+    orders = _interleavings(steps["ns-a/one"], steps["ns-b/two"], ["event"] if event else [])
+    assert len(orders) == (140 if event else 20)
+    for order in orders:
+        t, informer, _, _ = tracker([node("n0"), node("n1"), node("n2")], limit=1)
+        api: set[str] = set()  # the nodes the API server has cordoned
+        taken: dict[str, list[Cordon]] = {}
+        written: dict[str, list[str]] = {}
+        for step in order:
+            who, _, what = step.rpartition(".")
+            if step == "event":
+                if "n0" in api:
+                    informer.update(node("n0", unschedulable=True))
+            elif what == "take":
+                taken[who], _ = t.take(who, [cordon("n0", who)])
+            elif what == "write":
+                written[who] = [c.node for c in taken[who] if c.node not in api]
+                api.update(written[who])
+            else:
+                t.settle(taken[who], written[who], key=who)
+            third, held = t.take("ns-c/three", [cordon("n1", "ns-c/three")])
+            t.settle(third, [], key="ns-c/three")  # only asked: nothing written
+            assert not (api and third), f"two nodes out after {order[: order.index(step) + 1]}"
+            assert t.snapshot().unavailable >= len(api), order
+
+
+def test_the_owner_alone_releases_its_reservation() -> None:
+    t, _, woken, _ = tracker([node("a"), node("b")], limit=1)
+    mine, _ = t.take("ns-a/one", [cordon("a", "ns-a/one")])
+    theirs, _ = t.take("ns-b/two", [cordon("a", "ns-b/two")])  # costs nothing: "a" is reserved
+    assert [c.node for c in theirs] == ["a"]
+    t.settle(theirs, [], key="ns-b/two")  # their write found the node held
+    assert t.snapshot().reserved == frozenset({"a"}) and t.snapshot().unavailable == 1 and woken == []
+    t.settle(mine, [], key="ns-a/one")  # and ours failed too: now the unit is free
+    assert t.snapshot().reserved == frozenset() and t.snapshot().unavailable == 0
+
+
+def test_three_daemonjobs_through_the_controller_a_lost_cordon_race_frees_no_unit() -> None:
+    """Through the controller's passes (fakes): ns-a and ns-b both cordon n0, ns-a first; ns-b's
+    pass, from the same Node cache, finds n0 held by ns-a's record and writes nothing; ns-c, still
+    before the cache shows the cordon, must not cordon n1 at a limit of 1."""
+    informers = fake_informers()
+    bodies = {n: node(n, labels={"pool": p}) for n, p in (("n0", "shared"), ("n1", "other"), ("n2", "spare"))}
+    for body in bodies.values():
+        informers.nodes.add(body)
+    control = FakeNodeControl(bodies)
+    ctl = Controller(
+        informers,
+        FakeJobControl(),
+        clock=FakeClock(),
+        resync_interval=0,
+        node_control=control,
+        node_maintenance=NodeMaintenanceOptions(frozenset({"ns-a", "ns-b", "ns-c"}), max_unavailable_nodes=1),
+    )
+    for ns, pool in (("ns-a", "shared"), ("ns-b", "shared"), ("ns-c", "other")):
+        informers.daemonjobs.add(
+            daemonjob(
+                "dj",
+                ns,
+                uid=f"uid-{ns}",
+                nodeSelector={"matchLabels": {"pool": pool}},
+                nodeMaintenance={"cordon": True},
+            )
+        )
+    for ns in ("ns-a", "ns-b", "ns-c"):
+        ctl.reconcile(f"{ns}/dj")
+    cordoned = [n for n, body in control.nodes.items() if (body.get("spec") or {}).get("unschedulable")]
+    assert cordoned == ["n0"], control.node_patches
+
+
+def test_a_second_pass_finding_its_own_cordon_in_place_keeps_the_reservation() -> None:
+    """A DaemonJob's next pass, from a Node cache that does not show its cordon yet, finds the
+    node already carrying its record (nothing to write): the unit stays taken, and another
+    DaemonJob cordons no second node at a limit of 1."""
+    informers = fake_informers()
+    bodies = {n: node(n, labels={"pool": p}) for n, p in (("n0", "mine"), ("n1", "other"), ("n2", "spare"))}
+    for body in bodies.values():
+        informers.nodes.add(body)
+    control = FakeNodeControl(bodies)
+    ctl = Controller(
+        informers,
+        FakeJobControl(),
+        clock=FakeClock(),
+        resync_interval=0,
+        node_control=control,
+        node_maintenance=NodeMaintenanceOptions(frozenset({"ns-a", "ns-c"}), max_unavailable_nodes=1),
+    )
+    for ns, pool in (("ns-a", "mine"), ("ns-c", "other")):
+        informers.daemonjobs.add(
+            daemonjob(
+                "dj",
+                ns,
+                uid=f"uid-{ns}",
+                nodeSelector={"matchLabels": {"pool": pool}},
+                nodeMaintenance={"cordon": True},
+            )
+        )
+    ctl.reconcile("ns-a/dj")
+    ctl.reconcile("ns-a/dj")  # the cache still shows n0 schedulable
+    ctl.reconcile("ns-c/dj")
+    cordoned = [n for n, body in control.nodes.items() if (body.get("spec") or {}).get("unschedulable")]
+    assert cordoned == ["n0"], control.node_patches

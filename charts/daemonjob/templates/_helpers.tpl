@@ -51,3 +51,11 @@ app.kubernetes.io/component: webhook
 app.kubernetes.io/part-of: daemonjob
 {{ include "daemonjob.helmLabels" . }}
 {{- end -}}
+
+{{/* Non-empty when the hook Job release-nodes is rendered: node maintenance is on, or is being
+turned off (its ClusterRoleBinding still exists; `helm template` cannot look it up). */}}
+{{- define "daemonjob.releaseHook" -}}
+{{- if or .Values.nodeMaintenance.enabled (lookup "rbac.authorization.k8s.io/v1" "ClusterRoleBinding" "" "daemonjob-node-maintenance") -}}
+true
+{{- end -}}
+{{- end -}}
