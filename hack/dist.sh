@@ -34,6 +34,7 @@ for pair in "Chart.yaml version:$chart_version" "Chart.yaml appVersion:$app_vers
     [ "${pair##*:}" = "$version" ] || die "${pair%%:*} is ${pair##*:}, __version__ is $version: make them one"
 done
 
+case "$DIST" in "" | / | . | .. | "$HOME") die "DIST=$DIST: name a directory of its own, it is emptied first" ;; esac
 rm -rf "$DIST" && mkdir -p "$DIST"
 DIST=$(cd "$DIST" && pwd)
 work=$(mktemp -d)
