@@ -4,7 +4,10 @@ manifest's all come to daemonjob/__init__.py's __version__ (make dist refuses ot
 from __future__ import annotations
 
 import configparser
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -43,3 +46,26 @@ def test_make_dist_reads_the_same_places() -> None:
     script = (ROOT / "hack" / "dist.sh").read_text()
     for place in ("daemonjob/__init__.py", "charts/daemonjob/Chart.yaml", "manifests/kustomization.yaml"):
         assert place in script
+
+
+def test_make_dist_refuses_to_build_a_release_of_two_versions(tmp_path: Path) -> None:
+    for part in (
+        "hack/dist.sh",
+        "daemonjob/__init__.py",
+        "charts/daemonjob/Chart.yaml",
+        "manifests/kustomization.yaml",
+    ):
+        (tmp_path / part).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / part, tmp_path / part)
+    chart = tmp_path / "charts" / "daemonjob" / "Chart.yaml"
+    chart.write_text(chart.read_text().replace(f'appVersion: "{daemonjob.__version__}"', 'appVersion: "9.9.9"'))
+    out = subprocess.run(
+        ["bash", str(tmp_path / "hack" / "dist.sh")],
+        env={**os.environ, "DIST": str(tmp_path / "dist")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert f"Chart.yaml appVersion is 9.9.9, __version__ is {daemonjob.__version__}" in out.stderr
+    assert not (tmp_path / "dist").exists()  # nothing built, nothing emptied
