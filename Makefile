@@ -19,7 +19,8 @@ KIND_CLUSTER ?= daemonjob-e2e
 KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 
 .PHONY: help venv binaries test lint format unit cluster-up cluster-down demo run bench bench-informer bench-job-events bench-scale bench-scale-ordered \
-        install uninstall deploy undeploy helm-install helm-uninstall checkov docker-build image image-tools lua lock e2e-kind
+        install uninstall deploy undeploy helm-install helm-uninstall checkov docker-build image image-tools lua lock e2e-kind \
+        dist
 
 help:
 	@echo "make demo          run DaemonJob on a local control plane with simulated nodes"
@@ -28,6 +29,7 @@ help:
 	@echo "make cluster-up NODES=n [PROMETHEUS=1] / cluster-down   a background local cluster (.cluster/kubeconfig)"
 	@echo "make run           the controller against the cluster in KUBECONFIG"
 	@echo "make image         the controller image (Docker, else buildah); make lock  its dependency locks"
+	@echo "make dist [IMAGE=0] the release in dist/: wheel, sdist, the plugin's archive and krew manifest, chart, image"
 	@echo "make bench NODES=n [SCENARIO=tick] / bench-informer N=n / bench-job-events N=n / bench-scale N=n DJS=d  benchmarks"
 
 $(VENV)/.installed: setup.cfg pyproject.toml requirements-lint.txt
@@ -175,6 +177,13 @@ lock: venv
 	$(PIP_COMPILE) --output-file requirements.txt setup.cfg
 	$(PIP_COMPILE) --only-build-deps --all-build-deps --output-file requirements-build.txt pyproject.toml
 	$(PIP_COMPILE) --extra lint --output-file requirements-lint.txt setup.cfg
+
+# The release's files in dist/, all of daemonjob/__init__.py's version (hack/dist.sh says which):
+# IMAGE=0 leaves the image out; RELEASE_URL is where the krew manifest says the plugin is downloaded from.
+IMAGE ?= 1
+RELEASE_URL ?=
+dist: venv
+	PY=$(PY) IMAGE=$(IMAGE) RELEASE_URL=$(RELEASE_URL) bash hack/dist.sh
 
 e2e-kind: docker-build venv
 	mkdir -p $(CLUSTER_DIR)

@@ -19,6 +19,9 @@ takes the permissions to cordon and drain nodes oneself, checked on the API serv
 Last, when nothing else refused it, the cluster's own answer (`dry_run`, admission/dryrun.py):
 the node Job and its pod created with dryRun=All, their refusals mapped to the DaemonJob's
 fields; a dry run that cannot be made is a warning, never a refusal.
+
+An object let in also gets a warning for each setting that has no effect as combined
+(`domain.warnings`: a pauseBetweenNodes without maxParallel...); kubectl prints them.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from daemonjob.domain.allowance import maintenance_refusal
 from daemonjob.domain.jobs import GROUP, KIND
 from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.domain.validate import Problem, validate
+from daemonjob.domain.warnings import no_effect
 
 log = structlog.get_logger("daemonjob.admission")
 
@@ -146,7 +150,7 @@ def decide(
         if outcome.warnings:
             response["warnings"] = outcome.warnings[:WARNINGS_MAX]
     if not problems and not missing:
-        return response
+        return _warned(response, no_effect(obj))
     if operation == "UPDATE" and not missing and all(p.reason != REFUSED_BY_CLUSTER for p in problems):
         old = request.get("oldObject")
         before = (
@@ -154,7 +158,7 @@ def decide(
         )
         if all(p.message in before for p in problems):
             response["warnings"] = [p.message for p in problems[:WARNINGS_MAX]]
-            return response
+            return _warned(response, no_effect(obj))
     problems = [*problems, *missing]
     response["allowed"] = False
     response["status"] = _denial(request, problems)
@@ -165,6 +169,13 @@ def decide(
         name=request.get("name"),
         fields=[p.field for p in problems],
     )
+    return response
+
+
+def _warned(response: dict[str, Any], idle: list[str]) -> dict[str, Any]:
+    """`response` with the warnings of settings that do nothing (domain/warnings.py) after its own."""
+    if idle:
+        response["warnings"] = [*response.get("warnings", ()), *idle][:WARNINGS_MAX]
     return response
 
 

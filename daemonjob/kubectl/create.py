@@ -2,7 +2,8 @@
 
 The manifest is built here and checked with the controller's own rule book (the one its
 admission webhook applies), so `--dry-run=client` fails on what the webhook would refuse,
-every problem at once; `--dry-run=server` sends it through the webhook itself.
+every problem at once, and warns of what it would warn of; `--dry-run=server` sends it
+through the webhook itself.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from daemonjob.domain.jobs import API_VERSION, KIND
 from daemonjob.domain.selectors import InvalidSelector, parse_selector_text
 from daemonjob.domain.validate import problems_of
+from daemonjob.domain.warnings import no_effect
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.client import PluginError
 from daemonjob.machinery.kube import path_for
@@ -98,6 +100,7 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
     if not args.image:
         raise PluginError("required flag --image not set", client.EXIT_USAGE)
     manifest = build_manifest(args, target.namespace)
+    output.print_warnings(no_effect(manifest))
     if args.dry_run == "client":
         if args.output in ("json", "yaml"):
             output.dump(manifest, args.output)

@@ -115,3 +115,9 @@ def dump(obj: Any, fmt: str, stream: TextIO | None = None) -> None:
         stream.write(yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, default_flow_style=False))
     else:
         raise ValueError(f"unknown output format {fmt!r}")
+
+
+def print_warnings(warnings: Sequence[str]) -> None:
+    """As kubectl prints the API server's warnings: on stderr, one `Warning: ...` line each."""
+    for warning in warnings:
+        print(f"Warning: {warning}", file=sys.stderr)

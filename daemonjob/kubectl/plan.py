@@ -50,6 +50,7 @@ from daemonjob.domain.orderview import done_view, order_input
 from daemonjob.domain.preview import Preview, PreviewInput, preview, with_applied
 from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.domain.validate import read_spec
+from daemonjob.domain.warnings import no_effect
 from daemonjob.kubectl import client, output, planview, results
 from daemonjob.kubectl.client import PluginError, Target, bulk_decoding
 from daemonjob.machinery.kube import ApiError, path_for
@@ -214,9 +215,10 @@ def make_plan(
     path: str | None,
     prometheus_url: str | None = None,
     budget: tuple[int | str | None, str] | None = None,
-) -> tuple[Preview, list[str]]:
-    """The plan of the applied DaemonJob `name`, or of the one in file `path`; and the
-    webhook's refusal of that file (empty: it would be let in). `prometheus_url`: where the
+) -> tuple[Preview, list[str], list[str]]:
+    """The plan of the applied DaemonJob `name`, or of the one in file `path`; the
+    webhook's refusal of that file (empty: it would be let in); and its warnings of
+    settings that have no effect (domain/warnings.py). `prometheus_url`: where the
     controller reads the alerts of spec.rollout.haltOnAlerts (None: taken as none firing);
     `budget`: the controller's --max-unavailable-nodes and --protected-node-selector."""
     new = load_file(path) if path is not None else None
@@ -275,16 +277,17 @@ def make_plan(
             inp = replace(inp, disruption=disruption_of(listed_nodes, *budget))
         if prometheus_url and spec.rollout.halt_on_alerts:
             inp = replace(inp, alerts=_alerts(prometheus_url), alerts_read=True)
-    return preview(inp), refused
+    return preview(inp), refused, no_effect(dj)
 
 
 def run(args: argparse.Namespace, target: Target) -> int:
     if (args.name is None) == (args.filename is None):
         raise PluginError("give either NAME (a DaemonJob applied) or -f FILE (one to apply)", client.EXIT_USAGE)
     budget = (args.max_unavailable_nodes, args.protected_node_selector)
-    plan, refused = make_plan(target, args.name, args.filename, args.prometheus_url, budget)
+    plan, refused, warnings = make_plan(target, args.name, args.filename, args.prometheus_url, budget)
+    output.print_warnings(warnings)
     if args.output:
-        output.dump({**plan.as_dict(), "refused": refused or None}, args.output)
+        output.dump({**plan.as_dict(), "refused": refused or None, "warnings": warnings or None}, args.output)
     else:
         planview.show(plan, refused)
     return 1 if refused or plan.stalled is not None else 0

@@ -24,6 +24,7 @@ ALLOWED = {
     ("domain/eligibility.py", "compile_eligibility"),
     ("domain/maintenancespec.py", "wants_maintenance"),
     ("domain/retryspec.py", None),
+    ("domain/warnings.py", None),  # settings that do nothing: what was written, unset or not
     ("domain/jobs.py", "job_suspended"),  # a node Job's own spec.suspend, not the DaemonJob's
 }
 # Not the product's readers: the test bed builds and fakes objects, the machinery is generic.
