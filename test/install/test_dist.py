@@ -126,7 +126,8 @@ def test_the_plugin_runs_from_its_archive_alone(plugin: Path, tmp_path: Path, py
         if python == f"{sys.version_info[0]}.{sys.version_info[1]}":
             raise AssertionError("the test's own Python must be found")
         pytest.fail(
-            f"no Python {python} here: the plugin archive is built for it, so its test needs one (pyenv install {python})"
+            f"no Python {python} here: the plugin archive is built for it, "
+            f"so its test needs one (pyenv install {python})"
         )
     # as krew installs it: a link on PATH to the entry point, run by python3 through its shebang
     links = tmp_path / "krew-bin"

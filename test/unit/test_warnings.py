@@ -16,7 +16,7 @@ from daemonjob.domain.warnings import RULES, no_effect
 from daemonjob.kubectl import cli, create
 from daemonjob.testing.builders import daemonjob
 
-SAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 # spec fields that leave one field idle -> the start of the warning; then the field that makes it work
 IDLE: dict[str, tuple[dict[str, Any], str, dict[str, Any]]] = {
@@ -98,7 +98,7 @@ def test_a_malformed_spec_has_no_warning_and_no_crash(spec: Any) -> None:
 
 
 @pytest.mark.parametrize("sample", sorted(p.name for p in SAMPLES.glob("*.yaml")))
-def test_the_samples_set_nothing_idle(sample: str) -> None:
+def test_the_examples_set_nothing_idle(sample: str) -> None:
     for doc in yaml.safe_load_all((SAMPLES / sample).read_text()):
         if doc and doc.get("kind") == "DaemonJob":
             assert no_effect(doc) == []
