@@ -1,17 +1,17 @@
 """Installing the DaemonJob CRD with kubectl, the way a user does, for tests, the demo and benchmarks,
-and checking objects against its schema without an API server (the documented examples)."""
+and checking a DaemonJob against the CRD the API server serves: its structural schema, applied by
+the API server itself in a dry run, is the only judge of what it refuses or prunes."""
 
 from __future__ import annotations
 
-import re
+import copy
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import yaml
-
+from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import CRD_PATH
 
 CRD_NAME = "daemonjobs.daemonjob.io"
@@ -75,93 +75,41 @@ def delete_reports_crd(kubectl: Sequence[str], timeout: float = 120.0) -> None:
         raise RuntimeError(f"kubectl delete crd {REPORTS_CRD_NAME} failed: {out.stderr.strip() or out.stdout.strip()}")
 
 
-# -- checking objects against a CRD's schema, without an API server ----------------------------
-def crd_schema(path: Path = CRD_PATH, version: str = "v1alpha1") -> Mapping[str, Any]:
-    """The openAPIV3Schema of `version` in the CRD file at `path`."""
-    crd = yaml.safe_load(path.read_text())
-    for served in crd["spec"]["versions"]:
-        if served["name"] == version:
-            return cast(Mapping[str, Any], served["schema"]["openAPIV3Schema"])
-    raise KeyError(f"{path}: no version {version}")
+# -- checking a DaemonJob against the served CRD ------------------------------------------------
+def served_problems(kube: Kube, namespace: str, obj: dict[str, Any]) -> list[str]:
+    """What the API server says about creating `obj` in `namespace` (a dry run: nothing is
+    stored): each cause of a refusal (schema, or an admission webhook that serves `namespace`)
+    as "field: message", else every path it pruned. Pruning is silent (a typo in a field name
+    is dropped without a word), so a field sent that does not come back is a problem too; the
+    schema's defaults may be added. `obj`'s own namespace, if any, is replaced by `namespace`."""
+    body = copy.deepcopy(obj)
+    body.setdefault("metadata", {})["namespace"] = namespace
+    api_version = str(body.get("apiVersion", ""))
+    try:
+        got = kube.create(path_for(api_version, "daemonjobs", namespace), body, dryRun="All")
+    except ApiError as exc:
+        if not exc.invalid:
+            raise
+        causes = (exc.body.get("details") or {}).get("causes") or []
+        return [f"{c.get('field') or '<object>'}: {c.get('message', '')}" for c in causes] or [exc.message]
+    return [f"{where}: not kept by the API server" for where in dropped(body, got)]
 
 
-def schema_problems(obj: Any, schema: Mapping[str, Any], path: str = "") -> list[str]:
-    """What the API server's structural validation would say about `obj` (one line each, with
-    its field path), plus the fields it would prune silently: a typo in a documented example
-    is dropped by the API server without a word, so it is a problem here.
-
-    The keywords the CRDs use: type, properties, required, additionalProperties, items, enum,
-    pattern, minimum, maximum, min/maxLength, min/maxItems, minProperties, nullable,
-    x-kubernetes-int-or-string, x-kubernetes-preserve-unknown-fields. Metadata is the API
-    server's, not the schema's, and is not checked.
-    """
+def dropped(sent: Any, got: Any, path: str = "") -> list[str]:
+    """The paths of `sent` that `got` lacks or holds with another value (keys `got` adds are
+    not counted: defaults, and the metadata the API server sets)."""
     where = path or "<root>"
-    if obj is None:
-        return [] if schema.get("nullable") else [f"{where}: Invalid value: null"]
-    if schema.get("x-kubernetes-int-or-string"):
-        if isinstance(obj, bool) or not isinstance(obj, (int, str)):
-            return [f"{where}: Invalid value: {obj!r}: must be an integer or a string"]
-        return _scalar_problems(obj, schema, where)
-    kind = schema.get("type")
-    checks: dict[str, Callable[[Any], bool]] = {
-        "object": lambda v: isinstance(v, dict),
-        "array": lambda v: isinstance(v, list),
-        "string": lambda v: isinstance(v, str),
-        "boolean": lambda v: isinstance(v, bool),
-        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-        "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    }
-    if kind in checks and not checks[kind](obj):
-        return [f"{where}: Invalid value: {obj!r}: must be of type {kind}"]
-    if kind == "object":
-        return _object_problems(obj, schema, path)
-    if kind == "array":
-        problems = []
-        if "maxItems" in schema and len(obj) > schema["maxItems"]:
-            problems.append(f"{where}: Too many: {len(obj)}: must have at most {schema['maxItems']} items")
-        if "minItems" in schema and len(obj) < schema["minItems"]:
-            problems.append(f"{where}: Invalid value: must have at least {schema['minItems']} items")
-        for i, item in enumerate(obj):
-            problems += schema_problems(item, schema.get("items") or {}, f"{path}[{i}]")
-        return problems
-    return _scalar_problems(obj, schema, where)
-
-
-def _object_problems(obj: Mapping[str, Any], schema: Mapping[str, Any], path: str) -> list[str]:
-    problems = [
-        f"{path + '.' if path else ''}{k}: Required value" for k in schema.get("required") or () if k not in obj
-    ]
-    if "minProperties" in schema and len(obj) < schema["minProperties"]:
-        problems.append(f"{path or '<root>'}: Invalid value: must have at least {schema['minProperties']} properties")
-    properties = schema.get("properties") or {}
-    extra = schema.get("additionalProperties")
-    for key, value in obj.items():
-        child = f"{path}.{key}" if path else key
-        if not path and key in ("apiVersion", "kind", "metadata"):
-            continue
-        if key in properties:
-            problems += schema_problems(value, properties[key], child)
-        elif isinstance(extra, dict):
-            problems += schema_problems(value, extra, child)
-        elif not (extra is True or schema.get("x-kubernetes-preserve-unknown-fields")):
-            problems.append(f"{child}: unknown field (the API server would drop it)")
-    return problems
-
-
-def _scalar_problems(value: Any, schema: Mapping[str, Any], where: str) -> list[str]:
-    problems = []
-    if "enum" in schema and value not in schema["enum"]:
-        problems.append(f"{where}: Unsupported value: {value!r}: supported values: {schema['enum']}")
-    if isinstance(value, str):
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            problems.append(f"{where}: Invalid value: {value!r}: should match {schema['pattern']!r}")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            problems.append(f"{where}: Too long: may not be longer than {schema['maxLength']}")
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            problems.append(f"{where}: Invalid value: {value!r}: at least {schema['minLength']} characters")
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            problems.append(f"{where}: Invalid value: {value}: should be greater than or equal to {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            problems.append(f"{where}: Invalid value: {value}: should be less than or equal to {schema['maximum']}")
-    return problems
+    if isinstance(sent, dict):
+        if not isinstance(got, dict):
+            return [where]
+        out: list[str] = []
+        for key, value in sent.items():
+            child = f"{path}.{key}" if path else key
+            out += dropped(value, got[key], child) if key in got else [child]
+        return out
+    if isinstance(sent, list):
+        if not isinstance(got, list) or len(got) != len(sent):
+            return [where]
+        return [p for i, (s, g) in enumerate(zip(sent, got, strict=True)) for p in dropped(s, g, f"{path}[{i}]")]
+    same = sent == got and isinstance(sent, bool) == isinstance(got, bool)
+    return [] if same else [f"{where} (sent {sent!r}, got {got!r})"]

@@ -1,7 +1,8 @@
-"""The documented DaemonJobs are valid: every manifest in examples/ and every YAML block of
-README.md and docs/ passes the CRD's schema (manifests/crd.yaml, as the API server checks it,
-fields it would prune included) and the controller's rule book (what admission refuses and
-what sets Stalled). A fragment (`spec:` alone) is checked inside a minimal DaemonJob."""
+"""The documented DaemonJobs, the checks that need no cluster: the docs hold DaemonJobs and
+fragments, every example is a DaemonJob applied with -n, clean of the test bed's annotations and
+headed by how to use it; and the comparison behind the pruning check.
+test/integration/test_documented_daemonjobs.py has the API server check each of them against
+the CRD's schema (refused or pruned) and the rule book."""
 
 from __future__ import annotations
 
@@ -11,84 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from daemonjob.domain.validate import problems_of
-from daemonjob.testing.crd import crd_schema, schema_problems
+from daemonjob.testing.crd import dropped
+from daemonjob.testing.documented import example_files, in_docs, in_examples
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted(ROOT.glob("*.md"))]
-SCHEMA = crd_schema(ROOT / "manifests" / "crd.yaml")
-BLOCK = re.compile(r"^```ya?ml\n(.*?)^```", re.M | re.S)
-
-# What a fragment is checked inside: the smallest DaemonJob the rule book accepts.
-BASE: dict[str, Any] = {
-    "apiVersion": "daemonjob.io/v1alpha1",
-    "kind": "DaemonJob",
-    "metadata": {"name": "fragment", "namespace": "ops"},
-    "spec": {
-        "jobTemplate": {
-            "spec": {
-                "backoffLimit": 0,
-                "template": {
-                    "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}
-                },
-            }
-        }
-    },
-}
-
-
-def _blocks() -> list[tuple[str, dict[str, Any]]]:
-    """(where, DaemonJob) for every DaemonJob (or spec fragment) in a YAML block of the docs."""
-    found = []
-    for doc in sorted(set(DOCS)):
-        text = doc.read_text()
-        for match in BLOCK.finditer(text):
-            line = text[: match.start()].count("\n") + 1
-            for obj in yaml.safe_load_all(match.group(1)):
-                where = f"{doc.relative_to(ROOT)}:{line}"
-                if isinstance(obj, dict) and obj.get("kind") == "DaemonJob":
-                    found.append((where, obj))
-                elif isinstance(obj, dict) and set(obj) == {"spec"}:
-                    whole = copy.deepcopy(BASE)
-                    whole["spec"].update(obj["spec"])
-                    found.append((f"{where} (fragment)", whole))
-    return found
-
-
-BLOCKS = _blocks()
-
-
-def _examples() -> list[tuple[str, dict[str, Any]]]:
-    return [
-        (f"{p.name}:{obj['metadata']['name']}", obj)
-        for p in EXAMPLES
-        for obj in yaml.safe_load_all(p.read_text())
-        if obj
-    ]
-
-
-def _problems(obj: dict[str, Any]) -> list[str]:
-    return schema_problems(obj, SCHEMA) + [p.message for p in problems_of(obj)]
-
-
-@pytest.mark.parametrize(("where", "obj"), BLOCKS, ids=[w for w, _ in BLOCKS])
-def test_every_daemonjob_in_the_docs_is_valid(where: str, obj: dict[str, Any]) -> None:
-    assert _problems(obj) == [], where
-
-
-@pytest.mark.parametrize(("where", "obj"), _examples(), ids=[w for w, _ in _examples()])
-def test_every_example_is_a_valid_daemonjob(where: str, obj: dict[str, Any]) -> None:
-    assert (obj["apiVersion"], obj["kind"]) == ("daemonjob.io/v1alpha1", "DaemonJob"), where
-    assert "namespace" not in obj["metadata"], f"{where}: applied with -n, it names no namespace"
-    assert _problems(obj) == [], where
+EXAMPLES = example_files(ROOT)
+DOCUMENTS = in_examples(ROOT)
 
 
 def test_the_docs_hold_daemonjobs_and_fragments() -> None:
-    wheres = [w for w, _ in BLOCKS]
+    wheres = [w for w, _ in in_docs(ROOT)]
     assert sum("fragment" not in w for w in wheres) >= 4 and sum("fragment" in w for w in wheres) >= 4, wheres
+
+
+@pytest.mark.parametrize(("where", "obj"), DOCUMENTS, ids=[w for w, _ in DOCUMENTS])
+def test_every_example_is_a_daemonjob_applied_with_n(where: str, obj: dict[str, Any]) -> None:
+    assert (obj["apiVersion"], obj["kind"]) == ("daemonjob.io/v1alpha1", "DaemonJob"), where
+    assert "namespace" not in obj["metadata"], f"{where}: applied with -n, it names no namespace"
 
 
 def test_the_examples_are_clean_and_say_how_to_use_them() -> None:
@@ -106,17 +47,16 @@ def test_the_examples_are_clean_and_say_how_to_use_them() -> None:
             assert re.fullmatch(r"[a-z0-9./-]+:[0-9][\w.-]*", image), f"{path.name}: {image} is not pinned by tag"
 
 
-def test_the_schema_check_finds_what_the_api_server_would_refuse_or_drop() -> None:
-    """The checker is not vacuous: a typo, a wrong type, an enum, a pattern, a minimum."""
-    obj = copy.deepcopy(BASE)
-    obj["spec"].update(maxParralel=2, suspend="yes", rerunPolicy="Always", maxFailedNodes="110%", historyLimit=-1)
-    obj["spec"]["nodeMaintenance"] = {"cordon": True, "drain": {"onTimeout": "Retry"}}
-    problems = schema_problems(obj, SCHEMA)
-    assert any(p.startswith("spec.maxParralel: unknown field") for p in problems), problems
-    assert any(p.startswith("spec.suspend: Invalid value: 'yes': must be of type boolean") for p in problems)
-    assert any(p.startswith("spec.rerunPolicy: Unsupported value") for p in problems), problems
-    assert any(p.startswith("spec.maxFailedNodes: Invalid value: '110%'") for p in problems), problems
-    assert any(p.startswith("spec.historyLimit: Invalid value: -1") for p in problems), problems
-    assert any(p.startswith("spec.nodeMaintenance.drain.onTimeout: Unsupported value") for p in problems), problems
-    del obj["spec"]["jobTemplate"]
-    assert "spec.jobTemplate: Required value" in schema_problems(obj, SCHEMA)
+def test_what_the_api_server_did_not_keep_is_named_by_its_path() -> None:
+    """The comparison behind the integration test's pruning check: added keys (defaults,
+    server-set metadata) are fine; a key, a list item or a value changed is named."""
+    sent = {"metadata": {"name": "a"}, "spec": {"suspend": True, "nodeSelector": {"matchExpressions": [{"k": 1}]}}}
+    got = copy.deepcopy(sent)
+    got["metadata"]["uid"] = "u"
+    got["spec"].update(historyLimit=1)
+    assert dropped(sent, got) == []
+    del got["spec"]["suspend"]
+    got["spec"]["nodeSelector"]["matchExpressions"][0]["k"] = True
+    assert dropped(sent, got) == ["spec.suspend", "spec.nodeSelector.matchExpressions[0].k (sent 1, got True)"]
+    got["spec"]["nodeSelector"]["matchExpressions"] = []
+    assert dropped(sent, got)[1:] == ["spec.nodeSelector.matchExpressions"]
