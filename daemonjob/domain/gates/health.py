@@ -50,6 +50,7 @@ __all__ = [
     "NODE_UNHEALTHY",
     "NODE_NOT_BACK",
     "JOB_FAILED_BEFORE_REBOOT",
+    "JOB_FAILED",
     "MarkJob",
     "Look",
     "look",
@@ -61,6 +62,7 @@ WAITING_FOR_NODE_HEALTH = "WaitingForNodeHealth"
 NODE_UNHEALTHY = "NodeUnhealthyAfterJob"
 NODE_NOT_BACK = "NodeNotBackAfterReboot"
 JOB_FAILED_BEFORE_REBOOT = "JobFailedBeforeReboot"
+JOB_FAILED = "JobFailed"  # a checked turn whose Job failed (no reboot expected): failed without a health check
 NODES_NAMED = 3  # nodes named in Reconciling's message
 
 
@@ -96,14 +98,17 @@ def look(
     """The verdict of node `a.node`'s turn at `now`, or what it waits for."""
     name, boot, ready = a.node, boot_id(node), node_ready(node)
     start = a.finished or a.created
+    if a.job_failed and not checks.reboot:
+        return Look(Verdict(FAILED_CHECK, JOB_FAILED, f"the Job {a.job} on node {name} failed"))
     if checks.reboot:
-        if not (boot and boot != a.boot_id and ready == "True"):
+        if not (boot and a.boot_id and boot != a.boot_id and ready == "True"):
             since = ready_since(node)
             if a.job_failed and boot == a.boot_id and ready == "True" and (since is None or since <= start):
                 message = f"the Job {a.job} on node {name} failed before the node rebooted"
                 return Look(Verdict(FAILED_CHECK, JOB_FAILED_BEFORE_REBOOT, message))
             deadline = a.created + checks.reboot_timeout
-            state = f"Ready {ready}, boot ID {'unchanged' if boot == a.boot_id else 'new'}"
+            seen = ("unchanged" if boot == a.boot_id else "new") if a.boot_id else "unknown at the Job's start"
+            state = f"Ready {ready}, boot ID {seen}"
             if now >= deadline:
                 message = (
                     f"node {name} did not come back from its reboot within "
