@@ -75,7 +75,7 @@ class TurnSeal:
         if len(key) < 16:
             raise ValueError("a turn seal key needs at least 16 bytes")
         self._key = key
-        self.broken = broken or (lambda _kind, _job: None)
+        self.broken = broken if broken is not None else (lambda _kind, _job: None)
 
     @classmethod
     def random(cls) -> TurnSeal:
