@@ -6,7 +6,8 @@ the controller writes at the turn's end. Job annotations are writable by anyone 
 Jobs in the namespace, who may hold no node powers: a forged `{"verdict": "Passed"}` would
 uncordon a node still rebooting, a forged boot ID would fake a reboot, a forged Failed would
 keep a node cordoned (keepFailedCordoned). So each record carries an HMAC-SHA256 under a key
-only the controller reads (a Secret in its own namespace, made on first need), and the Job
+only the controller reads (a Secret in its own namespace, shipped empty, filled on first
+start), and the Job
 cache keeps a record only when its seal verifies (`checked_annotations`, used by the Job
 transform): everything downstream (the plan, retries, results, the order across DaemonJobs)
 reads verified records or none.
@@ -163,35 +164,37 @@ def broken_reporter(counter: Any) -> Callable[[str, Obj], None]:
     return broken
 
 
-def load_key(kube: Kube, namespace: str, name: str) -> bytes:
-    """The seal key from Secret `namespace/name`, made on first need: get, else create it with a
-    fresh random key (AlreadyExists: another replica made it first, get again)."""
+def load_key(kube: Kube, namespace: str, name: str, attempts: int = 3) -> bytes:
+    """The seal key from Secret `namespace/name`, written on first need: the manifests ship the
+    Secret without data, and the first replica to start fills it with a fresh random key (an
+    update on its resourceVersion: a replica that loses the race reads the winner's key). A
+    Secret not there at all is created (given the right to: a cluster-admin's kubeconfig)."""
     path = path_for("v1", "secrets", namespace, name)
-    for _ in range(2):
+    for _ in range(attempts):
         try:
-            found = kube.get(path)
+            found: Obj | None = kube.get(path)
         except ApiError as exc:
             if not exc.not_found:
                 raise
-        else:
-            raw = (found.get("data") or {}).get(SECRET_KEY)
-            if not raw:
-                raise ValueError(f"Secret {namespace}/{name} holds no {SECRET_KEY!r}")
-            return base64.b64decode(raw)
+            found = None
+        raw = ((found or {}).get("data") or {}).get(SECRET_KEY)
+        if raw:
+            key = base64.b64decode(raw)
+            if len(key) < 16:
+                raise ValueError(f"Secret {namespace}/{name}: its {SECRET_KEY!r} is shorter than 16 bytes")
+            return key
         key = os.urandom(KEY_BYTES)
-        body = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": "daemonjob"}},
-            "type": "Opaque",
-            "data": {SECRET_KEY: base64.b64encode(key).decode()},
-        }
+        data = {SECRET_KEY: base64.b64encode(key).decode()}
         try:
-            kube.create(path_for("v1", "secrets", namespace), body)
+            if found is None:
+                body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}}
+                kube.create(path_for("v1", "secrets", namespace), {**body, "type": "Opaque", "data": data})
+            else:
+                kube.put(path, {**found, "data": {**(found.get("data") or {}), **data}})
         except ApiError as exc:
-            if not exc.already_exists:
-                raise
-            continue
-        log.info("turn seal key created", secret=f"{namespace}/{name}")
+            if exc.conflict:  # another replica wrote it first (AlreadyExists, or a newer resourceVersion)
+                continue
+            raise
+        log.info("turn seal key written", secret=f"{namespace}/{name}")
         return key
-    raise RuntimeError(f"Secret {namespace}/{name}: neither read nor created")
+    raise RuntimeError(f"Secret {namespace}/{name}: its key neither read nor written after {attempts} attempts")

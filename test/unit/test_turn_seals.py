@@ -27,6 +27,7 @@ from daemonjob.domain.jobview import JobView
 from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, FAILED_CHECK, PASSED, Verdict
 from daemonjob.machinery.clock import FAKE_WALL_START
 from daemonjob.machinery.frozen import thaw
+from daemonjob.machinery.kube import ApiError
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob, node, revision_of
 from daemonjob.testing.decisions import Given, decide_over
@@ -172,29 +173,44 @@ def test_the_controller_seals_what_it_writes_and_a_forged_verdict_leaves_the_nod
 
 
 class FakeSecrets:
-    def __init__(self, exists: bool = False, race: bool = False) -> None:
-        self.data: dict[str, str] | None = {SECRET_KEY: base64.b64encode(b"k" * 32).decode()} if exists else None
+    """Secrets as the API server keeps them: `shipped` empty (the manifests'), or absent."""
+
+    def __init__(self, shipped: bool = True, race: bool = False) -> None:
+        self.secret: dict[str, Any] | None = {"metadata": {"resourceVersion": "1"}} if shipped else None
         self.race = race
-        self.creates = 0
+        self.writes = 0
 
     def get(self, path: str) -> dict[str, Any]:
-        if self.data is None:
+        if self.secret is None:
             raise api_error(404)
-        return {"data": self.data}
+        return copy.deepcopy(self.secret)
 
-    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.creates += 1
-        if self.race:  # another replica made it first
-            self.data = {SECRET_KEY: base64.b64encode(b"r" * 32).decode()}
-            raise api_error(409, "AlreadyExists")
-        self.data = body["data"]
+    def _write(self, body: dict[str, Any], conflict: ApiError) -> dict[str, Any]:
+        self.writes += 1
+        if self.race:  # another replica wrote its key first
+            self.race = False
+            self.secret = {
+                "metadata": {"resourceVersion": "2"},
+                "data": {SECRET_KEY: base64.b64encode(b"r" * 32).decode()},
+            }
+            raise conflict
+        self.secret = body
         return body
 
+    def put(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._write(body, api_error(409, "Conflict"))
 
-@pytest.mark.parametrize(("exists", "race", "creates"), [(True, False, 0), (False, False, 1), (False, True, 1)])
-def test_the_key_is_read_else_made_once_else_read_again(exists: bool, race: bool, creates: int) -> None:
-    secrets = FakeSecrets(exists, race)
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._write(body, api_error(409, "AlreadyExists"))
+
+
+@pytest.mark.parametrize(("shipped", "race"), [(True, False), (True, True), (False, False), (False, True)])
+def test_the_key_is_written_once_into_the_shipped_secret_and_read_by_every_replica(shipped: bool, race: bool) -> None:
+    secrets = FakeSecrets(shipped, race)
     key = load_key(secrets, "daemonjob-system", "daemonjob-turn-seal")  # type: ignore[arg-type]
-    assert secrets.creates == creates
-    assert key == base64.b64decode(secrets.data[SECRET_KEY]) and len(key) == 32  # type: ignore[index]
+    assert secrets.writes == 1 and len(key) == 32
+    assert secrets.secret is not None and key == base64.b64decode(secrets.secret["data"][SECRET_KEY])
+    if race:
+        assert key == b"r" * 32, "the replica that lost the race reads the winner's key"
     assert load_key(secrets, "daemonjob-system", "daemonjob-turn-seal") == key  # type: ignore[arg-type]
+    assert secrets.writes == 1, "read from then on, never written again"
