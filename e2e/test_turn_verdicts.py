@@ -210,12 +210,16 @@ def test_an_editor_patching_the_boot_id_or_the_verdict_does_not_release_a_cordon
 
     def held() -> bool:
         node = api.node(first)
+        dj = api.get("kernel")
         return (
             bool(node["spec"].get("unschedulable"))
             and ANNOTATION_MAINTENANCE in (node["metadata"].get("annotations") or {})
             and api.job_nodes("kernel") == [first]
-            and _waiting_on(first)(api.get("kernel"))
+            and _waiting_on(first)(dj)
+            and "boot ID unchanged" in condition(dj, "Reconciling")["message"]  # the sealed one, read
         )
+
+    wait_for(held, 30, "the node held, its boot ID read from the sealed record")
 
     _forge(editor, api, name, {ANNOTATION_BOOT_ID: "a-boot-that-never-was"})
     holds(held, 6, "the node held after a forged boot ID", describe=lambda: condition(api.get("kernel"), "Reconciling"))
