@@ -35,6 +35,7 @@ __all__ = [
     "ANNOTATION_NODE_CHECK",
     "PASSED",
     "FAILED_CHECK",
+    "JOB_FAILED",
     "Awaiting",
     "DaemonSetPod",
     "HealthInput",
@@ -55,6 +56,8 @@ ANNOTATION_BOOT_ID = "daemonjob.io/boot-id"  # on a Job: its node's boot ID when
 ANNOTATION_NODE_CHECK = "daemonjob.io/node-check"  # on a Job: the verdict of its node's turn
 PASSED = "Passed"
 FAILED_CHECK = "Failed"
+# The verdict of a checked turn whose Job failed, no reboot expected: the Job's own reason says why
+JOB_FAILED = "JobFailed"
 UNHEALTHY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 DISRUPTION_FAILS_JOB = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
@@ -193,6 +196,8 @@ def turn_shown(job: Mapping[str, Any], state: str, reason: str, message: str) ->
     if verdict is not None:
         if verdict.verdict == PASSED:
             return SUCCEEDED, reason, message
+        if verdict.reason == JOB_FAILED:
+            return FAILED, reason, message  # the Job's own failure says more
         return FAILED, verdict.reason, verdict.message
     if ANNOTATION_BOOT_ID in annotations and state != ACTIVE:
         return ACTIVE, "WaitingForNodeHealth", "the turn waits for its node's reboot or health check"

@@ -25,7 +25,7 @@ from daemonjob.domain.jobs import (
     job_state,
     job_template_hash,
 )
-from daemonjob.domain.nodecheck import FAILED_CHECK, turn_of
+from daemonjob.domain.nodecheck import FAILED_CHECK, JOB_FAILED, turn_of
 
 __all__ = [
     "NO_FIELD",
@@ -126,7 +126,7 @@ def result_of(job: Mapping[str, Any], pod: Mapping[str, Any] | None) -> dict[str
     else:
         out["reason"] = cond.get("reason") or ("Completed" if state == SUCCEEDED else "Failed")
         out["message"] = cut_message(cond.get("message") or "")
-    if verdict is not None and verdict.verdict == FAILED_CHECK:
+    if verdict is not None and verdict.verdict == FAILED_CHECK and verdict.reason != JOB_FAILED:
         out["reason"] = verdict.reason or out["reason"]
         out["message"] = cut_message(verdict.message) if verdict.message else out["message"]
     if isinstance(started, str) and started:

@@ -430,3 +430,14 @@ def test_a_checked_jobs_failure_gets_its_verdict_and_a_result_follows_the_verdic
     result = result_of(unhealthy, None)
     assert result is not None and result["state"] == "failed" and result["reason"] == NODE_UNHEALTHY
     assert JobView.of(unhealthy).turn == "failed" and JobView.of(unhealthy).state == "succeeded"
+
+
+def test_a_checked_job_that_failed_shows_and_records_its_own_failure() -> None:
+    from daemonjob.domain.nodecheck import turn_shown
+
+    dj = daemonjob(maxParallel=1, healthCheck=HEALTH)
+    failed = checked_job(dj, "a", "boot-1", "failed", created=NOW - timedelta(minutes=3), finished=NOW)
+    failed = with_verdict(failed, Verdict(FAILED_CHECK, JOB_FAILED, "the Job x on node a failed"))
+    assert turn_shown(failed, "failed", "Error", "exit 3") == ("failed", "Error", "exit 3")
+    result = result_of(failed, None)
+    assert result is not None and result["state"] == "failed" and result["reason"] != JOB_FAILED

@@ -29,6 +29,7 @@ from daemonjob.domain.gates.hold import Gate, GateContext, Hold, duration_text
 from daemonjob.domain.jobs import format_time
 from daemonjob.domain.nodecheck import (
     FAILED_CHECK,
+    JOB_FAILED,
     PASSED,
     Awaiting,
     DaemonSetPod,
@@ -62,7 +63,6 @@ WAITING_FOR_NODE_HEALTH = "WaitingForNodeHealth"
 NODE_UNHEALTHY = "NodeUnhealthyAfterJob"
 NODE_NOT_BACK = "NodeNotBackAfterReboot"
 JOB_FAILED_BEFORE_REBOOT = "JobFailedBeforeReboot"
-JOB_FAILED = "JobFailed"  # a checked turn whose Job failed (no reboot expected): failed without a health check
 NODES_NAMED = 3  # nodes named in Reconciling's message
 
 
