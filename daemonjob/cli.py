@@ -29,6 +29,7 @@ from daemonjob.controller.fence import Fence
 from daemonjob.controller.limitermetrics import MeasuredLimiter
 from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
 from daemonjob.controller.metrics import Metrics
+from daemonjob.controller.turnseal import TurnSeal, load_key
 from daemonjob.domain.jobs import API_VERSION, GROUP
 from daemonjob.machinery.clock import RealClock
 from daemonjob.machinery.gcpolicy import FreezeSurvivors
@@ -346,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     elector: LeaderElector | None = None
     fence = Fence()
     lease_ns = _lease_namespace(args.leader_election_namespace)
+    try:  # every replica reads the one key: a node turn's records verify across restarts and leaders
+        seal = TurnSeal(load_key(kube, lease_ns, defaults.TURN_SEAL_SECRET))
+    except (ApiError, ValueError) as exc:
+        return fail(f"cannot read or create the Secret {lease_ns}/{defaults.TURN_SEAL_SECRET}: {exc}")
     if args.leader_elect:
         # Its own client, without the rate limiter: a renewal never queues behind the workers' writes.
         lease_kube = Kube.from_config(args.kubeconfig, on_request=metrics.on_request)
@@ -383,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         result_chunk_bytes=args.result_chunk_bytes,
         history_result_wait=args.history_result_wait,
+        seal=seal,
     )
     ready = controller.ready
     webhook: admission.Webhook | None = None

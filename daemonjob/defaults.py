@@ -97,6 +97,9 @@ RENEW_DEADLINE = 10.0
 RETRY_PERIOD = 2.0
 LEADER_ELECTION_JITTER = 0.2  # a stand-by retries every RETRY_PERIOD * (1 + [0, JITTER))
 LEADER_ELECTION_ID = "daemonjob-controller"
+# The Secret in the controller's namespace (the Lease's) holding the key that seals a node turn's
+# boot ID and verdict on its Job (controller/turnseal.py); made by the controller on first start.
+TURN_SEAL_SECRET = "daemonjob-turn-seal"
 # On SIGTERM, in-flight reconciles get this long before they are abandoned and the Lease is
 # released: well inside the lease, so a successor never acts while this process still writes.
 GRACEFUL_SHUTDOWN_TIMEOUT = 5.0

@@ -14,8 +14,9 @@ next decision; the Events that say what was done are returned for the report ste
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from typing import Any
 
 from daemonjob import defaults
 from daemonjob.controller.adoption import Adoption
@@ -61,9 +62,12 @@ class Act:
         starts: StartChecks | None = None,
         parallel: int = defaults.CREATE_CONCURRENCY,
         pipeline: int = defaults.CREATE_PIPELINE,
+        seal: Callable[[dict[str, Any]], dict[str, Any]] = lambda body: body,
     ) -> None:
         """`parallel`: the writer threads `run_all` maps over; a batch of more creates than
-        that sends up to `pipeline` of them together on one connection."""
+        that sends up to `pipeline` of them together on one connection. `seal`: a Job body as it is
+        sent, its checked turn's boot ID sealed (turnseal.py)."""
+        self.seal = seal
         self.control = control
         self.parallel, self.pipeline = max(1, parallel), max(1, pipeline)
         self.expectations = expectations
@@ -248,7 +252,7 @@ class Act:
             if not self.control.may_write():  # abandon the rest of a batch at once
                 errors: list[Exception | None] = [NotLeader("not the leader: Job create not sent")] * len(group)
             else:
-                errors = self.control.create_jobs(namespace, [c.body for c in group])
+                errors = self.control.create_jobs(namespace, [self.seal(c.body) for c in group])
             results: list[Exception | bool] = []
             for c, error in zip(group, errors, strict=True):
                 if error is None:

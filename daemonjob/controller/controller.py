@@ -63,6 +63,7 @@ from daemonjob.controller.selfcheck import PlanSelfCheck
 from daemonjob.controller.specs import SpecCache
 from daemonjob.controller.troubles import Troubles
 from daemonjob.controller.turnchecks import TurnChecks
+from daemonjob.controller.turnseal import TurnSeal, broken_reporter
 from daemonjob.controller.workers import Workers
 from daemonjob.domain.decide import Decision, EventSpec, decide
 from daemonjob.domain.gates.disruption import GATE_DISRUPTION
@@ -137,6 +138,8 @@ class Controller:
         # DaemonJobs by exclusion group and by what they come after
         self.order_index = OrderIndex(informers.jobs, self.specs)
         self.claims = NodeClaims(informers.daemonjobs, informers.jobs, self.order_index, self.queue.add, self.clock.now)
+        self.seal = informers.seal if informers.seal is not None else TurnSeal.random()
+        self.seal.broken = broken_reporter(self.metrics.turn_seals_broken)
         self.act = Act(
             control,
             self.expectations,
@@ -147,6 +150,7 @@ class Controller:
             troubles=self.troubles,
             claims=self.claims,
             parallel=self._writers.width,
+            seal=self.seal.sealed,
         )
         make, limits = configmap_informers, configmap_limits
         self.configmaps = None if make is None else ConfigMapTracker(make, self.queue.add, limits)
@@ -197,7 +201,7 @@ class Controller:
         )
         self.orphans = orphan_sweep(node_control, options.namespaces, informers, self.metrics, options.sweep_namespace)
         register_held_nodes(self.metrics.registry, self.nodes)
-        self.turn_checks = TurnChecks(control, node_control)  # reboots, health checks (gates/health.py)
+        self.turn_checks = TurnChecks(control, node_control, self.seal)  # reboots, health checks (gates/health.py)
         self.self_check = PlanSelfCheck(self.plans, self.observer, self.metrics)
         wake = self.router.order_wakes.done_changed
         wire_recorded(self.results, self.plans, self.observer, self.specs, self.order_reader, wake)
@@ -232,6 +236,7 @@ class Controller:
         metrics: Metrics | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        seal: TurnSeal | None = None,
         **kw: Any,
     ) -> Controller:
         """The production wiring: real informers on `kube`, writes through a fenced KubeJobControl."""
@@ -239,7 +244,7 @@ class Controller:
         hooks = InformerHooks(
             on_list=metrics.on_list, on_relist=metrics.on_relist, on_watch_restart=metrics.on_watch_restart
         )
-        informers = Informers.for_kube(kube, namespace=namespace, hooks=hooks, clock=clock, rng=rng)
+        informers = Informers.for_kube(kube, namespace=namespace, hooks=hooks, clock=clock, rng=rng, seal=seal)
         return cls(
             informers,
             KubeJobControl(kube, events, fence),

@@ -6,6 +6,7 @@ take informers from a factory, so unit tests hand it fakes (`daemonjob.testing.f
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from typing import Any
 
 from daemonjob.controller.jobdecode import decode_job_event
 from daemonjob.controller.transforms import job_transform, node_transform
+from daemonjob.controller.turnseal import TurnSeal
 from daemonjob.domain.jobs import (
     ACTIVE,
     API_VERSION,
@@ -113,9 +115,13 @@ JOB_INDEXERS: dict[str, IndexFunc] = {
 
 @dataclass(frozen=True)
 class Informers:
+    """`seal`: what the Job cache's transform verifies a checked turn's records with, and the
+    controller seals them with (turnseal.py); None: a key of this process alone."""
+
     daemonjobs: SharedInformer
     jobs: SharedInformer
     nodes: SharedInformer
+    seal: TurnSeal | None = None
 
     def all(self) -> tuple[SharedInformer, SharedInformer, SharedInformer]:
         """In start order: nodes and Jobs before DaemonJobs, so a first decision sees them."""
@@ -153,7 +159,9 @@ class Informers:
         hooks: InformerHooks | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        seal: TurnSeal | None = None,
     ) -> Informers:
+        seal = seal or TurnSeal.random()
         common: dict[str, Any] = {"hooks": hooks, "clock": clock, "rng": rng}
         return cls(
             daemonjobs=Informer(kube, API_VERSION, PLURAL, namespace=namespace, name=PLURAL, **common),
@@ -163,7 +171,7 @@ class Informers:
                 "jobs",
                 namespace=namespace,
                 label_selector=LABEL_NAME,
-                transform=job_transform,
+                transform=functools.partial(job_transform, seal=seal),
                 decode=decode_job_event,
                 name="jobs",
                 indexers=JOB_INDEXERS,
@@ -172,4 +180,5 @@ class Informers:
             nodes=Informer(
                 kube, "v1", "nodes", transform=node_transform, name="nodes", indexers=NODE_INDEXERS, **common
             ),
+            seal=seal,
         )

@@ -48,8 +48,17 @@ class _Status(TypedDict, total=False):
     completionTime: str
 
 
+class _PodMetadata(TypedDict, total=False):
+    annotations: dict[str, str]
+
+
+class _PodTemplate(TypedDict, total=False):
+    metadata: _PodMetadata  # its annotations only: a checked turn's sealed boot ID (turnseal.py)
+
+
 class _Spec(TypedDict, total=False):
     ttlSecondsAfterFinished: int
+    template: _PodTemplate
 
 
 class _Job(TypedDict, total=False):

@@ -51,6 +51,12 @@ class Metrics:
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
         self.jobs_created = Counter("daemonjob_jobs_created_total", "Jobs created.", registry=r)
+        self.turn_seals_broken = Counter(
+            "daemonjob_turn_seals_broken_total",
+            "Job events carrying a checked turn's boot ID or verdict whose seal does not verify (ignored).",
+            ["record"],
+            registry=r,
+        )
         self.jobs_deleted = Counter("daemonjob_jobs_deleted_total", "Jobs deleted, by reason.", ["reason"], registry=r)
         self.jobs_deleted_unrecorded = Counter(
             "daemonjob_jobs_deleted_unrecorded_total",

@@ -23,7 +23,8 @@ from daemonjob import defaults
 from daemonjob.controller.resultdue import sooner_than, writes_due
 from daemonjob.controller.resultkept import Chunk, Kept, Rollout, Successes, outcomes
 from daemonjob.controller.resultstore import ReportsServed, ResultStore, read_results
-from daemonjob.domain.jobs import FAILED, SUCCEEDED, TERMINATING, daemonjob_ref, job_finish_time, job_state, owner_uid
+from daemonjob.domain.jobs import FAILED, SUCCEEDED, TERMINATING, daemonjob_ref, job_finish_time, owner_uid
+from daemonjob.domain.nodecheck import turn_of
 from daemonjob.domain.outcomes import Outcomes, summary
 from daemonjob.domain.plan import JobView
 from daemonjob.domain.reports import LABEL_CHUNK, LABEL_ROLLOUT, append_patch, pack, report_body, result_size
@@ -41,7 +42,8 @@ Obj = Mapping[str, Any]
 
 
 def _finished(job: Obj) -> bool:
-    state = job_state(job)
+    """The node's turn is over: its Job finished and, on a checked node, its verdict is written."""
+    state = turn_of(job)[0]
     return state in (SUCCEEDED, FAILED) or (state == TERMINATING and job_finish_time(job) is not None)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from daemonjob import defaults
+from daemonjob.controller.turnseal import TurnSeal
 from daemonjob.domain.jobs import (
     ANNOTATION_NODE,
     LABEL_ATTEMPT,
@@ -150,13 +151,15 @@ def _status(conditions: tuple[tuple[tuple[str, Any], ...], ...], finished: Any) 
     return kept
 
 
-def job_transform(job: Mapping[str, Any], shared: Interner = _shared) -> CachedJob:
+def job_transform(job: Mapping[str, Any], shared: Interner = _shared, seal: TurnSeal | None = None) -> CachedJob:
     """A Job as decide() sees it: identity, node, revision, owner, terminal state, and a TTL.
 
     Progress counts (active, succeeded, ...) and non-terminal conditions are left out:
     decide() reads only the terminal conditions, so a Job's progress is no event for it.
     `spec.ttlSecondsAfterFinished` is kept (only when set): the template never sets it,
     so on our Job it means an admission policy added it, which decide() refuses.
+    With `seal`, a checked turn's boot ID and verdict are kept only where their seals verify
+    (turnseal.py); without, as written (tools and tests that read no seals).
     """
     meta = job.get("metadata") or {}
     kept: dict[str, Any] = {}
@@ -182,9 +185,11 @@ def job_transform(job: Mapping[str, Any], shared: Interner = _shared) -> CachedJ
     node = annotations.get(ANNOTATION_NODE)
     if node is not None:
         kept["annotations"] = shared.part(("node", node), lambda: {ANNOTATION_NODE: node})
-    if ANNOTATION_BOOT_ID in annotations or ANNOTATION_NODE_CHECK in annotations:
-        # a checked turn's Job (nodecheck.py): its own, not shared
+    if seal is not None:
+        checked = seal.checked_annotations(job)
+    else:
         checked = {k: annotations[k] for k in (ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK) if k in annotations}
+    if checked:  # a checked turn's Job (nodecheck.py): its own, not shared
         kept["annotations"] = freeze({**(kept.get("annotations") or {}), **checked})
     status = job.get("status") or {}
     conditions = tuple(

@@ -20,10 +20,11 @@ from daemonjob.controller.events import error_message
 from daemonjob.controller.jobcontrol import JobControl
 from daemonjob.controller.nodecontrol import NodeControl
 from daemonjob.controller.observe import Observation
+from daemonjob.controller.turnseal import TurnSeal
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.events import EventSpec
 from daemonjob.domain.jobs import controller_ref, parse_time
-from daemonjob.domain.nodecheck import ANNOTATION_NODE_CHECK, DaemonSetPod, HealthInput
+from daemonjob.domain.nodecheck import DaemonSetPod, HealthInput
 from daemonjob.machinery.kube import ApiError
 
 __all__ = ["TurnChecks", "ChecksActed", "daemon_set_pods"]
@@ -69,10 +70,12 @@ def daemon_set_pods(
 
 
 class TurnChecks:
-    """`nodes`: what the pods are read through (None: never read, a check waits for them)."""
+    """`nodes`: what the pods are read through (None: never read, a check waits for them);
+    `seal`: what a verdict is sealed with (turnseal.py), the Job cache's."""
 
-    def __init__(self, control: JobControl, nodes: NodeControl | None) -> None:
+    def __init__(self, control: JobControl, nodes: NodeControl | None, seal: TurnSeal | None = None) -> None:
         self.control = control
+        self.seal = seal or TurnSeal.random()
         self.nodes = nodes
         self._pods: dict[str, dict[str, tuple[DaemonSetPod, ...]]] = {}  # DaemonJob uid -> node -> pods
         self._lock = threading.Lock()
@@ -89,9 +92,8 @@ class TurnChecks:
         acted = ChecksActed()
         for mark in decision.marks:
             try:
-                self.control.relabel_job(
-                    observed.namespace, mark.name, mark.uid or "", {}, {ANNOTATION_NODE_CHECK: mark.verdict.text()}
-                )
+                sealed = self.seal.verdict_annotations(mark.uid or "", mark.node, mark.verdict.text())
+                self.control.relabel_job(observed.namespace, mark.name, mark.uid or "", {}, sealed)
             except ApiError as exc:
                 if not (exc.not_found or exc.conflict):
                     acted.errors.append(exc)

@@ -22,7 +22,7 @@ from daemonjob.domain.jobs import (
     parse_time,
 )
 from daemonjob.domain.memo import Memo, no_memo
-from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, Verdict
+from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, Verdict, turn_state
 
 __all__ = ["JOB_VIEW_KEY", "OLDEST", "PLAIN", "JobView", "Rare", "job_view", "node_inputs"]
 
@@ -177,6 +177,15 @@ class JobView:
     @property
     def verdict(self) -> Verdict | None:
         return self.rare.verdict
+
+    @property
+    def turn(self) -> str:
+        """The state of the node's turn this Job stands for (nodecheck.turn_state): what retries,
+        the failure budget, the failed nodes and the results count, not the Job's own state."""
+        rare = self.rare
+        if rare.verdict is None and rare.boot_id is None:
+            return self.state
+        return turn_state(self.state, rare.boot_id, rare.verdict)
 
     @property
     def recorded(self) -> bool:

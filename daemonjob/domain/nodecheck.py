@@ -35,12 +35,15 @@ __all__ = [
     "ANNOTATION_NODE_CHECK",
     "PASSED",
     "FAILED_CHECK",
+    "JOB_FAILED",
     "Awaiting",
     "DaemonSetPod",
     "HealthInput",
     "Verdict",
     "boot_id",
     "checked_state",
+    "turn_state",
+    "turn_of",
     "turn_shown",
     "turn_succeeded",
     "node_ready",
@@ -53,6 +56,8 @@ ANNOTATION_BOOT_ID = "daemonjob.io/boot-id"  # on a Job: its node's boot ID when
 ANNOTATION_NODE_CHECK = "daemonjob.io/node-check"  # on a Job: the verdict of its node's turn
 PASSED = "Passed"
 FAILED_CHECK = "Failed"
+# The verdict of a checked turn whose Job failed, no reboot expected: the Job's own reason says why
+JOB_FAILED = "JobFailed"
 UNHEALTHY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 DISRUPTION_FAILS_JOB = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
@@ -155,16 +160,27 @@ class HealthInput:
     pods: Mapping[str, tuple[DaemonSetPod, ...]] = field(default_factory=dict)
 
 
+def turn_state(state: str, boot: str | None, verdict: Verdict | None) -> str:
+    """The state of the node's turn a Job stands for, from the Job alone: its verdict once written
+    (a reboot Job failed by its node's reboot is a turn that passed; a Job that succeeded on a node
+    left unhealthy is a turn that failed); a checked turn without one is not over (active); an
+    unchecked Job's own state. A Job being deleted stays terminating: a rerun by hand."""
+    if state == TERMINATING:
+        return state
+    if verdict is not None:
+        return FAILED if verdict.verdict == FAILED_CHECK else SUCCEEDED
+    return ACTIVE if boot is not None else state
+
+
 def checked_state(name: str, record: JobView, checked: bool, reboot: bool) -> tuple[str, Awaiting | None]:
-    """The record's state as a checked turn reads it (nodecheck.py): its verdict once written; until
-    then active and awaiting, unless its Job failed and no reboot is expected, or its Job runs. A node
-    failed by its verdict counts as eligible: its turn made it NotReady or tainted."""
+    """The record's state as a checked turn reads it (nodecheck.py): its turn's state once its
+    verdict is written; until then active, and awaiting once its Job is done (or, with a reboot,
+    whatever its Job's state): a failed Job gets its verdict at the next look. A node failed by its
+    verdict counts as eligible: its turn made it NotReady or tainted."""
     if not checked or record.boot_id is None:
         return record.state, None
     if record.verdict is not None:
-        return (FAILED if record.verdict.verdict == FAILED_CHECK else SUCCEEDED), None
-    if record.state == FAILED and not reboot:
-        return FAILED, None
+        return record.turn, None
     if record.state == ACTIVE and not reboot:
         return ACTIVE, None
     job_failed = record.state == FAILED
@@ -180,18 +196,24 @@ def turn_shown(job: Mapping[str, Any], state: str, reason: str, message: str) ->
     if verdict is not None:
         if verdict.verdict == PASSED:
             return SUCCEEDED, reason, message
+        if verdict.reason == JOB_FAILED:
+            return FAILED, reason, message  # the Job's own failure says more
         return FAILED, verdict.reason, verdict.message
     if ANNOTATION_BOOT_ID in annotations and state != ACTIVE:
         return ACTIVE, "WaitingForNodeHealth", "the turn waits for its node's reboot or health check"
     return state, reason, message
 
 
+def turn_of(job: Mapping[str, Any]) -> tuple[str, Verdict | None]:
+    """The turn's state of a Job as the API server or the cache holds it (turn_state), and its verdict."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    verdict = Verdict.parse(annotations.get(ANNOTATION_NODE_CHECK))
+    boot = annotations.get(ANNOTATION_BOOT_ID)
+    return turn_state(job_state(job), boot if isinstance(boot, str) else None, verdict), verdict
+
+
 def turn_succeeded(job: Mapping[str, Any]) -> bool:
     """Whether the node's turn this Job stands for succeeded, as the order across DaemonJobs
     (`after`) reads it: a checked turn by its verdict only (a reboot Job failed by its node's
     reboot may have passed; one that succeeded may still await its node's health)."""
-    annotations = (job.get("metadata") or {}).get("annotations") or {}
-    verdict = Verdict.parse(annotations.get(ANNOTATION_NODE_CHECK))
-    if verdict is not None:
-        return verdict.verdict == PASSED and job_state(job) != TERMINATING
-    return ANNOTATION_BOOT_ID not in annotations and job_state(job) == SUCCEEDED
+    return turn_of(job)[0] == SUCCEEDED

@@ -15,6 +15,7 @@ import orjson
 
 from daemonjob import defaults
 from daemonjob.domain.jobs import (
+    ACTIVE,
     FAILED,
     SUCCEEDED,
     job_attempt,
@@ -24,6 +25,7 @@ from daemonjob.domain.jobs import (
     job_state,
     job_template_hash,
 )
+from daemonjob.domain.nodecheck import FAILED_CHECK, JOB_FAILED, turn_of
 
 __all__ = [
     "NO_FIELD",
@@ -77,15 +79,22 @@ def _job_condition(job: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def result_of(job: Mapping[str, Any], pod: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The result of a finished Job (None while it runs), from its pod if that is still there.
+    A checked turn's result is its verdict's (None until written): a node left unhealthy fails
+    with the check's reason and message, a reboot Job failed by its reboot succeeds.
 
     Without the pod (deleted, or a Job that ended without one) the Job's own condition says
     what it can: the reason (BackoffLimitExceeded, DeadlineExceeded...) and its message."""
+    turn, verdict = turn_of(job)
     state = job_state(job)
+    if turn == ACTIVE:
+        return None  # a checked turn awaiting its verdict (nodecheck.py): not over
     if state not in (SUCCEEDED, FAILED):
         meta_state = _job_condition(job).get("type")
         if meta_state is None:
             return None
         state = SUCCEEDED if meta_state == "Complete" else FAILED
+    if turn in (SUCCEEDED, FAILED):
+        state = turn  # the turn's verdict, not the Job's own state
     meta = job.get("metadata") or {}
     out: dict[str, Any] = {"node": job_node(job) or "", "state": state, "job": meta.get("name") or ""}
     if meta.get("uid"):
@@ -117,6 +126,9 @@ def result_of(job: Mapping[str, Any], pod: Mapping[str, Any] | None) -> dict[str
     else:
         out["reason"] = cond.get("reason") or ("Completed" if state == SUCCEEDED else "Failed")
         out["message"] = cut_message(cond.get("message") or "")
+    if verdict is not None and verdict.verdict == FAILED_CHECK and verdict.reason != JOB_FAILED:
+        out["reason"] = verdict.reason or out["reason"]
+        out["message"] = cut_message(verdict.message) if verdict.message else out["message"]
     if isinstance(started, str) and started:
         out["startTime"] = started
     if isinstance(finished, str) and finished:

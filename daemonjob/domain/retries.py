@@ -1,8 +1,11 @@
 """Automatic retries (spec.retry): a failed node runs again, as its next attempt, after a backoff.
 
-A node's failures are counted from the cluster: its failed Jobs of the current rollout
-(revision, run), which are kept while the rollout is current (plan.py deletes only other
-rollouts' Jobs as history). A restart therefore keeps the count, a new revision or run starts
+A node's failures are counted from the cluster: its failed turns of the current rollout
+(revision, run): a turn's verdict where its node is checked (a health check not passed, not
+back after its reboot, a Job failed before the reboot or by its start timeout), not its Job's
+own state (JobView.turn), so retries end at `limit` and a node has at most limit + 1 turns.
+Those Jobs are kept while the rollout is current (plan.py deletes only other rollouts' Jobs as
+history). A restart therefore keeps the count, a new revision or run starts
 at none, and a failed Job deleted by hand (a rerun) no longer counts. While a node has
 failed at most `limit` times it is pending, not failed: it does not spend maxFailedNodes, and
 its turn comes once the backoff after its last failure has passed (`Retrying.at`, from the
@@ -48,7 +51,13 @@ def retry_of(jobs: Sequence[JobView], record: JobView, retry: Retry | None) -> R
     set): the record failed, in the current rollout, and nothing of the node still runs."""
     if retry is None or record.state != FAILED or record.node is None:
         return None
-    failures = sum(1 for j in jobs if j.state == FAILED and j.revision == record.revision and j.run == record.run)
+    failures = sum(
+        1
+        for j in jobs
+        if (record.state if j.name == record.name else j.turn) == FAILED
+        and j.revision == record.revision
+        and j.run == record.run
+    )
     if failures > retry.limit:
         return None
     at = (record.finished or record.created) + backoff_delay(retry, failures)

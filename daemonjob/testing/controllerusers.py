@@ -51,6 +51,12 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLE
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
+metadata: {{name: daemonjob-turn-seal-users, namespace: {CONTROLLER_NAMESPACE}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-turn-seal}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
 metadata: {{name: daemonjob-webhook-certificates-users, namespace: {CONTROLLER_NAMESPACE}}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: daemonjob-webhook-certificates}}
 subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "{CONTROLLER_USERS_GROUP}"}}]

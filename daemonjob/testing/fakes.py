@@ -8,6 +8,7 @@ with an ApiError, and can apply Job writes to a FakeInformer as the API server w
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -16,12 +17,15 @@ from typing import Any
 
 from daemonjob.controller.informers import JOB_INDEXERS, NODE_INDEXERS, Informers
 from daemonjob.controller.transforms import job_transform, node_transform
+from daemonjob.controller.turnseal import TurnSeal
 from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.informer import Handlers, Tombstone
 from daemonjob.machinery.kube import ApiError
 from daemonjob.machinery.store import IndexFunc, Store, meta_namespace_key
 
-__all__ = ["FakeInformer", "FakeJobControl", "Call", "NullResultStore", "api_error", "fake_informers"]
+__all__ = ["FakeInformer", "FakeJobControl", "Call", "NullResultStore", "TEST_SEAL_KEY", "api_error", "fake_informers"]
+
+TEST_SEAL_KEY = b"daemonjob-unit-tests-seal-key-32"  # the fakes' turn seal key: tests build sealed Jobs with it
 
 
 def api_error(status: int, reason: str = "", message: str = "") -> ApiError:
@@ -117,12 +121,15 @@ class FakeInformer:
                 h.on_delete(Tombstone(key, old) if tombstone else old)
 
 
-def fake_informers() -> Informers:
-    """The controller's three caches as fakes, with the real indexers and transforms."""
+def fake_informers(seal: TurnSeal | None = None) -> Informers:
+    """The controller's three caches as fakes, with the real indexers and transforms; the Jobs'
+    turn records checked with `seal` (default: one on TEST_SEAL_KEY, which tests seal Jobs with)."""
+    seal = seal or TurnSeal(TEST_SEAL_KEY)
     return Informers(
         FakeInformer("daemonjobs"),
-        FakeInformer("jobs", indexers=JOB_INDEXERS, transform=job_transform),
+        FakeInformer("jobs", indexers=JOB_INDEXERS, transform=functools.partial(job_transform, seal=seal)),
         FakeInformer("nodes", indexers=NODE_INDEXERS, transform=node_transform),
+        seal=seal,
     )
 
 

@@ -588,6 +588,7 @@ def test_provided_certificate_files_are_served_and_reloaded_and_readiness_waits_
     replica = ControllerProcess(
         cluster.kubeconfig_for("daemonjob-a"),
         tmp_path / "c.log",
+        f"--leader-election-namespace={CONTROLLER_NAMESPACE}",  # where its turn seal key is
         "--webhook-cert-secret=",
         "--webhook-cert-dir",
         str(cert_dir),

@@ -10,12 +10,14 @@ from daemonjob.controller.transforms import node_transform
 from daemonjob.controller.turnchecks import daemon_set_pods
 from daemonjob.domain.gates.health import (
     GATE_HEALTH,
+    JOB_FAILED,
     JOB_FAILED_BEFORE_REBOOT,
     NODE_NOT_BACK,
     NODE_UNHEALTHY,
     WAITING_FOR_NODE_HEALTH,
 )
-from daemonjob.domain.jobs import format_time
+from daemonjob.domain.jobs import build_job, format_time
+from daemonjob.domain.jobview import JobView
 from daemonjob.domain.maintenance import JOB_SUCCEEDED, MaintenanceInput
 from daemonjob.domain.nodecheck import (
     ANNOTATION_BOOT_ID,
@@ -27,6 +29,7 @@ from daemonjob.domain.nodecheck import (
     Verdict,
 )
 from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
+from daemonjob.domain.results import result_of
 from daemonjob.domain.validate import validate
 from daemonjob.testing.builders import NS, daemonjob, job, job_template, node, revision_of
 from daemonjob.testing.decisions import Given, decide_over
@@ -367,3 +370,74 @@ def test_after_reads_a_checked_turn_by_its_verdict() -> None:
     assert not turn_succeeded(done)  # its node's health is not known yet
     assert not turn_succeeded(with_verdict(done, Verdict(FAILED_CHECK, NODE_UNHEALTHY)))
     assert turn_succeeded(job(daemonjob(), "c", "succeeded"))
+
+
+# -- a turn's verdict is what counts (retries, maxFailedNodes, failedNodes, results) ------
+
+
+def _failed_turn(dj: dict[str, Any], attempt: int, minutes_ago: int) -> dict[str, Any]:
+    """Node a's Job of `attempt`: it succeeded, its node never passed the health check."""
+    body = build_job(dj, "a", revision_of(dj), attempt=attempt, boot_id="boot-1")
+    created, finished = NOW - timedelta(minutes=minutes_ago), NOW - timedelta(minutes=minutes_ago - 1)
+    body["metadata"].update(creationTimestamp=T(created), uid=f"uid-{body['metadata']['name']}")
+    done = {"type": "Complete", "status": "True", "lastTransitionTime": T(finished)}
+    body["status"] = {"startTime": T(created), "completionTime": T(finished), "conditions": [done]}
+    unhealthy = Verdict(FAILED_CHECK, NODE_UNHEALTHY, "node a not healthy 5m after its Job: Ready is False")
+    return with_verdict(body, unhealthy)
+
+
+def test_a_failed_health_check_counts_as_a_failure_and_retries_end_at_the_limit() -> None:
+    dj = daemonjob(maxParallel=1, maxFailedNodes=0, healthCheck=HEALTH, retry={"limit": 1, "backoff": "10s"})
+    nodes = [booted("a", "boot-1"), booted("b", "boot-1")]
+    first = decide_over(Given(dj, [_failed_turn(dj, 0, 30)], nodes, NOW))
+    assert first.creates == [] and first.status["nodeAttempts"]["nodes"] == [{"node": "a", "attempt": 1}], (
+        "one retry left: a's next attempt is recorded (then created), b waits"
+    )
+    assert first.status["failedNodes"] == 0
+    [retrying] = first.status["retryingNodes"]
+    assert (retrying["failures"], retrying["retriesLeft"]) == (1, 1)
+    both = [_failed_turn(dj, 0, 30), _failed_turn(dj, 1, 20)]
+    second = decide_over(Given(dj, both, nodes, NOW))
+    assert second.creates == [], "two turns failed with retry.limit 1: no third, and b never starts"
+    assert second.status["failedNodes"] == 1 and second.status["failedNodeNames"] == ["a"]
+    assert not second.status.get("retryingNodes")
+    failed = next(c for c in second.status["conditions"] if c["type"] == "Failed")
+    assert failed["status"] == "True"
+
+
+def test_a_reboot_job_failed_by_its_reboot_that_passed_is_no_failure_for_retries() -> None:
+    dj = rebooting(retry={"limit": 1, "backoff": "10s"})
+    passed = checked_job(
+        dj, "a", "boot-1", "failed", created=NOW - timedelta(minutes=30), finished=NOW - timedelta(minutes=29)
+    )
+    passed = with_verdict(passed, Verdict(PASSED))
+    d = decide_over(Given(dj, [passed], [booted("a", "boot-2"), booted("b", "boot-1")], NOW))
+    assert d.status["succeededNodes"] == 1 and d.status["failedNodes"] == 0
+    assert [c.node for c in d.creates] == ["b"]
+
+
+def test_a_checked_jobs_failure_gets_its_verdict_and_a_result_follows_the_verdict() -> None:
+    dj = daemonjob(maxParallel=1, healthCheck=HEALTH)
+    failed = checked_job(
+        dj, "a", "boot-1", "failed", created=NOW - timedelta(minutes=3), finished=NOW - timedelta(minutes=2)
+    )
+    d = decide_over(Given(dj, [failed], [booted("a", "boot-1"), booted("b", "boot-1")], NOW))
+    [mark] = d.marks
+    assert (mark.verdict.verdict, mark.verdict.reason) == (FAILED_CHECK, JOB_FAILED)
+    assert d.creates == [], "the turn is over once its verdict is written"
+    assert result_of(failed, None) is None, "no result before the turn's verdict"
+    unhealthy = _failed_turn(dj, 0, 10)
+    result = result_of(unhealthy, None)
+    assert result is not None and result["state"] == "failed" and result["reason"] == NODE_UNHEALTHY
+    assert JobView.of(unhealthy).turn == "failed" and JobView.of(unhealthy).state == "succeeded"
+
+
+def test_a_checked_job_that_failed_shows_and_records_its_own_failure() -> None:
+    from daemonjob.domain.nodecheck import turn_shown
+
+    dj = daemonjob(maxParallel=1, healthCheck=HEALTH)
+    failed = checked_job(dj, "a", "boot-1", "failed", created=NOW - timedelta(minutes=3), finished=NOW)
+    failed = with_verdict(failed, Verdict(FAILED_CHECK, JOB_FAILED, "the Job x on node a failed"))
+    assert turn_shown(failed, "failed", "Error", "exit 3") == ("failed", "Error", "exit 3")
+    result = result_of(failed, None)
+    assert result is not None and result["state"] == "failed" and result["reason"] != JOB_FAILED

@@ -29,6 +29,7 @@ from daemonjob.domain.gates.hold import Gate, GateContext, Hold, duration_text
 from daemonjob.domain.jobs import format_time
 from daemonjob.domain.nodecheck import (
     FAILED_CHECK,
+    JOB_FAILED,
     PASSED,
     Awaiting,
     DaemonSetPod,
@@ -50,6 +51,7 @@ __all__ = [
     "NODE_UNHEALTHY",
     "NODE_NOT_BACK",
     "JOB_FAILED_BEFORE_REBOOT",
+    "JOB_FAILED",
     "MarkJob",
     "Look",
     "look",
@@ -96,14 +98,17 @@ def look(
     """The verdict of node `a.node`'s turn at `now`, or what it waits for."""
     name, boot, ready = a.node, boot_id(node), node_ready(node)
     start = a.finished or a.created
+    if a.job_failed and not checks.reboot:
+        return Look(Verdict(FAILED_CHECK, JOB_FAILED, f"the Job {a.job} on node {name} failed"))
     if checks.reboot:
-        if not (boot and boot != a.boot_id and ready == "True"):
+        if not (boot and a.boot_id and boot != a.boot_id and ready == "True"):
             since = ready_since(node)
             if a.job_failed and boot == a.boot_id and ready == "True" and (since is None or since <= start):
                 message = f"the Job {a.job} on node {name} failed before the node rebooted"
                 return Look(Verdict(FAILED_CHECK, JOB_FAILED_BEFORE_REBOOT, message))
             deadline = a.created + checks.reboot_timeout
-            state = f"Ready {ready}, boot ID {'unchanged' if boot == a.boot_id else 'new'}"
+            seen = ("unchanged" if boot == a.boot_id else "new") if a.boot_id else "unknown at the Job's start"
+            state = f"Ready {ready}, boot ID {seen}"
             if now >= deadline:
                 message = (
                     f"node {name} did not come back from its reboot within "
