@@ -5,7 +5,8 @@ revision or a node's new attempt, which lets their Jobs start); a status write a
 DaemonJobs ordered after it or beside it when it changed what they read of it (orderwake.py).
 A Job event records what it shows of the controller's own writes (expectations), marks the
 Job's node for its owner's kept plan and enqueues the owner after a short delay, so a burst
-of Job events costs one pass.
+of Job events costs one pass. A Job carrying the uid of a DaemonJob of another namespace is
+ignored (ownership.py): owner references are namespace-local.
 A node event marks the node for every kept plan and enqueues only the DaemonJobs whose
 answer for that node changed, or that have Jobs there.
 """
@@ -26,6 +27,7 @@ from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.order import OrderIndex
 from daemonjob.controller.orderwake import OrderWakes
+from daemonjob.controller.ownership import ForeignJobs
 from daemonjob.controller.specs import SpecCache
 from daemonjob.domain.attempts import STATUS_FIELD as ATTEMPTS_FIELD
 from daemonjob.domain.eligibility import Eligibility
@@ -89,8 +91,10 @@ class Router:
         order_index: OrderIndex | None = None,
         claims: NodeClaims | None = None,
         specs: SpecCache | None = None,
+        foreign: ForeignJobs | None = None,
     ) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
+        self.foreign = foreign if foreign is not None else ForeignJobs(self.daemonjobs, metrics.foreign_job_seen)
         self.queue = queue
         self.expectations = expectations
         self.deleted_jobs = deleted_jobs
@@ -178,6 +182,8 @@ class Router:
 
     # -- Jobs ----------------------------------------------------------------------------------
     def job_added(self, job: Obj) -> None:
+        if self.foreign.foreign(job):
+            return
         self.order_index.succeeded.job_changed(None, job)
         key = owner_key(job)
         if key is None:
@@ -193,6 +199,13 @@ class Router:
         self.queue.add_after(key, self._job_event_delay(key))
 
     def job_updated(self, old: Obj, new: Obj) -> None:
+        if self.foreign.foreign(new):  # what the Job was before, if it was ours, it is no more
+            if not self.foreign.foreign(old):
+                self.job_deleted(old)
+            return
+        if self.foreign.foreign(old):  # a Job that becomes ours (its reference edited) comes as new
+            self.job_added(new)
+            return
         self.plans.job_changed(old, new)
         self.order_index.succeeded.job_changed(old, new)
         key = owner_key(new)
@@ -221,6 +234,8 @@ class Router:
 
     def job_deleted(self, obj: Obj | Tombstone) -> None:
         job = deleted_object(obj)
+        if self.foreign.foreign(job):
+            return
         self.plans.job_changed(job)
         self.order_index.succeeded.job_changed(job, None)
         key = owner_key(job)
@@ -279,7 +294,8 @@ class Router:
         adds each DaemonJob at most once."""
         name = node["metadata"]["name"]
         self.plans.node_changed(name)
-        owners = {k for k in (owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)) if k is not None}
+        jobs = self.jobs.store.by_index(NODE_INDEX, name)
+        owners = {k for j in jobs if (k := owner_key(j)) is not None and not self.foreign.foreign(j)}
         owners.update(r.daemon_job for r in (record_of(node), record_of(old)) if r is not None)
         for key in owners:
             self.queue.add(key)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemonjob.controller.informers import JOB_INDEXERS, NODE_INDEXERS, Informers
+from daemonjob.controller.informers import DAEMONJOB_INDEXERS, JOB_INDEXERS, NODE_INDEXERS, Informers
 from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.informer import Handlers, Tombstone
@@ -120,7 +120,7 @@ class FakeInformer:
 def fake_informers() -> Informers:
     """The controller's three caches as fakes, with the real indexers and transforms."""
     return Informers(
-        FakeInformer("daemonjobs"),
+        FakeInformer("daemonjobs", indexers=DAEMONJOB_INDEXERS),
         FakeInformer("jobs", indexers=JOB_INDEXERS, transform=job_transform),
         FakeInformer("nodes", indexers=NODE_INDEXERS, transform=node_transform),
     )
