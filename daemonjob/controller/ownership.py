@@ -82,4 +82,5 @@ class ForeignJobs:
             namespace=om.get("namespace"),
             name=om.get("name"),
             job=f"{namespace}/{meta.get('name')}",
+            job_uid=job_uid,
         )
