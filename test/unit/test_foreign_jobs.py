@@ -202,3 +202,21 @@ def test_a_forged_finished_job_noted_first_neither_takes_nor_blocks_the_results(
         assert not rec.holds(fake["metadata"]["uid"])
     finally:
         bed.stop()
+
+
+def test_the_plugin_reads_a_daemonjobs_jobs_and_pods_in_its_namespace_only() -> None:
+    """`kubectl daemonjob` (status, wait, logs, results, plan) reads them with these lists: a
+    forged Job elsewhere is never in what it shows."""
+    from daemonjob.kubectl import client
+
+    paths: list[str] = []
+
+    class Kube:
+        def get(self, path: str, **params: Any) -> dict[str, Any]:
+            paths.append(path)
+            return {"items": []}
+
+    target = client.Target(Kube(), NS)  # type: ignore[arg-type]
+    client.list_jobs(target, "audit")
+    client.list_pods(target, "audit")
+    assert paths == [f"/apis/batch/v1/namespaces/{NS}/jobs", f"/api/v1/namespaces/{NS}/pods"]
