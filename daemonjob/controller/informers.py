@@ -63,8 +63,24 @@ UID_INDEX = "uid"  # DaemonJobs by uid: whose uid a Job in another namespace car
 Obj = Mapping[str, Any]
 
 
+_last_owner: tuple[object, str] = (None, "")  # the Job indexed last, its owner id
+
+
+def _owner_id(job: Obj) -> str:
+    """`job_owner_id`, read once per Job version: the store runs each index on a new version,
+    then on the one it replaces, one after the other. Kept by identity (cached Jobs are
+    frozen), so a race costs a second read, never a wrong answer."""
+    global _last_owner
+    last = _last_owner
+    if last[0] is job:
+        return last[1]
+    owner = job_owner_id(job)
+    _last_owner = (job, owner)
+    return owner
+
+
 def owner_uid_index(job: Obj) -> list[str]:
-    owner = job_owner_id(job)  # once: every Job event runs each index, twice for an update
+    owner = _owner_id(job)
     return [owner] if owner else []
 
 
@@ -72,13 +88,13 @@ def job_node_index(job: Obj) -> list[tuple[str, str]]:
     """Tagged by owner: a pass reads a node's Jobs of its DaemonJob without reading those of
     every other DaemonJob there (hundreds, with as many DaemonJobs)."""
     node = job_node(job)
-    return [(node, job_owner_id(job))] if node else []
+    return [(node, _owner_id(job))] if node else []
 
 
 def running_index(job: Obj) -> list[str]:
     """Owned Jobs that may still run (active, or deleted before they finished): a few per
     DaemonJob, so a group member's running Jobs are read without its finished thousands."""
-    owner = job_owner_id(job)
+    owner = _owner_id(job)
     if not owner:
         return []
     state = job_state(job)

@@ -48,25 +48,30 @@ class ForeignJobs:
         self._lock = threading.Lock()
         self._seen: TTLCache[str, None] = TTLCache(maxsize=logged_max, ttl=logged_ttl)
 
-    def foreign(self, job: Obj | None) -> bool:
-        """Whether `job` carries the uid of a DaemonJob of another namespace (noted once per Job).
-        False for a Job of no DaemonJob, and for one whose DaemonJob is not cached anywhere
-        (not listed yet, or deleted): the caches' owner ids keep those apart anyway."""
-        ref = daemonjob_ref(job) if job is not None else None
-        if ref is None or job is None:
-            return False
+    def owner(self, job: Obj) -> str | None:
+        """namespace/name of the DaemonJob controlling `job`; None for a Job of no DaemonJob and
+        for a foreign one (noted once). A Job whose DaemonJob is not cached anywhere (not listed
+        yet, or deleted) keeps its key: the caches' owner ids keep it apart anyway."""
+        ref = daemonjob_ref(job)
+        if ref is None:
+            return None
         meta = job["metadata"]
         namespace, uid = meta.get("namespace") or "", ref.get("uid") or ""
-        dj = self._daemonjobs.store.get(f"{namespace}/{ref.get('name')}")
+        key = f"{namespace}/{ref.get('name')}"
+        dj = self._daemonjobs.store.get(key)
         if dj is not None and dj["metadata"].get("uid") == uid:
-            return False  # the common case: its DaemonJob, in its namespace
+            return key  # the common case: its DaemonJob, in its namespace
         owners = [
             d for d in self._daemonjobs.store.by_index(UID_INDEX, uid) if d["metadata"].get("namespace") != namespace
         ]
         if not owners:
-            return False
+            return key
         self._note(meta, namespace, owners[0])
-        return True
+        return None
+
+    def foreign(self, job: Obj) -> bool:
+        """Whether `job` carries the uid of a DaemonJob of another namespace (noted once per Job)."""
+        return daemonjob_ref(job) is not None and self.owner(job) is None
 
     def _note(self, meta: Obj, namespace: str, owner: Obj) -> None:
         job_uid = meta.get("uid") or ""

@@ -182,13 +182,11 @@ class Router:
 
     # -- Jobs ----------------------------------------------------------------------------------
     def job_added(self, job: Obj) -> None:
-        if self.foreign.foreign(job):
-            return
-        self.order_index.succeeded.job_changed(None, job)
-        key = owner_key(job)
+        key = self.foreign.owner(job)
         if key is None:
             self._maybe_orphan(job)
             return
+        self.order_index.succeeded.job_changed(None, job)
         uid = owner_uid(job)
         self.expectations.creation_observed(uid, job["metadata"]["name"])
         if self.claims is not None:
@@ -199,24 +197,23 @@ class Router:
         self.queue.add_after(key, self._job_event_delay(key))
 
     def job_updated(self, old: Obj, new: Obj) -> None:
-        if self.foreign.foreign(new):  # what the Job was before, if it was ours, it is no more
-            if not self.foreign.foreign(old):
-                self.job_deleted(old)
-            return
-        if self.foreign.foreign(old):  # a Job that becomes ours (its reference edited) comes as new
-            self.job_added(new)
-            return
-        self.plans.job_changed(old, new)
-        self.order_index.succeeded.job_changed(old, new)
-        key = owner_key(new)
+        key, before = self.foreign.owner(new), self.foreign.owner(old)
+        if before is None or key is None:  # not ours before, or not now (released, or foreign)
+            ours = [j for j, k in ((old, before), (new, key)) if k is not None]
+            self.plans.job_changed(*ours)
+            self.order_index.succeeded.job_changed(old if before else None, new if key else None)
+        else:
+            self.plans.job_changed(old, new)
+            self.order_index.succeeded.job_changed(old, new)
         if key is None:
             self._maybe_orphan(new)
             return
         if old["metadata"].get("uid") != new["metadata"].get("uid"):
             # Deleted and re-created under the same name, seen as one change (a relist): both
             # the delete and the create were observed.
-            self.expectations.deletion_observed(owner_uid(old), old["metadata"]["name"])
-            self.deleted_jobs.note(owner_uid(old), old)
+            if before is not None:
+                self.expectations.deletion_observed(owner_uid(old), old["metadata"]["name"])
+                self.deleted_jobs.note(owner_uid(old), old)
             self.expectations.creation_observed(owner_uid(new), new["metadata"]["name"])
             if self.claims is not None:
                 self.claims.observed(owner_uid(new), new["metadata"]["name"])
@@ -224,7 +221,7 @@ class Router:
             self.expectations.deletion_observed(owner_uid(new), new["metadata"]["name"])
         if (
             old.get("status") != new.get("status")
-            or owner_key(old) != key
+            or before != key
             or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")
             or old["metadata"].get("labels") != new["metadata"].get("labels")
             or old["metadata"].get("annotations") != new["metadata"].get("annotations")  # a turn's verdict
@@ -234,13 +231,11 @@ class Router:
 
     def job_deleted(self, obj: Obj | Tombstone) -> None:
         job = deleted_object(obj)
-        if self.foreign.foreign(job):
+        key = self.foreign.owner(job)
+        if key is None:
             return
         self.plans.job_changed(job)
         self.order_index.succeeded.job_changed(job, None)
-        key = owner_key(job)
-        if key is None:
-            return
         uid, name = owner_uid(job), job["metadata"]["name"]
         self.expectations.deletion_observed(uid, name)
         self.deleted_jobs.note(uid, job)  # its node's next Job is the next attempt, under a new name
@@ -295,7 +290,7 @@ class Router:
         name = node["metadata"]["name"]
         self.plans.node_changed(name)
         jobs = self.jobs.store.by_index(NODE_INDEX, name)
-        owners = {k for j in jobs if (k := owner_key(j)) is not None and not self.foreign.foreign(j)}
+        owners = {k for j in jobs if (k := self.foreign.owner(j)) is not None}
         owners.update(r.daemon_job for r in (record_of(node), record_of(old)) if r is not None)
         for key in owners:
             self.queue.add(key)
