@@ -39,9 +39,9 @@ NEVER = {"e2e.daemonjob.io/never": "scheduled"}  # no node has it: a forged Job'
 
 
 class Forger(threading.Thread):
-    """Keeps, every half second, an active and a finished Job per node in `namespace` that
-    carry DaemonJob `name`'s uid, labels and node annotation (the active one under the very
-    name of its own Job there), re-creating what the garbage collector deleted."""
+    """Keeps, every half second, two active Jobs and a finished one per node in `namespace`
+    that carry DaemonJob `name`'s uid, revision label and node annotation (an active one under
+    the very name of its own Job there), re-creating what the garbage collector deleted."""
 
     def __init__(self, kube: Kube, namespace: str, target: Cluster, name: str, nodes: list[str]) -> None:
         super().__init__(name="forger", daemon=True)
@@ -72,8 +72,8 @@ class Forger(threading.Thread):
             body = build_job(dj, node, revision)
             body["metadata"]["namespace"] = self.namespace
             body["spec"]["template"]["spec"]["nodeSelector"] = NEVER
-            for state in ("active", "finished"):
-                name = body["metadata"]["name"] if state == "active" else f"x{body['metadata']['name'][1:]}"
+            real = body["metadata"]["name"]
+            for state, name in (("active", real), ("active", f"y{real[1:]}"), ("finished", f"x{real[1:]}")):
                 if name in present:
                     continue
                 made = self.kube.create(path, {**body, "metadata": {**body["metadata"], "name": name}})
@@ -171,7 +171,7 @@ def test_forged_jobs_elsewhere_leave_a_maintenance_rollout_as_without_them(
     forger = Forger(kube, elsewhere, api, "maint", names)
     forger.start()
     try:
-        wait_for(lambda: all(forger.made.values()) and forger.forged() >= 6, 60, "forged Jobs, active and finished")
+        wait_for(lambda: all(forger.made.values()) and forger.forged() >= 9, 60, "forged Jobs, active and finished")
         api.patch("maint", {"suspend": False})
         api.wait_status("maint", lambda d: d["status"].get("succeededNodes", 0) >= 1, "one node done", timeout=180)
         controller.restart()  # its caches listed anew, the forged Jobs among them
