@@ -69,8 +69,9 @@ def test_a_foreign_job_is_told_apart_counted_once_and_logged_once() -> None:
 
 def rollout(bed: ActBed, forge: bool) -> tuple[list[tuple[str, str, str]], list[dict[str, Any]]]:
     """A rollout over three nodes, one at a time, to the end; with `forge`, forged Jobs of the
-    DaemonJob in another namespace (active, succeeded, failed, an older revision's) are in the
-    cache from the start and come again after each pass. What was written, in order."""
+    DaemonJob in another namespace (active, succeeded, failed, an older revision's, one with
+    no controller) are in the cache from the start and come again after each pass. What was
+    written (creates, deletes, adoptions, status), in order."""
     bed.add_nodes(3)
     dj = daemonjob(maxParallel=1, historyLimit=0)
     bed.add_dj(dj)
@@ -80,6 +81,9 @@ def rollout(bed: ActBed, forge: bool) -> tuple[list[tuple[str, str, str]], list[
         forged(job(dj, "node-02", "failed")),
         forged(job(dj, "node-01", "succeeded", revision="older")),
     ]
+    orphan = forged(job(dj, "node-02", "active"))  # no controller: one the DaemonJob would adopt in its namespace
+    orphan["metadata"]["ownerReferences"] = []
+    fakes.append(orphan)
     for _ in range(6):
         for fake in fakes if forge else ():
             bed.jobs.add(fake)
