@@ -161,13 +161,8 @@ class ResultRecorder:
         """The DaemonJob `dj_uid` is gone: its reports go with it (owner references)."""
         with self._lock:
             for owner in [o for o in self._kept if o.rpartition("/")[2] == dj_uid]:
-                self._drop(owner)
-
-    def _drop(self, owner: str) -> None:
-        """(locked)"""
-        kept = self._kept.pop(owner, None)
-        for uid in kept.pending if kept is not None else ():
-            self._held.pop(uid, None)
+                for uid in self._kept.pop(owner).pending:
+                    self._held.pop(uid, None)
 
     def summary(
         self, owner: str, revision: str | None, run: str | None, group_by: str | None = None
@@ -313,15 +308,12 @@ class ResultRecorder:
                 return 0
             namespace, name = kept.namespace, kept.name
         dj = self.daemonjob(f"{namespace}/{name}")
-        if dj is None or (dj.get("metadata") or {}).get("uid") != owner.rpartition("/")[2]:
-            with self._lock:  # noted before its DaemonJob was cached: foreign after all?
-                foreign = [uid for uid, job in kept.pending.items() if self.foreign(job)]
-            self._release(kept, foreign)
-        if (
-            dj is None
-            or (dj.get("metadata") or {}).get("uid") != owner.rpartition("/")[2]
-            or not self.store.may_write()
-        ):
+        ours = dj is not None and (dj.get("metadata") or {}).get("uid") == owner.rpartition("/")[2]
+        if dj is None or not ours or not self.store.may_write():
+            if not ours:  # noted before its DaemonJob was cached: foreign Jobs, after all?
+                with self._lock:
+                    foreign = [uid for uid, job in kept.pending.items() if self.foreign(job)]
+                self._release(kept, foreign)
             self._retry_later(owner)
             return 0
         if read := not kept.loaded or kept.regroup:
