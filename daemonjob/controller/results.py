@@ -23,7 +23,7 @@ import structlog
 
 from daemonjob import defaults
 from daemonjob.controller.resultdue import sooner_than, writes_due
-from daemonjob.controller.resultkept import Chunk, Kept, Rollout, Successes, outcomes
+from daemonjob.controller.resultkept import Chunk, Kept, Rollout, Successes, outcomes, read_rollouts
 from daemonjob.controller.resultstore import ResultStore, read_results
 from daemonjob.domain.jobs import (
     FAILED,
@@ -36,7 +36,7 @@ from daemonjob.domain.jobs import (
 )
 from daemonjob.domain.outcomes import Outcomes, summary
 from daemonjob.domain.plan import JobView
-from daemonjob.domain.reports import LABEL_CHUNK, LABEL_ROLLOUT, append_patch, pack, report_body, result_size
+from daemonjob.domain.reports import append_patch, pack, report_body, result_size
 from daemonjob.domain.results import rollout_key
 from daemonjob.domain.resultsread import ResultsUnread
 from daemonjob.domain.validate import read_spec
@@ -357,32 +357,10 @@ class ResultRecorder:
     def _load(self, kept: Kept, owner: str, group_by: str | None) -> None:
         """What is recorded already, from the DaemonJob's report objects (one paged list),
         its outcomes counted by `group_by`."""
-        rollouts: dict[str, Rollout] = {}
         with self._lock:
             successes = Successes() if kept.track else None
-        for report in self.store.list_reports(kept.namespace, kept.name):
-            meta = report.get("metadata") or {}
-            if not any(ref.get("uid") == owner.rpartition("/")[2] for ref in meta.get("ownerReferences") or ()):
-                continue  # a namesake DaemonJob's, deleted: the garbage collector takes it
-            labels = meta.get("labels") or {}
-            key = labels.get(LABEL_ROLLOUT) or rollout_key(report.get("revision"), report.get("run"))
-            rollout = rollouts.get(key)
-            created = meta.get("creationTimestamp") or ""
-            if rollout is None:
-                rollout = Rollout(
-                    key, report.get("revision") or "", report.get("run"), created, outcomes=outcomes(group_by)
-                )
-                rollouts[key] = rollout
-            rollout.order = min(rollout.order, created)
-            results = report.get("results") or []
-            chunk = int(labels.get(LABEL_CHUNK) or report.get("chunk") or 0)
-            size = sum(result_size(r) for r in results)
-            rollout.chunks[chunk] = Chunk(meta.get("name") or "", int(report.get("count") or len(results)), size)
-            for r in results:
-                rollout.recorded[r.get("jobUID") or ""] = None
-                rollout.outcomes.add(r)
-                if successes is not None:
-                    successes.add(r)
+        reports = self.store.list_reports(kept.namespace, kept.name)
+        rollouts = read_rollouts(reports, owner.rpartition("/")[2], group_by, successes)
         with self._lock:
             kept.rollouts, kept.successes = rollouts, successes
             kept.loaded, kept.regroup, kept.group_by = True, False, group_by
