@@ -44,6 +44,10 @@ EXPECTATIONS_RECHECK = 5.0
 # A node's Job seen deleted is remembered this long (seconds) for its next attempt's name; the
 # DaemonJob's status records that attempt in the next pass (daemonjob/domain/attempts.py).
 DELETED_JOBS_TTL = 3600.0
+# A Job in another namespace carrying a DaemonJob's uid is logged once per Job uid: that many
+# remembered, each this long (seconds), so a flood of them is logged (and counted) a bounded number of times.
+FOREIGN_JOBS_LOGGED_MAX = 10_000
+FOREIGN_JOBS_LOGGED_TTL = 3600.0
 SLOW_START_INITIAL_BATCH = 1
 RESYNC_INTERVAL = 600.0  # seconds between full re-enqueues (0 disables)
 # A DaemonJob's plan is kept across passes and updated node by node; this often (seconds) a

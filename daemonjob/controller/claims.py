@@ -26,7 +26,7 @@ from daemonjob.controller.informers import RUNNING_INDEX
 from daemonjob.controller.order import OrderIndex
 from daemonjob.domain.actions import CreateJob
 from daemonjob.domain.decide import Decision
-from daemonjob.domain.jobs import job_node
+from daemonjob.domain.jobs import job_node, owner_id
 from daemonjob.machinery.informer import SharedInformer
 
 __all__ = ["NodeClaims"]
@@ -114,7 +114,7 @@ class NodeClaims:
             if other is not None:
                 nodes.update(
                     n
-                    for j in self.jobs.store.by_index(RUNNING_INDEX, other["metadata"].get("uid") or "")
+                    for j in self.jobs.store.by_index(RUNNING_INDEX, owner_id(ns, other["metadata"].get("uid") or ""))
                     if (n := job_node(j))
                 )
         return nodes

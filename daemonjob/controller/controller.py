@@ -55,6 +55,7 @@ from daemonjob.controller.observe import Observation, Observer
 from daemonjob.controller.order import OrderIndex
 from daemonjob.controller.orderreader import OrderReader
 from daemonjob.controller.orphans import SWEEP_KEY, orphan_sweep
+from daemonjob.controller.ownership import ForeignJobs
 from daemonjob.controller.report import Reporter
 from daemonjob.controller.resultstatus import recorded_for, recorder_for, wire_recorded, with_results
 from daemonjob.controller.resultstore import KubeResultStore, ResultStore
@@ -127,7 +128,10 @@ class Controller:
             metrics_provider=self.metrics.queue_provider,
         )
         self._writers = WriterPool(create_concurrency, "api-writer")
-        self.results = recorder_for(result_store, informers, self.queue, self.clock, result_chunk_bytes)
+        self.foreign = ForeignJobs(informers.daemonjobs, self.metrics.foreign_job_seen)  # ownership.py
+        self.results = recorder_for(
+            result_store, informers, self.queue, self.clock, result_chunk_bytes, self.foreign.foreign
+        )
         hold, wait = (self.results.holds if self.results is not None else None), history_result_wait
         self.history = HistoryCleaner(
             control, self.metrics, clock=self.clock, hold=hold, result_wait=wait, wake_after=self.queue.add_after
@@ -171,6 +175,7 @@ class Controller:
             order_index=self.order_index,
             claims=self.claims,
             specs=self.specs,
+            foreign=self.foreign,
         )
         self.observer = Observer(
             informers,
@@ -393,7 +398,7 @@ class Controller:
         """The one value the decision reads; `now`: one instant for the whole pass."""
         return DecisionInput(
             dj=observed.dj,
-            kept_plan=self.plans.kept_plan(observed.uid, adopted, recorded),
+            kept_plan=self.plans.kept_plan(observed.uid, adopted, recorded, namespace=observed.namespace),
             now=self.clock.wall(),
             troubles=self.troubles.of(observed.uid, observed.generation),
             configmaps=observed.configmaps,

@@ -23,11 +23,10 @@ from daemonjob.domain.jobs import (
     PLURAL,
     TERMINATING,
     controller_ref,
-    daemonjob_ref,
     job_finish_time,
     job_node,
+    job_owner_id,
     job_state,
-    owner_uid,
 )
 from daemonjob.domain.noderecord import outcomes_of, record_of
 from daemonjob.machinery.clock import Clock
@@ -41,6 +40,8 @@ __all__ = [
     "OUTCOME_INDEX",
     "NODE_INDEXERS",
     "OWNER_INDEX",
+    "UID_INDEX",
+    "DAEMONJOB_INDEXERS",
     "NODE_INDEX",
     "ORPHAN_INDEX",
     "RUNNING_INDEX",
@@ -50,37 +51,57 @@ __all__ = [
     "orphan_index",
 ]
 
-OWNER_INDEX = "owner"  # Jobs by the uid of the DaemonJob that controls them
-NODE_INDEX = "node"  # Jobs by node name, tagged by the uid of their DaemonJob ("" for none)
-RUNNING_INDEX = "running"  # Jobs that may still run, by the uid of their DaemonJob: the exclusion group reads it
+# The Job indexes tie a Job to its DaemonJob by owner id, "namespace/uid" (domain.jobs.owner_id):
+# owner references are namespace-local, so a Job in another namespace carrying a DaemonJob's
+# uid is indexed under an id no DaemonJob has, and no reader of these indexes ever sees it.
+OWNER_INDEX = "owner"  # Jobs by the owner id of the DaemonJob that controls them
+NODE_INDEX = "node"  # Jobs by node name, tagged by the owner id of their DaemonJob ("" for none)
+RUNNING_INDEX = "running"  # Jobs that may still run, by the owner id of their DaemonJob: the exclusion group reads it
 ORPHAN_INDEX = "orphans"  # Jobs with no controller, by namespace/<daemonjob.io/name label>: to adopt
 MAINTENANCE_INDEX = "maintenance"  # Nodes by the uid of the DaemonJob whose maintenance record they carry
 OUTCOME_INDEX = "drain-outcomes"  # Nodes by the uids of the DaemonJobs whose drain outcome they carry
+UID_INDEX = "uid"  # DaemonJobs by uid: whose uid a Job in another namespace carries (ownership.py)
 
 Obj = Mapping[str, Any]
 
 
+_last_owner: tuple[object, str] = (None, "")  # the Job indexed last, its owner id
+
+
+def _owner_id(job: Obj) -> str:
+    """`job_owner_id`, read once per Job version: the store runs each index on a new version,
+    then on the one it replaces, one after the other. Kept by identity (cached Jobs are
+    frozen), so a race costs a second read, never a wrong answer."""
+    global _last_owner
+    last = _last_owner
+    if last[0] is job:
+        return last[1]
+    owner = job_owner_id(job)
+    _last_owner = (job, owner)
+    return owner
+
+
 def owner_uid_index(job: Obj) -> list[str]:
-    ref = daemonjob_ref(job)  # once: every Job event runs each index, twice for an update
-    return [ref.get("uid") or ""] if ref is not None else []
+    owner = _owner_id(job)
+    return [owner] if owner else []
 
 
 def job_node_index(job: Obj) -> list[tuple[str, str]]:
     """Tagged by owner: a pass reads a node's Jobs of its DaemonJob without reading those of
     every other DaemonJob there (hundreds, with as many DaemonJobs)."""
     node = job_node(job)
-    return [(node, owner_uid(job))] if node else []
+    return [(node, _owner_id(job))] if node else []
 
 
 def running_index(job: Obj) -> list[str]:
     """Owned Jobs that may still run (active, or deleted before they finished): a few per
     DaemonJob, so a group member's running Jobs are read without its finished thousands."""
-    ref = daemonjob_ref(job)
-    if ref is None:
+    owner = _owner_id(job)
+    if not owner:
         return []
     state = job_state(job)
     if state == ACTIVE or (state == TERMINATING and job_finish_time(job) is None):
-        return [ref.get("uid") or ""]
+        return [owner]
     return []
 
 
@@ -103,7 +124,13 @@ def outcome_index(node: Obj) -> list[str]:
     return [o.uid for o in outcomes_of(node)]
 
 
+def uid_index(dj: Obj) -> list[str]:
+    uid = (dj.get("metadata") or {}).get("uid")
+    return [uid] if uid else []
+
+
 NODE_INDEXERS = {MAINTENANCE_INDEX: maintenance_index, OUTCOME_INDEX: outcome_index}
+DAEMONJOB_INDEXERS: dict[str, IndexFunc] = {UID_INDEX: uid_index}
 
 JOB_INDEXERS: dict[str, IndexFunc] = {
     OWNER_INDEX: owner_uid_index,
@@ -164,7 +191,9 @@ class Informers:
         seal = seal or TurnSeal.random()
         common: dict[str, Any] = {"hooks": hooks, "clock": clock, "rng": rng}
         return cls(
-            daemonjobs=Informer(kube, API_VERSION, PLURAL, namespace=namespace, name=PLURAL, **common),
+            daemonjobs=Informer(
+                kube, API_VERSION, PLURAL, namespace=namespace, name=PLURAL, indexers=DAEMONJOB_INDEXERS, **common
+            ),
             jobs=Informer(
                 kube,
                 "batch/v1",

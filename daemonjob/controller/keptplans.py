@@ -21,7 +21,7 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.controller.informers import NODE_INDEX, OWNER_INDEX
 from daemonjob.domain.actions import Turn
-from daemonjob.domain.jobs import daemonjob_ref, job_node, owner_uid
+from daemonjob.domain.jobs import daemonjob_ref, job_node, owner_id
 from daemonjob.domain.keptplan import KeptPlan, node_views
 from daemonjob.domain.memo import Memo
 from daemonjob.domain.plan import JobView, job_view
@@ -45,6 +45,7 @@ class _Entry:
     taken: int = -1  # the plan's `planned` when a pass took the marks: equal while that pass plans
     checked_at: float = 0.0
     recorded: bool = False  # loaded with recorded successes (spec.results.deleteSucceededJobs)
+    namespace: str = ""  # the DaemonJob's: only its Jobs there are its (owner references are namespace-local)
 
 
 class KeptPlans:
@@ -60,8 +61,9 @@ class KeptPlans:
         """A Job's versions (before and after): their owners' nodes are marked."""
         with self._lock:
             for job in jobs:
-                entry = self._entries.get(owner_uid(job)) if daemonjob_ref(job) is not None else None
-                if entry is not None:
+                ref = daemonjob_ref(job)
+                entry = self._entries.get(ref.get("uid") or "") if ref is not None else None
+                if entry is not None and entry.namespace == job["metadata"].get("namespace"):
                     entry.dirty.add(job_node(job) or NO_NODE)
 
     def node_changed(self, name: str) -> None:
@@ -93,14 +95,21 @@ class KeptPlans:
 
     # -- from a pass (one at a time per DaemonJob) -------------------------------------------
     def kept_plan(
-        self, uid: str, adopted: Iterable[Mapping[str, Any]] = (), recorded: Mapping[str, JobView] | None = None
+        self,
+        uid: str,
+        adopted: Iterable[Mapping[str, Any]] = (),
+        recorded: Mapping[str, JobView] | None = None,
+        *,
+        namespace: str,
     ) -> KeptPlan:
         """The DaemonJob's kept plan, told of every node marked since the last pass. `adopted`:
         Jobs adopted in this pass, not in the owner's index until their update arrives (which
         marks their nodes again). `recorded`: each node's newest recorded success, with
-        spec.results.deleteSucceededJobs (the plan is loaded whole when that is turned on or off)."""
+        spec.results.deleteSucceededJobs (the plan is loaded whole when that is turned on or off).
+        `namespace`: the DaemonJob's; its Jobs are read by owner id, namespace and uid."""
+        owner = owner_id(namespace, uid)
         with self._lock:
-            entry = self._entries.setdefault(uid, _Entry())
+            entry = self._entries.setdefault(uid, _Entry(namespace=namespace))
             if entry.recorded != (recorded is not None):
                 entry.state, entry.recorded = None, recorded is not None
             dirty, entry.dirty = entry.dirty, set()  # marks from now on come to the next pass
@@ -112,7 +121,7 @@ class KeptPlans:
             extra.setdefault(job_node(job) or NO_NODE, []).append(job)
         if state is None:
             state = KeptPlan.of(
-                [*self._jobs.store.by_index(OWNER_INDEX, uid), *(j for js in extra.values() for j in js)],
+                [*self._jobs.store.by_index(OWNER_INDEX, owner), *(j for js in extra.values() for j in js)],
                 self._nodes.store.list(),
                 self._memo,
                 dict(recorded) if recorded is not None else None,
@@ -121,7 +130,7 @@ class KeptPlans:
                 entry.state = state
             return state
         for name in dirty | extra.keys():
-            jobs = [*self._jobs_of(uid, name), *extra.get(name, ())]
+            jobs = [*self._jobs_of(owner, name), *extra.get(name, ())]
             node = self._nodes.store.get(name) if name != NO_NODE else None
             views = [job_view(j, self._memo) for j in jobs]
             state.set_node(name, node, node_views(node, views, recorded.get(name) if recorded is not None else None))
@@ -130,11 +139,11 @@ class KeptPlans:
             state.set_node(name, self._nodes.store.get(name), inputs[1] if inputs is not None else ())
         return state
 
-    def _jobs_of(self, uid: str, node: str) -> Iterable[Mapping[str, Any]]:
+    def _jobs_of(self, owner: str, node: str) -> Iterable[Mapping[str, Any]]:
         if node == NO_NODE:
-            return [j for j in self._jobs.store.by_index(OWNER_INDEX, uid) if not job_node(j)]
+            return [j for j in self._jobs.store.by_index(OWNER_INDEX, owner) if not job_node(j)]
         # A node holds a Job of every DaemonJob there: the index's owner tags pick this one's.
-        return self._jobs.store.by_index(NODE_INDEX, node, uid)
+        return self._jobs.store.by_index(NODE_INDEX, node, owner)
 
     def turn_nodes(self, uid: str) -> list[str]:
         """The nodes where this DaemonJob's last pass left a turn waiting (another DaemonJob of

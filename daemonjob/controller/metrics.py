@@ -78,6 +78,13 @@ class Metrics:
             ["informer", "cause"],
             registry=r,
         )
+        self.foreign_owner_jobs = Counter(
+            "daemonjob_foreign_owner_jobs_total",
+            "Jobs ignored for carrying the uid of a DaemonJob of another namespace (owner references "
+            "are namespace-local), by the Job's namespace; each Job counted once.",
+            ["namespace"],
+            registry=r,
+        )
         self.lists = Counter("daemonjob_lists_total", "Full lists, by informer.", ["informer"], registry=r)
         self.relists = Counter(
             "daemonjob_relists_total",
@@ -300,6 +307,10 @@ class Metrics:
                 return
             self._known.add((namespace, name))
             self.evictions_refused.labels(namespace, name).inc(count)
+
+    def foreign_job_seen(self, namespace: str) -> None:
+        """A Job in `namespace` carrying the uid of a DaemonJob of another namespace (ownership.py)."""
+        self.foreign_owner_jobs.labels(namespace=namespace).inc()
 
     def forget(self, namespace: str, name: str, uid: str) -> None:
         """Drop a deleted DaemonJob's series, so dashboards do not show ghosts, and keep them

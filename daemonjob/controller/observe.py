@@ -25,7 +25,7 @@ from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.specs import SpecCache
 from daemonjob.domain.configrefs import referenced_configmaps
 from daemonjob.domain.inputs import ConfigMapsRead
-from daemonjob.domain.jobs import owner_reference
+from daemonjob.domain.jobs import owner_id, owner_reference
 from daemonjob.domain.keptplan import KeptPlan
 from daemonjob.domain.memo import Memo
 from daemonjob.domain.plan import JobView
@@ -117,7 +117,8 @@ class Observer:
     def full_plan(self, observed: Observation) -> KeptPlan:
         """A plan from scratch, from the caches: what the kept one is compared with."""
         recorded = self.recorded(observed)
-        jobs, nodes = self.jobs.store.by_index(OWNER_INDEX, observed.uid), self.nodes.store.list()
+        jobs = self.jobs.store.by_index(OWNER_INDEX, owner_id(observed.namespace, observed.uid))
+        nodes = self.nodes.store.list()
         return KeptPlan.of(jobs, nodes, self.memo, dict(recorded) if recorded is not None else None)
 
     # -- the referenced ConfigMaps ---------------------------------------------------------------

@@ -108,8 +108,9 @@ class OrderIndex:
         with self._lock:
             return (namespace, name) in self._dependents
 
-    def _owned(self, uid: str) -> list[Obj]:
-        owned: list[Obj] = [] if self._jobs is None else list(self._jobs.store.by_index(OWNER_INDEX, uid))
+    def _owned(self, owner: str) -> list[Obj]:
+        """The cached Jobs of the DaemonJob of owner id `owner` (domain.jobs.owner_id)."""
+        owned: list[Obj] = [] if self._jobs is None else list(self._jobs.store.by_index(OWNER_INDEX, owner))
         return owned
 
 

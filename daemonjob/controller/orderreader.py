@@ -17,7 +17,7 @@ from daemonjob.controller.claims import NodeClaims
 from daemonjob.controller.informers import RUNNING_INDEX
 from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.order import OrderIndex, ns_name
-from daemonjob.domain.jobs import job_node
+from daemonjob.domain.jobs import job_node, owner_id
 from daemonjob.domain.order import OrderInput
 from daemonjob.domain.orderview import done_view, order_input
 from daemonjob.domain.spec import DaemonJobSpec
@@ -75,7 +75,8 @@ class _CachedFacts:
                 yield other
 
     def running_nodes(self, dj: Obj) -> Iterable[str]:
-        for job in self.reader.jobs.store.by_index(RUNNING_INDEX, dj["metadata"].get("uid") or ""):
+        meta = dj["metadata"]
+        for job in self.reader.jobs.store.by_index(RUNNING_INDEX, owner_id(meta["namespace"], meta.get("uid") or "")):
             node = job_node(job)
             if node:
                 yield node

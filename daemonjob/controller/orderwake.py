@@ -18,7 +18,7 @@ from daemonjob.controller.keptplans import TURN, KeptPlans
 from daemonjob.controller.order import OrderIndex, done_view, waits_for_turns
 from daemonjob.domain.decide import Decision
 from daemonjob.domain.eligibility import Eligibility
-from daemonjob.domain.jobs import job_node
+from daemonjob.domain.jobs import job_node, owner_id
 from daemonjob.domain.nodecheck import turn_succeeded
 from daemonjob.domain.order import order_key
 from daemonjob.machinery.informer import SharedInformer
@@ -115,7 +115,7 @@ class OrderWakes:
         if before is None or turns >= len(before):
             return
         gone = before - nodes
-        gone -= {job_node(j) for j in self.jobs.store.by_index(RUNNING_INDEX, uid)}
+        gone -= {job_node(j) for j in self.jobs.store.by_index(RUNNING_INDEX, owner_id(key.partition("/")[0], uid))}
         if gone:
             self._wake_next_in_line(key, gone)
 

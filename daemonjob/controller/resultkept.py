@@ -3,7 +3,7 @@ to be, and (with spec.results.deleteSucceededJobs) each node's newest recorded s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,9 +11,11 @@ from daemonjob import defaults
 from daemonjob.domain.outcomes import Outcomes
 from daemonjob.domain.plan import JobView
 from daemonjob.domain.recorded import newer, standin_of
+from daemonjob.domain.reports import LABEL_CHUNK, LABEL_ROLLOUT, result_size
+from daemonjob.domain.results import rollout_key
 from daemonjob.domain.resultsread import ResultsUnread
 
-__all__ = ["Chunk", "Kept", "Rollout", "Successes", "outcomes"]
+__all__ = ["Chunk", "Kept", "Rollout", "Successes", "outcomes", "read_rollouts"]
 
 Obj = Mapping[str, Any]
 
@@ -75,3 +77,35 @@ class Kept:
     track: bool = False  # keep `successes` (spec.results.deleteSucceededJobs): set by the first pass that asks
     successes: Successes | None = None  # made by a read of the reports once `track` is set
     unread: ResultsUnread | None = None  # why the last read or write failed, until one goes through
+
+
+def read_rollouts(
+    reports: Iterable[Mapping[str, Any]], dj_uid: str, group_by: str | None, successes: Successes | None
+) -> dict[str, Rollout]:
+    """What the DaemonJob `dj_uid`'s report objects record, by rollout, its outcomes counted by
+    `group_by`; each result also told to `successes`, if given."""
+    rollouts: dict[str, Rollout] = {}
+    for report in reports:
+        meta = report.get("metadata") or {}
+        if not any(ref.get("uid") == dj_uid for ref in meta.get("ownerReferences") or ()):
+            continue  # a namesake DaemonJob's, deleted: the garbage collector takes it
+        labels = meta.get("labels") or {}
+        key = labels.get(LABEL_ROLLOUT) or rollout_key(report.get("revision"), report.get("run"))
+        rollout = rollouts.get(key)
+        created = meta.get("creationTimestamp") or ""
+        if rollout is None:
+            rollout = Rollout(
+                key, report.get("revision") or "", report.get("run"), created, outcomes=outcomes(group_by)
+            )
+            rollouts[key] = rollout
+        rollout.order = min(rollout.order, created)
+        results = report.get("results") or []
+        chunk = int(labels.get(LABEL_CHUNK) or report.get("chunk") or 0)
+        size = sum(result_size(r) for r in results)
+        rollout.chunks[chunk] = Chunk(meta.get("name") or "", int(report.get("count") or len(results)), size)
+        for r in results:
+            rollout.recorded[r.get("jobUID") or ""] = None
+            rollout.outcomes.add(r)
+            if successes is not None:
+                successes.add(r)
+    return rollouts

@@ -8,6 +8,8 @@ What is recorded is known from the reports themselves, listed once per DaemonJob
 first write: after a restart, finished Jobs still in the cluster are recorded if missing.
 History cleanup holds a finished Job until it is recorded (`holds`). Rollouts beyond the
 current one and max(historyLimit, 1) earlier ones are deleted when a new one starts.
+A DaemonJob is kept here by owner id, "namespace/uid" (domain.jobs.owner_id): a Job in another
+namespace carrying its uid (`foreign`) is never noted, nor filed under its name.
 """
 
 from __future__ import annotations
@@ -21,13 +23,20 @@ import structlog
 
 from daemonjob import defaults
 from daemonjob.controller.resultdue import sooner_than, writes_due
-from daemonjob.controller.resultkept import Chunk, Kept, Rollout, Successes, outcomes
+from daemonjob.controller.resultkept import Chunk, Kept, Rollout, Successes, outcomes, read_rollouts
 from daemonjob.controller.resultstore import ReportsServed, ResultStore, read_results
-from daemonjob.domain.jobs import FAILED, SUCCEEDED, TERMINATING, daemonjob_ref, job_finish_time, owner_uid
+from daemonjob.domain.jobs import (
+    FAILED,
+    SUCCEEDED,
+    TERMINATING,
+    daemonjob_ref,
+    job_finish_time,
+    job_owner_id,
+)
 from daemonjob.domain.nodecheck import turn_of
 from daemonjob.domain.outcomes import Outcomes, summary
 from daemonjob.domain.plan import JobView
-from daemonjob.domain.reports import LABEL_CHUNK, LABEL_ROLLOUT, append_patch, pack, report_body, result_size
+from daemonjob.domain.reports import append_patch, pack, report_body, result_size
 from daemonjob.domain.results import rollout_key
 from daemonjob.domain.resultsread import ResultsUnread
 from daemonjob.domain.validate import read_spec
@@ -59,13 +68,16 @@ class ResultRecorder:
         clock: Clock | None = None,
         chunk_bytes: int = defaults.RESULT_CHUNK_BYTES,
         urgent: Callable[[], bool] = lambda: False,
+        foreign: Callable[[Obj], bool] = lambda _job: False,
     ) -> None:
         """`daemonjob(key)`: the cached DaemonJob; `running(uid)`: whether any of its Jobs may still
         run; `wake(key)`: a pass for it now (its reports read or not: a pass may wait for them);
         `wake_soon(key)`: one soon, once a batch is written (status.results, held history deletes);
         `urgent()`: passes that must not wait (a joined node's first Jobs) are queued or running,
         or were moments ago (a burst of them goes on): writes due give way to them for up to
-        RESULT_YIELD_MAX, looking again every RESULT_YIELD_RECHECK."""
+        RESULT_YIELD_MAX, looking again every RESULT_YIELD_RECHECK. `foreign(job)`: the Job
+        carries the uid of a DaemonJob of another namespace (ownership.py), ignored.
+        The other methods name a DaemonJob by its owner id."""
         self.store = store
         self.chunk_bytes = min(max(chunk_bytes, 4096), defaults.RESULT_CHUNK_BYTES)  # as --result-chunk-bytes says
         self.daemonjob = daemonjob
@@ -73,10 +85,11 @@ class ResultRecorder:
         self.wake, self.wake_soon = wake, wake_soon or wake
         self.clock = clock or RealClock()
         self.urgent = urgent
+        self.foreign = foreign
         self._yielding_since: float | None = None  # when writes due began to give way to urgent passes
         self._holding = False  # the thread's last look held writes due back: notes wake nothing
-        self._kept: dict[str, Kept] = {}  # by DaemonJob uid
-        self._held: dict[str, str] = {}  # Job uid -> DaemonJob uid, while pending
+        self._kept: dict[str, Kept] = {}  # by DaemonJob owner id (namespace/uid)
+        self._held: dict[str, str] = {}  # Job uid -> DaemonJob owner id, while pending
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
@@ -92,21 +105,22 @@ class ResultRecorder:
         return Handlers(self.job_seen, lambda _old, new: self.job_seen(new), self.job_deleted)
 
     def job_seen(self, job: Obj) -> None:
-        if daemonjob_ref(job) is not None and _finished(job):
+        if daemonjob_ref(job) is not None and _finished(job) and not self.foreign(job):
             self._note(job)
 
     def job_deleted(self, obj: Obj | Tombstone) -> None:
         """A finished Job deleted unrecorded: recorded from its last state; a running one: maybe due sooner."""
         job = deleted_object(obj)
-        if daemonjob_ref(job) is None:
+        if daemonjob_ref(job) is None or self.foreign(job):
             return
         if _finished(job):
             return self._note(job)
+        owner = job_owner_id(job)
         with self._lock:
-            if (kept := self._kept.get(owner_uid(job))) is not None and kept.pending:
-                self._sooner(owner_uid(job), kept)
+            if (kept := self._kept.get(owner)) is not None and kept.pending:
+                self._sooner(owner, kept)
 
-    def _sooner(self, dj_uid: str, kept: Kept) -> None:
+    def _sooner(self, owner: str, kept: Kept) -> None:
         """Wake the thread if `kept`'s write falls due before it looks again (resultdue.py; locked).
 
         Not while its writes give way to urgent passes: it looks again every RESULT_YIELD_RECHECK
@@ -115,26 +129,26 @@ class ResultRecorder:
         if self._holding:
             return
         self._changed = True
-        if sooner_than(kept, lambda: self.running(dj_uid), self._looks_at):
+        if sooner_than(kept, lambda: self.running(owner), self._looks_at):
             self._cond.notify()
 
     def _note(self, job: Obj) -> None:
         meta = job.get("metadata") or {}
-        uid, dj_uid = meta.get("uid") or "", owner_uid(job)
+        uid, owner = meta.get("uid") or "", job_owner_id(job)
         if not uid:
             return
         with self._lock:
-            kept = self._kept.get(dj_uid)
+            kept = self._kept.get(owner)
             if kept is None:
                 ref = daemonjob_ref(job) or {}
-                kept = self._kept[dj_uid] = Kept(meta.get("namespace") or "", ref.get("name") or "")
+                kept = self._kept[owner] = Kept(meta.get("namespace") or "", ref.get("name") or "")
             if uid in kept.pending or (kept.loaded and self._recorded(kept, uid)):
                 return
             kept.pending[uid] = job
-            self._held[uid] = dj_uid
+            self._held[uid] = owner
             if kept.since is None:
                 kept.since = self.clock.now()
-            self._sooner(dj_uid, kept)
+            self._sooner(owner, kept)
 
     @staticmethod
     def _recorded(kept: Kept, uid: str) -> bool:
@@ -146,20 +160,20 @@ class ResultRecorder:
             return job_uid in self._held
 
     def forget(self, dj_uid: str) -> None:
-        """The DaemonJob is gone: its reports go with it (owner references)."""
+        """The DaemonJob `dj_uid` is gone: its reports go with it (owner references)."""
         with self._lock:
-            kept = self._kept.pop(dj_uid, None)
-            for uid in kept.pending if kept is not None else ():
-                self._held.pop(uid, None)
+            for owner in [o for o in self._kept if o.rpartition("/")[2] == dj_uid]:
+                for uid in self._kept.pop(owner).pending:
+                    self._held.pop(uid, None)
 
     def summary(
-        self, dj_uid: str, revision: str | None, run: str | None, group_by: str | None = None
+        self, owner: str, revision: str | None, run: str | None, group_by: str | None = None
     ) -> dict[str, Any] | None:
         """status.results of the rollout; None while the DaemonJob's reports are not read yet
         (or read again, grouped by another `group_by`)."""
         key = rollout_key(revision, run)
         with self._lock:
-            kept = self._kept.get(dj_uid)
+            kept = self._kept.get(owner)
             if kept is None or not kept.loaded or not key:
                 return None
             if kept.group_by != group_by:
@@ -173,14 +187,14 @@ class ResultRecorder:
                 rollout.status = summary(rollout.outcomes, rollout.revision, rollout.run)
             return rollout.status
 
-    def successes(self, dj_uid: str, namespace: str, name: str) -> Mapping[str, JobView] | None:
+    def successes(self, owner: str, namespace: str, name: str) -> Mapping[str, JobView] | None:
         """Each node's newest recorded success (spec.results.deleteSucceededJobs); None until
         the reports are read, which this asks for (`told` and a wake follow). Live: read it
         by node; copy it before going over it."""
         with self._lock:
-            kept = self._kept.get(dj_uid)
+            kept = self._kept.get(owner)
             if kept is None:
-                kept = self._kept[dj_uid] = Kept(namespace, name)
+                kept = self._kept[owner] = Kept(namespace, name)
             if kept.loaded and kept.successes is not None:
                 return kept.successes.nodes
             if not kept.track or not kept.regroup:
@@ -209,7 +223,7 @@ class ResultRecorder:
             now = self.clock.now()
             due, wait = self._due(now)
             if held := self._held_due(due, now):
-                due = [dj_uid for dj_uid in due if dj_uid not in held]
+                due = [owner for owner in due if owner not in held]
                 wait = defaults.RESULT_YIELD_RECHECK
             with self._lock:
                 self._holding = bool(held) and not due
@@ -227,12 +241,12 @@ class ResultRecorder:
         if not due or not self._gives_way(now):
             return []
         with self._lock:
-            return [dj_uid for dj_uid in due if not self._waited_for(dj_uid)]
+            return [owner for owner in due if not self._waited_for(owner)]
 
-    def _waited_for(self, dj_uid: str) -> bool:
+    def _waited_for(self, owner: str) -> bool:
         """A pass waits for the DaemonJob's reports to be read (spec.results.deleteSucceededJobs,
         a new groupBy), which may be one of the urgent passes: never held back (locked)."""
-        kept = self._kept.get(dj_uid)
+        kept = self._kept.get(owner)
         return kept is not None and kept.regroup
 
     def _gives_way(self, now: float) -> bool:
@@ -250,19 +264,19 @@ class ResultRecorder:
     def flush_due(self, due: list[str]) -> None:
         """One round of the recorder's thread over the DaemonJobs due now; from the second on,
         those held back by urgent passes are left for a later look (they stay due)."""
-        for i, dj_uid in enumerate(due):
-            if i and self._held_due([dj_uid], self.clock.now()):
+        for i, owner in enumerate(due):
+            if i and self._held_due([owner], self.clock.now()):
                 continue
             try:
-                self.flush(dj_uid)
+                self.flush(owner)
             except Exception as exc:  # the next round tries again; nothing is dropped
-                self._failed(dj_uid, exc)
+                self._failed(owner, exc)
 
-    def _failed(self, dj_uid: str, exc: Exception) -> None:
+    def _failed(self, owner: str, exc: Exception) -> None:
         """Tried again later; a new error is logged and wakes the DaemonJob: its status says why."""
         why = ResultsUnread(exc.status, str(exc)[:500]) if isinstance(exc, ApiError) else ResultsUnread(None, repr(exc))
         with self._lock:
-            kept = self._kept.get(dj_uid)
+            kept = self._kept.get(owner)
             if kept is None:
                 return
             kept.retry_at = self.clock.now() + defaults.RESULT_RETRY_DELAY
@@ -275,35 +289,40 @@ class ResultRecorder:
         if news:
             self.wake(key)
 
-    def unread(self, dj_uid: str) -> ResultsUnread | None:
+    def unread(self, owner: str) -> ResultsUnread | None:
         """Why the DaemonJob's reports cannot be read or written now (None: they can)."""
         with self._lock:
-            kept = self._kept.get(dj_uid)
+            kept = self._kept.get(owner)
             return kept.unread if kept is not None else None
 
     def _due(self, now: float) -> tuple[list[str], float | None]:
         with self._lock:  # the informer's index read under it: a count, no Job read
             return writes_due(self._kept, self.running, now)
 
-    def _retry_later(self, dj_uid: str) -> None:
+    def _retry_later(self, owner: str) -> None:
         with self._lock:
-            kept = self._kept.get(dj_uid)
+            kept = self._kept.get(owner)
             if kept is not None:
                 kept.retry_at = self.clock.now() + defaults.RESULT_RETRY_DELAY
 
-    def flush(self, dj_uid: str) -> int:
+    def flush(self, owner: str) -> int:
         """Write what the DaemonJob has pending; returns the results written."""
         with self._lock:
-            kept = self._kept.get(dj_uid)
+            kept = self._kept.get(owner)
             if kept is None or not (kept.pending or kept.regroup):
                 return 0
             namespace, name = kept.namespace, kept.name
         dj = self.daemonjob(f"{namespace}/{name}")
-        if dj is None or (dj.get("metadata") or {}).get("uid") != dj_uid or not self.store.may_write():
-            self._retry_later(dj_uid)
+        ours = dj is not None and (dj.get("metadata") or {}).get("uid") == owner.rpartition("/")[2]
+        if dj is None or not ours or not self.store.may_write():
+            if not ours:  # noted before its DaemonJob was cached: foreign Jobs, after all?
+                with self._lock:
+                    foreign = [uid for uid, job in kept.pending.items() if self.foreign(job)]
+                self._release(kept, foreign)
+            self._retry_later(owner)
             return 0
         if read := not kept.loaded or kept.regroup:
-            self._load(kept, dj_uid, read_spec(dj).results_group_by)
+            self._load(kept, owner, read_spec(dj).results_group_by)
         with self._lock:
             jobs = [j for uid, j in kept.pending.items() if not self._recorded(kept, uid)]
             done = [uid for uid in kept.pending if self._recorded(kept, uid)]
@@ -341,40 +360,18 @@ class ResultRecorder:
                 self._held.pop(uid, None)
             kept.since = self.clock.now() if kept.pending else None
 
-    def _load(self, kept: Kept, dj_uid: str, group_by: str | None) -> None:
+    def _load(self, kept: Kept, owner: str, group_by: str | None) -> None:
         """What is recorded already, from the DaemonJob's report objects (one paged list),
         its outcomes counted by `group_by`."""
-        rollouts: dict[str, Rollout] = {}
         with self._lock:
             successes = Successes() if kept.track else None
-        for report in self.store.list_reports(kept.namespace, kept.name):
-            meta = report.get("metadata") or {}
-            if not any(ref.get("uid") == dj_uid for ref in meta.get("ownerReferences") or ()):
-                continue  # a namesake DaemonJob's, deleted: the garbage collector takes it
-            labels = meta.get("labels") or {}
-            key = labels.get(LABEL_ROLLOUT) or rollout_key(report.get("revision"), report.get("run"))
-            rollout = rollouts.get(key)
-            created = meta.get("creationTimestamp") or ""
-            if rollout is None:
-                rollout = Rollout(
-                    key, report.get("revision") or "", report.get("run"), created, outcomes=outcomes(group_by)
-                )
-                rollouts[key] = rollout
-            rollout.order = min(rollout.order, created)
-            results = report.get("results") or []
-            chunk = int(labels.get(LABEL_CHUNK) or report.get("chunk") or 0)
-            size = sum(result_size(r) for r in results)
-            rollout.chunks[chunk] = Chunk(meta.get("name") or "", int(report.get("count") or len(results)), size)
-            for r in results:
-                rollout.recorded[r.get("jobUID") or ""] = None
-                rollout.outcomes.add(r)
-                if successes is not None:
-                    successes.add(r)
+        reports = self.store.list_reports(kept.namespace, kept.name)
+        rollouts = read_rollouts(reports, owner.rpartition("/")[2], group_by, successes)
         with self._lock:
             kept.rollouts, kept.successes = rollouts, successes
             kept.loaded, kept.regroup, kept.group_by = True, False, group_by
         if successes is not None:
-            self.told(dj_uid, f"{kept.namespace}/{kept.name}", None)
+            self.told(owner.rpartition("/")[2], f"{kept.namespace}/{kept.name}", None)
 
     def _write(self, kept: Kept, dj: Obj, key: str, results: list[dict[str, Any]]) -> int:
         """Append to the rollout's last chunk while it has room, then new chunks."""

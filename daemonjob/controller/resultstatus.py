@@ -17,7 +17,7 @@ from daemonjob.controller.results import ResultRecorder
 from daemonjob.controller.resultstore import ResultStore
 from daemonjob.controller.specs import SpecCache
 from daemonjob.domain.decide import Decision
-from daemonjob.domain.jobs import format_time
+from daemonjob.domain.jobs import format_time, owner_id
 from daemonjob.domain.plan import JobView
 from daemonjob.domain.resultsread import (
     ResultsUnread,
@@ -33,7 +33,12 @@ __all__ = ["recorded_for", "recorder_for", "report_unread", "wire_recorded", "wi
 
 
 def recorder_for(
-    store: ResultStore | None, informers: Informers, queue: DelayingQueue, clock: Clock, chunk_bytes: int
+    store: ResultStore | None,
+    informers: Informers,
+    queue: DelayingQueue,
+    clock: Clock,
+    chunk_bytes: int,
+    foreign: Callable[[Mapping[str, Any]], bool] = lambda _job: False,
 ) -> ResultRecorder | None:
     """A recorder told of every Job event (registered before the informers start); None without a store.
 
@@ -47,12 +52,13 @@ def recorder_for(
     recorder = ResultRecorder(
         store,
         informers.daemonjobs.store.get,
-        lambda uid: jobs.store.count_index(RUNNING_INDEX, uid) > 0,
+        lambda owner: jobs.store.count_index(RUNNING_INDEX, owner) > 0,
         queue.add,
         wake_soon=lambda key: queue.add_soon(key, defaults.RESULT_WAKE_DELAY),
         clock=clock,
         chunk_bytes=chunk_bytes,
         urgent=lambda: queue.urgent_within(defaults.RESULT_YIELD_QUIET),
+        foreign=foreign,
     )
     jobs.add_handlers(recorder.handlers())
     return recorder
@@ -70,8 +76,9 @@ def recorded_for(
     recorder nothing is recorded, so nothing is let go."""
     if recorder is None or not specs.get(observed.key, observed.cached).spec.delete_succeeded_jobs:
         return True, None
-    recorded = recorder.successes(observed.uid, observed.namespace, observed.name)
-    why = recorder.unread(observed.uid) if recorded is None else None
+    owner = owner_id(observed.namespace, observed.uid)
+    recorded = recorder.successes(owner, observed.namespace, observed.name)
+    why = recorder.unread(owner) if recorded is None else None
     if why is not None and reporter is not None:
         report_unread(reporter, observed, why)
     elif recorded is None:
@@ -113,7 +120,8 @@ def wire_recorded(
         meta = dep.get("metadata") or {}
         if not revision or not order.order_index.spec_of(dep).delete_succeeded_jobs:
             return frozenset()
-        kept = recorder.successes(meta.get("uid") or "", meta.get("namespace") or "", meta.get("name") or "")
+        ns = meta.get("namespace") or ""
+        kept = recorder.successes(owner_id(ns, meta.get("uid") or ""), ns, meta.get("name") or "")
         views = list(kept.values()) if kept is not None else ()
         return frozenset(v.node for v in views if v.node and v.revision == revision and v.run == run)
 
@@ -132,11 +140,13 @@ def with_results(
         return decision
     status = decision.status
     group_by = decision.reading.checked.spec.results_group_by if decision.reading is not None else None
-    results = recorder.summary(observed.uid, status.get("currentRevision"), status.get("currentRun"), group_by)
+    results = recorder.summary(
+        owner_id(observed.namespace, observed.uid), status.get("currentRevision"), status.get("currentRun"), group_by
+    )
     if results is None:
         results = thaw((observed.cached.get("status") or {}).get("results"))  # as old is: equal when unchanged
     events = decision.events
-    why = recorder.unread(observed.uid)
+    why = recorder.unread(owner_id(observed.namespace, observed.uid))
     if why is not None:  # cannot be recorded now: the rollout goes on, status.results says why
         results, said = with_results_unread(results, why)
         events = [*events, *said]

@@ -5,7 +5,8 @@ revision or a node's new attempt, which lets their Jobs start); a status write a
 DaemonJobs ordered after it or beside it when it changed what they read of it (orderwake.py).
 A Job event records what it shows of the controller's own writes (expectations), marks the
 Job's node for its owner's kept plan and enqueues the owner after a short delay, so a burst
-of Job events costs one pass.
+of Job events costs one pass. A Job carrying the uid of a DaemonJob of another namespace is
+ignored (ownership.py): owner references are namespace-local.
 A node event marks the node for every kept plan and enqueues only the DaemonJobs whose
 answer for that node changed, or that have Jobs there.
 """
@@ -26,6 +27,7 @@ from daemonjob.controller.keptplans import KeptPlans
 from daemonjob.controller.metrics import Metrics
 from daemonjob.controller.order import OrderIndex
 from daemonjob.controller.orderwake import OrderWakes
+from daemonjob.controller.ownership import ForeignJobs
 from daemonjob.controller.specs import SpecCache
 from daemonjob.domain.attempts import STATUS_FIELD as ATTEMPTS_FIELD
 from daemonjob.domain.eligibility import Eligibility
@@ -89,8 +91,10 @@ class Router:
         order_index: OrderIndex | None = None,
         claims: NodeClaims | None = None,
         specs: SpecCache | None = None,
+        foreign: ForeignJobs | None = None,
     ) -> None:
         self.daemonjobs, self.jobs, self.nodes = informers.daemonjobs, informers.jobs, informers.nodes
+        self.foreign = foreign if foreign is not None else ForeignJobs(self.daemonjobs, metrics.foreign_job_seen)
         self.queue = queue
         self.expectations = expectations
         self.deleted_jobs = deleted_jobs
@@ -178,11 +182,11 @@ class Router:
 
     # -- Jobs ----------------------------------------------------------------------------------
     def job_added(self, job: Obj) -> None:
-        self.order_index.succeeded.job_changed(None, job)
-        key = owner_key(job)
+        key = self.foreign.owner(job)
         if key is None:
             self._maybe_orphan(job)
             return
+        self.order_index.succeeded.job_changed(None, job)
         uid = owner_uid(job)
         self.expectations.creation_observed(uid, job["metadata"]["name"])
         if self.claims is not None:
@@ -193,17 +197,23 @@ class Router:
         self.queue.add_after(key, self._job_event_delay(key))
 
     def job_updated(self, old: Obj, new: Obj) -> None:
-        self.plans.job_changed(old, new)
-        self.order_index.succeeded.job_changed(old, new)
-        key = owner_key(new)
+        key, before = self.foreign.owner(new), self.foreign.owner(old)
+        if before is None or key is None:  # not ours before, or not now (released, or foreign)
+            ours = [j for j, k in ((old, before), (new, key)) if k is not None]
+            self.plans.job_changed(*ours)
+            self.order_index.succeeded.job_changed(old if before else None, new if key else None)
+        else:
+            self.plans.job_changed(old, new)
+            self.order_index.succeeded.job_changed(old, new)
         if key is None:
             self._maybe_orphan(new)
             return
         if old["metadata"].get("uid") != new["metadata"].get("uid"):
             # Deleted and re-created under the same name, seen as one change (a relist): both
             # the delete and the create were observed.
-            self.expectations.deletion_observed(owner_uid(old), old["metadata"]["name"])
-            self.deleted_jobs.note(owner_uid(old), old)
+            if before is not None:
+                self.expectations.deletion_observed(owner_uid(old), old["metadata"]["name"])
+                self.deleted_jobs.note(owner_uid(old), old)
             self.expectations.creation_observed(owner_uid(new), new["metadata"]["name"])
             if self.claims is not None:
                 self.claims.observed(owner_uid(new), new["metadata"]["name"])
@@ -211,7 +221,7 @@ class Router:
             self.expectations.deletion_observed(owner_uid(new), new["metadata"]["name"])
         if (
             old.get("status") != new.get("status")
-            or owner_key(old) != key
+            or before != key
             or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")
             or old["metadata"].get("labels") != new["metadata"].get("labels")
             or old["metadata"].get("annotations") != new["metadata"].get("annotations")  # a turn's verdict
@@ -221,11 +231,11 @@ class Router:
 
     def job_deleted(self, obj: Obj | Tombstone) -> None:
         job = deleted_object(obj)
-        self.plans.job_changed(job)
-        self.order_index.succeeded.job_changed(job, None)
-        key = owner_key(job)
+        key = self.foreign.owner(job)
         if key is None:
             return
+        self.plans.job_changed(job)
+        self.order_index.succeeded.job_changed(job, None)
         uid, name = owner_uid(job), job["metadata"]["name"]
         self.expectations.deletion_observed(uid, name)
         self.deleted_jobs.note(uid, job)  # its node's next Job is the next attempt, under a new name
@@ -279,7 +289,8 @@ class Router:
         adds each DaemonJob at most once."""
         name = node["metadata"]["name"]
         self.plans.node_changed(name)
-        owners = {k for k in (owner_key(j) for j in self.jobs.store.by_index(NODE_INDEX, name)) if k is not None}
+        jobs = self.jobs.store.by_index(NODE_INDEX, name)
+        owners = {k for j in jobs if (k := self.foreign.owner(j)) is not None}
         owners.update(r.daemon_job for r in (record_of(node), record_of(old)) if r is not None)
         for key in owners:
             self.queue.add(key)

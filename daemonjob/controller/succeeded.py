@@ -26,13 +26,13 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from daemonjob.domain.jobs import daemonjob_ref, job_node, job_revision, job_run, owner_uid
+from daemonjob.domain.jobs import daemonjob_ref, job_node, job_owner_id, job_revision, job_run, owner_id
 from daemonjob.domain.nodecheck import turn_succeeded
 
 __all__ = ["SucceededNodes"]
 
 Obj = Mapping[str, Any]
-_Entry = tuple[str, str, str | None, str]  # (owner uid, revision, run, node)
+_Entry = tuple[str, str, str | None, str]  # (owner id, revision, run, node): namespace/uid, owner_id
 _Names = str | set[str]  # the succeeded Jobs on a node: one name, or several
 
 
@@ -43,7 +43,7 @@ def _entry(job: Obj | None) -> _Entry | None:
     node, revision = job_node(job), job_revision(job)
     if not node or not revision:
         return None
-    return owner_uid(job), revision, job_run(job), node
+    return job_owner_id(job), revision, job_run(job), node
 
 
 def _name(job: Obj) -> str:
@@ -52,13 +52,14 @@ def _name(job: Obj) -> str:
 
 class SucceededNodes:
     def __init__(self, jobs_of: Callable[[str], Iterable[Obj]], named: Callable[[str, str], bool]) -> None:
-        """`jobs_of(uid)`: the cached Jobs the DaemonJob `uid` controls; `named(namespace, name)`:
-        whether some DaemonJob names that one in spec.after."""
+        """`jobs_of(owner)`: the cached Jobs the DaemonJob of owner id `owner` (namespace/uid)
+        controls; `named(namespace, name)`: whether some DaemonJob names that one in spec.after.
+        Kept by owner id, so a Job in another namespace carrying a DaemonJob's uid counts for none."""
         self._jobs_of = jobs_of
         self._named = named
         self._lock = threading.Lock()
-        self._kept: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name) of the DaemonJobs kept
-        # uid -> (revision, run) -> node -> its succeeded Jobs' names
+        self._kept: dict[str, tuple[str, str]] = {}  # owner id -> (namespace, name) of the DaemonJobs kept
+        # owner id -> (revision, run) -> node -> its succeeded Jobs' names
         self._nodes: dict[str, dict[tuple[str, str | None], dict[str, _Names]]] = {}
 
     # -- the router: every Job event -----------------------------------------------------------
@@ -77,20 +78,21 @@ class SucceededNodes:
     def drop(self, namespace: str, name: str) -> None:
         """No DaemonJob names `namespace/name` in spec.after any more: its sets go."""
         with self._lock:
-            for uid in [u for u, at in self._kept.items() if at == (namespace, name)]:
-                del self._kept[uid]
-                self._nodes.pop(uid, None)
+            for owner in [o for o, at in self._kept.items() if at == (namespace, name)]:
+                del self._kept[owner]
+                self._nodes.pop(owner, None)
 
     def forget(self, uid: str) -> None:
         """The DaemonJob `uid` was deleted or re-created: its sets go."""
         with self._lock:
-            self._kept.pop(uid, None)
-            self._nodes.pop(uid, None)
+            for owner in [o for o in self._kept if o.rpartition("/")[2] == uid]:
+                del self._kept[owner]
+                self._nodes.pop(owner, None)
 
     def kept(self) -> set[str]:
         """The uids of the DaemonJobs whose sets are kept."""
         with self._lock:
-            return set(self._kept)
+            return {o.rpartition("/")[2] for o in self._kept}
 
     # -- the order's readers -------------------------------------------------------------------------
     def nodes(self, dep: Obj, revision: str | None, run: str | None) -> frozenset[str]:
@@ -113,9 +115,10 @@ class SucceededNodes:
             return node in self._nodes.get(uid, {}).get((revision, run), ())
 
     def _keep(self, dep: Obj) -> str | None:
-        """`dep`'s uid once its sets are kept (built now if need be); None if no DaemonJob names it."""
+        """`dep`'s owner id once its sets are kept (built now if need be); None if no DaemonJob names it."""
         meta = dep["metadata"]
-        uid, at = meta.get("uid") or "", (meta.get("namespace") or "", meta["name"])
+        at = (meta.get("namespace") or "", meta["name"])
+        uid = owner_id(at[0], meta.get("uid") or "")
         with self._lock:
             if self._kept.get(uid) == at:
                 return uid
@@ -135,7 +138,8 @@ class SucceededNodes:
         return uid
 
     def _read(self, dep: Obj, revision: str, run: str | None) -> set[str]:
-        uid = dep["metadata"].get("uid") or ""
+        meta = dep["metadata"]
+        uid = owner_id(meta.get("namespace") or "", meta.get("uid") or "")
         return {e[3] for j in self._jobs_of(uid) if (e := _entry(j)) is not None and e[:3] == (uid, revision, run)}
 
     # -- under the lock ----------------------------------------------------------------------------------

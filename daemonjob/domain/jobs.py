@@ -45,6 +45,8 @@ __all__ = [
     "controller_ref",
     "daemonjob_ref",
     "owner_uid",
+    "owner_id",
+    "job_owner_id",
     "owner_reference",
     "job_state",
     "job_node",
@@ -227,6 +229,22 @@ def owner_uid(obj: Mapping[str, Any]) -> str:
     """The uid of the DaemonJob controlling `obj` ("" for none)."""
     ref = daemonjob_ref(obj)
     return (ref.get("uid") or "") if ref is not None else ""
+
+
+def owner_id(namespace: str, uid: str) -> str:
+    """A DaemonJob as the owner of Jobs: "namespace/uid". Owner references are namespace-local
+    in Kubernetes, so a Job is a DaemonJob's only in the DaemonJob's namespace; every cache
+    index and kept record that ties a Job to its owner keys it by this, never by the uid alone."""
+    return f"{namespace}/{uid}"
+
+
+def job_owner_id(obj: Mapping[str, Any]) -> str:
+    """The owner id (`owner_id`) of the DaemonJob controlling `obj` ("" for none): its uid, in
+    the Job's own namespace. A Job elsewhere carrying that uid gets another id, tied to nothing."""
+    ref = daemonjob_ref(obj)
+    if ref is None:
+        return ""
+    return f"{_meta(obj).get('namespace') or ''}/{ref.get('uid') or ''}"
 
 
 def owner_reference(dj: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemonjob.controller.informers import JOB_INDEXERS, NODE_INDEXERS, Informers
+from daemonjob.controller.informers import DAEMONJOB_INDEXERS, JOB_INDEXERS, NODE_INDEXERS, Informers
 from daemonjob.controller.transforms import job_transform, node_transform
 from daemonjob.controller.turnseal import TurnSeal
 from daemonjob.machinery.frozen import freeze, thaw
@@ -126,7 +126,7 @@ def fake_informers(seal: TurnSeal | None = None) -> Informers:
     turn records checked with `seal` (default: one on TEST_SEAL_KEY, which tests seal Jobs with)."""
     seal = seal or TurnSeal(TEST_SEAL_KEY)
     return Informers(
-        FakeInformer("daemonjobs"),
+        FakeInformer("daemonjobs", indexers=DAEMONJOB_INDEXERS),
         FakeInformer("jobs", indexers=JOB_INDEXERS, transform=functools.partial(job_transform, seal=seal)),
         FakeInformer("nodes", indexers=NODE_INDEXERS, transform=node_transform),
         seal=seal,

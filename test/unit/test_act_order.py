@@ -416,5 +416,5 @@ def test_a_plan_in_the_making_counts_as_concerned_with_every_node(bed: ActBed) -
     bed.ctl.reconcile("ops/a")
     plans = bed.ctl.plans
     assert plans.concerned("uid-a", "node-00") and not plans.concerned("uid-a", "node-99")
-    plans.kept_plan("uid-a")  # a pass took its marks and reads the order before it plans: wake it
+    plans.kept_plan("uid-a", namespace="ops")  # a pass took its marks and reads the order before it plans: wake it
     assert plans.concerned("uid-a", "node-99")

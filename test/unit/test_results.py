@@ -14,7 +14,7 @@ from daemonjob import defaults
 from daemonjob.controller.results import ResultRecorder
 from daemonjob.controller.resultstatus import wire_recorded
 from daemonjob.controller.specs import SpecCache
-from daemonjob.domain.jobs import LABEL_ATTEMPT
+from daemonjob.domain.jobs import LABEL_ATTEMPT, owner_id
 from daemonjob.domain.outcomes import Outcomes, summary
 from daemonjob.domain.reports import append_patch, pack, report_name, result_size
 from daemonjob.domain.results import NOT_JSON, cut_message, outcome_of, result_of
@@ -22,6 +22,11 @@ from daemonjob.domain.validate import read_spec
 from daemonjob.machinery.apierror import ApiError
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.builders import daemonjob, job, revision_of
+
+
+def owner(dj: Mapping[str, Any]) -> str:
+    """The recorder names a DaemonJob by its owner id."""
+    return owner_id(dj["metadata"]["namespace"], dj["metadata"]["uid"])
 
 
 def pod_for(j: Mapping[str, Any], code: int = 0, message: str = "", reason: str = "") -> dict[str, Any]:
@@ -237,11 +242,11 @@ def test_finished_jobs_are_written_in_one_batch_and_summarised(dj: dict[str, Any
     rec, woken = recorder(store, dj)
     finish(store, rec, dj, [f"n{i}" for i in range(150)])
     assert rec.holds(job(dj, "n3", "succeeded")["metadata"]["uid"])
-    assert rec.flush(dj["metadata"]["uid"]) == 150
+    assert rec.flush(owner(dj)) == 150
     assert store.calls == ["list_reports", "list_pods 100", "list_pods 50", "create"]
     assert len(store.recorded()) == 150 and woken == ["ops/audit"]
     assert not rec.holds(job(dj, "n3", "succeeded")["metadata"]["uid"])
-    status = rec.summary(dj["metadata"]["uid"], store.recorded and next(iter(store.reports.values()))["revision"], None)
+    status = rec.summary(owner(dj), store.recorded and next(iter(store.reports.values()))["revision"], None)
     assert status is not None and status["recorded"] == 150 and status["outcomes"] == 150
 
 
@@ -249,10 +254,10 @@ def test_a_restart_records_what_is_missing_and_nothing_twice(dj: dict[str, Any])
     store = FakeStore()
     rec, _ = recorder(store, dj)
     finish(store, rec, dj, ["a", "b"])
-    rec.flush(dj["metadata"]["uid"])
+    rec.flush(owner(dj))
     again, _ = recorder(store, dj)  # a new process: every finished Job is seen again
     finish(store, again, dj, ["a", "b", "c"])
-    again.flush(dj["metadata"]["uid"])
+    again.flush(owner(dj))
     assert store.recorded() == ["a", "b", "c"]
     assert store.calls[-1] == "append"
 
@@ -261,12 +266,12 @@ def test_an_append_whose_answer_was_lost_is_not_written_twice(dj: dict[str, Any]
     store = FakeStore()
     rec, _ = recorder(store, dj)
     finish(store, rec, dj, ["a"])
-    rec.flush(dj["metadata"]["uid"])
+    rec.flush(owner(dj))
     finish(store, rec, dj, ["b"])
     store.fail_next = "append-lost"
     with pytest.raises(TimeoutError):
-        rec.flush(dj["metadata"]["uid"])
-    assert rec.flush(dj["metadata"]["uid"]) == 0  # tried again: the reports, read again, hold it
+        rec.flush(owner(dj))
+    assert rec.flush(owner(dj)) == 0  # tried again: the reports, read again, hold it
     assert store.recorded() == ["a", "b"] and not rec.holds(job(dj, "b", "succeeded")["metadata"]["uid"])
 
 
@@ -274,7 +279,7 @@ def test_results_cross_into_a_second_chunk(dj: dict[str, Any]) -> None:
     store = FakeStore()
     rec, _ = recorder(store, dj, chunk_bytes=2000)
     finish(store, rec, dj, [f"n{i:02d}" for i in range(30)])
-    rec.flush(dj["metadata"]["uid"])
+    rec.flush(owner(dj))
     assert len(store.reports) > 1 and len(store.recorded()) == 30
     assert all(r["count"] == len(r["results"]) for r in store.reports.values())
 
@@ -284,7 +289,7 @@ def test_results_that_trickle_in_after_a_large_batch_start_a_small_chunk(dj: dic
     whole chunk (read, checked, rewritten); in a chunk of their own, only what it holds."""
     store = FakeStore()
     rec, _ = recorder(store, dj)
-    uid = dj["metadata"]["uid"]
+    uid = owner(dj)
     finish(store, rec, dj, [f"n{i:03d}" for i in range(300)])  # the rollout: one create, over the append limit
     rec.flush(uid)
     (big,) = store.reports.values()
@@ -319,10 +324,10 @@ def test_a_round_of_writes_stops_between_two_daemonjobs_when_urgent_passes_come(
     )
     for d in djs.values():
         rec.job_seen(job(d, "n1", "succeeded"))
-    rec.flush_due([d["metadata"]["uid"] for d in djs.values()])
+    rec.flush_due([owner(d) for d in djs.values()])
     assert store.calls.count("create") == 1  # a's; b and c wait
     urgent[0] = False
-    rec.flush_due(["uid-b", "uid-c"])
+    rec.flush_due(["ops/uid-b", "ops/uid-c"])
     assert store.calls.count("create") == 3 and len(store.recorded()) == 3
 
 
@@ -333,10 +338,10 @@ def test_a_read_a_pass_waits_for_is_not_held_back_by_urgent_passes() -> None:
     rec = ResultRecorder(store, djs.get, lambda uid: False, lambda key: None, clock=FakeClock(), urgent=lambda: True)
     for d in djs.values():
         rec.job_seen(job(d, "n1", "succeeded"))
-    assert rec.successes("uid-c", "ops", "c") is None  # a pass asks for c's recorded successes
-    rec.flush_due(["uid-a", "uid-b", "uid-c"])
+    assert rec.successes("ops/uid-c", "ops", "c") is None  # a pass asks for c's recorded successes
+    rec.flush_due(["ops/uid-a", "ops/uid-b", "ops/uid-c"])
     assert store.calls.count("list_reports") == 2  # a's (first in the round) and c's; b waits
-    assert sorted(store.recorded()) == ["n1", "n1"] and rec.successes("uid-c", "ops", "c") is not None
+    assert sorted(store.recorded()) == ["n1", "n1"] and rec.successes("ops/uid-c", "ops", "c") is not None
 
 
 def test_rollouts_beyond_history_limit_are_deleted(dj: dict[str, Any]) -> None:
@@ -347,10 +352,10 @@ def test_rollouts_beyond_history_limit_are_deleted(dj: dict[str, Any]) -> None:
             j = job(dj, n, "succeeded", revision=rev)
             rec.job_seen(j)
         dj["status"] = {"currentRevision": rev}
-        rec.flush(dj["metadata"]["uid"])
+        rec.flush(owner(dj))
     assert sorted({r["revision"] for r in store.reports.values()}) == ["r2", "r3"]
     rec.job_seen(job(dj, "c", "succeeded", revision="r1"))  # a Job of the deleted rollout, still there
-    rec.flush(dj["metadata"]["uid"])
+    rec.flush(owner(dj))
     assert sorted({r["revision"] for r in store.reports.values()}) == ["r2", "r3"]
 
 
@@ -395,7 +400,7 @@ def test_history_cleanup_holds_a_finished_job_until_its_result_is_recorded(dj: d
     delete = DeleteJob(j["metadata"]["name"], "a", "History", j["metadata"]["uid"])
     try:
         assert cleaner.submit("ops", [delete]) == []  # not recorded yet: a later pass asks again
-        rec.flush(dj["metadata"]["uid"])
+        rec.flush(owner(dj))
         assert cleaner.submit("ops", [delete]) == [delete]
     finally:
         cleaner.stop()
@@ -409,12 +414,12 @@ def test_status_results_keep_the_last_written_until_the_reports_are_read(dj: dic
 
     rec, _ = recorder(FakeStore(), dj)
     before = {"recorded": 3, "summary": "1 outcome on 3 nodes"}
-    observed: Any = SimpleNamespace(uid=dj["metadata"]["uid"], cached={"status": {"results": before}})
+    observed: Any = SimpleNamespace(**dj["metadata"], cached={"status": {"results": before}})
     decision = Decision(status={"currentRevision": "r1"})
     assert with_results(rec, observed, decision).status["results"] == before  # not read yet: kept
     assert with_results(None, observed, decision) is decision
     rec.job_seen(job(dj, "a", "succeeded", revision="r1"))
-    rec.flush(dj["metadata"]["uid"])
+    rec.flush(owner(dj))
     assert with_results(rec, observed, decision).status["results"]["recorded"] == 1
 
 
@@ -434,7 +439,7 @@ def test_status_results_kept_until_the_reports_are_read_write_nothing(dj: dict[s
         "currentRevision": "r1",
         "results": {"recorded": 2, "groups": [{"count": 2, "message": "", "nodes": ["a", "b"]}], "summary": "x"},
     }
-    observed: Any = SimpleNamespace(uid=dj["metadata"]["uid"], cached=freeze({"status": written}))
+    observed: Any = SimpleNamespace(**dj["metadata"], cached=freeze({"status": written}))
     status = with_results(rec, observed, Decision(status={"currentRevision": "r1"})).status
     control = FakeJobControl()
     assert not write_status(control, dj, thaw(observed.cached["status"]), status)
@@ -448,8 +453,8 @@ def test_status_results_group_by_the_specs_json_field_and_regroup_when_it_change
         j = job(dj, n, "succeeded", revision="r1")
         store.pods.append(pod_for(j, 0, json.dumps({"kernel": kernel, "node": n})))
         rec.job_seen(j)
-    rec.flush(dj["metadata"]["uid"])
-    uid = dj["metadata"]["uid"]
+    rec.flush(owner(dj))
+    uid = owner(dj)
     assert (rec.summary(uid, "r1", None) or {})["outcomes"] == 3  # whole messages: each names its node
     assert rec.summary(uid, "r1", None, ".kernel") is None  # counted again from the reports first
     dj["spec"]["results"] = {"groupBy": ".kernel"}
@@ -463,7 +468,7 @@ def test_status_results_group_by_the_specs_json_field_and_regroup_when_it_change
 
 
 def test_recorded_successes_are_read_from_the_reports_when_asked_and_survive_a_restart(dj: dict[str, Any]) -> None:
-    uid = dj["metadata"]["uid"]
+    uid = owner(dj)
     store = FakeStore()
     rec, woken = recorder(store, dj)
     told: list[tuple[str, list[str] | None]] = []
@@ -501,7 +506,7 @@ def test_after_reads_where_a_dependency_let_go_of_its_jobs_from_its_records() ->
     they are read (the read is asked for, then wakes the readers), then the nodes of the
     dependency's revision; the kept plans are told of each change."""
     dep = daemonjob(historyLimit=1, results={"deleteSucceededJobs": True})
-    uid, revision = dep["metadata"]["uid"], revision_of(dep)
+    uid, revision = owner(dep), revision_of(dep)
     store = FakeStore()
     rec, _ = recorder(store, dep)
     changed: list[list[str] | None] = []

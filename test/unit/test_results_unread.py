@@ -118,7 +118,7 @@ def test_a_let_go_daemonjob_whose_reports_cannot_be_read_says_so_and_goes_on_onc
     bed.clock.step(defaults.RESULT_RETRY_DELAY)
     recorder_round(bed)
     assert woken(bed)
-    assert bed.ctl.results is not None and bed.ctl.results.unread(bed.dj()["metadata"]["uid"]) is None
+    assert bed.ctl.results is not None and bed.ctl.results.unread(f"ops/{bed.dj()['metadata']['uid']}") is None
     assert bed.ctl.reconcile(bed.key) is not None
     assert len(bed.created()) == 2
     assert conditions(bed.last_status()).get(STALLED, ("False", ""))[0] == "False"
@@ -224,7 +224,7 @@ def test_a_write_refused_after_a_read_is_said_once_not_every_retry(bed: ActBed, 
         bed.clock.step(defaults.RESULT_RETRY_DELAY)
         recorder_round(bed)
         assert woken(bed) == (attempt == 0)  # the same answer each time: said once
-        assert rec.unread(bed.dj()["metadata"]["uid"]) == ResultsUnread(403, str(refused))
+        assert rec.unread(f"ops/{bed.dj()['metadata']['uid']}") == ResultsUnread(403, str(refused))
 
 
 def test_the_recorder_gives_way_to_the_controllers_urgent_passes_until_a_burst_is_over(bed: ActBed) -> None:

@@ -17,6 +17,7 @@ import pytest
 from daemonjob import defaults
 from daemonjob.controller.informers import RUNNING_INDEX, running_index
 from daemonjob.controller.results import ResultRecorder
+from daemonjob.domain.jobs import owner_id
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.store import Store
 from daemonjob.testing.actbed import ActBed
@@ -47,7 +48,7 @@ class Bed:
         self.clock = FakeClock()
         self.store = Store_()
         self.dj = daemonjob()
-        self.running: set[str] = {self.dj["metadata"]["uid"]}
+        self.running: set[str] = {owner_id("ops", self.dj["metadata"]["uid"])}
         self.woken: list[str] = []
         self.urgent = False  # urgent passes queued or running
         self.rec = ResultRecorder(
@@ -219,7 +220,7 @@ def test_the_running_check_counts_without_reading_the_jobs() -> None:
     dj = daemonjob()
     store.add(job(dj, "a", "active"))
     store.add(job(dj, "b", "succeeded"))
-    assert store.count_index(RUNNING_INDEX, dj["metadata"]["uid"]) == 1
+    assert store.count_index(RUNNING_INDEX, owner_id("ops", dj["metadata"]["uid"])) == 1
     assert store.count_index(RUNNING_INDEX, "other") == 0
 
 
@@ -236,7 +237,7 @@ def rollout(bed: ActBed, store: Store_) -> str:
     bed.clock.step(defaults.JOB_EVENT_DELAY_MAX)
     bed.settle()
     bed.drain()
-    uid = str(bed.dj()["metadata"]["uid"])
+    uid = owner_id("ops", str(bed.dj()["metadata"]["uid"]))
     first = next(iter(bed.control.objects.values()))  # one Job first: its batch reads the reports
     first["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "completionTime": "2026-01-01T00:00:00Z"}
     bed.jobs.update(first)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daemonjob.controller.succeeded import SucceededNodes
-from daemonjob.domain.jobs import SUCCEEDED, job_node, job_revision, job_run, job_state, owner_uid
+from daemonjob.domain.jobs import SUCCEEDED, job_node, job_owner_id, job_revision, job_run, job_state, owner_uid
 from daemonjob.testing.builders import NS, daemonjob, job
 
 DJS = [daemonjob(name, uid=f"uid-{name}") for name in ("a", "b")]
@@ -28,9 +28,9 @@ class Cluster:
         self.named: set[str] = set()
         self.reads = 0  # builds from the cache
 
-    def jobs_of(self, uid: str) -> Iterable[dict[str, Any]]:
+    def jobs_of(self, owner: str) -> Iterable[dict[str, Any]]:
         self.reads += 1
-        return [j for j in self.jobs.values() if owner_uid(j) == uid]
+        return [j for j in self.jobs.values() if job_owner_id(j) == owner]
 
     def is_named(self, namespace: str, name: str) -> bool:
         return namespace == NS and name in self.named
