@@ -154,6 +154,9 @@ WEBHOOK_ACCESS_REVIEW_CACHE_ENTRIES = 1024  # allowed and denied answers each
 # SubjectAccessReviews of answers not kept; beyond, the review is refused unasked (fail closed)
 WEBHOOK_ACCESS_REVIEW_QPS = 5.0
 WEBHOOK_ACCESS_REVIEW_BURST = 20
+# Node label and annotation keys any DaemonJob may pass (spec.nodeParameters, --node-parameter-keys,
+# comma-separated, exact or prefix/*); other keys only who may get nodes, as the webhook checks
+NODE_PARAMETER_KEYS = ""
 CA_VALIDITY = 10 * 365 * 24 * 3600.0  # seconds
 SERVING_CERT_VALIDITY = 365 * 24 * 3600.0  # seconds
 # Renewed when less than this part of its validity remains (cert-controller: 90 days of a year).

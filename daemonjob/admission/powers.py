@@ -30,7 +30,6 @@ from many identities cannot turn the webhook into a flood of SubjectAccessReview
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ __all__ = [
     "KubeAccessReviewer",
     "NODE_POWERS_MISSING",
     "PATCH_NODES",
+    "beyond_gc_fields",
     "Permission",
     "must_check",
     "needed",
@@ -99,23 +99,30 @@ def needed(spec: DaemonJobSpec) -> tuple[Permission, ...]:
 
 
 def _without_gc_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
-    stripped = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
-    metadata = stripped.get("metadata")
-    if isinstance(metadata, dict):
-        for key in (*GC_FIELDS, *SERVER_FIELDS):
-            metadata.pop(key, None)
-    return stripped
+    """A shallow view of `obj` without status, the garbage collector's fields and the server's:
+    two views compare as the objects would, and no part of the tree is copied (a review may
+    carry megabytes of it)."""
+    view = {k: v for k, v in obj.items() if k not in ("status", "metadata")}
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        view["metadata"] = {k: v for k, v in metadata.items() if k not in (*GC_FIELDS, *SERVER_FIELDS)}
+    elif "metadata" in obj:
+        view["metadata"] = metadata
+    return view
+
+
+def beyond_gc_fields(request: Mapping[str, Any]) -> bool:
+    """A create, or an update that changes more than finalizers and ownerReferences: what
+    Kubernetes checks a writer's own powers on (node powers here, node reads in nodereads.py)."""
+    old = request.get("oldObject")
+    if request.get("operation") != "UPDATE" or not isinstance(old, Mapping):
+        return True
+    return _without_gc_fields(old) != _without_gc_fields(request.get("object") or {})
 
 
 def must_check(request: Mapping[str, Any]) -> bool:
     """Whether this CREATE or UPDATE of a DaemonJob needs the requester's node powers checked."""
-    obj = request.get("object") or {}
-    if not needed(read_spec(obj)):
-        return False
-    old = request.get("oldObject")
-    if request.get("operation") != "UPDATE" or not isinstance(old, Mapping):
-        return True
-    return _without_gc_fields(old) != _without_gc_fields(obj)
+    return bool(needed(read_spec(request.get("object") or {}))) and beyond_gc_fields(request)
 
 
 class AccessReviewer(Protocol):

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from daemonjob import defaults
 from daemonjob.admission.dryrun import ClusterDryRun
+from daemonjob.admission.nodereads import allowed_keys, node_reads_problems
 from daemonjob.admission.powers import CachedAccessReviewer, KubeAccessReviewer, powers_problems
 from daemonjob.admission.review import OPERATIONS, handle
 from daemonjob.domain.validate import Problem
@@ -70,6 +71,15 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         default=defaults.WEBHOOK_TIMEOUT,
         help="timeoutSeconds of the ValidatingWebhookConfiguration: the dry run of the node Job "
         f"keeps {defaults.WEBHOOK_TIMEOUT_MARGIN:g} s short of it, else it is skipped with a warning",
+    )
+    g.add_argument(
+        "--node-parameter-keys",
+        type=allowed_keys,
+        default=allowed_keys(defaults.NODE_PARAMETER_KEYS),
+        metavar="KEYS",
+        help="comma-separated node label and annotation keys (exact, or prefix/*) that any DaemonJob may pass "
+        "to its Jobs (spec.nodeParameters); other keys only who may get nodes, checked by the webhook "
+        "(default: none)",
     )
     g.add_argument(
         "--webhook-cert-extra-names",
@@ -142,8 +152,10 @@ def start(
     dry_run = ClusterDryRun(own, nodes) if nodes is not None else None
     budget = args.webhook_timeout_seconds - defaults.WEBHOOK_TIMEOUT_MARGIN
 
+    node_keys = args.node_parameter_keys
+
     def powers(request: Mapping[str, Any]) -> list[Problem]:
-        return powers_problems(request, reviewer)
+        return [*powers_problems(request, reviewer), *node_reads_problems(request, reviewer, node_keys)]
 
     def validate(body: bytes) -> tuple[int, str, bytes]:
         answer = handle(body, maintenance_namespaces, powers, dry_run, time.monotonic() + budget)
