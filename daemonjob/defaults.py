@@ -54,6 +54,11 @@ HISTORY_LIMIT = 1
 # run is one Job per node, and the template is copied into every node's Job and pod.
 HISTORY_LIMIT_MAX = 10
 JOB_TEMPLATE_MAX_BYTES = 128 * 1024  # serialized as JSON
+# Items of the spec's lists (the CRD's maxItems, where it says): a longer list is one problem,
+# its items not read one by one (a problem each would cost a review hundreds of times its size)
+AFTER_MAX = 32  # spec.after
+HALT_ON_ALERTS_MAX = 32  # spec.rollout.haltOnAlerts, and labels per matcher
+HEALTH_DAEMONSETS_MAX = 64  # spec.healthCheck.daemonSets
 # Node annotations the node cache keeps (spec.nodeParameters' fromAnnotation reads them):
 # values up to this many characters; longer ones (CSI drivers' JSON) read as absent.
 NODE_ANNOTATION_VALUE_MAX = 512
@@ -131,8 +136,9 @@ WEBHOOK_PATH = "/validate-daemonjob"
 # What the API server sends: an object and its old version (each at most etcd's 1.5 MiB) and
 # the review around them. Memory of the webhook's server: at most WEBHOOK_BODY_BYTES of
 # reviews held (read or waiting) plus WEBHOOK_HANDLING_BYTES being parsed and decided, a
-# review costing WEBHOOK_MEMORY_PER_BYTE times its size (JSON of small objects parses to ~25
-# times its size); a review that does not fit is answered 429 unread.
+# review costing WEBHOOK_MEMORY_PER_BYTE times its size: measured per shape of review
+# (testing/costlyreviews.py), parsing JSON of small objects costs ~25 times its size and nothing
+# after it may cost more; a review that does not fit is answered 429 unread.
 WEBHOOK_MAX_REQUEST_BYTES = 3 * 1024 * 1024 + 512 * 1024
 WEBHOOK_BODY_BYTES = 32 * 1024 * 1024
 WEBHOOK_MEMORY_PER_BYTE = 32
