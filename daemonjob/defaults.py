@@ -157,9 +157,14 @@ WEBHOOK_ACCESS_REVIEW_TIMEOUT = 2.0  # seconds for each SubjectAccessReview: two
 # Its answers are kept this long (seconds): a permission revoked takes effect within it
 WEBHOOK_ACCESS_REVIEW_CACHE_TTL = 10.0
 WEBHOOK_ACCESS_REVIEW_CACHE_ENTRIES = 1024  # allowed and denied answers each
-# SubjectAccessReviews of answers not kept; beyond, the review is refused unasked (fail closed)
+# SubjectAccessReviews of answers not kept, per client address of the webhook (each API server's
+# own, a pod posting reviews its own) and in all; beyond, the review is refused unasked (fail
+# closed). Addresses kept: the most recent WEBHOOK_ACCESS_REVIEW_CLIENTS.
 WEBHOOK_ACCESS_REVIEW_QPS = 5.0
 WEBHOOK_ACCESS_REVIEW_BURST = 20
+WEBHOOK_ACCESS_REVIEW_TOTAL_QPS = 20.0
+WEBHOOK_ACCESS_REVIEW_TOTAL_BURST = 80
+WEBHOOK_ACCESS_REVIEW_CLIENTS = 1024
 # Node label and annotation keys any DaemonJob may pass (spec.nodeParameters, --node-parameter-keys,
 # comma-separated, exact or prefix/*); other keys only who may get nodes, as the webhook checks
 NODE_PARAMETER_KEYS = ""

@@ -154,10 +154,12 @@ def start(
 
     node_keys = args.node_parameter_keys
 
-    def powers(request: Mapping[str, Any]) -> list[Problem]:
-        return [*powers_problems(request, reviewer), *node_reads_problems(request, reviewer, node_keys)]
+    def validate(body: bytes, client: str) -> tuple[int, str, bytes]:
+        mine = reviewer.for_client(client)  # the SubjectAccessReviews this client may cost
 
-    def validate(body: bytes) -> tuple[int, str, bytes]:
+        def powers(request: Mapping[str, Any]) -> list[Problem]:
+            return [*powers_problems(request, mine), *node_reads_problems(request, mine, node_keys)]
+
         answer = handle(body, maintenance_namespaces, powers, dry_run, time.monotonic() + budget)
         reviews.labels(operation_label(answer.operation), answer.result).inc()
         return answer.code, "application/json", answer.body
@@ -168,7 +170,7 @@ def start(
         "webhook",
         post_routes={
             defaults.WEBHOOK_PATH: Upload(
-                validate, defaults.WEBHOOK_MAX_REQUEST_BYTES, defaults.WEBHOOK_MEMORY_PER_BYTE
+                validate, defaults.WEBHOOK_MAX_REQUEST_BYTES, defaults.WEBHOOK_MEMORY_PER_BYTE, with_client=True
             )
         },
         cert_dir=cert_dir,
