@@ -3,7 +3,10 @@
 Every replica serves, leader or not: admission must not wait for an election. The server
 takes `tls.crt`/`tls.key` from --webhook-cert-dir and reloads them when they change; with
 self-managed certificates (the default) this process also keeps them (certificates.py),
-otherwise something else (cert-manager's mounted Secret) provides the files.
+otherwise something else (cert-manager's mounted Secret) provides the files. With
+--webhook-client-ca-file only clients with a certificate that CA signed (the API server, as
+its AdmissionConfiguration says) are served: anyone else who reaches the port can neither
+spend the webhook's budgets nor ask it who holds node powers.
 """
 
 from __future__ import annotations
@@ -71,6 +74,14 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         default=defaults.WEBHOOK_TIMEOUT,
         help="timeoutSeconds of the ValidatingWebhookConfiguration: the dry run of the node Job "
         f"keeps {defaults.WEBHOOK_TIMEOUT_MARGIN:g} s short of it, else it is skipped with a warning",
+    )
+    g.add_argument(
+        "--webhook-client-ca-file",
+        default=None,
+        metavar="FILE",
+        help="PEM file of the CAs of the API server's client certificate: when set, the webhook "
+        "requires one (the AdmissionConfiguration's kubeConfigFile) and refuses other clients "
+        "at the handshake; reloaded when it changes (default: any client)",
     )
     g.add_argument(
         "--node-parameter-keys",
@@ -174,6 +185,7 @@ def start(
             )
         },
         cert_dir=cert_dir,
+        client_ca=args.webhook_client_ca_file or None,
         max_connections=defaults.WEBHOOK_MAX_CONNECTIONS,
         body_bytes=defaults.WEBHOOK_BODY_BYTES,
         handling_bytes=defaults.WEBHOOK_HANDLING_BYTES,

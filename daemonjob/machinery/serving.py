@@ -86,8 +86,9 @@ class _Conn:
 
 class Server:
     """GET `routes` and POST `post_routes` (a bare handler takes bodies of up to `max_body`);
-    over TLS from `cert_dir` (or any `tls` provider) when given; `filter` sees each request's
-    head first. ValueError if a route's largest body cannot fit the budgets.
+    over TLS from `cert_dir` (or any `tls` provider) when given, and with `client_ca` (PEM, with
+    `cert_dir`) only for clients presenting a certificate it signed; `filter` sees each
+    request's head first. ValueError if a route's largest body cannot fit the budgets.
 
     An asyncio loop in one thread holds the connections (an idle or slow client costs a
     socket, not a thread); routes and the filter, which may block, run on `workers` threads.
@@ -108,6 +109,7 @@ class Server:
         read_timeout: float = READ_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
         tls: TLSProvider | None = None,
+        client_ca: str | Path | None = None,
         body_bytes: int = BODY_BYTES,
         handling_bytes: int = HANDLING_BYTES,
     ):
@@ -125,8 +127,9 @@ class Server:
                     f"{upload.cost(upload.max_bytes)} to handle; the budgets are {body_bytes} and {handling_bytes}"
                 )
         self.tls: TLSProvider | None = (
-            tls if tls is not None else (ReloadingTLS(cert_dir) if cert_dir is not None else None)
+            tls if tls is not None else (ReloadingTLS(cert_dir, client_ca) if cert_dir is not None else None)
         )
+        self.client_ca = client_ca
         self.read_timeout, self.idle_timeout = read_timeout, idle_timeout
         self.max_connections = max(1, max_connections)
         self._listener = bind_socket(address)
@@ -170,6 +173,10 @@ class Server:
         tls = self.tls
         base = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         base.minimum_version = ssl.TLSVersion.TLSv1_2
+        if self.client_ca is not None:
+            # The handshake keeps this context's verify mode; the CAs are the swapped-in
+            # context's (reloaded with the files), so one that does not load here refuses all.
+            base.verify_mode = ssl.CERT_REQUIRED
 
         def swap(sslobj: ssl.SSLObject, _server_name: str | None, _ctx: ssl.SSLContext) -> None:
             # Called for every handshake, with or without SNI: the current pair from the cert dir.

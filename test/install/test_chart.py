@@ -230,6 +230,7 @@ def test_webhook_and_network_policy_values(tmp_path: Path) -> None:
                     "timeoutSeconds": 10,
                     "failurePolicy": "Ignore",
                     "nodeParameterKeys": ["topology.kubernetes.io/zone", "example.com/*"],
+                    "clientCA": {"configMap": "apiserver-webhook-client-ca"},
                     "certManager": {"enabled": True, "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}},
                 },
                 # Helm merges maps with the defaults: null removes a default.
@@ -247,7 +248,19 @@ def test_webhook_and_network_policy_values(tmp_path: Path) -> None:
     assert (hook["timeoutSeconds"], hook["failurePolicy"]) == (10, "Ignore")
     container = objs["Deployment", "daemonjob-controller", NAMESPACE]["spec"]["template"]["spec"]["containers"][0]
     assert "--node-parameter-keys=topology.kubernetes.io/zone,example.com/*" in container["args"]
-    assert cli.parser().parse_args(container["args"]).node_parameter_keys.allows("example.com/rack")
+    parsed = cli.parser().parse_args(container["args"])
+    assert parsed.node_parameter_keys.allows("example.com/rack")
+    assert parsed.webhook_client_ca_file == "/etc/daemonjob/webhook-client-ca/ca.crt"
+    pod = objs["Deployment", "daemonjob-controller", NAMESPACE]["spec"]["template"]["spec"]
+    assert {
+        "name": "webhook-client-ca",
+        "mountPath": "/etc/daemonjob/webhook-client-ca",
+        "readOnly": True,
+    } in container["volumeMounts"]
+    assert {
+        "name": "webhook-client-ca",
+        "configMap": {"name": "apiserver-webhook-client-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]},
+    } in pod["volumes"]
     # The given issuer signs the serving certificate: no self-signed Issuer nor CA of the release's own.
     assert objs["Certificate", "daemonjob-webhook", NAMESPACE]["spec"]["issuerRef"] == {
         "name": "corp-ca",
