@@ -94,12 +94,13 @@ def node_reads_problems(request: Mapping[str, Any], reviewer: AccessReviewer, al
     user = request.get("userInfo")
     user = user if isinstance(user, Mapping) else {}
     name = user.get("username")
+    where = {"namespace": request.get("namespace"), "name": request.get("name")}
     if not isinstance(name, str) or not name:
         return [_forbidden("the request names no user whose permission to read Nodes could be checked")]
     try:
         allowed_to_read = reviewer.may(user, GET_NODES)
     except AccessReviewsThrottled:
-        log.warning("node reads not reviewed: too many reviews", user=name)
+        log.warning("node reads not reviewed: too many reviews", user=name, **where)
         return [
             _forbidden(
                 f'cannot check now that user "{name}" may {GET_NODES}: too many SubjectAccessReviews of '
@@ -108,7 +109,7 @@ def node_reads_problems(request: Mapping[str, Any], reviewer: AccessReviewer, al
             )
         ]
     except Exception as exc:  # any failure to ask: fail closed
-        log.warning("cannot review node reads", user=name, error=str(exc))
+        log.warning("cannot review node reads", user=name, error=str(exc), **where)
         return [
             _forbidden(
                 f'cannot check that user "{name}" may {GET_NODES} (SubjectAccessReview failed: {exc}); '
@@ -117,7 +118,13 @@ def node_reads_problems(request: Mapping[str, Any], reviewer: AccessReviewer, al
         ]
     if allowed_to_read:
         return []
-    log.info("node parameters refused: permission missing", user=name, keys=[p.key for p in entries])
+    log.info(
+        "node parameters refused: permission missing",
+        user=name,
+        keys=[p.key for p in entries],
+        reason=NODE_READ_MISSING,
+        **where,
+    )
     return [
         _forbidden(
             f'user "{name}" may not {GET_NODES}, and the controller allows no one to read the node\'s '
