@@ -58,6 +58,11 @@ HISTORY_LIMIT = 1
 # run is one Job per node, and the template is copied into every node's Job and pod.
 HISTORY_LIMIT_MAX = 10
 JOB_TEMPLATE_MAX_BYTES = 128 * 1024  # serialized as JSON
+# Items of the spec's lists (the CRD's maxItems, where it says): a longer list is one problem,
+# its items not read one by one (a problem each would cost a review hundreds of times its size)
+AFTER_MAX = 32  # spec.after
+HALT_ON_ALERTS_MAX = 32  # spec.rollout.haltOnAlerts, and labels per matcher
+HEALTH_DAEMONSETS_MAX = 64  # spec.healthCheck.daemonSets
 # Node annotations the node cache keeps (spec.nodeParameters' fromAnnotation reads them):
 # values up to this many characters; longer ones (CSI drivers' JSON) read as absent.
 NODE_ANNOTATION_VALUE_MAX = 512
@@ -143,8 +148,9 @@ WEBHOOK_PATH = "/validate-daemonjob"
 # What the API server sends: an object and its old version (each at most etcd's 1.5 MiB) and
 # the review around them. Memory of the webhook's server: at most WEBHOOK_BODY_BYTES of
 # reviews held (read or waiting) plus WEBHOOK_HANDLING_BYTES being parsed and decided, a
-# review costing WEBHOOK_MEMORY_PER_BYTE times its size (JSON of small objects parses to ~25
-# times its size); a review that does not fit is answered 429 unread.
+# review costing WEBHOOK_MEMORY_PER_BYTE times its size: measured per shape of review
+# (testing/costlyreviews.py), parsing JSON of small objects costs ~25 times its size and nothing
+# after it may cost more; a review that does not fit is answered 429 unread.
 WEBHOOK_MAX_REQUEST_BYTES = 3 * 1024 * 1024 + 512 * 1024
 WEBHOOK_BODY_BYTES = 32 * 1024 * 1024
 WEBHOOK_MEMORY_PER_BYTE = 32
@@ -163,9 +169,17 @@ WEBHOOK_ACCESS_REVIEW_TIMEOUT = 2.0  # seconds for each SubjectAccessReview: two
 # Its answers are kept this long (seconds): a permission revoked takes effect within it
 WEBHOOK_ACCESS_REVIEW_CACHE_TTL = 10.0
 WEBHOOK_ACCESS_REVIEW_CACHE_ENTRIES = 1024  # allowed and denied answers each
-# SubjectAccessReviews of answers not kept; beyond, the review is refused unasked (fail closed)
+# SubjectAccessReviews of answers not kept, per client address of the webhook (each API server's
+# own, a pod posting reviews its own) and in all; beyond, the review is refused unasked (fail
+# closed). Addresses kept: the most recent WEBHOOK_ACCESS_REVIEW_CLIENTS.
 WEBHOOK_ACCESS_REVIEW_QPS = 5.0
 WEBHOOK_ACCESS_REVIEW_BURST = 20
+WEBHOOK_ACCESS_REVIEW_TOTAL_QPS = 20.0
+WEBHOOK_ACCESS_REVIEW_TOTAL_BURST = 80
+WEBHOOK_ACCESS_REVIEW_CLIENTS = 1024
+# Node label and annotation keys any DaemonJob may pass (spec.nodeParameters, --node-parameter-keys,
+# comma-separated, exact or prefix/*); other keys only who may get nodes, as the webhook checks
+NODE_PARAMETER_KEYS = ""
 CA_VALIDITY = 10 * 365 * 24 * 3600.0  # seconds
 SERVING_CERT_VALIDITY = 365 * 24 * 3600.0  # seconds
 # Renewed when less than this part of its validity remains (cert-controller: 90 days of a year).

@@ -23,14 +23,14 @@ refused, saying so; without an answer the webhook cannot tell an operator from a
 Each such review costs the API server a SubjectAccessReview per permission, so answers are
 kept a short while (`CachedAccessReviewer`, keyed by user, uid, groups, extra and
 permission), as the metrics server keeps TokenReviews: a GitOps tool applying a hundred
-maintenance DaemonJobs asks once; and the reviews of answers not kept are rate-limited,
-refused beyond the rate (fail closed) with a message saying to retry, so a flood of reviews
-from many identities cannot turn the webhook into a flood of SubjectAccessReviews.
+maintenance DaemonJobs asks once; and the reviews of answers not kept are rate-limited per
+client address and in all, refused beyond the rate (fail closed) with a message saying to
+retry, so a flood of reviews from many identities cannot turn the webhook into a flood of
+SubjectAccessReviews, nor one pod posting reviews spend the API server's allowance.
 """
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,12 +38,13 @@ from typing import Any, Protocol
 
 import orjson
 import structlog
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 
 from daemonjob import defaults
 from daemonjob.domain.maintenancespec import PATH
 from daemonjob.domain.spec import DaemonJobSpec
 from daemonjob.domain.validate import Problem, read_spec
+from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.kube import Kube
 from daemonjob.machinery.ratelimit import TokenBucket
 
@@ -55,6 +56,7 @@ __all__ = [
     "KubeAccessReviewer",
     "NODE_POWERS_MISSING",
     "PATCH_NODES",
+    "beyond_gc_fields",
     "Permission",
     "must_check",
     "needed",
@@ -99,23 +101,30 @@ def needed(spec: DaemonJobSpec) -> tuple[Permission, ...]:
 
 
 def _without_gc_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
-    stripped = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
-    metadata = stripped.get("metadata")
-    if isinstance(metadata, dict):
-        for key in (*GC_FIELDS, *SERVER_FIELDS):
-            metadata.pop(key, None)
-    return stripped
+    """A shallow view of `obj` without status, the garbage collector's fields and the server's:
+    two views compare as the objects would, and no part of the tree is copied (a review may
+    carry megabytes of it)."""
+    view = {k: v for k, v in obj.items() if k not in ("status", "metadata")}
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        view["metadata"] = {k: v for k, v in metadata.items() if k not in (*GC_FIELDS, *SERVER_FIELDS)}
+    elif "metadata" in obj:
+        view["metadata"] = metadata
+    return view
+
+
+def beyond_gc_fields(request: Mapping[str, Any]) -> bool:
+    """A create, or an update that changes more than finalizers and ownerReferences: what
+    Kubernetes checks a writer's own powers on (node powers here, node reads in nodereads.py)."""
+    old = request.get("oldObject")
+    if request.get("operation") != "UPDATE" or not isinstance(old, Mapping):
+        return True
+    return _without_gc_fields(old) != _without_gc_fields(request.get("object") or {})
 
 
 def must_check(request: Mapping[str, Any]) -> bool:
     """Whether this CREATE or UPDATE of a DaemonJob needs the requester's node powers checked."""
-    obj = request.get("object") or {}
-    if not needed(read_spec(obj)):
-        return False
-    old = request.get("oldObject")
-    if request.get("operation") != "UPDATE" or not isinstance(old, Mapping):
-        return True
-    return _without_gc_fields(old) != _without_gc_fields(obj)
+    return bool(needed(read_spec(request.get("object") or {}))) and beyond_gc_fields(request)
 
 
 class AccessReviewer(Protocol):
@@ -149,8 +158,15 @@ class AccessReviewsThrottled(Exception):
 class CachedAccessReviewer:
     """An AccessReviewer whose answers are kept `ttl` seconds, allowed and denied apart (a
     stream of made-up identities cannot push out an operator's entry), and whose reviews of
-    answers not kept are rate-limited (`qps`, `burst`): beyond, AccessReviewsThrottled, unasked.
-    A failed review is not kept."""
+    answers not kept are rate-limited per client address (`qps`, `burst` each, for the last
+    `max_clients` addresses) and in all (`total_qps`, `total_burst`): beyond, AccessReviewsThrottled,
+    unasked. A failed review is not kept.
+
+    Per client address: anyone who can reach the webhook's port may post reviews, and with one
+    allowance for all, a pod posting them would spend it and shut out the API server's own
+    reviews (the operators') while it lasts. Each address has its own (the API server's
+    addresses theirs); the total, a few addresses' worth, still bounds what the API server is
+    asked. `for_client(address)` is the reviewer one request uses."""
 
     def __init__(
         self,
@@ -160,14 +176,19 @@ class CachedAccessReviewer:
         max_entries: int = defaults.WEBHOOK_ACCESS_REVIEW_CACHE_ENTRIES,
         qps: float = defaults.WEBHOOK_ACCESS_REVIEW_QPS,
         burst: int = defaults.WEBHOOK_ACCESS_REVIEW_BURST,
-        bucket: TokenBucket | None = None,
+        total_qps: float = defaults.WEBHOOK_ACCESS_REVIEW_TOTAL_QPS,
+        total_burst: int = defaults.WEBHOOK_ACCESS_REVIEW_TOTAL_BURST,
+        max_clients: int = defaults.WEBHOOK_ACCESS_REVIEW_CLIENTS,
+        clock: Clock | None = None,
         timer: Callable[[], float] | None = None,
     ) -> None:
         self.reviewer = reviewer
         kw: dict[str, Any] = {} if timer is None else {"timer": timer}
         self._allowed: TTLCache[tuple[Any, ...], bool] = TTLCache(max_entries, ttl, **kw)
         self._denied: TTLCache[tuple[Any, ...], bool] = TTLCache(max_entries, ttl, **kw)
-        self._reviews = bucket if bucket is not None else TokenBucket(qps, burst)
+        self._qps, self._burst, self._clock = qps, burst, clock
+        self._clients: LRUCache[str, TokenBucket] = LRUCache(max_clients)
+        self._total = TokenBucket(total_qps, total_burst, clock)
         self._lock = threading.Lock()
 
     @staticmethod
@@ -177,19 +198,35 @@ class CachedAccessReviewer:
         extra = orjson.dumps(user.get("extra") or {}, option=orjson.OPT_SORT_KEYS)
         return (str(user.get("username") or ""), str(user.get("uid") or ""), groups, extra, str(permission))
 
-    def may(self, user: Mapping[str, Any], permission: Permission) -> bool:
+    def for_client(self, client: str) -> AccessReviewer:
+        """The reviewer for a request from `client` (its address): its reviews count against its allowance."""
+        return _ClientReviewer(self, client)
+
+    def may(self, user: Mapping[str, Any], permission: Permission, client: str = "") -> bool:
         key = self.key(user, permission)
         with self._lock:
             if key in self._allowed:
                 return True
             if key in self._denied:
                 return False
-        if not self._reviews.allow():
+            bucket = self._clients.get(client)
+            if bucket is None:
+                bucket = self._clients[client] = TokenBucket(self._qps, self._burst, self._clock)
+        if not bucket.allow() or not self._total.allow():
             raise AccessReviewsThrottled()
         allowed = self.reviewer.may(user, permission)
         with self._lock:
             (self._allowed if allowed else self._denied)[key] = True
         return allowed
+
+
+@dataclass(frozen=True, slots=True)
+class _ClientReviewer:
+    cached: CachedAccessReviewer
+    client: str
+
+    def may(self, user: Mapping[str, Any], permission: Permission) -> bool:
+        return self.cached.may(user, permission, self.client)
 
 
 def _forbidden(message: str) -> Problem:

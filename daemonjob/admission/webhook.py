@@ -3,7 +3,10 @@
 Every replica serves, leader or not: admission must not wait for an election. The server
 takes `tls.crt`/`tls.key` from --webhook-cert-dir and reloads them when they change; with
 self-managed certificates (the default) this process also keeps them (certificates.py),
-otherwise something else (cert-manager's mounted Secret) provides the files.
+otherwise something else (cert-manager's mounted Secret) provides the files. With
+--webhook-client-ca-file only clients with a certificate that CA signed (the API server, as
+its AdmissionConfiguration says) are served: anyone else who reaches the port can neither
+spend the webhook's budgets nor ask it who holds node powers.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from daemonjob import defaults
 from daemonjob.admission.dryrun import ClusterDryRun
+from daemonjob.admission.nodereads import allowed_keys, node_reads_problems
 from daemonjob.admission.powers import CachedAccessReviewer, KubeAccessReviewer, powers_problems
 from daemonjob.admission.review import OPERATIONS, handle
 from daemonjob.domain.validate import Problem
@@ -70,6 +74,23 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         default=defaults.WEBHOOK_TIMEOUT,
         help="timeoutSeconds of the ValidatingWebhookConfiguration: the dry run of the node Job "
         f"keeps {defaults.WEBHOOK_TIMEOUT_MARGIN:g} s short of it, else it is skipped with a warning",
+    )
+    g.add_argument(
+        "--webhook-client-ca-file",
+        default=None,
+        metavar="FILE",
+        help="PEM file of the CAs of the API server's client certificate: when set, the webhook "
+        "requires one (the AdmissionConfiguration's kubeConfigFile) and refuses other clients "
+        "at the handshake; reloaded when it changes (default: any client)",
+    )
+    g.add_argument(
+        "--node-parameter-keys",
+        type=allowed_keys,
+        default=allowed_keys(defaults.NODE_PARAMETER_KEYS),
+        metavar="KEYS",
+        help="comma-separated node label and annotation keys (exact, or prefix/*) that any DaemonJob may pass "
+        "to its Jobs (spec.nodeParameters); other keys only who may get nodes, checked by the webhook "
+        "(default: none)",
     )
     g.add_argument(
         "--webhook-cert-extra-names",
@@ -142,10 +163,14 @@ def start(
     dry_run = ClusterDryRun(own, nodes) if nodes is not None else None
     budget = args.webhook_timeout_seconds - defaults.WEBHOOK_TIMEOUT_MARGIN
 
-    def powers(request: Mapping[str, Any]) -> list[Problem]:
-        return powers_problems(request, reviewer)
+    node_keys = args.node_parameter_keys
 
-    def validate(body: bytes) -> tuple[int, str, bytes]:
+    def validate(body: bytes, client: str) -> tuple[int, str, bytes]:
+        mine = reviewer.for_client(client)  # the SubjectAccessReviews this client may cost
+
+        def powers(request: Mapping[str, Any]) -> list[Problem]:
+            return [*powers_problems(request, mine), *node_reads_problems(request, mine, node_keys)]
+
         answer = handle(body, maintenance_namespaces, powers, dry_run, time.monotonic() + budget)
         reviews.labels(operation_label(answer.operation), answer.result).inc()
         return answer.code, "application/json", answer.body
@@ -156,10 +181,11 @@ def start(
         "webhook",
         post_routes={
             defaults.WEBHOOK_PATH: Upload(
-                validate, defaults.WEBHOOK_MAX_REQUEST_BYTES, defaults.WEBHOOK_MEMORY_PER_BYTE
+                validate, defaults.WEBHOOK_MAX_REQUEST_BYTES, defaults.WEBHOOK_MEMORY_PER_BYTE, with_client=True
             )
         },
         cert_dir=cert_dir,
+        client_ca=args.webhook_client_ca_file or None,
         max_connections=defaults.WEBHOOK_MAX_CONNECTIONS,
         body_bytes=defaults.WEBHOOK_BODY_BYTES,
         handling_bytes=defaults.WEBHOOK_HANDLING_BYTES,

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from daemonjob import defaults
-from daemonjob.domain.problems import INVALID_SPEC, Problem, show
+from daemonjob.domain.problems import INVALID_SPEC, Problem, show, too_many
 from daemonjob.domain.rolloutspec import read_duration
 
 __all__ = ["HealthCheck", "NodeChecks", "REBOOT_EXPECTED", "REBOOT_NEVER", "read_node_checks"]
@@ -97,6 +97,8 @@ def _health(raw: Any, problems: list[Problem]) -> HealthCheck | None:
         problems.append(
             Problem(INVALID_SPEC, f"{HEALTH_PATH}.daemonSets: Invalid value: {show(listed)}: must be a list")
         )
+        listed = []
+    if listed and too_many(listed, defaults.HEALTH_DAEMONSETS_MAX, f"{HEALTH_PATH}.daemonSets", problems):
         listed = []
     for i, item in enumerate(listed or ()):
         parts = item.split("/") if isinstance(item, str) else []

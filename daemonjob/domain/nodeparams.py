@@ -11,7 +11,12 @@ what the Jobs are made of (`spec.jobTemplate` and these entries), not the nodes'
 a relabelled node (an autoscaler's or node-feature-discovery's label, say) does not re-run.
 
 An entry whose `env` a container of the template also sets is refused: two values under one
-name in one container is a guess of which wins. `envFrom` is not checked (its keys are only
+name in one container is a guess of which wins. A `daemonjob.io/` key (or a subdomain's) is
+never passed: those are the controllers' records on the Node (another DaemonJob's
+maintenance record names its uid and revision), refused here, by the one rule book, and
+never read by `value` either, for an object that got in without the webhook. Who may read
+the other keys is the requester's right to read Nodes, which only the webhook can check
+(admission/nodereads.py). `envFrom` is not checked (its keys are only
 known at run time); explicit env wins over it, as Kubernetes has it.
 """
 
@@ -27,6 +32,8 @@ from daemonjob.domain.selectors import InvalidSelector, validate_label_key
 
 __all__ = [
     "ENV_NODE_NAME",
+    "OWN_PREFIX",
+    "is_own_key",
     "PATH",
     "NodeParameter",
     "read_node_parameters",
@@ -41,6 +48,7 @@ PARAMETERS_MAX = 64
 DEFAULT_MAX = 4096  # characters of a default: an env value, not a file
 ENV_NAME_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")  # IsEnvVarName of apimachinery
 CONTAINER_KINDS = ("initContainers", "containers")
+OWN_PREFIX = "daemonjob.io"  # keys under it, or under a subdomain of it, are the controllers' records
 LABEL, ANNOTATION = "fromLabel", "fromAnnotation"
 
 Env = tuple[tuple[str, str], ...]  # (name, value) in the order of spec.nodeParameters
@@ -56,6 +64,8 @@ class NodeParameter:
     default: str = ""
 
     def value(self, node: Mapping[str, Any] | None) -> str:
+        if is_own_key(self.key):
+            return self.default  # refused by the rule book; never copied, whatever got in
         meta = (node or {}).get("metadata") or {}
         found = (meta.get("labels" if self.source == LABEL else "annotations") or {}).get(self.key)
         return found if isinstance(found, str) else self.default
@@ -66,6 +76,12 @@ class NodeParameter:
         if self.default:
             out["default"] = self.default
         return out
+
+
+def is_own_key(key: str) -> bool:
+    """A `daemonjob.io/` key, or one under a subdomain of daemonjob.io: never passed to a Job."""
+    prefix, sep, _ = key.rpartition("/")
+    return bool(sep) and (prefix == OWN_PREFIX or prefix.endswith("." + OWN_PREFIX))
 
 
 def hashed(job_template: Mapping[str, Any], parameters: Sequence[NodeParameter]) -> Mapping[str, Any]:
@@ -123,10 +139,20 @@ def _entry(raw: Any, path: str, problems: list[Problem]) -> NodeParameter | None
             )
         )
     else:
+        key, where = raw[sources[0]], f"{path}.{sources[0]}"
         try:
-            validate_label_key(raw[sources[0]], f"{path}.{sources[0]}")
+            validate_label_key(key, where)
         except InvalidSelector as e:
             problems.append(Problem(INVALID_SPEC, e.message))
+        else:
+            if is_own_key(key):
+                problems.append(
+                    Problem(
+                        INVALID_SPEC,
+                        f"{where}: Forbidden: {show(key)}: keys under {OWN_PREFIX}/ are the controllers' records "
+                        "on the Node and are never passed to a Job",
+                    )
+                )
     default = raw.get("default", "")
     if not isinstance(default, str):
         problems.append(Problem(INVALID_SPEC, f"{path}.default: Invalid value: {show(default)}: must be a string"))

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from daemonjob import defaults
 from daemonjob.domain.cron import InvalidSchedule, Schedule, parse_schedule
-from daemonjob.domain.problems import INVALID_SPEC, Problem, is_int, show
+from daemonjob.domain.problems import INVALID_SPEC, Problem, is_int, show, too_many
 
 __all__ = ["AlertMatcher", "Window", "Rollout", "read_rollout", "parse_duration", "read_duration", "PERCENT_RE"]
 
@@ -138,6 +139,8 @@ def _halt_on_alerts(rollout: Mapping[str, Any], problems: list[Problem]) -> tupl
     if not isinstance(raw, list):
         problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {show(raw)}: must be a list of label matchers"))
         return ()
+    if too_many(raw, defaults.HALT_ON_ALERTS_MAX, path, problems):
+        return ()
     matchers: list[AlertMatcher] = []
     for i, item in enumerate(raw):
         at = f"{path}[{i}]"
@@ -147,6 +150,13 @@ def _halt_on_alerts(rollout: Mapping[str, Any], problems: list[Problem]) -> tupl
                     INVALID_SPEC,
                     f"{at}: Invalid value: {show(item)}: must map at least one "
                     "alert label to its value, such as {alertname: NodeNotReady}",
+                )
+            )
+            continue
+        if len(item) > defaults.HALT_ON_ALERTS_MAX:
+            problems.append(
+                Problem(
+                    INVALID_SPEC, f"{at}: Too many: {len(item)}: must have at most {defaults.HALT_ON_ALERTS_MAX} labels"
                 )
             )
             continue

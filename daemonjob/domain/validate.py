@@ -47,6 +47,7 @@ from daemonjob.domain.problems import (
     TTL_NOT_ALLOWED,
     Problem,
     is_int,
+    too_many,
 )
 from daemonjob.domain.problems import show as _show
 from daemonjob.domain.recorded import read_results
@@ -305,10 +306,9 @@ def validate_order(spec: Mapping[str, Any], name: str, problems: list[Problem]) 
         except InvalidSelector as e:
             problems.append(Problem(INVALID_SPEC, e.message))
     after = spec.get("after")
-    if after is None:
-        return
-    if not isinstance(after, list):
+    if after is not None and not isinstance(after, list):
         problems.append(Problem(INVALID_SPEC, f"spec.after: Invalid value: {_show(after)}: must be a list of names"))
+    if not isinstance(after, list) or too_many(after, defaults.AFTER_MAX, "spec.after", problems):
         return
     seen: set[str] = set()
     for i, dep in enumerate(after):

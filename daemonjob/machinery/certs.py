@@ -93,8 +93,11 @@ def _san(name: str) -> x509.GeneralName:
         return x509.DNSName(name)
 
 
-def issue(ca: KeyPair, names: Sequence[str], validity: float, now: datetime | None = None) -> KeyPair:
-    """A serving certificate for `names` (DNS names or IP addresses), signed by `ca`."""
+def issue(
+    ca: KeyPair, names: Sequence[str], validity: float, now: datetime | None = None, *, client: bool = False
+) -> KeyPair:
+    """A serving certificate for `names` (DNS names or IP addresses), signed by `ca`; with
+    `client`, a client certificate instead (the first name its common name)."""
     start = _now(now)
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
@@ -111,7 +114,10 @@ def issue(ca: KeyPair, names: Sequence[str], validity: float, now: datetime | No
         .not_valid_after(min(start + timedelta(seconds=validity), ca_cert.not_valid_after_utc))
         .add_extension(x509.SubjectAlternativeName([_san(n) for n in names]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]),
+            critical=False,
+        )
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
             critical=False,

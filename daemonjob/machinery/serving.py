@@ -21,27 +21,35 @@ from __future__ import annotations
 
 import asyncio
 import http.client
-import math
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from daemonjob.machinery.budget import Budget
 from daemonjob.machinery.listen import bind_socket
-from daemonjob.machinery.requesthead import MAX_HEAD, REASONS, BadRequest, Headers, declared_length, parse_head
+from daemonjob.machinery.requesthead import MAX_HEAD, REASONS, BadRequest, declared_length, parse_head
+from daemonjob.machinery.routes import (
+    MAX_BODY,
+    ClientPostRoute,
+    Filter,
+    PostRoute,
+    Route,
+    Upload,
+    check_route,
+    metrics_route,
+)
 from daemonjob.machinery.tls import ReloadingTLS, TLSProvider
 
 __all__ = [
     "Route",
     "PostRoute",
+    "ClientPostRoute",
     "Upload",
     "Filter",
     "ReloadingTLS",
@@ -60,32 +68,12 @@ __all__ = [
 
 log = structlog.get_logger("daemonjob.machinery.serving")
 
-Route = Callable[[], tuple[int, str, bytes]]  # -> (HTTP code, content type, body)
-PostRoute = Callable[[bytes], tuple[int, str, bytes]]  # request body -> (HTTP code, content type, body)
-# (method, path, headers) -> None to go on, else the answer (401, 403...) given instead of the route's
-Filter = Callable[[str, str, "Headers"], "tuple[int, str, bytes] | None"]
-
-
 READ_TIMEOUT = 10.0  # seconds a connection may take to send a request (TLS handshake included)
 IDLE_TIMEOUT = 90.0  # seconds a keep-alive connection may wait for its next request
-MAX_BODY = 1024 * 1024  # bytes of a POSTed body, for a route that does not say
 WORKERS = 4  # threads answering requests, per server
 MAX_CONNECTIONS = 256  # open connections per server; beyond, the longest-idle one is closed
 BODY_BYTES = 8 * 1024 * 1024  # bytes of request bodies held at once, per server
 HANDLING_BYTES = 8 * 1024 * 1024  # bytes the routes may spend handling bodies at once, per server
-
-
-@dataclass(frozen=True, slots=True)
-class Upload:
-    """A POST route and what its body may cost: at most `max_bytes`, and handling it (parsing
-    it, say) at most `memory_per_byte` bytes of memory per byte of body."""
-
-    handler: PostRoute
-    max_bytes: int = MAX_BODY
-    memory_per_byte: float = 1.0
-
-    def cost(self, length: int) -> int:
-        return math.ceil(length * self.memory_per_byte)
 
 
 class _Conn:
@@ -98,8 +86,9 @@ class _Conn:
 
 class Server:
     """GET `routes` and POST `post_routes` (a bare handler takes bodies of up to `max_body`);
-    over TLS from `cert_dir` (or any `tls` provider) when given; `filter` sees each request's
-    head first. ValueError if a route's largest body cannot fit the budgets.
+    over TLS from `cert_dir` (or any `tls` provider) when given, and with `client_ca` (PEM, with
+    `cert_dir`) only for clients presenting a certificate it signed; `filter` sees each
+    request's head first. ValueError if a route's largest body cannot fit the budgets.
 
     An asyncio loop in one thread holds the connections (an idle or slow client costs a
     socket, not a thread); routes and the filter, which may block, run on `workers` threads.
@@ -120,6 +109,7 @@ class Server:
         read_timeout: float = READ_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
         tls: TLSProvider | None = None,
+        client_ca: str | Path | None = None,
         body_bytes: int = BODY_BYTES,
         handling_bytes: int = HANDLING_BYTES,
     ):
@@ -137,8 +127,9 @@ class Server:
                     f"{upload.cost(upload.max_bytes)} to handle; the budgets are {body_bytes} and {handling_bytes}"
                 )
         self.tls: TLSProvider | None = (
-            tls if tls is not None else (ReloadingTLS(cert_dir) if cert_dir is not None else None)
+            tls if tls is not None else (ReloadingTLS(cert_dir, client_ca) if cert_dir is not None else None)
         )
+        self.client_ca = client_ca
         self.read_timeout, self.idle_timeout = read_timeout, idle_timeout
         self.max_connections = max(1, max_connections)
         self._listener = bind_socket(address)
@@ -182,6 +173,10 @@ class Server:
         tls = self.tls
         base = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         base.minimum_version = ssl.TLSVersion.TLSv1_2
+        if self.client_ca is not None:
+            # The handshake keeps this context's verify mode; the CAs are the swapped-in
+            # context's (reloaded with the files), so one that does not load here refuses all.
+            base.verify_mode = ssl.CERT_REQUIRED
 
         def swap(sslobj: ssl.SSLObject, _server_name: str | None, _ctx: ssl.SSLContext) -> None:
             # Called for every handshake, with or without SNI: the current pair from the cert dir.
@@ -246,6 +241,8 @@ class Server:
             writer.transport.abort()
             return
         timeout = self.read_timeout  # the first request must come promptly; later ones may idle
+        peer = writer.get_extra_info("peername")
+        client = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         try:
             if self._tls_context is not None:
                 raw = writer.transport
@@ -268,7 +265,7 @@ class Server:
                     return
                 conn.waiting_since = None
                 try:
-                    code, ctype, payload, keep = await self._request(reader, head)
+                    code, ctype, payload, keep = await self._request(reader, head, client)
                 except BadRequest as exc:
                     extra = {} if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
                     await self._write(writer, exc.code, "text/plain", f"{exc}\n".encode(), close=True, extra=extra)
@@ -291,7 +288,9 @@ class Server:
             self._conns.discard(conn)
             writer.transport.abort() if writer.transport.is_closing() else writer.close()
 
-    async def _request(self, reader: asyncio.StreamReader, head: bytes) -> tuple[int, str, bytes, bool]:
+    async def _request(
+        self, reader: asyncio.StreamReader, head: bytes, client: str = ""
+    ) -> tuple[int, str, bytes, bool]:
         """One request from its head: (code, content type, body, keep-alive); BadRequest when the
         connection must close (an answer given before a body that was not read, for one)."""
         method, path, headers, keep = parse_head(head)
@@ -325,7 +324,7 @@ class Server:
             raise BadRequest(429, "too many request bodies in flight, retry later", retry_after=1)
         try:
             body = await asyncio.wait_for(_read_body(reader, length), self.read_timeout)
-            return (*await loop.run_in_executor(self._pool, self._run_route, None, upload, body), keep)
+            return (*await loop.run_in_executor(self._pool, self._run_route, None, upload, body, client), keep)
         finally:
             self.bodies.give(length)
 
@@ -336,14 +335,21 @@ class Server:
         except Exception as exc:
             return 500, "text/plain", f"{type(exc).__name__}\n".encode()
 
-    def _run_route(self, get: Route | None, upload: Upload | None, body: bytes | bytearray) -> tuple[int, str, bytes]:
+    def _run_route(
+        self, get: Route | None, upload: Upload | None, body: bytes | bytearray, client: str = ""
+    ) -> tuple[int, str, bytes]:
         """On a worker: the route (a failing route is a 500, never a dead server); a body's handling
         waits for its cost to fit the handling budget, up to `read_timeout`, else 429."""
         cost = 0 if upload is None else upload.cost(len(body))
         if cost and not self.handling.take(cost, self.read_timeout):
             return 429, "text/plain", b"too many request bodies being handled, retry later\n"
         try:
-            return get() if get is not None else upload.handler(body)  # type: ignore[union-attr,arg-type]  # a bytearray: bytes to every reader
+            if get is not None:
+                return get()
+            assert upload is not None
+            if upload.with_client:
+                return upload.handler(body, client)  # type: ignore[call-arg,arg-type]  # a ClientPostRoute
+            return upload.handler(body)  # type: ignore[call-arg,arg-type]  # a bytearray: bytes to every reader
         except Exception as exc:
             return 500, "text/plain", f"{type(exc).__name__}\n".encode()
         finally:
@@ -383,17 +389,3 @@ async def _read_body(reader: asyncio.StreamReader, length: int) -> bytearray:
         got += len(chunk)
     view.release()
     return body  # bytes-like: handlers only read it
-
-
-def metrics_route(registry: CollectorRegistry) -> Route:
-    return lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry))
-
-
-def check_route(check: Callable[[], str | None]) -> Route:
-    """A probe: `check` returns None when healthy, else the reason."""
-
-    def route() -> tuple[int, str, bytes]:
-        problem = check()
-        return (200, "text/plain", b"ok\n") if problem is None else (500, "text/plain", f"{problem}\n".encode())
-
-    return route

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["KeyPair", "read_dir", "write_dir", "TLSProvider", "ReloadingTLS", "TLS_CERT", "TLS_KEY"]
+__all__ = [
+    "KeyPair",
+    "read_dir",
+    "write_dir",
+    "TLSProvider",
+    "ReloadingTLS",
+    "TLS_CERT",
+    "TLS_KEY",
+    "require_client_certificate",
+]
 
 TLS_CERT, TLS_KEY = "tls.crt", "tls.key"  # the file names of a kubernetes.io/tls Secret
 
@@ -41,6 +50,13 @@ def write_dir(cert_dir: str | Path, pair: KeyPair) -> None:
     key.write_bytes(pair.key_pem)
 
 
+def require_client_certificate(ctx: ssl.SSLContext, client_ca: Path) -> None:
+    """Have `ctx` ask every client for a certificate and refuse the handshake without one that
+    `client_ca` (PEM, one or more CAs) signed."""
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations(cafile=str(client_ca))
+
+
 class TLSProvider(Protocol):
     """What a TLS server asks for each handshake: the context to use now, and why there is none."""
 
@@ -58,8 +74,9 @@ class ReloadingTLS:
     next look.
     """
 
-    def __init__(self, cert_dir: str | Path) -> None:
+    def __init__(self, cert_dir: str | Path, client_ca: str | Path | None = None) -> None:
         self.cert_dir = Path(cert_dir)
+        self.client_ca = Path(client_ca) if client_ca is not None else None
         self._lock = threading.Lock()
         self._stamp: tuple[tuple[int, int, int], ...] | None = None
         self._context: ssl.SSLContext | None = None
@@ -68,20 +85,26 @@ class ReloadingTLS:
 
     def context(self) -> ssl.SSLContext | None:
         crt, key = self.cert_dir / TLS_CERT, self.cert_dir / TLS_KEY
+        files = (crt, key) if self.client_ca is None else (crt, key, self.client_ca)
         try:
-            stamp = tuple((st.st_mtime_ns, st.st_ino, st.st_size) for st in (os.stat(crt), os.stat(key)))
+            stamp = tuple((st.st_mtime_ns, st.st_ino, st.st_size) for st in map(os.stat, files))
         except OSError as exc:
             if self._context is None:
-                self.problem = f"no certificate in {self.cert_dir}: {exc.strerror}"
+                where = self.client_ca if exc.filename == str(self.client_ca) else self.cert_dir
+                self.problem = f"no certificate in {where}: {exc.strerror}"
             return self._context
         with self._lock:
             if stamp != self._stamp:
                 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                 ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+                where = self.cert_dir
                 try:
                     ctx.load_cert_chain(crt, key)
+                    if self.client_ca is not None:
+                        where = self.client_ca
+                        require_client_certificate(ctx, self.client_ca)
                     self._context, self._stamp, self.problem = ctx, stamp, None
                 except (ssl.SSLError, OSError) as exc:
                     if self._context is None:
-                        self.problem = f"the certificate in {self.cert_dir} does not load: {exc}"
+                        self.problem = f"the certificate in {where} does not load: {exc}"
             return self._context

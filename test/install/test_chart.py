@@ -14,6 +14,8 @@ import pytest
 import yaml
 from installtools import CHART, MANIFESTS, NAMESPACE, docs, helm_env, key, kustomize, run, without_helm_labels
 
+from daemonjob import cli
+
 MONITORING_ON = (
     "--set",
     "monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true",
@@ -163,6 +165,7 @@ def test_tag_defaults_to_app_version(tmp_path: Path) -> None:
         "replica=2",
         "webhook.failurePolicy=Sometimes",
         "webhook.timeoutSeconds=60",
+        "webhook.nodeParameterKeys={bad key!}",
         "metrics.secure=yes",
         "nodeMaintenance.enabled=yes",
         "nodeMaintenance.namespaces={Ops}",
@@ -226,6 +229,8 @@ def test_webhook_and_network_policy_values(tmp_path: Path) -> None:
                 "webhook": {
                     "timeoutSeconds": 10,
                     "failurePolicy": "Ignore",
+                    "nodeParameterKeys": ["topology.kubernetes.io/zone", "example.com/*"],
+                    "clientCA": {"configMap": "apiserver-webhook-client-ca"},
                     "certManager": {"enabled": True, "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}},
                 },
                 # Helm merges maps with the defaults: null removes a default.
@@ -241,6 +246,21 @@ def test_webhook_and_network_policy_values(tmp_path: Path) -> None:
     objs = by_key(template(tmp_path, "-f", str(values)))
     hook = objs["ValidatingWebhookConfiguration", "daemonjob-validating-webhook", ""]["webhooks"][0]
     assert (hook["timeoutSeconds"], hook["failurePolicy"]) == (10, "Ignore")
+    container = objs["Deployment", "daemonjob-controller", NAMESPACE]["spec"]["template"]["spec"]["containers"][0]
+    assert "--node-parameter-keys=topology.kubernetes.io/zone,example.com/*" in container["args"]
+    parsed = cli.parser().parse_args(container["args"])
+    assert parsed.node_parameter_keys.allows("example.com/rack")
+    assert parsed.webhook_client_ca_file == "/etc/daemonjob/webhook-client-ca/ca.crt"
+    pod = objs["Deployment", "daemonjob-controller", NAMESPACE]["spec"]["template"]["spec"]
+    assert {
+        "name": "webhook-client-ca",
+        "mountPath": "/etc/daemonjob/webhook-client-ca",
+        "readOnly": True,
+    } in container["volumeMounts"]
+    assert {
+        "name": "webhook-client-ca",
+        "configMap": {"name": "apiserver-webhook-client-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]},
+    } in pod["volumes"]
     # The given issuer signs the serving certificate: no self-signed Issuer nor CA of the release's own.
     assert objs["Certificate", "daemonjob-webhook", NAMESPACE]["spec"]["issuerRef"] == {
         "name": "corp-ca",

@@ -670,6 +670,7 @@ def allowance(cluster: LocalCluster, kube: Kube, installed_crd: None, tmp_path: 
             "--webhook-cert-dir",
             str(cert_dir),
             f"--node-maintenance-namespaces={bed.allowed},ops",
+            "--node-parameter-keys=topology.kubernetes.io/zone",
         ]
     )
     webhook = admission.start(
@@ -847,3 +848,91 @@ def test_a_grace_period_of_zero_is_refused(allowance: AllowanceBed) -> None:
         allowance.create(allowance.allowed, body)
     assert "spec.nodeMaintenance.drain.gracePeriodSeconds" in info.value.message, info.value.message
     assert "should be greater than or equal to 1" in info.value.message, info.value.message
+
+
+# -- node parameters: a read of Nodes, for who may get nodes or keys the operator allows --------
+def _bind(kube: Kube, ns: str, name: str, rules: list[dict[str, Any]], users: list[str], cluster: bool) -> list[str]:
+    """A Role (or ClusterRole) of `rules` bound to `users`; the paths to delete afterwards."""
+    role, binding = ("clusterroles", "clusterrolebindings") if cluster else ("roles", "rolebindings")
+    where = None if cluster else ns
+    kube.create(path_for(RBAC, role, where), {"metadata": {"name": name}, "rules": rules})
+    kube.create(
+        path_for(RBAC, binding, where),
+        {
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole" if cluster else "Role",
+                "name": name,
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in users],
+        },
+    )
+    return [path_for(RBAC, binding, where, name), path_for(RBAC, role, where, name)]
+
+
+def test_node_parameters_take_the_requesters_own_read_of_nodes_or_an_allowed_key(allowance: AllowanceBed) -> None:
+    """Two editors of DaemonJobs; the operator allows the zone label to anyone (--node-parameter-keys);
+    any other key only for the one who may get nodes; daemonjob.io/ keys for no one."""
+    suffix = uuid.uuid4().hex[:6]
+    jane, olga = f"jane-{suffix}", f"olga-{suffix}"
+    kube = allowance.kube
+    editors = [{"apiGroups": ["daemonjob.io"], "resources": ["daemonjobs"], "verbs": ["*"]}]
+    cleanup = _bind(kube, allowance.allowed, f"dj-editors-{suffix}", editors, [jane, olga], cluster=False)
+    reads = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    cleanup += _bind(kube, allowance.allowed, f"node-readers-{suffix}", reads, [olga], cluster=True)
+    zone = {"env": "ZONE", "fromLabel": "topology.kubernetes.io/zone"}
+    rack = {"env": "RACK", "fromAnnotation": "example.com/rack"}
+
+    def may(user: str, *check: str) -> bool:
+        return allowance.kubectl_as(user, "auth", "can-i", *check).stdout.strip() == "yes"
+
+    def create_as(user: str, name: str, *params: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        body = json.dumps(nowhere(name, nodeParameters=list(params)))
+        return allowance.kubectl_as(user, "create", "-f", "-", stdin=body)
+
+    try:
+        wait_for(
+            lambda: may(jane, "create", "daemonjobs.daemonjob.io") and may(olga, "get", "nodes"),
+            30,
+            "the roles to be in force",
+        )
+        assert not may(jane, "get", "nodes")
+        zoned = create_as(jane, "zoned", zone)  # the allowed key: anyone
+        assert zoned.returncode == 0, zoned.stderr
+        refused = create_as(jane, "racked", zone, rack)
+        assert refused.returncode != 0
+        assert (
+            f'The DaemonJob "racked" is invalid: spec.nodeParameters: Forbidden: user "{jane}" may not get nodes, '
+            'and the controller allows no one to read the node\'s annotation "example.com/rack" (it allows: '
+            "topology.kubernetes.io/zone): passing a node's labels and annotations to its Job takes the "
+            "permission to read Nodes oneself"
+        ) in refused.stderr, refused.stderr
+        with pytest.raises(ApiError) as info:
+            kube.get(path_for(DJ_API, "daemonjobs", allowance.allowed, "racked"))
+        assert info.value.not_found
+        # Olga may read Nodes: admitted; Jane may not edit it into a new way of showing the value.
+        admitted = create_as(olga, "racked", zone, rack)
+        assert admitted.returncode == 0, admitted.stderr
+        edit = allowance.kubectl_as(
+            jane, "patch", "daemonjob", "racked", "--type=merge", "-p", '{"spec":{"maxParallel":2}}'
+        )
+        assert edit.returncode != 0 and f'user "{jane}" may not get nodes' in edit.stderr, edit.stderr
+        gave_up = allowance.kubectl_as(
+            jane, "patch", "daemonjob", "racked", "--type=merge", "-p", json.dumps({"spec": {"nodeParameters": [zone]}})
+        )
+        assert gave_up.returncode == 0, gave_up.stderr
+        # Another DaemonJob's record on the Node: for no one, Olga included.
+        record = create_as(olga, "records", {"env": "HELD", "fromAnnotation": "daemonjob.io/maintenance"})
+        assert record.returncode != 0
+        assert (
+            'spec.nodeParameters[0].fromAnnotation: Forbidden: "daemonjob.io/maintenance": keys under '
+            "daemonjob.io/ are the controllers' records on the Node and are never passed to a Job"
+        ) in record.stderr, record.stderr
+    finally:
+        for path in cleanup:
+            try:
+                kube.delete(path)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise

@@ -11,6 +11,7 @@ from typing import Any
 from daemonjob.admission.powers import (
     EVICT_PODS,
     PATCH_NODES,
+    AccessReviewer,
     CachedAccessReviewer,
     KubeAccessReviewer,
     Permission,
@@ -18,7 +19,6 @@ from daemonjob.admission.powers import (
 )
 from daemonjob.admission.review import handle
 from daemonjob.machinery.clock import FakeClock
-from daemonjob.machinery.ratelimit import TokenBucket
 from daemonjob.testing.builders import daemonjob
 
 JANE = {"username": "jane", "uid": "u-jane", "groups": ["devs", "system:authenticated"], "extra": {"scope": ["a"]}}
@@ -46,7 +46,7 @@ def dj(**spec: Any) -> dict[str, Any]:
 
 
 def review(
-    operation: str, obj: Any, reviewer: Reviewer | CachedAccessReviewer, old: Any = None, user: Mapping[str, Any] = JANE
+    operation: str, obj: Any, reviewer: AccessReviewer, old: Any = None, user: Mapping[str, Any] = JANE
 ) -> dict[str, Any]:
     request = {
         "uid": "u-1",
@@ -170,7 +170,7 @@ def test_a_release_request_takes_the_power_to_uncordon_oneself() -> None:
 
 
 def cached(reviewer: Reviewer, clock: FakeClock, qps: float = 1.0, burst: int = 2) -> CachedAccessReviewer:
-    return CachedAccessReviewer(reviewer, ttl=10.0, bucket=TokenBucket(qps, burst, clock), timer=clock.now)
+    return CachedAccessReviewer(reviewer, ttl=10.0, qps=qps, burst=burst, clock=clock, timer=clock.now)
 
 
 def test_answers_are_kept_a_short_while_keyed_by_user_groups_extra_and_permission() -> None:
@@ -219,3 +219,33 @@ def test_reviews_of_requesters_not_kept_are_rate_limited_and_refused_beyond_nami
     assert review("CREATE", dj(nodeMaintenance=CORDON), reviewer, user={**JANE, "username": "u0"})["allowed"] is True
     clock.step(1.0)
     assert review("CREATE", dj(nodeMaintenance=CORDON), reviewer, user={**JANE, "username": "u9"})["allowed"] is True
+
+
+def test_one_client_spending_its_allowance_does_not_shut_out_another() -> None:
+    """A pod posting reviews of made-up users spends its own address's allowance, not the API
+    server's: the operators' reviews, coming from the API server, are still asked."""
+    clock = FakeClock()
+    inner = Reviewer(PATCH_NODES)
+    reviewer = CachedAccessReviewer(inner, qps=1.0, burst=2, total_qps=4.0, total_burst=8, clock=clock)
+    pod, apiserver = reviewer.for_client("10.0.0.7"), reviewer.for_client("10.96.0.1")
+    flood = [
+        review("CREATE", dj(nodeMaintenance=CORDON), pod, user={**JANE, "username": f"made-up-{i}"})["allowed"]
+        for i in range(5)
+    ]
+    assert flood == [True, True, False, False, False]
+    assert review("CREATE", dj(nodeMaintenance=CORDON), apiserver, user={**JANE, "username": "ops"})["allowed"]
+    assert [u for u, _ in inner.asked] == ["made-up-0", "made-up-1", "ops"]
+
+
+def test_the_addresses_together_are_bounded_and_the_addresses_kept_are_bounded() -> None:
+    clock = FakeClock()
+    inner = Reviewer(PATCH_NODES)
+    reviewer = CachedAccessReviewer(inner, qps=1.0, burst=2, total_qps=1.0, total_burst=5, max_clients=3, clock=clock)
+    answers = [
+        review(
+            "CREATE", dj(nodeMaintenance=CORDON), reviewer.for_client(f"10.0.0.{i}"), user={**JANE, "username": f"u{i}"}
+        )["allowed"]
+        for i in range(8)
+    ]
+    assert answers == [True] * 5 + [False] * 3  # each address had room; all of them did not
+    assert len(reviewer._clients) == 3  # the most recent addresses only

@@ -137,3 +137,39 @@ def test_the_revision_covers_the_entries_not_the_nodes_values() -> None:
     assert len({decided[0], decided[1], decided[3]}) == 3  # the entries are
     # without entries the revision is the template's hash, as before node parameters existed
     assert read_spec(plain).revision_source is read_spec(plain).job_template
+
+
+MAINTENANCE = "daemonjob.io/maintenance"
+
+
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ({"env": "M", "fromAnnotation": MAINTENANCE}, "fromAnnotation"),
+        ({"env": "N", "fromLabel": "daemonjob.io/name"}, "fromLabel"),
+        ({"env": "S", "fromLabel": "nodes.daemonjob.io/x"}, "fromLabel"),
+    ],
+)
+def test_a_daemonjob_io_key_is_refused(entry: dict[str, str], field: str) -> None:
+    dj = with_params(ZONE, entry)
+    key = entry[field]
+    assert problems(dj) == [
+        f'spec.nodeParameters[1].{field}: Forbidden: "{key}": keys under daemonjob.io/ are the controllers\' '
+        "records on the Node and are never passed to a Job"
+    ]
+    assert [p.env for p in read_spec(dj).node_parameters] == ["ZONE"]
+    assert problems(with_params({"env": "X", "fromLabel": "notdaemonjob.io/x"})) == []
+
+
+def test_the_controller_never_copies_a_daemonjob_io_key_of_a_spec_that_got_in() -> None:
+    """Admitted without the webhook: Stalled for the problem, and no node's Job carries the record."""
+    dj = with_params({"env": "M", "fromAnnotation": MAINTENANCE}, ZONE)
+    held = node("a", labels={"topology.kubernetes.io/zone": "z1"})
+    held["metadata"]["annotations"] = {MAINTENANCE: '{"uid": "u-1", "revision": "r"}'}
+    decision = decide_over(Given(dj, [], [held], NOW))
+    assert all(dict(c.node_env).get("M") in (None, "") for c in decision.creates)
+    assert all(MAINTENANCE not in str(c.body) and "u-1" not in str(c.body) for c in decision.creates)
+    stalled = [c for c in decision.status["conditions"] if c["type"] == "Stalled"]
+    assert stalled and stalled[0]["status"] == "True" and MAINTENANCE in stalled[0]["message"]
+    # and the typed entry, however it was made, reads the default, never the record
+    assert NodeParameter("M", "fromAnnotation", MAINTENANCE, "none").value(held) == "none"

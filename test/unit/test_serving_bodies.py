@@ -171,3 +171,21 @@ def test_budget_takes_gives_and_waits() -> None:
     threading.Timer(0.1, budget.give, (6,)).start()
     assert budget.take(5, 5)  # woken when room is given back
     assert budget.used() == 9
+
+
+def test_a_route_that_asks_is_given_the_clients_address() -> None:
+    seen: list[str] = []
+
+    def who(body: bytes, client: str) -> Answer:
+        seen.append(client)
+        return 200, "text/plain", client.encode()
+
+    s = Server(("127.0.0.1", 0), {}, "clients", post_routes={"/who": Upload(who, 100, with_client=True)}).start()
+    try:
+        for source in ("127.0.0.1", "127.0.0.2"):
+            with socket.create_connection(("127.0.0.1", s.port), timeout=10, source_address=(source, 0)) as sock:
+                sock.sendall(_head("/who", 2) + b"{}")
+                assert sock.recv(4096).endswith(source.encode())
+    finally:
+        s.stop()
+    assert seen == ["127.0.0.1", "127.0.0.2"]
