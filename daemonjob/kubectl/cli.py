@@ -20,6 +20,7 @@ from daemonjob.kubectl import (
     create,
     listing,
     logs,
+    output,
     plan,
     promote,
     release,
@@ -55,8 +56,13 @@ def _duration(text: str) -> str:
     return text
 
 
-def _output_flag(parser: argparse.ArgumentParser, choices: Sequence[str]) -> None:
-    parser.add_argument("-o", "--output", choices=list(choices), help="output format")
+def _node_selector_flags(parser: argparse.ArgumentParser, help_: str) -> None:
+    """--node-selector chooses nodes; -l, which chose them before, stays one release as its
+    deprecated alias (kubectl's -l selects the objects a command shows, here DaemonJobs)."""
+    parser.add_argument("--node-selector", metavar="SELECTOR", help=help_ + " (kubectl -l syntax)")
+    parser.add_argument(
+        "-l", "--selector", dest="deprecated_selector", metavar="SELECTOR", help="deprecated: use --node-selector"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,13 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
             help="only this node (repeat, or comma-separated)",
         )
         p.add_argument("--failed", action="store_true", help="only nodes whose Job of this revision failed")
-        p.add_argument("-l", "--selector", help="only nodes with these labels (kubectl -l syntax)")
+        _node_selector_flags(p, "only nodes with these labels")
 
     p = command("status", "Show each node's state, Job, exit code, reason and message.", status.run)
     p.add_argument("name", metavar="NAME")
     node_filters(p)
     p.add_argument("--all-nodes", action="store_true", help="also list nodes the DaemonJob does not select")
-    _output_flag(p, ("wide", "json", "yaml"))
+    output.add_output_flags(p, ("wide", "json", "yaml", "name", "jsonpath", "custom-columns"), table=True)
 
     p = command("results", "Show each node's recorded result, or the nodes grouped by outcome.", results.run)
     p.add_argument("name", metavar="NAME")
@@ -120,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="message|.FIELD",
         help="count nodes per outcome: exit code and message (the default), or a field of a JSON message",
     )
-    _output_flag(p, ("wide", "json", "yaml", "csv"))
+    output.add_output_flags(p, ("wide", "json", "yaml", "name", "jsonpath", "custom-columns", "csv"), table=True)
 
     p = command("wait", "Follow a rollout until Complete (exit 0), Failed (exit 3) or the timeout (exit 1).", wait.run)
     p.add_argument("name", metavar="NAME")
@@ -225,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("create", "Create a DaemonJob running COMMAND on every selected node.", create.run)
     p.add_argument("name", metavar="NAME")
     p.add_argument("--image", help="the container image (required)")
-    p.add_argument("-l", "--selector", dest="node_selector", help="nodes to run on, by label (kubectl -l syntax)")
+    _node_selector_flags(p, "nodes to run on, by label (spec.nodeSelector)")
     p.add_argument("--max-parallel", help="nodes running at once: N or a percentage (e.g. 25%%)")
     p.add_argument("--max-failed-nodes", help="stop starting nodes once more have failed: N or a percentage")
     p.add_argument("--schedule", help="a cron schedule: a new run on every node at each tick")
@@ -253,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["none", "client", "server"],
         help="client: print without creating; server: let the API server check it",
     )
-    _output_flag(p, ("json", "yaml"))
+    output.add_output_flags(p, ("json", "yaml", "name", "jsonpath"), table=False)
     p.add_argument("args", nargs="*", metavar="-- COMMAND", help="the command and its arguments")
 
     p = command(
@@ -269,15 +275,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="read the firing alerts of spec.rollout.haltOnAlerts there, as the controller does",
     )
     budgetflags.add_flags(p)  # the controller's cluster-wide limit on nodes out of service, as it is set there
-    _output_flag(p, ("json", "yaml"))
+    output.add_output_flags(p, ("json", "yaml", "jsonpath", "custom-columns"), table=True)
 
     p = command("list", "List DaemonJobs with their counts.", listing.run)
-    p.add_argument("-l", "--selector", help="DaemonJobs with these labels")
-    _output_flag(p, ("json", "yaml"))
+    p.add_argument("-l", "--selector", metavar="SELECTOR", help="DaemonJobs with these labels (kubectl -l syntax)")
+    output.add_output_flags(p, ("wide", "json", "yaml", "name", "jsonpath", "custom-columns"), table=True)
 
     p = command("version", "Print the plugin's version, and the controller's and the CRD's.", _no_command)
     p.add_argument("--client", action="store_true", help="the plugin's version only, without asking the cluster")
-    _output_flag(p, ("json", "yaml"))
+    output.add_output_flags(p, ("json", "yaml", "jsonpath"), table=False)
     return parser
 
 
@@ -314,6 +320,15 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         args.command_line = [*args.args, *trailing]
     if getattr(args, "node", None) is not None:
         args.node = _flatten(args.node)
+    if getattr(args, "deprecated_selector", None) is not None:
+        if args.node_selector is not None:
+            parser.error("-l/--selector is the deprecated alias of --node-selector: give one of them")
+        print(
+            f"warning: {args.command} -l/--selector is deprecated and will select DaemonJobs, as kubectl's -l does: "
+            "use --node-selector to choose nodes",
+            file=sys.stderr,
+        )
+        args.node_selector = args.deprecated_selector
     return args
 
 
