@@ -171,8 +171,8 @@ class Column:
     path: JSONPath
 
     def cell(self, obj: Any) -> str:
-        """kubectl's custom-columns cell: several matches comma-separated, none as <none>."""
-        found = values(self.path, obj)
+        """kubectl's custom-columns cell: several matches comma-separated, none (or null) as <none>."""
+        found = [v for v in values(self.path, obj) if v is not None]
         return ",".join(text_of(v) for v in found) if found else "<none>"
 
 
