@@ -101,10 +101,15 @@ def complete(words: Sequence[str], lookup: Lookup) -> tuple[list[str], int]:
         return sorted(o for o in _options(parser) if o.startswith(current)), NO_FILE
     subcommands = _subcommands(parser)
     if subcommands:
-        return [_described(name, p.description) for name, p in subcommands.items() if name.startswith(current)], NO_FILE
+        return [_described(name, _summary(p)) for name, p in subcommands.items() if name.startswith(current)], NO_FILE
     if command and command[-1] in _NAME_COMMANDS and positionals == 0:
         return _names(lookup, "daemonjobs", connection, current), NO_FILE
     return [], NO_FILE
+
+
+def _summary(parser: argparse.ArgumentParser) -> str:
+    """A command's one-line summary: the first paragraph of its description."""
+    return (parser.description or "").split("\n\n")[0]
 
 
 def _described(name: str, description: str | None) -> str:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from daemonjob.kubectl import output
+from daemonjob.kubectl import commandtable, output
+from daemonjob.kubectl.cli import build_parser
 from daemonjob.kubectl.jsonpath import TemplateError, compile_template, parse_columns
 
 DOC: dict[str, Any] = {
@@ -113,3 +115,23 @@ def test_tables_without_headers_size_their_columns_by_the_rows() -> None:
     stream = io.StringIO()
     output.print_table(["NODE", "STATE"], rows, stream=stream, force_terminal=True, no_headers=True)
     assert "NODE" not in stream.getvalue() and "node-22" in stream.getvalue()
+
+
+def test_readme_command_table_is_made_from_the_parsers_help() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert commandtable.rewrite(readme, build_parser()) == readme, (
+        "the README's kubectl daemonjob command table is stale: python -m daemonjob.kubectl.commandtable README.md"
+    )
+
+
+def test_command_table_has_every_command_with_its_own_flags_only() -> None:
+    parser = build_parser()
+    names = [name for name, _ in commandtable.commands(parser)]
+    assert "status" in names and "rollout status" in names and "rollout" not in names and len(names) == 15
+    table = commandtable.table(parser)
+    assert len(table.splitlines()) == 2 + len(names)
+    status = next(line for line in table.splitlines() if line.startswith("| `status "))
+    assert "--node-selector SELECTOR" in status and "custom-columns=SPEC" in status and "--no-headers" in status
+    assert "--kubeconfig" not in table and "--namespace" not in table and "[-h]" not in table  # described once
+    assert "-l SELECTOR" not in status  # the deprecated alias is not offered
+    assert "\\|" in status  # a pipe inside a cell does not end it
