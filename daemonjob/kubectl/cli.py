@@ -59,7 +59,7 @@ def _duration(text: str) -> str:
 
 
 def _paragraph(text: str) -> str:
-    return textwrap.fill(" ".join(text.split()), width=HELP_WIDTH)
+    return textwrap.fill(" ".join(text.split()), width=HELP_WIDTH, break_on_hyphens=False, break_long_words=False)
 
 
 def _node_selector_flags(parser: argparse.ArgumentParser, help_: str) -> None:
