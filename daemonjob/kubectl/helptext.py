@@ -144,7 +144,7 @@ revision, eligible nodes and why not, order, waves, gates, drains (see plan in t
 custom-columns take the fields of -o json's `nodes` (.name, .state, .wave, .why); --no-headers
 prints the rows alone. Exit 1 when it would be refused or Stalled.""",
     "list": """NAME, REVISION, DESIRED, SUCCEEDED, FAILED, ACTIVE, PENDING, STATUS, AGE (and NAMESPACE with
--A); -o wide adds RUN, SCHEDULE, SUSPENDED and NODE SELECTOR. -l selects the DaemonJobs listed.
+-A); -o wide adds RUN, SCHEDULE, SUSPENDED and MAX PARALLEL. -l selects the DaemonJobs listed.
 -o name prints daemonjob.daemonjob.io/NAME; json, yaml and jsonpath show a v1 List; custom-columns
 take the fields of each DaemonJob (.metadata.name, .status.failedNodes...).""",
     "version": """Plugin Version, then, when a cluster answers, Controller Version of each Deployment labelled

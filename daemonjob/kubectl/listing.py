@@ -9,13 +9,15 @@ from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob.domain.jobs import API_VERSION, parse_time
+from daemonjob.domain.validate import read_spec
 from daemonjob.kubectl import client, output
+from daemonjob.kubectl.nodes import current_run
 from daemonjob.kubectl.timefmt import human_duration
 from daemonjob.kubectl.wait import progress_of
 from daemonjob.machinery.kube import path_for
 
 HEADERS = ["NAME", "REVISION", "DESIRED", "SUCCEEDED", "FAILED", "ACTIVE", "PENDING", "STATUS", "AGE"]
-WIDE_HEADERS = [*HEADERS, "RUN", "SCHEDULE", "SUSPENDED", "NODE SELECTOR"]
+WIDE_HEADERS = [*HEADERS, "RUN", "SCHEDULE", "SUSPENDED", "MAX PARALLEL"]
 
 
 def name_of(dj: Mapping[str, Any]) -> str:
@@ -23,20 +25,9 @@ def name_of(dj: Mapping[str, Any]) -> str:
     return f"{client.KIND_RESOURCE}/{dj['metadata']['name']}"
 
 
-def _selector_text(selector: Any) -> str:
-    """spec.nodeSelector in kubectl -l words (matchLabels as k=v; expressions as key op (values))."""
-    if not isinstance(selector, Mapping):
-        return ""
-    words = [f"{k}={v}" for k, v in (selector.get("matchLabels") or {}).items()]
-    for e in selector.get("matchExpressions") or ():
-        op, key, vals = e.get("operator"), e.get("key"), ",".join(e.get("values") or ())
-        words.append({"Exists": key, "DoesNotExist": f"!{key}"}.get(op) or f"{key} {str(op).lower()} ({vals})")
-    return ",".join(words)
-
-
 def table_row(dj: Mapping[str, Any], now: datetime, wide: bool) -> list[str]:
     p = progress_of(dj)
-    meta, status, spec = dj["metadata"], dj.get("status") or {}, dj.get("spec") or {}
+    meta, status = dj["metadata"], dj.get("status") or {}
     created = parse_time(meta.get("creationTimestamp"))
     row = [
         meta["name"],
@@ -50,12 +41,12 @@ def table_row(dj: Mapping[str, Any], now: datetime, wide: bool) -> list[str]:
         human_duration((now - created).total_seconds()) if created else "",
     ]
     if wide:
-        run = status.get("currentRun")
+        spec = read_spec(dj)
         row += [
-            str(run.get("name") if isinstance(run, Mapping) else run or ""),
-            str(spec.get("schedule") or ""),
-            "true" if spec.get("suspend") else "false",
-            _selector_text(spec.get("nodeSelector")),
+            current_run(dj) or "",
+            spec.runs.expression or "",
+            "true" if spec.settings.suspend else "false",
+            "" if spec.settings.max_parallel is None else str(spec.settings.max_parallel),
         ]
     return row
 

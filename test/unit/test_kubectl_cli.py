@@ -458,7 +458,7 @@ def run_plugin(
 
 
 def serve_list(api: FakeApi) -> None:
-    other = daemonjob("b-dj", "ns", nodeSelector={"matchLabels": {"pool": "gpu"}}, schedule="0 3 * * *")
+    other = daemonjob("b-dj", "ns", maxParallel="25%", schedule="0 3 * * *")
     api.answers[DJ] = {"items": [other, failed_daemonjob()]}
 
 
@@ -523,7 +523,7 @@ def test_list_prints_each_output_format(
     assert table[0].split()[:2] == ["NAME", "REVISION"] and len(table) == 3
     assert [r.split()[0] for r in listing("--no-headers").splitlines()] == ["b-dj", "dj"]
     wide = listing("-o", "wide").splitlines()
-    assert "NODE SELECTOR" in wide[0] and wide[1].endswith("pool=gpu")
+    assert wide[0].endswith("RUN   SCHEDULE    SUSPENDED   MAX PARALLEL") and wide[1].split()[-2:] == ["false", "25%"]
     assert json.loads(listing("-o", "json"))["kind"] == "List"
 
 
