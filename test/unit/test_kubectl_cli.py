@@ -595,3 +595,23 @@ def test_l_chooses_nodes_one_release_more_with_a_warning(capsys: pytest.CaptureF
         assert capsys.readouterr().err == ""  # the new flag: no warning
     assert parse(["list", "-l", "team=a"]).selector == "team=a"  # list: -l selects the DaemonJobs listed
     assert capsys.readouterr().err == ""
+
+
+def test_plan_prints_custom_columns_jsonpath_and_rows_alone(
+    api: FakeApi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    serve_failed(api)
+    api.answers["/apis/batch/v1/namespaces/ns/jobs"] = {"items": []}
+    manifest = daemonjob("new", "ns", manifest=True)
+    path = tmp_path / "new.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob", **manifest}))
+
+    def plan(*args: str) -> str:
+        code, out, err = run_plugin(capsys, monkeypatch, api, "plan", "-f", str(path), *args)
+        assert code == EXIT_OK, err
+        return out
+
+    assert plan("-o", "custom-columns=NODE:.name,STATE:.state").splitlines() == ["NODE   STATE", "n1     runs"]
+    assert plan("-o", "jsonpath={.eligibleNodes[*]}") == "n1"
+    assert plan("--no-headers").split() == ["n1", "runs", "1"]  # no revision, no waves: the rows alone
+    assert "Revision:" in plan()
