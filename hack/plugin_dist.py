@@ -42,7 +42,17 @@ ENTRY_POINTS = {  # file in the archive -> module whose main() it runs (setup.cf
 }
 # What the plugin declares: setup.cfg's install_requires that its modules import (and tzdata,
 # the zone database zoneinfo reads for spec.timeZone where the system has none).
-PLUGIN_REQUIRES = ("kubernetes", "orjson", "structlog", "httptools", "cronsim", "tzdata", "rich", "pyyaml")
+PLUGIN_REQUIRES = (
+    "kubernetes",
+    "orjson",
+    "structlog",
+    "httptools",
+    "cronsim",
+    "tzdata",
+    "rich",
+    "pyyaml",
+    "jsonpath-ng",
+)
 # Dependencies of those that the plugin never imports: kubernetes' asyncio client (kubernetes.aio)
 # and aiohttp with everything only it needs. Left out, with kubernetes/aio itself (41 MB).
 LEFT_OUT = ("aiohttp", "aiohttp-retry")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -20,6 +21,7 @@ from daemonjob.kubectl import (
     create,
     listing,
     logs,
+    output,
     plan,
     promote,
     release,
@@ -32,11 +34,12 @@ from daemonjob.kubectl import (
     wait,
 )
 from daemonjob.kubectl.client import EXIT_ERROR, EXIT_OK, EXIT_USAGE, PluginError
-from daemonjob.kubectl.helptext import EXAMPLES, EXIT_STATUS
+from daemonjob.kubectl.helptext import DETAILS, EXAMPLES, EXIT_STATUS
 from daemonjob.kubectl.timefmt import parse_duration
 from daemonjob.machinery.kube import ApiError
 
 Command = Callable[[argparse.Namespace, client.Target], int]
+HELP_WIDTH = 100  # a command's description in --help, wrapped once here
 
 
 class Parser(argparse.ArgumentParser):
@@ -55,8 +58,20 @@ def _duration(text: str) -> str:
     return text
 
 
-def _output_flag(parser: argparse.ArgumentParser, choices: Sequence[str]) -> None:
-    parser.add_argument("-o", "--output", choices=list(choices), help="output format")
+def _paragraph(text: str) -> str:
+    return textwrap.fill(" ".join(text.split()), width=HELP_WIDTH, break_on_hyphens=False, break_long_words=False)
+
+
+def _node_selector_flags(parser: argparse.ArgumentParser, help_: str) -> None:
+    """--node-selector chooses nodes; -l, which chose them before, stays one release as its
+    deprecated alias (kubectl's -l selects the objects a command shows, here DaemonJobs)."""
+    parser.add_argument("--node-selector", metavar="SELECTOR", help=help_ + " (kubectl -l syntax)")
+    parser.add_argument(
+        "-l",
+        "--selector",
+        dest="deprecated_selector",
+        help=argparse.SUPPRESS,  # warns: see parse()
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
             name,
             allow_abbrev=False,
             help=help_,
-            description=help_,
+            description=f"{help_}\n\n{_paragraph(DETAILS[name])}" if name in DETAILS else help_,
             parents=[common],
             epilog=EXAMPLES.get(name, "") + "\n" + EXIT_STATUS,
             formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -97,13 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
             help="only this node (repeat, or comma-separated)",
         )
         p.add_argument("--failed", action="store_true", help="only nodes whose Job of this revision failed")
-        p.add_argument("-l", "--selector", help="only nodes with these labels (kubectl -l syntax)")
+        _node_selector_flags(p, "only nodes with these labels")
 
     p = command("status", "Show each node's state, Job, exit code, reason and message.", status.run)
     p.add_argument("name", metavar="NAME")
     node_filters(p)
     p.add_argument("--all-nodes", action="store_true", help="also list nodes the DaemonJob does not select")
-    _output_flag(p, ("wide", "json", "yaml"))
+    output.add_output_flags(p, ("wide", "json", "yaml", "name", "jsonpath", "custom-columns"), table=True)
 
     p = command("results", "Show each node's recorded result, or the nodes grouped by outcome.", results.run)
     p.add_argument("name", metavar="NAME")
@@ -111,8 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--node", action="append", metavar="NODE", type=_node_list, help="only this node (repeat, or comma-separated)"
     )
     p.add_argument("--failed", action="store_true", help="only nodes whose Job failed")
-    p.add_argument("--revision", help="an earlier revision still kept (default: the current one)")
-    p.add_argument("--run", dest="run_name", help="an earlier run still kept (default: the current one)")
+    p.add_argument("--revision", metavar="REVISION", help="an earlier revision still kept (default: the current one)")
+    p.add_argument("--run", dest="run_name", metavar="RUN", help="an earlier run still kept (default: the current one)")
     p.add_argument(
         "--group-by",
         nargs="?",
@@ -120,11 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="message|.FIELD",
         help="count nodes per outcome: exit code and message (the default), or a field of a JSON message",
     )
-    _output_flag(p, ("wide", "json", "yaml", "csv"))
+    output.add_output_flags(p, ("wide", "json", "yaml", "name", "jsonpath", "custom-columns", "csv"), table=True)
 
     p = command("wait", "Follow a rollout until Complete (exit 0), Failed (exit 3) or the timeout (exit 1).", wait.run)
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--timeout", type=_duration, help="give up after this long (e.g. 30s, 10m); default: never")
+    p.add_argument(
+        "--timeout", type=_duration, metavar="DURATION", help="give up after this long (e.g. 30s, 10m); default: never"
+    )
     rollout = sub.add_parser(
         "rollout",
         allow_abbrev=False,
@@ -138,26 +155,31 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         parents=[common],
         help="the same as `wait`",
-        description="The same as `wait`",
+        description=f"The same as `wait`.\n\n{_paragraph(DETAILS['rollout status'])}",
         epilog=EXAMPLES["wait"] + "\n" + EXIT_STATUS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.set_defaults(run=wait.run)
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--timeout", type=_duration, help="give up after this long (e.g. 30s, 10m); default: never")
+    p.add_argument(
+        "--timeout", type=_duration, metavar="DURATION", help="give up after this long (e.g. 30s, 10m); default: never"
+    )
 
     p = command("logs", "Print every node's output, each line prefixed by its node.", logs.run)
     p.add_argument("name", metavar="NAME")
     node_filters(p)
-    p.add_argument("-c", "--container", help="this container only (default: every container of the pod)")
-    p.add_argument("--tail", type=int, default=-1, help="the last N lines of each node's log")
-    p.add_argument("--since", type=_duration, help="only lines newer than this (e.g. 10s, 5m, 1h)")
+    p.add_argument(
+        "-c", "--container", metavar="CONTAINER", help="this container only (default: every container of the pod)"
+    )
+    p.add_argument("--tail", type=int, default=-1, metavar="N", help="the last N lines of each node's log")
+    p.add_argument("--since", type=_duration, metavar="DURATION", help="only lines newer than this (e.g. 10s, 5m, 1h)")
     p.add_argument("--timestamps", action="store_true", help="add the time to every line")
     p.add_argument("--output-dir", metavar="DIR", help="write DIR/<node>.log per node instead of printing")
     p.add_argument("--no-prefix", action="store_true", help="print lines without the [node] prefix")
     p.add_argument(
         "--max-concurrent",
         type=int,
+        metavar="N",
         default=defaults.PLUGIN_LOG_CONCURRENCY,
         help="log requests in flight at once (default %(default)s)",
     )
@@ -219,31 +241,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("--wait", action="store_true", help="follow that run to its end: exit 0 succeeded, 3 failed")
     p.add_argument(
-        "--timeout", type=_duration, help="with --wait: give up after this long (e.g. 30s, 10m); default: never"
+        "--timeout",
+        type=_duration,
+        metavar="DURATION",
+        help="with --wait: give up after this long (e.g. 30s, 10m); default: never",
     )
 
     p = command("create", "Create a DaemonJob running COMMAND on every selected node.", create.run)
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--image", help="the container image (required)")
-    p.add_argument("-l", "--selector", dest="node_selector", help="nodes to run on, by label (kubectl -l syntax)")
-    p.add_argument("--max-parallel", help="nodes running at once: N or a percentage (e.g. 25%%)")
-    p.add_argument("--max-failed-nodes", help="stop starting nodes once more have failed: N or a percentage")
-    p.add_argument("--schedule", help="a cron schedule: a new run on every node at each tick")
-    p.add_argument("--time-zone", help="the IANA time zone of --schedule, e.g. Europe/Berlin (default UTC)")
+    p.add_argument("--image", metavar="IMAGE", help="the container image (required)")
+    _node_selector_flags(p, "nodes to run on, by label (spec.nodeSelector)")
+    p.add_argument("--max-parallel", metavar="N|P%", help="nodes running at once: N or a percentage (e.g. 25%%)")
+    p.add_argument(
+        "--max-failed-nodes", metavar="N|P%", help="stop starting nodes once more have failed: N or a percentage"
+    )
+    p.add_argument("--schedule", metavar="CRON", help="a cron schedule: a new run on every node at each tick")
+    p.add_argument(
+        "--time-zone", metavar="TZ", help="the IANA time zone of --schedule, e.g. Europe/Berlin (default UTC)"
+    )
     p.add_argument(
         "--concurrency-policy",
         choices=["Forbid", "Replace"],
         help="a tick while the last run is still active: skip it (Forbid, the default) or Replace",
     )
     p.add_argument("--restart", choices=["Never", "OnFailure"], default="Never", help="the pod's restartPolicy")
-    p.add_argument("--backoff-limit", type=int, default=0, help="retries per node (default %(default)s)")
+    p.add_argument("--backoff-limit", type=int, default=0, metavar="N", help="retries per node (default %(default)s)")
     p.add_argument(
         "--cordon", action="store_true", help="cordon each node around its Job (spec.nodeMaintenance.cordon)"
     )
     p.add_argument(
         "--drain", action="store_true", help="cordon and drain each node before its Job (spec.nodeMaintenance.drain)"
     )
-    p.add_argument("--container-name", help="the container's name (default: NAME)")
+    p.add_argument("--container-name", metavar="NAME", help="the container's name (default: NAME)")
     p.add_argument("--pod-annotation", action="append", metavar="KEY=VALUE", help="an annotation on every pod")
     p.add_argument(
         "--dry-run",
@@ -253,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["none", "client", "server"],
         help="client: print without creating; server: let the API server check it",
     )
-    _output_flag(p, ("json", "yaml"))
+    output.add_output_flags(p, ("json", "yaml", "name", "jsonpath"), table=False)
     p.add_argument("args", nargs="*", metavar="-- COMMAND", help="the command and its arguments")
 
     p = command(
@@ -269,15 +298,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="read the firing alerts of spec.rollout.haltOnAlerts there, as the controller does",
     )
     budgetflags.add_flags(p)  # the controller's cluster-wide limit on nodes out of service, as it is set there
-    _output_flag(p, ("json", "yaml"))
+    output.add_output_flags(p, ("json", "yaml", "jsonpath", "custom-columns"), table=True)
 
     p = command("list", "List DaemonJobs with their counts.", listing.run)
-    p.add_argument("-l", "--selector", help="DaemonJobs with these labels")
-    _output_flag(p, ("json", "yaml"))
+    p.add_argument("-l", "--selector", metavar="SELECTOR", help="DaemonJobs with these labels (kubectl -l syntax)")
+    output.add_output_flags(p, ("wide", "json", "yaml", "name", "jsonpath", "custom-columns"), table=True)
 
     p = command("version", "Print the plugin's version, and the controller's and the CRD's.", _no_command)
     p.add_argument("--client", action="store_true", help="the plugin's version only, without asking the cluster")
-    _output_flag(p, ("json", "yaml"))
+    output.add_output_flags(p, ("json", "yaml", "jsonpath"), table=False)
     return parser
 
 
@@ -314,6 +343,15 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         args.command_line = [*args.args, *trailing]
     if getattr(args, "node", None) is not None:
         args.node = _flatten(args.node)
+    if getattr(args, "deprecated_selector", None) is not None:
+        if args.node_selector is not None:
+            parser.error("-l/--selector is the deprecated alias of --node-selector: give one of them")
+        print(
+            f"warning: {args.command} -l/--selector is deprecated and will select DaemonJobs, as kubectl's -l does: "
+            "use --node-selector to choose nodes",
+            file=sys.stderr,
+        )
+        args.node_selector = args.deprecated_selector
     return args
 
 

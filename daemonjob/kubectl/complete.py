@@ -47,6 +47,11 @@ def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {opt: a for a in parser._actions for opt in a.option_strings}
 
 
+def _choices(action: argparse.Action) -> list[str]:
+    """A flag's values to offer: its choices, or the words of -o (`jsonpath=` and the like, which take more)."""
+    return list(getattr(action, "completions", None) or action.choices or ())
+
+
 def _takes_value(action: argparse.Action) -> bool:
     return action.nargs != 0 and (action.nargs != "?" or bool(action.choices))  # --dry-run [client]
 
@@ -91,15 +96,20 @@ def complete(words: Sequence[str], lookup: Lookup) -> tuple[list[str], int]:
     if current.startswith("-"):
         flag, eq, _ = current.partition("=")
         action = _options(parser).get(flag)
-        if eq and action is not None and action.choices:
-            return [f"{flag}={c}" for c in action.choices], NO_FILE
+        if eq and action is not None and _choices(action):
+            return [f"{flag}={c}" for c in _choices(action)], NO_FILE
         return sorted(o for o in _options(parser) if o.startswith(current)), NO_FILE
     subcommands = _subcommands(parser)
     if subcommands:
-        return [_described(name, p.description) for name, p in subcommands.items() if name.startswith(current)], NO_FILE
+        return [_described(name, _summary(p)) for name, p in subcommands.items() if name.startswith(current)], NO_FILE
     if command and command[-1] in _NAME_COMMANDS and positionals == 0:
         return _names(lookup, "daemonjobs", connection, current), NO_FILE
     return [], NO_FILE
+
+
+def _summary(parser: argparse.ArgumentParser) -> str:
+    """A command's one-line summary: the first paragraph of its description."""
+    return (parser.description or "").split("\n\n")[0]
 
 
 def _described(name: str, description: str | None) -> str:
@@ -117,8 +127,10 @@ def _names(lookup: Lookup, what: str, connection: argparse.Namespace, prefix: st
 def _values(
     action: argparse.Action, current: str, lookup: Lookup, connection: argparse.Namespace
 ) -> tuple[list[str], int]:
-    if action.choices:
-        return [c for c in action.choices if c.startswith(current)], NO_FILE
+    if _choices(action):
+        found = [c for c in _choices(action) if c.startswith(current)]
+        more = bool(found) and all(c.endswith("=") for c in found)  # `jsonpath=`: the template follows
+        return found, NO_FILE | (NO_SPACE if more else 0)
     flag = max(action.option_strings, key=len)
     if flag in _DIR_FLAGS:
         return [], FILTER_DIRS

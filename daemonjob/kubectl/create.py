@@ -101,16 +101,13 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
         raise PluginError("required flag --image not set", client.EXIT_USAGE)
     manifest = build_manifest(args, target.namespace)
     output.print_warnings(no_effect(manifest))
+    name = f"{client.KIND_RESOURCE}/{args.name}"
     if args.dry_run == "client":
-        if args.output in ("json", "yaml"):
-            output.dump(manifest, args.output)
-        else:
-            print(f"daemonjob.daemonjob.io/{args.name} created (dry run)")
+        if not output.emit(args.output, document=lambda: manifest, names=lambda: [name]):
+            print(f"{name} created (dry run)")
         return 0
     params: dict[str, Any] = {"dryRun": "All"} if args.dry_run == "server" else {}
     created = target.kube.create(path_for(API_VERSION, client.PLURAL, target.namespace), manifest, **params)
-    if args.output in ("json", "yaml"):
-        output.dump(created, args.output)
-    else:
-        print(f"daemonjob.daemonjob.io/{args.name} created" + (" (server dry run)" if params else ""))
+    if not output.emit(args.output, document=lambda: created, names=lambda: [name]):
+        print(f"{name} created" + (" (server dry run)" if params else ""))
     return 0

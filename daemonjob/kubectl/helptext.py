@@ -19,8 +19,10 @@ EXAMPLES = {
   kubectl daemonjob status node-setup             # header and one row per node
   kubectl daemonjob status node-setup --failed    # only failed nodes; exit 3 if any
   kubectl daemonjob status node-setup -o wide     # full messages, pods, revisions
-  kubectl daemonjob status node-setup -l zone=a   # nodes with this label only
+  kubectl daemonjob status node-setup --node-selector zone=a   # nodes with this label only
   kubectl daemonjob status node-setup -o json | jq '.nodes[] | select(.state=="failed")'
+  kubectl daemonjob status node-setup --failed -o name          # node/NAME of each failed node
+  kubectl daemonjob status node-setup -o custom-columns=NODE:.node,CODE:.exit_code --no-headers
 """,
     "results": """examples:
   kubectl daemonjob results node-audit                        # every node's recorded result
@@ -65,7 +67,7 @@ EXAMPLES = {
 """,
     "create": """examples:
   kubectl daemonjob create collect-dmesg --image busybox:1.36 -- sh -c 'dmesg | tail'
-  kubectl daemonjob create upgrade --image tool:1.2 -l pool=gpu --max-parallel 10% -- upgrade.sh
+  kubectl daemonjob create upgrade --image tool:1.2 --node-selector pool=gpu --max-parallel 10% -- upgrade.sh
   kubectl daemonjob create nightly --image tool:1.2 --schedule '0 3 * * *' --time-zone Europe/Berlin -- cleanup
   kubectl daemonjob create x --image busybox:1.36 --dry-run=client -o yaml -- true
   kubectl daemonjob create fw --image tool:1.2 --drain --max-parallel 1 -- update-firmware
@@ -77,10 +79,78 @@ EXAMPLES = {
 """,
     "list": """examples:
   kubectl daemonjob list -A
-  kubectl daemonjob list -n ops -l team=storage
+  kubectl daemonjob list -n ops -l team=storage   # -l selects the DaemonJobs listed
+  kubectl daemonjob list -A -o jsonpath='{range .items[*]}{.metadata.name}{"\\t"}{.status.failedNodes}{"\\n"}{end}'
 """,
     "version": """examples:
   kubectl daemonjob version            # the plugin's, the controller's and the CRD's
   kubectl daemonjob version --client   # the plugin's only, without asking the cluster
 """,
 }
+
+# What each command's --help says below its one-line summary; the README's command table is
+# made of these and the usage lines (commandtable.py), so the two cannot drift apart.
+DETAILS = {
+    "status": """The rollout in words, then NODE, STATE (pending, active, succeeded, failed,
+terminating, ineligible: cordoned, tainted, NotReady, not selected), JOB, ATTEMPT, STARTED,
+DURATION, EXIT CODE, REASON (Error, OOMKilled, BackoffLimitExceeded, DeadlineExceeded,
+ImagePullBackOff...) and MESSAGE (the termination message, shortened; in full with -o wide). Nodes
+the DaemonJob does not select are counted, and listed with --all-nodes. With --node-selector the
+counts line (and `counts` in -o json) is of the matching nodes only, the same nodes as the rows; the
+conditions stay the DaemonJob's own. The counts add up: desired is pending + active + succeeded +
+failed + terminating. -o name prints node/NAME per shown node; custom-columns take the fields of
+-o json's `nodes` (.node, .state, .exit_code...); --no-headers prints the rows alone. -l is a
+deprecated alias of --node-selector for one release. Exit 3 when a shown node failed.""",
+    "results": """Every node's recorded result (DaemonJobReports) from one list of the rollout's reports,
+after the pods, Jobs and nodes are gone: NODE, STATE, EXIT CODE, REASON, DURATION, FINISHED,
+MESSAGE. --group-by counts nodes per outcome (exit code and message, or a field of a JSON message,
+.kernel or .a.b), most common first with a few node names each; --revision/--run reads an earlier
+rollout still kept; -o csv has every field and the whole message; -o name prints node/NAME per
+node; custom-columns take the fields of each result (of each group with --group-by). A retried
+node shows its latest attempt. Exit 3 when a shown node failed. Without the DaemonJobReport CRD it
+says so and names the command that installs it, exit 1.""",
+    "wait": """A progress bar (nodes done of desired, failed, pace, time left) on a terminal, a line per
+change otherwise; exit 0 Complete, 3 Failed (or Stalled), 1 timeout.""",
+    "logs": """Every node's output, fetched concurrently (--max-concurrent), lines prefixed [node]; a node
+whose pod or log is gone is named on stderr and the rest still print. -l is a deprecated alias of
+--node-selector for one release.""",
+    "rerun": """--all: every node again, by stamping daemonjob.io/rerun-at on the Job template (a new
+revision, like kubectl rollout restart); --failed/--node: deletes those nodes' Jobs of the current
+revision so the controller runs them again, each under its next attempt's name. Asks first on a
+terminal (--yes: not). Without --failed, --node or --all it asks on a terminal whether to re-run
+every node, and elsewhere refuses with a usage error (exit 2).""",
+    "pause": """As kubectl rollout pause: no new node Job starts (running ones finish) and ticks are
+skipped; prints daemonjob.daemonjob.io/NAME paused, and an error (exit 1) when it already is.""",
+    "resume": """As kubectl rollout resume; prints daemonjob.daemonjob.io/NAME resumed, and an error (exit 1)
+when it is not paused.""",
+    "promote": """For spec.rollout.canary: writes the daemonjob.io/promote annotation naming
+status.currentRun, or status.currentRevision without runs; prints daemonjob.daemonjob.io/NAME
+promoted (daemonjob.io/promote=VALUE).""",
+    "release": """For keepFailedCordoned (see Node maintenance in the README): writes the daemonjob.io/release
+annotation naming each node with the cordon it ends, and the controller uncordons them; prints
+node/N release requested (daemonjob.daemonjob.io/NAME). An unknown node, a node without this
+DaemonJob's record, and a node held for a Job that has not failed are refused by name, exit 1, and
+nothing is written. --all: every node it keeps cordoned.""",
+    "run-now": """Writes the daemonjob.io/run-now annotation (the time in UTC); --wait follows that run (not
+the one before it) to its end: exit 0 succeeded, 3 failed or replaced by a later run, 1 timeout.""",
+    "create": """Checked with the controller's own rules (selector, maxParallel, the cron parser and time
+zone) before it is sent. --node-selector sets spec.nodeSelector; --cordon sets
+spec.nodeMaintenance.cordon, --drain also drain: {} (its defaults), which the webhook admits only
+from who may cordon and drain nodes. -o name prints daemonjob.daemonjob.io/NAME; json, yaml and
+jsonpath show the object created (with --dry-run=client, the one that would be). Settings that
+do nothing as combined are warned of on stderr (Warning: ...), as kubectl prints the webhook's. -l
+is a deprecated alias of --node-selector for one release.""",
+    "plan": """On the cluster as it is now, before you apply it (-f, - for stdin) or for one applied (NAME):
+revision, eligible nodes and why not, order, waves, gates, drains (see plan in the README).
+custom-columns take the fields of -o json's `nodes` (.name, .state, .wave, .why); --no-headers
+prints the rows alone. Settings that do nothing as combined are warned of on stderr (and listed
+under `warnings` in -o json). Exit 1 when it would be refused or Stalled.""",
+    "list": """NAME, REVISION, DESIRED, SUCCEEDED, FAILED, ACTIVE, PENDING, STATUS, AGE (and NAMESPACE with
+-A); -o wide adds RUN, SCHEDULE, SUSPENDED and MAX PARALLEL. -l selects the DaemonJobs listed.
+-o name prints daemonjob.daemonjob.io/NAME; json, yaml and jsonpath show a v1 List; custom-columns
+take the fields of each DaemonJob (.metadata.name, .status.failedNodes...).""",
+    "version": """Plugin Version, then, when a cluster answers, Controller Version of each Deployment labelled
+app.kubernetes.io/name=daemonjob-controller and CRD Version (its served and storage versions).
+What cannot be read is said on stderr; exit 0 all the same. --client: the plugin's version only.""",
+}
+DETAILS["rollout status"] = DETAILS["wait"]

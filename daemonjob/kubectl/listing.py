@@ -3,47 +3,77 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Mapping
 from datetime import datetime, timezone
+from typing import Any
 
 from daemonjob.domain.jobs import API_VERSION, parse_time
+from daemonjob.domain.validate import read_spec
 from daemonjob.kubectl import client, output
+from daemonjob.kubectl.nodes import current_run
 from daemonjob.kubectl.timefmt import human_duration
 from daemonjob.kubectl.wait import progress_of
 from daemonjob.machinery.kube import path_for
+
+HEADERS = ["NAME", "REVISION", "DESIRED", "SUCCEEDED", "FAILED", "ACTIVE", "PENDING", "STATUS", "AGE"]
+WIDE_HEADERS = [*HEADERS, "RUN", "SCHEDULE", "SUSPENDED", "MAX PARALLEL"]
+
+
+def name_of(dj: Mapping[str, Any]) -> str:
+    """kubectl's `-o name` for a DaemonJob: resource.group/name."""
+    return f"{client.KIND_RESOURCE}/{dj['metadata']['name']}"
+
+
+def table_row(dj: Mapping[str, Any], now: datetime, wide: bool) -> list[str]:
+    p = progress_of(dj)
+    meta, status = dj["metadata"], dj.get("status") or {}
+    created = parse_time(meta.get("creationTimestamp"))
+    row = [
+        meta["name"],
+        status.get("currentRevision") or "",
+        str(p.desired),
+        str(p.succeeded),
+        str(p.failed),
+        str(p.active),
+        str(p.pending),
+        p.verdict or "InProgress",
+        human_duration((now - created).total_seconds()) if created else "",
+    ]
+    if wide:
+        spec = read_spec(dj)
+        row += [
+            current_run(dj) or "",
+            spec.runs.expression or "",
+            "true" if spec.settings.suspend else "false",
+            "" if spec.settings.max_parallel is None else str(spec.settings.max_parallel),
+        ]
+    return row
 
 
 def run(args: argparse.Namespace, target: client.Target) -> int:
     ns = None if target.all_namespaces else target.namespace
     params = {"labelSelector": args.selector} if args.selector else {}
     items = target.kube.get(path_for(API_VERSION, client.PLURAL, ns), **params)["items"]
-    if args.output in ("json", "yaml"):
-        output.dump({"apiVersion": "v1", "kind": "List", "items": items}, args.output)
+    items.sort(key=lambda d: (d["metadata"].get("namespace", ""), d["metadata"]["name"]))
+    if output.emit(
+        args.output,
+        document=lambda: {"apiVersion": "v1", "kind": "List", "items": items},
+        items=lambda: items,
+        names=lambda: map(name_of, items),
+        no_headers=args.no_headers,
+    ):
         return 0
     if not items:
         where = "any namespace" if ns is None else f"{ns} namespace"
-        print(f"No resources found in {where}.")
+        print(f"No resources found in {where}.", file=sys.stderr)  # as kubectl get: stdout stays the table's
         return 0
     now = datetime.now(timezone.utc)
-    headers = ["NAME", "REVISION", "DESIRED", "SUCCEEDED", "FAILED", "ACTIVE", "PENDING", "STATUS", "AGE"]
+    wide = output.kind(args.output) == "wide"
+    headers = WIDE_HEADERS if wide else HEADERS
+    rows = [table_row(dj, now, wide) for dj in items]
     if ns is None:
-        headers.insert(0, "NAMESPACE")
-    rows = []
-    for dj in sorted(items, key=lambda d: (d["metadata"].get("namespace", ""), d["metadata"]["name"])):
-        p = progress_of(dj)
-        created = parse_time(dj["metadata"].get("creationTimestamp"))
-        row = [
-            dj["metadata"]["name"],
-            (dj.get("status") or {}).get("currentRevision") or "",
-            str(p.desired),
-            str(p.succeeded),
-            str(p.failed),
-            str(p.active),
-            str(p.pending),
-            p.verdict or "InProgress",
-            human_duration((now - created).total_seconds()) if created else "",
-        ]
-        if ns is None:
-            row.insert(0, dj["metadata"].get("namespace", ""))
-        rows.append(row)
-    output.print_table(headers, rows)
+        headers = ["NAMESPACE", *headers]
+        rows = [[dj["metadata"].get("namespace", ""), *row] for dj, row in zip(items, rows, strict=True)]
+    output.print_table(headers, rows, no_headers=args.no_headers)
     return 0

@@ -94,7 +94,7 @@ def file_name(node: str, container: str, several: bool) -> str:
 
 
 def run(args: argparse.Namespace, target: client.Target) -> int:
-    _, view = load_view(target, args.name, args.selector)
+    _, view = load_view(target, args.name, args.node_selector)
     rows = select_rows(view.rows, args.node, args.failed)
     wanted, missing = requests_for(rows, args.container)
     several = {row.node: len(row.containers) > 1 and not args.container for row, _ in wanted}

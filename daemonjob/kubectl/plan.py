@@ -286,8 +286,7 @@ def run(args: argparse.Namespace, target: Target) -> int:
     budget = (args.max_unavailable_nodes, args.protected_node_selector)
     plan, refused, warnings = make_plan(target, args.name, args.filename, args.prometheus_url, budget)
     output.print_warnings(warnings)
-    if args.output:
-        output.dump({**plan.as_dict(), "refused": refused or None, "warnings": warnings or None}, args.output)
-    else:
-        planview.show(plan, refused)
+    doc = {**plan.as_dict(), "refused": refused or None, "warnings": warnings or None}
+    if not output.emit(args.output, document=lambda: doc, items=lambda: doc["nodes"], no_headers=args.no_headers):
+        planview.show(plan, refused, no_headers=args.no_headers)
     return 1 if refused or plan.stalled is not None else 0

@@ -76,10 +76,15 @@ def _detail(line: NodeLine) -> str:
     return "; ".join(parts)
 
 
-def show(plan: Preview, refused: list[str], stream: TextIO | None = None) -> None:
+def show(plan: Preview, refused: list[str], stream: TextIO | None = None, no_headers: bool = False) -> None:
+    """The header lines, then a row per node; `no_headers`: the rows alone."""
     stream = stream or sys.stdout
-    stream.write("\n".join(header_lines(plan, refused)) + "\n\n")
     rows = [(n.name, n.state, str(n.wave) if n.wave is not None else "", n.why or "", _detail(n)) for n in plan.nodes]
+    if no_headers:
+        if rows:
+            output.print_table(HEADERS, rows, state_column=1, stream=stream, no_headers=True)
+        return
+    stream.write("\n".join(header_lines(plan, refused)) + "\n\n")
     if rows:
         output.print_table(HEADERS, rows, state_column=1, stream=stream)
     else:

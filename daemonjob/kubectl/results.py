@@ -100,9 +100,10 @@ def group_rows(groups: Sequence[Group], total: int) -> list[list[str]]:
     return rows
 
 
-def write_csv(results: Sequence[Mapping[str, Any]], stream: Any = None) -> None:
+def write_csv(results: Sequence[Mapping[str, Any]], stream: Any = None, headers: bool = True) -> None:
     writer = csv.writer(stream or sys.stdout, lineterminator="\n")
-    writer.writerow([*CSV_FIELDS, "message"])
+    if headers:
+        writer.writerow([*CSV_FIELDS, "message"])
     for r in results:
         writer.writerow([_cell(r.get(f)) for f in CSV_FIELDS] + [str(r.get("message") or "")])
 
@@ -120,21 +121,31 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
     group_by = args.group_by
     grouped = Outcomes(None if group_by == "message" else group_by, names=None).extend(shown) if group_by else None
     doc_groups = [g.to_dict() for g in grouped.groups()] if grouped is not None else None
-    if args.output in ("json", "yaml"):
-        meta = dj.get("metadata") or {}
-        doc: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace"), "rollout": rollout}
-        if doc_groups is not None:
-            doc |= {"groupBy": group_by, "groups": doc_groups}
-        output.dump({**doc, "results": list(shown)}, args.output)
-    elif args.output == "csv":
-        write_csv(shown)
+    meta = dj.get("metadata") or {}
+    doc: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace"), "rollout": rollout}
+    if doc_groups is not None:
+        doc |= {"groupBy": group_by, "groups": doc_groups}
+    doc["results"] = list(shown)
+    code = EXIT_FAILED_NODES if any(r.get("state") == FAILED for r in shown) else 0
+    if output.emit(
+        args.output,
+        document=lambda: doc,
+        items=lambda: doc_groups if doc_groups is not None else doc["results"],
+        names=lambda: (f"node/{r.get('node')}" for r in shown),
+        no_headers=args.no_headers,
+    ):
+        return code
+    if output.kind(args.output) == "csv":
+        write_csv(shown, headers=not args.no_headers)
     elif not shown:
         print(f'No results recorded for daemonjob "{args.name}" (rollout {rollout or "none yet"}).', file=sys.stderr)
     elif grouped is not None:
-        by = "message" if group_by == "message" else group_by
-        print(f"{len(shown)} nodes, {len(grouped)} outcomes by {by} (rollout {rollout}):")
-        output.print_table(GROUP_HEADERS, group_rows(grouped.groups(), len(shown)))
+        if not args.no_headers:
+            by = "message" if group_by == "message" else group_by
+            print(f"{len(shown)} nodes, {len(grouped)} outcomes by {by} (rollout {rollout}):")
+        output.print_table(GROUP_HEADERS, group_rows(grouped.groups(), len(shown)), no_headers=args.no_headers)
     else:
-        wide = args.output == "wide"
-        output.print_table(WIDE_HEADERS if wide else HEADERS, [table_row(r, wide) for r in shown], state_column=1)
-    return EXIT_FAILED_NODES if any(r.get("state") == FAILED for r in shown) else 0
+        wide = output.kind(args.output) == "wide"
+        rows = [table_row(r, wide) for r in shown]
+        output.print_table(WIDE_HEADERS if wide else HEADERS, rows, state_column=1, no_headers=args.no_headers)
+    return code

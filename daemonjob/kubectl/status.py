@@ -226,7 +226,8 @@ def _schedule_fields(dj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, target: client.Target) -> int:
-    dj, view = load_view(target, args.name, args.selector, args.all_nodes, cached=True)
+    selector = args.node_selector
+    dj, view = load_view(target, args.name, selector, args.all_nodes, cached=True)
     rows = select_rows(view.rows, args.node, args.failed)
     if args.node:
         missing = sorted(set(args.node) - {r.node for r in view.rows})
@@ -235,21 +236,28 @@ def run(args: argparse.Namespace, target: client.Target) -> int:
                 f'node "{node}" is not known to this DaemonJob (no such node, or not selected and never run on)',
                 file=sys.stderr,
             )
-    if args.output in ("json", "yaml"):
-        output.dump(document(dj, view, rows, args.selector), args.output)
+    code = EXIT_FAILED_NODES if any(r.state == FAILED for r in rows) else 0
+    if output.emit(
+        args.output,
+        document=lambda: document(dj, view, rows, selector),
+        items=lambda: [r.to_dict() for r in rows],
+        names=lambda: (f"node/{r.node}" for r in rows),
+        no_headers=args.no_headers,
+    ):
+        return code
+    now = datetime.now(timezone.utc)
+    wide = output.kind(args.output) == "wide"
+    table = [table_row(r, now, wide) for r in rows]
+    if args.no_headers:  # the rows alone, for a script
+        if table:
+            output.print_table(WIDE_HEADERS if wide else HEADERS, table, state_column=1, no_headers=True)
+        return code
+    print("\n".join(header_lines(dj, view, selector)))
+    print()
+    if table:
+        output.print_table(WIDE_HEADERS if wide else HEADERS, table, state_column=1)
     else:
-        print("\n".join(header_lines(dj, view, args.selector)))
-        print()
-        now = datetime.now(timezone.utc)
-        wide = args.output == "wide"
-        if rows:
-            output.print_table(
-                WIDE_HEADERS if wide else HEADERS, [table_row(r, now, wide) for r in rows], state_column=1
-            )
-        else:
-            print("No nodes to show.")
-        if view.hidden_not_selected and not args.node and not args.failed:
-            print(
-                f"\n{view.hidden_not_selected} other nodes are not selected by the DaemonJob (--all-nodes lists them)."
-            )
-    return EXIT_FAILED_NODES if any(r.state == FAILED for r in rows) else 0
+        print("No nodes to show.")
+    if view.hidden_not_selected and not args.node and not args.failed:
+        print(f"\n{view.hidden_not_selected} other nodes are not selected by the DaemonJob (--all-nodes lists them).")
+    return code

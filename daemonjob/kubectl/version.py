@@ -88,9 +88,8 @@ def _crd_words(c: dict[str, Any]) -> str:
     return f"{versions or 'none served'} ({c['name']}" + (f", {VERSION_LABEL}={c['version']})" if c["version"] else ")")
 
 
-def print_report(doc: dict[str, Any], fmt: str | None) -> None:
-    if fmt in ("json", "yaml"):
-        output.dump(doc, fmt)
+def print_report(doc: dict[str, Any], fmt: output.OutputFormat | None) -> None:
+    if output.emit(fmt, document=lambda: doc):
         return
     print(f"Plugin Version: {doc['pluginVersion']}")
     found = doc.get("controllers")

@@ -203,6 +203,39 @@ def test_status_reports_oomkilled(env: Env) -> None:
     assert (row["state"], row["exit_code"], row["reason"]) == ("failed", 137, "OOMKilled")
 
 
+def test_output_formats_agree_with_the_document_and_with_kubectl_get(env: Env) -> None:
+    code, doc = status_json(env, "collect")
+    failed = [r["node"] for r in doc["nodes"] if r["state"] == "failed"]
+    assert failed  # collect fails on one node
+    names = env.kubectl("daemonjob", "status", "collect", "--failed", "-o", "name")
+    assert (names.returncode, names.stdout) == (3, "".join(f"node/{n}\n" for n in failed)), names.stderr
+    columns = env.kubectl(
+        "daemonjob", "status", "collect", "-o", "custom-columns=NODE:.node,STATE:.state", "--no-headers"
+    )
+    assert [line.split() for line in columns.stdout.splitlines()] == [[r["node"], r["state"]] for r in doc["nodes"]]
+    template = 'jsonpath={range .nodes[*]}{.node}={.state}{"\\n"}{end}'
+    assert env.kubectl("daemonjob", "status", "collect", "-o", template).stdout == "".join(
+        f"{r['node']}={r['state']}\n" for r in doc["nodes"]
+    )
+    # list: -l selects DaemonJobs, and -o name, jsonpath and custom-columns print as kubectl get's own
+    path = path_for(DJ_API, "daemonjobs", env.ns, "collect")
+    env.kube.patch(path, {"metadata": {"labels": {"output-test": "yes"}}})
+    try:
+        for fmt in (
+            "name",
+            'jsonpath={range .items[*]}{.metadata.name}{"\\t"}{.status.failedNodes}{"\\n"}{end}',
+            "jsonpath={.items[*].metadata.name}",
+            "custom-columns=NAME:.metadata.name,FAILED:.status.failedNodes,NONE:.spec.nothing",
+        ):
+            ours = env.kubectl("daemonjob", "list", "-l", "output-test=yes", "-o", fmt)
+            theirs = env.kubectl("get", "daemonjobs.daemonjob.io", "-l", "output-test=yes", "-o", fmt)
+            assert ours.returncode == theirs.returncode == 0, (ours.stderr, theirs.stderr)
+            assert ours.stdout == theirs.stdout, fmt
+        assert "collect" in ours.stdout and "fine" not in ours.stdout
+    finally:
+        env.kube.patch(path, {"metadata": {"labels": {"output-test": None}}})
+
+
 def test_kubectl_logs_reaches_the_simulated_kubelet(env: Env) -> None:
     job = next(j for j in env.jobs("collect") if job_node(j) == env.eligible[1])
     out = env.kubectl("logs", f"job/{job['metadata']['name']}")
@@ -298,7 +331,7 @@ def test_create_dry_run_yields_a_daemonjob_the_api_server_accepts(env: Env) -> N
         "adhoc",
         "--image",
         "busybox:1.36",
-        "-l",
+        "--node-selector",
         f"plugin-test={env.ns}",
         "--max-parallel",
         "50%",
@@ -330,8 +363,12 @@ def test_create_dry_run_yields_a_daemonjob_the_api_server_accepts(env: Env) -> N
     [
         (["daemonjob", "status", "no-such-dj"], "not found", 1),
         (["daemonjob", "logs", "no-such-dj"], "not found", 1),
-        (["daemonjob", "status", "collect", "-l", "a in ("], "unable to parse", 1),
-        (["daemonjob", "create", "bad", "--image", "x", "-l", "a in (", "--dry-run=client"], "invalid selector", 2),
+        (["daemonjob", "status", "collect", "--node-selector", "a in ("], "unable to parse", 1),
+        (
+            ["daemonjob", "create", "bad", "--image", "x", "--node-selector", "a in (", "--dry-run=client"],
+            "invalid selector",
+            2,
+        ),
         (["daemonjob", "wait", "fine", "--timeout", "soon"], "invalid duration", 2),  # a usage error
         (["daemonjob", "release", "fine", "--node", "no-such-node"], 'nodes "no-such-node" not found', 1),
         (["daemonjob", "release", "no-such-dj", "--all"], "not found", 1),
@@ -420,7 +457,7 @@ def test_create_with_a_schedule_keeps_it_through_kubectl_apply(env: Env) -> None
         "nightly",
         "--image",
         "busybox:1.36",
-        "-l",
+        "--node-selector",
         f"plugin-test={env.ns}",
         "--schedule",
         "30 3 * * *",
@@ -471,7 +508,7 @@ def test_status_with_a_label_selector_counts_only_the_matching_nodes(env: Env) -
     failing = env.eligible[0]
     env.kube.patch(path_for("v1", "nodes", name=failing), {"metadata": {"labels": {"zone": "a"}}})
     try:
-        code, doc = status_json(env, "collect", "-l", "zone=a")
+        code, doc = status_json(env, "collect", "--node-selector", "zone=a")
         assert code == 3
         assert [r["node"] for r in doc["nodes"]] == [failing]
         counts = doc["counts"]
@@ -483,7 +520,9 @@ def test_status_with_a_label_selector_counts_only_the_matching_nodes(env: Env) -
             0,
         )
         assert doc["nodeSelector"] == "zone=a"
+        # -l, the deprecated alias: the same nodes, and a warning on stderr
         table = env.kubectl("daemonjob", "status", "collect", "-l", "zone=a")
+        assert "-l/--selector is deprecated" in table.stderr and "--node-selector" in table.stderr
         assert "1 desired, 0 succeeded, 1 failed, 0 active, 0 pending (of the nodes matching zone=a" in table.stdout
         rows = [
             line.split()[0]
@@ -497,7 +536,7 @@ def test_status_with_a_label_selector_counts_only_the_matching_nodes(env: Env) -
         ]
         assert rows == [failing]
         # the other nodes, by a selector that excludes the failing one: counts and rows agree again
-        code, doc = status_json(env, "collect", "-l", "zone!=a")
+        code, doc = status_json(env, "collect", "--node-selector", "zone!=a")
         assert code == 0 and failing not in {r["node"] for r in doc["nodes"]}
         c = doc["counts"]
         assert c["desired"] == c["succeeded"] + c["failed"] + c["active"] + c["pending"] + c["terminating"] == 2

@@ -440,3 +440,178 @@ def test_readme_lists_every_controller_flag() -> None:
     section = readme[readme.index("## Flags of `daemonjob-controller`") : readme.index("### What each server reads")]
     flags = [o for a in cli.parser()._actions for o in a.option_strings if o not in ("-h", "--help", "--version")]
     assert [f for f in flags if f"`{f}`" not in section] == []
+
+
+# -- 8. one output model: -o json|yaml|name|wide|jsonpath=|custom-columns=, --no-headers -----------
+def run_plugin(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, api: FakeApi, *args: str
+) -> tuple[int, str, str]:
+    """The plugin in this process (faster than a process per call), against the fake API server."""
+    from daemonjob.kubectl.cli import main
+
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", "/nonexistent")
+    capsys.readouterr()
+    code = main([*args, "--server", api.url, "-n", "ns"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def serve_list(api: FakeApi) -> None:
+    other = daemonjob("b-dj", "ns", maxParallel="25%", schedule="0 3 * * *")
+    api.answers[DJ] = {"items": [other, failed_daemonjob()]}
+
+
+def serve_results(api: FakeApi) -> None:
+    api.answers[f"{DJ}/dj"] = failed_daemonjob()
+    api.answers["/apis/daemonjob.io/v1alpha1/namespaces/ns/daemonjobreports"] = {
+        "items": [
+            {
+                "chunk": 0,
+                "results": [
+                    {"node": "n1", "state": "failed", "exitCode": 3, "reason": "Error", "message": "no lock"},
+                    {"node": "n2", "state": "succeeded", "exitCode": 0, "reason": "Completed", "message": "ok"},
+                ],
+            }
+        ]
+    }
+
+
+def test_status_prints_each_output_format_and_keeps_its_exit_status(
+    api: FakeApi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve_failed(api)
+
+    def status(*args: str) -> str:
+        code, out, err = run_plugin(capsys, monkeypatch, api, "status", "dj", *args)
+        assert code == EXIT_FAILED, err  # a shown node failed, whatever the format
+        return out
+
+    assert status("-o", "name") == "node/n1\n"  # the rows are nodes: kubectl's kind/name of each
+    assert status("-o", "jsonpath={.nodes[*].node}") == "n1"
+    assert status("-o", 'jsonpath={range .nodes[*]}{.node}{"\\t"}{.state}{"\\n"}{end}') == "n1\tfailed\n"
+    assert status("-o", "custom-columns=NODE:.node,STATE:{.state},CODE:.exit_code").splitlines() == [
+        "NODE   STATE    CODE",
+        "n1     failed   <none>",
+    ]
+    assert status("-o", "custom-columns=NODE:.node", "--no-headers") == "n1\n"
+    rows = status("--no-headers").splitlines()  # the rows alone: no rollout words, no column names
+    assert len(rows) == 1 and rows[0].startswith("n1 ") and "failed" in rows[0]
+    assert "POD" in status("-o", "wide") and "ELIGIBILITY" in status("-o", "wide")
+    assert json.loads(status("-o", "json"))["nodes"][0]["node"] == "n1"
+    assert yaml.safe_load(status("-o", "yaml"))["nodes"][0]["state"] == "failed"
+
+
+def test_list_prints_each_output_format(
+    api: FakeApi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve_list(api)
+
+    def listing(*args: str) -> str:
+        code, out, err = run_plugin(capsys, monkeypatch, api, "list", *args)
+        assert code == EXIT_OK, err
+        return out
+
+    assert listing("-o", "name") == "daemonjob.daemonjob.io/b-dj\ndaemonjob.daemonjob.io/dj\n"
+    assert listing("-o", "jsonpath={.items[*].metadata.name}") == "b-dj dj"
+    assert listing("-o", "custom-columns=NAME:.metadata.name,SCHEDULE:.spec.schedule").splitlines() == [
+        "NAME   SCHEDULE",
+        "b-dj   0 3 * * *",
+        "dj     <none>",
+    ]
+    table = listing().splitlines()
+    assert table[0].split()[:2] == ["NAME", "REVISION"] and len(table) == 3
+    assert [r.split()[0] for r in listing("--no-headers").splitlines()] == ["b-dj", "dj"]
+    wide = listing("-o", "wide").splitlines()
+    assert wide[0].endswith("RUN   SCHEDULE    SUSPENDED   MAX PARALLEL") and wide[1].split()[-2:] == ["false", "25%"]
+    assert json.loads(listing("-o", "json"))["kind"] == "List"
+
+
+def test_results_prints_each_output_format(
+    api: FakeApi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve_results(api)
+
+    def results(*args: str) -> str:
+        code, out, err = run_plugin(capsys, monkeypatch, api, "results", "dj", *args)
+        assert code == EXIT_FAILED, err
+        return out
+
+    assert results("-o", "name") == "node/n1\nnode/n2\n"
+    assert results("--failed", "-o", "name") == "node/n1\n"
+    assert results("-o", 'jsonpath={.results[?(@.state=="failed")].node}') == "n1"
+    assert results("-o", "custom-columns=NODE:.node,CODE:.exitCode", "--no-headers").splitlines() == [
+        "n1   3",
+        "n2   0",
+    ]
+    # grouped, the columns are of the groups
+    grouped = results("--group-by", "-o", "custom-columns=COUNT:.count,CODE:.exitCode").splitlines()
+    assert grouped[0].split() == ["COUNT", "CODE"] and len(grouped) == 3
+    assert results("-o", "csv", "--no-headers").splitlines()[0].startswith("n1,failed,3,")
+    assert results("--no-headers").splitlines()[0].split()[:3] == ["n1", "failed", "3"]
+
+
+def test_create_and_version_print_name_and_jsonpath(
+    api: FakeApi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create = ("create", "x", "--image", "busybox", "--dry-run=client", "--node-selector", "pool=gpu")
+    code, out, err = run_plugin(capsys, monkeypatch, api, *create, "-o", "name")
+    assert (code, out, err) == (EXIT_OK, "daemonjob.daemonjob.io/x\n", "")
+    code, out, _ = run_plugin(capsys, monkeypatch, api, *create, "-o", "jsonpath={.spec.nodeSelector.matchLabels}")
+    assert json.loads(out) == {"pool": "gpu"}
+    code, out, _ = run_plugin(capsys, monkeypatch, api, "version", "--client", "-o", "jsonpath={.pluginVersion}")
+    assert (code, out) == (EXIT_OK, __version__)
+    assert api.seen == []  # a client dry run and --client ask nothing
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status", "dj", "-o", "csv"),  # results' alone
+        ("status", "dj", "-o", "jsonpath"),  # no template
+        ("status", "dj", "-o", "jsonpath={.nodes["),  # a template that does not parse
+        ("status", "dj", "-o", "jsonpath={range .nodes[*]}{.node}"),  # range without end
+        ("list", "-o", "custom-columns="),
+        ("list", "-o", "custom-columns=NAME"),  # no path
+        ("create", "x", "--image", "i", "--dry-run=client", "-o", "wide"),
+        ("version", "-o", "name"),
+        ("create", "x", "--image", "i", "-l", "a=b", "--node-selector", "c=d"),
+    ],
+)
+def test_a_bad_output_format_is_a_usage_error_before_any_request(api: FakeApi, args: tuple[str, ...]) -> None:
+    out = plugin(*args, "--server", api.url, "-n", "ns")
+    assert out.returncode == EXIT_USAGE, out.stderr
+    assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith("error: "), out.stderr
+    assert api.seen == []
+
+
+def test_l_chooses_nodes_one_release_more_with_a_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (["status", "dj"], ["logs", "dj"], ["create", "x", "--image", "i"]):
+        args = parse([*command, "-l", "zone=a"])
+        assert args.node_selector == "zone=a"
+        err = capsys.readouterr().err
+        assert err.startswith("warning: ") and "-l/--selector is deprecated" in err and "--node-selector" in err
+        assert parse([*command, "--node-selector", "zone=a"]).node_selector == "zone=a"
+        assert capsys.readouterr().err == ""  # the new flag: no warning
+    assert parse(["list", "-l", "team=a"]).selector == "team=a"  # list: -l selects the DaemonJobs listed
+    assert capsys.readouterr().err == ""
+
+
+def test_plan_prints_custom_columns_jsonpath_and_rows_alone(
+    api: FakeApi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    serve_failed(api)
+    api.answers["/apis/batch/v1/namespaces/ns/jobs"] = {"items": []}
+    manifest = daemonjob("new", "ns", manifest=True)
+    path = tmp_path / "new.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "daemonjob.io/v1alpha1", "kind": "DaemonJob", **manifest}))
+
+    def plan(*args: str) -> str:
+        code, out, err = run_plugin(capsys, monkeypatch, api, "plan", "-f", str(path), *args)
+        assert code == EXIT_OK, err
+        return out
+
+    assert plan("-o", "custom-columns=NODE:.name,STATE:.state").splitlines() == ["NODE   STATE", "n1     runs"]
+    assert plan("-o", "jsonpath={.eligibleNodes[*]}") == "n1"
+    assert plan("--no-headers").split() == ["n1", "runs", "1"]  # no revision, no waves: the rows alone
+    assert "Revision:" in plan()

@@ -13,7 +13,7 @@ import pytest
 from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
 from daemonjob.kubectl.cli import parse
 from daemonjob.kubectl.client import PluginError
-from daemonjob.kubectl.complete import FILTER_DIRS, NO_FILE, complete
+from daemonjob.kubectl.complete import FILTER_DIRS, NO_FILE, NO_SPACE, complete
 from daemonjob.kubectl.create import build_manifest, parse_selector
 from daemonjob.kubectl.logs import requests_for
 from daemonjob.kubectl.nodes import build_view
@@ -429,8 +429,12 @@ def test_completion_offers_commands_flags_and_choices_without_a_cluster() -> Non
     assert complete(["rollout", ""], no_cluster)[0] == ["status\tThe same as `wait`"]
     assert complete(["plan", "-f", ""], no_cluster) == ([], 0)  # a file: the shell's own
     assert complete(["status", "x", "--f"], no_cluster)[0] == ["--failed"]
-    assert complete(["status", "x", "-o", ""], no_cluster)[0] == ["wide", "json", "yaml"]
-    assert complete(["status", "x", "--output=j"], no_cluster)[0] == ["--output=wide", "--output=json", "--output=yaml"]
+    every = ["wide", "json", "yaml", "name", "jsonpath=", "custom-columns="]
+    assert complete(["status", "x", "-o", ""], no_cluster) == (every, NO_FILE)
+    assert complete(["status", "x", "--output=j"], no_cluster)[0] == [f"--output={w}" for w in every]
+    assert complete(["status", "x", "-o", "js"], no_cluster) == (["json", "jsonpath="], NO_FILE)
+    # a template follows: no space after the word
+    assert complete(["status", "x", "-o", "jsonp"], no_cluster) == (["jsonpath="], NO_FILE | NO_SPACE)
     assert complete(["create", "x", "--dry-run", ""], no_cluster)[0] == ["none", "client", "server"]
     assert complete(["create", "x", "--concurrency-policy", "R"], no_cluster)[0] == ["Replace"]
     assert complete(["logs", "x", "--output-dir", ""], no_cluster) == ([], FILTER_DIRS)
