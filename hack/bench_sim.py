@@ -106,8 +106,10 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     try:
         _wait(workers_up.is_set, args.timeout, "the caches synced, the workers up")
         out["sync_s"] = time.monotonic() - started
-        rollout(args, sim, kube, meter, out, daemonjob)
-        joins(args, sim, meter, out, decided)
+        with profile(args, "rollouts"):
+            rollout(args, sim, kube, meter, out, daemonjob)
+        with profile(args, "joins"):
+            joins(args, sim, meter, out, decided)
     except TimeoutError as exc:
         out["not_measured_further"] = str(exc)
     finally:
@@ -121,6 +123,14 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
         runner.join(30)
         sim.stop()
     return out
+
+
+def profile(args: argparse.Namespace, phase: str) -> Any:
+    """--py-spy DIR: this process sampled through `phase` (collapsed stacks, every thread;
+    the simulation's share shows under memapi and simcluster)."""
+    from benchlib import PySpy
+
+    return PySpy(os.getpid(), args.py_spy / f"{args.nodes}-{phase}.txt" if args.py_spy else None, fmt="raw")
 
 
 def rollout(args: argparse.Namespace, sim: Any, kube: Any, meter: Meter, out: dict[str, Any], daemonjob: Any) -> None:
@@ -287,6 +297,7 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds each phase may take")
     p.add_argument("--log-level", default="info")
     p.add_argument("--json", action="store_true", help="the figures as one JSON line (for the table)")
+    p.add_argument("--py-spy", type=Path, metavar="DIR", help="profiles into DIR: NODES-rollouts.txt, NODES-joins.txt")
     args = p.parse_args()
     if args.nodes is not None:
         figures = run_one(args)
