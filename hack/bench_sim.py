@@ -63,6 +63,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     from daemonjob.machinery.clock import RealClock
     from daemonjob.machinery.gcpolicy import FreezeSurvivors
     from daemonjob.machinery.malloc import limit_malloc_arenas
+    from daemonjob.machinery.ratelimit import TokenBucket
     from daemonjob.manager import Manager
     from daemonjob.testing.builders import daemonjob
     from daemonjob.testing.memapi import MemKube
@@ -73,7 +74,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     n, d = args.nodes, args.daemonjobs
     out: dict[str, Any] = {"nodes": n, "daemonjobs": d}
     sim = SimCluster(n, job_seconds=args.job_seconds)
-    kube = MemKube(sim)
+    kube = MemKube(sim, TokenBucket(args.kube_api_qps, args.kube_api_burst))
     clock = RealClock()
     metrics = Metrics()
     events = EventRecorder(kube, host="bench-sim", clock=clock)  # type: ignore[arg-type]
@@ -294,6 +295,8 @@ def main() -> None:
     p.add_argument("--join-interval", type=float, default=0.5, help="seconds between two joins")
     p.add_argument("--job-seconds", type=float, default=1.0, help="how long a simulated Job runs")
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--kube-api-qps", type=float, default=5000.0, help="the client's rate limit, as the benches run it")
+    p.add_argument("--kube-api-burst", type=int, default=5000)
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds each phase may take")
     p.add_argument("--log-level", default="info")
     p.add_argument("--json", action="store_true", help="the figures as one JSON line (for the table)")

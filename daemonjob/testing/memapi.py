@@ -166,8 +166,10 @@ class MemKube:
 
     pipelining = True
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, limiter: Any = None) -> None:
+        """`limiter`: the client's rate limit (anything with accept()), as `Kube` takes it."""
         self.server = server
+        self.limiter = limiter
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
         self._cpu_lock = threading.Lock()
         self._server_cpu = 0.0
@@ -207,6 +209,8 @@ class MemKube:
         guard: Callable[[], None] | None = None,
         want_answer: bool = True,
     ) -> JSON:
+        if self.limiter is not None:
+            self.limiter.accept()
         if guard is not None:
             guard()
         data = None if body is None else orjson.dumps(body)
