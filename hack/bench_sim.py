@@ -239,7 +239,7 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
 
 # -- output ------------------------------------------------------------------------------------
 ROWS = [
-    ("peak RSS, MB (goal <= 1024 at 65,000 x 10)", "peak_rss_mb", "{:.0f}"),
+    ("peak RSS, MB (goal <= 1024 at 65,000 x 10); RSS at the end", ("peak_rss_mb", "rss_mb"), "{:.0f}; {:.0f}"),
     ("caches synced, s", "sync_s", "{:.2f}"),
     ("rollouts: seconds; controller CPU s", ("rollout_s", "rollout_cpu_s"), "{:.0f}; {:.0f}"),
     ("controller CPU per Job event, us (goal: flat within 1.5x)", "cpu_us_per_job_event", "{:.0f}"),
