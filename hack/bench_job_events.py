@@ -28,7 +28,7 @@ from daemonjob.machinery.informer import Informer
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.fakes import NullResultStore
-from daemonjob.testing.simcluster import CREATED, as_served
+from daemonjob.testing.simjobs import CREATED, as_served
 
 
 def rollout_events(nodes: int) -> tuple[ActBed, list[bytes]]:

@@ -13,7 +13,6 @@ report objects and Events are counted, not kept.
 from __future__ import annotations
 
 import collections
-import re
 import threading
 import time
 from collections.abc import Mapping
@@ -26,130 +25,12 @@ from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME
 from daemonjob.domain.reports import PLURAL as REPORTS
 from daemonjob.machinery.watchstream import Decode
 from daemonjob.testing.memapi import Answer, MemStream, Request, Watches, status_error
+from daemonjob.testing.simjobs import CREATED, JobTemplate, api_time, as_served, job_uid, node_index, node_name, of_uid
 from daemonjob.testing.simnode import NodeSpec, node_body
 
-__all__ = ["JOB_MANAGED_FIELDS", "SimCluster", "as_served", "node_name"]
+__all__ = ["SimCluster"]
 
-CREATED = "2026-11-27T02:44:46Z"
 NONE, CREATED_STATE, FINISHED = 0, 1, 2
-# What the API server sends with every Job: the create's and the Job controller's field owners.
-JOB_MANAGED_FIELDS = [
-    {
-        "manager": "daemonjob-controller",
-        "operation": "Update",
-        "apiVersion": "batch/v1",
-        "time": CREATED,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": {
-            "f:metadata": {
-                "f:annotations": {".": {}, "f:daemonjob.io/node": {}},
-                "f:labels": {".": {}, "f:daemonjob.io/name": {}, "f:daemonjob.io/revision": {}},
-                "f:ownerReferences": {".": {}, 'k:{"uid":"u"}': {".": {}, "f:apiVersion": {}, "f:kind": {}}},
-            },
-            "f:spec": {
-                "f:backoffLimit": {},
-                "f:completions": {},
-                "f:parallelism": {},
-                "f:template": {
-                    "f:metadata": {"f:labels": {".": {}, "f:daemonjob.io/name": {}}},
-                    "f:spec": {
-                        "f:containers": {
-                            'k:{"name":"work"}': {".": {}, "f:command": {}, "f:image": {}, "f:name": {}, "f:env": {}}
-                        },
-                        "f:dnsPolicy": {},
-                        "f:restartPolicy": {},
-                        "f:schedulerName": {},
-                        "f:securityContext": {},
-                        "f:terminationGracePeriodSeconds": {},
-                    },
-                },
-            },
-        },
-    },
-    {
-        "manager": "kube-controller-manager",
-        "operation": "Update",
-        "apiVersion": "batch/v1",
-        "time": CREATED,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": {"f:status": {"f:active": {}, "f:startTime": {}}},
-    },
-]
-
-
-def as_served(job: dict[str, Any], rv: int, uid: str, created: str = CREATED) -> dict[str, Any]:
-    """A created Job as the API server stores and sends it: uid, resourceVersion, managedFields."""
-    job["metadata"].update(
-        resourceVersion=str(rv), uid=uid, creationTimestamp=created, managedFields=JOB_MANAGED_FIELDS
-    )
-    job.setdefault("status", {})
-    return job
-
-
-def node_name(index: int) -> str:
-    return f"node-{index:06d}"
-
-
-def _node_index(name: str) -> int:
-    return int(name.removeprefix("node-"))
-
-
-def job_uid(dj: int, node: int) -> str:
-    """A Job's uid, shaped as the API server's, naming its DaemonJob and node."""
-    return f"00000000-{dj:04x}-4000-8000-{node:012x}"
-
-
-def _of_uid(uid: str) -> tuple[int, int]:
-    parts = uid.split("-")
-    return int(parts[1], 16), int(parts[4], 16)
-
-
-_stamp: tuple[int, str] = (0, "")
-
-
-def _now() -> str:
-    """The time as the API server writes it; one string a second, shared by what it stamps."""
-    global _stamp
-    second = int(time.time())
-    if _stamp[0] != second:
-        _stamp = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
-    return _stamp[1]
-
-
-class JobTemplate:
-    """A DaemonJob's Job as served, encoded once with its per-Job fields left open: a Job of
-    the same revision is its name and node written in (the first Job checks that it is)."""
-
-    FIELDS = (b"NAME", b"NODE", b"UID", b"RV", b"STATUS", b"CREATED")
-
-    def __init__(self, served: dict[str, Any], name: str, node: str) -> None:
-        meta = served["metadata"]
-        self.namespace: str = meta["namespace"]
-        uid, rv, status, created = meta["uid"], meta["resourceVersion"], served["status"], meta["creationTimestamp"]
-        open_meta = {**meta, "uid": "@@UID@@", "resourceVersion": "@@RV@@", "creationTimestamp": "@@CREATED@@"}
-        open_fields = {**served, "metadata": open_meta}
-        open_fields["status"] = "@@STATUS@@"
-        raw = orjson.dumps(open_fields).replace(name.encode(), b"@@NAME@@").replace(node.encode(), b"@@NODE@@")
-        raw = raw.replace(b'"@@STATUS@@"', b"@@STATUS@@")
-        pieces = re.split(rb"@@(" + b"|".join(self.FIELDS) + rb")@@", raw)
-        self.literals, self.fields = pieces[0::2], [self.FIELDS.index(f) for f in pieces[1::2]]
-        dj, index = _of_uid(uid)
-        if self.render(name, index, dj, int(rv), orjson.dumps(status), created) != orjson.dumps(served):
-            raise ValueError(f"Job {name}: its fields are not where the template expects them")
-
-    def render(self, name: str, node: int, dj: int, rv: int, status: bytes, created: str) -> bytes:
-        values = (
-            name.encode(),
-            node_name(node).encode(),
-            job_uid(dj, node).encode(),
-            str(rv).encode(),
-            status,
-            created.encode(),
-        )
-        out = [self.literals[0]]
-        for field, literal in zip(self.fields, self.literals[1:], strict=True):
-            out += (values[field], literal)
-        return b"".join(out)
 
 
 class SimCluster:
@@ -202,7 +83,7 @@ class SimCluster:
             rv = self._next_rv()
             self._dj_index[meta["name"]] = len(self.states)
             self.states.append(bytearray(self.nodes + 1000))
-            meta.update(resourceVersion=str(rv), generation=1, creationTimestamp=_now())
+            meta.update(resourceVersion=str(rv), generation=1, creationTimestamp=api_time())
             self.daemonjobs[f"{meta['namespace']}/{meta['name']}"] = dj
             self.watches["daemonjobs"].send(rv, meta["namespace"], "ADDED", orjson.dumps(dj))
 
@@ -303,22 +184,22 @@ class SimCluster:
                 template, state, rv = self._templates[dj], self.states[dj][node], self._rv
         if template is None or dj is None:
             return status_error(404, "NotFound", f'jobs.batch "{name}" not found')
-        status = self._ended(_now().encode()) if state == FINISHED else b"{}"
-        return 200, template.render(name, node, dj, rv, status, _now())
+        status = self._ended(api_time().encode()) if state == FINISHED else b"{}"
+        return 200, template.render(name, node, dj, rv, status, api_time())
 
     def _create_job(self, r: Request) -> Answer:
         job = orjson.loads(r.body or b"{}")
         meta = job["metadata"]
         dj = self._dj_index[(meta.get("labels") or {})[LABEL_NAME]]
         node_label = (meta.get("annotations") or {})[ANNOTATION_NODE]
-        node, name = _node_index(node_label), meta["name"]
+        node, name = node_index(node_label), meta["name"]
         meta["namespace"] = r.namespace
         with self._lock:
             if self.states[dj][node] != NONE:
                 self.duplicates += 1
                 return status_error(409, "AlreadyExists", f'jobs.batch "{name}" already exists')
             rv = self._next_rv()
-            created = _now()
+            created = api_time()
             served = as_served(job, rv, job_uid(dj, node), created)
             template = self._templates.get(dj)
             if template is None:
@@ -340,7 +221,7 @@ class SimCluster:
             with self._lock:
                 due = [self._starting.popleft() for _ in range(len(self._starting)) if self._starting[0][0] <= now]
                 done = [self._running.popleft() for _ in range(len(self._running)) if self._running[0][0] <= now]
-                stamp = _now().encode()
+                stamp = api_time().encode()
                 started = b'{"active":1,"ready":0,"startTime":"' + stamp + b'"}'
                 ended = self._ended(stamp)
                 for _, dj, node, name, created in due:
@@ -376,10 +257,10 @@ class SimCluster:
             return self._list([], self._rv)
         pods = []
         for uid in selector[len(prefix) : -1].split(","):
-            dj, node = _of_uid(uid)
+            dj, node = of_uid(uid)
             if self.states[dj][node] != FINISHED:
                 continue
-            now = _now()
+            now = api_time()
             terminated = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
             pods.append(
                 {

@@ -15,7 +15,8 @@ from daemonjob.controller.resultstore import KubeResultStore
 from daemonjob.machinery.kube import ApiError
 from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.memapi import MemKube
-from daemonjob.testing.simcluster import SimCluster, job_uid, node_name
+from daemonjob.testing.simcluster import SimCluster
+from daemonjob.testing.simjobs import job_uid, node_name
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "hack" / "bench_sim.py"
