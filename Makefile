@@ -18,7 +18,7 @@ endif
 KIND_CLUSTER ?= daemonjob-e2e
 KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 
-.PHONY: help venv binaries test lint format unit cluster-up cluster-down demo run bench bench-informer bench-job-events bench-scale bench-scale-ordered \
+.PHONY: help venv binaries test lint format unit cluster-up cluster-down demo run bench bench-informer bench-job-events bench-scale bench-scale-ordered bench-sim \
         install uninstall deploy undeploy helm-install helm-uninstall checkov docker-build image image-tools lua lock e2e-kind \
         dist
 
@@ -31,6 +31,7 @@ help:
 	@echo "make image         the controller image (Docker, else buildah); make lock  its dependency locks"
 	@echo "make dist [IMAGE=0] the release in dist/: wheel, sdist, the plugin's archive and krew manifest, chart, image"
 	@echo "make bench NODES=n [SCENARIO=tick] / bench-informer N=n / bench-job-events N=n / bench-scale N=n DJS=d  benchmarks"
+	@echo "make bench-sim [NODES=n] [DJS=d]  no cluster: the controller on a simulated API, 5000/20000/65000 nodes unless NODES"
 
 $(VENV)/.installed: setup.cfg pyproject.toml requirements-lint.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -96,6 +97,11 @@ bench: venv binaries
 
 bench-scale: venv binaries
 	$(PY) hack/bench_scale.py $(if $(call given,N),--nodes $(N)) --daemonjobs $(DJS) $(BENCH_ARGS)
+
+# The controller on an in-memory API server, no cluster: one size with NODES, else 5000,
+# 20000 and 65000 nodes, each in a process of its own, and a table.
+bench-sim: venv
+	$(PY) hack/bench_sim.py $(if $(call given,NODES),--nodes $(NODES)) --daemonjobs $(DJS) $(BENCH_ARGS)
 
 # 200 DaemonJobs over 500 nodes, half in exclusion groups, half in spec.after chains
 bench-scale-ordered: venv binaries

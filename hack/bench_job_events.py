@@ -28,51 +28,7 @@ from daemonjob.machinery.informer import Informer
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.fakes import NullResultStore
-
-CREATED = "2026-11-27T02:44:46Z"
-# What the API server sends with every Job: the create's and the Job controller's field owners.
-MANAGED = [
-    {
-        "manager": "daemonjob-controller",
-        "operation": "Update",
-        "apiVersion": "batch/v1",
-        "time": CREATED,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": {
-            "f:metadata": {
-                "f:annotations": {".": {}, "f:daemonjob.io/node": {}},
-                "f:labels": {".": {}, "f:daemonjob.io/name": {}, "f:daemonjob.io/revision": {}},
-                "f:ownerReferences": {".": {}, 'k:{"uid":"u"}': {".": {}, "f:apiVersion": {}, "f:kind": {}}},
-            },
-            "f:spec": {
-                "f:backoffLimit": {},
-                "f:completions": {},
-                "f:parallelism": {},
-                "f:template": {
-                    "f:metadata": {"f:labels": {".": {}, "f:daemonjob.io/name": {}}},
-                    "f:spec": {
-                        "f:containers": {
-                            'k:{"name":"work"}': {".": {}, "f:command": {}, "f:image": {}, "f:name": {}, "f:env": {}}
-                        },
-                        "f:dnsPolicy": {},
-                        "f:restartPolicy": {},
-                        "f:schedulerName": {},
-                        "f:securityContext": {},
-                        "f:terminationGracePeriodSeconds": {},
-                    },
-                },
-            },
-        },
-    },
-    {
-        "manager": "kube-controller-manager",
-        "operation": "Update",
-        "apiVersion": "batch/v1",
-        "time": CREATED,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": {"f:status": {"f:active": {}, "f:startTime": {}}},
-    },
-]
+from daemonjob.testing.simjobs import CREATED, as_served
 
 
 def rollout_events(nodes: int) -> tuple[ActBed, list[bytes]]:
@@ -89,8 +45,7 @@ def rollout_events(nodes: int) -> tuple[ActBed, list[bytes]]:
         [("ADDED", {})] * len(jobs) + [("MODIFIED", {"startTime": CREATED, "active": 1})] * len(jobs)
     ):
         job = copy.deepcopy(jobs[i % len(jobs)])
-        job["metadata"].update(resourceVersion=str(1000 + i), creationTimestamp=CREATED, managedFields=MANAGED)
-        job["metadata"].setdefault("uid", str(uuid.uuid4()))
+        as_served(job, 1000 + i, job["metadata"].get("uid") or str(uuid.uuid4()))
         job["status"] = status
         lines.append(orjson.dumps({"type": kind, "object": job}))
     return bed, lines

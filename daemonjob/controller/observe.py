@@ -183,13 +183,18 @@ class Observer:
     def _check_against_api(self, uid: str, namespace: str, overdue: Waiting, rlog: Any) -> None:
         """Clear the overdue names on which the cache already agrees with the API server:
         deciding on that cache then acts on the truth, never twice. Where they disagree the
-        cache is behind, and the wait goes on."""
+        cache is behind, and the wait goes on: for the names not read yet too, since one
+        watch brings them all (a watch behind a burst of thousands of creates had each read
+        again at every recheck, 3 reads per Job over a rollout at 20,000 nodes)."""
+        behind = False
         for name, created in [(n, True) for n in overdue.creates] + [(n, False) for n in overdue.deletes]:
             cached = self.jobs.store.get(f"{namespace}/{name}")
             going = cached is None or bool(cached["metadata"].get("deletionTimestamp"))
             shown = cached is not None if created else going
             if shown:  # the cache shows it: only the event was missed (a relist merged it, say)
                 agree = True
+            elif behind:
+                continue  # read at a later check, once the cache has caught up with the first
             else:
                 try:
                     fresh: Obj | None = self.control.get_job(namespace, name)
@@ -209,4 +214,5 @@ class Observer:
                     )
             if agree:
                 (self.expectations.creation_observed if created else self.expectations.deletion_observed)(uid, name)
+            behind = behind or not agree
             self.metrics.expectation_checks.labels("cleared" if agree else "waiting").inc()

@@ -76,7 +76,7 @@ class Store:
             values = self._index_values(frozen)
             old = self._items.get(key)
             if old is not None:
-                self._unindex(key, old)
+                self._unindex(key, old, keep=values)
             self._items[key] = frozen
             self._index(key, values)
             return old
@@ -188,10 +188,16 @@ class Store:
             for value, tag in vals.items():
                 index.setdefault(value, {})[key] = tag
 
-    def _unindex(self, key: str, obj: FrozenDict) -> None:
+    def _unindex(self, key: str, obj: FrozenDict, keep: dict[str, Entries] | None = None) -> None:
+        """`keep`: the values an update indexes the object under again, left in place: their
+        entries keep the key object the first add stored (an update's key is an equal string of
+        its own: taken out and put back, every entry held a second copy, 80 bytes per Job)."""
         for name, func in self._indexers.items():
             index = self._indices[name]
+            kept = keep[name] if keep is not None else {}
             for value in {v for v, _ in func.func(obj)} if isinstance(func, Tagged) else set(func(obj)):
+                if value in kept:
+                    continue
                 keys = index.get(value)
                 if keys is None:
                     continue

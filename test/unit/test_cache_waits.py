@@ -196,6 +196,33 @@ def test_an_overdue_create_the_api_server_does_not_hold_is_cleared_and_made_agai
     assert bed.ctl.metrics.registry.get_sample_value("daemonjob_expectation_checks_total", {"outcome": "cleared"}) == 1
 
 
+def test_a_watch_behind_a_burst_of_creates_costs_one_read_per_check(bed: ActBed) -> None:
+    """The API server holds the first overdue Job and the cache does not: the cache is behind,
+    and the other names wait with it unread (one watch brings them); a name the API server
+    lost is read, and cleared, at a check once the cache has caught up with the rest."""
+    for i in range(1, 50):
+        bed.nodes.add(node(f"node-{i:02d}"))
+    bed.ctl.reconcile(KEY)  # creates 50 Jobs; the watch lags
+    names = bed.created_names()
+    assert len(names) == 50
+    lost = names[-1]
+    del bed.control.objects[f"{NS}/{lost}"]  # gone before the cache showed it, its events lost
+    bed.control._pending = [(op, job) for op, job in bed.control._pending if job["metadata"]["name"] != lost]
+    bed.control.reset()
+    bed.clock.step(defaults.EXPECTATIONS_DEADLINE)
+    assert bed.ctl.reconcile(KEY) is None
+    assert len(bed.control.of("get_job")) == 1, "one read says the cache is behind"
+    assert bed.created_names() == []
+    assert len(bed.ctl.expectations.waiting(UID).creates) == 50
+
+    bed.control.deliver()  # the watch catches up, but for the lost Job
+    bed.control.reset()
+    bed.clock.step(defaults.EXPECTATIONS_RECHECK)
+    bed.ctl.reconcile(KEY)
+    assert [c.name for c in bed.control.of("get_job")] == [lost]
+    assert bed.created_names() == [lost], "cache and API server agree it is absent: made again"
+
+
 def test_an_overdue_delete_the_cache_shows_gone_is_cleared(bed: ActBed) -> None:
     name = rolled_out(bed)
     job = bed.control.objects.pop(f"{NS}/{name}")

@@ -193,6 +193,22 @@ def test_update_returns_old_object_and_moves_index_entries(store):
     assert keys_of(store.by_index("node", "n2")) == ["ops/a"]
 
 
+def test_an_update_keeps_one_key_object_for_the_items_and_the_indexes(store):
+    """Every event brings the key as a string of its own: an entry left in place keeps the
+    first, so the cache holds one copy of each key however often an object changes."""
+    store.add(job("a", "u1", node="n1"))
+    for _ in range(3):
+        store.update(job("a", "u1", node="n1"))
+    store.update(job("a", "u2", node="n1"))  # its owner changed, its node did not
+    (key,) = store._items
+    for name in ("owner", "node", "namespace"):
+        for entries in store._indices[name].values():
+            (entry,) = entries
+            if name != "owner":
+                assert entry is key, name
+    assert keys_of(store.by_index("owner", "u2")) == ["ops/a"] and store.by_index("owner", "u1") == []
+
+
 def test_delete_by_object_or_key_cleans_indexes(store):
     store.add(job("a", "u1"))
     store.add(job("b", "u1"))
