@@ -18,7 +18,7 @@ import ast
 import re
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -186,7 +186,20 @@ def _row(*cells: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def api_page() -> str:
+def crd_fields() -> Iterator[tuple[str, list[Field]]]:
+    """Each CRD version's title and fields (below apiVersion, kind and metadata)."""
+    for crd_path in CRDS:
+        crd = yaml.safe_load(crd_path.read_text())
+        for version in crd["spec"]["versions"]:
+            schema = version["schema"]["openAPIV3Schema"]
+            props = schema.get("properties") or {}
+            tops = [k for k in props if k not in ("apiVersion", "kind", "metadata")]
+            needed = schema.get("required") or []
+            yield crd["spec"]["names"]["kind"], [f for top in tops for f in fields(props[top], top, top in needed)]
+
+
+def api_page(meanings: Mapping[str, Any]) -> str:
+    written: Mapping[str, str] = meanings.get("fields") or {}
     out = [
         "# API reference",
         "",
@@ -226,6 +239,8 @@ def api_page() -> str:
                     "|---|---|---|---|---|",
                 ]
                 for f in fields(props[top], top, top in (schema.get("required") or [])):
+                    if not f.description:
+                        f = replace(f, description=written.get(f.path, ""))
                     out.append(
                         _row(f"`{f.path}`", _cell(f.type), f.default, "yes" if f.required else "", _cell(f.description))
                     )
@@ -392,7 +407,7 @@ def pages() -> dict[str, str]:
     """Each generated page's path under docs/reference/ and its text."""
     meanings = load_meanings()
     return {
-        "api.md": api_page(),
+        "api.md": api_page(meanings),
         "reasons.md": reasons_page(meanings),
         "keys.md": keys_page(meanings),
         "daemonjob-controller.md": controller_page(),

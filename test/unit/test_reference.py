@@ -86,3 +86,12 @@ def test_every_flag_of_both_command_lines_is_on_its_page() -> None:
                     assert f"`{flag}`" in pages[page], (page, flag)
                 if isinstance(action, argparse._SubParsersAction):
                     stack.extend(action.choices.values())
+
+
+def test_every_crd_field_has_a_meaning_in_the_crd_or_in_meanings_yaml() -> None:
+    written = gen.load_meanings()["fields"]
+    paths = {f.path: f for _, fs in gen.crd_fields() for f in fs}
+    missing = sorted(p for p, f in paths.items() if not f.description and p not in written)
+    assert not missing, f"CRD fields without a description or a meaning in docs/reference/meanings.yaml: {missing}"
+    needless = sorted(p for p in written if p not in paths or paths[p].description)
+    assert not needless, f"meanings.yaml fields: gone, or described by the CRD itself: {needless}"
