@@ -330,8 +330,8 @@ def _default(action: argparse.Action) -> str:
 
 def _help(action: argparse.Action) -> str:
     text = " ".join((action.help or "").split())
-    if "%(" in text:
-        text = text % {"default": action.default, "prog": "", "choices": action.choices}
+    if "%" in text:  # argparse %-formats help: %(default)s, and %% for a percent sign
+        text = text % {**vars(action), "prog": ""}
     if action.choices and not isinstance(action, argparse._SubParsersAction):
         text = f"{text} (one of: {', '.join(str(c) for c in action.choices)})".strip()
     return text
