@@ -308,7 +308,7 @@ def keys_page(meanings: Mapping[str, Any]) -> str:
         "|---|---|---|---|---|",
     ]
     for name, m in sorted(keys.items()):
-        out.append(_row(f"`{name}`", *(_cell(m.get(k, "")) for k in ("kind", "on", "by", "meaning"))))
+        out.append(_row(f"`{name}`", *(_cell(m.get(k, "")) for k in ("kind", "object", "by", "meaning"))))
     return "\n".join(out) + "\n"
 
 

@@ -95,3 +95,8 @@ def test_every_crd_field_has_a_meaning_in_the_crd_or_in_meanings_yaml() -> None:
     assert not missing, f"CRD fields without a description or a meaning in docs/reference/meanings.yaml: {missing}"
     needless = sorted(p for p in written if p not in paths or paths[p].description)
     assert not needless, f"meanings.yaml fields: gone, or described by the CRD itself: {needless}"
+
+
+def test_every_key_says_its_kind_object_writer_and_meaning() -> None:
+    for name, m in gen.load_meanings()["keys"].items():
+        assert all(isinstance(m.get(k), str) and m[k] for k in ("kind", "object", "by", "meaning")), name
