@@ -104,3 +104,41 @@ def test_every_image_tag_shown_in_the_docs_is_the_release_version() -> None:
         if tag != daemonjob.__version__
     ]
     assert not wrong, f"image tags other than {daemonjob.__version__}: {wrong}"
+
+
+def _prose(text: str) -> str:
+    """The text outside fenced blocks and inline code."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+USER_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def test_the_user_docs_keep_no_diary() -> None:
+    """History lives in git and the CHANGELOG: no dated entry, no commit hash, no "before this
+    release" in README.md and docs/ (a timestamp in an example is code, not prose)."""
+    found = []
+    for page in USER_DOCS:
+        prose = _prose(page.read_text())
+        for pattern in (
+            r"\b20\d\d-[01]\d-[0-3]\d\b",
+            r"\bbefore this release\b",
+            r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,10}\b",
+        ):
+            found += [f"{page.relative_to(ROOT)}: {m}" for m in re.findall(pattern, prose)]
+    assert not found, found
+
+
+def test_the_readme_is_a_signpost() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    for words in (
+        "make demo",
+        "make test",
+        "kubectl daemonjob status",
+        "kubectl daemonjob results",
+        "v1alpha1",
+        "1.20",
+    ):
+        assert words in text, words
