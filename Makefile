@@ -20,7 +20,7 @@ KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 
 .PHONY: help venv binaries test lint format unit cluster-up cluster-down demo run bench bench-informer bench-job-events bench-scale bench-scale-ordered bench-sim \
         install uninstall deploy undeploy helm-install helm-uninstall checkov docker-build image image-tools lua lock e2e-kind \
-        dist
+        dist docs
 
 help:
 	@echo "make demo          run DaemonJob on a local control plane with simulated nodes"
@@ -29,6 +29,7 @@ help:
 	@echo "make cluster-up NODES=n [PROMETHEUS=1] / cluster-down   a background local cluster (.cluster/kubeconfig)"
 	@echo "make run           the controller against the cluster in KUBECONFIG"
 	@echo "make image         the controller image (Docker, else buildah); make lock  its dependency locks"
+	@echo "make docs          the documentation site (mkdocs --strict) into site/; its reference pages are generated"
 	@echo "make dist [IMAGE=0] the release in dist/: wheel, sdist, the plugin's archive and krew manifest, chart, image"
 	@echo "make bench NODES=n [SCENARIO=tick] / bench-informer N=n / bench-job-events N=n / bench-scale N=n DJS=d  benchmarks"
 	@echo "make bench-sim [NODES=n] [DJS=d]  no cluster: the controller on a simulated API, 5000/20000/65000 nodes unless NODES"
@@ -50,7 +51,7 @@ binaries:
 # Test files run on TEST_WORKERS processes, each with a local cluster of its own; most
 # tests wait on the cluster rather than compute, so three share two cores well (12 min warm).
 TEST_WORKERS ?= 3
-test: lint binaries image-tools lua
+test: lint docs binaries image-tools lua
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # ruff (lint and format) and mypy, configured in pyproject.toml; `make format` applies ruff's fixes.
@@ -58,6 +59,12 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+# The site of docs/ (mkdocs.yml), built with --strict: a broken link or a page missing from the nav
+# fails. The generated reference is checked first (hack/gen_reference.py; a unit test does too).
+docs: venv
+	$(PY) hack/gen_reference.py --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 format: venv
 	$(VENV)/bin/ruff check --fix .

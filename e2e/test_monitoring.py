@@ -86,7 +86,7 @@ def test_failing_node_alert_pends_then_fires_and_every_dashboard_query_has_data(
     assert seen[0] == "pending" and seen[-1] == "firing", seen
     assert alert["labels"]["severity"] == "warning"
     assert f"{api.namespace}/broken" in alert["annotations"]["description"]
-    assert alert["annotations"]["runbook_url"] == "docs/runbooks.md#daemonjobnodesfailed"
+    assert alert["annotations"]["runbook_url"] == "https://daemonjob.github.io/daemonjob/runbooks/#daemonjobnodesfailed"
     assert not alert_states(prometheus, "DaemonJobNodesFailed", api.namespace, "audit")
     assert api.status("broken")["failedNodeNames"] == [bad]
 

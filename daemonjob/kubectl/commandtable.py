@@ -1,9 +1,9 @@
-"""The README's `kubectl daemonjob` command table, made from the parsers' own --help.
+"""The `kubectl daemonjob` command table of docs/guides/kubectl.md, made from the parsers' own --help.
 
 Each row is a command's usage line (its own flags; kubectl's global flags are described once
 above the table) and its description, so the table cannot drift from what the plugin accepts:
-a unit test fails when the README's copy is stale, and `python -m daemonjob.kubectl.commandtable
-README.md` writes it again.
+a unit test fails when the page's copy is stale, and `python -m daemonjob.kubectl.commandtable
+docs/guides/kubectl.md` writes it again.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from pathlib import Path
 
 from daemonjob.kubectl import connection
 
-BEGIN = "<!-- the command table is generated: python -m daemonjob.kubectl.commandtable README.md -->"
+BEGIN = "<!-- the command table is generated: python -m daemonjob.kubectl.commandtable docs/guides/kubectl.md -->"
 END = "<!-- end of the generated command table -->"
 
 
 def _global_dests() -> set[str]:
-    """kubectl's global flags, which every command takes and the README describes once."""
+    """kubectl's global flags, which every command takes and the guide describes once."""
     probe = argparse.ArgumentParser(add_help=False)
     connection.add_flags(probe, top=False)
     return {a.dest for a in probe._actions}

@@ -88,7 +88,7 @@ EXAMPLES = {
 """,
 }
 
-# What each command's --help says below its one-line summary; the README's command table is
+# What each command's --help says below its one-line summary; the command table of docs/guides/kubectl.md is
 # made of these and the usage lines (commandtable.py), so the two cannot drift apart.
 DETAILS = {
     "status": """The rollout in words, then NODE, STATE (pending, active, succeeded, failed,
@@ -126,7 +126,7 @@ when it is not paused.""",
     "promote": """For spec.rollout.canary: writes the daemonjob.io/promote annotation naming
 status.currentRun, or status.currentRevision without runs; prints daemonjob.daemonjob.io/NAME
 promoted (daemonjob.io/promote=VALUE).""",
-    "release": """For keepFailedCordoned (see Node maintenance in the README): writes the daemonjob.io/release
+    "release": """For keepFailedCordoned (see docs/guides/node-maintenance.md): writes the daemonjob.io/release
 annotation naming each node with the cordon it ends, and the controller uncordons them; prints
 node/N release requested (daemonjob.daemonjob.io/NAME). An unknown node, a node without this
 DaemonJob's record, and a node held for a Job that has not failed are refused by name, exit 1, and
@@ -141,7 +141,7 @@ jsonpath show the object created (with --dry-run=client, the one that would be).
 do nothing as combined are warned of on stderr (Warning: ...), as kubectl prints the webhook's. -l
 is a deprecated alias of --node-selector for one release.""",
     "plan": """On the cluster as it is now, before you apply it (-f, - for stdin) or for one applied (NAME):
-revision, eligible nodes and why not, order, waves, gates, drains (see plan in the README).
+revision, eligible nodes and why not, order, waves, gates, drains (see docs/guides/kubectl.md).
 custom-columns take the fields of -o json's `nodes` (.name, .state, .wave, .why); --no-headers
 prints the rows alone. Settings that do nothing as combined are warned of on stderr (and listed
 under `warnings` in -o json). Exit 1 when it would be refused or Stalled.""",

@@ -184,7 +184,11 @@ def add_output_flags(parser: argparse.ArgumentParser, kinds: Sequence[str], tabl
 
     _type.__name__ = "output format"
     action = parser.add_argument(
-        "-o", "--output", type=_type, metavar=metavar(kinds), help="output format (see Output in the README)"
+        "-o",
+        "--output",
+        type=_type,
+        metavar=metavar(kinds),
+        help="output format (see Output in docs/guides/kubectl.md)",
     )
     action.completions = [f"{k}=" if k in TEMPLATE_FORMATS else k for k in kinds]  # type: ignore[attr-defined]
     if table:

@@ -25,7 +25,7 @@ from daemonjob.kubectl.timefmt import parse_duration
 from daemonjob.kubectl.wait import Progress, follow_to_exit, progress_of
 from daemonjob.machinery.kube import path_for
 
-TRIGGER_FORMAT = "%Y%m%dt%H%M%Sz"  # the README's `date -u +%Y%m%dt%H%M%Sz`
+TRIGGER_FORMAT = "%Y%m%dt%H%M%Sz"  # the guide's `date -u +%Y%m%dt%H%M%Sz` (docs/guides/kubectl.md)
 TRIGGER_FORMAT_FINE = "%Y%m%dt%H%M%S%fz"  # when the same second was used already
 REPLACED = "Replaced"
 

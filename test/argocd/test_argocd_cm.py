@@ -1,4 +1,4 @@
-"""The README's commands that put the health check into a running Argo CD's argocd-cm, run as
+"""The commands of docs/guides/argocd.md that put the health check into a running Argo CD's argocd-cm, run as
 written against a real API server (the namespaces renamed to the test's own): each adds the
 key and leaves the others, and a later `kubectl apply` of Argo CD's install (how its manifests
 are applied and upgraded), client-side or server-side, keeps it. A server-side apply of the key
@@ -29,9 +29,8 @@ pytestmark = pytest.mark.cluster
 
 @functools.cache
 def readme_commands() -> tuple[str, str]:
-    """The two sh blocks of the README's Argo CD section: from the file, from the chart."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("\n## Argo CD\n", 1)[1].split("\n## ", 1)[0]
+    """The two sh blocks of the Argo CD guide (docs/guides/argocd.md): from the file, from the chart."""
+    section = (ROOT / "docs" / "guides" / "argocd.md").read_text()
     blocks = [re.sub(r"^ {2}", "", b, flags=re.M) for b in re.findall(r"```sh\n(.*?)```", section, flags=re.S)]
     from_file, from_chart = blocks
     assert "--from-file" in from_file and "daemonjob-argocd-health" in from_chart

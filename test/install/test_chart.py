@@ -211,6 +211,27 @@ def test_servicemonitor_names_the_release_namespace(tmp_path: Path) -> None:
     assert monitor["spec"]["endpoints"][0]["tlsConfig"]["serverName"] == "daemonjob-controller-metrics.ops.svc"
 
 
+def test_helm_show_readme_prints_the_generated_readme(tmp_path: Path) -> None:
+    out = run("helm", "show", "readme", str(CHART), env=helm_env(tmp_path)).stdout
+    assert out.strip() == (CHART / "README.md").read_text().strip()
+    assert "`monitoring.runbookBaseURL`" in out
+
+
+def test_runbook_urls_are_absolute_under_the_runbook_base(tmp_path: Path) -> None:
+    """Alertmanager's receivers link out of the cluster: every runbook_url is absolute, under
+    monitoring.runbookBaseURL, and keeps its alert's section."""
+    base = "https://docs.example.com/daemonjob/runbooks/"
+    for args, want in (
+        ((), "https://daemonjob.github.io/daemonjob/runbooks/"),
+        (("--set", f"monitoring.runbookBaseURL={base}"), base),
+    ):
+        rule = by_key(template(tmp_path, *MONITORING_ON, *args))["PrometheusRule", "daemonjob-controller", NAMESPACE]
+        alerts = [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+        assert alerts
+        for alert in alerts:
+            assert alert["annotations"]["runbook_url"] == f"{want}#{alert['alert'].lower()}"
+
+
 def test_webhook_off_leaves_no_webhook_object(tmp_path: Path) -> None:
     objs = by_key(template(tmp_path, "--set", "webhook.enabled=false"))
     container = objs["Deployment", "daemonjob-controller", NAMESPACE]["spec"]["template"]["spec"]["containers"][0]

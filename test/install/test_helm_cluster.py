@@ -272,7 +272,7 @@ def test_kustomize_build_with_monitoring_applies(bed: tuple[LocalCluster, Kube, 
         ["bash", str(ROOT / "hack" / "deploy-overlay.sh"), str(overlay)],
         check=True,
         timeout=60,
-        env={**os.environ, "IMG": "registry.example.com/daemonjob-controller:v0.1.0", "MONITORING": "1"},
+        env={**os.environ, "IMG": "registry.example.com/daemonjob-controller:0.1.0", "MONITORING": "1"},
     )
     built = docs(run("kubectl", "kustomize", str(overlay)).stdout)
     kinds = {d["kind"] for d in built}
@@ -295,7 +295,7 @@ def test_kustomize_build_with_monitoring_applies(bed: tuple[LocalCluster, Kube, 
     deploy = kube.get(path_for("apps/v1", "deployments", NAMESPACE, "daemonjob-controller"))
     assert (
         deploy["spec"]["template"]["spec"]["containers"][0]["image"]
-        == "registry.example.com/daemonjob-controller:v0.1.0"
+        == "registry.example.com/daemonjob-controller:0.1.0"
     )
     rule = kube.get(path_for("monitoring.coreos.com/v1", "prometheusrules", NAMESPACE, "daemonjob-controller"))
     assert rule["spec"]["groups"]

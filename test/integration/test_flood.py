@@ -68,7 +68,7 @@ def rss(pid: int) -> int:
     return _status(pid, "VmRSS:")
 
 
-# What the webhook's server accounts for (README, "What each server reads"): the bodies being
+# What the webhook's server accounts for (docs/operations/flags.md, "What each server reads"): the bodies being
 # read, their handling (WEBHOOK_MEMORY_PER_BYTE per byte), ~1 MiB per TLS connection; and some
 # room for the other servers' requests and the threads' stacks touched meanwhile.
 ACCOUNTED = (

@@ -5,7 +5,7 @@ authenticated as different users and each behind a fault proxy of its own, while
 rolls out with a small maxParallel over nodes of their own. Then the leader is paused,
 partitioned, cut off by a hung API server or sent SIGTERM. Who wrote what and when is read
 from the API server's audit log; how many Jobs were active at once from a watch of the
-test's own. Every test prints its takeover figures (the README quotes them).
+test's own. Every test prints its takeover figures (docs/operations/high-availability.md quotes them).
 """
 
 from __future__ import annotations

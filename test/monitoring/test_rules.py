@@ -18,6 +18,8 @@ RULES = ROOT / "manifests" / "monitoring" / "prometheusrule.yaml"
 UNIT_TESTS = HERE / "rules.test.yml"
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 PER_DAEMONJOB_GROUP = "daemonjob.rollouts"
+# The runbooks on the docs site (mkdocs.yml's site_url; the chart's monitoring.runbookBaseURL default).
+RUNBOOK_BASE = "https://daemonjob.github.io/daemonjob/runbooks/"
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +65,12 @@ def test_every_alert_is_unit_tested_firing_and_quiet() -> None:
             assert quiet, f"{name}: no unit test before its `for:` has passed"
 
 
+def test_the_runbook_base_is_the_docs_site_and_the_charts_default() -> None:
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["site_url"]
+    values = yaml.safe_load((ROOT / "charts" / "daemonjob" / "values.yaml").read_text())
+    assert RUNBOOK_BASE == f"{site}runbooks/" == values["monitoring"]["runbookBaseURL"]
+
+
 def test_alerts_follow_the_conventions() -> None:
     runbooks = RUNBOOKS.read_text()
     anchors = {
@@ -80,7 +88,7 @@ def test_alerts_follow_the_conventions() -> None:
         if group == PER_DAEMONJOB_GROUP:
             assert "{{ $labels.namespace }}/{{ $labels.name }}" in ann["description"], name
         url = ann["runbook_url"]
-        assert url == f"docs/runbooks.md#{name.lower()}", name
+        assert url == f"{RUNBOOK_BASE}#{name.lower()}", name
         assert name.lower() in anchors, f"docs/runbooks.md has no section '## {name}'"
         section = runbooks.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
         assert "kubectl" in section, f"the runbook of {name} names no command to run"

@@ -435,9 +435,9 @@ def test_controller_help_lists_release_nodes_and_every_flags_default() -> None:
         assert words in flat, words
 
 
-def test_readme_lists_every_controller_flag() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Flags of `daemonjob-controller`") : readme.index("### What each server reads")]
+def test_the_flags_page_lists_every_controller_flag() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations" / "flags.md").read_text()
+    section = page[page.index("# Flags of `daemonjob-controller`") : page.index("## What each server reads")]
     flags = [o for a in cli.parser()._actions for o in a.option_strings if o not in ("-h", "--help", "--version")]
     assert [f for f in flags if f"`{f}`" not in section] == []
 

@@ -117,10 +117,11 @@ def test_tables_without_headers_size_their_columns_by_the_rows() -> None:
     assert "NODE" not in stream.getvalue() and "node-22" in stream.getvalue()
 
 
-def test_readme_command_table_is_made_from_the_parsers_help() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    assert commandtable.rewrite(readme, build_parser()) == readme, (
-        "the README's kubectl daemonjob command table is stale: python -m daemonjob.kubectl.commandtable README.md"
+def test_the_guides_command_table_is_made_from_the_parsers_help() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "kubectl.md").read_text(encoding="utf-8")
+    assert commandtable.rewrite(page, build_parser()) == page, (
+        "the kubectl daemonjob command table of docs/guides/kubectl.md is stale: "
+        "python -m daemonjob.kubectl.commandtable docs/guides/kubectl.md"
     )
 
 
