@@ -1,4 +1,4 @@
-"""The flags of the cluster's disruption budget (domain/disruption.py), checked as they are read."""
+"""The flags of the cluster's disruption budget (domain/nodework/disruption.py), checked as they are read."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 import re
 
 from daemonjob import defaults
-from daemonjob.domain.disruption import protected_matcher
-from daemonjob.domain.selectors import InvalidSelector
+from daemonjob.domain.nodework.disruption import protected_matcher
+from daemonjob.domain.spec.selectors import InvalidSelector
 
 __all__ = ["add_flags"]
 

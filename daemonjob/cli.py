@@ -21,16 +21,16 @@ import structlog
 
 from daemonjob import __version__, budgetflags, defaults, flagtypes, logsetup, release
 from daemonjob.admission import webhook as admission
-from daemonjob.controller.configmaps import ConfigMapLimits
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.cordonstop import LeaseStop
-from daemonjob.controller.events import EventRecorder
-from daemonjob.controller.fence import Fence
-from daemonjob.controller.limitermetrics import MeasuredLimiter
-from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
-from daemonjob.controller.metrics import Metrics
-from daemonjob.controller.turnseal import TurnSeal, load_key
-from daemonjob.domain.jobs import API_VERSION, GROUP
+from daemonjob.controller.metrics.limiter import MeasuredLimiter
+from daemonjob.controller.metrics.metrics import Metrics
+from daemonjob.controller.nodework.cordonstop import LeaseStop
+from daemonjob.controller.nodework.options import NodeMaintenanceOptions
+from daemonjob.controller.runtime.configmaps import ConfigMapLimits
+from daemonjob.controller.runtime.events import EventRecorder
+from daemonjob.controller.runtime.fence import Fence
+from daemonjob.controller.runtime.turnseal import TurnSeal, load_key
+from daemonjob.controller.wiring.controller import Controller
+from daemonjob.domain.jobs.contract import API_VERSION, GROUP
 from daemonjob.machinery.clock import RealClock
 from daemonjob.machinery.gcpolicy import FreezeSurvivors
 from daemonjob.machinery.kube import ApiError, ConfigError, Kube

@@ -42,7 +42,7 @@ EXPECTATIONS_TTL = 300.0  # seconds, as the DaemonSet controller
 EXPECTATIONS_DEADLINE = 15.0
 EXPECTATIONS_RECHECK = 5.0
 # A node's Job seen deleted is remembered this long (seconds) for its next attempt's name; the
-# DaemonJob's status records that attempt in the next pass (daemonjob/domain/attempts.py).
+# DaemonJob's status records that attempt in the next pass (daemonjob/domain/jobs/attempts.py).
 DELETED_JOBS_TTL = 3600.0
 # A Job in another namespace carrying a DaemonJob's uid is logged once per Job uid: that many
 # remembered, each this long (seconds), so a flood of them is logged (and counted) a bounded number of times.
@@ -107,7 +107,7 @@ RETRY_PERIOD = 2.0
 LEADER_ELECTION_JITTER = 0.2  # a stand-by retries every RETRY_PERIOD * (1 + [0, JITTER))
 LEADER_ELECTION_ID = "daemonjob-controller"
 # The Secret in the controller's namespace (the Lease's) holding the key that seals a node turn's
-# boot ID and verdict on its Job (controller/turnseal.py); made by the controller on first start.
+# boot ID and verdict on its Job (controller/runtime/turnseal.py); made by the controller on first start.
 TURN_SEAL_SECRET = "daemonjob-turn-seal"
 # On SIGTERM, in-flight reconciles get this long before they are abandoned and the Lease is
 # released: well inside the lease, so a successor never acts while this process still writes.
@@ -234,7 +234,7 @@ START_TIMEOUT = timedelta(minutes=10)
 # A stuck start is confirmed by reading the Job's pods once; a Job already looked at is not
 # read again for this long (seconds) while the cache catches up with the mark written on it.
 START_CHECK_TTL = 60.0
-# Per-node results (daemonjob/domain/results.py, daemonjob/controller/results.py)
+# Per-node results (daemonjob/domain/results/noderesult.py, daemonjob/controller/results/recorder.py)
 RESULT_MESSAGE_BYTES = 4096  # a termination message is kept up to this (the kubelet's own bound)
 RESULT_CHUNK_BYTES = 900 * 1024  # results per report object, serialised: under 1 MiB with its metadata
 RESULT_APPEND_BYTES = 32 * 1024  # an append leaves a chunk at most this big: each costs the API server the whole object

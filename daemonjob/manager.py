@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import structlog
 
 from daemonjob import defaults
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.events import EventRecorder
-from daemonjob.controller.fence import Fence
-from daemonjob.controller.metrics import Metrics
+from daemonjob.controller.metrics.metrics import Metrics
+from daemonjob.controller.runtime.events import EventRecorder
+from daemonjob.controller.runtime.fence import Fence
+from daemonjob.controller.wiring.controller import Controller
 from daemonjob.machinery.gcpolicy import FreezeSurvivors
 from daemonjob.machinery.leaderelection import LeaderElector
 from daemonjob.machinery.serving import Server

@@ -31,12 +31,12 @@ from typing import Any
 import structlog
 
 from daemonjob import defaults, logsetup
-from daemonjob.controller.cordonstop import server_now, stop_cordons, stop_for
-from daemonjob.controller.nodecontrol import KubeNodeControl, NodeControl
-from daemonjob.controller.nodework import release_node
-from daemonjob.domain.jobs import API_VERSION, PLURAL, format_time
-from daemonjob.domain.maintenance import FINALIZER, has_finalizer
-from daemonjob.domain.noderecord import record_of
+from daemonjob.controller.nodework.cordonstop import server_now, stop_cordons, stop_for
+from daemonjob.controller.nodework.nodecontrol import KubeNodeControl, NodeControl
+from daemonjob.controller.nodework.work import release_node
+from daemonjob.domain.jobs.contract import API_VERSION, PLURAL, format_time
+from daemonjob.domain.nodework.maintenance import FINALIZER, has_finalizer
+from daemonjob.domain.nodework.noderecord import record_of
 from daemonjob.machinery.conflicts import retry_on_conflict
 from daemonjob.machinery.kube import ApiError, ConfigError, Kube, path_for
 

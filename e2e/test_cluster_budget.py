@@ -27,7 +27,7 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.domain.disruption import out_of_service
+from daemonjob.domain.nodework.disruption import out_of_service
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.kubelet import SimKubelet
 from daemonjob.testing.nodewatch import NodeWatcher

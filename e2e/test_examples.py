@@ -40,8 +40,8 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.domain.nodecheck import ANNOTATION_NODE_CHECK
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE
+from daemonjob.domain.nodework.nodecheck import ANNOTATION_NODE_CHECK
+from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.nodewatch import NodeWatcher
 from daemonjob.testing.simpod import ANNOTATION_DURATION, ANNOTATION_MESSAGES, ANNOTATION_OUTPUT

@@ -31,10 +31,10 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.domain.jobs import job_node, job_revision
-from daemonjob.domain.maintenance import FINALIZER
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, outcomes_of
-from daemonjob.domain.releases import ANNOTATION_RELEASE
+from daemonjob.domain.jobs.contract import job_node, job_revision
+from daemonjob.domain.nodework.maintenance import FINALIZER
+from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, outcomes_of
+from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE
 from daemonjob.kubectl import release
 from daemonjob.kubectl.cli import parse
 from daemonjob.kubectl.client import PluginError, Target

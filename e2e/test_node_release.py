@@ -19,15 +19,15 @@ import test_node_maintenance as maintenance
 from harness import CONTROLLER_NS, EXTERNAL, Cluster, Nodes, metric_value, sleep, wait_for
 from test_node_maintenance import _gone, _maintained, _uncordoned_without_record
 
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.cordonstop import STOP_ANNOTATION, stop_cordons
-from daemonjob.controller.informers import NODE_INDEXERS, Informers
-from daemonjob.controller.jobcontrol import KubeJobControl
-from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
-from daemonjob.controller.nodecontrol import KubeNodeControl
-from daemonjob.controller.transforms import node_transform
-from daemonjob.domain.maintenance import FINALIZER
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, record_of
+from daemonjob.controller.nodework.cordonstop import STOP_ANNOTATION, stop_cordons
+from daemonjob.controller.nodework.nodecontrol import KubeNodeControl
+from daemonjob.controller.nodework.options import NodeMaintenanceOptions
+from daemonjob.controller.runtime.informers import NODE_INDEXERS, Informers
+from daemonjob.controller.runtime.jobcontrol import KubeJobControl
+from daemonjob.controller.runtime.transforms import node_transform
+from daemonjob.controller.wiring.controller import Controller
+from daemonjob.domain.nodework.maintenance import FINALIZER
+from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, record_of
 from daemonjob.machinery.frozen import freeze
 from daemonjob.machinery.informer import Informer
 from daemonjob.machinery.kube import PATCH_MERGE, Kube, path_for

@@ -27,7 +27,7 @@ from harness import (
 )
 
 from daemonjob.domain.gates.health import NODE_NOT_BACK, NODE_UNHEALTHY, WAITING_FOR_NODE_HEALTH
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE
+from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.nodewatch import NodeWatcher
 from daemonjob.testing.simpod import ANNOTATION_READY

@@ -12,7 +12,7 @@ under the same name at once is left without a pod by the Job controller for 5 mi
 (kubernetes/kubernetes#131917): 22 of 150 rounds (6, 9 and 7 in three runs) stalled so
 when the name was reused at once, and a fixed 2 s wait before reusing it still failed under
 load; a node's Job re-created after a delete now takes the next attempt's name
-(daemonjob/domain/attempts.py), so every deleted Job's successor must also have a name of
+(daemonjob/domain/jobs/attempts.py), so every deleted Job's successor must also have a name of
 its own.
 """
 
@@ -41,7 +41,7 @@ from harness import (
     job_node,
 )
 
-from daemonjob.domain.jobs import API_VERSION
+from daemonjob.domain.jobs.contract import API_VERSION
 from daemonjob.machinery.informer import Informer
 from daemonjob.machinery.kube import ApiError, path_for
 

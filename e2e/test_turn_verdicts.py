@@ -28,10 +28,10 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.controller.turnseal import ANNOTATION_NODE_CHECK_SEAL
+from daemonjob.controller.runtime.turnseal import ANNOTATION_NODE_CHECK_SEAL
 from daemonjob.domain.gates.health import NODE_UNHEALTHY, WAITING_FOR_NODE_HEALTH
-from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE
+from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
+from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.kube import PATCH_MERGE, Kube, path_for
 from daemonjob.testing.controllerusers import CONTROLLER_NAMESPACE
 from daemonjob.testing.simpod import ANNOTATION_READY

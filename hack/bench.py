@@ -47,8 +47,8 @@ from typing import Any
 import benchlib
 import urllib3
 
-from daemonjob.domain.jobs import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME, PLURAL, job_run
-from daemonjob.domain.schedule import ANNOTATION_RUN_NOW
+from daemonjob.domain.jobs.contract import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME, PLURAL, job_run
+from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, free_port
 from daemonjob.testing.jobcontroller import SimJobController

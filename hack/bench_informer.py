@@ -23,9 +23,9 @@ from typing import Any
 
 import benchlib
 
-from daemonjob.controller.informers import JOB_INDEXERS
-from daemonjob.controller.transforms import job_transform, node_transform
-from daemonjob.domain.jobs import (
+from daemonjob.controller.runtime.informers import JOB_INDEXERS
+from daemonjob.controller.runtime.transforms import job_transform, node_transform
+from daemonjob.domain.jobs.contract import (
     ANNOTATION_NODE,
     API_VERSION,
     KIND,

@@ -21,9 +21,9 @@ from typing import Any
 
 import orjson
 
-from daemonjob.controller.informers import JOB_INDEXERS
-from daemonjob.controller.jobdecode import decode_job_event
-from daemonjob.controller.transforms import job_transform
+from daemonjob.controller.runtime.informers import JOB_INDEXERS
+from daemonjob.controller.runtime.jobdecode import decode_job_event
+from daemonjob.controller.runtime.transforms import job_transform
 from daemonjob.machinery.informer import Informer
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob

@@ -57,9 +57,9 @@ class Meter:
 def run_one(args: argparse.Namespace) -> dict[str, Any]:
     """One size, in this process; the figures as a dict."""
     from daemonjob import logsetup
-    from daemonjob.controller.controller import Controller
-    from daemonjob.controller.events import EventRecorder
-    from daemonjob.controller.metrics import Metrics
+    from daemonjob.controller.metrics.metrics import Metrics
+    from daemonjob.controller.runtime.events import EventRecorder
+    from daemonjob.controller.wiring.controller import Controller
     from daemonjob.machinery.clock import RealClock
     from daemonjob.machinery.gcpolicy import FreezeSurvivors
     from daemonjob.machinery.malloc import limit_malloc_arenas

@@ -34,9 +34,9 @@ from typing import Any
 import daemonjob
 import daemonjob.cli
 from daemonjob import logsetup
-from daemonjob.controller.controller import Controller
-from daemonjob.domain.jobs import API_VERSION, KIND, build_job
-from daemonjob.domain.revision import template_revision
+from daemonjob.controller.wiring.controller import Controller
+from daemonjob.domain.jobs.contract import API_VERSION, KIND, build_job
+from daemonjob.domain.spec.revision import template_revision
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.malloc import limit_malloc_arenas
 from daemonjob.testing.fakes import FakeJobControl, fake_informers

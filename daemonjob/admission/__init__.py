@@ -1,5 +1,5 @@
 """The validating admission webhook: DaemonJobs refused at `kubectl apply` by the controller's own rules.
 
-`review` answers AdmissionReviews with the rule book of `domain/validate.py`;
+`review` answers AdmissionReviews with the rule book of `domain/spec/validate.py`;
 `certificates` keeps the serving certificate and the webhook configuration's CA bundle.
 """

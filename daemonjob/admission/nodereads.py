@@ -8,7 +8,7 @@ namespace users normally cannot. The webhook lets an entry through when its key 
 cluster operator's allow-list (`--node-parameter-keys`: exact keys, or `prefix/*`), else only
 when the requester may `get nodes` themselves (a SubjectAccessReview, the same reviewer,
 cache and limits as node powers, powers.py). `daemonjob.io/` keys are refused to everyone
-by the rule book (domain/nodeparams.py), before this.
+by the rule book (domain/spec/nodeparams.py), before this.
 
 When: as for node powers, on a create, and on every update of a DaemonJob whose entries read
 keys outside the allow-list, except one that only changes finalizers or ownerReferences: a
@@ -26,10 +26,10 @@ from typing import Any
 import structlog
 
 from daemonjob.admission.powers import AccessReviewer, AccessReviewsThrottled, Permission, beyond_gc_fields
-from daemonjob.domain.nodeparams import LABEL, PATH, NodeParameter
-from daemonjob.domain.problems import Problem, show
-from daemonjob.domain.selectors import InvalidSelector, validate_label_key
-from daemonjob.domain.validate import read_spec
+from daemonjob.domain.spec.nodeparams import LABEL, PATH, NodeParameter
+from daemonjob.domain.spec.problems import Problem, show
+from daemonjob.domain.spec.selectors import InvalidSelector, validate_label_key
+from daemonjob.domain.spec.validate import read_spec
 
 __all__ = ["AllowedKeys", "GET_NODES", "NODE_READ_MISSING", "allowed_keys", "node_reads_problems", "unallowed"]
 

@@ -41,9 +41,9 @@ import structlog
 from cachetools import LRUCache, TTLCache
 
 from daemonjob import defaults
-from daemonjob.domain.maintenancespec import PATH
-from daemonjob.domain.spec import DaemonJobSpec
-from daemonjob.domain.validate import Problem, read_spec
+from daemonjob.domain.spec.maintenancespec import PATH
+from daemonjob.domain.spec.spec import DaemonJobSpec
+from daemonjob.domain.spec.validate import Problem, read_spec
 from daemonjob.machinery.clock import Clock
 from daemonjob.machinery.kube import Kube
 from daemonjob.machinery.ratelimit import TokenBucket

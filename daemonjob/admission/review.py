@@ -34,11 +34,11 @@ from typing import Any
 import structlog
 
 from daemonjob.admission.dryrun import REFUSED_BY_CLUSTER, DryRun, changes_what_runs
-from daemonjob.domain.allowance import maintenance_refusal
-from daemonjob.domain.jobs import GROUP, KIND
-from daemonjob.domain.spec import DaemonJobSpec
-from daemonjob.domain.validate import Problem, validate
-from daemonjob.domain.warnings import no_effect
+from daemonjob.domain.jobs.contract import GROUP, KIND
+from daemonjob.domain.nodework.allowance import maintenance_refusal
+from daemonjob.domain.spec.spec import DaemonJobSpec
+from daemonjob.domain.spec.validate import Problem, validate
+from daemonjob.domain.spec.warnings import no_effect
 
 log = structlog.get_logger("daemonjob.admission")
 
@@ -173,7 +173,7 @@ def decide(
 
 
 def _warned(response: dict[str, Any], idle: list[str]) -> dict[str, Any]:
-    """`response` with the warnings of settings that do nothing (domain/warnings.py) after its own."""
+    """`response` with the warnings of settings that do nothing (domain/spec/warnings.py) after its own."""
     if idle:
         response["warnings"] = [*response.get("warnings", ()), *idle][:WARNINGS_MAX]
     return response

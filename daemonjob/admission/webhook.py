@@ -25,7 +25,7 @@ from daemonjob.admission.dryrun import ClusterDryRun
 from daemonjob.admission.nodereads import allowed_keys, node_reads_problems
 from daemonjob.admission.powers import CachedAccessReviewer, KubeAccessReviewer, powers_problems
 from daemonjob.admission.review import OPERATIONS, handle
-from daemonjob.domain.validate import Problem
+from daemonjob.domain.spec.validate import Problem
 from daemonjob.machinery.kube import Kube
 from daemonjob.machinery.serving import Server, Upload
 

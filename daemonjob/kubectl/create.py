@@ -12,10 +12,10 @@ import argparse
 import re
 from typing import Any
 
-from daemonjob.domain.jobs import API_VERSION, KIND
-from daemonjob.domain.selectors import InvalidSelector, parse_selector_text
-from daemonjob.domain.validate import problems_of
-from daemonjob.domain.warnings import no_effect
+from daemonjob.domain.jobs.contract import API_VERSION, KIND
+from daemonjob.domain.spec.selectors import InvalidSelector, parse_selector_text
+from daemonjob.domain.spec.validate import problems_of
+from daemonjob.domain.spec.warnings import no_effect
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.client import PluginError
 from daemonjob.machinery.kube import path_for

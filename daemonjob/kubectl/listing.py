@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.jobs import API_VERSION, parse_time
-from daemonjob.domain.validate import read_spec
+from daemonjob.domain.jobs.contract import API_VERSION, parse_time
+from daemonjob.domain.spec.validate import read_spec
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.nodes import current_run
 from daemonjob.kubectl.timefmt import human_duration

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
-from daemonjob.domain.jobs import (
+from daemonjob.domain.jobs.contract import (
     ACTIVE,
     ANNOTATION_START_FAILURE,
     FAILED,
@@ -24,7 +24,7 @@ from daemonjob.domain.jobs import (
     job_state,
     parse_time,
 )
-from daemonjob.domain.nodecheck import turn_shown
+from daemonjob.domain.nodework.nodecheck import turn_shown
 
 __all__ = ["PENDING", "INELIGIBLE", "STATES", "NodeRow", "job_row", "pods_by_job", "retrying_row"]
 

@@ -12,14 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.eligibility import (
-    NOT_READY,
-    NOT_SELECTED,
-    TAINTED,
-    InvalidSpec,
-    compile_eligibility,
-)
-from daemonjob.domain.jobs import (
+from daemonjob.domain.jobs.contract import (
     ACTIVE,
     FAILED,
     LABEL_REVISION,
@@ -29,10 +22,17 @@ from daemonjob.domain.jobs import (
     job_created,
     job_node,
 )
-from daemonjob.domain.maintenancespec import ON_TIMEOUT_FAIL, ON_TIMEOUT_SKIP
-from daemonjob.domain.noderecord import outcomes_of, record_of
-from daemonjob.domain.revision import template_revision
-from daemonjob.domain.validate import read_spec
+from daemonjob.domain.nodework.noderecord import outcomes_of, record_of
+from daemonjob.domain.spec.eligibility import (
+    NOT_READY,
+    NOT_SELECTED,
+    TAINTED,
+    InvalidSpec,
+    compile_eligibility,
+)
+from daemonjob.domain.spec.maintenancespec import ON_TIMEOUT_FAIL, ON_TIMEOUT_SKIP
+from daemonjob.domain.spec.revision import template_revision
+from daemonjob.domain.spec.validate import read_spec
 from daemonjob.kubectl.noderow import (
     INELIGIBLE,
     PENDING,

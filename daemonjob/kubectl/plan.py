@@ -1,6 +1,6 @@
 """`plan NAME` / `plan -f FILE`: what the DaemonJob would do on the cluster as it is now.
 
-The answer is the domain's (domain/preview.py, over `decide` itself); this reads what it
+The answer is the domain's (domain/preview/preview.py, over `decide` itself); this reads what it
 needs with a few lists, never a request per node: the Nodes, the DaemonJob's Jobs, and only
 when the spec asks for them the other DaemonJobs of the namespace with their Jobs (exclusion
 group, spec.after) and every pod and PodDisruptionBudget (a drain). A file is first put to
@@ -24,12 +24,8 @@ from typing import Any
 import yaml
 
 from daemonjob.admission import review
-from daemonjob.controller.alertpoller import AlertPoller
-from daemonjob.domain.allowance import NODE_MAINTENANCE_NOT_ALLOWED
-from daemonjob.domain.decide import decide
-from daemonjob.domain.disruption import disruption_of
-from daemonjob.domain.inputs import DecisionInput, FiringAlerts
-from daemonjob.domain.jobs import (
+from daemonjob.controller.passes.alertpoller import AlertPoller
+from daemonjob.domain.jobs.contract import (
     ACTIVE,
     API_VERSION,
     GROUP,
@@ -45,12 +41,16 @@ from daemonjob.domain.jobs import (
     job_run,
     job_state,
 )
-from daemonjob.domain.keptplan import KeptPlan
-from daemonjob.domain.orderview import done_view, order_input
-from daemonjob.domain.preview import Preview, PreviewInput, preview, with_applied
-from daemonjob.domain.spec import DaemonJobSpec
-from daemonjob.domain.validate import read_spec
-from daemonjob.domain.warnings import no_effect
+from daemonjob.domain.nodework.allowance import NODE_MAINTENANCE_NOT_ALLOWED
+from daemonjob.domain.nodework.disruption import disruption_of
+from daemonjob.domain.order.view import done_view, order_input
+from daemonjob.domain.preview.preview import Preview, PreviewInput, preview, with_applied
+from daemonjob.domain.rollout.decide import decide
+from daemonjob.domain.rollout.inputs import DecisionInput, FiringAlerts
+from daemonjob.domain.rollout.keptplan import KeptPlan
+from daemonjob.domain.spec.spec import DaemonJobSpec
+from daemonjob.domain.spec.validate import read_spec
+from daemonjob.domain.spec.warnings import no_effect
 from daemonjob.kubectl import client, output, planview, results
 from daemonjob.kubectl.client import PluginError, Target, bulk_decoding
 from daemonjob.machinery.kube import ApiError, path_for
@@ -218,7 +218,7 @@ def make_plan(
 ) -> tuple[Preview, list[str], list[str]]:
     """The plan of the applied DaemonJob `name`, or of the one in file `path`; the
     webhook's refusal of that file (empty: it would be let in); and its warnings of
-    settings that have no effect (domain/warnings.py). `prometheus_url`: where the
+    settings that have no effect (domain/spec/warnings.py). `prometheus_url`: where the
     controller reads the alerts of spec.rollout.haltOnAlerts (None: taken as none firing);
     `budget`: the controller's --max-unavailable-nodes and --protected-node-selector."""
     new = load_file(path) if path is not None else None

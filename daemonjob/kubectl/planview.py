@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from daemonjob.domain.previewreport import SKIPPED, NodeLine, Preview
+from daemonjob.domain.preview.report import SKIPPED, NodeLine, Preview
 from daemonjob.kubectl import output
 
 HEADERS = ("NODE", "STATE", "WAVE", "WHY", "DETAIL")

@@ -13,7 +13,7 @@ import argparse
 from typing import Any
 
 from daemonjob.domain.gates import ANNOTATION_PROMOTE
-from daemonjob.domain.jobs import API_VERSION
+from daemonjob.domain.jobs.contract import API_VERSION
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
 from daemonjob.machinery.kube import path_for

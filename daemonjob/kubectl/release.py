@@ -2,7 +2,7 @@
 after their Job failed (spec.nodeMaintenance.keepFailedCordoned).
 
 The controller holds the node's record, so it does the uncordon: this writes the request,
-the `daemonjob.io/release` annotation (domain/releases.py), naming each node with the cordon
+the `daemonjob.io/release` annotation (domain/nodework/releases.py), naming each node with the cordon
 it ends (its record's `since`), as `promote` and `run-now` write theirs. A node that carries
 no record of this DaemonJob, or one held for a Job that has not failed (released when that Job
 ends), is refused by name and nothing is written. Entries whose cordon has ended already
@@ -16,9 +16,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from daemonjob.domain.jobs import API_VERSION
-from daemonjob.domain.noderecord import NodeRecord, record_of
-from daemonjob.domain.releases import ANNOTATION_RELEASE, release_requests, release_text
+from daemonjob.domain.jobs.contract import API_VERSION
+from daemonjob.domain.nodework.noderecord import NodeRecord, record_of
+from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_requests, release_text
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
 from daemonjob.machinery.conflicts import retry_on_conflict

@@ -15,7 +15,7 @@ import argparse
 import sys
 from datetime import datetime, timezone
 
-from daemonjob.domain.jobs import API_VERSION, FAILED, SUCCEEDED, format_time
+from daemonjob.domain.jobs.contract import API_VERSION, FAILED, SUCCEEDED, format_time
 from daemonjob.kubectl import client
 from daemonjob.kubectl.nodes import NodeRow
 from daemonjob.kubectl.output import is_terminal

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from daemonjob import defaults
-from daemonjob.domain.jobs import API_VERSION, FAILED, LABEL_NAME, parse_time
-from daemonjob.domain.outcomes import Group, Outcomes
-from daemonjob.domain.reports import LABEL_ROLLOUT, PLURAL
-from daemonjob.domain.results import rollout_key
+from daemonjob.domain.jobs.contract import API_VERSION, FAILED, LABEL_NAME, parse_time
+from daemonjob.domain.results.noderesult import rollout_key
+from daemonjob.domain.results.outcomes import Group, Outcomes
+from daemonjob.domain.results.reports import LABEL_ROLLOUT, PLURAL
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.timefmt import between
 from daemonjob.machinery.kube import ApiError, path_for

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.jobs import API_VERSION
-from daemonjob.domain.schedule import ANNOTATION_RUN_NOW
-from daemonjob.domain.validate import read_spec
+from daemonjob.domain.jobs.contract import API_VERSION
+from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW
+from daemonjob.domain.spec.validate import read_spec
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
 from daemonjob.kubectl.timefmt import parse_duration

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from daemonjob.domain.jobs import API_VERSION
-from daemonjob.domain.validate import read_spec
+from daemonjob.domain.jobs.contract import API_VERSION
+from daemonjob.domain.spec.validate import read_spec
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
 from daemonjob.machinery.conflicts import retry_on_conflict

@@ -1,6 +1,6 @@
 """The memo of the caches: values derived from a frozen object, kept on the object itself.
 
-The domain reads it through its `Memo` protocol (`daemonjob.domain.memo`); a new version of
+The domain reads it through its `Memo` protocol (`daemonjob.domain.shared.memo`); a new version of
 an object is a new object, so a kept value never goes stale.
 """
 

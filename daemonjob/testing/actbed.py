@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from daemonjob.controller.controller import Controller
-from daemonjob.domain.jobs import format_time
+from daemonjob.controller.wiring.controller import Controller
+from daemonjob.domain.jobs.contract import format_time
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.frozen import thaw
 from daemonjob.testing.builders import node

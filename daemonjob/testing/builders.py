@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemonjob.domain.jobs import API_VERSION, KIND, build_job
-from daemonjob.domain.revision import template_revision
-from daemonjob.domain.validate import read_spec
+from daemonjob.domain.jobs.contract import API_VERSION, KIND, build_job
+from daemonjob.domain.spec.revision import template_revision
+from daemonjob.domain.spec.validate import read_spec
 
 __all__ = ["NS", "NAME", "UID", "EARLIER", "daemonjob", "job_template", "revision_of", "job", "node", "nodes"]
 

@@ -9,17 +9,17 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import Any
 
-from daemonjob.domain.decide import Decision, decide
-from daemonjob.domain.disruption import Disruption
-from daemonjob.domain.eligibility import Eligibility
-from daemonjob.domain.inputs import ApiTroubles, ConfigMapsRead, DecisionInput, FiringAlerts
-from daemonjob.domain.jobs import format_time
-from daemonjob.domain.keptplan import KeptPlan
-from daemonjob.domain.maintenance import MaintenanceInput
-from daemonjob.domain.memo import Memo, no_memo
-from daemonjob.domain.nodecheck import HealthInput
-from daemonjob.domain.order import OrderInput
-from daemonjob.domain.recorded import standin_of
+from daemonjob.domain.jobs.contract import format_time
+from daemonjob.domain.nodework.disruption import Disruption
+from daemonjob.domain.nodework.maintenance import MaintenanceInput
+from daemonjob.domain.nodework.nodecheck import HealthInput
+from daemonjob.domain.order.rules import OrderInput
+from daemonjob.domain.results.recorded import standin_of
+from daemonjob.domain.rollout.decide import Decision, decide
+from daemonjob.domain.rollout.inputs import ApiTroubles, ConfigMapsRead, DecisionInput, FiringAlerts
+from daemonjob.domain.rollout.keptplan import KeptPlan
+from daemonjob.domain.shared.memo import Memo, no_memo
+from daemonjob.domain.spec.eligibility import Eligibility
 
 __all__ = ["Given", "decide_over", "apply"]
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemonjob.controller.informers import DAEMONJOB_INDEXERS, JOB_INDEXERS, NODE_INDEXERS, Informers
-from daemonjob.controller.transforms import job_transform, node_transform
-from daemonjob.controller.turnseal import TurnSeal
+from daemonjob.controller.runtime.informers import DAEMONJOB_INDEXERS, JOB_INDEXERS, NODE_INDEXERS, Informers
+from daemonjob.controller.runtime.transforms import job_transform, node_transform
+from daemonjob.controller.runtime.turnseal import TurnSeal
 from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.informer import Handlers, Tombstone
 from daemonjob.machinery.kube import ApiError

@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
-from daemonjob.controller.resultstore import POD_JOB_LABEL
-from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME
-from daemonjob.domain.reports import PLURAL as REPORTS
+from daemonjob.controller.results.store import POD_JOB_LABEL
+from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME
+from daemonjob.domain.results.reports import PLURAL as REPORTS
 from daemonjob.machinery.watchstream import Decode
 from daemonjob.testing.memapi import Answer, MemStream, Request, Watches, status_error
 from daemonjob.testing.simjobs import CREATED, JobTemplate, api_time, as_served, job_uid, node_index, node_name, of_uid

@@ -25,9 +25,9 @@ import pytest
 from installtools import CHART, NAMESPACE, helm_env, run
 from test_helm_cluster import CRD, DJ_API, deployment_args, service_account_kubeconfig
 
-from daemonjob.controller.cordonstop import STOP_ANNOTATION, stopped_until
-from daemonjob.domain.maintenance import FINALIZER
-from daemonjob.domain.noderecord import record_of
+from daemonjob.controller.nodework.cordonstop import STOP_ANNOTATION, stopped_until
+from daemonjob.domain.nodework.maintenance import FINALIZER
+from daemonjob.domain.nodework.noderecord import record_of
 from daemonjob.machinery.kube import PATCH_MERGE, PATCH_STRATEGIC, ApiError, Kube, path_for
 from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster

@@ -32,7 +32,7 @@ from installtools import NAMESPACE, ROOT, bin_dir
 from test_helm_cluster import CRD, DJ_API, WEBHOOK_CONFIGURATION, WEBHOOKS, service_account_kubeconfig
 from test_helm_node_release import BINDING, controller, finalizers, gone, held, maintained, released
 
-from daemonjob.domain.maintenance import FINALIZER
+from daemonjob.domain.nodework.maintenance import FINALIZER
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.kubelet import NodeSpec, SimKubelet

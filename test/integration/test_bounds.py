@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from daemonjob import defaults
-from daemonjob.controller.configmaps import ConfigMapLimits
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.events import EventRecorder
-from daemonjob.domain.validate import SHOWN_VALUE_MAX
+from daemonjob.controller.runtime.configmaps import ConfigMapLimits
+from daemonjob.controller.runtime.events import EventRecorder
+from daemonjob.controller.wiring.controller import Controller
+from daemonjob.domain.spec.validate import SHOWN_VALUE_MAX
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster

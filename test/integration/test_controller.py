@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.metrics import Metrics
+from daemonjob.controller.metrics.metrics import Metrics
+from daemonjob.controller.wiring.controller import Controller
 from daemonjob.machinery.kube import PATCH_STRATEGIC, Kube, path_for
 from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster

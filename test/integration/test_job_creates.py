@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from daemonjob.controller.jobcontrol import KubeJobControl
-from daemonjob.domain.jobs import build_job
+from daemonjob.controller.runtime.jobcontrol import KubeJobControl
+from daemonjob.domain.jobs.contract import build_job
 from daemonjob.machinery.kube import ApiError, Kube, path_for
 from daemonjob.testing.builders import daemonjob
 

@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 import yaml
 
-from daemonjob.controller.controller import Controller
-from daemonjob.domain.jobs import LABEL_NAME, job_node, job_state
+from daemonjob.controller.wiring.controller import Controller
+from daemonjob.domain.jobs.contract import LABEL_NAME, job_node, job_state
 from daemonjob.machinery.kube import Kube, path_for
 from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster

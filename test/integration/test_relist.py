@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.metrics import Metrics
-from daemonjob.controller.transforms import job_transform
-from daemonjob.domain.jobs import LABEL_NAME
+from daemonjob.controller.metrics.metrics import Metrics
+from daemonjob.controller.runtime.transforms import job_transform
+from daemonjob.controller.wiring.controller import Controller
+from daemonjob.domain.jobs.contract import LABEL_NAME
 from daemonjob.machinery.clock import RealClock
 from daemonjob.machinery.informer import Backoff, Handlers, Informer, InformerHooks
 from daemonjob.machinery.kube import PATCH_STRATEGIC, Kube, path_for

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.informers import Informers
-from daemonjob.controller.jobcontrol import KubeJobControl
+from daemonjob.controller.runtime.informers import Informers
+from daemonjob.controller.runtime.jobcontrol import KubeJobControl
+from daemonjob.controller.wiring.controller import Controller
 from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog
 from daemonjob.testing.builders import daemonjob, job_template

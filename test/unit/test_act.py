@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from daemonjob.controller import controller as controller_module
-from daemonjob.controller.controller import ReconcileError
-from daemonjob.controller.jobcontrol import NotLeader
-from daemonjob.controller.report import deferrable
-from daemonjob.domain.decide import Decision, decide
-from daemonjob.domain.inputs import ApiTroubles, DecisionInput
-from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_NAME, build_job
-from daemonjob.domain.revision import template_revision
+from daemonjob.controller.passes.report import deferrable
+from daemonjob.controller.runtime.jobcontrol import NotLeader
+from daemonjob.controller.wiring import controller as controller_module
+from daemonjob.controller.wiring.controller import ReconcileError
+from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, build_job
+from daemonjob.domain.rollout.decide import Decision, decide
+from daemonjob.domain.rollout.inputs import ApiTroubles, DecisionInput
+from daemonjob.domain.spec.revision import template_revision
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob, node, revision_of
 from daemonjob.testing.fakes import api_error

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from daemonjob import defaults
-from daemonjob.controller.controller import ReconcileError
-from daemonjob.controller.order import OrderIndex
-from daemonjob.domain.jobs import format_time, job_node
+from daemonjob.controller.order.index import OrderIndex
+from daemonjob.controller.wiring.controller import ReconcileError
+from daemonjob.domain.jobs.contract import format_time, job_node
 from daemonjob.machinery.frozen import thaw
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob, node

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.history import HistoryCleaner
-from daemonjob.controller.metrics import Metrics
-from daemonjob.domain.actions import DeleteJob
-from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node
-from daemonjob.domain.plan import HISTORY
-from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, tick_run_id
+from daemonjob.controller.metrics.metrics import Metrics
+from daemonjob.controller.passes.history import HistoryCleaner
+from daemonjob.controller.wiring.controller import Controller
+from daemonjob.domain.jobs.contract import LABEL_RUN, format_time, job_node
+from daemonjob.domain.rollout.actions import DeleteJob
+from daemonjob.domain.rollout.plan import HISTORY
+from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW, SKIP_FORBID, tick_run_id
 from daemonjob.machinery.clock import FAKE_WALL_START
 from daemonjob.testing import builders
 from daemonjob.testing.actbed import ActBed

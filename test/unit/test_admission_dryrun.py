@@ -21,10 +21,10 @@ from daemonjob.admission.dryrun import (
     representative_node,
 )
 from daemonjob.admission.review import decide
-from daemonjob.domain.jobs import ANNOTATION_NODE
-from daemonjob.domain.problems import Problem
-from daemonjob.domain.spec import DaemonJobSpec
-from daemonjob.domain.validate import read_spec
+from daemonjob.domain.jobs.contract import ANNOTATION_NODE
+from daemonjob.domain.spec.problems import Problem
+from daemonjob.domain.spec.spec import DaemonJobSpec
+from daemonjob.domain.spec.validate import read_spec
 from daemonjob.machinery.kube import ApiError
 from daemonjob.testing.builders import daemonjob, node
 

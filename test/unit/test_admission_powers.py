@@ -159,7 +159,7 @@ def test_a_grace_period_of_zero_is_refused_at_apply_time() -> None:
 
 
 def test_a_release_request_takes_the_power_to_uncordon_oneself() -> None:
-    from daemonjob.domain.releases import ANNOTATION_RELEASE, release_text
+    from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_text
 
     before = dj(nodeMaintenance={**CORDON, "keepFailedCordoned": True})
     released = copy.deepcopy(before)

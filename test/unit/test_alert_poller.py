@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.controller.alertpoller import AlertPoller, AnswerTooLarge, parse_alerts, urllib3_get
+from daemonjob.controller.passes.alertpoller import AlertPoller, AnswerTooLarge, parse_alerts, urllib3_get
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob

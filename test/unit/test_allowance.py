@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from daemonjob import cli
-from daemonjob.domain.allowance import NODE_MAINTENANCE_NOT_ALLOWED, maintenance_refusal
+from daemonjob.domain.nodework.allowance import NODE_MAINTENANCE_NOT_ALLOWED, maintenance_refusal
 from daemonjob.testing.builders import daemonjob
 
 CORDON = {"cordon": True}

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.actions import CreateJob
-from daemonjob.domain.attempts import DeletedJobs, assign, next_attempt, recorded_attempts, rollout_of
-from daemonjob.domain.decide import decide
-from daemonjob.domain.inputs import DecisionInput
-from daemonjob.domain.jobs import LABEL_ATTEMPT, build_job, job_attempt
-from daemonjob.domain.keptplan import KeptPlan
-from daemonjob.domain.plan import JobView
-from daemonjob.domain.revision import NAME_MAX, job_name
+from daemonjob.domain.jobs.attempts import DeletedJobs, assign, next_attempt, recorded_attempts, rollout_of
+from daemonjob.domain.jobs.contract import LABEL_ATTEMPT, build_job, job_attempt
+from daemonjob.domain.rollout.actions import CreateJob
+from daemonjob.domain.rollout.decide import decide
+from daemonjob.domain.rollout.inputs import DecisionInput
+from daemonjob.domain.rollout.keptplan import KeptPlan
+from daemonjob.domain.rollout.plan import JobView
+from daemonjob.domain.spec.revision import NAME_MAX, job_name
 from daemonjob.testing.builders import daemonjob, job, node, nodes, revision_of
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from daemonjob.controller.jobcontrol import KubeJobControl
-from daemonjob.controller.resultstore import KubeResultStore
+from daemonjob.controller.results.store import KubeResultStore
+from daemonjob.controller.runtime.jobcontrol import KubeJobControl
 from daemonjob.machinery.kube import ApiError
 from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.memapi import MemKube

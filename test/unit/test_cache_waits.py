@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from daemonjob import defaults
-from daemonjob.controller.expectations import Expectations
-from daemonjob.domain.conditions import CacheWait, with_cache_wait
-from daemonjob.domain.jobs import LABEL_ATTEMPT, LABEL_REVISION
-from daemonjob.domain.revision import job_name
+from daemonjob.controller.runtime.expectations import Expectations
+from daemonjob.domain.jobs.contract import LABEL_ATTEMPT, LABEL_REVISION
+from daemonjob.domain.rollout.conditions import CacheWait, with_cache_wait
+from daemonjob.domain.spec.revision import job_name
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob, node

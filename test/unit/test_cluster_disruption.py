@@ -11,14 +11,14 @@ import pytest
 from prometheus_client import generate_latest
 
 from daemonjob import cli
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.disruption import ClusterDisruption
-from daemonjob.controller.informers import NODE_INDEXERS
-from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
-from daemonjob.controller.transforms import node_transform
-from daemonjob.domain.disruption import protected_matcher
-from daemonjob.domain.maintenance import Cordon
-from daemonjob.domain.noderecord import NodeRecord
+from daemonjob.controller.nodework.disruption import ClusterDisruption
+from daemonjob.controller.nodework.options import NodeMaintenanceOptions
+from daemonjob.controller.runtime.informers import NODE_INDEXERS
+from daemonjob.controller.runtime.transforms import node_transform
+from daemonjob.controller.wiring.controller import Controller
+from daemonjob.domain.nodework.disruption import protected_matcher
+from daemonjob.domain.nodework.maintenance import Cordon
+from daemonjob.domain.nodework.noderecord import NodeRecord
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.builders import daemonjob, node
 from daemonjob.testing.fakes import FakeInformer, FakeJobControl, FakeNodeControl, fake_informers

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemonjob.controller.configmaps import ConfigMapTracker
+from daemonjob.controller.runtime.configmaps import ConfigMapTracker
 from daemonjob.testing.fakes import FakeInformer
 
 
@@ -55,7 +55,7 @@ def test_a_missing_configmap_reads_as_synced_and_absent() -> None:
 def limited(
     per_daemonjob: int, total: int, per_namespace: int = 1000
 ) -> tuple[ConfigMapTracker, dict[tuple[str, str], FakeInformer], list[str]]:
-    from daemonjob.controller.configmaps import ConfigMapLimits
+    from daemonjob.controller.runtime.configmaps import ConfigMapLimits
 
     made: dict[tuple[str, str], FakeInformer] = {}
     woken: list[str] = []
@@ -68,7 +68,7 @@ def limited(
 
 
 def test_a_daemonjob_past_the_per_daemonjob_cap_gets_no_watch_and_a_reason_naming_the_cap() -> None:
-    from daemonjob.domain.configrefs import ConfigMapLimitExceeded
+    from daemonjob.domain.spec.configrefs import ConfigMapLimitExceeded
 
     tracker, made, _ = limited(per_daemonjob=3, total=100)
     tracker.track("ops/big", "ops", [f"c{i}" for i in range(4)])

@@ -5,15 +5,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from daemonjob.domain.configrefs import (
+from daemonjob.domain.spec.configrefs import (
     ConfigMapRef,
     config_revision,
     missing_configmaps,
     referenced_configmaps,
     revision_for,
 )
-from daemonjob.domain.revision import template_revision
-from daemonjob.domain.validate import read_spec
+from daemonjob.domain.spec.revision import template_revision
+from daemonjob.domain.spec.validate import read_spec
 from daemonjob.testing.builders import daemonjob
 
 POD: dict[str, Any] = {

@@ -13,14 +13,14 @@ import pytest
 import structlog
 
 from daemonjob import defaults
-from daemonjob.controller.cordonstop import STOP_ANNOTATION, stop_cordons
-from daemonjob.controller.keptdrains import KeptDrains
-from daemonjob.controller.nodework import NodeActs, release_node
-from daemonjob.controller.observe import Observation
-from daemonjob.controller.recordwrites import keep_node
-from daemonjob.domain.inputs import ConfigMapsRead
-from daemonjob.domain.maintenance import FINALIZER, Cordon, NodeWork
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
+from daemonjob.controller.nodework.cordonstop import STOP_ANNOTATION, stop_cordons
+from daemonjob.controller.nodework.keptdrains import KeptDrains
+from daemonjob.controller.nodework.recordwrites import keep_node
+from daemonjob.controller.nodework.work import NodeActs, release_node
+from daemonjob.controller.passes.observe import Observation
+from daemonjob.domain.nodework.maintenance import FINALIZER, Cordon, NodeWork
+from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
+from daemonjob.domain.rollout.inputs import ConfigMapsRead
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.kube import ApiError
 from daemonjob.release import release_all

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.decide import Decision
-from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_REVISION, build_job, format_time
-from daemonjob.domain.revision import job_name
+from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_REVISION, build_job, format_time
+from daemonjob.domain.rollout.decide import Decision
+from daemonjob.domain.spec.revision import job_name
 from daemonjob.testing import builders
 from daemonjob.testing.builders import job, job_template, node, nodes, revision_of
 from daemonjob.testing.decisions import Given, decide_over

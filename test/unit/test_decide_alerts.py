@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.decide import Decision
 from daemonjob.domain.gates import gate_in_force
-from daemonjob.domain.inputs import FiringAlerts
-from daemonjob.domain.validate import validate
+from daemonjob.domain.rollout.decide import Decision
+from daemonjob.domain.rollout.inputs import FiringAlerts
+from daemonjob.domain.spec.validate import validate
 from daemonjob.testing.builders import daemonjob, job, nodes
 from daemonjob.testing.decisions import Given, decide_over
 

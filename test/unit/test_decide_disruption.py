@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.decide import Decision
-from daemonjob.domain.disruption import Disruption, admit, out_of_service
-from daemonjob.domain.maintenance import MaintenanceInput
-from daemonjob.domain.selectors import compile_label_selector, parse_selector_text
+from daemonjob.domain.nodework.disruption import Disruption, admit, out_of_service
+from daemonjob.domain.nodework.maintenance import MaintenanceInput
+from daemonjob.domain.rollout.decide import Decision
+from daemonjob.domain.spec.selectors import compile_label_selector, parse_selector_text
 from daemonjob.testing.builders import NS, daemonjob, job_template, node
 from daemonjob.testing.decisions import Given, decide_over
 

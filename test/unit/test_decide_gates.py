@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.decide import Decision
-from daemonjob.domain.jobs import format_time
-from daemonjob.domain.validate import parse_duration, validate
+from daemonjob.domain.jobs.contract import format_time
+from daemonjob.domain.rollout.decide import Decision
+from daemonjob.domain.spec.validate import parse_duration, validate
 from daemonjob.testing.builders import daemonjob, job, nodes
 from daemonjob.testing.decisions import Given, decide_over
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from daemonjob.domain.allowance import NODE_MAINTENANCE_NOT_ALLOWED
-from daemonjob.domain.decide import Decision
-from daemonjob.domain.jobs import CORDON_TOLERATION, format_time
-from daemonjob.domain.maintenance import (
+from daemonjob.domain.jobs.contract import CORDON_TOLERATION, format_time
+from daemonjob.domain.nodework.allowance import NODE_MAINTENANCE_NOT_ALLOWED
+from daemonjob.domain.nodework.maintenance import (
     DRAIN_TIMED_OUT,
     JOB_FAILED,
     JOB_SUCCEEDED,
@@ -20,8 +19,9 @@ from daemonjob.domain.maintenance import (
     DrainProgress,
     MaintenanceInput,
 )
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
-from daemonjob.domain.releases import ANNOTATION_RELEASE, release_text
+from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
+from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_text
+from daemonjob.domain.rollout.decide import Decision
 from daemonjob.testing.builders import NS, UID, daemonjob, job, job_template, node, revision_of
 from daemonjob.testing.decisions import Given, decide_over
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.decide import Decision
-from daemonjob.domain.jobs import LABEL_REVISION, LABEL_TEMPLATE_HASH
-from daemonjob.domain.revision import template_revision
+from daemonjob.domain.jobs.contract import LABEL_REVISION, LABEL_TEMPLATE_HASH
+from daemonjob.domain.rollout.decide import Decision
+from daemonjob.domain.spec.revision import template_revision
 from daemonjob.testing import builders
 from daemonjob.testing.builders import EARLIER, job, job_template, node, nodes
 from daemonjob.testing.decisions import Given, decide_over

@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.decide import Decision
-from daemonjob.domain.order import OrderInput
-from daemonjob.domain.validate import validate
+from daemonjob.domain.order.rules import OrderInput
+from daemonjob.domain.rollout.decide import Decision
+from daemonjob.domain.spec.validate import validate
 from daemonjob.testing.builders import daemonjob, job, nodes
 from daemonjob.testing.decisions import Given, decide_over
 

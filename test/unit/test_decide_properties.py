@@ -10,15 +10,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemonjob.controller.transforms import job_transform, node_transform
-from daemonjob.domain.decide import Decision
-from daemonjob.domain.eligibility import InvalidSpec, compile_eligibility
-from daemonjob.domain.inputs import FiringAlerts
-from daemonjob.domain.jobs import build_job, format_time, job_node, job_revision, job_state, parse_time
-from daemonjob.domain.keptplan import KeptPlan
-from daemonjob.domain.plan import job_view
-from daemonjob.domain.revision import template_revision
-from daemonjob.domain.validate import parse_duration
+from daemonjob.controller.runtime.transforms import job_transform, node_transform
+from daemonjob.domain.jobs.contract import build_job, format_time, job_node, job_revision, job_state, parse_time
+from daemonjob.domain.rollout.decide import Decision
+from daemonjob.domain.rollout.inputs import FiringAlerts
+from daemonjob.domain.rollout.keptplan import KeptPlan
+from daemonjob.domain.rollout.plan import job_view
+from daemonjob.domain.spec.eligibility import InvalidSpec, compile_eligibility
+from daemonjob.domain.spec.revision import template_revision
+from daemonjob.domain.spec.validate import parse_duration
 from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.memo import object_memo
 from daemonjob.testing.builders import daemonjob

@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.decide import Decision
-from daemonjob.domain.keptplan import KeptPlan, node_views
-from daemonjob.domain.plan import HISTORY, RECORDED, PlanContext
-from daemonjob.domain.recorded import standin_of
-from daemonjob.domain.results import result_of
-from daemonjob.domain.validate import validate
+from daemonjob.domain.results.noderesult import result_of
+from daemonjob.domain.results.recorded import standin_of
+from daemonjob.domain.rollout.decide import Decision
+from daemonjob.domain.rollout.keptplan import KeptPlan, node_views
+from daemonjob.domain.rollout.plan import HISTORY, RECORDED, PlanContext
+from daemonjob.domain.spec.validate import validate
 from daemonjob.testing.builders import daemonjob, job, nodes, revision_of
 from daemonjob.testing.decisions import Given, decide_over
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from daemonjob.domain.decide import RUN_SUCCEEDED, Decision
-from daemonjob.domain.jobs import LABEL_RUN, format_time, job_node, job_run
-from daemonjob.domain.plan import HISTORY, OLD_REVISION, OLD_RUN
-from daemonjob.domain.schedule import ANNOTATION_RUN_NOW, SKIP_FORBID, SKIP_SUSPENDED, tick_run_id
+from daemonjob.domain.jobs.contract import LABEL_RUN, format_time, job_node, job_run
+from daemonjob.domain.rollout.decide import RUN_SUCCEEDED, Decision
+from daemonjob.domain.rollout.plan import HISTORY, OLD_REVISION, OLD_RUN
+from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW, SKIP_FORBID, SKIP_SUSPENDED, tick_run_id
 from daemonjob.testing import builders
 from daemonjob.testing.builders import node
 from daemonjob.testing.decisions import Given, decide_over

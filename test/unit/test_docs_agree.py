@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import daemonjob
-from daemonjob.domain.validate import validate
+from daemonjob.domain.spec.validate import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = yaml.safe_load((ROOT / "manifests" / "crd.yaml").read_text())

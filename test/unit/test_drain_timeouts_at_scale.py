@@ -9,10 +9,10 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from daemonjob.controller.errors import ReconcileError
-from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
-from daemonjob.domain.maintenance import FINALIZER
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE
+from daemonjob.controller.nodework.options import NodeMaintenanceOptions
+from daemonjob.controller.runtime.errors import ReconcileError
+from daemonjob.domain.nodework.maintenance import FINALIZER
+from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import NS, daemonjob, node
 from daemonjob.testing.fakes import FakeNodeControl
@@ -120,7 +120,7 @@ def test_1500_timed_out_drains_are_each_released_once_and_the_controller_settles
 
 
 def test_a_deleted_daemonjob_leaves_no_drain_outcome_on_its_nodes() -> None:
-    from daemonjob.domain.noderecord import DrainOutcome, outcomes_of
+    from daemonjob.domain.nodework.noderecord import DrainOutcome, outcomes_of
 
     mine = DrainOutcome(f"{NS}/audit", "dj-uid", "r1", None, "Skip")
     theirs = DrainOutcome(f"{NS}/other", "other-uid", "r1", None, "Fail")

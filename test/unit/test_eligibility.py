@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.eligibility import (
+from daemonjob.domain.spec.eligibility import (
     InvalidSpec,
     Toleration,
     compile_eligibility,
     compile_tolerations,
 )
-from daemonjob.domain.selectors import InvalidSelector
+from daemonjob.domain.spec.selectors import InvalidSelector
 from daemonjob.machinery.frozen import freeze
 from daemonjob.machinery.memo import object_memo
 from daemonjob.testing.builders import daemonjob, job_template

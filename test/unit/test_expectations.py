@@ -1,4 +1,4 @@
-from daemonjob.controller.expectations import Expectations
+from daemonjob.controller.runtime.expectations import Expectations
 
 
 class Timer:

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from daemonjob import cli, defaults
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.events import EventRecorder
-from daemonjob.controller.fence import Fence, NotLeader
-from daemonjob.controller.jobcontrol import KubeJobControl
-from daemonjob.controller.metrics import Metrics
+from daemonjob.controller.metrics.metrics import Metrics
+from daemonjob.controller.runtime.events import EventRecorder
+from daemonjob.controller.runtime.fence import Fence, NotLeader
+from daemonjob.controller.runtime.jobcontrol import KubeJobControl
+from daemonjob.controller.wiring.controller import Controller
 from daemonjob.manager import EXIT_LOST_LEADERSHIP, EXIT_OK, Manager
 from daemonjob.testing.fakes import FakeJobControl, fake_informers
 from daemonjob.testing.waiting import wait_for

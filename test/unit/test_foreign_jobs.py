@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from daemonjob.controller.informers import JOB_INDEXERS, NODE_INDEX, OWNER_INDEX, RUNNING_INDEX
-from daemonjob.controller.ownership import ForeignJobs
-from daemonjob.controller.succeeded import SucceededNodes
-from daemonjob.domain.jobs import ANNOTATION_NODE, job_owner_id, owner_id
+from daemonjob.controller.order.succeeded import SucceededNodes
+from daemonjob.controller.runtime.informers import JOB_INDEXERS, NODE_INDEX, OWNER_INDEX, RUNNING_INDEX
+from daemonjob.controller.runtime.ownership import ForeignJobs
+from daemonjob.domain.jobs.contract import ANNOTATION_NODE, job_owner_id, owner_id
 from daemonjob.machinery.store import Store
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import NS, UID, daemonjob, job, revision_of

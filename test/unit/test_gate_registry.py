@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from daemonjob.domain import gates
 from daemonjob.domain.gates.hold import Gate
 from daemonjob.domain.gates.step import GATES, PRECEDENCE
-from daemonjob.domain.inputs import FiringAlerts
+from daemonjob.domain.rollout.inputs import FiringAlerts
 from daemonjob.testing.builders import daemonjob, nodes
 from daemonjob.testing.decisions import Given, decide_over
 

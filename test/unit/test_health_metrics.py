@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 from prometheus_client import generate_latest
 
-from daemonjob.controller.healthmetrics import previous_tick
-from daemonjob.controller.metrics import Metrics
+from daemonjob.controller.metrics.health import previous_tick
+from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.prom import metric_value
 
@@ -90,7 +90,7 @@ def test_no_previous_tick_when_suspended_unscheduled_invalid_or_too_new() -> Non
 
 
 def test_measured_limiter_observes_waits() -> None:
-    from daemonjob.controller.limitermetrics import MeasuredLimiter
+    from daemonjob.controller.metrics.limiter import MeasuredLimiter
 
     class Bucket:
         calls = 0

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import pytest
 
 from daemonjob import defaults
-from daemonjob.controller.history import HistoryCleaner
-from daemonjob.controller.metrics import Metrics
-from daemonjob.domain.actions import DeleteJob
-from daemonjob.domain.plan import HISTORY
-from daemonjob.domain.schedule import ANNOTATION_RUN_NOW
+from daemonjob.controller.metrics.metrics import Metrics
+from daemonjob.controller.passes.history import HistoryCleaner
+from daemonjob.domain.rollout.actions import DeleteJob
+from daemonjob.domain.rollout.plan import HISTORY
+from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW
 from daemonjob.machinery.apierror import ApiError
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.actbed import ActBed

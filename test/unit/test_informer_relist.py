@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from daemonjob.controller.transforms import job_transform, node_transform
-from daemonjob.domain.jobs import build_job
+from daemonjob.controller.runtime.transforms import job_transform, node_transform
+from daemonjob.domain.jobs.contract import build_job
 from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.machinery.informer import Handlers, Informer, Tombstone, diff_relist
 from daemonjob.machinery.memo import object_memo

@@ -1,5 +1,5 @@
 from daemonjob import defaults
-from daemonjob.controller.controller import job_event_delay
+from daemonjob.controller.wiring.controller import job_event_delay
 
 
 def test_small_decisions_use_the_base_delay():

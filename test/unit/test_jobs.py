@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.jobs import (
+from daemonjob.domain.jobs.contract import (
     ANNOTATION_NODE,
     LABEL_NAME,
     LABEL_REVISION,
@@ -22,7 +22,7 @@ from daemonjob.domain.jobs import (
     job_state,
     parse_time,
 )
-from daemonjob.domain.revision import job_name
+from daemonjob.domain.spec.revision import job_name
 from daemonjob.testing.builders import daemonjob
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"

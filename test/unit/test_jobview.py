@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from daemonjob.domain.jobs import ANNOTATION_NODE, LABEL_ATTEMPT, SUCCEEDED
-from daemonjob.domain.jobview import PLAIN, JobView
-from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID
+from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_ATTEMPT, SUCCEEDED
+from daemonjob.domain.jobs.jobview import PLAIN, JobView
+from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

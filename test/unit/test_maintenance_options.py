@@ -4,8 +4,8 @@ say, a namespaced controller sweeps its own namespace, and the controller wires 
 from __future__ import annotations
 
 from daemonjob import cli, defaults
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
+from daemonjob.controller.nodework.options import NodeMaintenanceOptions
+from daemonjob.controller.wiring.controller import Controller
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.fakes import FakeJobControl, FakeNodeControl, fake_informers
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from daemonjob import defaults
-from daemonjob.domain.conditions import Condition, render, turned_true
-from daemonjob.domain.messages import condition_message, event_message, truncate
+from daemonjob.domain.rollout.conditions import Condition, render, turned_true
+from daemonjob.domain.shared.messages import condition_message, event_message, truncate
 
 
 def test_a_message_that_fits_is_kept_whole() -> None:

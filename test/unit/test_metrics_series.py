@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from daemonjob.controller.configmaps import kube_configmap_informer
-from daemonjob.controller.controller import Controller
-from daemonjob.controller.metrics import Metrics
+from daemonjob.controller.metrics.metrics import Metrics
+from daemonjob.controller.runtime.configmaps import kube_configmap_informer
+from daemonjob.controller.wiring.controller import Controller
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.informer import InformerHooks
 from daemonjob.testing.builders import daemonjob, job_template

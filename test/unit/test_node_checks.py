@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from daemonjob.controller.transforms import node_transform
-from daemonjob.controller.turnchecks import daemon_set_pods
+from daemonjob.controller.nodework.turnchecks import daemon_set_pods
+from daemonjob.controller.runtime.transforms import node_transform
 from daemonjob.domain.gates.health import (
     GATE_HEALTH,
     JOB_FAILED,
@@ -16,10 +16,10 @@ from daemonjob.domain.gates.health import (
     NODE_UNHEALTHY,
     WAITING_FOR_NODE_HEALTH,
 )
-from daemonjob.domain.jobs import build_job, format_time
-from daemonjob.domain.jobview import JobView
-from daemonjob.domain.maintenance import JOB_SUCCEEDED, MaintenanceInput
-from daemonjob.domain.nodecheck import (
+from daemonjob.domain.jobs.contract import build_job, format_time
+from daemonjob.domain.jobs.jobview import JobView
+from daemonjob.domain.nodework.maintenance import JOB_SUCCEEDED, MaintenanceInput
+from daemonjob.domain.nodework.nodecheck import (
     ANNOTATION_BOOT_ID,
     ANNOTATION_NODE_CHECK,
     FAILED_CHECK,
@@ -28,9 +28,9 @@ from daemonjob.domain.nodecheck import (
     HealthInput,
     Verdict,
 )
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
-from daemonjob.domain.results import result_of
-from daemonjob.domain.validate import validate
+from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
+from daemonjob.domain.results.noderesult import result_of
+from daemonjob.domain.spec.validate import validate
 from daemonjob.testing.builders import NS, daemonjob, job, job_template, node, revision_of
 from daemonjob.testing.decisions import Given, decide_over
 
@@ -323,9 +323,9 @@ def test_kubectl_daemonjob_status_shows_a_turns_verdict_not_the_jobs_state() -> 
 def test_the_act_layer_writes_verdicts_and_reads_daemonset_pods_only_of_checked_nodes() -> None:
     import structlog
 
-    from daemonjob.controller.observe import Observation
-    from daemonjob.controller.turnchecks import TurnChecks
-    from daemonjob.domain.inputs import ConfigMapsRead
+    from daemonjob.controller.nodework.turnchecks import TurnChecks
+    from daemonjob.controller.passes.observe import Observation
+    from daemonjob.domain.rollout.inputs import ConfigMapsRead
     from daemonjob.testing.fakes import FakeJobControl, FakeNodeControl
 
     dj = daemonjob(maxParallel=1, healthCheck=HEALTH)
@@ -360,7 +360,7 @@ def test_the_act_layer_writes_verdicts_and_reads_daemonset_pods_only_of_checked_
 
 
 def test_after_reads_a_checked_turn_by_its_verdict() -> None:
-    from daemonjob.domain.nodecheck import turn_succeeded
+    from daemonjob.domain.nodework.nodecheck import turn_succeeded
 
     dj = rebooting()
     lost = checked_job(dj, "a", "boot-1", "failed", created=NOW)
@@ -433,7 +433,7 @@ def test_a_checked_jobs_failure_gets_its_verdict_and_a_result_follows_the_verdic
 
 
 def test_a_checked_job_that_failed_shows_and_records_its_own_failure() -> None:
-    from daemonjob.domain.nodecheck import turn_shown
+    from daemonjob.domain.nodework.nodecheck import turn_shown
 
     dj = daemonjob(maxParallel=1, healthCheck=HEALTH)
     failed = checked_job(dj, "a", "boot-1", "failed", created=NOW - timedelta(minutes=3), finished=NOW)

@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 import structlog
 
-from daemonjob.controller.heldnodes import HELD_SINCE, HeldNodesCollector
-from daemonjob.controller.informers import NODE_INDEXERS
-from daemonjob.controller.keptdrains import KeptDrains
-from daemonjob.controller.maintenanceoptions import NodeMaintenanceOptions
-from daemonjob.controller.nodework import NodeActs
-from daemonjob.controller.observe import Observation
-from daemonjob.controller.orphans import SWEEP_KEY
-from daemonjob.domain.inputs import ConfigMapsRead
-from daemonjob.domain.maintenance import FINALIZER, Cordon, NodeWork
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
+from daemonjob.controller.nodework.heldnodes import HELD_SINCE, HeldNodesCollector
+from daemonjob.controller.nodework.keptdrains import KeptDrains
+from daemonjob.controller.nodework.options import NodeMaintenanceOptions
+from daemonjob.controller.nodework.orphans import SWEEP_KEY
+from daemonjob.controller.nodework.work import NodeActs
+from daemonjob.controller.passes.observe import Observation
+from daemonjob.controller.runtime.informers import NODE_INDEXERS
+from daemonjob.domain.nodework.maintenance import FINALIZER, Cordon, NodeWork
+from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
+from daemonjob.domain.rollout.inputs import ConfigMapsRead
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.release import release_all
 from daemonjob.testing.actbed import ActBed

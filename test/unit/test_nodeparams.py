@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.jobs import build_job
-from daemonjob.domain.nodeparams import ENV_NODE_NAME, NodeParameter, node_values
-from daemonjob.domain.validate import read_spec, validate
+from daemonjob.domain.jobs.contract import build_job
+from daemonjob.domain.spec.nodeparams import ENV_NODE_NAME, NodeParameter, node_values
+from daemonjob.domain.spec.validate import read_spec, validate
 from daemonjob.testing.builders import daemonjob, job_template, node
 from daemonjob.testing.decisions import Given, decide_over
 

@@ -7,15 +7,15 @@ from typing import Any
 
 import structlog
 
-from daemonjob.controller.keptdrains import KeptDrains
-from daemonjob.controller.nodework import NodeActs, release_node
-from daemonjob.controller.observe import Observation
-from daemonjob.domain.drainpods import pods_to_evict
-from daemonjob.domain.inputs import ConfigMapsRead
-from daemonjob.domain.maintenance import Cordon, DrainNode, NodeWork, Release
-from daemonjob.domain.maintenancespec import DrainOptions
-from daemonjob.domain.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
-from daemonjob.domain.selectors import compile_label_selector
+from daemonjob.controller.nodework.keptdrains import KeptDrains
+from daemonjob.controller.nodework.work import NodeActs, release_node
+from daemonjob.controller.passes.observe import Observation
+from daemonjob.domain.nodework.drainpods import pods_to_evict
+from daemonjob.domain.nodework.maintenance import Cordon, DrainNode, NodeWork, Release
+from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
+from daemonjob.domain.rollout.inputs import ConfigMapsRead
+from daemonjob.domain.spec.maintenancespec import DrainOptions
+from daemonjob.domain.spec.selectors import compile_label_selector
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.fakes import FakeNodeControl
@@ -148,7 +148,7 @@ class _Discovery:
 
 
 def test_evictions_use_the_newest_version_the_server_offers() -> None:
-    from daemonjob.controller.nodecontrol import KubeNodeControl
+    from daemonjob.controller.nodework.nodecontrol import KubeNodeControl
 
     for versions, expected in ((["v1beta1"], "policy/v1beta1"), (["v1", "v1beta1"], "policy/v1")):
         kube = _Discovery(versions)
@@ -199,7 +199,7 @@ def test_the_controllers_own_pod_is_never_evicted_nor_waited_for() -> None:
 
 
 def test_the_pods_of_a_node_are_listed_from_the_watch_cache_by_their_node() -> None:
-    from daemonjob.controller.nodecontrol import KubeNodeControl
+    from daemonjob.controller.nodework.nodecontrol import KubeNodeControl
 
     class Listing:
         def __init__(self) -> None:
@@ -239,8 +239,8 @@ def test_a_later_cordon_of_the_node_is_a_new_drain_even_if_the_release_was_not_s
 
 
 def test_a_timed_out_release_writes_its_outcome_in_the_same_patch_and_a_later_cordon_removes_it() -> None:
-    from daemonjob.domain.maintenance import DRAIN_TIMED_OUT
-    from daemonjob.domain.noderecord import DrainOutcome, outcomes_of
+    from daemonjob.domain.nodework.maintenance import DRAIN_TIMED_OUT
+    from daemonjob.domain.nodework.noderecord import DrainOutcome, outcomes_of
 
     held = {ANNOTATION_MAINTENANCE: RECORD.text()}
     control = FakeNodeControl({"a": {"metadata": {"name": "a", "annotations": held}, "spec": {"unschedulable": True}}})
@@ -259,7 +259,7 @@ def test_a_timed_out_release_writes_its_outcome_in_the_same_patch_and_a_later_co
 
 
 def test_a_kept_failure_is_marked_on_the_same_cordons_record_only() -> None:
-    from daemonjob.domain.maintenance import Keep
+    from daemonjob.domain.nodework.maintenance import Keep
 
     held = {ANNOTATION_MAINTENANCE: RECORD.text()}
     control = FakeNodeControl({"a": {"metadata": {"name": "a", "annotations": held}, "spec": {"unschedulable": True}}})

@@ -39,8 +39,8 @@ def _canonical(name: str) -> str:
 
 def test_the_plugin_imports_none_of_the_controller_and_its_server_side() -> None:
     modules, _ = dist.plugin_modules()
-    assert "daemonjob.kubectl.cli" in modules and "daemonjob.domain.warnings" in modules
-    heavy = {"daemonjob.controller.controller", "daemonjob.manager", "daemonjob.metricsserver", "daemonjob.cli"}
+    assert "daemonjob.kubectl.cli" in modules and "daemonjob.domain.spec.warnings" in modules
+    heavy = {"daemonjob.controller.wiring.controller", "daemonjob.manager", "daemonjob.metricsserver", "daemonjob.cli"}
     assert not modules & heavy
     assert not any(m.startswith("daemonjob.testing") for m in modules)
 

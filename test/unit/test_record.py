@@ -6,8 +6,8 @@ import threading
 import orjson
 import pytest
 
-from daemonjob.controller.transforms import CachedJob, CachedJobMeta, job_transform
-from daemonjob.domain.jobview import JobView, job_view
+from daemonjob.controller.runtime.transforms import CachedJob, CachedJobMeta, job_transform
+from daemonjob.domain.jobs.jobview import JobView, job_view
 from daemonjob.machinery.frozen import FrozenDict, freeze, thaw
 from daemonjob.machinery.memo import ObjectMemo
 from daemonjob.machinery.store import Store, meta_namespace_key

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from daemonjob import defaults
-from daemonjob.controller.results import ResultRecorder
-from daemonjob.controller.resultstatus import wire_recorded
-from daemonjob.controller.specs import SpecCache
-from daemonjob.domain.jobs import LABEL_ATTEMPT, owner_id
-from daemonjob.domain.outcomes import Outcomes, summary
-from daemonjob.domain.reports import append_patch, pack, report_name, result_size
-from daemonjob.domain.results import NOT_JSON, cut_message, outcome_of, result_of
-from daemonjob.domain.validate import read_spec
+from daemonjob.controller.results.recorder import ResultRecorder
+from daemonjob.controller.results.status import wire_recorded
+from daemonjob.controller.runtime.specs import SpecCache
+from daemonjob.domain.jobs.contract import LABEL_ATTEMPT, owner_id
+from daemonjob.domain.results.noderesult import NOT_JSON, cut_message, outcome_of, result_of
+from daemonjob.domain.results.outcomes import Outcomes, summary
+from daemonjob.domain.results.reports import append_patch, pack, report_name, result_size
+from daemonjob.domain.spec.validate import read_spec
 from daemonjob.machinery.apierror import ApiError
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.builders import daemonjob, job, revision_of
@@ -387,9 +387,9 @@ def test_the_plugin_shows_a_retried_nodes_latest_attempt_and_writes_csv() -> Non
 
 
 def test_history_cleanup_holds_a_finished_job_until_its_result_is_recorded(dj: dict[str, Any]) -> None:
-    from daemonjob.controller.history import HistoryCleaner
-    from daemonjob.controller.metrics import Metrics
-    from daemonjob.domain.actions import DeleteJob
+    from daemonjob.controller.metrics.metrics import Metrics
+    from daemonjob.controller.passes.history import HistoryCleaner
+    from daemonjob.domain.rollout.actions import DeleteJob
     from daemonjob.testing.fakes import FakeJobControl
 
     store = FakeStore()
@@ -409,8 +409,8 @@ def test_history_cleanup_holds_a_finished_job_until_its_result_is_recorded(dj: d
 def test_status_results_keep_the_last_written_until_the_reports_are_read(dj: dict[str, Any]) -> None:
     from types import SimpleNamespace
 
-    from daemonjob.controller.resultstatus import with_results
-    from daemonjob.domain.decide import Decision
+    from daemonjob.controller.results.status import with_results
+    from daemonjob.domain.rollout.decide import Decision
 
     rec, _ = recorder(FakeStore(), dj)
     before = {"recorded": 3, "summary": "1 outcome on 3 nodes"}
@@ -428,9 +428,9 @@ def test_status_results_kept_until_the_reports_are_read_write_nothing(dj: dict[s
     equal to the status as written, or every pass of a restarted controller patches it."""
     from types import SimpleNamespace
 
-    from daemonjob.controller.report import write_status
-    from daemonjob.controller.resultstatus import with_results
-    from daemonjob.domain.decide import Decision
+    from daemonjob.controller.passes.report import write_status
+    from daemonjob.controller.results.status import with_results
+    from daemonjob.domain.rollout.decide import Decision
     from daemonjob.machinery.frozen import freeze, thaw
     from daemonjob.testing.fakes import FakeJobControl
 
@@ -535,10 +535,10 @@ def test_a_let_go_delete_waiting_longer_than_the_ttl_in_the_cleaners_queue_is_no
     import time
 
     from daemonjob import defaults
-    from daemonjob.controller.history import HistoryCleaner
-    from daemonjob.controller.metrics import Metrics
-    from daemonjob.domain.actions import DeleteJob
-    from daemonjob.domain.plan import RECORDED
+    from daemonjob.controller.metrics.metrics import Metrics
+    from daemonjob.controller.passes.history import HistoryCleaner
+    from daemonjob.domain.rollout.actions import DeleteJob
+    from daemonjob.domain.rollout.plan import RECORDED
     from daemonjob.testing.fakes import FakeJobControl
 
     gate = threading.Event()

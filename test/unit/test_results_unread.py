@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from daemonjob import defaults
-from daemonjob.domain.conditions import RECONCILING, STALLED
-from daemonjob.domain.resultsread import (
+from daemonjob.domain.results.unreadable import (
     REPORTS_CRD_MISSING,
     RESULTS_RECORDED,
     RESULTS_UNREADABLE,
@@ -20,6 +19,7 @@ from daemonjob.domain.resultsread import (
     with_results_unread,
     with_unread_conditions,
 )
+from daemonjob.domain.rollout.conditions import RECONCILING, STALLED
 from daemonjob.machinery.apierror import ApiError
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob
@@ -193,7 +193,7 @@ def test_status_results_keep_what_was_summed_up_with_the_error() -> None:
 
 
 def test_a_status_patch_removes_a_nested_key_gone_by_null() -> None:
-    from daemonjob.controller.report import merge_patch
+    from daemonjob.controller.passes.report import merge_patch
 
     old = {"results": {"error": "x", "summary": "s", "groups": [1]}, "gone": 1, "same": {"a": 1}}
     new = {"results": {"summary": "t", "groups": [2]}, "same": {"a": 1}}

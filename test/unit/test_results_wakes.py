@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from daemonjob import defaults
-from daemonjob.controller.informers import RUNNING_INDEX, running_index
-from daemonjob.controller.results import ResultRecorder
-from daemonjob.domain.jobs import owner_id
+from daemonjob.controller.results.recorder import ResultRecorder
+from daemonjob.controller.runtime.informers import RUNNING_INDEX, running_index
+from daemonjob.domain.jobs.contract import owner_id
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.store import Store
 from daemonjob.testing.actbed import ActBed

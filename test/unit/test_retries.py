@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 import structlog
 
-from daemonjob.controller.observe import Observation
-from daemonjob.controller.startchecks import StartChecks, pod_verdict
-from daemonjob.domain.decide import Decision
-from daemonjob.domain.inputs import ConfigMapsRead
-from daemonjob.domain.jobs import ANNOTATION_START_FAILURE, ANNOTATION_STARTED, build_job, format_time
-from daemonjob.domain.retryspec import Retry, backoff_delay
-from daemonjob.domain.revision import job_name
-from daemonjob.domain.starts import StartCheck
-from daemonjob.domain.validate import validate
+from daemonjob.controller.passes.observe import Observation
+from daemonjob.controller.passes.startchecks import StartChecks, pod_verdict
+from daemonjob.domain.jobs.contract import ANNOTATION_START_FAILURE, ANNOTATION_STARTED, build_job, format_time
+from daemonjob.domain.rollout.decide import Decision
+from daemonjob.domain.rollout.inputs import ConfigMapsRead
+from daemonjob.domain.rollout.starts import StartCheck
+from daemonjob.domain.spec.retryspec import Retry, backoff_delay
+from daemonjob.domain.spec.revision import job_name
+from daemonjob.domain.spec.validate import validate
 from daemonjob.testing.builders import daemonjob, job_template, node, revision_of
 from daemonjob.testing.decisions import Given, decide_over
 from daemonjob.testing.fakes import FakeJobControl
@@ -277,7 +277,7 @@ def test_the_plugin_shows_each_nodes_attempt_a_retrying_node_as_pending_and_a_st
 
 
 def test_start_checks_are_asked_for_a_few_at_a_time_the_rest_a_second_later() -> None:
-    from daemonjob.domain.starts import START_CHECKS_PER_PASS, Unstarted, due_start_checks
+    from daemonjob.domain.rollout.starts import START_CHECKS_PER_PASS, Unstarted, due_start_checks
 
     unstarted = [Unstarted(NOW - timedelta(hours=1), f"n{i:03}", f"j{i:03}", f"u{i}") for i in range(40)]
     unstarted.append(Unstarted(NOW - timedelta(minutes=1), "late", "j-late", "u-late"))

@@ -7,7 +7,13 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemonjob.domain.revision import REVISION_LENGTH, current_revision, job_name, salted_revision, template_revision
+from daemonjob.domain.spec.revision import (
+    REVISION_LENGTH,
+    current_revision,
+    job_name,
+    salted_revision,
+    template_revision,
+)
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain import schedule as sch
-from daemonjob.domain.schedule import (
+from daemonjob.domain.schedule import runs as sch
+from daemonjob.domain.schedule.runs import (
     ANNOTATION_RUN_NOW,
     SKIP_DEADLINE,
     SKIP_FORBID,
@@ -21,7 +21,7 @@ from daemonjob.domain.schedule import (
     tick_run_id,
     trigger_run_id,
 )
-from daemonjob.domain.validate import read_spec
+from daemonjob.domain.spec.validate import read_spec
 from daemonjob.testing.builders import daemonjob
 
 UTC = timezone.utc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemonjob.domain.selectors import (
+from daemonjob.domain.spec.selectors import (
     InvalidSelector,
     compile_label_map,
     compile_label_selector,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemonjob.controller.specs import SpecCache
+from daemonjob.controller.runtime.specs import SpecCache
 from daemonjob.machinery.frozen import freeze
 from daemonjob.testing.builders import daemonjob
 

@@ -1,5 +1,5 @@
 """Only the rule book reads a DaemonJob's raw spec: everything downstream takes the typed
-`DaemonJobSpec` (domain/spec.py) it produces, so the spec is parsed and checked in one place.
+`DaemonJobSpec` (domain/spec/spec.py) it produces, so the spec is parsed and checked in one place.
 
 A raw read is a load of `dj["spec"]` / `dj.get("spec")` (the DaemonJob by any of its usual
 names), or of a field that only a DaemonJob's spec has. A Job's, a Node's or a Pod's own
@@ -18,14 +18,14 @@ ROOT = Path(__file__).resolve().parents[2] / "daemonjob"
 # The parse: the rule book, its section of spec.rollout, and the two parts of the node rules'
 # compile that read the spec for it (validate() calls them).
 ALLOWED = {
-    ("domain/validate.py", None),
-    ("domain/rolloutspec.py", None),
-    ("domain/nodecheckspec.py", None),
-    ("domain/eligibility.py", "compile_eligibility"),
-    ("domain/maintenancespec.py", "wants_maintenance"),
-    ("domain/retryspec.py", None),
-    ("domain/warnings.py", None),  # settings that do nothing: what was written, unset or not
-    ("domain/jobs.py", "job_suspended"),  # a node Job's own spec.suspend, not the DaemonJob's
+    ("domain/spec/validate.py", None),
+    ("domain/spec/rolloutspec.py", None),
+    ("domain/spec/nodecheckspec.py", None),
+    ("domain/spec/eligibility.py", "compile_eligibility"),
+    ("domain/spec/maintenancespec.py", "wants_maintenance"),
+    ("domain/spec/retryspec.py", None),
+    ("domain/spec/warnings.py", None),  # settings that do nothing: what was written, unset or not
+    ("domain/jobs/contract.py", "job_suspended"),  # a node Job's own spec.suspend, not the DaemonJob's
 }
 # Not the product's readers: the test bed builds and fakes objects, the machinery is generic.
 SKIPPED_DIRS = ("testing", "machinery")

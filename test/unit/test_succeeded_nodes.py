@@ -11,8 +11,16 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemonjob.controller.succeeded import SucceededNodes
-from daemonjob.domain.jobs import SUCCEEDED, job_node, job_owner_id, job_revision, job_run, job_state, owner_uid
+from daemonjob.controller.order.succeeded import SucceededNodes
+from daemonjob.domain.jobs.contract import (
+    SUCCEEDED,
+    job_node,
+    job_owner_id,
+    job_revision,
+    job_run,
+    job_state,
+    owner_uid,
+)
 from daemonjob.testing.builders import NS, daemonjob, job
 
 DJS = [daemonjob(name, uid=f"uid-{name}") for name in ("a", "b")]

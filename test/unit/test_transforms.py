@@ -1,7 +1,7 @@
 import copy
 
-from daemonjob.controller.transforms import Interner, job_transform, node_transform
-from daemonjob.domain.jobs import build_job, job_finish_time, job_node, job_revision, job_state, job_ttl
+from daemonjob.controller.runtime.transforms import Interner, job_transform, node_transform
+from daemonjob.domain.jobs.contract import build_job, job_finish_time, job_node, job_revision, job_state, job_ttl
 from daemonjob.machinery.frozen import freeze, thaw
 from daemonjob.testing.builders import daemonjob, job_template
 

@@ -1,4 +1,4 @@
-"""A checked turn's boot ID and verdict are sealed (controller/turnseal.py): the Job cache keeps
+"""A checked turn's boot ID and verdict are sealed (controller/runtime/turnseal.py): the Job cache keeps
 a record only where its seal verifies, so a namespace editor who patches a Job's annotations
 neither releases its node nor fakes a reboot; the controller seals what it writes."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from daemonjob.controller.transforms import job_transform
-from daemonjob.controller.turnseal import (
+from daemonjob.controller.runtime.transforms import job_transform
+from daemonjob.controller.runtime.turnseal import (
     ANNOTATION_BOOT_ID_SEAL,
     ANNOTATION_NODE_CHECK_SEAL,
     BOOT_ID,
@@ -22,9 +22,9 @@ from daemonjob.controller.turnseal import (
     load_key,
 )
 from daemonjob.domain.gates.health import WAITING_FOR_NODE_HEALTH
-from daemonjob.domain.jobs import build_job, format_time
-from daemonjob.domain.jobview import JobView
-from daemonjob.domain.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, FAILED_CHECK, PASSED, Verdict
+from daemonjob.domain.jobs.contract import build_job, format_time
+from daemonjob.domain.jobs.jobview import JobView
+from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, FAILED_CHECK, PASSED, Verdict
 from daemonjob.machinery.clock import FAKE_WALL_START
 from daemonjob.machinery.frozen import thaw
 from daemonjob.machinery.kube import ApiError

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from daemonjob import defaults
-from daemonjob.domain.maintenancespec import GRACE_RULE
-from daemonjob.domain.validate import problems_of, validate
+from daemonjob.domain.spec.maintenancespec import GRACE_RULE
+from daemonjob.domain.spec.validate import problems_of, validate
 from daemonjob.testing.builders import daemonjob
 
 

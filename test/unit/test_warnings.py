@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from daemonjob.admission.review import WARNINGS_MAX, handle
-from daemonjob.domain.validate import problems_of
-from daemonjob.domain.warnings import RULES, no_effect
+from daemonjob.domain.spec.validate import problems_of
+from daemonjob.domain.spec.warnings import RULES, no_effect
 from daemonjob.kubectl import cli, create
 from daemonjob.testing.builders import daemonjob
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from daemonjob import defaults
-from daemonjob.domain.validate import validate
+from daemonjob.domain.spec.validate import validate
 from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.costlyreviews import MAINTENANCE, SHAPES, costly_review, peak_memory
 

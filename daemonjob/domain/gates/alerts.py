@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from daemonjob.domain.gates.hold import Gate, GateContext, Hold
-from daemonjob.domain.inputs import FiringAlerts
-from daemonjob.domain.validate import AlertMatcher
+from daemonjob.domain.rollout.inputs import FiringAlerts
+from daemonjob.domain.spec.validate import AlertMatcher
 
 __all__ = [
     "GATE",

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from daemonjob.domain.gates.hold import Gate, GateContext, Hold
-from daemonjob.domain.jobs import TERMINATING
-from daemonjob.domain.plan import JobView, Plan
-from daemonjob.domain.validate import scaled
+from daemonjob.domain.jobs.contract import TERMINATING
+from daemonjob.domain.rollout.plan import JobView, Plan
+from daemonjob.domain.spec.validate import scaled
 
 __all__ = [
     "GATE",

@@ -1,4 +1,4 @@
-"""The cluster's disruption budget (domain/disruption.py): a DaemonJob with node maintenance
+"""The cluster's disruption budget (domain/nodework/disruption.py): a DaemonJob with node maintenance
 starts no cordon while --max-unavailable-nodes nodes of the cluster are unschedulable or
 NotReady, whoever did it, and never cordons the last node in service of the protected set.
 
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from daemonjob.domain.actions import Turns
-from daemonjob.domain.disruption import Disruption, is_protected
 from daemonjob.domain.gates.hold import Gate, GateContext, Hold
+from daemonjob.domain.nodework.disruption import Disruption, is_protected
+from daemonjob.domain.rollout.actions import Turns
 
 __all__ = ["GATE", "GATE_DISRUPTION", "CLUSTER_DISRUPTION_BUDGET", "protected_message"]
 

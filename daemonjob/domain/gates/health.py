@@ -1,4 +1,4 @@
-"""The node's turn after its Job (domain/nodecheck.py): its reboot and its health check, the
+"""The node's turn after its Job (domain/nodework/nodecheck.py): its reboot and its health check, the
 gate that keeps the next node waiting until the last one is back and healthy.
 
 A node whose turn awaits its verdict holds its maxParallel slot (the plan counts it active)
@@ -23,11 +23,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from daemonjob.domain.actions import CreateJob
-from daemonjob.domain.events import WARNING, EventSpec
 from daemonjob.domain.gates.hold import Gate, GateContext, Hold, duration_text
-from daemonjob.domain.jobs import format_time
-from daemonjob.domain.nodecheck import (
+from daemonjob.domain.jobs.contract import format_time
+from daemonjob.domain.nodework.nodecheck import (
     FAILED_CHECK,
     JOB_FAILED,
     PASSED,
@@ -39,10 +37,12 @@ from daemonjob.domain.nodecheck import (
     ready_since,
     unhealthy_taints,
 )
-from daemonjob.domain.nodecheckspec import NodeChecks
+from daemonjob.domain.rollout.actions import CreateJob
+from daemonjob.domain.shared.events import WARNING, EventSpec
+from daemonjob.domain.spec.nodecheckspec import NodeChecks
 
 if TYPE_CHECKING:
-    from daemonjob.domain.reading import Reading
+    from daemonjob.domain.rollout.reading import Reading
 
 __all__ = [
     "GATE",

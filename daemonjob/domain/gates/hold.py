@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from daemonjob.domain.actions import Actions, Turns
+from daemonjob.domain.rollout.actions import Actions, Turns
 
 if TYPE_CHECKING:
-    from daemonjob.domain.conditions import Stall
-    from daemonjob.domain.inputs import DecisionInput
-    from daemonjob.domain.maintenance import NodeWork
-    from daemonjob.domain.reading import Reading
-    from daemonjob.domain.validate import Problem
+    from daemonjob.domain.nodework.maintenance import NodeWork
+    from daemonjob.domain.rollout.conditions import Stall
+    from daemonjob.domain.rollout.inputs import DecisionInput
+    from daemonjob.domain.rollout.reading import Reading
+    from daemonjob.domain.spec.validate import Problem
 
 __all__ = ["GateContext", "Hold", "Gate", "duration_text"]
 

@@ -1,4 +1,4 @@
-"""spec.nodeMaintenance's hold (domain/maintenance.py): a node carrying this DaemonJob's record
+"""spec.nodeMaintenance's hold (domain/nodework/maintenance.py): a node carrying this DaemonJob's record
 keeps its maxParallel slot until it is released and takes no new turn meanwhile. Never named
 in Reconciling (the status's nodeMaintenance says what each node waits for)."""
 
@@ -7,17 +7,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from daemonjob.domain.actions import Actions, CreateJob
-from daemonjob.domain.allowance import maintenance_refusal
-from daemonjob.domain.events import WARNING, EventSpec
 from daemonjob.domain.gates.hold import Gate, GateContext, Hold
-from daemonjob.domain.inputs import DecisionInput
-from daemonjob.domain.maintenance import NodeWork, Situation, cordons_for, has_finalizer, node_work
-from daemonjob.domain.revision import job_name
-from daemonjob.domain.validate import Problem
+from daemonjob.domain.nodework.allowance import maintenance_refusal
+from daemonjob.domain.nodework.maintenance import NodeWork, Situation, cordons_for, has_finalizer, node_work
+from daemonjob.domain.rollout.actions import Actions, CreateJob
+from daemonjob.domain.rollout.inputs import DecisionInput
+from daemonjob.domain.shared.events import WARNING, EventSpec
+from daemonjob.domain.spec.revision import job_name
+from daemonjob.domain.spec.validate import Problem
 
 if TYPE_CHECKING:
-    from daemonjob.domain.reading import Reading
+    from daemonjob.domain.rollout.reading import Reading
 
 __all__ = ["GATE", "GATE_MAINTENANCE", "EVENT_DRAIN_TIMED_OUT", "with_node_work", "drain_timeout_events"]
 

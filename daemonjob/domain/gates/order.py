@@ -1,4 +1,4 @@
-"""spec.exclusionGroup and spec.after (domain/order.py): the order across DaemonJobs keeps the
+"""spec.exclusionGroup and spec.after (domain/order/rules.py): the order across DaemonJobs keeps the
 nodes it holds out of the turns, naming what each waits for; an event of the DaemonJob waited
 for wakes this one, so there is no wake-up by the clock."""
 
@@ -7,10 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from daemonjob.domain.actions import Turn, Turns
 from daemonjob.domain.gates.hold import Gate, GateContext, Hold
-from daemonjob.domain.inputs import DecisionInput
-from daemonjob.domain.order import (
+from daemonjob.domain.order.rules import (
     DEPENDENCY_CYCLE,
     DEPENDENCY_NOT_FOUND,
     GATE_AFTER,
@@ -19,7 +17,9 @@ from daemonjob.domain.order import (
     WAITING_FOR_EXCLUSION_GROUP,
     OrderInput,
 )
-from daemonjob.domain.validate import Problem
+from daemonjob.domain.rollout.actions import Turn, Turns
+from daemonjob.domain.rollout.inputs import DecisionInput
+from daemonjob.domain.spec.validate import Problem
 
 __all__ = ["GATE", "OrderHold", "order_hold", "order_problems"]
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from daemonjob.domain.gates.hold import Gate, GateContext, Hold, duration_text
-from daemonjob.domain.jobs import format_time
-from daemonjob.domain.plan import Plan
+from daemonjob.domain.jobs.contract import format_time
+from daemonjob.domain.rollout.plan import Plan
 
 __all__ = ["GATE", "GATE_PAUSE", "PAUSING_BETWEEN_NODES", "PauseHold", "pause_hold"]
 

@@ -15,15 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from daemonjob.domain.actions import Actions, Turns
 from daemonjob.domain.gates import alerts, canary, disruption, health, maintenance, order, pause, window
 from daemonjob.domain.gates.hold import Gate, GateContext, Hold
-from daemonjob.domain.validate import Problem, scaled
+from daemonjob.domain.rollout.actions import Actions, Turns
+from daemonjob.domain.spec.validate import Problem, scaled
 
 if TYPE_CHECKING:
-    from daemonjob.domain.conditions import Stall
-    from daemonjob.domain.inputs import DecisionInput
-    from daemonjob.domain.reading import Reading
+    from daemonjob.domain.rollout.conditions import Stall
+    from daemonjob.domain.rollout.inputs import DecisionInput
+    from daemonjob.domain.rollout.reading import Reading
 
 __all__ = ["PRECEDENCE", "GATES", "Gating", "run_gates", "gate_problems", "gate_in_force", "slots_of"]
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from daemonjob.domain.gates.hold import Gate, GateContext, Hold, duration_text
-from daemonjob.domain.jobs import format_time
-from daemonjob.domain.validate import Window
+from daemonjob.domain.jobs.contract import format_time
+from daemonjob.domain.spec.validate import Window
 
 __all__ = ["GATE", "GATE_WINDOW", "WAITING_FOR_WINDOW", "WindowState", "window_state"]
 

@@ -1,0 +1,449 @@
+"""The result recorder: each finished node Job's result, written in batches to report objects.
+
+Job events only note a finished Job (O(1), on the informer's thread). One thread writes a
+DaemonJob's noted Jobs once RESULT_FLUSH_COUNT wait, after RESULT_FLUSH_DELAY, or after
+RESULT_FLUSH_IDLE when none of its Jobs still runs: their pods read with one list per
+RESULT_POD_BATCH Jobs, the results appended to the rollout's last chunk (new chunks once full).
+What is recorded is known from the reports themselves, listed once per DaemonJob before its
+first write: after a restart, finished Jobs still in the cluster are recorded if missing.
+History cleanup holds a finished Job until it is recorded (`holds`). Rollouts beyond the
+current one and max(historyLimit, 1) earlier ones are deleted when a new one starts.
+A DaemonJob is kept here by owner id, "namespace/uid" (domain.jobs.owner_id): a Job in another
+namespace carrying its uid (`foreign`) is never noted, nor filed under its name.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from daemonjob import defaults
+from daemonjob.controller.results.due import sooner_than, writes_due
+from daemonjob.controller.results.kept import Chunk, Kept, Rollout, Successes, outcomes, read_rollouts
+from daemonjob.controller.results.store import ReportsServed, ResultStore, read_results
+from daemonjob.domain.jobs.contract import (
+    FAILED,
+    SUCCEEDED,
+    TERMINATING,
+    daemonjob_ref,
+    job_finish_time,
+    job_owner_id,
+)
+from daemonjob.domain.nodework.nodecheck import turn_of
+from daemonjob.domain.results.noderesult import rollout_key
+from daemonjob.domain.results.outcomes import Outcomes, summary
+from daemonjob.domain.results.reports import append_patch, pack, report_body, result_size
+from daemonjob.domain.results.unreadable import ResultsUnread
+from daemonjob.domain.rollout.plan import JobView
+from daemonjob.domain.spec.validate import read_spec
+from daemonjob.machinery.clock import Clock, RealClock
+from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
+from daemonjob.machinery.kube import ApiError
+
+__all__ = ["ResultRecorder"]
+
+log = structlog.get_logger("daemonjob.results")
+Obj = Mapping[str, Any]
+
+
+def _finished(job: Obj) -> bool:
+    """The node's turn is over: its Job finished and, on a checked node, its verdict is written."""
+    state = turn_of(job)[0]
+    return state in (SUCCEEDED, FAILED) or (state == TERMINATING and job_finish_time(job) is not None)
+
+
+class ResultRecorder:
+    def __init__(
+        self,
+        store: ResultStore,
+        daemonjob: Callable[[str], Obj | None],
+        running: Callable[[str], bool],
+        wake: Callable[[str], None],
+        *,
+        wake_soon: Callable[[str], None] | None = None,
+        clock: Clock | None = None,
+        chunk_bytes: int = defaults.RESULT_CHUNK_BYTES,
+        urgent: Callable[[], bool] = lambda: False,
+        foreign: Callable[[Obj], bool] = lambda _job: False,
+    ) -> None:
+        """`daemonjob(key)`: the cached DaemonJob; `running(uid)`: whether any of its Jobs may still
+        run; `wake(key)`: a pass for it now (its reports read or not: a pass may wait for them);
+        `wake_soon(key)`: one soon, once a batch is written (status.results, held history deletes);
+        `urgent()`: passes that must not wait (a joined node's first Jobs) are queued or running,
+        or were moments ago (a burst of them goes on): writes due give way to them for up to
+        RESULT_YIELD_MAX, looking again every RESULT_YIELD_RECHECK. `foreign(job)`: the Job
+        carries the uid of a DaemonJob of another namespace (ownership.py), ignored.
+        The other methods name a DaemonJob by its owner id."""
+        self.store = store
+        self.chunk_bytes = min(max(chunk_bytes, 4096), defaults.RESULT_CHUNK_BYTES)  # as --result-chunk-bytes says
+        self.daemonjob = daemonjob
+        self.running = running
+        self.wake, self.wake_soon = wake, wake_soon or wake
+        self.clock = clock or RealClock()
+        self.urgent = urgent
+        self.foreign = foreign
+        self._yielding_since: float | None = None  # when writes due began to give way to urgent passes
+        self._holding = False  # the thread's last look held writes due back: notes wake nothing
+        self._kept: dict[str, Kept] = {}  # by DaemonJob owner id (namespace/uid)
+        self._held: dict[str, str] = {}  # Job uid -> DaemonJob owner id, while pending
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self._looks_at = -math.inf  # when the thread looks for writes due next (-inf: looking now)
+        self._changed = False  # pending writes changed since the thread's look began
+        self.writes = 0  # report creates and appends, for the figures
+        self.served = ReportsServed()  # the CRD missing is logged once, not per DaemonJob
+        # (DaemonJob uid, key, nodes): its recorded successes changed on nodes (None: read whole)
+        self.told: Callable[[str, str, list[str] | None], None] = lambda _uid, _key, _nodes: None
+
+    def handlers(self) -> Handlers:
+        return Handlers(self.job_seen, lambda _old, new: self.job_seen(new), self.job_deleted)
+
+    def job_seen(self, job: Obj) -> None:
+        if daemonjob_ref(job) is not None and _finished(job) and not self.foreign(job):
+            self._note(job)
+
+    def job_deleted(self, obj: Obj | Tombstone) -> None:
+        """A finished Job deleted unrecorded: recorded from its last state; a running one: maybe due sooner."""
+        job = deleted_object(obj)
+        if daemonjob_ref(job) is None or self.foreign(job):
+            return
+        if _finished(job):
+            return self._note(job)
+        owner = job_owner_id(job)
+        with self._lock:
+            if (kept := self._kept.get(owner)) is not None and kept.pending:
+                self._sooner(owner, kept)
+
+    def _sooner(self, owner: str, kept: Kept) -> None:
+        """Wake the thread if `kept`'s write falls due before it looks again (resultdue.py; locked).
+
+        Not while its writes give way to urgent passes: it looks again every RESULT_YIELD_RECHECK
+        then, and a write a note brings due would be held back too; a look per Job event of the
+        burst would take the GIL and the queue's lock from the passes it gives way to."""
+        if self._holding:
+            return
+        self._changed = True
+        if sooner_than(kept, lambda: self.running(owner), self._looks_at):
+            self._cond.notify()
+
+    def _note(self, job: Obj) -> None:
+        meta = job.get("metadata") or {}
+        uid, owner = meta.get("uid") or "", job_owner_id(job)
+        if not uid:
+            return
+        with self._lock:
+            kept = self._kept.get(owner)
+            if kept is None:
+                ref = daemonjob_ref(job) or {}
+                kept = self._kept[owner] = Kept(meta.get("namespace") or "", ref.get("name") or "")
+            if uid in kept.pending or (kept.loaded and self._recorded(kept, uid)):
+                return
+            kept.pending[uid] = job
+            self._held[uid] = owner
+            if kept.since is None:
+                kept.since = self.clock.now()
+            self._sooner(owner, kept)
+
+    @staticmethod
+    def _recorded(kept: Kept, uid: str) -> bool:
+        return any(uid in r.recorded for r in kept.rollouts.values())
+
+    def holds(self, job_uid: str) -> bool:
+        """The Job finished and its result is not recorded yet: do not delete it now."""
+        with self._lock:
+            return job_uid in self._held
+
+    def forget(self, dj_uid: str) -> None:
+        """The DaemonJob `dj_uid` is gone: its reports go with it (owner references)."""
+        with self._lock:
+            for owner in [o for o in self._kept if o.rpartition("/")[2] == dj_uid]:
+                for uid in self._kept.pop(owner).pending:
+                    self._held.pop(uid, None)
+
+    def summary(
+        self, owner: str, revision: str | None, run: str | None, group_by: str | None = None
+    ) -> dict[str, Any] | None:
+        """status.results of the rollout; None while the DaemonJob's reports are not read yet
+        (or read again, grouped by another `group_by`)."""
+        key = rollout_key(revision, run)
+        with self._lock:
+            kept = self._kept.get(owner)
+            if kept is None or not kept.loaded or not key:
+                return None
+            if kept.group_by != group_by:
+                kept.regroup = self._changed = True
+                self._cond.notify()
+                return None
+            rollout = kept.rollouts.get(key)
+            if rollout is None:
+                return summary(Outcomes(), revision or "", run)
+            if rollout.status is None:
+                rollout.status = summary(rollout.outcomes, rollout.revision, rollout.run)
+            return rollout.status
+
+    def successes(self, owner: str, namespace: str, name: str) -> Mapping[str, JobView] | None:
+        """Each node's newest recorded success (spec.results.deleteSucceededJobs); None until
+        the reports are read, which this asks for (`told` and a wake follow). Live: read it
+        by node; copy it before going over it."""
+        with self._lock:
+            kept = self._kept.get(owner)
+            if kept is None:
+                kept = self._kept[owner] = Kept(namespace, name)
+            if kept.loaded and kept.successes is not None:
+                return kept.successes.nodes
+            if not kept.track or not kept.regroup:
+                kept.track = kept.regroup = self._changed = True
+                self._cond.notify()
+            return None
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is None and not self._stopped:
+                self._thread = threading.Thread(target=self._run, name="results", daemon=True)
+                self._thread.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = self._changed = True
+            self._cond.notify_all()
+
+    def alive(self) -> bool:
+        return self._thread is None or self._thread.is_alive() or self._stopped
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._looks_at, self._changed = -math.inf, False
+            now = self.clock.now()
+            due, wait = self._due(now)
+            if held := self._held_due(due, now):
+                due = [owner for owner in due if owner not in held]
+                wait = defaults.RESULT_YIELD_RECHECK
+            with self._lock:
+                self._holding = bool(held) and not due
+                if self._stopped:
+                    return
+                if not due:
+                    if not self._changed:  # else something changed while it looked: look again
+                        self._looks_at = math.inf if wait is None else now + wait
+                        self.clock.wait(self._cond, wait)
+                    continue
+            self.flush_due(due)
+
+    def _held_due(self, due: list[str], now: float) -> list[str]:
+        """The DaemonJobs of `due` whose writes wait for urgent passes (urgent() asked once)."""
+        if not due or not self._gives_way(now):
+            return []
+        with self._lock:
+            return [owner for owner in due if not self._waited_for(owner)]
+
+    def _waited_for(self, owner: str) -> bool:
+        """A pass waits for the DaemonJob's reports to be read (spec.results.deleteSucceededJobs,
+        a new groupBy), which may be one of the urgent passes: never held back (locked)."""
+        kept = self._kept.get(owner)
+        return kept is not None and kept.regroup
+
+    def _gives_way(self, now: float) -> bool:
+        """Whether writes due wait for the urgent passes: a pod list, a report write and the
+        status pass after it take the API server's time a joined node's first Jobs are waiting
+        for. Bounded, so results are written however long urgent passes keep coming; between
+        two bursts (nodes joining a few at a time) the writes due go on one DaemonJob at a time."""
+        if not self.urgent():
+            self._yielding_since = None
+            return False
+        if self._yielding_since is None:
+            self._yielding_since = now
+        return now - self._yielding_since < defaults.RESULT_YIELD_MAX
+
+    def flush_due(self, due: list[str]) -> None:
+        """One round of the recorder's thread over the DaemonJobs due now; from the second on,
+        those held back by urgent passes are left for a later look (they stay due)."""
+        for i, owner in enumerate(due):
+            if i and self._held_due([owner], self.clock.now()):
+                continue
+            try:
+                self.flush(owner)
+            except Exception as exc:  # the next round tries again; nothing is dropped
+                self._failed(owner, exc)
+
+    def _failed(self, owner: str, exc: Exception) -> None:
+        """Tried again later; a new error is logged and wakes the DaemonJob: its status says why."""
+        why = ResultsUnread(exc.status, str(exc)[:500]) if isinstance(exc, ApiError) else ResultsUnread(None, repr(exc))
+        with self._lock:
+            kept = self._kept.get(owner)
+            if kept is None:
+                return
+            kept.retry_at = self.clock.now() + defaults.RESULT_RETRY_DELAY
+            news, kept.unread = kept.unread != why, why
+            key = f"{kept.namespace}/{kept.name}"
+        if why.crd_missing:
+            self.served.found(False)
+        elif news:
+            log.warning("recording results failed", daemonjob=key, error=why.error[:300], exc_info=why.status is None)
+        if news:
+            self.wake(key)
+
+    def unread(self, owner: str) -> ResultsUnread | None:
+        """Why the DaemonJob's reports cannot be read or written now (None: they can)."""
+        with self._lock:
+            kept = self._kept.get(owner)
+            return kept.unread if kept is not None else None
+
+    def _due(self, now: float) -> tuple[list[str], float | None]:
+        with self._lock:  # the informer's index read under it: a count, no Job read
+            return writes_due(self._kept, self.running, now)
+
+    def _retry_later(self, owner: str) -> None:
+        with self._lock:
+            kept = self._kept.get(owner)
+            if kept is not None:
+                kept.retry_at = self.clock.now() + defaults.RESULT_RETRY_DELAY
+
+    def flush(self, owner: str) -> int:
+        """Write what the DaemonJob has pending; returns the results written."""
+        with self._lock:
+            kept = self._kept.get(owner)
+            if kept is None or not (kept.pending or kept.regroup):
+                return 0
+            namespace, name = kept.namespace, kept.name
+        dj = self.daemonjob(f"{namespace}/{name}")
+        ours = dj is not None and (dj.get("metadata") or {}).get("uid") == owner.rpartition("/")[2]
+        if dj is None or not ours or not self.store.may_write():
+            if not ours:  # noted before its DaemonJob was cached: foreign Jobs, after all?
+                with self._lock:
+                    foreign = [uid for uid, job in kept.pending.items() if self.foreign(job)]
+                self._release(kept, foreign)
+            self._retry_later(owner)
+            return 0
+        if read := not kept.loaded or kept.regroup:
+            self._load(kept, owner, read_spec(dj).results_group_by)
+        with self._lock:
+            jobs = [j for uid, j in kept.pending.items() if not self._recorded(kept, uid)]
+            done = [uid for uid in kept.pending if self._recorded(kept, uid)]
+        self._release(kept, done)
+        results = read_results(self.store, namespace, jobs)
+        written = 0
+        by_rollout: dict[str, list[dict[str, Any]]] = {}
+        for r in results:
+            key = rollout_key(r.get("revision"), r.get("run"))
+            if key in kept.pruned:
+                self._release(kept, [r["jobUID"]])
+                continue
+            by_rollout.setdefault(key, []).append(r)
+        new_rollout = False
+        for key, rs in by_rollout.items():
+            new_rollout |= key not in kept.rollouts
+            try:
+                written += self._write(kept, dj, key, rs)
+            except BaseException:  # a write may have gone through: read the reports again first
+                self._forget_loaded(kept)
+                raise
+            self._release(kept, [r["jobUID"] for r in rs])
+        if new_rollout:
+            self._prune(kept, dj)
+        with self._lock:
+            kept.unread = None  # read and written (cleared only now: a write refused after a read would flap)
+        self.served.found(True)
+        (self.wake if read else self.wake_soon)(f"{namespace}/{name}")
+        return written
+
+    def _release(self, kept: Kept, uids: list[str]) -> None:
+        with self._lock:
+            for uid in uids:
+                kept.pending.pop(uid, None)
+                self._held.pop(uid, None)
+            kept.since = self.clock.now() if kept.pending else None
+
+    def _load(self, kept: Kept, owner: str, group_by: str | None) -> None:
+        """What is recorded already, from the DaemonJob's report objects (one paged list),
+        its outcomes counted by `group_by`."""
+        with self._lock:
+            successes = Successes() if kept.track else None
+        reports = self.store.list_reports(kept.namespace, kept.name)
+        rollouts = read_rollouts(reports, owner.rpartition("/")[2], group_by, successes)
+        with self._lock:
+            kept.rollouts, kept.successes = rollouts, successes
+            kept.loaded, kept.regroup, kept.group_by = True, False, group_by
+        if successes is not None:
+            self.told(owner.rpartition("/")[2], f"{kept.namespace}/{kept.name}", None)
+
+    def _write(self, kept: Kept, dj: Obj, key: str, results: list[dict[str, Any]]) -> int:
+        """Append to the rollout's last chunk while it has room, then new chunks."""
+        dj_uid = (dj.get("metadata") or {}).get("uid") or ""
+        with self._lock:
+            rollout = kept.rollouts.get(key)
+            if rollout is None:
+                rollout = Rollout(
+                    key, results[0].get("revision") or "", results[0].get("run"), "", outcomes=outcomes(kept.group_by)
+                )
+        last = max(rollout.chunks, default=-1)
+        last_size = rollout.chunks[last].size if last >= 0 else 0
+        written = 0
+        for index, part in pack(results, last, last_size, self.chunk_bytes):
+            chunk = rollout.chunks.get(index)
+            ns = kept.namespace
+            if chunk is None:
+                body = report_body(dj, rollout.revision, rollout.run, key, index, part)
+                try:
+                    made = self.store.create_report(ns, body)
+                except ApiError as exc:
+                    if exc.already_exists:  # a create that went through, or another writer's: read again
+                        self._forget_loaded(kept)
+                    raise
+                if not rollout.order:
+                    rollout.order = (made.get("metadata") or {}).get("creationTimestamp") or "~"
+                chunk = rollout.chunks[index] = Chunk(body["metadata"]["name"], 0, 0)
+            else:
+                try:
+                    self.store.append(ns, chunk.name, append_patch(chunk.count, part))
+                except ApiError as exc:
+                    if exc.status in (404, 409, 422):  # the chunk is not what was read: read again
+                        self._forget_loaded(kept)
+                    raise
+            self.writes += 1
+            with self._lock:
+                chunk.count += len(part)
+                chunk.size += sum(result_size(r) for r in part)
+                successes, nodes = kept.successes, []
+                for r in part:
+                    rollout.recorded[r.get("jobUID") or ""] = None
+                    rollout.outcomes.add(r)
+                    if successes is not None and (node := successes.add(r)) is not None:
+                        nodes.append(node)
+                rollout.status = None
+                kept.rollouts[key] = rollout
+            if nodes:
+                self.told(dj_uid, f"{kept.namespace}/{kept.name}", nodes)
+            written += len(part)
+        return written
+
+    def _forget_loaded(self, kept: Kept) -> None:
+        """What was read of the reports is stale: read them again before the next write."""
+        with self._lock:
+            kept.loaded = False
+
+    def _prune(self, kept: Kept, dj: Obj) -> None:
+        """Keep the newest max(historyLimit, 1) + 1 rollouts, and always the current one."""
+        status = dj.get("status") or {}
+        current = rollout_key(status.get("currentRevision"), status.get("currentRun"))
+        limit = max(read_spec(dj).settings.history_limit, 1)
+        with self._lock:
+            ordered = sorted(kept.rollouts.values(), key=lambda r: r.order, reverse=True)
+            gone = [r for r in ordered[limit + 1 :] if r.key != current]
+            for r in gone:
+                kept.rollouts.pop(r.key, None)
+                kept.pruned.add(r.key)
+        for r in gone:
+            for chunk in r.chunks.values():
+                try:
+                    self.store.delete_report(kept.namespace, chunk.name)
+                except ApiError as exc:
+                    if not exc.not_found:
+                        log.warning("report delete failed", report=chunk.name, error=exc.message[:300])
+            log.info("results of an old rollout deleted", daemonjob=kept.name, rollout=r.key)
