@@ -25,7 +25,7 @@ KIND_KUBECONFIG ?= $(abspath $(CLUSTER_DIR))/kind-kubeconfig
 help:
 	@echo "make demo          run DaemonJob on a local control plane with simulated nodes"
 	@echo "make test          provision everything and run every test (make lint first)"
-	@echo "make lint / format ruff and mypy; ruff's fixes and formatting"
+	@echo "make lint / format ruff, mypy and the import contracts; ruff's fixes and formatting"
 	@echo "make cluster-up NODES=n [PROMETHEUS=1] / cluster-down   a background local cluster (.cluster/kubeconfig)"
 	@echo "make run           the controller against the cluster in KUBECONFIG"
 	@echo "make image         the controller image (Docker, else buildah); make lock  its dependency locks"
@@ -54,11 +54,13 @@ TEST_WORKERS ?= 3
 test: lint docs binaries image-tools lua
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-# ruff (lint and format) and mypy, configured in pyproject.toml; `make format` applies ruff's fixes.
+# ruff (lint and format), mypy and the import contracts (lint-imports: the layers, no circles),
+# configured in pyproject.toml; `make format` applies ruff's fixes.
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 # The site of docs/ (mkdocs.yml), built with --strict: a broken link or a page missing from the nav
 # fails. The generated reference is checked first (hack/gen_reference.py; a unit test does too).

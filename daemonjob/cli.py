@@ -8,7 +8,6 @@ clear line and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import signal
 import socket
@@ -37,6 +36,7 @@ from daemonjob.machinery.kube import ApiError, ConfigError, Kube
 from daemonjob.machinery.leaderelection import LeaderElector
 from daemonjob.machinery.listen import parse_bind_address
 from daemonjob.machinery.malloc import limit_malloc_arenas
+from daemonjob.machinery.podidentity import own_namespace
 from daemonjob.machinery.processmetrics import process_metrics
 from daemonjob.machinery.ratelimit import TokenBucket
 from daemonjob.machinery.serving import Server, check_route
@@ -238,18 +238,6 @@ def _lease_timings(args: argparse.Namespace) -> str | None:
     return "need --leader-election-lease-duration > --leader-election-renew-deadline > --leader-election-retry-period"
 
 
-def _lease_namespace(flag: str | None) -> str:
-    if flag:
-        return flag
-    if os.environ.get("POD_NAMESPACE"):
-        return os.environ["POD_NAMESPACE"]
-    try:
-        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
-            return f.read().strip()
-    except OSError:
-        return "default"
-
-
 def fail(message: str) -> int:
     print(f"daemonjob-controller: error: {message}", file=sys.stderr)
     return EXIT_FAILURE
@@ -346,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     elector: LeaderElector | None = None
     fence = Fence()
-    lease_ns = _lease_namespace(args.leader_election_namespace)
+    lease_ns = own_namespace(args.leader_election_namespace)
     try:  # every replica reads the one key: a node turn's records verify across restarts and leaders
         seal = TurnSeal(load_key(kube, lease_ns, defaults.TURN_SEAL_SECRET))
     except (ApiError, ValueError) as exc:
@@ -394,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     webhook: admission.Webhook | None = None
     try:
         if args.webhook_addr:  # every replica serves: admission never waits for an election
-            args.webhook_service_namespace = _lease_namespace(args.webhook_service_namespace)  # the pod's
+            args.webhook_service_namespace = own_namespace(args.webhook_service_namespace)  # the pod's
             webhook = admission.start(
                 args,
                 args.webhook_addr,

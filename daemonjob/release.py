@@ -39,6 +39,7 @@ from daemonjob.domain.nodework.maintenance import FINALIZER, has_finalizer
 from daemonjob.domain.nodework.noderecord import record_of
 from daemonjob.machinery.conflicts import retry_on_conflict
 from daemonjob.machinery.kube import ApiError, ConfigError, Kube, path_for
+from daemonjob.machinery.podidentity import own_namespace
 
 __all__ = ["Released", "release_all", "main"]
 
@@ -130,11 +131,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     logsetup.configure("info", args.log_format)
-    from daemonjob.cli import _lease_namespace  # here: the cli imports this module
 
     try:
         kube = Kube.from_config(args.kubeconfig)
-        lease_ns = _lease_namespace(args.leader_election_namespace)
+        lease_ns = own_namespace(args.leader_election_namespace)
         lease = f"{lease_ns}/{args.leader_election_id}"
         try:
             until = stop_for(args.hold, server_now(kube, lease_ns))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["own_pod"]
+__all__ = ["own_namespace", "own_pod"]
 
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -29,3 +29,16 @@ def own_pod(environ: Mapping[str, str] = os.environ, namespace_file: str = NAMES
         except OSError:
             namespace = None
     return (namespace, name) if name and namespace else None
+
+
+def own_namespace(flag: str | None) -> str:
+    """The namespace a flag names, else this pod's (POD_NAMESPACE, the service account's file), else "default"."""
+    if flag:
+        return flag
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open(NAMESPACE_FILE) as f:
+            return f.read().strip()
+    except OSError:
+        return "default"
