@@ -1,6 +1,8 @@
 """The DaemonJob controller: wiring, acting on decisions and reporting.
 
-`controller` wires informers to the queue and runs the workers; the act layer writes
-through an injected Job-writing interface; `expectations` keeps a worker from acting
-twice on a stale cache; `events` and `metrics` report; `transforms` trims cached objects.
+Sub-packages, top to bottom (pyproject.toml's contract): `wiring` (the Controller, its threads,
+event routing), `nodework` (node maintenance's act side), `results` (the result recorder),
+`passes` (a pass's steps: observe, adopt, act, report), `metrics` and `order` (side by side),
+`runtime` (the caches, the writers, what is kept between passes). It sits on the domain and the
+machinery; nothing below imports it.
 """

@@ -1,9 +1,9 @@
 """The pure domain: what a DaemonJob means, with no I/O.
 
-The Job contract (`jobs`), revisions and names (`revision`), label selectors
-(`selectors`), node eligibility (`eligibility`) and the decision (`decide`), a chain of
-steps each in its own module: `validate`, `plan` (per node), the rollout's `gates` (one
-module each, run in their precedence), `actions`, `conditions`, `rolloutstatus`.
-`memo` is the seam through which the caches keep derived values. Nothing here imports the
-machinery that talks to an API server, so every rule is a plain unit test.
+One sub-package per capability, layered (pyproject.toml's contract, top to bottom): `preview`
+(what `kubectl daemonjob plan` shows), `gates` (what holds new nodes back), `results`, `rollout`
+(the decision `decide(DecisionInput) -> Decision` and its steps), `nodework` (cordon, drain,
+checked turns), `jobs` (the Job contract), `order`, `spec` (the typed spec and its rule book),
+`schedule`, `shared`. It imports the standard library, `defaults` and the machinery's pure
+helpers, never a client: every rule is a plain unit test.
 """

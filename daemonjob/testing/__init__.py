@@ -11,4 +11,6 @@ Ships with the package, the way envtest ships inside controller-runtime:
 - `fakes`: in-memory informers and Job writes for unit tests of the controller.
 - `webhook`: a validating admission webhook on loopback, registered with the local API
   server, for tests of writes that admission refuses.
+
+The top layer: may import every other package; none of them imports it.
 """

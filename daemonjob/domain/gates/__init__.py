@@ -1,5 +1,8 @@
 """The rollout's gates: what holds new node Jobs back, one module per gate (`hold.py` says
-what each answers, `step.py` runs them in their precedence)."""
+what each answers, `step.py` runs them in their precedence).
+
+May import `results`, `rollout` and everything below them.
+"""
 
 from daemonjob.domain.gates.canary import ANNOTATION_PROMOTE
 from daemonjob.domain.gates.step import GATES, PRECEDENCE, gate_in_force

@@ -1,1 +1,7 @@
-"""rollout."""
+"""The decision: `decide(DecisionInput) -> Decision`, a chain of steps each in its own module.
+
+`inputs` and `reading` (what it reads), `plan` (node by node), `actions` (creates and deletes
+within the slots), `conditions` and `status` (what it reports), `keptplan` (the plan kept across
+passes), `retries` and `starts` (failed nodes run again, stuck starts fail). May import
+`nodework`, `jobs`, `order`, `spec`, `schedule`, `shared`.
+"""

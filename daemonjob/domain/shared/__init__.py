@@ -1,1 +1,5 @@
-"""shared."""
+"""What every capability of the domain uses: the memo that keeps values derived from cached
+objects, messages cut to what the API carries, Events, sorted lists of a plan's parts.
+
+The bottom of the domain: imports nothing of it.
+"""
