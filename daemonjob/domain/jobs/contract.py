@@ -57,6 +57,11 @@ __all__ = [
     "job_ttl",
     "parse_time",
     "format_time",
+    "ANNOTATION_BOOT_ID",
+    "ANNOTATION_NODE_CHECK",
+    "UNHEALTHY_TAINTS",
+    "DISRUPTION_FAILS_JOB",
+    "with_reboot_fields",
 ]
 
 GROUP = "daemonjob.io"
@@ -356,9 +361,26 @@ def build_job(
         "spec": spec,
     }
     if boot_id is not None:
-        from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, with_reboot_fields  # it reads this module
-
         annotations[ANNOTATION_BOOT_ID] = boot_id
         if reboot:
             with_reboot_fields(job)
     return job
+
+
+# A checked turn (nodework/nodecheck.py) records on its Job the node's boot ID and its verdict.
+ANNOTATION_BOOT_ID = "daemonjob.io/boot-id"  # on a Job: its node's boot ID when it was created
+ANNOTATION_NODE_CHECK = "daemonjob.io/node-check"  # on a Job: the verdict of its node's turn
+UNHEALTHY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+DISRUPTION_FAILS_JOB = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+
+
+def with_reboot_fields(job: dict[str, Any]) -> None:
+    """A Job body made to run once even though its node reboots under it (see nodework/nodecheck.py)."""
+    spec = job.setdefault("spec", {})
+    spec["backoffLimit"] = 0
+    spec["podFailurePolicy"] = {"rules": [dict(DISRUPTION_FAILS_JOB)]}
+    spec["podReplacementPolicy"] = "Failed"
+    pod_spec = (spec.get("template") or {}).get("spec")
+    if isinstance(pod_spec, dict):
+        stay = [{"key": key, "operator": "Exists", "effect": "NoExecute"} for key in UNHEALTHY_TAINTS]
+        pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or ()), *stay]

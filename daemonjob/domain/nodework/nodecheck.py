@@ -25,7 +25,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from daemonjob.domain.jobs.contract import ACTIVE, FAILED, SUCCEEDED, TERMINATING, job_state, parse_time
+from daemonjob.domain.jobs.contract import (
+    ACTIVE,
+    ANNOTATION_BOOT_ID,
+    ANNOTATION_NODE_CHECK,
+    FAILED,
+    SUCCEEDED,
+    TERMINATING,
+    UNHEALTHY_TAINTS,
+    job_state,
+    parse_time,
+    with_reboot_fields,
+)
 
 if TYPE_CHECKING:
     from daemonjob.domain.jobs.jobview import JobView
@@ -52,15 +63,10 @@ __all__ = [
     "with_reboot_fields",
 ]
 
-ANNOTATION_BOOT_ID = "daemonjob.io/boot-id"  # on a Job: its node's boot ID when it was created
-ANNOTATION_NODE_CHECK = "daemonjob.io/node-check"  # on a Job: the verdict of its node's turn
 PASSED = "Passed"
 FAILED_CHECK = "Failed"
 # The verdict of a checked turn whose Job failed, no reboot expected: the Job's own reason says why
 JOB_FAILED = "JobFailed"
-UNHEALTHY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-
-DISRUPTION_FAILS_JOB = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,18 +134,6 @@ def unhealthy_taints(node: Mapping[str, Any] | None) -> list[str]:
     """The not-ready and unreachable taints on the node (the node lifecycle controller's)."""
     taints = ((node or {}).get("spec") or {}).get("taints") or ()
     return sorted({t.get("key") for t in taints if t.get("key") in UNHEALTHY_TAINTS})
-
-
-def with_reboot_fields(job: dict[str, Any]) -> None:
-    """A Job body made to run once even though its node reboots under it (see the module's doc)."""
-    spec = job.setdefault("spec", {})
-    spec["backoffLimit"] = 0
-    spec["podFailurePolicy"] = {"rules": [dict(DISRUPTION_FAILS_JOB)]}
-    spec["podReplacementPolicy"] = "Failed"
-    pod_spec = (spec.get("template") or {}).get("spec")
-    if isinstance(pod_spec, dict):
-        stay = [{"key": key, "operator": "Exists", "effect": "NoExecute"} for key in UNHEALTHY_TAINTS]
-        pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or ()), *stay]
 
 
 @dataclass(frozen=True, slots=True)
