@@ -122,18 +122,24 @@ def _problems(obj: Mapping[str, Any], namespace: Any, maintenance_namespaces: fr
     return _checked(obj, namespace, maintenance_namespaces)[0]
 
 
-def decide(
-    request: Mapping[str, Any],
-    maintenance_namespaces: frozenset[str] = frozenset(),
-    powers: Powers | None = None,
-    dry_run: DryRun | None = None,
-    deadline: float = float("inf"),
-) -> dict[str, Any]:
-    """The AdmissionResponse to `request` (uid, allowed, and a status or warnings);
+@dataclass(frozen=True)
+class Checks:
+    """What a review checks beside the rule book, as the webhook was started with.
+
     `maintenance_namespaces`: where node maintenance is allowed (--node-maintenance-namespaces);
     `powers`: the requester's missing node powers, a refusal on any update too (they are the
     requester's, not the object's); `dry_run`: the cluster's own answer to the node Job
     (dryrun.py), asked by `deadline` (time.monotonic()) once the rest found nothing."""
+
+    maintenance_namespaces: frozenset[str] = frozenset()
+    powers: Powers | None = None
+    dry_run: DryRun | None = None
+    deadline: float = float("inf")
+
+
+def decide(request: Mapping[str, Any], checks: Checks = Checks()) -> dict[str, Any]:
+    """The AdmissionResponse to `request` (uid, allowed, and a status or warnings)."""
+    maintenance_namespaces, powers, dry_run = checks.maintenance_namespaces, checks.powers, checks.dry_run
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
     operation = request["operation"]
     if operation not in ("CREATE", "UPDATE") or request.get("subResource") or not _is_daemonjob(request):
@@ -145,7 +151,7 @@ def decide(
     problems, spec = _checked(obj, namespace, maintenance_namespaces)
     missing = powers(request) if powers is not None else []
     if not problems and not missing and dry_run is not None and changes_what_runs(request):
-        outcome = dry_run(request, spec, deadline)
+        outcome = dry_run(request, spec, checks.deadline)
         problems = outcome.problems
         if outcome.warnings:
             response["warnings"] = outcome.warnings[:WARNINGS_MAX]
@@ -189,13 +195,7 @@ class Answer:
     result: str = "malformed"  # allowed, warned, refused, malformed
 
 
-def handle(
-    body: bytes,
-    maintenance_namespaces: frozenset[str] = frozenset(),
-    powers: Powers | None = None,
-    dry_run: DryRun | None = None,
-    deadline: float = float("inf"),
-) -> Answer:
+def handle(body: bytes, checks: Checks = Checks()) -> Answer:
     """The answer to a POSTed AdmissionReview; the rest as for decide()."""
     try:
         request = parse(body)
@@ -203,7 +203,7 @@ def handle(
         return Answer(400, json.dumps({"error": f"malformed AdmissionReview: {exc}"}).encode())
     operation = request["operation"]
     try:
-        response = decide(request, maintenance_namespaces, powers, dry_run, deadline)
+        response = decide(request, checks)
     except Exception as exc:  # an object no API server sends (metadata a string...): say so, stay up
         log.warning("unreadable object in review", error=repr(exc))
         return Answer(

@@ -24,7 +24,7 @@ from daemonjob import defaults
 from daemonjob.admission.dryrun import ClusterDryRun
 from daemonjob.admission.nodereads import allowed_keys, node_reads_problems
 from daemonjob.admission.powers import CachedAccessReviewer, KubeAccessReviewer, powers_problems
-from daemonjob.admission.review import OPERATIONS, handle
+from daemonjob.admission.review import OPERATIONS, Checks, handle
 from daemonjob.domain.spec.validate import Problem
 from daemonjob.machinery.kube import Kube
 from daemonjob.machinery.serving import Server, Upload
@@ -171,7 +171,7 @@ def start(
         def powers(request: Mapping[str, Any]) -> list[Problem]:
             return [*powers_problems(request, mine), *node_reads_problems(request, mine, node_keys)]
 
-        answer = handle(body, maintenance_namespaces, powers, dry_run, time.monotonic() + budget)
+        answer = handle(body, Checks(maintenance_namespaces, powers, dry_run, time.monotonic() + budget))
         reviews.labels(operation_label(answer.operation), answer.result).inc()
         return answer.code, "application/json", answer.body
 

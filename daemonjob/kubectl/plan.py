@@ -87,7 +87,7 @@ def _refusal(new: Obj, applied: Obj | None, namespace: str) -> list[str]:
     }
     if applied is not None:
         request["oldObject"] = applied
-    response = review.decide(request, _allowed(applied, namespace))
+    response = review.decide(request, review.Checks(_allowed(applied, namespace)))
     if response.get("allowed"):
         return []
     causes = ((response.get("status") or {}).get("details") or {}).get("causes") or ()

@@ -100,7 +100,7 @@ def costly_review(shape: str, size: int, unit: bytes = b"{}") -> bytes:
 _CHILD = """
 import sys, structlog
 structlog.configure(logger_factory=structlog.ReturnLoggerFactory())
-from daemonjob.admission.review import handle
+from daemonjob.admission.review import Checks, handle
 from daemonjob.admission.powers import powers_problems
 from daemonjob.admission.nodereads import AllowedKeys, node_reads_problems
 
@@ -117,11 +117,11 @@ def status(key):
             return int(line.split()[1]) * 1024
 
 warm = open(sys.argv[2], "rb").read()
-handle(warm, frozenset({"ops"}), powers)  # imports and first-use allocations, not the review's
+handle(warm, Checks(frozenset({"ops"}), powers))  # imports and first-use allocations, not the review's
 body = open(sys.argv[1], "rb").read()
 open("/proc/self/clear_refs", "w").write("5")  # VmHWM from now on
 before = status("VmRSS:")
-answer = handle(body, frozenset({"ops"}), powers)
+answer = handle(body, Checks(frozenset({"ops"}), powers))
 print(status("VmHWM:") - before, answer.code, len(answer.body))
 """
 

@@ -20,7 +20,7 @@ from daemonjob.admission.dryrun import (
     refusal,
     representative_node,
 )
-from daemonjob.admission.review import decide
+from daemonjob.admission.review import Checks, decide
 from daemonjob.domain.jobs.contract import ANNOTATION_NODE
 from daemonjob.domain.spec.problems import Problem
 from daemonjob.domain.spec.spec import DaemonJobSpec
@@ -228,26 +228,27 @@ def test_the_review_asks_the_cluster_only_when_its_own_rules_pass_and_passes_war
         asked.append(spec)
         return Outcome(problems=[Problem(REFUSED_BY_CLUSTER, "spec.jobTemplate.spec.x: Required value")])
 
-    response = decide(request(), dry_run=refusing)
+    response = decide(request(), Checks(dry_run=refusing))
     assert response["allowed"] is False
     assert response["status"]["details"]["causes"][0]["field"] == "spec.jobTemplate.spec.x"
     bad = daemonjob("dj", namespace="ns", schedule="0 25 * * *")
     assert (
-        decide(request("CREATE", bad), dry_run=refusing)["status"]["details"]["causes"][0]["field"] == "spec.schedule"
+        decide(request("CREATE", bad), Checks(dry_run=refusing))["status"]["details"]["causes"][0]["field"]
+        == "spec.schedule"
     )
     assert len(asked) == 1  # not asked for an object its own rules refuse
 
     def warning(req: Mapping[str, Any], spec: DaemonJobSpec, deadline: float) -> Outcome:
         return Outcome(warnings=["the dry run of a node Job could not be made (...)"])
 
-    assert decide(request(), dry_run=warning) == {
+    assert decide(request(), Checks(dry_run=warning)) == {
         "uid": "u",
         "allowed": True,
         "warnings": ["the dry run of a node Job could not be made (...)"],
     }
     old = daemonjob("dj", namespace="ns")
     relabelled = {**old, "metadata": {**old["metadata"], "labels": {"team": "a"}}}
-    assert decide(request("UPDATE", relabelled, old), dry_run=refusing)["allowed"] is True
+    assert decide(request("UPDATE", relabelled, old), Checks(dry_run=refusing))["allowed"] is True
 
 
 def test_a_daemonjob_that_cordons_is_dry_run_with_the_cordons_toleration() -> None:

@@ -15,7 +15,7 @@ import pytest
 from daemonjob import cli
 from daemonjob.admission.nodereads import GET_NODES, AllowedKeys, allowed_keys, node_reads_problems
 from daemonjob.admission.powers import Permission
-from daemonjob.admission.review import handle
+from daemonjob.admission.review import Checks, handle
 from daemonjob.testing.builders import daemonjob
 
 JANE = {"username": "jane", "uid": "u-jane", "groups": ["devs"]}
@@ -59,7 +59,7 @@ def review(
         "userInfo": dict(user),
     }
     body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
-    answer = handle(body, frozenset(), lambda r: node_reads_problems(r, reviewer, allowed))
+    answer = handle(body, Checks(frozenset(), lambda r: node_reads_problems(r, reviewer, allowed)))
     assert answer.code == 200, answer.body
     return json.loads(answer.body)["response"]
 

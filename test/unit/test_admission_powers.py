@@ -17,7 +17,7 @@ from daemonjob.admission.powers import (
     Permission,
     powers_problems,
 )
-from daemonjob.admission.review import handle
+from daemonjob.admission.review import Checks, handle
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.builders import daemonjob
 
@@ -59,7 +59,7 @@ def review(
         "userInfo": dict(user),
     }
     body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
-    answer = handle(body, frozenset({"ops"}), lambda r: powers_problems(r, reviewer))
+    answer = handle(body, Checks(frozenset({"ops"}), lambda r: powers_problems(r, reviewer)))
     assert answer.code == 200, answer.body
     return json.loads(answer.body)["response"]
 

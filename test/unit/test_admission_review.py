@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.admission.review import handle
+from daemonjob.admission.review import Checks, handle
 from daemonjob.testing.builders import daemonjob
 
 
@@ -144,7 +144,7 @@ def maintenance_review(
     }
     answer = handle(
         json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode(),
-        allowed,
+        Checks(allowed),
     )
     assert answer.code == 200, answer.body
     return json.loads(answer.body)["response"]

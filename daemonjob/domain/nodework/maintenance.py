@@ -253,7 +253,6 @@ def node_work(s: Situation, mi: MaintenanceInput, outcomes: DrainTimeouts, turns
     """The Node writes for the nodes carrying this DaemonJob's record, and the turns left for
     the others: a node in maintenance keeps its slot until it is released."""
     work = NodeWork(refusal=s.refusal)
-    in_maintenance: set[str] = set()
     draining: list[tuple[str, DrainProgress]] = []
     kept: list[str] = []
     uncordoning = 0
@@ -267,7 +266,6 @@ def node_work(s: Situation, mi: MaintenanceInput, outcomes: DrainTimeouts, turns
         state = max(current, key=lambda j: j.age_key).state if current else None
         state = s.states.get(node, state) if node in s.states else state
         if node in s.awaiting:
-            in_maintenance.add(node)
             continue  # its reboot or health check holds the node (and the slot the plan counts)
         why = _release(s, record, outcomes, node, state, running)
         if why == "keep" and requests.get(node) == record.since:
@@ -281,7 +279,6 @@ def node_work(s: Situation, mi: MaintenanceInput, outcomes: DrainTimeouts, turns
             work.releases.append(Release(node, record, why, _outcome(s, record, outcomes, node, why)))
             uncordoning += 1
             continue
-        in_maintenance.add(node)
         if state is not None or running:
             continue  # its Job runs: it holds its slot as any running node does
         work.held += 1
@@ -296,7 +293,7 @@ def node_work(s: Situation, mi: MaintenanceInput, outcomes: DrainTimeouts, turns
     if mi.records:  # a node carrying a record takes no new turn until its release is seen
         turns = replace(turns, starting=[t for t in turns.starting if t.node not in mi.records])
     work.turns = turns  # the slots `held` counts are added by the gate step
-    work.status = _status(s, mi, outcomes, in_maintenance, draining, kept, uncordoning)
+    work.status = _status(s, mi, outcomes, _Tally(draining, kept, uncordoning))
     return work
 
 
@@ -344,17 +341,19 @@ def _release(
     return None
 
 
-def _status(
-    s: Situation,
-    mi: MaintenanceInput,
-    outcomes: DrainTimeouts,
-    in_maintenance: set[str],
-    draining: list[tuple[str, DrainProgress]],
-    kept: list[str],
-    uncordoning: int,
-) -> dict[str, Any] | None:
+@dataclass(frozen=True, slots=True)
+class _Tally:
+    """What the pass over the nodes carrying a record counted, for the status."""
+
+    draining: list[tuple[str, DrainProgress]]
+    kept: list[str]
+    uncordoning: int
+
+
+def _status(s: Situation, mi: MaintenanceInput, outcomes: DrainTimeouts, tally: _Tally) -> dict[str, Any] | None:
     if s.spec is None and not mi.records:
         return None
+    draining, kept = tally.draining, tally.kept
     shown = []
     for node, progress in draining[:DRAINING_SHOWN_MAX]:
         entry: dict[str, Any] = {"node": node, "waitingPods": list(progress.waiting)}
@@ -365,7 +364,7 @@ def _status(
         "rollout": outcomes.rollout,
         "cordonedNodes": sum(1 for r in mi.records.values() if r.cordoned),
         "drainingNodes": len(draining),
-        "uncordoningNodes": uncordoning,
+        "uncordoningNodes": tally.uncordoning,
         "draining": shown,
         "drainFailedNodes": sorted(outcomes.failed)[:NODE_NAMES_MAX],
         "skippedNodes": sorted(outcomes.skipped)[:NODE_NAMES_MAX],

@@ -25,7 +25,7 @@ from daemonjob.domain.spec.revision import Revision, job_name
 if TYPE_CHECKING:
     from daemonjob.domain.gates.step import Gating
 
-__all__ = ["CreateJob", "DeleteJob", "Turn", "Turns", "Actions", "choose_actions"]
+__all__ = ["CreateJob", "DeleteJob", "Turn", "Turns", "Actions", "Origin", "choose_actions"]
 
 # While the API server keeps rejecting creates, try one node per reconcile, not all.
 STALLED_CREATE_PROBES = 1
@@ -111,16 +111,20 @@ class Turns:
     refused: Mapping[str, str] | None = None  # nodes the API server refused that still need their Job
 
 
-def choose_actions(
-    dj: Mapping[str, Any],
-    revision: Revision,
-    gate: Gating,
-    run: str | None = None,
-    template: Mapping[str, Any] | None = None,
-) -> Actions:
-    """From the turns the gates let through (`gate.turns`, within `gate.slots`, maxParallel);
-    `run`: the current run, which the created Jobs carry; `template`: spec.jobTemplate as
-    read, their bodies' template."""
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """What every Job created in one decision is made of: they travel together to each create."""
+
+    dj: Mapping[str, Any]
+    revision: Revision
+    run: str | None = None  # the current run, which the created Jobs carry
+    template: Mapping[str, Any] | None = None  # spec.jobTemplate as read, their bodies' template
+
+
+def choose_actions(origin: Origin, gate: Gating) -> Actions:
+    """From the turns the gates let through (`gate.turns`, within `gate.slots`, maxParallel),
+    the creates of Jobs made of `origin` and the deletes."""
+    dj, revision, run, template = origin.dj, origin.revision, origin.run, origin.template
     turns, slots = gate.turns, gate.slots
     replacing, starting, always, extra_old, held = (
         turns.replacing,

@@ -40,7 +40,7 @@ from daemonjob.domain.gates.step import Gating, gate_problems, run_gates
 from daemonjob.domain.jobs.attempts import STATUS_FIELD as ATTEMPTS_FIELD
 from daemonjob.domain.jobs.attempts import assign as assign_attempts
 from daemonjob.domain.nodework.maintenance import NodeWork, drain_timeouts, with_drain_timeouts
-from daemonjob.domain.rollout.actions import CreateJob, DeleteJob, choose_actions
+from daemonjob.domain.rollout.actions import CreateJob, DeleteJob, Origin, choose_actions
 from daemonjob.domain.rollout.conditions import (
     FAILED_NODE_NAMES_MAX,
     FailureBudget,
@@ -241,7 +241,7 @@ def _conclude(reading: Reading) -> Decision:
     turns = reading.plan.turns(inp.troubles.conflicts, inp.troubles.rejected, inp.now)
     stall = stall_for(inp, reading.checked, reading.plan, reading.missing, turns.refused)
     gating = run_gates(reading, stall, turns)
-    actions = choose_actions(inp.dj, reading.revision, gating, run, reading.checked.spec.job_template)
+    actions = choose_actions(Origin(inp.dj, reading.revision, run, reading.checked.spec.job_template), gating)
     maintenance = gating.hold(GATE_MAINTENANCE)
     work = maintenance.work if maintenance is not None else None
     if work is not None:
