@@ -12,9 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import quote, urlencode
 
 import orjson
 import structlog
@@ -24,15 +22,16 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
 from urllib3 import HTTPHeaderDict
-from urllib3.exceptions import ProtocolError
 
 from daemonjob import defaults
 from daemonjob.machinery.apierror import JSON, ApiError, api_error
-from daemonjob.machinery.exchange import ANSWER_READ, PAGE_READ, Answer, exchange, exchange_pipelined
+from daemonjob.machinery.exchange import ANSWER_READ, PAGE_READ, Answer, exchange
 from daemonjob.machinery.guardedhttp import GuardedHTTPConnectionPool, GuardedHTTPSConnectionPool, send_guard
+from daemonjob.machinery.paths import micro_time, path_for, request_info, with_query
+from daemonjob.machinery.pipelined import create_together
 from daemonjob.machinery.watchstream import Decode, WatchStream
 
-# ApiError and WatchStream are part of this client's API, where its callers import them from.
+# ApiError, WatchStream and the paths are part of this client's API, where its callers import them from.
 __all__ = [
     "PATCH_MERGE",
     "PATCH_STRATEGIC",
@@ -149,11 +148,11 @@ class Kube:
         if self._host_pool is None:
             return self._pool.request(method, self.url(path, params), retries=False, **kw)
         return self._host_pool.urlopen(
-            method, self._path_prefix + _with_query(path, params), retries=False, redirect=False, **kw
+            method, self._path_prefix + with_query(path, params), retries=False, redirect=False, **kw
         )
 
     def url(self, path: str, params: Mapping[str, Any] | None = None) -> str:
-        return self.host + _with_query(path, params)
+        return self.host + with_query(path, params)
 
     def request(
         self,
@@ -204,7 +203,7 @@ class Kube:
         seconds = self.timeout if timeout is None else timeout
         headers = self._headers(content_type)
         if self._host_pool is not None:
-            url = self._path_prefix + _with_query(path, params)
+            url = self._path_prefix + with_query(path, params)
             read = PAGE_READ if method == "GET" else ANSWER_READ  # a list's pages, or one object
             return exchange(self._host_pool, method, url, data, headers, seconds, read)
         resp = self._send(
@@ -260,60 +259,11 @@ class Kube:
         request_timeout: float | None = None,
         guard: Callable[[], None] | None = None,
     ) -> list[Exception | None]:
-        """Creates in one collection sent together on one connection (`exchange_pipelined`),
-        each one's outcome in order: None when created (its answer not decoded: the watch
-        brings the object), else its error, an ApiError as the server answered or a network
-        failure. Each create is counted by the rate limiter and `on_request`, and `guard`
-        runs as for one request, after the rate limiter's waits and again right before the
-        write: its refusal is every create's error, nothing sent. A server that answers some
-        and closes the connection on the rest (a proxy that does not take pipelined requests)
-        gets them one at a time from then on."""
+        """Creates in one collection sent together on one connection, each one's outcome in
+        order: None when created, else its error (pipelined.py says how)."""
         if len(bodies) <= 1 or self._host_pool is None or not self.pipelining:
             return [self._create_one(path, body, request_timeout, guard) for body in bodies]
-        data = [orjson.dumps(body if type(body) is dict else dict(body)) for body in bodies]
-        if self.limiter is not None:
-            for _ in data:
-                self.limiter.accept()
-        if guard is not None:
-            try:
-                guard()
-            except Exception as exc:  # not sent, so not counted: as one request's
-                return [exc] * len(data)
-        answers: list[Answer | Exception]
-        try:
-            send_guard.fn = guard
-            seconds = self.timeout if request_timeout is None else request_timeout
-            answers = exchange_pipelined(
-                self._host_pool,
-                "POST",
-                self._path_prefix + path,
-                data,
-                self._headers("application/json"),
-                seconds,
-                successes=False,  # a created object comes back through the watch
-            )
-        except Exception as exc:  # before anything was sent
-            answers = [exc] * len(data)
-        finally:
-            send_guard.fn = None
-        if self.pipelining and _cut_short(answers):
-            self.pipelining = False
-            log.warning(
-                "the API server closed a connection on creates sent together; sending them one at a time",
-                answered=sum(1 for a in answers if not isinstance(a, Exception)),
-                sent=len(answers),
-            )
-        verb, resource = request_info("POST", path)
-        out: list[Exception | None] = []
-        for answer in answers:
-            code = 0 if isinstance(answer, Exception) else answer[0]
-            if self.on_request is not None:
-                self.on_request(verb, resource, code)
-            if isinstance(answer, Exception):
-                out.append(answer)
-            else:
-                out.append(None if 200 <= code < 300 else api_error(code, answer[1]))
-        return out
+        return create_together(self, path, bodies, request_timeout, guard)
 
     def _create_one(
         self, path: str, body: Mapping[str, Any], request_timeout: float | None, guard: Callable[[], None] | None
@@ -403,59 +353,3 @@ class Kube:
             resp.release_conn()
             raise api_error(resp.status, payload)
         return WatchStream(resp) if decode is None else WatchStream(resp, decode)
-
-
-def _cut_short(answers: list[Answer | Exception]) -> bool:
-    """Some answered, then the connection closed on the rest (a timeout is a slow server, not this)."""
-    return not isinstance(answers[0], Exception) and isinstance(answers[-1], ProtocolError)
-
-
-def _with_query(path: str, params: Mapping[str, Any] | None) -> str:
-    query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
-    return path + (f"?{urlencode(query)}" if query else "")
-
-
-def _param(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def request_info(method: str, path: str) -> tuple[str, str]:
-    """(Kubernetes verb, resource[/subresource]) of a request, for bounded-cardinality metrics."""
-    parts = [p for p in path.split("?")[0].split("/") if p]
-    # /api/v1/[namespaces/ns/]resource[/name[/sub]] or /apis/g/v/[namespaces/ns/]resource/...
-    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
-    if len(rest) > 2 and rest[0] == "namespaces":
-        rest = rest[2:]
-    resource = (rest[0] if rest else "") + ("/" + rest[2] if len(rest) > 2 else "")
-    named = len(rest) > 1
-    verb = {
-        "GET": "get" if named else "list",
-        "WATCH": "watch",
-        "POST": "create",
-        "PUT": "update",
-        "PATCH": "patch",
-        "DELETE": "delete" if named else "deletecollection",
-    }.get(method, method.lower())
-    return verb, resource
-
-
-def micro_time(value: datetime) -> str:
-    """metav1.MicroTime as the API serialises it (Leases, Events): UTC, microseconds."""
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def path_for(
-    api_version: str, plural: str, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-) -> str:
-    """REST path of a resource collection or object."""
-    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    if namespace:
-        base += f"/namespaces/{quote(namespace)}"
-    base += f"/{plural}"
-    if name:
-        base += f"/{quote(name)}"
-    if subresource:
-        base += f"/{subresource}"
-    return base
