@@ -8,7 +8,7 @@ import pytest
 
 from daemonjob.controller.passes.report import deferrable
 from daemonjob.controller.runtime.jobcontrol import NotLeader
-from daemonjob.controller.wiring import controller as controller_module
+from daemonjob.controller.wiring import onepass
 from daemonjob.controller.wiring.controller import ReconcileError
 from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, build_job
 from daemonjob.domain.rollout.decide import Decision, decide
@@ -516,7 +516,7 @@ def test_a_pass_decides_once_and_its_status_says_what_act_heard(bed: ActBed, mon
         inputs.append(inp)
         return decide(inp)
 
-    monkeypatch.setattr(controller_module, "decide", counted)
+    monkeypatch.setattr(onepass, "decide", counted)
     names = bed.add_nodes(2)
     dj = daemonjob()
     bed.add_dj(dj)
