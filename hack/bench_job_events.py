@@ -27,7 +27,7 @@ from daemonjob.controller.runtime.transforms import job_transform
 from daemonjob.machinery.informer import Informer
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob
-from daemonjob.testing.fakes import NullResultStore
+from daemonjob.testing.nodefakes import NullResultStore
 from daemonjob.testing.simjobs import CREATED, as_served
 
 

@@ -21,7 +21,8 @@ from daemonjob.domain.nodework.maintenance import Cordon
 from daemonjob.domain.nodework.noderecord import NodeRecord
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.builders import daemonjob, node
-from daemonjob.testing.fakes import FakeInformer, FakeJobControl, FakeNodeControl, fake_informers
+from daemonjob.testing.fakes import FakeInformer, FakeJobControl, fake_informers
+from daemonjob.testing.nodefakes import FakeNodeControl
 
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 

@@ -25,7 +25,7 @@ from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.kube import ApiError
 from daemonjob.release import release_all
 from daemonjob.testing.builders import daemonjob, node
-from daemonjob.testing.fakes import FakeNodeControl
+from daemonjob.testing.nodefakes import FakeNodeControl
 
 RECORD = NodeRecord("ops/upgrade", "uid-1", "r1", None, True, "2026-11-25T12:00:00Z")
 FOREVER = 1000

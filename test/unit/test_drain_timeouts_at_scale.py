@@ -15,7 +15,7 @@ from daemonjob.domain.nodework.maintenance import FINALIZER
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import NS, daemonjob, node
-from daemonjob.testing.fakes import FakeNodeControl
+from daemonjob.testing.nodefakes import FakeNodeControl
 
 NODES = 1500
 PASSES_MAX = 10  # passes to settle once the drains time out (today's code never settles)

@@ -7,7 +7,8 @@ from daemonjob import cli, defaults
 from daemonjob.controller.nodework.options import NodeMaintenanceOptions
 from daemonjob.controller.wiring.controller import Controller
 from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.fakes import FakeJobControl, FakeNodeControl, fake_informers
+from daemonjob.testing.fakes import FakeJobControl, fake_informers
+from daemonjob.testing.nodefakes import FakeNodeControl
 
 
 def _stopped() -> str | None:

@@ -326,7 +326,8 @@ def test_the_act_layer_writes_verdicts_and_reads_daemonset_pods_only_of_checked_
     from daemonjob.controller.nodework.turnchecks import TurnChecks
     from daemonjob.controller.passes.observe import Observation
     from daemonjob.domain.rollout.inputs import ConfigMapsRead
-    from daemonjob.testing.fakes import FakeJobControl, FakeNodeControl
+    from daemonjob.testing.fakes import FakeJobControl
+    from daemonjob.testing.nodefakes import FakeNodeControl
 
     dj = daemonjob(maxParallel=1, healthCheck=HEALTH)
     done = checked_job(

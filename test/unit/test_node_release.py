@@ -27,7 +27,8 @@ from daemonjob.machinery.clock import FakeClock
 from daemonjob.release import release_all
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob, job, node
-from daemonjob.testing.fakes import FakeInformer, FakeNodeControl
+from daemonjob.testing.fakes import FakeInformer
+from daemonjob.testing.nodefakes import FakeNodeControl
 
 NS = "ops"
 RECORD = NodeRecord(f"{NS}/upgrade", "uid-1", "r1", None, True, "2026-11-25T12:00:00Z")

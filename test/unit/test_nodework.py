@@ -18,7 +18,7 @@ from daemonjob.domain.spec.maintenancespec import DrainOptions
 from daemonjob.domain.spec.selectors import compile_label_selector
 from daemonjob.machinery.clock import FakeClock
 from daemonjob.testing.builders import daemonjob
-from daemonjob.testing.fakes import FakeNodeControl
+from daemonjob.testing.nodefakes import FakeNodeControl
 
 RECORD = NodeRecord("ns/dj", "uid-1", "r1", None, True, "2026-11-25T12:00:00Z")
 

@@ -22,7 +22,7 @@ from daemonjob.machinery.clock import FakeClock
 from daemonjob.machinery.store import Store
 from daemonjob.testing.actbed import ActBed
 from daemonjob.testing.builders import daemonjob, job
-from daemonjob.testing.fakes import NullResultStore
+from daemonjob.testing.nodefakes import NullResultStore
 
 
 class Store_(NullResultStore):
