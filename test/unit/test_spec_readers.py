@@ -15,14 +15,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "daemonjob"
 
-# The parse: the rule book, its section of spec.rollout, and the two parts of the node rules'
-# compile that read the spec for it (validate() calls them).
+# The parse: the rule book, its sections of spec.rollout and spec.nodeMaintenance, and the two
+# parts of the node rules' compile that read the spec for it (validate() calls them).
 ALLOWED = {
     ("domain/spec/validate.py", None),
     ("domain/spec/rolloutspec.py", None),
     ("domain/spec/nodecheckspec.py", None),
     ("domain/spec/eligibility.py", "compile_eligibility"),
-    ("domain/spec/maintenancespec.py", "wants_maintenance"),
+    ("domain/spec/maintenancespec.py", None),
     ("domain/spec/retryspec.py", None),
     ("domain/spec/warnings.py", None),  # settings that do nothing: what was written, unset or not
     ("domain/jobs/contract.py", "job_suspended"),  # a node Job's own spec.suspend, not the DaemonJob's

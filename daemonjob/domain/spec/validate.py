@@ -27,16 +27,7 @@ from daemonjob.domain.jobs.contract import LABEL_NAME
 from daemonjob.domain.results.recorded import read_results
 from daemonjob.domain.schedule.runs import read_runs
 from daemonjob.domain.spec.eligibility import POD_SPEC_PATH, Eligibility, InvalidSpec, compile_eligibility
-from daemonjob.domain.spec.maintenancespec import (
-    GRACE_PERIOD_MIN,
-    GRACE_RULE,
-    ON_TIMEOUT_FAIL,
-    ON_TIMEOUT_POLICIES,
-    DrainOptions,
-    Maintenance,
-    wants_maintenance,
-)
-from daemonjob.domain.spec.maintenancespec import PATH as MAINTENANCE_PATH
+from daemonjob.domain.spec.maintenancespec import Maintenance, validate_maintenance, wants_maintenance
 from daemonjob.domain.spec.nodecheckspec import read_node_checks
 from daemonjob.domain.spec.nodeparams import read_node_parameters
 from daemonjob.domain.spec.problems import (
@@ -59,10 +50,9 @@ from daemonjob.domain.spec.rolloutspec import (
     Rollout,
     Window,
     parse_duration,
-    read_duration,
     read_rollout,
 )
-from daemonjob.domain.spec.selectors import InvalidSelector, compile_label_selector, validate_label_value
+from daemonjob.domain.spec.selectors import InvalidSelector, validate_label_value
 from daemonjob.domain.spec.spec import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, RERUN_POLICIES, DaemonJobSpec, Settings
 
 __all__ = [
@@ -323,78 +313,3 @@ def validate_order(spec: Mapping[str, Any], name: str, problems: list[Problem]) 
             problems.append(Problem(INVALID_SPEC, f"{path}: Duplicate value: {_show(dep)}"))
         else:
             seen.add(dep)
-
-
-def _flag(section: Mapping[str, Any], key: str, path: str, problems: list[Problem]) -> bool:
-    value = section.get(key)
-    if value is None or isinstance(value, bool):
-        return bool(value)
-    problems.append(Problem(INVALID_SPEC, f"{path}.{key}: Invalid value: {_show(value)}: must be a boolean"))
-    return False
-
-
-def validate_maintenance(spec: Mapping[str, Any], problems: list[Problem]) -> Maintenance | None:
-    """spec.nodeMaintenance compiled, None when it asks for nothing or has a problem (appended)."""
-    raw = spec.get("nodeMaintenance")
-    path = MAINTENANCE_PATH
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(raw)}: must be an object"))
-        return None
-    before = len(problems)
-    cordon = _flag(raw, "cordon", path, problems)
-    keep = _flag(raw, "keepFailedCordoned", path, problems)
-    drain = _drain(raw, problems)
-    if drain is not None and not cordon:
-        problems.append(
-            Problem(
-                INVALID_SPEC,
-                f"{path}.drain: Invalid value: a drain needs cordon: true "
-                "(pods evicted from a schedulable node may come straight back)",
-            )
-        )
-    if len(problems) > before or not (cordon or drain is not None):
-        return None
-    return Maintenance(cordon=cordon, drain=drain, keep_failed_cordoned=keep)
-
-
-def _drain(section: Mapping[str, Any], problems: list[Problem]) -> DrainOptions | None:
-    raw = section.get("drain")
-    path = f"{MAINTENANCE_PATH}.drain"
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        problems.append(Problem(INVALID_SPEC, f"{path}: Invalid value: {_show(raw)}: must be an object"))
-        return None
-    timeout = read_duration(raw, "timeout", path, problems, positive=True) or defaults.DRAIN_TIMEOUT
-    grace = raw.get("gracePeriodSeconds")
-    if grace is not None and not (is_int(grace) and grace >= GRACE_PERIOD_MIN):
-        problems.append(
-            Problem(INVALID_SPEC, f"{path}.gracePeriodSeconds: Invalid value: {_show(grace)}: {GRACE_RULE}")
-        )
-        grace = None
-    on_timeout = raw.get("onTimeout", ON_TIMEOUT_FAIL)
-    if on_timeout not in ON_TIMEOUT_POLICIES:
-        supported = ", ".join(_show(p) for p in ON_TIMEOUT_POLICIES)
-        problems.append(
-            Problem(
-                INVALID_SPEC, f"{path}.onTimeout: Unsupported value: {_show(on_timeout)}: supported values: {supported}"
-            )
-        )
-        on_timeout = ON_TIMEOUT_FAIL
-    ignore = None
-    selector = raw.get("ignorePodSelector")
-    if selector is not None:
-        try:
-            ignore = compile_label_selector(selector, f"{path}.ignorePodSelector")
-        except InvalidSelector as e:
-            problems.append(Problem(INVALID_SELECTOR, e.message))
-    return DrainOptions(
-        timeout=timeout,
-        grace_period_seconds=grace,
-        delete_emptydir_data=_flag(raw, "deleteEmptyDirData", path, problems),
-        force=_flag(raw, "force", path, problems),
-        ignore_pods=ignore,
-        on_timeout=on_timeout,
-    )
