@@ -30,15 +30,15 @@ from daemonjob.controller.runtime.turnseal import TurnSeal, load_key
 from daemonjob.controller.wiring.controller import Controller
 from daemonjob.domain.jobs.contract import API_VERSION, GROUP
 from daemonjob.flags import parser, read_flags
-from daemonjob.machinery.clock import RealClock
-from daemonjob.machinery.gcpolicy import FreezeSurvivors
-from daemonjob.machinery.kube import ApiError, ConfigError, Kube
-from daemonjob.machinery.leaderelection import LeaderElector
-from daemonjob.machinery.malloc import limit_malloc_arenas
-from daemonjob.machinery.podidentity import own_namespace
-from daemonjob.machinery.processmetrics import process_metrics
-from daemonjob.machinery.ratelimit import TokenBucket
-from daemonjob.machinery.serving import Server, check_route
+from daemonjob.machinery.cache.gcpolicy import FreezeSurvivors
+from daemonjob.machinery.client.kube import ApiError, ConfigError, Kube
+from daemonjob.machinery.process.clock import RealClock
+from daemonjob.machinery.process.leaderelection import LeaderElector
+from daemonjob.machinery.process.malloc import limit_malloc_arenas
+from daemonjob.machinery.process.podidentity import own_namespace
+from daemonjob.machinery.process.processmetrics import process_metrics
+from daemonjob.machinery.queue.ratelimit import TokenBucket
+from daemonjob.machinery.server.serving import Server, check_route
 from daemonjob.manager import Manager
 from daemonjob.metricsserver import metrics_server
 

@@ -20,7 +20,7 @@ WATCH_BACKOFF_MAX = 30.0
 WATCH_BACKOFF_RESET = 120.0  # a watch healthy this long resets the backoff
 LIST_PAGE_SIZE = 500
 
-# Writes guarded by the resourceVersion read (machinery/conflicts.py): on 409 Conflict read
+# Writes guarded by the resourceVersion read (machinery/client/conflicts.py): on 409 Conflict read
 # again and retry, client-go's retry.DefaultRetry: 5 attempts ~10 ms apart, +up to 10% jitter.
 CONFLICT_RETRY_STEPS = 5
 CONFLICT_RETRY_DELAY = 0.01  # seconds before the second attempt

@@ -11,7 +11,7 @@ import textwrap
 
 from daemonjob import __version__, budgetflags, defaults, flagtypes, logsetup
 from daemonjob.admission import webhook as admission
-from daemonjob.machinery.listen import parse_bind_address
+from daemonjob.machinery.server.listen import parse_bind_address
 
 COMMANDS = """command:
   release-nodes   release every node held by node maintenance and remove every DaemonJob's

@@ -20,9 +20,9 @@ from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.controller.runtime.events import EventRecorder
 from daemonjob.controller.runtime.fence import Fence
 from daemonjob.controller.wiring.controller import Controller
-from daemonjob.machinery.gcpolicy import FreezeSurvivors
-from daemonjob.machinery.leaderelection import LeaderElector
-from daemonjob.machinery.serving import Server
+from daemonjob.machinery.cache.gcpolicy import FreezeSurvivors
+from daemonjob.machinery.process.leaderelection import LeaderElector
+from daemonjob.machinery.server.serving import Server
 
 log = structlog.get_logger("daemonjob.manager")
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from daemonjob import defaults
-from daemonjob.machinery.authn import TokenReviewAuth
-from daemonjob.machinery.kube import Kube
-from daemonjob.machinery.serving import Server, metrics_route
+from daemonjob.machinery.client.kube import Kube
+from daemonjob.machinery.server.authn import TokenReviewAuth
+from daemonjob.machinery.server.serving import Server, metrics_route
 
 __all__ = ["metrics_server"]
 
@@ -42,7 +42,7 @@ def metrics_server(args: argparse.Namespace, registry: CollectorRegistry) -> Ser
         )
     # The pair is loaded once and kept in memory; the files are not needed afterwards. Only
     # here is a certificate made: the cryptography package (some 10 MB) is loaded for it.
-    from daemonjob.machinery import certs
+    from daemonjob.machinery.server import certs
 
     tmp = Path(tempfile.mkdtemp(prefix="daemonjob-metrics-"))
     try:

@@ -37,9 +37,9 @@ from daemonjob.controller.nodework.work import release_node
 from daemonjob.domain.jobs.contract import API_VERSION, PLURAL, format_time
 from daemonjob.domain.nodework.maintenance import FINALIZER, has_finalizer
 from daemonjob.domain.nodework.noderecord import record_of
-from daemonjob.machinery.conflicts import retry_on_conflict
-from daemonjob.machinery.kube import ApiError, ConfigError, Kube, path_for
-from daemonjob.machinery.podidentity import own_namespace
+from daemonjob.machinery.client.conflicts import retry_on_conflict
+from daemonjob.machinery.client.kube import ApiError, ConfigError, Kube, path_for
+from daemonjob.machinery.process.podidentity import own_namespace
 
 __all__ = ["Released", "release_all", "main"]
 

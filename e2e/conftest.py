@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import kubeconfig_text
 from daemonjob.testing.crd import install_crd
 

@@ -1,6 +1,6 @@
 """Building blocks of the end-to-end suite: DaemonJob bodies, polling, the controller as a
 process, and a handle on a controller deployed in another cluster. The Job watcher and the
-readers of Job state live in `daemonjob.testing.jobwatch` (the integration tests use them
+readers of Job state live in `daemonjob.testing.sim.jobwatch` (the integration tests use them
 too) and are re-exported here.
 
 Tests import this module by name (e2e/conftest.py puts this directory on sys.path); the
@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
-from daemonjob.testing import builders, process, waiting
-from daemonjob.testing.jobwatch import (  # noqa: F401 - re-exported for the tests
+from daemonjob.machinery.client.kube import PATCH_MERGE, ApiError, Kube, path_for
+from daemonjob.testing import process, waiting
+from daemonjob.testing.doubles import builders
+from daemonjob.testing.prom import metric_value
+from daemonjob.testing.sim.jobwatch import (  # noqa: F401 - re-exported for the tests
     ANNOTATION_NODE,
     LABEL_NAME,
     LABEL_REVISION,
@@ -39,7 +41,6 @@ from daemonjob.testing.jobwatch import (  # noqa: F401 - re-exported for the tes
     job_revision,
     job_run,
 )
-from daemonjob.testing.prom import metric_value
 
 GROUP_VERSION = "daemonjob.io/v1alpha1"
 PLURAL = "daemonjobs"

@@ -18,7 +18,7 @@ from harness import FAIL, OK, Cluster, Nodes, condition, daemonjob, is_true, sle
 
 from daemonjob.kubectl import promote
 from daemonjob.kubectl.client import Target
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.client.kube import path_for
 from daemonjob.testing.argocd import ArgoHealth, health
 
 ROOT = Path(__file__).resolve().parents[1]

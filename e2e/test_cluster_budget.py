@@ -28,9 +28,9 @@ from harness import (
 )
 
 from daemonjob.domain.nodework.disruption import out_of_service
-from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.testing.kubelet import SimKubelet
-from daemonjob.testing.nodewatch import NodeWatcher
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
+from daemonjob.testing.sim.kubelet import SimKubelet
+from daemonjob.testing.sim.nodewatch import NodeWatcher
 
 pytestmark = pytest.mark.skipif(EXTERNAL, reason="sets the flags of a controller of its own")
 

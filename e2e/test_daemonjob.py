@@ -31,7 +31,7 @@ from harness import (
     with_workload,
 )
 
-from daemonjob.testing.kubelet import NodeSpec, SimKubelet
+from daemonjob.testing.sim.kubelet import NodeSpec, SimKubelet
 
 
 def table_row(header: str, line: str) -> dict[str, str]:

@@ -42,10 +42,10 @@ from harness import (
 
 from daemonjob.domain.nodework.nodecheck import ANNOTATION_NODE_CHECK
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
-from daemonjob.machinery.kube import Kube, path_for
-from daemonjob.testing.nodewatch import NodeWatcher
-from daemonjob.testing.simpod import ANNOTATION_DURATION, ANNOTATION_MESSAGES, ANNOTATION_OUTPUT
-from daemonjob.testing.simreboot import ANNOTATION_REBOOT
+from daemonjob.machinery.client.kube import Kube, path_for
+from daemonjob.testing.sim.nodewatch import NodeWatcher
+from daemonjob.testing.sim.simpod import ANNOTATION_DURATION, ANNOTATION_MESSAGES, ANNOTATION_OUTPUT
+from daemonjob.testing.sim.simreboot import ANNOTATION_REBOOT
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -23,10 +23,10 @@ from harness import CONTROLLER_NS, EXTERNAL, Cluster, Nodes, metric_value, wait_
 from test_node_maintenance import _maintained, _uncordoned_without_record
 
 from daemonjob.domain.jobs.contract import API_VERSION, build_job, job_node
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog
-from daemonjob.testing.builders import revision_of
-from daemonjob.testing.nodewatch import NodeWatcher
+from daemonjob.testing.doubles.builders import revision_of
+from daemonjob.testing.sim.nodewatch import NodeWatcher
 
 pytestmark = pytest.mark.skipif(EXTERNAL, reason="runs a controller of its own over every namespace")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from harness import ControllerProcess, wait_for
 
-from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.prometheus import LocalPrometheus
 
 RBAC = "rbac.authorization.k8s.io/v1"

@@ -24,7 +24,7 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.client.kube import path_for
 from daemonjob.testing.kstatus import CURRENT, FAILED, IN_PROGRESS
 from daemonjob.testing.kstatus import verdict as kstatus_verdict
 from daemonjob.testing.webhook import ValidatingWebhook

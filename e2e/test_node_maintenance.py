@@ -39,9 +39,9 @@ from daemonjob.kubectl import release
 from daemonjob.kubectl.cli import parse
 from daemonjob.kubectl.client import PluginError, Target
 from daemonjob.kubectl.status import load_view
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog
-from daemonjob.testing.nodewatch import NodeWatcher
+from daemonjob.testing.sim.nodewatch import NodeWatcher
 
 pytestmark = pytest.mark.skipif(EXTERNAL, reason="needs the local control plane's audit log and its own RBAC")
 

@@ -28,12 +28,12 @@ from daemonjob.controller.runtime.transforms import node_transform
 from daemonjob.controller.wiring.controller import Controller
 from daemonjob.domain.nodework.maintenance import FINALIZER
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, record_of
-from daemonjob.machinery.frozen import freeze
-from daemonjob.machinery.informer import Informer
-from daemonjob.machinery.kube import PATCH_MERGE, Kube, path_for
+from daemonjob.machinery.cache.frozen import freeze
+from daemonjob.machinery.cache.informer import Informer
+from daemonjob.machinery.client.kube import PATCH_MERGE, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.faults import FaultProxy, proxied_kubeconfig
-from daemonjob.testing.nodewatch import NodeWatcher
+from daemonjob.testing.sim.nodewatch import NodeWatcher
 
 pytestmark = pytest.mark.skipif(EXTERNAL, reason="runs its own controllers against the local control plane")
 

@@ -23,7 +23,7 @@ from harness import (
     with_workload,
 )
 
-from daemonjob.testing.kubelet import SimKubelet
+from daemonjob.testing.sim.kubelet import SimKubelet
 
 ZONE = "e2e.daemonjob.io/zone"
 SKIP = "e2e.daemonjob.io/skip"

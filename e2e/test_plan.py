@@ -19,8 +19,8 @@ from test_node_maintenance import RBAC, _pdb, _workload
 from daemonjob.kubectl import cli
 from daemonjob.kubectl.client import Target
 from daemonjob.kubectl.plan import make_plan
-from daemonjob.testing.kubelet import SimKubelet
-from daemonjob.testing.nodewatch import NodeWatcher
+from daemonjob.testing.sim.kubelet import SimKubelet
+from daemonjob.testing.sim.nodewatch import NodeWatcher
 
 pytestmark = pytest.mark.skipif(EXTERNAL, reason="stops a simulated node's heartbeat and runs its own controller")
 

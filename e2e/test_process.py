@@ -20,7 +20,7 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.client.kube import path_for
 
 
 def test_killed_mid_rollout_the_controller_resumes_without_duplicates(

@@ -28,10 +28,10 @@ from harness import (
 
 from daemonjob.domain.gates.health import NODE_NOT_BACK, NODE_UNHEALTHY, WAITING_FOR_NODE_HEALTH
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
-from daemonjob.machinery.kube import Kube, path_for
-from daemonjob.testing.nodewatch import NodeWatcher
-from daemonjob.testing.simpod import ANNOTATION_READY
-from daemonjob.testing.simreboot import ANNOTATION_REBOOT, ANNOTATION_STAY_DOWN_ON, ANNOTATION_UNREADY_AFTER_REBOOT
+from daemonjob.machinery.client.kube import Kube, path_for
+from daemonjob.testing.sim.nodewatch import NodeWatcher
+from daemonjob.testing.sim.simpod import ANNOTATION_READY
+from daemonjob.testing.sim.simreboot import ANNOTATION_REBOOT, ANNOTATION_STAY_DOWN_ON, ANNOTATION_UNREADY_AFTER_REBOOT
 
 pytestmark = pytest.mark.skipif(EXTERNAL, reason="needs the simulated kubelet to reboot nodes")
 

@@ -22,7 +22,7 @@ from test_node_maintenance import _maintained
 from daemonjob.controller.nodework.cordonstop import STOP_ANNOTATION, LeaseStop, stopped_until
 from daemonjob.domain.jobs.contract import format_time, parse_time
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, record_of
-from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import PATCH_MERGE, ApiError, Kube, path_for
 from daemonjob.testing.process import ControllerProcess
 
 pytestmark = pytest.mark.skipif(

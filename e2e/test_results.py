@@ -17,9 +17,9 @@ from typing import Any
 from harness import OK, Cluster, Nodes, daemonjob, wait_for
 
 from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.client.kube import path_for
 from daemonjob.testing.clusterpki import kubeconfig_text
-from daemonjob.testing.simpod import (
+from daemonjob.testing.sim.simpod import (
     ANNOTATION_DURATION,
     ANNOTATION_EXIT_CODE,
     ANNOTATION_MESSAGE,

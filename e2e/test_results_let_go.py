@@ -21,7 +21,7 @@ from harness import Cluster, Nodes, wait_for
 from test_results import audit, plugin, reports, wait_recorded
 
 from daemonjob.domain.jobs.contract import LABEL_NAME, job_node, job_revision
-from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.follow import Follower
 
 LET_GO = {"results": {"deleteSucceededJobs": True}}

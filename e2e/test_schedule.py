@@ -32,7 +32,7 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.machinery.kube import PATCH_MERGE, path_for
+from daemonjob.machinery.client.kube import PATCH_MERGE, path_for
 from daemonjob.testing.prom import metric_value
 
 EVERY_MINUTE = "* * * * *"

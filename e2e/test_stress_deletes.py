@@ -42,8 +42,8 @@ from harness import (
 )
 
 from daemonjob.domain.jobs.contract import API_VERSION
-from daemonjob.machinery.informer import Informer
-from daemonjob.machinery.kube import ApiError, path_for
+from daemonjob.machinery.cache.informer import Informer
+from daemonjob.machinery.client.kube import ApiError, path_for
 
 NODES = 10
 WAVES = int(os.environ.get("DAEMONJOB_STRESS_WAVES", "5"))  # more for a longer hunt

@@ -32,9 +32,9 @@ from daemonjob.controller.runtime.turnseal import ANNOTATION_NODE_CHECK_SEAL
 from daemonjob.domain.gates.health import NODE_UNHEALTHY, WAITING_FOR_NODE_HEALTH
 from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
-from daemonjob.machinery.kube import PATCH_MERGE, Kube, path_for
+from daemonjob.machinery.client.kube import PATCH_MERGE, Kube, path_for
 from daemonjob.testing.controllerusers import CONTROLLER_NAMESPACE
-from daemonjob.testing.simpod import ANNOTATION_READY
+from daemonjob.testing.sim.simpod import ANNOTATION_READY
 
 pytestmark = pytest.mark.skipif(EXTERNAL, reason="needs the simulated kubelet's never-Ready pods")
 

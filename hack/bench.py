@@ -49,10 +49,10 @@ import urllib3
 
 from daemonjob.domain.jobs.contract import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME, PLURAL, job_run
 from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW
-from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, free_port
-from daemonjob.testing.jobcontroller import SimJobController
-from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
+from daemonjob.testing.sim.jobcontroller import SimJobController
+from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
 
 POOL_LABEL = "bench.daemonjob.io/pool"
 POOL = "bench"

@@ -32,8 +32,8 @@ from daemonjob.domain.jobs.contract import (
     LABEL_NAME,
     LABEL_REVISION,
 )
-from daemonjob.machinery.informer import Handlers, Informer
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.cache.informer import Handlers, Informer
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster
 
 NAMESPACE = "bench"

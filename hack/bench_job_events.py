@@ -24,11 +24,11 @@ import orjson
 from daemonjob.controller.runtime.informers import JOB_INDEXERS
 from daemonjob.controller.runtime.jobdecode import decode_job_event
 from daemonjob.controller.runtime.transforms import job_transform
-from daemonjob.machinery.informer import Informer
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import daemonjob
-from daemonjob.testing.nodefakes import NullResultStore
-from daemonjob.testing.simjobs import CREATED, as_served
+from daemonjob.machinery.cache.informer import Informer
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob
+from daemonjob.testing.doubles.nodefakes import NullResultStore
+from daemonjob.testing.sim.simjobs import CREATED, as_served
 
 
 def rollout_events(nodes: int) -> tuple[ActBed, list[bytes]]:

@@ -27,7 +27,7 @@ import bench_informer
 import benchlib
 
 from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster
 
 NS, NAME, REVISION = bench_informer.NAMESPACE, bench_informer.DJ_NAME, bench_informer.REVISION

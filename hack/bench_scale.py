@@ -40,10 +40,10 @@ from bench import ControllerProcess, Results
 
 from daemonjob import defaults
 from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME
-from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster
-from daemonjob.testing.jobcontroller import SimJobController
-from daemonjob.testing.kubelet import SimKubelet
+from daemonjob.testing.sim.jobcontroller import SimJobController
+from daemonjob.testing.sim.kubelet import SimKubelet
 
 # What the controller's informers list; kubectl and the plain list read the same.
 KINDS: dict[str, tuple[str, str, dict[str, str]]] = {  # name -> (apiVersion, plural, selectors)

@@ -1,7 +1,7 @@
 """The controller at 5,000, 20,000 and 65,000 nodes, without a cluster.
 
 The real controller (informers, caches, work queue, workers, decision, result recorder,
-status and Event writes, the process's Manager) runs on `daemonjob.testing.memapi.MemKube`,
+status and Event writes, the process's Manager) runs on `daemonjob.testing.sim.memapi.MemKube`,
 whose API server is a `SimCluster` in this process: NODES nodes listed at start, DJS
 DaemonJobs created at once, each rolling out to every node (the simulation starts each Job
 and ends it Complete, as MODIFIED watch events), their results read from pods made on
@@ -60,14 +60,14 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     from daemonjob.controller.metrics.metrics import Metrics
     from daemonjob.controller.runtime.events import EventRecorder
     from daemonjob.controller.wiring.controller import Controller
-    from daemonjob.machinery.clock import RealClock
-    from daemonjob.machinery.gcpolicy import FreezeSurvivors
-    from daemonjob.machinery.malloc import limit_malloc_arenas
-    from daemonjob.machinery.ratelimit import TokenBucket
+    from daemonjob.machinery.cache.gcpolicy import FreezeSurvivors
+    from daemonjob.machinery.process.clock import RealClock
+    from daemonjob.machinery.process.malloc import limit_malloc_arenas
+    from daemonjob.machinery.queue.ratelimit import TokenBucket
     from daemonjob.manager import Manager
-    from daemonjob.testing.builders import daemonjob
-    from daemonjob.testing.memapi import MemKube
-    from daemonjob.testing.simcluster import SimCluster
+    from daemonjob.testing.doubles.builders import daemonjob
+    from daemonjob.testing.sim.memapi import MemKube
+    from daemonjob.testing.sim.simcluster import SimCluster
 
     logsetup.configure(args.log_level, "json")
     limit_malloc_arenas()

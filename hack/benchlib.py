@@ -26,7 +26,7 @@ import urllib3
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_PATH = ROOT / "manifests" / "crd.yaml"

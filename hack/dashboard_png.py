@@ -34,12 +34,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - after matplotlib.use("Agg")
 from matplotlib.gridspec import GridSpec  # noqa: E402 - imported once sys.path has the checkout
 
-from daemonjob.machinery.kube import PATCH_MERGE, Kube, path_for  # noqa: E402 - imported once sys.path has the checkout
+from daemonjob.machinery.client.kube import PATCH_MERGE, Kube, path_for  # noqa: E402 - imported once sys.path has the checkout
 from daemonjob.testing.cluster import LocalCluster  # noqa: E402 - imported once sys.path has the checkout
 from daemonjob.testing.crd import install_crd  # noqa: E402 - imported once sys.path has the checkout
-from daemonjob.testing.kubelet import NodeSpec, SimKubelet  # noqa: E402 - imported once sys.path has the checkout
 from daemonjob.testing.process import ControllerProcess  # noqa: E402 - imported once sys.path has the checkout
 from daemonjob.testing.prometheus import DASHBOARD_PATH, JOB, LocalPrometheus, _http  # noqa: E402 - imported once sys.path has the checkout
+from daemonjob.testing.sim.kubelet import NodeSpec, SimKubelet  # noqa: E402 - imported once sys.path has the checkout
 
 NAMESPACE = "demo"
 RATE_INTERVAL = "20s"

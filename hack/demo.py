@@ -24,11 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION, job_state  # noqa: E402 - imported once sys.path has the checkout
-from daemonjob.machinery.kube import ApiError, Kube, path_for  # noqa: E402 - imported once sys.path has the checkout
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for  # noqa: E402 - imported once sys.path has the checkout
 from daemonjob.testing.cluster import LocalCluster, free_port, stop_pid  # noqa: E402 - imported once sys.path has the checkout
 from daemonjob.testing.crd import install_crd  # noqa: E402 - imported once sys.path has the checkout
-from daemonjob.testing.kubelet import NodeSpec, SimKubelet  # noqa: E402 - imported once sys.path has the checkout
 from daemonjob.testing.prometheus import LocalPrometheus  # noqa: E402 - imported once sys.path has the checkout
+from daemonjob.testing.sim.kubelet import NodeSpec, SimKubelet  # noqa: E402 - imported once sys.path has the checkout
 
 NAMESPACE = "demo"
 NAME = "node-setup"

@@ -37,9 +37,9 @@ from daemonjob import logsetup
 from daemonjob.controller.wiring.controller import Controller
 from daemonjob.domain.jobs.contract import API_VERSION, KIND, build_job
 from daemonjob.domain.spec.revision import template_revision
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.machinery.malloc import limit_malloc_arenas
-from daemonjob.testing.fakes import FakeJobControl, fake_informers
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.machinery.process.malloc import limit_malloc_arenas
+from daemonjob.testing.doubles.fakes import FakeJobControl, fake_informers
 
 POOL_LABEL, POOL = "bench.daemonjob.io/pool", "bench"  # as hack/bench.py labels its nodes
 FINISHED_PER_SECOND = 300  # Jobs the bench's simulated Job controller ends per second: they share a status

@@ -28,8 +28,8 @@ from pathlib import Path
 import structlog
 
 from daemonjob import defaults
-from daemonjob.machinery import certs
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
+from daemonjob.machinery.server import certs
 
 log = structlog.get_logger("daemonjob.admission.certificates")
 

@@ -39,7 +39,7 @@ from daemonjob.domain.spec.nodeparams import node_values
 from daemonjob.domain.spec.problems import Problem
 from daemonjob.domain.spec.revision import template_revision
 from daemonjob.domain.spec.spec import DaemonJobSpec
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 
 __all__ = [
     "ClusterDryRun",

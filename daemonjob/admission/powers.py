@@ -44,9 +44,9 @@ from daemonjob import defaults
 from daemonjob.domain.spec.maintenancespec import PATH
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import Problem, read_spec
-from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.kube import Kube
-from daemonjob.machinery.ratelimit import TokenBucket
+from daemonjob.machinery.client.kube import Kube
+from daemonjob.machinery.process.clock import Clock
+from daemonjob.machinery.queue.ratelimit import TokenBucket
 
 __all__ = [
     "AccessReviewer",

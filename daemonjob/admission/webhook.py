@@ -26,8 +26,8 @@ from daemonjob.admission.nodereads import allowed_keys, node_reads_problems
 from daemonjob.admission.powers import CachedAccessReviewer, KubeAccessReviewer, powers_problems
 from daemonjob.admission.review import OPERATIONS, Checks, handle
 from daemonjob.domain.spec.validate import Problem
-from daemonjob.machinery.kube import Kube
-from daemonjob.machinery.serving import Server, Upload
+from daemonjob.machinery.client.kube import Kube
+from daemonjob.machinery.server.serving import Server, Upload
 
 if TYPE_CHECKING:
     from daemonjob.admission.certificates import SelfManagedCertificates

@@ -36,7 +36,7 @@ from daemonjob.kubectl import (
 from daemonjob.kubectl.client import EXIT_ERROR, EXIT_OK, EXIT_USAGE, PluginError
 from daemonjob.kubectl.helptext import DETAILS, EXAMPLES, EXIT_STATUS
 from daemonjob.kubectl.timefmt import parse_duration
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.kube import ApiError
 
 Command = Callable[[argparse.Namespace, client.Target], int]
 HELP_WIDTH = 100  # a command's description in --help, wrapped once here

@@ -21,7 +21,7 @@ from kubernetes import config as k8s_config
 
 from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME, PLURAL
 from daemonjob.kubectl import connection
-from daemonjob.machinery.kube import ApiError, ConfigError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, ConfigError, Kube, path_for
 
 RESOURCE = f"{PLURAL}.daemonjob.io"
 KIND_RESOURCE = "daemonjob.daemonjob.io"  # kubectl's `kind.group/name` in what a write prints

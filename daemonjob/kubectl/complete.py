@@ -150,7 +150,7 @@ def cluster_lookup(what: str, connection: argparse.Namespace) -> list[str]:
     from daemonjob.domain.jobs.contract import API_VERSION
     from daemonjob.kubectl import client
     from daemonjob.kubectl.connection import Connection
-    from daemonjob.machinery.kube import path_for
+    from daemonjob.machinery.client.kube import path_for
 
     if what == "contexts":
         contexts, _ = k8s_config.list_kube_config_contexts(config_file=connection.kubeconfig)

@@ -18,7 +18,7 @@ from daemonjob.domain.spec.validate import problems_of
 from daemonjob.domain.spec.warnings import no_effect
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.client import PluginError
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.client.kube import path_for
 
 _PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")
 

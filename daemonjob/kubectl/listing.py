@@ -14,7 +14,7 @@ from daemonjob.kubectl import client, output
 from daemonjob.kubectl.nodes import current_run
 from daemonjob.kubectl.timefmt import human_duration
 from daemonjob.kubectl.wait import progress_of
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.client.kube import path_for
 
 HEADERS = ["NAME", "REVISION", "DESIRED", "SUCCEEDED", "FAILED", "ACTIVE", "PENDING", "STATUS", "AGE"]
 WIDE_HEADERS = [*HEADERS, "RUN", "SCHEDULE", "SUSPENDED", "MAX PARALLEL"]

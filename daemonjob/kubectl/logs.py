@@ -21,7 +21,7 @@ from daemonjob.kubectl import client
 from daemonjob.kubectl.nodes import NodeRow
 from daemonjob.kubectl.status import load_view, select_rows
 from daemonjob.kubectl.timefmt import parse_duration
-from daemonjob.machinery.kube import ApiError, path_for
+from daemonjob.machinery.client.kube import ApiError, path_for
 
 
 @dataclass(frozen=True, slots=True)

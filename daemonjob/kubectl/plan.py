@@ -53,7 +53,7 @@ from daemonjob.domain.spec.validate import read_spec
 from daemonjob.domain.spec.warnings import no_effect
 from daemonjob.kubectl import client, output, planview, results
 from daemonjob.kubectl.client import PluginError, Target, bulk_decoding
-from daemonjob.machinery.kube import ApiError, path_for
+from daemonjob.machinery.client.kube import ApiError, path_for
 
 __all__ = ["run", "load_file", "make_plan"]
 

@@ -16,7 +16,7 @@ from daemonjob.domain.gates import ANNOTATION_PROMOTE
 from daemonjob.domain.jobs.contract import API_VERSION
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.client.kube import path_for
 
 
 def promote_patch(value: str) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from daemonjob.domain.nodework.noderecord import NodeRecord, record_of
 from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_requests, release_text
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
-from daemonjob.machinery.conflicts import retry_on_conflict
-from daemonjob.machinery.kube import ApiError, path_for
+from daemonjob.machinery.client.conflicts import retry_on_conflict
+from daemonjob.machinery.client.kube import ApiError, path_for
 
 
 def release_patch(requests: Mapping[str, str], resource_version: str) -> dict[str, Any]:

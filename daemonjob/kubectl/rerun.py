@@ -20,7 +20,7 @@ from daemonjob.kubectl import client
 from daemonjob.kubectl.nodes import NodeRow
 from daemonjob.kubectl.output import is_terminal
 from daemonjob.kubectl.status import load_view
-from daemonjob.machinery.kube import ApiError, path_for
+from daemonjob.machinery.client.kube import ApiError, path_for
 
 ANNOTATION_RERUN_AT = "daemonjob.io/rerun-at"
 

@@ -22,7 +22,7 @@ from daemonjob.domain.results.outcomes import Group, Outcomes
 from daemonjob.domain.results.reports import LABEL_ROLLOUT, PLURAL
 from daemonjob.kubectl import client, output
 from daemonjob.kubectl.timefmt import between
-from daemonjob.machinery.kube import ApiError, path_for
+from daemonjob.machinery.client.kube import ApiError, path_for
 
 EXIT_FAILED_NODES = client.EXIT_FAILED
 HEADERS = ["NODE", "STATE", "EXIT CODE", "REASON", "DURATION", "FINISHED", "MESSAGE"]

@@ -23,7 +23,7 @@ from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
 from daemonjob.kubectl.timefmt import parse_duration
 from daemonjob.kubectl.wait import Progress, follow_to_exit, progress_of
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.client.kube import path_for
 
 TRIGGER_FORMAT = "%Y%m%dt%H%M%Sz"  # the guide's `date -u +%Y%m%dt%H%M%Sz` (docs/guides/kubectl.md)
 TRIGGER_FORMAT_FINE = "%Y%m%dt%H%M%S%fz"  # when the same second was used already

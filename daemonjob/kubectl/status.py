@@ -17,7 +17,7 @@ from daemonjob.kubectl import client, output, results
 from daemonjob.kubectl.noderow import PENDING
 from daemonjob.kubectl.nodes import NodeRow, NodeView, build_view, count_rows
 from daemonjob.kubectl.timefmt import between, human_duration
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.kube import ApiError
 
 EXIT_FAILED_NODES = client.EXIT_FAILED
 HEADERS = ["NODE", "STATE", "JOB", "ATTEMPT", "STARTED", "DURATION", "EXIT CODE", "REASON", "MESSAGE"]

@@ -13,8 +13,8 @@ from daemonjob.domain.jobs.contract import API_VERSION
 from daemonjob.domain.spec.validate import read_spec
 from daemonjob.kubectl import client
 from daemonjob.kubectl.client import PluginError
-from daemonjob.machinery.conflicts import retry_on_conflict
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.client.conflicts import retry_on_conflict
+from daemonjob.machinery.client.kube import path_for
 
 
 def suspend_patch(suspend: bool, resource_version: str) -> dict:

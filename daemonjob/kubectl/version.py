@@ -22,7 +22,7 @@ import urllib3
 from daemonjob import __version__
 from daemonjob.domain.jobs.contract import GROUP, PLURAL
 from daemonjob.kubectl import client, output
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 
 CONTROLLER_SELECTOR = "app.kubernetes.io/name=daemonjob-controller"
 VERSION_LABEL = "app.kubernetes.io/version"

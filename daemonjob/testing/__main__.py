@@ -19,11 +19,11 @@ import threading
 import time
 from pathlib import Path
 
-from daemonjob.machinery.kube import Kube
+from daemonjob.machinery.client.kube import Kube
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, stop_pid
 from daemonjob.testing.crd import install_crd
-from daemonjob.testing.kubelet import NodeSpec, SimKubelet
 from daemonjob.testing.prometheus import LocalPrometheus
+from daemonjob.testing.sim.kubelet import NodeSpec, SimKubelet
 
 PROMETHEUS_PID = "prometheus.pid"
 PROMETHEUS_URL = "prometheus.url"

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.doubles.builders import daemonjob
 
 __all__ = ["SHAPES", "MAINTENANCE", "costly_review", "peak_memory"]
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import CRD_PATH
 
 CRD_NAME = "daemonjobs.daemonjob.io"

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from daemonjob.machinery.kube import Kube, WatchStream
+from daemonjob.machinery.client.kube import Kube, WatchStream
 
 __all__ = ["Follower"]
 

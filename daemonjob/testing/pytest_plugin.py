@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster
 from daemonjob.testing.crd import install_crd
-from daemonjob.testing.kubelet import NodeSpec, SimKubelet
+from daemonjob.testing.sim.kubelet import NodeSpec, SimKubelet
 
 _counter = itertools.count()
 

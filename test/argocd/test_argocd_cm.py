@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[2]

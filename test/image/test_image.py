@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.children import die_with_parent, free_port
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.waiting import wait_for

@@ -22,12 +22,12 @@ import urllib3
 import yaml
 from installtools import CHART, NAMESPACE, ROOT, docs, helm_env, run
 
-from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster, kubeconfig_text
-from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 from daemonjob.testing.process import ControllerProcess
 from daemonjob.testing.serviceproxy import ServiceProxy
+from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
 from daemonjob.testing.waiting import wait_for
 
 pytestmark = pytest.mark.cluster

@@ -28,12 +28,12 @@ from test_helm_cluster import CRD, DJ_API, deployment_args, service_account_kube
 from daemonjob.controller.nodework.cordonstop import STOP_ANNOTATION, stopped_until
 from daemonjob.domain.nodework.maintenance import FINALIZER
 from daemonjob.domain.nodework.noderecord import record_of
-from daemonjob.machinery.kube import PATCH_MERGE, PATCH_STRATEGIC, ApiError, Kube, path_for
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.client.kube import PATCH_MERGE, PATCH_STRATEGIC, ApiError, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
-from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 from daemonjob.testing.process import ControllerProcess
-from daemonjob.testing.simpod import ANNOTATION_EXIT_CODE, end_status, now_rfc3339
+from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
+from daemonjob.testing.sim.simpod import ANNOTATION_EXIT_CODE, end_status, now_rfc3339
 from daemonjob.testing.waiting import wait_for
 
 pytestmark = pytest.mark.cluster

@@ -33,9 +33,9 @@ from test_helm_cluster import CRD, DJ_API, WEBHOOK_CONFIGURATION, WEBHOOKS, serv
 from test_helm_node_release import BINDING, controller, finalizers, gone, held, maintained, released
 
 from daemonjob.domain.nodework.maintenance import FINALIZER
-from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
-from daemonjob.testing.kubelet import NodeSpec, SimKubelet
+from daemonjob.testing.sim.kubelet import NodeSpec, SimKubelet
 from daemonjob.testing.waiting import wait_for
 
 pytestmark = pytest.mark.cluster

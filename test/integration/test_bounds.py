@@ -16,10 +16,10 @@ from daemonjob.controller.runtime.configmaps import ConfigMapLimits
 from daemonjob.controller.runtime.events import EventRecorder
 from daemonjob.controller.wiring.controller import Controller
 from daemonjob.domain.spec.validate import SHOWN_VALUE_MAX
-from daemonjob.machinery.kube import Kube, path_for
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
-from daemonjob.testing.kubelet import ANNOTATION_DURATION
+from daemonjob.testing.doubles.builders import daemonjob, job_template
+from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION
 from daemonjob.testing.waiting import wait_for
 
 DJ_API = "daemonjob.io/v1alpha1"

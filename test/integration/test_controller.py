@@ -9,10 +9,10 @@ import pytest
 
 from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.controller.wiring.controller import Controller
-from daemonjob.machinery.kube import PATCH_STRATEGIC, Kube, path_for
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.client.kube import PATCH_STRATEGIC, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
-from daemonjob.testing.kubelet import ANNOTATION_DURATION, node_conditions
+from daemonjob.testing.doubles.builders import daemonjob, job_template
+from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION, node_conditions
 from daemonjob.testing.waiting import wait_for
 
 DJ_API = "daemonjob.io/v1alpha1"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from daemonjob.domain.spec.validate import problems_of
-from daemonjob.machinery.kube import Kube
+from daemonjob.machinery.client.kube import Kube
 from daemonjob.testing.crd import served_problems
 from daemonjob.testing.documented import FRAGMENT_BASE, in_docs, in_examples
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.machinery.leaderelection import LeaderElector
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
+from daemonjob.machinery.process.leaderelection import LeaderElector
 from daemonjob.testing.audit import AuditLog
 from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster
 from daemonjob.testing.faults import FaultProxy, _state, paused, proxied_kubeconfig

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from daemonjob import defaults
-from daemonjob.machinery import certs
+from daemonjob.machinery.server import certs
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.costlyreviews import costly_review
 from daemonjob.testing.process import ControllerProcess

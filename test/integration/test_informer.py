@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import urllib3
 
-from daemonjob.machinery.clock import RealClock
-from daemonjob.machinery.informer import Backoff, Handlers, Informer, Tombstone
-from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.machinery.cache.informer import Backoff, Handlers, Informer, Tombstone
+from daemonjob.machinery.client.kube import Kube, path_for
+from daemonjob.machinery.process.clock import RealClock
 from daemonjob.testing.waiting import wait_for
 
 
@@ -142,7 +142,7 @@ def test_expired_resource_version_relists_with_tombstones(
         kube.create(path, cm(n))
     flaky = FlakyKube(kube)
     relists: list[str] = []
-    from daemonjob.machinery.informer import InformerHooks
+    from daemonjob.machinery.cache.informer import InformerHooks
 
     inf = Informer(
         flaky,

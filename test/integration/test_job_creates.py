@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from daemonjob.controller.runtime.jobcontrol import KubeJobControl
 from daemonjob.domain.jobs.contract import build_job
-from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.testing.builders import daemonjob
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
+from daemonjob.testing.doubles.builders import daemonjob
 
 
 def test_creates_sent_together_each_get_their_own_answer(kube: Kube, namespace: str) -> None:

@@ -28,10 +28,10 @@ import yaml
 
 from daemonjob.controller.wiring.controller import Controller
 from daemonjob.domain.jobs.contract import LABEL_NAME, job_node, job_state
-from daemonjob.machinery.kube import Kube, path_for
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
-from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
+from daemonjob.testing.doubles.builders import daemonjob, job_template
+from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
 from daemonjob.testing.waiting import wait_for
 
 DJ_API = "daemonjob.io/v1alpha1"

@@ -23,14 +23,14 @@ from typing import Any
 
 import pytest
 
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog, AuditRecord, parse_time
-from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 from daemonjob.testing.faults import FaultProxy, paused, proxied_kubeconfig
-from daemonjob.testing.jobwatch import JobWatcher, is_true
-from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
 from daemonjob.testing.process import ControllerProcess
+from daemonjob.testing.sim.jobwatch import JobWatcher, is_true
+from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
 from daemonjob.testing.waiting import wait_for
 
 LEASE, RENEW, RETRY = 6.0, 4.0, 1.0

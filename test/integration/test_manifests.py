@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
-from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.crd import install_crd
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"

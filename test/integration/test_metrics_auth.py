@@ -13,9 +13,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter
 
-from daemonjob.machinery import certs
-from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.machinery.serving import Server
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
+from daemonjob.machinery.server import certs
+from daemonjob.machinery.server.serving import Server
 from daemonjob.metricsserver import metrics_server
 
 pytestmark = pytest.mark.cluster

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
-from daemonjob.machinery.kube import Kube, path_for
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.cluster import LocalCluster, kubeconfig_text
-from daemonjob.testing.kubelet import ANNOTATION_DURATION
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 from daemonjob.testing.process import ControllerProcess
+from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION
 from daemonjob.testing.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from daemonjob.testing.cluster import provision_binaries
 ROOT = Path(__file__).resolve().parents[2]
 
 USER_TEST = """
-from daemonjob.machinery.kube import path_for
+from daemonjob.machinery.client.kube import path_for
 
 
 def test_my_daemonjob_is_accepted(kube, installed_crd, namespace, make_nodes):

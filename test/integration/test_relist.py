@@ -21,14 +21,14 @@ from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.controller.runtime.transforms import job_transform
 from daemonjob.controller.wiring.controller import Controller
 from daemonjob.domain.jobs.contract import LABEL_NAME
-from daemonjob.machinery.clock import RealClock
-from daemonjob.machinery.informer import Backoff, Handlers, Informer, InformerHooks
-from daemonjob.machinery.kube import PATCH_STRATEGIC, Kube, path_for
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.cache.informer import Backoff, Handlers, Informer, InformerHooks
+from daemonjob.machinery.client.kube import PATCH_STRATEGIC, Kube, path_for
+from daemonjob.machinery.process.clock import RealClock
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, kubeconfig_text
 from daemonjob.testing.crd import install_crd
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 from daemonjob.testing.faults import FaultProxy
-from daemonjob.testing.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet, now_rfc3339
+from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet, now_rfc3339
 from daemonjob.testing.waiting import wait_for
 
 DJ_API = "daemonjob.io/v1alpha1"

@@ -12,12 +12,12 @@ import pytest
 from daemonjob.controller.runtime.informers import Informers
 from daemonjob.controller.runtime.jobcontrol import KubeJobControl
 from daemonjob.controller.wiring.controller import Controller
-from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import PATCH_MERGE, ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog
-from daemonjob.testing.builders import daemonjob, job_template
 from daemonjob.testing.cluster import LocalCluster
-from daemonjob.testing.jobwatch import is_true
-from daemonjob.testing.kubelet import ANNOTATION_DURATION
+from daemonjob.testing.doubles.builders import daemonjob, job_template
+from daemonjob.testing.sim.jobwatch import is_true
+from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION
 from daemonjob.testing.waiting import wait_for
 
 DJ_API = "daemonjob.io/v1alpha1"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from daemonjob.machinery.informer import Handlers, Informer
-from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.testing.jobcontroller import SimJobController
-from daemonjob.testing.kubelet import (
+from daemonjob.machinery.cache.informer import Handlers, Informer
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
+from daemonjob.testing.sim.jobcontroller import SimJobController
+from daemonjob.testing.sim.kubelet import (
     ANNOTATION_DURATION,
     ANNOTATION_EXIT_CODE,
     SimKubelet,
@@ -143,7 +143,7 @@ def test_apiserver_restarts_in_place(cluster, kube: Kube) -> None:
 
 def test_a_beating_node_reports_ready_again(kube: Kube, make_nodes) -> None:
     """After a late beat marks it Unknown, the simulated kubelet's status report restores Ready."""
-    from daemonjob.testing.kubelet import node_is_ready
+    from daemonjob.testing.sim.kubelet import node_is_ready
 
     node = make_nodes(1)[0]
     unknown = [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "late"}]
@@ -203,7 +203,7 @@ def test_simulated_job_controller_ends_jobs_without_pods(kube: Kube, namespace: 
 def test_a_pod_reboots_its_node(kube: Kube, kubelet: SimKubelet, make_nodes, namespace: str) -> None:
     """sim.daemonjob.io/reboot: the node goes NotReady, its Never pod fails as a restarted
     kubelet fails it, and the node comes back Ready with a new boot ID, once."""
-    from daemonjob.testing.simreboot import ANNOTATION_REBOOT, LOST_REASON
+    from daemonjob.testing.sim.simreboot import ANNOTATION_REBOOT, LOST_REASON
 
     node = make_nodes(1)[0]
     boot_before = kube.get(path_for("v1", "nodes", name=node))["status"]["nodeInfo"]["bootID"]

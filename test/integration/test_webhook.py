@@ -33,10 +33,10 @@ from prometheus_client import CollectorRegistry
 
 from daemonjob import cli, defaults
 from daemonjob.admission import webhook as admission
-from daemonjob.machinery import certs
-from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
+from daemonjob.machinery.server import certs
 from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 from daemonjob.testing.process import ControllerProcess
 from daemonjob.testing.serviceproxy import ServiceProxy
 from daemonjob.testing.waiting import wait_for

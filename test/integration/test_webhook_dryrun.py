@@ -31,12 +31,12 @@ import pytest
 import yaml
 
 from daemonjob import defaults
-from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster
-from daemonjob.testing.kubelet import NodeSpec, SimKubelet
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 from daemonjob.testing.process import ControllerProcess
 from daemonjob.testing.serviceproxy import ServiceProxy
+from daemonjob.testing.sim.kubelet import NodeSpec, SimKubelet
 from daemonjob.testing.waiting import wait_for
 from daemonjob.testing.webhook import JOB_CREATE, ValidatingWebhook
 

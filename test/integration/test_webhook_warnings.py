@@ -23,9 +23,9 @@ import yaml
 
 from daemonjob import defaults
 from daemonjob.kubectl import cli
-from daemonjob.machinery.kube import ApiError, Kube, path_for
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 from daemonjob.testing.process import ControllerProcess
 from daemonjob.testing.serviceproxy import ServiceProxy
 from daemonjob.testing.waiting import wait_for

@@ -1,6 +1,6 @@
 """What the unit tests share: the act layer's harness (`bed`) and, for its type and the
-builders of DaemonJobs, Jobs and Nodes, `daemonjob.testing.actbed` and
-`daemonjob.testing.builders`. A new rule's test adds nodes and a DaemonJob to the bed,
+builders of DaemonJobs, Jobs and Nodes, `daemonjob.testing.doubles.actbed` and
+`daemonjob.testing.doubles.builders`. A new rule's test adds nodes and a DaemonJob to the bed,
 reconciles, and reads what was written."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from daemonjob.testing.actbed import ActBed
+from daemonjob.testing.doubles.actbed import ActBed
 
 
 @pytest.fixture

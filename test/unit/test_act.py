@@ -14,9 +14,9 @@ from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, build_jo
 from daemonjob.domain.rollout.decide import Decision, decide
 from daemonjob.domain.rollout.inputs import ApiTroubles, DecisionInput
 from daemonjob.domain.spec.revision import template_revision
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import daemonjob, node, revision_of
-from daemonjob.testing.fakes import api_error
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob, node, revision_of
+from daemonjob.testing.doubles.fakes import api_error
 
 NS = "ops"
 KEY = f"{NS}/audit"

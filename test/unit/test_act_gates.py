@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob
 
 
 def test_the_pass_looks_again_when_the_pause_is_over(bed: ActBed) -> None:

@@ -12,10 +12,10 @@ from daemonjob import defaults
 from daemonjob.controller.order.index import OrderIndex
 from daemonjob.controller.wiring.controller import ReconcileError
 from daemonjob.domain.jobs.contract import format_time, job_node
-from daemonjob.machinery.frozen import thaw
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import daemonjob, node
-from daemonjob.testing.fakes import api_error
+from daemonjob.machinery.cache.frozen import thaw
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob, node
+from daemonjob.testing.doubles.fakes import api_error
 
 
 def member(name: str, created: str, **spec: Any) -> dict[str, Any]:

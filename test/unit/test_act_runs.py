@@ -17,10 +17,10 @@ from daemonjob.domain.jobs.contract import LABEL_RUN, format_time, job_node
 from daemonjob.domain.rollout.actions import DeleteJob
 from daemonjob.domain.rollout.plan import HISTORY
 from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW, SKIP_FORBID, tick_run_id
-from daemonjob.machinery.clock import FAKE_WALL_START
-from daemonjob.testing import builders
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.fakes import FakeJobControl, api_error
+from daemonjob.machinery.process.clock import FAKE_WALL_START
+from daemonjob.testing.doubles import builders
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.fakes import FakeJobControl, api_error
 
 NS = "ops"
 NAME = "nightly"

@@ -25,8 +25,8 @@ from daemonjob.domain.jobs.contract import ANNOTATION_NODE
 from daemonjob.domain.spec.problems import Problem
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.machinery.kube import ApiError
-from daemonjob.testing.builders import daemonjob, node
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.testing.doubles.builders import daemonjob, node
 
 PARAMS = [{"env": "ZONE", "fromLabel": "zone"}]
 

@@ -16,7 +16,7 @@ from daemonjob import cli
 from daemonjob.admission.nodereads import GET_NODES, AllowedKeys, allowed_keys, node_reads_problems
 from daemonjob.admission.powers import Permission
 from daemonjob.admission.review import Checks, handle
-from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.doubles.builders import daemonjob
 
 JANE = {"username": "jane", "uid": "u-jane", "groups": ["devs"]}
 ZONE = {"env": "ZONE", "fromLabel": "topology.kubernetes.io/zone"}

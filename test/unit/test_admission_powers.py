@@ -18,8 +18,8 @@ from daemonjob.admission.powers import (
     powers_problems,
 )
 from daemonjob.admission.review import Checks, handle
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.builders import daemonjob
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.testing.doubles.builders import daemonjob
 
 JANE = {"username": "jane", "uid": "u-jane", "groups": ["devs", "system:authenticated"], "extra": {"scope": ["a"]}}
 CORDON = {"cordon": True}

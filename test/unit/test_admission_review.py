@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from daemonjob.admission.review import Checks, handle
-from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.doubles.builders import daemonjob
 
 
 def requested(**spec: Any) -> dict[str, Any]:

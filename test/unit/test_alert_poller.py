@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from daemonjob.controller.passes.alertpoller import AlertPoller, AnswerTooLarge, parse_alerts, urllib3_get
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import daemonjob
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob
 
 URL = "http://prometheus.test:9090"
 

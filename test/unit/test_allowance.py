@@ -8,7 +8,7 @@ import pytest
 
 from daemonjob import cli
 from daemonjob.domain.nodework.allowance import NODE_MAINTENANCE_NOT_ALLOWED, maintenance_refusal
-from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.doubles.builders import daemonjob
 
 CORDON = {"cordon": True}
 DRAIN = {"cordon": True, "drain": {"timeout": "5m"}}

@@ -17,7 +17,7 @@ from daemonjob.domain.rollout.inputs import DecisionInput
 from daemonjob.domain.rollout.keptplan import KeptPlan
 from daemonjob.domain.rollout.plan import JobView
 from daemonjob.domain.spec.revision import NAME_MAX, job_name
-from daemonjob.testing.builders import daemonjob, job, node, nodes, revision_of
+from daemonjob.testing.doubles.builders import daemonjob, job, node, nodes, revision_of
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 DJ = daemonjob()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemonjob.machinery.authn import SUBJECTACCESSREVIEWS, TOKENREVIEWS, TokenReviewAuth
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.machinery.ratelimit import TokenBucket
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.machinery.queue.ratelimit import TokenBucket
+from daemonjob.machinery.server.authn import SUBJECTACCESSREVIEWS, TOKENREVIEWS, TokenReviewAuth
 
 
 class FakeKube:

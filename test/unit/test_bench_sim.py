@@ -12,11 +12,11 @@ import pytest
 
 from daemonjob.controller.results.store import KubeResultStore
 from daemonjob.controller.runtime.jobcontrol import KubeJobControl
-from daemonjob.machinery.kube import ApiError
-from daemonjob.testing.builders import daemonjob
-from daemonjob.testing.memapi import MemKube
-from daemonjob.testing.simcluster import SimCluster
-from daemonjob.testing.simjobs import job_uid, node_name
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.testing.doubles.builders import daemonjob
+from daemonjob.testing.sim.memapi import MemKube
+from daemonjob.testing.sim.simcluster import SimCluster
+from daemonjob.testing.sim.simjobs import job_uid, node_name
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "hack" / "bench_sim.py"

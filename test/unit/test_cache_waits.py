@@ -12,9 +12,9 @@ from daemonjob.controller.runtime.expectations import Expectations
 from daemonjob.domain.jobs.contract import LABEL_ATTEMPT, LABEL_REVISION
 from daemonjob.domain.rollout.conditions import CacheWait, with_cache_wait
 from daemonjob.domain.spec.revision import job_name
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import daemonjob, node
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob, node
 
 NS = "ops"
 KEY = f"{NS}/audit"

@@ -8,7 +8,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from daemonjob.machinery import certs
+from daemonjob.machinery.server import certs
 
 
 def test_issue_for_dns_names_and_ips_signed_by_the_ca():
@@ -52,7 +52,7 @@ def test_the_controller_process_loads_cryptography_only_to_make_a_certificate():
     """cryptography is some 10 MB of the controller's memory: importing what `python -m daemonjob`
     imports loads none of it (a self-signed metrics certificate or the webhook's own load it)."""
     code = (
-        "import sys, daemonjob.cli, daemonjob.machinery.serving\n"
+        "import sys, daemonjob.cli, daemonjob.machinery.server.serving\n"
         "print(sorted(m for m in sys.modules if m.startswith('cryptography'))[:3])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -3,7 +3,7 @@ from datetime import timedelta, timezone
 
 import pytest
 
-from daemonjob.machinery.clock import Clock, FakeClock, RealClock
+from daemonjob.machinery.process.clock import Clock, FakeClock, RealClock
 
 
 def start(target, *args):

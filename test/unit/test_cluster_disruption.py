@@ -19,10 +19,10 @@ from daemonjob.controller.wiring.controller import Controller
 from daemonjob.domain.nodework.disruption import protected_matcher
 from daemonjob.domain.nodework.maintenance import Cordon
 from daemonjob.domain.nodework.noderecord import NodeRecord
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.builders import daemonjob, node
-from daemonjob.testing.fakes import FakeInformer, FakeJobControl, fake_informers
-from daemonjob.testing.nodefakes import FakeNodeControl
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.testing.doubles.builders import daemonjob, node
+from daemonjob.testing.doubles.fakes import FakeInformer, FakeJobControl, fake_informers
+from daemonjob.testing.doubles.nodefakes import FakeNodeControl
 
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 

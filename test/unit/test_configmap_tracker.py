@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from daemonjob.controller.runtime.configmaps import ConfigMapTracker
-from daemonjob.testing.fakes import FakeInformer
+from daemonjob.testing.doubles.fakes import FakeInformer
 
 
 def cm(name: str, data: str) -> dict:

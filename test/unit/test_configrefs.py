@@ -14,7 +14,7 @@ from daemonjob.domain.spec.configrefs import (
 )
 from daemonjob.domain.spec.revision import template_revision
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.doubles.builders import daemonjob
 
 POD: dict[str, Any] = {
     "spec": {

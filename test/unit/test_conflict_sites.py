@@ -21,11 +21,11 @@ from daemonjob.controller.passes.observe import Observation
 from daemonjob.domain.nodework.maintenance import FINALIZER, Cordon, NodeWork
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.rollout.inputs import ConfigMapsRead
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.process.clock import FakeClock
 from daemonjob.release import release_all
-from daemonjob.testing.builders import daemonjob, node
-from daemonjob.testing.nodefakes import FakeNodeControl
+from daemonjob.testing.doubles.builders import daemonjob, node
+from daemonjob.testing.doubles.nodefakes import FakeNodeControl
 
 RECORD = NodeRecord("ops/upgrade", "uid-1", "r1", None, True, "2026-11-25T12:00:00Z")
 FOREVER = 1000

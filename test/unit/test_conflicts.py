@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from daemonjob import defaults
-from daemonjob.machinery.conflicts import DEFAULT_RETRY, Backoff, retry_on_conflict
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.conflicts import DEFAULT_RETRY, Backoff, retry_on_conflict
+from daemonjob.machinery.client.kube import ApiError
 
 
 class Writer:

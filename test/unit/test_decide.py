@@ -11,10 +11,10 @@ import pytest
 from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_REVISION, build_job, format_time
 from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.spec.revision import job_name
-from daemonjob.testing import builders
-from daemonjob.testing.builders import job, job_template, node, nodes, revision_of
-from daemonjob.testing.decisions import Given, decide_over
-from daemonjob.testing.decisions import apply as apply_decision
+from daemonjob.testing.doubles import builders
+from daemonjob.testing.doubles.builders import job, job_template, node, nodes, revision_of
+from daemonjob.testing.doubles.decisions import Given, decide_over
+from daemonjob.testing.doubles.decisions import apply as apply_decision
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 

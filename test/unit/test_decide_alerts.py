@@ -12,8 +12,8 @@ from daemonjob.domain.gates import gate_in_force
 from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.rollout.inputs import FiringAlerts
 from daemonjob.domain.spec.validate import validate
-from daemonjob.testing.builders import daemonjob, job, nodes
-from daemonjob.testing.decisions import Given, decide_over
+from daemonjob.testing.doubles.builders import daemonjob, job, nodes
+from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)
 HALT = [{"alertname": "NodeNotReady", "severity": "critical"}, {"alertname": "EtcdDown"}]

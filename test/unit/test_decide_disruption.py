@@ -13,8 +13,8 @@ from daemonjob.domain.nodework.disruption import Disruption, admit, out_of_servi
 from daemonjob.domain.nodework.maintenance import MaintenanceInput
 from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.spec.selectors import compile_label_selector, parse_selector_text
-from daemonjob.testing.builders import NS, daemonjob, job_template, node
-from daemonjob.testing.decisions import Given, decide_over
+from daemonjob.testing.doubles.builders import NS, daemonjob, job_template, node
+from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"

@@ -11,8 +11,8 @@ import pytest
 from daemonjob.domain.jobs.contract import format_time
 from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.spec.validate import parse_duration, validate
-from daemonjob.testing.builders import daemonjob, job, nodes
-from daemonjob.testing.decisions import Given, decide_over
+from daemonjob.testing.doubles.builders import daemonjob, job, nodes
+from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)  # a Wednesday
 

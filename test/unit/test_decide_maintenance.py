@@ -22,8 +22,8 @@ from daemonjob.domain.nodework.maintenance import (
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
 from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_text
 from daemonjob.domain.rollout.decide import Decision
-from daemonjob.testing.builders import NS, UID, daemonjob, job, job_template, node, revision_of
-from daemonjob.testing.decisions import Given, decide_over
+from daemonjob.testing.doubles.builders import NS, UID, daemonjob, job, job_template, node, revision_of
+from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
 ALLOWED = frozenset({NS})

@@ -11,10 +11,10 @@ import pytest
 from daemonjob.domain.jobs.contract import LABEL_REVISION, LABEL_TEMPLATE_HASH
 from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.spec.revision import template_revision
-from daemonjob.testing import builders
-from daemonjob.testing.builders import EARLIER, job, job_template, node, nodes
-from daemonjob.testing.decisions import Given, decide_over
-from daemonjob.testing.decisions import apply as apply_decision
+from daemonjob.testing.doubles import builders
+from daemonjob.testing.doubles.builders import EARLIER, job, job_template, node, nodes
+from daemonjob.testing.doubles.decisions import Given, decide_over
+from daemonjob.testing.doubles.decisions import apply as apply_decision
 from daemonjob.testing.kstatus import CURRENT, FAILED, IN_PROGRESS, verdict
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -10,8 +10,8 @@ from typing import Any
 from daemonjob.domain.order.rules import OrderInput
 from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.spec.validate import validate
-from daemonjob.testing.builders import daemonjob, job, nodes
-from daemonjob.testing.decisions import Given, decide_over
+from daemonjob.testing.doubles.builders import daemonjob, job, nodes
+from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from daemonjob.domain.jobs.contract import format_time, job_node, job_state
 from daemonjob.domain.order.rules import OrderInput, order_key
 from daemonjob.domain.rollout.decide import Decision
-from daemonjob.testing import builders
-from daemonjob.testing.decisions import Given, apply, decide_over
+from daemonjob.testing.doubles import builders
+from daemonjob.testing.doubles.decisions import Given, apply, decide_over
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 NODES = builders.nodes(*(f"node-{i}" for i in range(5)))

@@ -19,11 +19,11 @@ from daemonjob.domain.rollout.plan import job_view
 from daemonjob.domain.spec.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.domain.spec.revision import template_revision
 from daemonjob.domain.spec.validate import parse_duration
-from daemonjob.machinery.frozen import freeze, thaw
-from daemonjob.machinery.memo import object_memo
-from daemonjob.testing.builders import daemonjob
-from daemonjob.testing.decisions import Given, decide_over
-from daemonjob.testing.decisions import apply as apply_decision
+from daemonjob.machinery.cache.frozen import freeze, thaw
+from daemonjob.machinery.cache.memo import object_memo
+from daemonjob.testing.doubles.builders import daemonjob
+from daemonjob.testing.doubles.decisions import Given, decide_over
+from daemonjob.testing.doubles.decisions import apply as apply_decision
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 # The alerts firing in every decision here: haltOnAlerts [{alertname: A}] halts, the others do not

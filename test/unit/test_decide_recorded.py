@@ -13,8 +13,8 @@ from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.rollout.keptplan import KeptPlan, node_views
 from daemonjob.domain.rollout.plan import HISTORY, RECORDED, PlanContext
 from daemonjob.domain.spec.validate import validate
-from daemonjob.testing.builders import daemonjob, job, nodes, revision_of
-from daemonjob.testing.decisions import Given, decide_over
+from daemonjob.testing.doubles.builders import daemonjob, job, nodes, revision_of
+from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)
 LET_GO = {"results": {"deleteSucceededJobs": True}}

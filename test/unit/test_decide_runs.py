@@ -15,10 +15,10 @@ from daemonjob.domain.jobs.contract import LABEL_RUN, format_time, job_node, job
 from daemonjob.domain.rollout.decide import RUN_SUCCEEDED, Decision
 from daemonjob.domain.rollout.plan import HISTORY, OLD_REVISION, OLD_RUN
 from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW, SKIP_FORBID, SKIP_SUSPENDED, tick_run_id
-from daemonjob.testing import builders
-from daemonjob.testing.builders import node
-from daemonjob.testing.decisions import Given, decide_over
-from daemonjob.testing.decisions import apply as apply_decision
+from daemonjob.testing.doubles import builders
+from daemonjob.testing.doubles.builders import node
+from daemonjob.testing.doubles.decisions import Given, decide_over
+from daemonjob.testing.doubles.decisions import apply as apply_decision
 
 CREATED = datetime(2024, 3, 1, 11, 58, 0, tzinfo=timezone.utc)
 TICK1 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)  # "*/5 * * * *" ticks every 5 minutes

@@ -13,9 +13,9 @@ from daemonjob.controller.nodework.options import NodeMaintenanceOptions
 from daemonjob.controller.runtime.errors import ReconcileError
 from daemonjob.domain.nodework.maintenance import FINALIZER
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import NS, daemonjob, node
-from daemonjob.testing.nodefakes import FakeNodeControl
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import NS, daemonjob, node
+from daemonjob.testing.doubles.nodefakes import FakeNodeControl
 
 NODES = 1500
 PASSES_MAX = 10  # passes to settle once the drains time out (today's code never settles)

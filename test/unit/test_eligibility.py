@@ -13,9 +13,9 @@ from daemonjob.domain.spec.eligibility import (
     compile_tolerations,
 )
 from daemonjob.domain.spec.selectors import InvalidSelector
-from daemonjob.machinery.frozen import freeze
-from daemonjob.machinery.memo import object_memo
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.cache.frozen import freeze
+from daemonjob.machinery.cache.memo import object_memo
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 
 
 def dj(selector: Any = None, **pod_spec: Any) -> dict[str, Any]:
@@ -217,7 +217,7 @@ def test_eligibility_does_not_mutate_inputs() -> None:
 
 def test_compiles_from_a_thawed_cached_daemonjob() -> None:
     """Cached objects are frozen (tuples for lists); the controller compiles from a thawed copy."""
-    from daemonjob.machinery.frozen import freeze, thaw
+    from daemonjob.machinery.cache.frozen import freeze, thaw
 
     dj = freeze(
         {

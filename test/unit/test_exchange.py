@@ -11,7 +11,7 @@ import pytest
 import urllib3
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
-from daemonjob.machinery.exchange import exchange, exchange_pipelined
+from daemonjob.machinery.client.exchange import exchange, exchange_pipelined
 
 Serve = Callable[[socket.socket], None]
 
@@ -253,7 +253,7 @@ def test_a_refused_header_sends_none_of_the_requests(server):
 def test_a_server_that_takes_one_request_a_connection_gets_creates_one_at_a_time_from_then_on(server):
     from kubernetes.client import Configuration
 
-    from daemonjob.machinery.kube import Kube
+    from daemonjob.machinery.client.kube import Kube
 
     def serve(conn: socket.socket) -> None:  # a proxy that answers one request and closes
         conn.sendall(b"HTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}")

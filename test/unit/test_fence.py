@@ -16,7 +16,7 @@ from daemonjob.controller.runtime.fence import Fence, NotLeader
 from daemonjob.controller.runtime.jobcontrol import KubeJobControl
 from daemonjob.controller.wiring.controller import Controller
 from daemonjob.manager import EXIT_LOST_LEADERSHIP, EXIT_OK, Manager
-from daemonjob.testing.fakes import FakeJobControl, fake_informers
+from daemonjob.testing.doubles.fakes import FakeJobControl, fake_informers
 from daemonjob.testing.waiting import wait_for
 
 

@@ -14,10 +14,10 @@ from daemonjob.controller.order.succeeded import SucceededNodes
 from daemonjob.controller.runtime.informers import JOB_INDEXERS, NODE_INDEX, OWNER_INDEX, RUNNING_INDEX
 from daemonjob.controller.runtime.ownership import ForeignJobs
 from daemonjob.domain.jobs.contract import ANNOTATION_NODE, job_owner_id, owner_id
-from daemonjob.machinery.store import Store
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import NS, UID, daemonjob, job, revision_of
-from daemonjob.testing.fakes import fake_informers
+from daemonjob.machinery.cache.store import Store
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import NS, UID, daemonjob, job, revision_of
+from daemonjob.testing.doubles.fakes import fake_informers
 
 KEY = f"{NS}/audit"
 ELSEWHERE = "aaa"  # sorts before the DaemonJob's namespace

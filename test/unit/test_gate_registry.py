@@ -11,8 +11,8 @@ from daemonjob.domain import gates
 from daemonjob.domain.gates.hold import Gate
 from daemonjob.domain.gates.step import GATES, PRECEDENCE
 from daemonjob.domain.rollout.inputs import FiringAlerts
-from daemonjob.testing.builders import daemonjob, nodes
-from daemonjob.testing.decisions import Given, decide_over
+from daemonjob.testing.doubles.builders import daemonjob, nodes
+from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)  # outside a window opening at 22:00
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from daemonjob.machinery.gcpolicy import FreezeSurvivors
+from daemonjob.machinery.cache.gcpolicy import FreezeSurvivors
 
 
 class Node:

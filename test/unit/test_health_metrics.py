@@ -8,7 +8,7 @@ from prometheus_client import generate_latest
 
 from daemonjob.controller.metrics.health import previous_tick
 from daemonjob.controller.metrics.metrics import Metrics
-from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.doubles.builders import daemonjob
 from daemonjob.testing.prom import metric_value
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)

@@ -16,11 +16,11 @@ from daemonjob.controller.passes.history import HistoryCleaner
 from daemonjob.domain.rollout.actions import DeleteJob
 from daemonjob.domain.rollout.plan import HISTORY
 from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW
-from daemonjob.machinery.apierror import ApiError
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import daemonjob
-from daemonjob.testing.fakes import FakeJobControl
+from daemonjob.machinery.client.apierror import ApiError
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob
+from daemonjob.testing.doubles.fakes import FakeJobControl
 
 UNRECORDED = "daemonjob_jobs_deleted_unrecorded_total"
 WAIT = defaults.HISTORY_RESULT_WAIT

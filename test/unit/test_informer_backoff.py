@@ -2,8 +2,8 @@
 
 import random
 
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.machinery.informer import Backoff, drop_managed_fields
+from daemonjob.machinery.cache.informer import Backoff, drop_managed_fields
+from daemonjob.machinery.process.clock import FakeClock
 
 
 def test_backoff_doubles_to_the_cap_without_jitter() -> None:

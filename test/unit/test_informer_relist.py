@@ -7,11 +7,11 @@ from typing import Any
 
 from daemonjob.controller.runtime.transforms import job_transform, node_transform
 from daemonjob.domain.jobs.contract import build_job
-from daemonjob.machinery.frozen import freeze, thaw
-from daemonjob.machinery.informer import Handlers, Informer, Tombstone, diff_relist
-from daemonjob.machinery.memo import object_memo
-from daemonjob.machinery.store import meta_namespace_key
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.cache.frozen import freeze, thaw
+from daemonjob.machinery.cache.informer import Handlers, Informer, Tombstone, diff_relist
+from daemonjob.machinery.cache.memo import object_memo
+from daemonjob.machinery.cache.store import meta_namespace_key
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 
 DJ = daemonjob(resource_version=None, template=job_template(backoff_limit=None))
 

@@ -23,7 +23,7 @@ from daemonjob.domain.jobs.contract import (
     parse_time,
 )
 from daemonjob.domain.spec.revision import job_name
-from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.doubles.builders import daemonjob
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 

@@ -8,7 +8,7 @@ import threading
 import pytest
 from kubernetes.client import Configuration
 
-from daemonjob.machinery.kube import Kube
+from daemonjob.machinery.client.kube import Kube
 
 
 class Fenced(Exception):

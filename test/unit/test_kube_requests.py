@@ -10,7 +10,7 @@ import orjson
 import pytest
 from kubernetes.client import Configuration
 
-from daemonjob.machinery.kube import Kube
+from daemonjob.machinery.client.kube import Kube
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):

@@ -27,7 +27,7 @@ from daemonjob.kubectl.cli import parse
 from daemonjob.kubectl.client import EXIT_ERROR, EXIT_FAILED, EXIT_OK, EXIT_USAGE, PluginError, Target
 from daemonjob.kubectl.connection import Connection
 from daemonjob.kubectl.version import image_tag
-from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.doubles.builders import daemonjob
 
 BIN = Path(sys.executable).parent
 DJ = "/apis/daemonjob.io/v1alpha1/namespaces/ns/daemonjobs"

@@ -21,8 +21,8 @@ from daemonjob.kubectl.output import plain_table, print_table, shorten
 from daemonjob.kubectl.status import schedule_line
 from daemonjob.kubectl.timefmt import human_duration, parse_duration
 from daemonjob.kubectl.wait import Progress, Rate, _Bar, progress_of
-from daemonjob.testing.builders import daemonjob
-from daemonjob.testing.kubelet_logs import select_log
+from daemonjob.testing.doubles.builders import daemonjob
+from daemonjob.testing.sim.kubelet_logs import select_log
 
 REV = "abc123"
 
@@ -534,7 +534,7 @@ class FakeKube:
         return self.dj
 
     def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        from daemonjob.machinery.kube import ApiError
+        from daemonjob.machinery.client.kube import ApiError
 
         self.patches.append(body)
         if self.conflicts:

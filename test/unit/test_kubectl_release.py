@@ -13,8 +13,8 @@ from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_reque
 from daemonjob.kubectl import release
 from daemonjob.kubectl.cli import parse
 from daemonjob.kubectl.client import PluginError, Target
-from daemonjob.machinery.kube import ApiError
-from daemonjob.testing.builders import daemonjob, node
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.testing.doubles.builders import daemonjob, node
 
 UID = "uid-1"
 

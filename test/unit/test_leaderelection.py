@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.machinery.kube import JSON, ApiError
-from daemonjob.machinery.leaderelection import LeaderElector
+from daemonjob.machinery.client.kube import JSON, ApiError
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.machinery.process.leaderelection import LeaderElector
 from daemonjob.testing.waiting import wait_for
 
 START = 1000.0  # FakeClock's default start

@@ -6,9 +6,9 @@ from __future__ import annotations
 from daemonjob import cli, defaults
 from daemonjob.controller.nodework.options import NodeMaintenanceOptions
 from daemonjob.controller.wiring.controller import Controller
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.fakes import FakeJobControl, fake_informers
-from daemonjob.testing.nodefakes import FakeNodeControl
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.testing.doubles.fakes import FakeJobControl, fake_informers
+from daemonjob.testing.doubles.nodefakes import FakeNodeControl
 
 
 def _stopped() -> str | None:

@@ -1,6 +1,6 @@
 import platform
 
-from daemonjob.machinery.malloc import limit_malloc_arenas
+from daemonjob.machinery.process.malloc import limit_malloc_arenas
 
 
 def test_arenas_are_capped_on_glibc_only():

@@ -10,10 +10,10 @@ import pytest
 from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.controller.runtime.configmaps import kube_configmap_informer
 from daemonjob.controller.wiring.controller import Controller
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.machinery.informer import InformerHooks
-from daemonjob.testing.builders import daemonjob, job_template
-from daemonjob.testing.fakes import FakeJobControl, fake_informers
+from daemonjob.machinery.cache.informer import InformerHooks
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.testing.doubles.builders import daemonjob, job_template
+from daemonjob.testing.doubles.fakes import FakeJobControl, fake_informers
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 STATUS = {"desiredNodes": 2, "activeNodes": 1, "succeededNodes": 1, "failedNodes": 0, "pendingNodes": 0}

@@ -31,8 +31,8 @@ from daemonjob.domain.nodework.nodecheck import (
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.results.noderesult import result_of
 from daemonjob.domain.spec.validate import validate
-from daemonjob.testing.builders import NS, daemonjob, job, job_template, node, revision_of
-from daemonjob.testing.decisions import Given, decide_over
+from daemonjob.testing.doubles.builders import NS, daemonjob, job, job_template, node, revision_of
+from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
 T = format_time
@@ -326,8 +326,8 @@ def test_the_act_layer_writes_verdicts_and_reads_daemonset_pods_only_of_checked_
     from daemonjob.controller.nodework.turnchecks import TurnChecks
     from daemonjob.controller.passes.observe import Observation
     from daemonjob.domain.rollout.inputs import ConfigMapsRead
-    from daemonjob.testing.fakes import FakeJobControl
-    from daemonjob.testing.nodefakes import FakeNodeControl
+    from daemonjob.testing.doubles.fakes import FakeJobControl
+    from daemonjob.testing.doubles.nodefakes import FakeNodeControl
 
     dj = daemonjob(maxParallel=1, healthCheck=HEALTH)
     done = checked_job(

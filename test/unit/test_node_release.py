@@ -23,12 +23,12 @@ from daemonjob.controller.runtime.informers import NODE_INDEXERS
 from daemonjob.domain.nodework.maintenance import FINALIZER, Cordon, NodeWork
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
 from daemonjob.domain.rollout.inputs import ConfigMapsRead
-from daemonjob.machinery.clock import FakeClock
+from daemonjob.machinery.process.clock import FakeClock
 from daemonjob.release import release_all
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import daemonjob, job, node
-from daemonjob.testing.fakes import FakeInformer
-from daemonjob.testing.nodefakes import FakeNodeControl
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob, job, node
+from daemonjob.testing.doubles.fakes import FakeInformer
+from daemonjob.testing.doubles.nodefakes import FakeNodeControl
 
 NS = "ops"
 RECORD = NodeRecord(f"{NS}/upgrade", "uid-1", "r1", None, True, "2026-11-25T12:00:00Z")

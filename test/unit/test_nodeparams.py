@@ -11,8 +11,8 @@ import pytest
 from daemonjob.domain.jobs.contract import build_job
 from daemonjob.domain.spec.nodeparams import ENV_NODE_NAME, NodeParameter, node_values
 from daemonjob.domain.spec.validate import read_spec, validate
-from daemonjob.testing.builders import daemonjob, job_template, node
-from daemonjob.testing.decisions import Given, decide_over
+from daemonjob.testing.doubles.builders import daemonjob, job_template, node
+from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 ZONE = {"env": "ZONE", "fromLabel": "topology.kubernetes.io/zone"}

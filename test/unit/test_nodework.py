@@ -16,9 +16,9 @@ from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRec
 from daemonjob.domain.rollout.inputs import ConfigMapsRead
 from daemonjob.domain.spec.maintenancespec import DrainOptions
 from daemonjob.domain.spec.selectors import compile_label_selector
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.builders import daemonjob
-from daemonjob.testing.nodefakes import FakeNodeControl
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.testing.doubles.builders import daemonjob
+from daemonjob.testing.doubles.nodefakes import FakeNodeControl
 
 RECORD = NodeRecord("ns/dj", "uid-1", "r1", None, True, "2026-11-25T12:00:00Z")
 
@@ -215,7 +215,7 @@ def test_the_pods_of_a_node_are_listed_from_the_watch_cache_by_their_node() -> N
 
 
 def test_own_pod_comes_from_the_downward_api_else_the_hostname_in_a_cluster(tmp_path: Any) -> None:
-    from daemonjob.machinery.podidentity import own_pod
+    from daemonjob.machinery.process.podidentity import own_pod
 
     ns_file = tmp_path / "namespace"
     ns_file.write_text("daemonjob-system\n")

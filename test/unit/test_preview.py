@@ -26,8 +26,8 @@ from daemonjob.kubectl import cli, planview
 from daemonjob.kubectl import plan as plan_command
 from daemonjob.kubectl.client import PluginError, Target
 from daemonjob.kubectl.plan import _allowed, load_file
-from daemonjob.testing.builders import NAME, NS, UID, daemonjob, job, node, nodes, revision_of
-from daemonjob.testing.decisions import Given, decide_over
+from daemonjob.testing.doubles.builders import NAME, NS, UID, daemonjob, job, node, nodes, revision_of
+from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)  # 13:00 in Berlin
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}

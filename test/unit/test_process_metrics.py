@@ -6,7 +6,7 @@ import gc
 
 from prometheus_client import CollectorRegistry
 
-from daemonjob.machinery.processmetrics import GcPauses, process_metrics
+from daemonjob.machinery.process.processmetrics import GcPauses, process_metrics
 
 
 def test_a_full_collection_is_observed_in_its_generation() -> None:

@@ -2,8 +2,8 @@ import threading
 
 import pytest
 
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.machinery.ratelimit import TokenBucket
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.machinery.queue.ratelimit import TokenBucket
 
 
 def test_burst_then_qps():

@@ -8,10 +8,10 @@ import pytest
 
 from daemonjob.controller.runtime.transforms import CachedJob, CachedJobMeta, job_transform
 from daemonjob.domain.jobs.jobview import JobView, job_view
-from daemonjob.machinery.frozen import FrozenDict, freeze, thaw
-from daemonjob.machinery.memo import ObjectMemo
-from daemonjob.machinery.store import Store, meta_namespace_key
-from daemonjob.testing.builders import daemonjob, job
+from daemonjob.machinery.cache.frozen import FrozenDict, freeze, thaw
+from daemonjob.machinery.cache.memo import ObjectMemo
+from daemonjob.machinery.cache.store import Store, meta_namespace_key
+from daemonjob.testing.doubles.builders import daemonjob, job
 
 DJ = daemonjob()
 

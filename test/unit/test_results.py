@@ -19,9 +19,9 @@ from daemonjob.domain.results.noderesult import NOT_JSON, cut_message, outcome_o
 from daemonjob.domain.results.outcomes import Outcomes, summary
 from daemonjob.domain.results.reports import append_patch, pack, report_name, result_size
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.machinery.apierror import ApiError
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.testing.builders import daemonjob, job, revision_of
+from daemonjob.machinery.client.apierror import ApiError
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.testing.doubles.builders import daemonjob, job, revision_of
 
 
 def owner(dj: Mapping[str, Any]) -> str:
@@ -390,7 +390,7 @@ def test_history_cleanup_holds_a_finished_job_until_its_result_is_recorded(dj: d
     from daemonjob.controller.metrics.metrics import Metrics
     from daemonjob.controller.passes.history import HistoryCleaner
     from daemonjob.domain.rollout.actions import DeleteJob
-    from daemonjob.testing.fakes import FakeJobControl
+    from daemonjob.testing.doubles.fakes import FakeJobControl
 
     store = FakeStore()
     rec, _ = recorder(store, dj)
@@ -431,8 +431,8 @@ def test_status_results_kept_until_the_reports_are_read_write_nothing(dj: dict[s
     from daemonjob.controller.passes.report import write_status
     from daemonjob.controller.results.status import with_results
     from daemonjob.domain.rollout.decide import Decision
-    from daemonjob.machinery.frozen import freeze, thaw
-    from daemonjob.testing.fakes import FakeJobControl
+    from daemonjob.machinery.cache.frozen import freeze, thaw
+    from daemonjob.testing.doubles.fakes import FakeJobControl
 
     rec, _ = recorder(FakeStore(), dj)
     written = {
@@ -539,7 +539,7 @@ def test_a_let_go_delete_waiting_longer_than_the_ttl_in_the_cleaners_queue_is_no
     from daemonjob.controller.passes.history import HistoryCleaner
     from daemonjob.domain.rollout.actions import DeleteJob
     from daemonjob.domain.rollout.plan import RECORDED
-    from daemonjob.testing.fakes import FakeJobControl
+    from daemonjob.testing.doubles.fakes import FakeJobControl
 
     gate = threading.Event()
     sent: list[str] = []

@@ -20,9 +20,9 @@ from daemonjob.domain.results.unreadable import (
     with_unread_conditions,
 )
 from daemonjob.domain.rollout.conditions import RECONCILING, STALLED
-from daemonjob.machinery.apierror import ApiError
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import daemonjob
+from daemonjob.machinery.client.apierror import ApiError
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob
 
 LET_GO = {"results": {"deleteSucceededJobs": True}}
 NOW = "2026-01-01T00:00:00Z"

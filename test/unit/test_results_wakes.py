@@ -18,11 +18,11 @@ from daemonjob import defaults
 from daemonjob.controller.results.recorder import ResultRecorder
 from daemonjob.controller.runtime.informers import RUNNING_INDEX, running_index
 from daemonjob.domain.jobs.contract import owner_id
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.machinery.store import Store
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import daemonjob, job
-from daemonjob.testing.nodefakes import NullResultStore
+from daemonjob.machinery.cache.store import Store
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob, job
+from daemonjob.testing.doubles.nodefakes import NullResultStore
 
 
 class Store_(NullResultStore):

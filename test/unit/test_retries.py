@@ -18,9 +18,9 @@ from daemonjob.domain.rollout.starts import StartCheck
 from daemonjob.domain.spec.retryspec import Retry, backoff_delay
 from daemonjob.domain.spec.revision import job_name
 from daemonjob.domain.spec.validate import validate
-from daemonjob.testing.builders import daemonjob, job_template, node, revision_of
-from daemonjob.testing.decisions import Given, decide_over
-from daemonjob.testing.fakes import FakeJobControl
+from daemonjob.testing.doubles.builders import daemonjob, job_template, node, revision_of
+from daemonjob.testing.doubles.decisions import Given, decide_over
+from daemonjob.testing.doubles.fakes import FakeJobControl
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 RETRY = {"limit": 2, "backoff": "1m"}

@@ -22,7 +22,7 @@ from daemonjob.domain.schedule.runs import (
     trigger_run_id,
 )
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.doubles.builders import daemonjob
 
 UTC = timezone.utc
 NONE: frozenset[str | None] = frozenset()

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from daemonjob.machinery import certs
-from daemonjob.machinery.listen import parse_bind_address
-from daemonjob.machinery.serving import Server, check_route
+from daemonjob.machinery.server import certs
+from daemonjob.machinery.server.listen import parse_bind_address
+from daemonjob.machinery.server.serving import Server, check_route
 
 
 def _probe(port: int, host: str = "127.0.0.1", path: str = "/healthz") -> tuple[int, bytes]:

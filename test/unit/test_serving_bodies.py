@@ -11,8 +11,8 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from daemonjob.machinery.budget import Budget
-from daemonjob.machinery.serving import Server, Upload, check_route
+from daemonjob.machinery.server.budget import Budget
+from daemonjob.machinery.server.serving import Server, Upload, check_route
 
 Answer = tuple[int, str, bytes]
 

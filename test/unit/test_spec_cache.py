@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from daemonjob.controller.runtime.specs import SpecCache
-from daemonjob.machinery.frozen import freeze
-from daemonjob.testing.builders import daemonjob
+from daemonjob.machinery.cache.frozen import freeze
+from daemonjob.testing.doubles.builders import daemonjob
 
 KEY = "ops/audit"
 

@@ -6,9 +6,9 @@ import threading
 import orjson
 import pytest
 
-from daemonjob.machinery.frozen import FrozenDict, freeze, thaw
-from daemonjob.machinery.memo import MEMO_CAPACITY, object_memo
-from daemonjob.machinery.store import Store, Tagged, meta_namespace_key
+from daemonjob.machinery.cache.frozen import FrozenDict, freeze, thaw
+from daemonjob.machinery.cache.memo import MEMO_CAPACITY, object_memo
+from daemonjob.machinery.cache.store import Store, Tagged, meta_namespace_key
 
 
 def job(name: str, owner: str | None = None, ns: str = "ops", node: str = "n1") -> dict:

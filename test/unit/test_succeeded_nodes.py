@@ -21,7 +21,7 @@ from daemonjob.domain.jobs.contract import (
     job_state,
     owner_uid,
 )
-from daemonjob.testing.builders import NS, daemonjob, job
+from daemonjob.testing.doubles.builders import NS, daemonjob, job
 
 DJS = [daemonjob(name, uid=f"uid-{name}") for name in ("a", "b")]
 NODES = ["n1", "n2", "n3"]

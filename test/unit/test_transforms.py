@@ -2,8 +2,8 @@ import copy
 
 from daemonjob.controller.runtime.transforms import Interner, job_transform, node_transform
 from daemonjob.domain.jobs.contract import build_job, job_finish_time, job_node, job_revision, job_state, job_ttl
-from daemonjob.machinery.frozen import freeze, thaw
-from daemonjob.testing.builders import daemonjob, job_template
+from daemonjob.machinery.cache.frozen import freeze, thaw
+from daemonjob.testing.doubles.builders import daemonjob, job_template
 
 DJ = daemonjob(resource_version=None, template=job_template(labels={"team": "sre"}, backoff_limit=None))
 

@@ -25,13 +25,13 @@ from daemonjob.domain.gates.health import WAITING_FOR_NODE_HEALTH
 from daemonjob.domain.jobs.contract import build_job, format_time
 from daemonjob.domain.jobs.jobview import JobView
 from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, FAILED_CHECK, PASSED, Verdict
-from daemonjob.machinery.clock import FAKE_WALL_START
-from daemonjob.machinery.frozen import thaw
-from daemonjob.machinery.kube import ApiError
-from daemonjob.testing.actbed import ActBed
-from daemonjob.testing.builders import daemonjob, node, revision_of
-from daemonjob.testing.decisions import Given, decide_over
-from daemonjob.testing.fakes import TEST_SEAL_KEY, api_error
+from daemonjob.machinery.cache.frozen import thaw
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.process.clock import FAKE_WALL_START
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob, node, revision_of
+from daemonjob.testing.doubles.decisions import Given, decide_over
+from daemonjob.testing.doubles.fakes import TEST_SEAL_KEY, api_error
 
 T = format_time
 NOW = FAKE_WALL_START  # the act bed's clock starts there

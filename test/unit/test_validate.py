@@ -10,7 +10,7 @@ import pytest
 from daemonjob import defaults
 from daemonjob.domain.spec.maintenancespec import GRACE_RULE
 from daemonjob.domain.spec.validate import problems_of, validate
-from daemonjob.testing.builders import daemonjob
+from daemonjob.testing.doubles.builders import daemonjob
 
 
 def test_a_good_spec_has_no_problem() -> None:

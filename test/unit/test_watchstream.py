@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from urllib3.exceptions import ProtocolError
 
-from daemonjob.machinery.watchstream import WatchStream
+from daemonjob.machinery.client.watchstream import WatchStream
 
 
 class FakeResponse:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from daemonjob.admission.certificates import SelfManagedCertificates, merged_bundle, service_names
-from daemonjob.machinery import certs
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.server import certs
 
 SECRET_PATH = "/api/v1/namespaces/daemonjob-system/secrets/tls"
 CONFIG_PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/hook"

@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry
 
 from daemonjob import cli, defaults
 from daemonjob.admission import webhook as admission
-from daemonjob.machinery import certs
-from daemonjob.machinery.kube import Kube
+from daemonjob.machinery.client.kube import Kube
+from daemonjob.machinery.server import certs
 
 REVIEW = json.dumps(
     {

@@ -12,8 +12,8 @@ import pytest
 
 from daemonjob import defaults
 from daemonjob.domain.spec.validate import validate
-from daemonjob.testing.builders import daemonjob
 from daemonjob.testing.costlyreviews import MAINTENANCE, SHAPES, costly_review, peak_memory
+from daemonjob.testing.doubles.builders import daemonjob
 
 MIB = 1024 * 1024
 LARGEST = defaults.WEBHOOK_MAX_REQUEST_BYTES

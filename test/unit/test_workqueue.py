@@ -5,15 +5,15 @@ from collections.abc import Callable, Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from daemonjob.machinery.clock import FakeClock
-from daemonjob.machinery.queuemetrics import PrometheusMetricsProvider
-from daemonjob.machinery.ratelimit import (
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.machinery.queue.queuemetrics import PrometheusMetricsProvider
+from daemonjob.machinery.queue.ratelimit import (
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
     MaxOfRateLimiter,
     default_controller_rate_limiter,
 )
-from daemonjob.machinery.workqueue import DelayingQueue, Queue, RateLimitingQueue
+from daemonjob.machinery.queue.workqueue import DelayingQueue, Queue, RateLimitingQueue
 
 # Upper bound for anything expected to happen; only reached when a test fails.
 TIMEOUT = 5.0

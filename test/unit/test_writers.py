@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from daemonjob.machinery.writers import WriterPool
+from daemonjob.machinery.client.writers import WriterPool
 
 
 def test_results_come_in_the_items_order_with_at_most_width_at_once() -> None:

@@ -21,7 +21,7 @@ from daemonjob.domain.rollout.decide import NODE_COUNT_FIELDS
 from daemonjob.domain.schedule.runs import SKIP_DEADLINE, SKIP_FORBID, SKIP_MISSED, SKIP_SUSPENDED
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.machinery.queuemetrics import PrometheusMetricsProvider
+from daemonjob.machinery.queue.queuemetrics import PrometheusMetricsProvider
 
 SKIP_REASONS = (SKIP_FORBID, SKIP_DEADLINE, SKIP_MISSED, SKIP_SUSPENDED)
 RUN_RESULTS = ("succeeded", "failed")

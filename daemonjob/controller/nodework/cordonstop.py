@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from daemonjob.domain.jobs.contract import format_time, parse_time
-from daemonjob.machinery.conflicts import retry_on_conflict
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.conflicts import retry_on_conflict
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 
 __all__ = ["STOP_ANNOTATION", "LeaseStop", "server_now", "stop_cordons"]
 

@@ -30,7 +30,7 @@ from daemonjob import defaults
 from daemonjob.domain.nodework.disruption import Admission, Disruption, admit, is_protected, out_of_service
 from daemonjob.domain.nodework.maintenance import Cordon
 from daemonjob.domain.spec.selectors import LabelMatcher
-from daemonjob.machinery.informer import Handlers, SharedInformer, Tombstone, deleted_object
+from daemonjob.machinery.cache.informer import Handlers, SharedInformer, Tombstone, deleted_object
 
 __all__ = ["ClusterDisruption"]
 

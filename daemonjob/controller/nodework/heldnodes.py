@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from daemonjob.controller.runtime.informers import MAINTENANCE_INDEX, NODE_INDEX
 from daemonjob.domain.jobs.contract import ACTIVE, LABEL_NAME, TERMINATING, job_finish_time, job_state, parse_time
 from daemonjob.domain.nodework.noderecord import record_of
-from daemonjob.machinery.informer import SharedInformer
+from daemonjob.machinery.cache.informer import SharedInformer
 
 __all__ = ["HeldNodesCollector", "job_runs_on", "register_held_nodes", "split_key"]
 

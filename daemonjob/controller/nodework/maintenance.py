@@ -28,10 +28,10 @@ from daemonjob.domain.nodework.maintenance import FINALIZER, MaintenanceInput, h
 from daemonjob.domain.nodework.noderecord import DrainOutcome, NodeRecord, outcomes_of, record_of
 from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.rollout.inputs import DecisionInput
-from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.informer import SharedInformer
-from daemonjob.machinery.kube import ApiError
-from daemonjob.machinery.podidentity import own_pod
+from daemonjob.machinery.cache.informer import SharedInformer
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.process.clock import Clock
+from daemonjob.machinery.process.podidentity import own_pod
 
 __all__ = ["NodeMaintenance"]
 

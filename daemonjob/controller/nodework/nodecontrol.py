@@ -3,7 +3,7 @@
 Kept apart from JobControl because these are cluster-wide powers (nodes patch, pods/eviction
 create) that only a cluster operator's opt-in grants (--node-maintenance-namespaces and
 its ClusterRole). The real one is fenced like every other write; the fake in
-`daemonjob.testing.fakes` records calls for unit tests.
+`daemonjob.testing.doubles.fakes` records calls for unit tests.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from daemonjob.controller.runtime.fence import Fence, always, as_fence
 from daemonjob.domain.jobs.contract import API_VERSION, PLURAL
-from daemonjob.machinery.kube import PATCH_MERGE, ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import PATCH_MERGE, ApiError, Kube, path_for
 
 __all__ = ["NodeControl", "KubeNodeControl"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from daemonjob import defaults
 from daemonjob.controller.nodework.disruption import ClusterDisruption
 from daemonjob.domain.nodework.disruption import protected_matcher
-from daemonjob.machinery.informer import SharedInformer
+from daemonjob.machinery.cache.informer import SharedInformer
 
 __all__ = ["NodeMaintenanceOptions"]
 

@@ -27,8 +27,8 @@ from daemonjob.controller.nodework.work import release_node
 from daemonjob.controller.runtime.errors import ReconcileError
 from daemonjob.controller.runtime.informers import Informers
 from daemonjob.domain.nodework.noderecord import NodeRecord, outcomes_of, record_of
-from daemonjob.machinery.informer import SharedInformer
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.cache.informer import SharedInformer
+from daemonjob.machinery.client.kube import ApiError
 
 __all__ = ["OrphanSweep", "SWEEP_KEY", "orphan_sweep"]
 

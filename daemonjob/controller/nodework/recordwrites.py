@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from daemonjob.controller.nodework.nodecontrol import NodeControl
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, record_of
-from daemonjob.machinery.conflicts import retry_on_conflict
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.conflicts import retry_on_conflict
+from daemonjob.machinery.client.kube import ApiError
 
 __all__ = ["forget_outcome", "keep_node"]
 

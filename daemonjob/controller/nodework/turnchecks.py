@@ -25,7 +25,7 @@ from daemonjob.domain.jobs.contract import controller_ref, parse_time
 from daemonjob.domain.nodework.nodecheck import DaemonSetPod, HealthInput
 from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.shared.events import EventSpec
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.kube import ApiError
 
 __all__ = ["TurnChecks", "ChecksActed", "daemon_set_pods"]
 

@@ -45,9 +45,9 @@ from daemonjob.domain.nodework.noderecord import (
 )
 from daemonjob.domain.shared.events import NORMAL, WARNING, EventSpec
 from daemonjob.domain.spec.maintenancespec import DrainOptions
-from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.conflicts import retry_on_conflict
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.conflicts import retry_on_conflict
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.process.clock import Clock
 
 __all__ = ["NodeActs", "NodeActed", "release_node", "released_event"]
 

@@ -27,7 +27,7 @@ from daemonjob.controller.runtime.informers import RUNNING_INDEX
 from daemonjob.domain.jobs.contract import job_node, owner_id
 from daemonjob.domain.rollout.actions import CreateJob
 from daemonjob.domain.rollout.decide import Decision
-from daemonjob.machinery.informer import SharedInformer
+from daemonjob.machinery.cache.informer import SharedInformer
 
 __all__ = ["NodeClaims"]
 

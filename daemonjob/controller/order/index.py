@@ -21,8 +21,8 @@ from daemonjob.controller.runtime.informers import OWNER_INDEX
 from daemonjob.controller.runtime.specs import SpecCache
 from daemonjob.domain.order.view import done_view, waits_for_turns
 from daemonjob.domain.spec.spec import DaemonJobSpec
-from daemonjob.machinery.informer import SharedInformer
-from daemonjob.machinery.store import meta_namespace_key
+from daemonjob.machinery.cache.informer import SharedInformer
+from daemonjob.machinery.cache.store import meta_namespace_key
 
 __all__ = ["OrderIndex", "done_view", "waits_for_turns"]
 

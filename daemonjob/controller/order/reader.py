@@ -21,7 +21,7 @@ from daemonjob.domain.jobs.contract import job_node, owner_id
 from daemonjob.domain.order.rules import OrderInput
 from daemonjob.domain.order.view import done_view, order_input
 from daemonjob.domain.spec.spec import DaemonJobSpec
-from daemonjob.machinery.informer import SharedInformer
+from daemonjob.machinery.cache.informer import SharedInformer
 
 __all__ = ["OrderReader"]
 

@@ -21,8 +21,8 @@ from daemonjob.domain.nodework.nodecheck import turn_succeeded
 from daemonjob.domain.order.rules import order_key
 from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.spec.eligibility import Eligibility
-from daemonjob.machinery.informer import SharedInformer
-from daemonjob.machinery.workqueue import RateLimitingQueue
+from daemonjob.machinery.cache.informer import SharedInformer
+from daemonjob.machinery.queue.workqueue import RateLimitingQueue
 
 __all__ = ["OrderWakes"]
 

@@ -37,8 +37,8 @@ from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.rollout.plan import HISTORY, RECORDED
 from daemonjob.domain.shared.events import NORMAL, WARNING, EventSpec
 from daemonjob.domain.spec.revision import job_name
-from daemonjob.machinery.kube import ApiError
-from daemonjob.machinery.writers import MapAll
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.client.writers import MapAll
 
 __all__ = ["Act"]
 

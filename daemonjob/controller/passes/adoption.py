@@ -28,7 +28,7 @@ from daemonjob.domain.jobs.contract import (
 )
 from daemonjob.domain.rollout.actions import CreateJob
 from daemonjob.domain.shared.events import WARNING, EventSpec
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.kube import ApiError
 
 __all__ = ["Adopted", "Adoption", "Conflict", "adoptable", "EVENT_JOB_RELABELLED"]
 

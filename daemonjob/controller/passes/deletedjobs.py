@@ -17,7 +17,7 @@ from cachetools import TTLCache
 from daemonjob import defaults
 from daemonjob.domain.jobs.attempts import DeletedJobs
 from daemonjob.domain.jobs.contract import job_attempt, job_node, job_revision, job_run
-from daemonjob.machinery.clock import RealClock
+from daemonjob.machinery.process.clock import RealClock
 
 __all__ = ["DeletedJobsSeen"]
 

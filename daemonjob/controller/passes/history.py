@@ -36,9 +36,9 @@ from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.controller.runtime.jobcontrol import JobControl, NotLeader
 from daemonjob.domain.rollout.decide import DeleteJob
 from daemonjob.domain.rollout.plan import RECORDED
-from daemonjob.machinery.clock import Clock, RealClock
-from daemonjob.machinery.kube import ApiError
-from daemonjob.machinery.ratelimit import TokenBucket
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.process.clock import Clock, RealClock
+from daemonjob.machinery.queue.ratelimit import TokenBucket
 
 __all__ = ["HistoryCleaner"]
 

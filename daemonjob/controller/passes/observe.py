@@ -30,9 +30,9 @@ from daemonjob.domain.rollout.plan import JobView
 from daemonjob.domain.shared.memo import Memo
 from daemonjob.domain.spec.configrefs import referenced_configmaps
 from daemonjob.domain.spec.spec import DaemonJobSpec
-from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.frozen import thaw
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.cache.frozen import thaw
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.process.clock import Clock
 
 __all__ = ["Observation", "Observer"]
 

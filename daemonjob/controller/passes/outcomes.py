@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from daemonjob.controller.runtime.events import error_message
 from daemonjob.domain.rollout.actions import CreateJob, DeleteJob
 from daemonjob.domain.shared.events import EventSpec
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.kube import ApiError
 
 __all__ = ["Acted", "CreateOutcome", "DeleteOutcome"]
 

@@ -26,9 +26,9 @@ from daemonjob.domain.jobs.contract import format_time
 from daemonjob.domain.rollout.conditions import CacheWait, with_cache_wait
 from daemonjob.domain.rollout.decide import NODE_COUNT_FIELDS, Decision
 from daemonjob.domain.shared.events import EventSpec
-from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.frozen import thaw
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.cache.frozen import thaw
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.process.clock import Clock
 
 __all__ = ["DEFERRABLE_STATUS_FIELDS", "Reporter", "deferrable", "merge_patch", "write_status"]
 

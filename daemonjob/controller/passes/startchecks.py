@@ -25,8 +25,8 @@ from daemonjob.controller.runtime.jobcontrol import JobControl, NotLeader
 from daemonjob.domain.jobs.contract import ANNOTATION_START_FAILURE, ANNOTATION_STARTED, format_time
 from daemonjob.domain.rollout.starts import StartCheck
 from daemonjob.domain.shared.events import WARNING, EventSpec
-from daemonjob.machinery.clock import RealClock
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.process.clock import RealClock
 
 __all__ = ["StartChecks", "pod_verdict", "START_TIMEOUT_EVENT"]
 

@@ -40,9 +40,9 @@ from daemonjob.domain.results.outcomes import Outcomes, summary
 from daemonjob.domain.results.unreadable import ResultsUnread
 from daemonjob.domain.rollout.plan import JobView
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.machinery.clock import Clock, RealClock
-from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.cache.informer import Handlers, Tombstone, deleted_object
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.process.clock import Clock, RealClock
 
 __all__ = ["ResultRecorder"]
 

@@ -25,9 +25,9 @@ from daemonjob.domain.results.unreadable import (
 )
 from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.rollout.plan import JobView
-from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.frozen import thaw
-from daemonjob.machinery.workqueue import DelayingQueue
+from daemonjob.machinery.cache.frozen import thaw
+from daemonjob.machinery.process.clock import Clock
+from daemonjob.machinery.queue.workqueue import DelayingQueue
 
 __all__ = ["recorded_for", "recorder_for", "report_unread", "wire_recorded", "with_results"]
 

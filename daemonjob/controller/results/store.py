@@ -21,7 +21,7 @@ from daemonjob.controller.runtime.fence import Fence, always, as_fence
 from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME
 from daemonjob.domain.results.noderesult import pod_of_job, result_of
 from daemonjob.domain.results.reports import PLURAL
-from daemonjob.machinery.kube import Kube, path_for
+from daemonjob.machinery.client.kube import Kube, path_for
 
 __all__ = ["ResultStore", "KubeResultStore", "POD_JOB_LABEL", "PATCH_JSON", "ReportsServed", "read_results"]
 

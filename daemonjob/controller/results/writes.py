@@ -18,7 +18,7 @@ from daemonjob.controller.results.store import ResultStore
 from daemonjob.domain.results.noderesult import rollout_key
 from daemonjob.domain.results.reports import append_patch, pack, report_body, result_size
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.machinery.kube import ApiError
+from daemonjob.machinery.client.kube import ApiError
 
 __all__ = ["ReportWrites"]
 

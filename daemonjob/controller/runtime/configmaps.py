@@ -29,9 +29,9 @@ from typing import Any
 
 from daemonjob import defaults
 from daemonjob.domain.spec.configrefs import ConfigMapLimitExceeded
-from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.informer import Handlers, Informer, InformerHooks, SharedInformer
-from daemonjob.machinery.kube import Kube
+from daemonjob.machinery.cache.informer import Handlers, Informer, InformerHooks, SharedInformer
+from daemonjob.machinery.client.kube import Kube
+from daemonjob.machinery.process.clock import Clock
 
 __all__ = ["ConfigMapLimits", "ConfigMapTracker", "kube_configmap_informer"]
 

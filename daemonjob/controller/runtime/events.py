@@ -19,8 +19,8 @@ from cachetools import TTLCache
 from daemonjob.controller.runtime.fence import Fence, NotLeader, always, as_fence
 from daemonjob.domain.jobs.contract import API_VERSION, KIND, format_time
 from daemonjob.domain.shared.messages import event_message
-from daemonjob.machinery.clock import Clock, RealClock
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
+from daemonjob.machinery.process.clock import Clock, RealClock
 
 log = structlog.get_logger("daemonjob.controller.runtime.events")
 COMPONENT = "daemonjob-controller"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from cachetools import TTLCache
 
 from daemonjob import defaults
-from daemonjob.machinery.clock import RealClock
+from daemonjob.machinery.process.clock import RealClock
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The three caches the controller reads, and how the real ones are built.
 
 The controller takes an `Informers` in its constructor, the way the Kubernetes controllers
-take informers from a factory, so unit tests hand it fakes (`daemonjob.testing.fakes`).
+take informers from a factory, so unit tests hand it fakes (`daemonjob.testing.doubles.fakes`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from daemonjob.domain.jobs.contract import (
     job_state,
 )
 from daemonjob.domain.nodework.noderecord import outcomes_of, record_of
-from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.informer import Informer, InformerHooks, SharedInformer
-from daemonjob.machinery.kube import Kube
-from daemonjob.machinery.store import IndexFunc, Tagged
+from daemonjob.machinery.cache.informer import Informer, InformerHooks, SharedInformer
+from daemonjob.machinery.cache.store import IndexFunc, Tagged
+from daemonjob.machinery.client.kube import Kube
+from daemonjob.machinery.process.clock import Clock
 
 __all__ = [
     "Informers",

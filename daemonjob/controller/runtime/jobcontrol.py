@@ -2,7 +2,7 @@
 
 Every write of the controller goes through a `JobControl`, as the Kubernetes controllers
 write pods through a PodControlInterface: the real one talks to the API server, the fake
-in `daemonjob.testing.fakes` records calls for unit tests. The real one asks the fence
+in `daemonjob.testing.doubles.fakes` records calls for unit tests. The real one asks the fence
 before each write and again as the write's first byte is sent, and bounds its timeout by
 what is left of the lease, so a process that no longer surely holds the leader Lease
 writes nothing.
@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from daemonjob.controller.runtime.events import EventRecorder
 from daemonjob.controller.runtime.fence import Fence, NotLeader, always, as_fence
 from daemonjob.domain.jobs.contract import API_VERSION, PLURAL
-from daemonjob.machinery.kube import PATCH_MERGE, PATCH_STRATEGIC, Kube, path_for
+from daemonjob.machinery.client.kube import PATCH_MERGE, PATCH_STRATEGIC, Kube, path_for
 
 __all__ = ["JobControl", "KubeJobControl", "NotLeader", "always"]
 

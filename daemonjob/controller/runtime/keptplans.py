@@ -25,7 +25,7 @@ from daemonjob.domain.rollout.actions import Turn
 from daemonjob.domain.rollout.keptplan import KeptPlan, node_views
 from daemonjob.domain.rollout.plan import JobView, job_view
 from daemonjob.domain.shared.memo import Memo
-from daemonjob.machinery.informer import SharedInformer
+from daemonjob.machinery.cache.informer import SharedInformer
 
 __all__ = ["KeptPlans", "NO_NODE", "TURN", "MAYBE"]
 

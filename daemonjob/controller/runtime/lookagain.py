@@ -7,7 +7,7 @@ from datetime import datetime
 
 from daemonjob import defaults
 from daemonjob.domain.rollout.decide import Decision
-from daemonjob.machinery.workqueue import RateLimitingQueue
+from daemonjob.machinery.queue.workqueue import RateLimitingQueue
 
 __all__ = ["next_tick", "schedule_next"]
 

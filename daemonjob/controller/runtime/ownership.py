@@ -25,7 +25,7 @@ from cachetools import TTLCache
 from daemonjob import defaults
 from daemonjob.controller.runtime.informers import UID_INDEX
 from daemonjob.domain.jobs.contract import daemonjob_ref
-from daemonjob.machinery.informer import SharedInformer
+from daemonjob.machinery.cache.informer import SharedInformer
 
 __all__ = ["ForeignJobs"]
 

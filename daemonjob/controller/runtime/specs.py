@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from daemonjob.domain.spec.validate import Validation, validate
-from daemonjob.machinery.frozen import FrozenDict, thaw
+from daemonjob.machinery.cache.frozen import FrozenDict, thaw
 
 __all__ = ["SpecCache"]
 

@@ -27,8 +27,8 @@ from daemonjob.domain.jobs.contract import (
 from daemonjob.domain.jobs.jobview import JOB_VIEW_KEY
 from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, DRAIN_OUTCOME_PREFIX
-from daemonjob.machinery.frozen import freeze
-from daemonjob.machinery.record import FrozenRecord
+from daemonjob.machinery.cache.frozen import freeze
+from daemonjob.machinery.cache.record import FrozenRecord
 
 __all__ = ["CachedJob", "CachedJobMeta", "Interner", "job_transform", "node_transform"]
 

@@ -40,7 +40,7 @@ import structlog
 
 from daemonjob.domain.jobs.contract import ANNOTATION_NODE, daemonjob_ref
 from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
-from daemonjob.machinery.kube import ApiError, Kube, path_for
+from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 
 __all__ = [
     "ANNOTATION_BOOT_ID_SEAL",

@@ -58,13 +58,13 @@ from daemonjob.controller.runtime.turnseal import TurnSeal, broken_reporter
 from daemonjob.controller.wiring.onepass import OnePass
 from daemonjob.controller.wiring.routing import Router, job_event_delay, owner_key
 from daemonjob.controller.wiring.workers import Workers
-from daemonjob.machinery.clock import Clock, RealClock
-from daemonjob.machinery.informer import InformerHooks
-from daemonjob.machinery.kube import Kube
-from daemonjob.machinery.memo import ObjectMemo
-from daemonjob.machinery.ratelimit import default_controller_rate_limiter
-from daemonjob.machinery.workqueue import RateLimitingQueue
-from daemonjob.machinery.writers import WriterPool
+from daemonjob.machinery.cache.informer import InformerHooks
+from daemonjob.machinery.cache.memo import ObjectMemo
+from daemonjob.machinery.client.kube import Kube
+from daemonjob.machinery.client.writers import WriterPool
+from daemonjob.machinery.process.clock import Clock, RealClock
+from daemonjob.machinery.queue.ratelimit import default_controller_rate_limiter
+from daemonjob.machinery.queue.workqueue import RateLimitingQueue
 
 __all__ = ["Controller", "job_event_delay", "owner_key", "ReconcileError"]
 

@@ -46,10 +46,10 @@ from daemonjob.domain.gates.disruption import GATE_DISRUPTION
 from daemonjob.domain.rollout.decide import Decision, EventSpec, decide
 from daemonjob.domain.rollout.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.rollout.plan import JobView
-from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.informer import SharedInformer
-from daemonjob.machinery.memo import ObjectMemo
-from daemonjob.machinery.workqueue import RateLimitingQueue
+from daemonjob.machinery.cache.informer import SharedInformer
+from daemonjob.machinery.cache.memo import ObjectMemo
+from daemonjob.machinery.process.clock import Clock
+from daemonjob.machinery.queue.workqueue import RateLimitingQueue
 
 __all__ = ["OnePass"]
 

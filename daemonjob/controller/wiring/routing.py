@@ -33,10 +33,10 @@ from daemonjob.domain.jobs.attempts import STATUS_FIELD as ATTEMPTS_FIELD
 from daemonjob.domain.jobs.contract import daemonjob_ref, owner_uid
 from daemonjob.domain.nodework.noderecord import record_of
 from daemonjob.domain.spec.eligibility import Eligibility
-from daemonjob.machinery.informer import Handlers, Tombstone, deleted_object
-from daemonjob.machinery.memo import MEMO_CAPACITY, ObjectMemo
-from daemonjob.machinery.store import meta_namespace_key
-from daemonjob.machinery.workqueue import RateLimitingQueue
+from daemonjob.machinery.cache.informer import Handlers, Tombstone, deleted_object
+from daemonjob.machinery.cache.memo import MEMO_CAPACITY, ObjectMemo
+from daemonjob.machinery.cache.store import meta_namespace_key
+from daemonjob.machinery.queue.workqueue import RateLimitingQueue
 
 __all__ = ["Router", "job_event_delay", "owner_key"]
 

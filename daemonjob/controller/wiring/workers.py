@@ -13,9 +13,9 @@ import structlog
 
 from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.controller.runtime.fence import NotLeader
-from daemonjob.machinery.clock import Clock
-from daemonjob.machinery.kube import ApiError
-from daemonjob.machinery.workqueue import RateLimitingQueue
+from daemonjob.machinery.client.kube import ApiError
+from daemonjob.machinery.process.clock import Clock
+from daemonjob.machinery.queue.workqueue import RateLimitingQueue
 
 __all__ = ["Workers"]
 

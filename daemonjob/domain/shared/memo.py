@@ -1,7 +1,7 @@
 """The memo the domain uses to keep values derived from cached objects.
 
 The caches freeze their objects and can keep a value computed from one on the object
-itself (`daemonjob.machinery.memo.ObjectMemo`). The domain must not import the caches, so
+itself (`daemonjob.machinery.cache.memo.ObjectMemo`). The domain must not import the caches, so
 the memo is a parameter: the controller passes its ObjectMemo, and everyone else gets
 `no_memo`, which keeps nothing and gives the same answers.
 """
