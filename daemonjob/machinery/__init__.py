@@ -1,8 +1,8 @@
 """Controller machinery that knows nothing of DaemonJobs, in the manner of client-go.
 
-watch (`informer`), cache (`store`), queue (`workqueue`, `ratelimit`), the API client
-(`kube`), time (`clock`), leader election (`leaderelection`), HTTP serving (`serving`)
-and the process's memory allocator settings (`malloc`).
-
+Sub-packages, top to bottom (pyproject.toml's contract): `cache` (informers, the indexed
+store, frozen objects: tools/cache) beside `server` (the HTTP endpoints: metrics, probes, the
+webhook's TLS server); `queue` (work queues and rate limiters: util/workqueue); `process`
+(clock, leader election, the process's own settings and metrics); `client` (the API client).
 The bottom layer: imports only `defaults` of this package, never the domain.
 """

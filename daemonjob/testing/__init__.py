@@ -8,7 +8,8 @@ Ships with the package, the way envtest ships inside controller-runtime:
 - `LocalCluster`, `SimKubelet`: the same in-process.
 - a pytest plugin (`pip install daemonjob[testing]`): fixtures `cluster`, `kube`, `kubelet`,
   `namespace`, `make_nodes`, `installed_crd`.
-- `fakes`: in-memory informers and Job writes for unit tests of the controller.
+- `doubles`: fakes of the informers and writes, and the act layer's harness, for unit tests;
+  `sim`: the simulated kubelet and Job controller.
 - `webhook`: a validating admission webhook on loopback, registered with the local API
   server, for tests of writes that admission refuses.
 
