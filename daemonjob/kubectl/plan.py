@@ -25,6 +25,7 @@ import yaml
 
 from daemonjob.admission import review
 from daemonjob.controller.passes.alertpoller import AlertPoller
+from daemonjob.domain.decision.decide import decide
 from daemonjob.domain.jobs.contract import (
     ACTIVE,
     API_VERSION,
@@ -45,7 +46,6 @@ from daemonjob.domain.nodework.allowance import NODE_MAINTENANCE_NOT_ALLOWED
 from daemonjob.domain.nodework.disruption import disruption_of
 from daemonjob.domain.order.view import done_view, order_input
 from daemonjob.domain.preview.preview import Preview, PreviewInput, preview, with_applied
-from daemonjob.domain.rollout.decide import decide
 from daemonjob.domain.rollout.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.rollout.keptplan import KeptPlan
 from daemonjob.domain.spec.spec import DaemonJobSpec

@@ -10,8 +10,8 @@ from daemonjob.controller.passes.report import deferrable
 from daemonjob.controller.runtime.jobcontrol import NotLeader
 from daemonjob.controller.wiring import onepass
 from daemonjob.controller.wiring.controller import ReconcileError
+from daemonjob.domain.decision.decide import Decision, decide
 from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, build_job
-from daemonjob.domain.rollout.decide import Decision, decide
 from daemonjob.domain.rollout.inputs import ApiTroubles, DecisionInput
 from daemonjob.domain.spec.revision import template_revision
 from daemonjob.testing.doubles.actbed import ActBed

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from daemonjob.domain.decision.decide import decide
 from daemonjob.domain.jobs.attempts import DeletedJobs, assign, next_attempt, recorded_attempts, rollout_of
 from daemonjob.domain.jobs.contract import LABEL_ATTEMPT, build_job, job_attempt
 from daemonjob.domain.rollout.actions import CreateJob
-from daemonjob.domain.rollout.decide import decide
 from daemonjob.domain.rollout.inputs import DecisionInput
 from daemonjob.domain.rollout.keptplan import KeptPlan
 from daemonjob.domain.rollout.plan import JobView

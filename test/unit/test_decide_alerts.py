@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.gates import gate_in_force
-from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.rollout.inputs import FiringAlerts
 from daemonjob.domain.spec.validate import validate
 from daemonjob.testing.doubles.builders import daemonjob, job, nodes

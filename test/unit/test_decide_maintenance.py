@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.jobs.contract import CORDON_TOLERATION, format_time
 from daemonjob.domain.nodework.allowance import NODE_MAINTENANCE_NOT_ALLOWED
 from daemonjob.domain.nodework.maintenance import (
@@ -21,7 +22,6 @@ from daemonjob.domain.nodework.maintenance import (
 )
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
 from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_text
-from daemonjob.domain.rollout.decide import Decision
 from daemonjob.testing.doubles.builders import NS, UID, daemonjob, job, job_template, node, revision_of
 from daemonjob.testing.doubles.decisions import Given, decide_over
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.order.rules import OrderInput
-from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.spec.validate import validate
 from daemonjob.testing.doubles.builders import daemonjob, job, nodes
 from daemonjob.testing.doubles.decisions import Given, decide_over

@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.jobs.contract import format_time, job_node, job_state
 from daemonjob.domain.order.rules import OrderInput, order_key
-from daemonjob.domain.rollout.decide import Decision
 from daemonjob.testing.doubles import builders
 from daemonjob.testing.doubles.decisions import Given, apply, decide_over
 

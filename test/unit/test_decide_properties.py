@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daemonjob.controller.runtime.transforms import job_transform, node_transform
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.jobs.contract import build_job, format_time, job_node, job_revision, job_state, parse_time
-from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.rollout.inputs import FiringAlerts
 from daemonjob.domain.rollout.keptplan import KeptPlan
 from daemonjob.domain.rollout.plan import job_view

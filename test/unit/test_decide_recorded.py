@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.results.noderesult import result_of
 from daemonjob.domain.results.recorded import standin_of
-from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.rollout.keptplan import KeptPlan, node_views
 from daemonjob.domain.rollout.plan import HISTORY, RECORDED, PlanContext
 from daemonjob.domain.spec.validate import validate

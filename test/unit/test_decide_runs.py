@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from daemonjob.domain.decision.decide import RUN_SUCCEEDED, Decision
 from daemonjob.domain.jobs.contract import LABEL_RUN, format_time, job_node, job_run
-from daemonjob.domain.rollout.decide import RUN_SUCCEEDED, Decision
 from daemonjob.domain.rollout.plan import HISTORY, OLD_REVISION, OLD_RUN
 from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW, SKIP_FORBID, SKIP_SUSPENDED, tick_run_id
 from daemonjob.testing.doubles import builders

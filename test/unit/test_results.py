@@ -410,7 +410,7 @@ def test_status_results_keep_the_last_written_until_the_reports_are_read(dj: dic
     from types import SimpleNamespace
 
     from daemonjob.controller.results.status import with_results
-    from daemonjob.domain.rollout.decide import Decision
+    from daemonjob.domain.decision.decide import Decision
 
     rec, _ = recorder(FakeStore(), dj)
     before = {"recorded": 3, "summary": "1 outcome on 3 nodes"}
@@ -430,7 +430,7 @@ def test_status_results_kept_until_the_reports_are_read_write_nothing(dj: dict[s
 
     from daemonjob.controller.passes.report import write_status
     from daemonjob.controller.results.status import with_results
-    from daemonjob.domain.rollout.decide import Decision
+    from daemonjob.domain.decision.decide import Decision
     from daemonjob.machinery.cache.frozen import freeze, thaw
     from daemonjob.testing.doubles.fakes import FakeJobControl
 

@@ -11,8 +11,8 @@ import structlog
 
 from daemonjob.controller.passes.observe import Observation
 from daemonjob.controller.passes.startchecks import StartChecks, pod_verdict
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.jobs.contract import ANNOTATION_START_FAILURE, ANNOTATION_STARTED, build_job, format_time
-from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.rollout.inputs import ConfigMapsRead
 from daemonjob.domain.rollout.starts import StartCheck
 from daemonjob.domain.spec.retryspec import Retry, backoff_delay

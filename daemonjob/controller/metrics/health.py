@@ -15,8 +15,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from daemonjob.domain.decision.decide import NODE_COUNT_FIELDS
 from daemonjob.domain.jobs.contract import parse_time
-from daemonjob.domain.rollout.decide import NODE_COUNT_FIELDS
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import read_spec
 

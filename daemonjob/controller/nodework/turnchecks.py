@@ -21,9 +21,9 @@ from daemonjob.controller.passes.observe import Observation
 from daemonjob.controller.runtime.events import error_message
 from daemonjob.controller.runtime.jobcontrol import JobControl
 from daemonjob.controller.runtime.turnseal import TurnSeal
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.jobs.contract import controller_ref, parse_time
 from daemonjob.domain.nodework.nodecheck import DaemonSetPod, HealthInput
-from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.shared.events import EventSpec
 from daemonjob.machinery.client.kube import ApiError
 

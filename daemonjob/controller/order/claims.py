@@ -24,9 +24,9 @@ from typing import Any
 from daemonjob import defaults
 from daemonjob.controller.order.index import OrderIndex
 from daemonjob.controller.runtime.informers import RUNNING_INDEX
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.jobs.contract import job_node, owner_id
 from daemonjob.domain.rollout.actions import CreateJob
-from daemonjob.domain.rollout.decide import Decision
 from daemonjob.machinery.cache.informer import SharedInformer
 
 __all__ = ["NodeClaims"]

@@ -16,10 +16,10 @@ from typing import Any
 from daemonjob.controller.order.index import OrderIndex, done_view, waits_for_turns
 from daemonjob.controller.runtime.informers import RUNNING_INDEX, running_index
 from daemonjob.controller.runtime.keptplans import TURN, KeptPlans
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.jobs.contract import job_node, owner_id
 from daemonjob.domain.nodework.nodecheck import turn_succeeded
 from daemonjob.domain.order.rules import order_key
-from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.spec.eligibility import Eligibility
 from daemonjob.machinery.cache.informer import SharedInformer
 from daemonjob.machinery.queue.workqueue import RateLimitingQueue

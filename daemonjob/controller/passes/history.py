@@ -34,7 +34,7 @@ from cachetools import TTLCache
 from daemonjob import defaults
 from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.controller.runtime.jobcontrol import JobControl, NotLeader
-from daemonjob.domain.rollout.decide import DeleteJob
+from daemonjob.domain.decision.decide import DeleteJob
 from daemonjob.domain.rollout.plan import RECORDED
 from daemonjob.machinery.client.kube import ApiError
 from daemonjob.machinery.process.clock import Clock, RealClock

@@ -7,7 +7,7 @@ import dataclasses
 from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.controller.passes.observe import Observation, Observer
 from daemonjob.controller.runtime.keptplans import KeptPlans
-from daemonjob.domain.rollout.decide import NODE_COUNT_FIELDS, Decision, decide
+from daemonjob.domain.decision.decide import NODE_COUNT_FIELDS, Decision, decide
 
 __all__ = ["PlanSelfCheck"]
 

@@ -16,6 +16,7 @@ from daemonjob.controller.results.store import ResultStore
 from daemonjob.controller.runtime.informers import RUNNING_INDEX, Informers
 from daemonjob.controller.runtime.keptplans import KeptPlans
 from daemonjob.controller.runtime.specs import SpecCache
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.jobs.contract import format_time, owner_id
 from daemonjob.domain.results.unreadable import (
     ResultsUnread,
@@ -23,7 +24,6 @@ from daemonjob.domain.results.unreadable import (
     with_results_unread,
     with_unread_conditions,
 )
-from daemonjob.domain.rollout.decide import Decision
 from daemonjob.domain.rollout.plan import JobView
 from daemonjob.machinery.cache.frozen import thaw
 from daemonjob.machinery.process.clock import Clock

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from daemonjob import defaults
-from daemonjob.domain.rollout.decide import Decision
+from daemonjob.domain.decision.decide import Decision
 from daemonjob.machinery.queue.workqueue import RateLimitingQueue
 
 __all__ = ["next_tick", "schedule_next"]

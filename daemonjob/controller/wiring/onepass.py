@@ -5,7 +5,7 @@ controller's syncDaemonSet reads:
    of the controller's own writes;
 2. adopt (adoption.py): orphans made for it are adopted, known name conflicts read afresh;
    this step writes to the API server, as the DaemonSet controller adopts while it gathers;
-3. decide once (domain/rollout/decide.py) over one `DecisionInput`: the DaemonJob, its kept plan
+3. decide once (domain/decision/decide.py) over one `DecisionInput`: the DaemonJob, its kept plan
    told of every node that changed (keptplans.py), the API's troubles, the clock;
 4. act (act.py, and maintenance.py for the Nodes): deletes, creates, history, cordons and
    drains; what the API server answered is kept (troubles.py) and the decision concluded
@@ -42,8 +42,8 @@ from daemonjob.controller.runtime.keptplans import KeptPlans
 from daemonjob.controller.runtime.lookagain import next_tick, schedule_next
 from daemonjob.controller.runtime.specs import SpecCache
 from daemonjob.controller.wiring.routing import Router
+from daemonjob.domain.decision.decide import Decision, EventSpec, decide
 from daemonjob.domain.gates.disruption import GATE_DISRUPTION
-from daemonjob.domain.rollout.decide import Decision, EventSpec, decide
 from daemonjob.domain.rollout.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.rollout.plan import JobView
 from daemonjob.machinery.cache.informer import SharedInformer

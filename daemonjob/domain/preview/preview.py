@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from daemonjob.domain.decision.decide import Decision, decide
 from daemonjob.domain.gates.alerts import GATE_ALERTS
 from daemonjob.domain.gates.canary import canary_nodes
 from daemonjob.domain.gates.maintenance import GATE_MAINTENANCE
@@ -48,7 +49,6 @@ from daemonjob.domain.preview.report import (
 )
 from daemonjob.domain.results.recorded import standins
 from daemonjob.domain.rollout.actions import Turns
-from daemonjob.domain.rollout.decide import Decision, decide
 from daemonjob.domain.rollout.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.rollout.keptplan import KeptPlan
 from daemonjob.domain.rollout.plan import OLD_REVISION, OLD_RUN

@@ -1,4 +1,4 @@
-"""The decision: `decide(DecisionInput) -> Decision`, a chain of steps each in its own module.
+"""The steps of the decision (`decision/decide.py`), each in its own module.
 
 `inputs` and `reading` (what it reads), `plan` (node by node), `actions` (creates and deletes
 within the slots), `conditions` and `status` (what it reports), `keptplan` (the plan kept across
