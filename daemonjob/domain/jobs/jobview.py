@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob.domain.jobs.contract import (
+    ACTIVE,
+    FAILED,
     job_attempt,
     job_created,
     job_finish_time,
@@ -21,10 +23,16 @@ from daemonjob.domain.jobs.contract import (
     job_ttl,
     parse_time,
 )
-from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, Verdict, turn_state
+from daemonjob.domain.nodework.nodecheck import (
+    ANNOTATION_BOOT_ID,
+    ANNOTATION_NODE_CHECK,
+    Awaiting,
+    Verdict,
+    turn_state,
+)
 from daemonjob.domain.shared.memo import Memo, no_memo
 
-__all__ = ["JOB_VIEW_KEY", "OLDEST", "PLAIN", "JobView", "Rare", "job_view", "node_inputs"]
+__all__ = ["JOB_VIEW_KEY", "OLDEST", "PLAIN", "JobView", "Rare", "checked_state", "job_view", "node_inputs"]
 
 OLDEST = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -229,3 +237,18 @@ def node_inputs(
     for name, views in by_node.items():
         out[name] = (None, tuple(views))
     return out
+
+
+def checked_state(name: str, record: JobView, checked: bool, reboot: bool) -> tuple[str, Awaiting | None]:
+    """The record's state as a checked turn reads it (nodework/nodecheck.py): its turn's state once its
+    verdict is written; until then active, and awaiting once its Job is done (or, with a reboot,
+    whatever its Job's state): a failed Job gets its verdict at the next look. A node failed by its
+    verdict counts as eligible: its turn made it NotReady or tainted."""
+    if not checked or record.boot_id is None:
+        return record.state, None
+    if record.verdict is not None:
+        return record.turn, None
+    if record.state == ACTIVE and not reboot:
+        return ACTIVE, None
+    job_failed = record.state == FAILED
+    return ACTIVE, Awaiting(name, record.name, record.uid, record.boot_id, record.created, record.finished, job_failed)

@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from daemonjob.domain.jobs.contract import (
     ACTIVE,
@@ -38,9 +38,6 @@ from daemonjob.domain.jobs.contract import (
     with_reboot_fields,
 )
 
-if TYPE_CHECKING:
-    from daemonjob.domain.jobs.jobview import JobView
-
 __all__ = [
     "ANNOTATION_BOOT_ID",
     "ANNOTATION_NODE_CHECK",
@@ -52,7 +49,6 @@ __all__ = [
     "HealthInput",
     "Verdict",
     "boot_id",
-    "checked_state",
     "turn_state",
     "turn_of",
     "turn_shown",
@@ -164,21 +160,6 @@ def turn_state(state: str, boot: str | None, verdict: Verdict | None) -> str:
     if verdict is not None:
         return FAILED if verdict.verdict == FAILED_CHECK else SUCCEEDED
     return ACTIVE if boot is not None else state
-
-
-def checked_state(name: str, record: JobView, checked: bool, reboot: bool) -> tuple[str, Awaiting | None]:
-    """The record's state as a checked turn reads it (nodecheck.py): its turn's state once its
-    verdict is written; until then active, and awaiting once its Job is done (or, with a reboot,
-    whatever its Job's state): a failed Job gets its verdict at the next look. A node failed by its
-    verdict counts as eligible: its turn made it NotReady or tainted."""
-    if not checked or record.boot_id is None:
-        return record.state, None
-    if record.verdict is not None:
-        return record.turn, None
-    if record.state == ACTIVE and not reboot:
-        return ACTIVE, None
-    job_failed = record.state == FAILED
-    return ACTIVE, Awaiting(name, record.name, record.uid, record.boot_id, record.created, record.finished, job_failed)
 
 
 def turn_shown(job: Mapping[str, Any], state: str, reason: str, message: str) -> tuple[str, str, str]:

@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from daemonjob.domain.jobs.contract import ACTIVE, FAILED, SUCCEEDED, TERMINATING
-from daemonjob.domain.jobs.jobview import JobView
-from daemonjob.domain.nodework.nodecheck import Awaiting, checked_state
+from daemonjob.domain.jobs.jobview import JobView, checked_state
+from daemonjob.domain.nodework.nodecheck import Awaiting
 from daemonjob.domain.rollout.actions import DeleteJob, Turn
 from daemonjob.domain.rollout.retries import Retrying, retry_of
 from daemonjob.domain.rollout.starts import Unstarted, watched

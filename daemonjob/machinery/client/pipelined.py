@@ -5,7 +5,7 @@ creates, apart from the client (kube.py) whose one-request path stays short.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 import structlog
@@ -16,16 +16,27 @@ from daemonjob.machinery.client.exchange import Answer, exchange_pipelined
 from daemonjob.machinery.client.guardedhttp import send_guard
 from daemonjob.machinery.client.paths import request_info
 
-if TYPE_CHECKING:
-    from daemonjob.machinery.client.kube import Kube
-
-__all__ = ["create_together"]
+__all__ = ["Client", "create_together"]
 
 log = structlog.get_logger("daemonjob.machinery.client.kube")
 
 
+class Client(Protocol):
+    """What the creates read of the client (kube.Kube) that sends them, and its `pipelining`,
+    which they turn off when a server does not take creates sent together."""
+
+    limiter: Any
+    on_request: Callable[[str, str, int], None] | None
+    timeout: float
+    pipelining: bool
+    _host_pool: Any
+    _path_prefix: str
+
+    def _headers(self, content_type: str | None) -> Any: ...
+
+
 def create_together(
-    kube: Kube,
+    kube: Client,
     path: str,
     bodies: Sequence[Mapping[str, Any]],
     request_timeout: float | None,
