@@ -1,4 +1,4 @@
-"""Writes docs/architecture.md: the packages as their __init__ docstrings describe them, each
+"""Writes docs/development/architecture.md: the packages as their __init__ docstrings describe them, each
 module's first docstring line, and the layers the import contracts (pyproject.toml) hold.
 
 The page is generated so that it cannot drift from the code: test/unit/test_architecture.py
@@ -15,7 +15,7 @@ from pathlib import Path
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "architecture.md"
+PAGE = ROOT / "docs" / "development" / "architecture.md"
 PACKAGE = ROOT / "daemonjob"
 
 HEAD = """# Architecture

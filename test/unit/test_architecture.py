@@ -1,4 +1,4 @@
-"""docs/architecture.md is generated from the package docstrings and the import contracts:
+"""docs/development/architecture.md is generated from the package docstrings and the import contracts:
 a package, module or layer changed without regenerating it fails here."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ def _generator():  # type: ignore[no-untyped-def]
 
 
 def test_the_architecture_page_is_up_to_date() -> None:
-    page = ROOT / "docs" / "architecture.md"
-    assert page.read_text() == _generator().render(), "docs/architecture.md is stale: run python hack/architecture.py"
+    page = ROOT / "docs" / "development" / "architecture.md"
+    stale = "docs/development/architecture.md is stale: run python hack/architecture.py"
+    assert page.read_text() == _generator().render(), stale
 
 
 def test_every_package_opens_with_what_it_holds() -> None:
