@@ -1,8 +1,8 @@
 """A `Kube` client whose API server is in this process: benchmarks at cluster sizes no test
 machine can run.
 
-`MemKube` has the client's methods (get, create, create_pipelined, patch, delete, watch) and
-does the client's share of the work as the real one does: request bodies encoded, answers
+`MemKube` is the client with its exchange and its watch answered here, so it does the
+client's share of the work as the real one does: request bodies encoded, answers
 and watch events decoded (with the watch's own decode). What the API server would do (parse
 a request, answer it, encode watch events) is a `Server`'s, in the calling thread; its CPU
 is counted apart (`server_cpu`), so a benchmark takes it off the process's CPU and what is
@@ -15,14 +15,15 @@ import collections
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
 
+from daemonjob import defaults
 from daemonjob.machinery.client.apierror import JSON, api_error
-from daemonjob.machinery.client.kube import PATCH_MERGE, request_info
+from daemonjob.machinery.client.kube import Kube, request_info
 from daemonjob.machinery.client.watchstream import Decode
 
 __all__ = ["Lazy", "MemKube", "MemStream", "Request", "Server", "Watches", "parse_path", "status_error"]
@@ -160,16 +161,21 @@ class Server(Protocol):
     def watch(self, request: Request, since: int, decode: Decode) -> MemStream | Answer: ...
 
 
-class MemKube:
-    """The Kube client's methods over a `Server` in this process; counts requests by (verb,
-    resource) and the server's CPU seconds (thread CPU time around each request's handling)."""
-
-    pipelining = True
+class MemKube(Kube):
+    """The Kube client over a `Server` in this process: its own request, get, create, patch,
+    delete and put (bodies encoded, answers decoded, the rate limit taken), with the exchange
+    and the watch answered here. Counts requests by (verb, resource) and the server's CPU
+    seconds (thread CPU time around each request's handling)."""
 
     def __init__(self, server: Server, limiter: Any = None) -> None:
         """`limiter`: the client's rate limit (anything with accept()), as `Kube` takes it."""
         self.server = server
         self.limiter = limiter
+        self.on_request = None
+        self.timeout = defaults.API_REQUEST_TIMEOUT
+        self.extra_headers = ()
+        self.pipelining = False  # creates one by one: there is no connection to send them together on
+        self._host_pool = None
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
         self._cpu_lock = threading.Lock()
         self._server_cpu = 0.0
@@ -189,114 +195,22 @@ class MemKube:
         finally:
             self._charge(time.thread_time() - started)
 
-    def _exchange(
-        self, method: str, path: str, params: Mapping[str, Any] | None, data: bytes | None, ctype: str | None
-    ) -> Answer:
-        verb, resource = request_info(method, path)
-        self.requests[(verb, resource)] += 1  # a Counter's update is one bytecode under the GIL: fine for counts
-        request = parse_path(method, path, {k: v for k, v in (params or {}).items() if v is not None}, data, ctype)
-        answer: Answer = self._serve(lambda: self.server.handle(request))
-        return answer
-
-    def request(
+    def _whole(
         self,
         method: str,
         path: str,
-        body: Any = None,
-        params: Mapping[str, Any] | None = None,
-        content_type: str | None = None,
-        timeout: float | None = None,
-        guard: Callable[[], None] | None = None,
-        want_answer: bool = True,
-    ) -> JSON:
-        if self.limiter is not None:
-            self.limiter.accept()
-        if guard is not None:
-            guard()
-        data = None if body is None else orjson.dumps(body)
-        if data is not None and content_type is None:
-            content_type = "application/json"
-        code, payload = self._exchange(method, path, params, data, content_type)
-        if 200 <= code < 300:
-            return orjson.loads(payload) if payload and want_answer else {}
-        raise api_error(code, payload)
-
-    def get(self, path: str, *, request_timeout: float | None = None, **params: Any) -> JSON:
-        return self.request("GET", path, params=params)
-
-    def get_text(self, path: str, timeout: float | None = None, **params: Any) -> str:
-        code, payload = self._exchange("GET", path, params, None, None)
-        if 200 <= code < 300:
-            return payload.decode("utf-8", "replace")
-        raise api_error(code, payload)
-
-    def create(
-        self,
-        path: str,
-        body: JSON,
-        *,
-        request_timeout: float | None = None,
-        guard: Callable[[], None] | None = None,
-        want_answer: bool = True,
-        **params: Any,
-    ) -> JSON:
-        return self.request("POST", path, body=body, params=params, guard=guard, want_answer=want_answer)
-
-    def create_pipelined(
-        self,
-        path: str,
-        bodies: Sequence[Mapping[str, Any]],
-        *,
-        request_timeout: float | None = None,
-        guard: Callable[[], None] | None = None,
-    ) -> list[Exception | None]:
-        out: list[Exception | None] = []
-        for body in bodies:
-            try:
-                self.create(path, body if type(body) is dict else dict(body), guard=guard, want_answer=False)
-            except Exception as exc:
-                out.append(exc)
-            else:
-                out.append(None)
-        return out
-
-    def delete(
-        self,
-        path: str,
-        body: JSON | None = None,
-        *,
-        request_timeout: float | None = None,
-        guard: Callable[[], None] | None = None,
-        want_answer: bool = True,
-        **params: Any,
-    ) -> JSON:
-        return self.request("DELETE", path, body=body, params=params, guard=guard, want_answer=want_answer)
-
-    def patch(
-        self,
-        path: str,
-        body: Any,
-        content_type: str = PATCH_MERGE,
-        *,
-        request_timeout: float | None = None,
-        guard: Callable[[], None] | None = None,
-        want_answer: bool = True,
-        **params: Any,
-    ) -> JSON:
-        return self.request(
-            "PATCH", path, body=body, params=params, content_type=content_type, guard=guard, want_answer=want_answer
+        params: Mapping[str, Any] | None,
+        data: bytes | None,
+        content_type: str | None,
+        timeout: float | None,
+    ) -> Answer:
+        verb, resource = request_info(method, path)
+        self.requests[(verb, resource)] += 1  # a Counter's update is one bytecode under the GIL: fine for counts
+        request = parse_path(
+            method, path, {k: v for k, v in (params or {}).items() if v is not None}, data, content_type
         )
-
-    def put(
-        self,
-        path: str,
-        body: JSON,
-        *,
-        request_timeout: float | None = None,
-        guard: Callable[[], None] | None = None,
-        **params: Any,
-    ) -> JSON:
-        return self.request("PUT", path, body=body, params=params, guard=guard)
+        answer: Answer = self._serve(lambda: self.server.handle(request))
+        return answer
 
     def watch(self, path: str, params: Mapping[str, Any], read_timeout: float, decode: Decode | None = None) -> Any:
         self.requests[request_info("WATCH", path)] += 1
