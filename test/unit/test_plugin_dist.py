@@ -9,6 +9,8 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import re
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from types import ModuleType
@@ -43,6 +45,22 @@ def test_the_plugin_imports_none_of_the_controller_and_its_server_side() -> None
     heavy = {"daemonjob.controller.wiring.controller", "daemonjob.manager", "daemonjob.metricsserver", "daemonjob.cli"}
     assert not modules & heavy
     assert not any(m.startswith("daemonjob.testing") for m in modules)
+
+
+def test_every_module_the_plugin_loads_to_parse_its_arguments_is_in_the_archive() -> None:
+    """The parser is built from several modules (cli, cliparts, viewargs, actionargs): each must be
+    found by the archive's import walk, or the installed plugin fails on its first command."""
+    code = (
+        "import sys\n"
+        "from daemonjob.kubectl import cli, complete\n"
+        "cli.build_parser()\n"
+        "print('\\n'.join(m for m in sys.modules if m.split('.')[0] == 'daemonjob'))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    loaded = set(run.stdout.split())
+    modules, _ = dist.plugin_modules()
+    assert {"daemonjob.kubectl.cliparts", "daemonjob.kubectl.viewargs", "daemonjob.kubectl.actionargs"} <= loaded
+    assert loaded <= modules, sorted(loaded - modules)
 
 
 def test_every_library_the_plugin_imports_is_in_what_it_declares_and_nothing_server_side() -> None:
