@@ -16,8 +16,8 @@ import pytest
 import yaml
 from harness import FAIL, OK, Cluster, Nodes, condition, daemonjob, is_true, sleep
 
-from daemonjob.kubectl import promote
-from daemonjob.kubectl.client import Target
+from daemonjob.kubectl.cluster.client import Target
+from daemonjob.kubectl.commands import promote
 from daemonjob.machinery.client.kube import path_for
 from daemonjob.testing.argocd import ArgoHealth, health
 

@@ -28,8 +28,8 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.kubectl import promote
-from daemonjob.kubectl.client import Target
+from daemonjob.kubectl.cluster.client import Target
+from daemonjob.kubectl.commands import promote
 
 _INSTANT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 

@@ -35,10 +35,10 @@ from daemonjob.domain.jobs.contract import job_node, job_revision
 from daemonjob.domain.nodework.maintenance import FINALIZER
 from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, outcomes_of
 from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE
-from daemonjob.kubectl import release
 from daemonjob.kubectl.cli import parse
-from daemonjob.kubectl.client import PluginError, Target
-from daemonjob.kubectl.status import load_view
+from daemonjob.kubectl.cluster.client import PluginError, Target
+from daemonjob.kubectl.commands import release
+from daemonjob.kubectl.commands.status import load_view
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog
 from daemonjob.testing.sim.nodewatch import NodeWatcher

@@ -17,8 +17,8 @@ from harness import EXTERNAL, GROUP_LABEL, Cluster, JobWatcher, Nodes, daemonjob
 from test_node_maintenance import RBAC, _pdb, _workload
 
 from daemonjob.kubectl import cli
-from daemonjob.kubectl.client import Target
-from daemonjob.kubectl.plan import make_plan
+from daemonjob.kubectl.cluster.client import Target
+from daemonjob.kubectl.commands.plan import make_plan
 from daemonjob.testing.sim.kubelet import SimKubelet
 from daemonjob.testing.sim.nodewatch import NodeWatcher
 

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from daemonjob import cli, defaults
 from daemonjob.admission import webhook as admission
-from daemonjob.kubectl.client import EXIT_ERROR, EXIT_OK
+from daemonjob.kubectl.cluster.client import EXIT_ERROR, EXIT_OK
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.machinery.server import certs
 from daemonjob.testing.waiting import wait_for

@@ -12,10 +12,12 @@ from collections.abc import Sequence
 
 import urllib3
 
-from daemonjob.kubectl import actionargs, client, connection, version, viewargs
-from daemonjob.kubectl.client import EXIT_ERROR, EXIT_OK, EXIT_USAGE, PluginError
-from daemonjob.kubectl.cliparts import Commands, Parser
-from daemonjob.kubectl.helptext import EXIT_STATUS
+from daemonjob.kubectl.args import actionargs, viewargs
+from daemonjob.kubectl.args.cliparts import Commands, Parser
+from daemonjob.kubectl.args.helptext import EXIT_STATUS
+from daemonjob.kubectl.cluster import client, connection
+from daemonjob.kubectl.cluster.client import EXIT_ERROR, EXIT_OK, EXIT_USAGE, PluginError
+from daemonjob.kubectl.commands import version
 from daemonjob.machinery.client.kube import ApiError
 
 # Each command's arguments, in the order --help lists the commands: those that read are in

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from daemonjob.kubectl import connection
+from daemonjob.kubectl.cluster import connection
 
 BEGIN = "<!-- the command table is generated: python -m daemonjob.kubectl.commandtable docs/guides/kubectl.md -->"
 END = "<!-- end of the generated command table -->"

@@ -30,7 +30,7 @@ Lookup = Callable[[str, argparse.Namespace], list[str]]  # (what, connection fla
 
 def _connection_flags() -> argparse.Namespace:
     """kubectl's global flags that take a value, unset: the words typed so far fill them in."""
-    from daemonjob.kubectl.connection import Connection
+    from daemonjob.kubectl.cluster.connection import Connection
 
     skipped = ("impersonate_groups", "request_timeout")  # no lookup needs them
     return argparse.Namespace(**{f: None for f in vars(Connection()) if f not in skipped})
@@ -148,8 +148,8 @@ def cluster_lookup(what: str, connection: argparse.Namespace) -> list[str]:
     from kubernetes import config as k8s_config
 
     from daemonjob.domain.jobs.contract import API_VERSION
-    from daemonjob.kubectl import client
-    from daemonjob.kubectl.connection import Connection
+    from daemonjob.kubectl.cluster import client
+    from daemonjob.kubectl.cluster.connection import Connection
     from daemonjob.machinery.client.kube import path_for
 
     if what == "contexts":

@@ -211,7 +211,7 @@ def test_a_forged_finished_job_noted_first_neither_takes_nor_blocks_the_results(
 def test_the_plugin_reads_a_daemonjobs_jobs_and_pods_in_its_namespace_only() -> None:
     """`kubectl daemonjob` (status, wait, logs, results, plan) reads them with these lists: a
     forged Job elsewhere is never in what it shows."""
-    from daemonjob.kubectl import client
+    from daemonjob.kubectl.cluster import client
 
     paths: list[str] = []
 

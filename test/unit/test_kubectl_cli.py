@@ -22,11 +22,12 @@ import yaml
 
 from daemonjob import __version__, cli
 from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
-from daemonjob.kubectl import connection, rerun
 from daemonjob.kubectl.cli import parse
-from daemonjob.kubectl.client import EXIT_ERROR, EXIT_FAILED, EXIT_OK, EXIT_USAGE, PluginError, Target
-from daemonjob.kubectl.connection import Connection
-from daemonjob.kubectl.version import image_tag
+from daemonjob.kubectl.cluster import connection
+from daemonjob.kubectl.cluster.client import EXIT_ERROR, EXIT_FAILED, EXIT_OK, EXIT_USAGE, PluginError, Target
+from daemonjob.kubectl.cluster.connection import Connection
+from daemonjob.kubectl.commands import rerun
+from daemonjob.kubectl.commands.version import image_tag
 from daemonjob.testing.doubles.builders import daemonjob
 
 BIN = Path(sys.executable).parent

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from daemonjob.kubectl import commandtable, output
+from daemonjob.kubectl import commandtable
 from daemonjob.kubectl.cli import build_parser
-from daemonjob.kubectl.jsonpath import TemplateError, compile_template, parse_columns
+from daemonjob.kubectl.formats import output
+from daemonjob.kubectl.formats.jsonpath import TemplateError, compile_template, parse_columns
 
 DOC: dict[str, Any] = {
     "kind": "List",

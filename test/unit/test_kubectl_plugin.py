@@ -12,15 +12,15 @@ import pytest
 
 from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
 from daemonjob.kubectl.cli import parse
-from daemonjob.kubectl.client import PluginError
+from daemonjob.kubectl.cluster.client import PluginError
+from daemonjob.kubectl.commands.create import build_manifest, parse_selector
+from daemonjob.kubectl.commands.logs import requests_for
+from daemonjob.kubectl.commands.status import schedule_line
+from daemonjob.kubectl.commands.wait import Progress, Rate, _Bar, progress_of
 from daemonjob.kubectl.complete import FILTER_DIRS, NO_FILE, NO_SPACE, complete
-from daemonjob.kubectl.create import build_manifest, parse_selector
-from daemonjob.kubectl.logs import requests_for
-from daemonjob.kubectl.nodes import build_view
-from daemonjob.kubectl.output import plain_table, print_table, shorten
-from daemonjob.kubectl.status import schedule_line
-from daemonjob.kubectl.timefmt import human_duration, parse_duration
-from daemonjob.kubectl.wait import Progress, Rate, _Bar, progress_of
+from daemonjob.kubectl.formats.output import plain_table, print_table, shorten
+from daemonjob.kubectl.formats.timefmt import human_duration, parse_duration
+from daemonjob.kubectl.views.nodes import build_view
 from daemonjob.testing.doubles.builders import daemonjob
 from daemonjob.testing.sim.kubelet_logs import select_log
 
@@ -544,13 +544,13 @@ class FakeKube:
 
 
 def _target(kube: FakeKube) -> Any:
-    from daemonjob.kubectl.client import Target
+    from daemonjob.kubectl.cluster.client import Target
 
     return Target(kube, "ns")
 
 
 def test_pause_and_resume_set_suspend_in_kubectl_words(capsys: pytest.CaptureFixture[str]) -> None:
-    from daemonjob.kubectl import suspend
+    from daemonjob.kubectl.commands import suspend
 
     d = dj()
     d["metadata"]["resourceVersion"] = "7"
@@ -571,7 +571,7 @@ def test_pause_and_resume_set_suspend_in_kubectl_words(capsys: pytest.CaptureFix
 
 
 def test_promote_names_the_current_run_or_revision(capsys: pytest.CaptureFixture[str]) -> None:
-    from daemonjob.kubectl import promote
+    from daemonjob.kubectl.commands import promote
 
     d = dj()
     d["status"]["currentRevision"] = "abc123"
@@ -591,20 +591,20 @@ def test_promote_names_the_current_run_or_revision(capsys: pytest.CaptureFixture
 
 
 def test_run_now_writes_a_new_trigger_each_time() -> None:
-    from daemonjob.kubectl.runnow import run_now_patch, trigger_value
+    from daemonjob.kubectl.commands.runnow import run_now_patch, trigger_value
 
     t = datetime(2026, 11, 25, 8, 0, 5, 123456, tzinfo=timezone.utc)
     assert trigger_value(t, None) == "20261125t080005z"
     assert trigger_value(t, "20261125t080005z") == "20261125t080005123456z"  # that second was used
     assert run_now_patch("v") == {"metadata": {"annotations": {"daemonjob.io/run-now": "v"}}}
     with pytest.raises(PluginError, match="only with --wait"):
-        from daemonjob.kubectl import runnow
+        from daemonjob.kubectl.commands import runnow
 
         runnow.run(parse(["run-now", "dj", "--timeout", "1m"]), _target(FakeKube(dj())))
 
 
 def test_run_now_wait_follows_only_the_run_it_started() -> None:
-    from daemonjob.kubectl.runnow import REPLACED, RunProgress
+    from daemonjob.kubectl.commands.runnow import REPLACED, RunProgress
 
     judge = RunProgress("t2")
     d = dj()
@@ -646,7 +646,7 @@ def test_create_reports_every_problem_of_the_rule_book_at_once() -> None:
 
 
 def test_status_header_names_the_rollout_gate_in_force() -> None:
-    from daemonjob.kubectl.status import header_lines
+    from daemonjob.kubectl.commands.status import header_lines
 
     d = dj()
     message = (
@@ -662,7 +662,7 @@ def test_status_header_names_the_rollout_gate_in_force() -> None:
 
 
 def test_status_document_names_the_rollout_gate_in_force() -> None:
-    from daemonjob.kubectl.status import document
+    from daemonjob.kubectl.commands.status import document
 
     d = dj()
     message = 'haltOnAlerts: 1 matching alert(s) firing: NodeNotReady{node="n7"}; no new node is started'

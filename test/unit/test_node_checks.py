@@ -308,7 +308,7 @@ def test_daemon_set_pods_are_told_by_their_controller_reference() -> None:
 
 
 def test_kubectl_daemonjob_status_shows_a_turns_verdict_not_the_jobs_state() -> None:
-    from daemonjob.kubectl.nodes import job_row
+    from daemonjob.kubectl.views.nodes import job_row
 
     dj = rebooting()
     lost = checked_job(dj, "a", "boot-1", "failed", created=NOW - timedelta(minutes=3))

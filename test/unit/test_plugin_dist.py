@@ -59,7 +59,11 @@ def test_every_module_the_plugin_loads_to_parse_its_arguments_is_in_the_archive(
     run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     loaded = set(run.stdout.split())
     modules, _ = dist.plugin_modules()
-    assert {"daemonjob.kubectl.cliparts", "daemonjob.kubectl.viewargs", "daemonjob.kubectl.actionargs"} <= loaded
+    assert {
+        "daemonjob.kubectl.args.cliparts",
+        "daemonjob.kubectl.args.viewargs",
+        "daemonjob.kubectl.args.actionargs",
+    } <= loaded
     assert loaded <= modules, sorted(loaded - modules)
 
 

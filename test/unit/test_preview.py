@@ -22,10 +22,11 @@ from daemonjob.domain.results.noderesult import result_of
 from daemonjob.domain.rollout.inputs import FiringAlerts
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.kubectl import cli, planview
-from daemonjob.kubectl import plan as plan_command
-from daemonjob.kubectl.client import PluginError, Target
-from daemonjob.kubectl.plan import _allowed, load_file
+from daemonjob.kubectl import cli
+from daemonjob.kubectl.cluster.client import PluginError, Target
+from daemonjob.kubectl.commands import plan as plan_command
+from daemonjob.kubectl.commands import planview
+from daemonjob.kubectl.commands.plan import _allowed, load_file
 from daemonjob.testing.doubles.builders import NAME, NS, UID, daemonjob, job, node, nodes, revision_of
 from daemonjob.testing.doubles.decisions import Given, decide_over
 

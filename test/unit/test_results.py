@@ -364,7 +364,7 @@ def test_the_plugin_shows_a_retried_nodes_latest_attempt_and_writes_csv() -> Non
     import io
 
     from daemonjob.kubectl import cli
-    from daemonjob.kubectl import results as verb
+    from daemonjob.kubectl.commands import results as verb
 
     rs = [
         {"node": "b", "state": "failed", "exitCode": 1, "message": "boom"},

@@ -241,8 +241,8 @@ def test_the_recorder_gives_way_to_the_controllers_urgent_passes_until_a_burst_i
 
 def test_the_plugin_names_the_missing_reports_crd_and_how_to_install_it() -> None:
     from daemonjob.kubectl import cli
-    from daemonjob.kubectl import results as verb
-    from daemonjob.kubectl.client import PluginError, Target
+    from daemonjob.kubectl.cluster.client import PluginError, Target
+    from daemonjob.kubectl.commands import results as verb
 
     class Kube:
         """The DaemonJob is served, its reports are not (only manifests/crd.yaml applied)."""

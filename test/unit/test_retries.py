@@ -259,8 +259,8 @@ def test_a_start_check_fails_a_stuck_job_through_its_deadline_once_and_marks_a_r
 
 # -- kubectl daemonjob status ------------------------------------------------------------------
 def test_the_plugin_shows_each_nodes_attempt_a_retrying_node_as_pending_and_a_stuck_starts_reason() -> None:
-    from daemonjob.kubectl.nodes import PENDING, build_view
-    from daemonjob.kubectl.status import HEADERS, table_row
+    from daemonjob.kubectl.commands.status import HEADERS, table_row
+    from daemonjob.kubectl.views.nodes import PENDING, build_view
 
     dj = daemonjob(retry=RETRY)
     retried = attempt_job(dj, "n1", "failed", 1, created=-100, finished=-10)

@@ -13,7 +13,8 @@ import yaml
 from daemonjob.admission.review import WARNINGS_MAX, handle
 from daemonjob.domain.spec.validate import problems_of
 from daemonjob.domain.spec.warnings import RULES, no_effect
-from daemonjob.kubectl import cli, create
+from daemonjob.kubectl import cli
+from daemonjob.kubectl.commands import create
 from daemonjob.testing.doubles.builders import daemonjob
 
 SAMPLES = Path(__file__).resolve().parents[2] / "examples"

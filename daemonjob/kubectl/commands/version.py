@@ -21,7 +21,8 @@ import urllib3
 
 from daemonjob import __version__
 from daemonjob.domain.jobs.contract import GROUP, PLURAL
-from daemonjob.kubectl import client, output
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.formats import output
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 
 CONTROLLER_SELECTOR = "app.kubernetes.io/name=daemonjob-controller"

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from daemonjob.kubectl import create, output, promote, release, rerun, runnow, suspend
-from daemonjob.kubectl.cliparts import Commands, duration, node_list, node_selector_flags
+from daemonjob.kubectl.args.cliparts import Commands, duration, node_list, node_selector_flags
+from daemonjob.kubectl.commands import create, promote, release, rerun, runnow, suspend
+from daemonjob.kubectl.formats import output
 
 
 def _dry_run(p: argparse.ArgumentParser, help_: str) -> None:

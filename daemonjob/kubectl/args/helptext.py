@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemonjob.kubectl.client import EXIT_ERROR, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from daemonjob.kubectl.cluster.client import EXIT_ERROR, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 EXIT_STATUS = f"""exit status, the same for every command:
   {EXIT_OK}  done; for status and results: no shown node failed

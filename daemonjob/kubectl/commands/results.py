@@ -20,8 +20,9 @@ from daemonjob.domain.jobs.contract import API_VERSION, FAILED, LABEL_NAME, pars
 from daemonjob.domain.results.noderesult import rollout_key
 from daemonjob.domain.results.outcomes import Group, Outcomes
 from daemonjob.domain.results.reports import LABEL_ROLLOUT, PLURAL
-from daemonjob.kubectl import client, output
-from daemonjob.kubectl.timefmt import between
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.formats import output
+from daemonjob.kubectl.formats.timefmt import between
 from daemonjob.machinery.client.kube import ApiError, path_for
 
 EXIT_FAILED_NODES = client.EXIT_FAILED

@@ -13,10 +13,12 @@ from daemonjob import defaults
 from daemonjob.domain.gates import gate_in_force
 from daemonjob.domain.jobs.contract import FAILED, SUCCEEDED, parse_time
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.kubectl import client, output, results
-from daemonjob.kubectl.noderow import PENDING
-from daemonjob.kubectl.nodes import NodeRow, NodeView, build_view, count_rows
-from daemonjob.kubectl.timefmt import between, human_duration
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.commands import results
+from daemonjob.kubectl.formats import output
+from daemonjob.kubectl.formats.timefmt import between, human_duration
+from daemonjob.kubectl.views.noderow import PENDING
+from daemonjob.kubectl.views.nodes import NodeRow, NodeView, build_view, count_rows
 from daemonjob.machinery.client.kube import ApiError
 
 EXIT_FAILED_NODES = client.EXIT_FAILED

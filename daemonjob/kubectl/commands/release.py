@@ -19,8 +19,8 @@ from typing import Any
 from daemonjob.domain.jobs.contract import API_VERSION
 from daemonjob.domain.nodework.noderecord import NodeRecord, record_of
 from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_requests, release_text
-from daemonjob.kubectl import client
-from daemonjob.kubectl.client import PluginError
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.cluster.client import PluginError
 from daemonjob.machinery.client.conflicts import retry_on_conflict
 from daemonjob.machinery.client.kube import ApiError, path_for
 

@@ -19,10 +19,10 @@ from typing import Any
 from daemonjob.domain.jobs.contract import API_VERSION
 from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.kubectl import client
-from daemonjob.kubectl.client import PluginError
-from daemonjob.kubectl.timefmt import parse_duration
-from daemonjob.kubectl.wait import Progress, follow_to_exit, progress_of
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.cluster.client import PluginError
+from daemonjob.kubectl.commands.wait import Progress, follow_to_exit, progress_of
+from daemonjob.kubectl.formats.timefmt import parse_duration
 from daemonjob.machinery.client.kube import path_for
 
 TRIGGER_FORMAT = "%Y%m%dt%H%M%Sz"  # the guide's `date -u +%Y%m%dt%H%M%Sz` (docs/guides/kubectl.md)

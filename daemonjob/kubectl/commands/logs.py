@@ -17,10 +17,10 @@ from typing import Any
 import urllib3
 
 from daemonjob import defaults
-from daemonjob.kubectl import client
-from daemonjob.kubectl.nodes import NodeRow
-from daemonjob.kubectl.status import load_view, select_rows
-from daemonjob.kubectl.timefmt import parse_duration
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.commands.status import load_view, select_rows
+from daemonjob.kubectl.formats.timefmt import parse_duration
+from daemonjob.kubectl.views.nodes import NodeRow
 from daemonjob.machinery.client.kube import ApiError, path_for
 
 

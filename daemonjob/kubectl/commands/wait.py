@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from daemonjob import defaults
-from daemonjob.kubectl import client
-from daemonjob.kubectl.output import is_terminal
-from daemonjob.kubectl.timefmt import human_duration, parse_duration
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.formats.output import is_terminal
+from daemonjob.kubectl.formats.timefmt import human_duration, parse_duration
 
 if TYPE_CHECKING:
     from rich.console import Console

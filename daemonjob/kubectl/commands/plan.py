@@ -51,8 +51,10 @@ from daemonjob.domain.rollout.keptplan import KeptPlan
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import read_spec
 from daemonjob.domain.spec.warnings import no_effect
-from daemonjob.kubectl import client, output, planview, results
-from daemonjob.kubectl.client import PluginError, Target, bulk_decoding
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.cluster.client import PluginError, Target, bulk_decoding
+from daemonjob.kubectl.commands import planview, results
+from daemonjob.kubectl.formats import output
 from daemonjob.machinery.client.kube import ApiError, path_for
 
 __all__ = ["run", "load_file", "make_plan"]

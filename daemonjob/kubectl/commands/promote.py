@@ -14,8 +14,8 @@ from typing import Any
 
 from daemonjob.domain.gates import ANNOTATION_PROMOTE
 from daemonjob.domain.jobs.contract import API_VERSION
-from daemonjob.kubectl import client
-from daemonjob.kubectl.client import PluginError
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.cluster.client import PluginError
 from daemonjob.machinery.client.kube import path_for
 
 

@@ -12,10 +12,10 @@ import textwrap
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from daemonjob.kubectl import client
-from daemonjob.kubectl.client import EXIT_USAGE
-from daemonjob.kubectl.helptext import DETAILS, EXAMPLES, EXIT_STATUS
-from daemonjob.kubectl.timefmt import parse_duration
+from daemonjob.kubectl.args.helptext import DETAILS, EXAMPLES, EXIT_STATUS
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.cluster.client import EXIT_USAGE
+from daemonjob.kubectl.formats.timefmt import parse_duration
 
 Command = Callable[[argparse.Namespace, client.Target], int]
 HELP_WIDTH = 100  # a command's description in --help, wrapped once here

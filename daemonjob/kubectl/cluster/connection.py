@@ -20,7 +20,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger
 
-from daemonjob.kubectl.timefmt import parse_duration
+from daemonjob.kubectl.formats.timefmt import parse_duration
 from daemonjob.machinery.client.kube import ConfigError, Kube
 
 FLAGS_ENTRY = "kubectl-daemonjob/flags"  # the name of the context, cluster and user made from the flags

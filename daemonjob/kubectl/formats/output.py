@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import orjson
 import yaml
 
-from daemonjob.kubectl.jsonpath import Column, Template, TemplateError, compile_template, parse_columns
+from daemonjob.kubectl.formats.jsonpath import Column, Template, TemplateError, compile_template, parse_columns
 
 if TYPE_CHECKING:
     from rich.text import Text

@@ -16,8 +16,9 @@ from daemonjob.domain.jobs.contract import API_VERSION, KIND
 from daemonjob.domain.spec.selectors import InvalidSelector, parse_selector_text
 from daemonjob.domain.spec.validate import problems_of
 from daemonjob.domain.spec.warnings import no_effect
-from daemonjob.kubectl import client, output
-from daemonjob.kubectl.client import PluginError
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.cluster.client import PluginError
+from daemonjob.kubectl.formats import output
 from daemonjob.machinery.client.kube import path_for
 
 _PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")

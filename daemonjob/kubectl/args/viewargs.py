@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 
 from daemonjob import budgetflags, defaults
-from daemonjob.kubectl import client, listing, logs, output, plan, results, status, wait
-from daemonjob.kubectl.cliparts import Commands, duration, node_filters, node_list, paragraph
-from daemonjob.kubectl.helptext import DETAILS, EXAMPLES, EXIT_STATUS
+from daemonjob.kubectl.args.cliparts import Commands, duration, node_filters, node_list, paragraph
+from daemonjob.kubectl.args.helptext import DETAILS, EXAMPLES, EXIT_STATUS
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.commands import listing, logs, plan, results, status, wait
+from daemonjob.kubectl.formats import output
 
 
 def add_status(cmds: Commands) -> None:

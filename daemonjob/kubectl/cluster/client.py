@@ -20,7 +20,7 @@ import urllib3
 from kubernetes import config as k8s_config
 
 from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME, PLURAL
-from daemonjob.kubectl import connection
+from daemonjob.kubectl.cluster import connection
 from daemonjob.machinery.client.kube import ApiError, ConfigError, Kube, path_for
 
 RESOURCE = f"{PLURAL}.daemonjob.io"

@@ -6,7 +6,7 @@ import sys
 from typing import TextIO
 
 from daemonjob.domain.preview.report import SKIPPED, NodeLine, Preview
-from daemonjob.kubectl import output
+from daemonjob.kubectl.formats import output
 
 HEADERS = ("NODE", "STATE", "WAVE", "WHY", "DETAIL")
 WAVES_SHOWN = 10  # waves listed by their nodes; the rest are counted

@@ -11,8 +11,8 @@ import argparse
 
 from daemonjob.domain.jobs.contract import API_VERSION
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.kubectl import client
-from daemonjob.kubectl.client import PluginError
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.cluster.client import PluginError
 from daemonjob.machinery.client.conflicts import retry_on_conflict
 from daemonjob.machinery.client.kube import path_for
 

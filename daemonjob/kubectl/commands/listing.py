@@ -10,10 +10,11 @@ from typing import Any
 
 from daemonjob.domain.jobs.contract import API_VERSION, parse_time
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.kubectl import client, output
-from daemonjob.kubectl.nodes import current_run
-from daemonjob.kubectl.timefmt import human_duration
-from daemonjob.kubectl.wait import progress_of
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.commands.wait import progress_of
+from daemonjob.kubectl.formats import output
+from daemonjob.kubectl.formats.timefmt import human_duration
+from daemonjob.kubectl.views.nodes import current_run
 from daemonjob.machinery.client.kube import path_for
 
 HEADERS = ["NAME", "REVISION", "DESIRED", "SUCCEEDED", "FAILED", "ACTIVE", "PENDING", "STATUS", "AGE"]

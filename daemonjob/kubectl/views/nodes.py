@@ -33,7 +33,7 @@ from daemonjob.domain.spec.eligibility import (
 from daemonjob.domain.spec.maintenancespec import ON_TIMEOUT_FAIL, ON_TIMEOUT_SKIP
 from daemonjob.domain.spec.revision import template_revision
 from daemonjob.domain.spec.validate import read_spec
-from daemonjob.kubectl.noderow import (
+from daemonjob.kubectl.views.noderow import (
     INELIGIBLE,
     PENDING,
     STATES,

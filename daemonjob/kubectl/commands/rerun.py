@@ -16,10 +16,10 @@ import sys
 from datetime import datetime, timezone
 
 from daemonjob.domain.jobs.contract import API_VERSION, FAILED, SUCCEEDED, format_time
-from daemonjob.kubectl import client
-from daemonjob.kubectl.nodes import NodeRow
-from daemonjob.kubectl.output import is_terminal
-from daemonjob.kubectl.status import load_view
+from daemonjob.kubectl.cluster import client
+from daemonjob.kubectl.commands.status import load_view
+from daemonjob.kubectl.formats.output import is_terminal
+from daemonjob.kubectl.views.nodes import NodeRow
 from daemonjob.machinery.client.kube import ApiError, path_for
 
 ANNOTATION_RERUN_AT = "daemonjob.io/rerun-at"
