@@ -23,9 +23,9 @@ import structlog
 
 from daemonjob import defaults
 from daemonjob.controller.results.due import sooner_than, writes_due
+from daemonjob.controller.results.flush import ReportFlush
 from daemonjob.controller.results.kept import Kept
-from daemonjob.controller.results.store import ReportsServed, ResultStore, read_results
-from daemonjob.controller.results.writes import ReportWrites
+from daemonjob.controller.results.store import ReportsServed, ResultStore
 from daemonjob.domain.jobs.contract import (
     FAILED,
     SUCCEEDED,
@@ -39,9 +39,7 @@ from daemonjob.domain.results.noderesult import rollout_key
 from daemonjob.domain.results.outcomes import Outcomes, summary
 from daemonjob.domain.results.unreadable import ResultsUnread
 from daemonjob.domain.rollout.plan import JobView
-from daemonjob.domain.spec.validate import read_spec
 from daemonjob.machinery.cache.informer import Handlers, Tombstone, deleted_object
-from daemonjob.machinery.client.kube import ApiError
 from daemonjob.machinery.process.clock import Clock, RealClock
 
 __all__ = ["ResultRecorder"]
@@ -56,7 +54,7 @@ def _finished(job: Obj) -> bool:
     return state in (SUCCEEDED, FAILED) or (state == TERMINATING and job_finish_time(job) is not None)
 
 
-class ResultRecorder(ReportWrites):
+class ResultRecorder(ReportFlush):
     def __init__(
         self,
         store: ResultStore,
@@ -149,10 +147,6 @@ class ResultRecorder(ReportWrites):
             if kept.since is None:
                 kept.since = self.clock.now()
             self._sooner(owner, kept)
-
-    @staticmethod
-    def _recorded(kept: Kept, uid: str) -> bool:
-        return any(uid in r.recorded for r in kept.rollouts.values())
 
     def holds(self, job_uid: str) -> bool:
         """The Job finished and its result is not recorded yet: do not delete it now."""
@@ -272,23 +266,6 @@ class ResultRecorder(ReportWrites):
             except Exception as exc:  # the next round tries again; nothing is dropped
                 self._failed(owner, exc)
 
-    def _failed(self, owner: str, exc: Exception) -> None:
-        """Tried again later; a new error is logged and wakes the DaemonJob: its status says why."""
-        why = ResultsUnread(exc.status, str(exc)[:500]) if isinstance(exc, ApiError) else ResultsUnread(None, repr(exc))
-        with self._lock:
-            kept = self._kept.get(owner)
-            if kept is None:
-                return
-            kept.retry_at = self.clock.now() + defaults.RESULT_RETRY_DELAY
-            news, kept.unread = kept.unread != why, why
-            key = f"{kept.namespace}/{kept.name}"
-        if why.crd_missing:
-            self.served.found(False)
-        elif news:
-            log.warning("recording results failed", daemonjob=key, error=why.error[:300], exc_info=why.status is None)
-        if news:
-            self.wake(key)
-
     def unread(self, owner: str) -> ResultsUnread | None:
         """Why the DaemonJob's reports cannot be read or written now (None: they can)."""
         with self._lock:
@@ -298,64 +275,3 @@ class ResultRecorder(ReportWrites):
     def _due(self, now: float) -> tuple[list[str], float | None]:
         with self._lock:  # the informer's index read under it: a count, no Job read
             return writes_due(self._kept, self.running, now)
-
-    def _retry_later(self, owner: str) -> None:
-        with self._lock:
-            kept = self._kept.get(owner)
-            if kept is not None:
-                kept.retry_at = self.clock.now() + defaults.RESULT_RETRY_DELAY
-
-    def flush(self, owner: str) -> int:
-        """Write what the DaemonJob has pending; returns the results written."""
-        with self._lock:
-            kept = self._kept.get(owner)
-            if kept is None or not (kept.pending or kept.regroup):
-                return 0
-            namespace, name = kept.namespace, kept.name
-        dj = self.daemonjob(f"{namespace}/{name}")
-        ours = dj is not None and (dj.get("metadata") or {}).get("uid") == owner.rpartition("/")[2]
-        if dj is None or not ours or not self.store.may_write():
-            if not ours:  # noted before its DaemonJob was cached: foreign Jobs, after all?
-                with self._lock:
-                    foreign = [uid for uid, job in kept.pending.items() if self.foreign(job)]
-                self._release(kept, foreign)
-            self._retry_later(owner)
-            return 0
-        if read := not kept.loaded or kept.regroup:
-            self._load(kept, owner, read_spec(dj).results_group_by)
-        with self._lock:
-            jobs = [j for uid, j in kept.pending.items() if not self._recorded(kept, uid)]
-            done = [uid for uid in kept.pending if self._recorded(kept, uid)]
-        self._release(kept, done)
-        results = read_results(self.store, namespace, jobs)
-        written = 0
-        by_rollout: dict[str, list[dict[str, Any]]] = {}
-        for r in results:
-            key = rollout_key(r.get("revision"), r.get("run"))
-            if key in kept.pruned:
-                self._release(kept, [r["jobUID"]])
-                continue
-            by_rollout.setdefault(key, []).append(r)
-        new_rollout = False
-        for key, rs in by_rollout.items():
-            new_rollout |= key not in kept.rollouts
-            try:
-                written += self._write(kept, dj, key, rs)
-            except BaseException:  # a write may have gone through: read the reports again first
-                self._forget_loaded(kept)
-                raise
-            self._release(kept, [r["jobUID"] for r in rs])
-        if new_rollout:
-            self._prune(kept, dj)
-        with self._lock:
-            kept.unread = None  # read and written (cleared only now: a write refused after a read would flap)
-        self.served.found(True)
-        (self.wake if read else self.wake_soon)(f"{namespace}/{name}")
-        return written
-
-    def _release(self, kept: Kept, uids: list[str]) -> None:
-        with self._lock:
-            for uid in uids:
-                kept.pending.pop(uid, None)
-                self._held.pop(uid, None)
-            kept.since = self.clock.now() if kept.pending else None

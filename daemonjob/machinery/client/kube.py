@@ -7,7 +7,6 @@ several times the CPU of decoding (the controller's throughput is bound by clien
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,19 +18,19 @@ import structlog
 import urllib3
 import urllib3.connection
 from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
-from urllib3 import HTTPHeaderDict
 
 from daemonjob import defaults
 from daemonjob.machinery.client.apierror import JSON, ApiError, api_error
+from daemonjob.machinery.client.credentials import ConfigError, Headers, load_configuration, request_headers
 from daemonjob.machinery.client.exchange import ANSWER_READ, PAGE_READ, Answer, exchange
 from daemonjob.machinery.client.guardedhttp import GuardedHTTPConnectionPool, GuardedHTTPSConnectionPool, send_guard
 from daemonjob.machinery.client.paths import micro_time, path_for, request_info, with_query
 from daemonjob.machinery.client.pipelined import create_together
 from daemonjob.machinery.client.watchstream import Decode, WatchStream
 
-# ApiError, WatchStream and the paths are part of this client's API, where its callers import them from.
+# ApiError, ConfigError, WatchStream and the paths are part of this client's API, where its callers
+# import them from.
 __all__ = [
     "PATCH_MERGE",
     "PATCH_STRATEGIC",
@@ -50,13 +49,7 @@ PATCH_MERGE = "application/merge-patch+json"
 PATCH_STRATEGIC = "application/strategic-merge-patch+json"
 
 
-class ConfigError(Exception):
-    """No usable credentials: said in one line by the entry point."""
-
-
 RequestHook = Callable[[str, str, int], None]  # verb, resource, HTTP code (0 = no answer)
-# A dict, or with headers that repeat (Impersonate-Group), urllib3's multi-valued mapping.
-Headers = dict[str, str] | HTTPHeaderDict
 
 
 @dataclass
@@ -96,21 +89,7 @@ class Kube:
     @classmethod
     def from_config(cls, kubeconfig: str | None = None, context: str | None = None, **kw: Any) -> Kube:
         """kubeconfig if named, else in-cluster, else ~/.kube/config (KUBECONFIG honoured)."""
-        cfg = Configuration()
-        try:
-            if kubeconfig:
-                if not os.path.exists(kubeconfig):
-                    raise ConfigError(f"kubeconfig {kubeconfig} does not exist")
-                k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-            elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-                k8s_config.load_incluster_config(client_configuration=cfg)
-            else:
-                k8s_config.load_kube_config(context=context, client_configuration=cfg)
-        except ConfigError:
-            raise
-        except Exception as exc:  # the client raises several unrelated types here
-            raise ConfigError(f"cannot load Kubernetes credentials: {exc}") from exc
-        return cls(cfg, **kw)
+        return cls(load_configuration(kubeconfig, context), **kw)
 
     # -- requests -----------------------------------------------------------------------
     def _headers(self, content_type: str | None) -> Headers:
@@ -131,16 +110,8 @@ class Kube:
         cached = self._headers_cache
         if cached is not None and now - cached[0] < self.credentials_recheck:
             return cached[1]
-        cfg = self.configuration
         with self._lock:
-            headers: Headers = {"Accept": "application/json", "User-Agent": defaults.USER_AGENT}
-            token = cfg.get_api_key_with_prefix("authorization", alias="BearerToken")  # runs the hook
-            if token:
-                headers["Authorization"] = token
-            if self.extra_headers:
-                headers = HTTPHeaderDict(headers)
-                for name, value in self.extra_headers:
-                    headers.add(name, value)
+            headers = request_headers(self.configuration, self.extra_headers)
             self._headers_cache = (now, headers)
         return headers
 

@@ -17,35 +17,21 @@ default timeout, and a Lease write is not sent at all once its attempt's deadlin
 
 from __future__ import annotations
 
-import math
 import random
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from daemonjob import defaults
 from daemonjob.machinery.client.kube import JSON, ApiError, micro_time, path_for
 from daemonjob.machinery.process.clock import Clock, RealClock
+from daemonjob.machinery.process.leases import LEASES, LeaseApi, lease_seconds, new_lease, released_spec, renewed_spec
 
 log = structlog.get_logger("daemonjob.machinery.process.leaderelection")
 
-__all__ = ["LeaderElector", "LeaseApi"]
-
-
-class LeaseApi(Protocol):
-    """What the elector needs of `Kube` (a stub in unit tests)."""
-
-    def get(self, path: str, *, request_timeout: float | None = None) -> JSON: ...
-
-    def create(
-        self, path: str, body: JSON, *, request_timeout: float | None = None, guard: Callable[[], None] | None = None
-    ) -> JSON: ...
-
-    def put(
-        self, path: str, body: JSON, *, request_timeout: float | None = None, guard: Callable[[], None] | None = None
-    ) -> JSON: ...
+__all__ = ["LeaderElector"]
 
 
 class _Late(Exception):
@@ -76,8 +62,8 @@ class LeaderElector:
         if jitter < 0:
             raise ValueError("jitter must not be negative")
         self.kube = kube
-        self.path = path_for("coordination.k8s.io/v1", "leases", namespace, name)
-        self.collection = path_for("coordination.k8s.io/v1", "leases", namespace)
+        self.path = path_for(LEASES, "leases", namespace, name)
+        self.collection = path_for(LEASES, "leases", namespace)
         self.namespace, self.name, self.identity = namespace, name, identity
         self.lease_duration, self.renew_deadline, self.retry_period = lease_duration, renew_deadline, retry_period
         self.jitter = jitter
@@ -161,8 +147,7 @@ class LeaderElector:
             lease = self._lease
         if lease is None:
             return
-        spec = dict(lease.get("spec") or {})
-        spec.update({"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": self._micro_now()})
+        spec = released_spec(lease.get("spec") or {}, self._micro_now())
         try:
             self.kube.put(
                 self.path,
@@ -277,18 +262,8 @@ class LeaderElector:
         except ApiError as exc:
             if not exc.not_found:
                 raise
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": {
-                    "holderIdentity": self.identity,
-                    "leaseDurationSeconds": self._duration_seconds(),
-                    "acquireTime": now,
-                    "renewTime": now,
-                    "leaseTransitions": 0,
-                },
-            }
+            meta = {"name": self.name, "namespace": self.namespace}
+            body = new_lease(meta, self.identity, lease_seconds(self.lease_duration), now)
             timeout = self._timeout(deadline)
             sent = self.clock.now()
             try:
@@ -313,13 +288,7 @@ class LeaderElector:
             duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
             if self.clock.now() - self._observed[1] <= duration:
                 return None
-        new_spec = dict(spec)
-        new_spec.update(
-            {"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(), "renewTime": now}
-        )
-        if not mine:
-            new_spec["acquireTime"] = now
-            new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        new_spec = renewed_spec(spec, self.identity, lease_seconds(self.lease_duration), now)
         lease["spec"] = new_spec
         timeout = self._timeout(deadline)
         sent = self.clock.now()
@@ -332,10 +301,6 @@ class LeaderElector:
             return None
         self._observed = ((self.identity, now, new_spec.get("leaseTransitions")), self.clock.now())
         return sent
-
-    def _duration_seconds(self) -> int:
-        """The Lease holds whole seconds: rounded up, so no stand-by waits less than our duration."""
-        return math.ceil(self.lease_duration)
 
     def _micro_now(self) -> str:
         return micro_time(self.clock.wall())

@@ -20,7 +20,6 @@ read buffers, whatever the clients send.
 from __future__ import annotations
 
 import asyncio
-import http.client
 import ssl
 import threading
 import time
@@ -32,8 +31,9 @@ from typing import Any
 import structlog
 
 from daemonjob.machinery.server.budget import Budget
+from daemonjob.machinery.server.dispatch import Dispatch, check_budgets
 from daemonjob.machinery.server.listen import bind_socket
-from daemonjob.machinery.server.requesthead import MAX_HEAD, REASONS, BadRequest, declared_length, parse_head
+from daemonjob.machinery.server.requesthead import MAX_HEAD, REASONS, BadRequest
 from daemonjob.machinery.server.routes import (
     MAX_BODY,
     ClientPostRoute,
@@ -120,12 +120,7 @@ class Server:
         }
         self.filter = filter
         self.bodies, self.handling = Budget(body_bytes), Budget(handling_bytes)
-        for path, upload in self.posts.items():
-            if not self.bodies.fits(upload.max_bytes) or not self.handling.fits(upload.cost(upload.max_bytes)):
-                raise ValueError(
-                    f"{name}: POST {path} takes bodies of up to {upload.max_bytes} bytes, costing "
-                    f"{upload.cost(upload.max_bytes)} to handle; the budgets are {body_bytes} and {handling_bytes}"
-                )
+        check_budgets(name, self.posts, self.bodies, self.handling)
         self.tls: TLSProvider | None = (
             tls if tls is not None else (ReloadingTLS(cert_dir, client_ca) if cert_dir is not None else None)
         )
@@ -135,6 +130,7 @@ class Server:
         self._listener = bind_socket(address)
         self.port: int = self._listener.getsockname()[1]
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=name)
+        self._dispatch = Dispatch(self.routes, self.posts, filter, self.bodies, self.handling, self._pool, read_timeout)
         self._conns: set[_Conn] = set()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
@@ -265,7 +261,7 @@ class Server:
                     return
                 conn.waiting_since = None
                 try:
-                    code, ctype, payload, keep = await self._request(reader, head, client)
+                    code, ctype, payload, keep = await self._dispatch.answer(reader, head, client)
                 except BadRequest as exc:
                     extra = {} if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
                     await self._write(writer, exc.code, "text/plain", f"{exc}\n".encode(), close=True, extra=extra)
@@ -288,74 +284,6 @@ class Server:
             self._conns.discard(conn)
             writer.transport.abort() if writer.transport.is_closing() else writer.close()
 
-    async def _request(
-        self, reader: asyncio.StreamReader, head: bytes, client: str = ""
-    ) -> tuple[int, str, bytes, bool]:
-        """One request from its head: (code, content type, body, keep-alive); BadRequest when the
-        connection must close (an answer given before a body that was not read, for one)."""
-        method, path, headers, keep = parse_head(head)
-        length = declared_length(headers)
-        unread = length != 0  # a body not read leaves the connection unusable
-        get, upload = self.routes.get(path), self.posts.get(path)
-        if (get if method == "GET" else upload) is None:
-            if get is not None or upload is not None:
-                if unread:
-                    raise BadRequest(405, "method not allowed")
-                return 405, "text/plain", b"method not allowed\n", keep
-            if unread:
-                raise BadRequest(404, "not found")
-            return 404, "text/plain", b"not found\n", keep
-        loop = asyncio.get_running_loop()
-        if self.filter is not None:
-            refused = await loop.run_in_executor(self._pool, self._filtered, method, path, headers)
-            if refused is not None:
-                if unread:
-                    raise BadRequest(refused[0], refused[2].decode(errors="replace").rstrip("\n"))
-                return (*refused, keep)
-        if upload is None:
-            if unread:
-                raise BadRequest(413, f"GET {path} takes no body")
-            return (*await loop.run_in_executor(self._pool, self._run_route, get, None, b""), keep)
-        if length is None or headers.get("Content-Length") is None:
-            raise BadRequest(411, "Content-Length required (no chunked bodies)")
-        if length < 0 or length > upload.max_bytes:
-            raise BadRequest(413, f"request body over {upload.max_bytes} bytes")
-        if not self.bodies.try_take(length):
-            raise BadRequest(429, "too many request bodies in flight, retry later", retry_after=1)
-        try:
-            body = await asyncio.wait_for(_read_body(reader, length), self.read_timeout)
-            return (*await loop.run_in_executor(self._pool, self._run_route, None, upload, body, client), keep)
-        finally:
-            self.bodies.give(length)
-
-    def _filtered(self, method: str, path: str, headers: http.client.HTTPMessage) -> tuple[int, str, bytes] | None:
-        assert self.filter is not None
-        try:
-            return self.filter(method, path, headers)
-        except Exception as exc:
-            return 500, "text/plain", f"{type(exc).__name__}\n".encode()
-
-    def _run_route(
-        self, get: Route | None, upload: Upload | None, body: bytes | bytearray, client: str = ""
-    ) -> tuple[int, str, bytes]:
-        """On a worker: the route (a failing route is a 500, never a dead server); a body's handling
-        waits for its cost to fit the handling budget, up to `read_timeout`, else 429."""
-        cost = 0 if upload is None else upload.cost(len(body))
-        if cost and not self.handling.take(cost, self.read_timeout):
-            return 429, "text/plain", b"too many request bodies being handled, retry later\n"
-        try:
-            if get is not None:
-                return get()
-            assert upload is not None
-            if upload.with_client:
-                return upload.handler(body, client)  # type: ignore[call-arg,arg-type]  # a ClientPostRoute
-            return upload.handler(body)  # type: ignore[call-arg,arg-type]  # a bytearray: bytes to every reader
-        except Exception as exc:
-            return 500, "text/plain", f"{type(exc).__name__}\n".encode()
-        finally:
-            if cost:
-                self.handling.give(cost)
-
     async def _write(
         self,
         writer: asyncio.StreamWriter,
@@ -374,18 +302,3 @@ class Server:
         )
         writer.write(head.encode("latin-1") + body)
         await asyncio.wait_for(writer.drain(), self.read_timeout)
-
-
-async def _read_body(reader: asyncio.StreamReader, length: int) -> bytearray:
-    """Exactly `length` bytes, read into one buffer of that size: the reader's own buffer stays
-    at its limit (readexactly would grow it to the whole body, then copy it)."""
-    body = bytearray(length)
-    view, got = memoryview(body), 0
-    while got < length:
-        chunk = await reader.read(min(length - got, MAX_HEAD))
-        if not chunk:
-            raise asyncio.IncompleteReadError(b"", length)
-        view[got : got + len(chunk)] = chunk
-        got += len(chunk)
-    view.release()
-    return body  # bytes-like: handlers only read it
