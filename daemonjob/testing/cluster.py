@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,13 @@ import urllib3
 from daemonjob.testing.audit import AUDIT_POLICY
 from daemonjob.testing.children import die_with_parent, free_port, stop_pid
 from daemonjob.testing.clusterpki import kubeconfig_text, make_pki
+from daemonjob.testing.components import (
+    ClusterOptions,
+    apiserver_args,
+    controller_manager_args,
+    etcd_args,
+    scheduler_args,
+)
 from daemonjob.testing.controllerusers import CONTROLLER_NAMESPACE, CONTROLLER_USERS_GROUP, grant_controller_role
 from daemonjob.testing.etcd import compact
 
@@ -43,7 +49,6 @@ CRD_PATH = DATA_DIR / "crd.yaml"  # the same file as manifests/crd.yaml
 RBAC_PATH = DATA_DIR / "rbac.yaml"  # manifests/rbac.yaml
 NAMESPACE_PATH = DATA_DIR / "namespace.yaml"  # manifests/namespace.yaml
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
-SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 
 def provision_binaries() -> Path:
@@ -55,24 +60,6 @@ def provision_binaries() -> Path:
     if out.returncode != 0:
         raise RuntimeError(f"{PROVISION_SCRIPT} failed (exit {out.returncode}); its message is above")
     return Path(out.stdout.strip().splitlines()[-1])
-
-
-@dataclass
-class ClusterOptions:
-    node_monitor_grace_period: str = "16s"
-    node_monitor_period: str = "1s"
-    node_lifecycle: bool = True
-    controllers: str = "*"
-    kcm_qps: int = 100
-    kcm_burst: int = 200
-    scheduler_qps: int = 200
-    scheduler_burst: int = 400
-    extra_apiserver_args: Sequence[str] = ()
-    # Resources served without the API server's watch cache, e.g. "jobs.batch": their watches
-    # read etcd directly, so after compact_etcd() an older resourceVersion gets 410 Gone.
-    uncached_resources: Sequence[str] = ()
-    audit: bool = False  # AUDIT_POLICY's records in LocalCluster.audit_log_path (daemonjob.testing.audit)
-    users: Sequence[str] = ()  # static-token users with the controller's RBAC: LocalCluster.kubeconfig_for(user)
 
 
 @dataclass
@@ -168,35 +155,8 @@ class LocalCluster:
         self._start_controller_manager()
 
     def start_apiserver(self) -> None:
-        p = self.pki
         args = [
-            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={self.apiserver_port}",
-            "--insecure-port=0",
-            f"--cert-dir={p}",
-            f"--tls-cert-file={p / 'apiserver.crt'}",
-            f"--tls-private-key-file={p / 'apiserver.key'}",
-            f"--client-ca-file={p / 'ca.crt'}",
-            f"--token-auth-file={p / 'tokens.csv'}",
-            f"--service-account-key-file={p / 'sa.pub'}",
-            f"--service-account-signing-key-file={p / 'sa.key'}",
-            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-            "--service-cluster-ip-range=10.96.0.0/16",
-            "--authorization-mode=RBAC",
-            # As kubeadm and kind run it: a privileged container is the namespace's policy to
-            # refuse (Pod Security), not the whole cluster's.
-            "--allow-privileged=true",
-            # Pods need no API token here; the admission would race namespace creation.
-            "--disable-admission-plugins=ServiceAccount",
-            "--max-requests-inflight=1000",
-            "--max-mutating-requests-inflight=500",
-            "--profiling=false",
-            # Simulated nodes' kubelet endpoint (logs) is on their InternalIP, 127.0.0.1.
-            "--kubelet-preferred-address-types=InternalIP",
-            "--logtostderr=true",
-            "--v=0",
+            *apiserver_args(self.pki, self.etcd_port, self.apiserver_port),
             *self._watch_cache_args(),
             *self._audit_args(),
             *self.options.extra_apiserver_args,
@@ -273,18 +233,7 @@ class LocalCluster:
         (self.dir / "pids").write_text("".join(f"{n} {p}\n" for n, p in self.pids().items()))
 
     def _start_etcd(self) -> None:
-        data = self.dir / "etcd"
-        self._spawn(
-            "etcd",
-            [
-                f"--data-dir={data}",
-                f"--listen-client-urls=http://127.0.0.1:{self.etcd_port}",
-                f"--advertise-client-urls=http://127.0.0.1:{self.etcd_port}",
-                f"--listen-peer-urls=http://127.0.0.1:{free_port()}",
-                "--quota-backend-bytes=4294967296",
-                "--log-level=warn",
-            ],
-        )
+        self._spawn("etcd", etcd_args(self.dir / "etcd", self.etcd_port))
         http = urllib3.PoolManager()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -301,50 +250,12 @@ class LocalCluster:
             time.sleep(0.1)
         raise TimeoutError("etcd not healthy after 30s")
 
-    def _client_args(self) -> list[str]:
-        kc = str(self.kubeconfig)
-        return [
-            f"--kubeconfig={kc}",
-            f"--authentication-kubeconfig={kc}",
-            f"--authorization-kubeconfig={kc}",
-            "--leader-elect=false",
-            "--secure-port=0",
-            "--port=0",
-            "--logtostderr=true",
-            "--v=0",
-        ]
-
     def _start_controller_manager(self) -> None:
-        o = self.options
-        controllers = o.controllers if o.node_lifecycle else f"{o.controllers},-nodelifecycle"
-        self._spawn(
-            "kube-controller-manager",
-            [
-                *self._client_args(),
-                f"--service-account-private-key-file={self.pki / 'sa.key'}",
-                f"--root-ca-file={self.pki / 'ca.crt'}",
-                f"--controllers={controllers}",
-                f"--node-monitor-grace-period={o.node_monitor_grace_period}",
-                f"--node-monitor-period={o.node_monitor_period}",
-                "--node-startup-grace-period=20s",
-                "--pod-eviction-timeout=5s",
-                f"--kube-api-qps={o.kcm_qps}",
-                f"--kube-api-burst={o.kcm_burst}",
-                "--concurrent-gc-syncs=20",
-                # The informer-based CronJob controller, the default from Kubernetes 1.21: 1.20's
-                # own lists every Job of the cluster from etcd every 10 s, a load that grows with
-                # the Jobs kept and that no current cluster carries.
-                "--feature-gates=CronJobControllerV2=true",
-                "--use-service-account-credentials=false",
-            ],
-        )
+        args = controller_manager_args(self.kubeconfig, self.pki, self.options)
+        self._spawn("kube-controller-manager", args)
 
     def _start_scheduler(self) -> None:
-        o = self.options
-        self._spawn(
-            "kube-scheduler",
-            [*self._client_args(), f"--kube-api-qps={o.scheduler_qps}", f"--kube-api-burst={o.scheduler_burst}"],
-        )
+        self._spawn("kube-scheduler", scheduler_args(self.kubeconfig, self.options))
 
     def _make_pki(self) -> None:
         p = self.pki

@@ -1,8 +1,8 @@
-"""Faults for integration tests: a TCP proxy that partitions, hangs or slows a connection, and
-a pause of a whole process.
+"""Faults for integration tests: a TCP proxy that partitions, hangs or slows a connection (a
+pause of a whole process is pausing.py's).
 
 The proxy is a byte pump on loopback: the API server's TLS passes through untouched, so a
-process under test only needs a kubeconfig whose server is the proxy (`proxied_kubeconfig`).
+process under test only needs a kubeconfig whose server is the proxy (proxiedconfig.py).
 The three faults are the ones that decide what a leader may do:
 
 - partition: every connection is cut (RST) and new ones are refused, as when the API server
@@ -17,26 +17,21 @@ The three faults are the ones that decide what a leader may do:
 from __future__ import annotations
 
 import collections
-import os
-import signal
 import socket
 import struct
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import structlog
-import yaml
 
 from .children import free_port
 
 log = structlog.get_logger("daemonjob.testing.faults")
 
-__all__ = ["FaultProxy", "paused", "proxied_kubeconfig"]
+__all__ = ["FaultProxy"]
 
 _CHUNK = 64 * 1024
 _EOF = b""
@@ -311,72 +306,3 @@ class FaultProxy:
     def _forget(self, conn: _Conn) -> None:
         with self._lock:
             self._conns.discard(conn)
-
-
-# -- processes ------------------------------------------------------------------------------------
-def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
-
-
-@contextmanager
-def paused(pid: int, timeout: float = 5.0) -> Iterator[None]:
-    """SIGSTOP the process for the block (a long GC pause, a frozen VM); SIGCONT always follows.
-
-    Returns only once the kernel reports every thread stopped, so the caller's clock starts
-    when the pause really does.
-    """
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        deadline = time.monotonic() + timeout
-        while _state(pid) not in ("T", "t"):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"pid {pid} did not stop")
-            time.sleep(0.005)
-        yield
-    finally:
-        try:
-            os.kill(pid, signal.SIGCONT)
-        except ProcessLookupError:
-            pass
-
-
-# -- kubeconfig -----------------------------------------------------------------------------------
-_PATH_KEYS = {"cluster": ("certificate-authority",), "user": ("client-certificate", "client-key", "tokenFile")}
-
-
-def proxied_kubeconfig(
-    source: str | Path, dest: str | Path, server: str, *, user: str | None = None, token: str | None = None
-) -> Path:
-    """A copy of `source` whose every cluster points at `server` (the proxy).
-
-    The API server's certificate must name the proxy's address: the local cluster's names
-    127.0.0.1, so https://127.0.0.1:<proxy port> verifies. File paths are made absolute (they
-    are relative to the kubeconfig's own directory). With `token` (and `user`, its name), the
-    current context authenticates with that bearer token instead.
-    """
-    source = Path(source)
-    config: dict[str, Any] = yaml.safe_load(source.read_text())
-    base = source.resolve().parent
-    for section, key in (("clusters", "cluster"), ("users", "user")):
-        for entry in config.get(section) or []:
-            body = entry.get(key) or {}
-            for field in _PATH_KEYS[key]:
-                if body.get(field) and not os.path.isabs(body[field]):
-                    body[field] = str(base / body[field])
-    for entry in config.get("clusters") or []:
-        entry["cluster"]["server"] = server
-    if token is not None:
-        name = user or "proxied"
-        config["users"] = [
-            *(u for u in config.get("users") or [] if u.get("name") != name),
-            {"name": name, "user": {"token": token}},
-        ]
-        current = config.get("current-context")
-        for ctx in config.get("contexts") or []:
-            if ctx.get("name") == current:
-                ctx["context"]["user"] = name
-    dest = Path(dest)
-    dest.write_text(yaml.safe_dump(config, sort_keys=False))
-    dest.chmod(0o600)
-    return dest

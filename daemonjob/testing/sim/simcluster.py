@@ -33,13 +33,13 @@ from daemonjob.testing.sim.simjobs import (
     job_uid,
     node_index,
     node_name,
-    of_uid,
 )
 from daemonjob.testing.sim.simnode import NodeSpec, node_body
+from daemonjob.testing.sim.simresults import FINISHED, SimReports, finished_pods
 
 __all__ = ["SimCluster"]
 
-NONE, CREATED_STATE, FINISHED = 0, 1, 2
+NONE, CREATED_STATE = 0, 1
 
 
 class SimCluster:
@@ -58,9 +58,7 @@ class SimCluster:
         self.finished = 0
         self.duplicates = 0  # creates of a second Job for one (DaemonJob, node)
         self.created_at: dict[int, list[float]] = {}  # joined node -> monotonic times of its Jobs' creates
-        self.results = 0  # results appended to reports
-        self.report_counts: dict[str, int] = {}
-        self.report_lists = 0
+        self.reports = SimReports()
         self.unexpected: collections.Counter[str] = collections.Counter()
         self._templates: dict[int, JobTemplate] = {}  # by DaemonJob: its Jobs differ in name and node only
         # due, DaemonJob, node, name, creationTimestamp
@@ -121,6 +119,11 @@ class SimCluster:
         """Whether the DaemonJob's last status says Complete."""
         status = self.daemonjobs[key].get("status") or {}
         return any(c.get("type") == "Complete" and c.get("status") == "True" for c in status.get("conditions") or ())
+
+    @property
+    def results(self) -> int:
+        """Results appended to reports."""
+        return self.reports.results
 
     def backlog(self) -> int:
         return sum(w.backlog() for w in self.watches.values())
@@ -264,28 +267,7 @@ class SimCluster:
         if not selector.startswith(prefix):
             self.unexpected["pod list by another selector"] += 1
             return self._list([], self._rv)
-        pods = []
-        for uid in selector[len(prefix) : -1].split(","):
-            dj, node = of_uid(uid)
-            if self.states[dj][node] != FINISHED:
-                continue
-            now = api_time()
-            terminated = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
-            pods.append(
-                {
-                    "metadata": {
-                        "name": f"{uid[-17:]}-pod",
-                        "namespace": r.namespace,
-                        "labels": {POD_JOB_LABEL: uid},
-                        "creationTimestamp": now,
-                    },
-                    "spec": {"nodeName": node_name(node)},
-                    "status": {
-                        "phase": "Succeeded",
-                        "containerStatuses": [{"name": "work", "state": {"terminated": terminated}}],
-                    },
-                }
-            )
+        pods = finished_pods(selector[len(prefix) : -1].split(","), self.states, r.namespace)
         return self._list(pods, self._rv)
 
     # -- DaemonJobs and their reports ---------------------------------------------------------
@@ -318,31 +300,12 @@ class SimCluster:
     def _reports(self, r: Request) -> Answer:
         with self._lock:
             if r.method == "GET" and r.name is None:
-                self.report_lists += 1
+                self.reports.lists += 1
                 return self._list([], self._rv)
-            if r.method == "POST":
-                body = orjson.loads(r.body or b"{}")
-                name = body["metadata"]["name"]
-                if name in self.report_counts:
-                    return status_error(409, "AlreadyExists", f'{REPORTS} "{name}" already exists')
-                self.report_counts[name] = body.get("count") or 0
-                self.results += len(body.get("results") or ())
-                body["metadata"].update(uid=f"report-{len(self.report_counts)}", resourceVersion=str(self._next_rv()))
+            answer = self.reports.answer(r, self._next_rv)
+            if answer is not None:
                 self._lock.notify_all()
-                return 201, orjson.dumps(body)
-            if r.method == "PATCH" and r.name in self.report_counts:
-                ops = orjson.loads(r.body or b"[]")
-                test = next((op["value"] for op in ops if op["op"] == "test" and op["path"] == "/count"), None)
-                if test is not None and test != self.report_counts[r.name]:
-                    return status_error(422, "Invalid", "the test operation failed")
-                added = sum(1 for op in ops if op["op"] == "add")
-                self.report_counts[r.name] += added
-                self.results += added
-                self._lock.notify_all()
-                return 200, b"{}"
-            if r.method == "DELETE":
-                self.report_counts.pop(r.name or "", None)
-                return 200, b"{}"
+                return answer
         self.unexpected[f"{r.method} {REPORTS}"] += 1
         return status_error(404, "NotFound", f'{REPORTS} "{r.name}" not found')
 
