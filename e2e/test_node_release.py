@@ -32,8 +32,8 @@ from daemonjob.machinery.cache.frozen import freeze
 from daemonjob.machinery.cache.informer import Informer
 from daemonjob.machinery.client.kube import PATCH_MERGE, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
-from daemonjob.testing.faults import FaultProxy
-from daemonjob.testing.proxiedconfig import proxied_kubeconfig
+from daemonjob.testing.faults.proxiedconfig import proxied_kubeconfig
+from daemonjob.testing.faults.proxy import FaultProxy
 from daemonjob.testing.sim.nodewatch import NodeWatcher
 
 pytestmark = pytest.mark.skipif(EXTERNAL, reason="runs its own controllers against the local control plane")

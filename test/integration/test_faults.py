@@ -18,9 +18,9 @@ from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.machinery.process.leaderelection import LeaderElector
 from daemonjob.testing.audit import AuditLog
 from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster
-from daemonjob.testing.faults import FaultProxy
-from daemonjob.testing.pausing import _state, paused
-from daemonjob.testing.proxiedconfig import proxied_kubeconfig
+from daemonjob.testing.faults.pausing import _state, paused
+from daemonjob.testing.faults.proxiedconfig import proxied_kubeconfig
+from daemonjob.testing.faults.proxy import FaultProxy
 from daemonjob.testing.waiting import wait_for
 
 LEASES = "coordination.k8s.io/v1"

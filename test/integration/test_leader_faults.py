@@ -27,10 +27,10 @@ from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog, AuditRecord, parse_time
 from daemonjob.testing.cluster import CONTROLLER_NAMESPACE, LocalCluster
 from daemonjob.testing.doubles.builders import daemonjob, job_template
-from daemonjob.testing.faults import FaultProxy
-from daemonjob.testing.pausing import paused
+from daemonjob.testing.faults.pausing import paused
+from daemonjob.testing.faults.proxiedconfig import proxied_kubeconfig
+from daemonjob.testing.faults.proxy import FaultProxy
 from daemonjob.testing.process import ControllerProcess
-from daemonjob.testing.proxiedconfig import proxied_kubeconfig
 from daemonjob.testing.sim.jobwatch import JobWatcher, is_true
 from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet
 from daemonjob.testing.waiting import wait_for

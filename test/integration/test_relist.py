@@ -27,7 +27,7 @@ from daemonjob.machinery.process.clock import RealClock
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, kubeconfig_text
 from daemonjob.testing.crd import install_crd
 from daemonjob.testing.doubles.builders import daemonjob, job_template
-from daemonjob.testing.faults import FaultProxy
+from daemonjob.testing.faults.proxy import FaultProxy
 from daemonjob.testing.sim.kubelet import ANNOTATION_DURATION, NodeSpec, SimKubelet, now_rfc3339
 from daemonjob.testing.waiting import wait_for
 

@@ -1,5 +1,4 @@
-"""Faults for integration tests: a TCP proxy that partitions, hangs or slows a connection (a
-pause of a whole process is pausing.py's).
+"""A TCP proxy that partitions, hangs or slows the connections of a process under test.
 
 The proxy is a byte pump on loopback: the API server's TLS passes through untouched, so a
 process under test only needs a kubeconfig whose server is the proxy (proxiedconfig.py).
@@ -27,9 +26,9 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from .children import free_port
+from daemonjob.testing.children import free_port
 
-log = structlog.get_logger("daemonjob.testing.faults")
+log = structlog.get_logger("daemonjob.testing.faults.proxy")
 
 __all__ = ["FaultProxy"]
 
