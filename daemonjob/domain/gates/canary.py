@@ -23,7 +23,6 @@ GATE_CANARY = "canary"
 CANARY_PAUSED = "CanaryPaused"
 WAITING_FOR_CANARY = "WaitingForCanary"
 
-
 CANARY_NODES_SHOWN = 10
 
 
