@@ -1,5 +1,7 @@
-"""The changes a decision asks of a DaemonJob's Jobs: a Job to create (its body built when read)
-and a Job to delete (with the UID it must still have)."""
+"""The changes a decision asks of a DaemonJob's Jobs: a Job to create, a Job to delete.
+
+A create's body is built when read; a delete carries the UID the Job must still have.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The Job body a DaemonJob runs on one node: its template pinned to the node, labelled and owned,
-and, for a Job that reboots its node, made to run once."""
+"""The Job body a DaemonJob runs on one node: its template pinned there, labelled and owned.
+
+A Job that reboots its node is made to run once (`with_reboot_fields`).
+"""
 
 from __future__ import annotations
 

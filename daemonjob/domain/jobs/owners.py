@@ -1,5 +1,7 @@
-"""Whose a Job is: the controller reference a DaemonJob's Jobs carry, and the owner id that ties
-a Job to its DaemonJob only within the DaemonJob's namespace."""
+"""Whose a Job is: the controller reference a DaemonJob's Jobs carry, and their owner id.
+
+The owner id ties a Job to its DaemonJob only within the DaemonJob's namespace.
+"""
 
 from __future__ import annotations
 

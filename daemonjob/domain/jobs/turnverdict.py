@@ -1,5 +1,7 @@
-"""A node's checked turn as its Job records it: the verdict written on the Job, and the turn's
-state read from the Job alone (nodework/nodecheck.py says what a checked turn is)."""
+"""A node's checked turn as its Job records it: the verdict on the Job, the turn's state from it.
+
+nodework/nodecheck.py says what a checked turn is.
+"""
 
 from __future__ import annotations
 

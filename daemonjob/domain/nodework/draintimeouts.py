@@ -1,5 +1,7 @@
-"""The drains that timed out in a revision or run, by spec.nodeMaintenance.drain.onTimeout:
-recorded on the Node, or found now."""
+"""The drains that timed out in a revision or run (spec.nodeMaintenance.drain.onTimeout).
+
+Recorded on the Node, or found now.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The maintenance step over the nodes carrying this DaemonJob's record: which are released
-(and why), kept cordoned, drained or given their Job, and what the status says of them."""
+"""The maintenance step: which nodes carrying this DaemonJob's record are released, kept or drained.
+
+Or given their Job; and what the status says of them.
+"""
 
 from __future__ import annotations
 

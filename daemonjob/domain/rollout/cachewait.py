@@ -1,5 +1,4 @@
-"""Reconciling while the controller waits for its cache to show its own writes past their
-deadline: the wait is named, never silent."""
+"""Reconciling while the controller waits for its cache to show its own writes: named, never silent."""
 
 from __future__ import annotations
 

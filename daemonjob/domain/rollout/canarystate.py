@@ -1,6 +1,8 @@
-"""spec.rollout.canary's state for the current revision or run, read with the plan: how many
-canary nodes may still start, whether one failed or all succeeded and the rest waits for a
-promote (the annotation naming the revision or run). The gate is gates/canary.py."""
+"""spec.rollout.canary's state for the current revision or run, read with the plan.
+
+How many canary nodes may still start, whether one failed, or all succeeded and the rest waits
+for a promote (the annotation naming the revision or run). The gate is gates/canary.py.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""A condition as a decision holds it (`Condition`; a `Stall`, the Stalled one with what it
-blocks; the four of them, `Conditions`), their types and shared reasons, and their API form."""
+"""A condition as a decision holds it (`Condition`, `Stall`, `Conditions`) and its API form.
+
+The condition types and the reasons the other steps share are here too.
+"""
 
 from __future__ import annotations
 

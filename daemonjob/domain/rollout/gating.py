@@ -1,6 +1,7 @@
-"""What the gates answer: each gate's `Hold`, and `Gating`, every hold in precedence order with
-the turns and slots they leave, which choosing the actions and the conditions read (the gates
-themselves are gates/)."""
+"""What the gates answer: each gate's `Hold`, and `Gating`, every hold with the turns and slots left.
+
+Choosing the actions and the conditions read them; the gates themselves are gates/.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""Why the rollout cannot go on by itself (the Stalled condition: a refused spec, unreadable or
-missing ConfigMaps, an injected TTL, the API server's refusals, Job name conflicts), and the
-failure budget (maxFailedNodes) the Failed condition reads."""
+"""Why the rollout cannot go on by itself (Stalled), and the failure budget (maxFailedNodes).
+
+A refused spec, unreadable or missing ConfigMaps, an injected TTL, the API server's refusals,
+Job name conflicts; the Failed condition reads the budget.
+"""
 
 from __future__ import annotations
 

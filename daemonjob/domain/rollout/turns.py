@@ -1,5 +1,4 @@
-"""What the actions are chosen from and what they come to: the nodes' turns (`Turn`, `Turns`)
-and the creates and deletes chosen within the slots (`Actions`)."""
+"""The nodes' turns the actions are chosen from (`Turns`), and the creates and deletes chosen (`Actions`)."""
 
 from __future__ import annotations
 

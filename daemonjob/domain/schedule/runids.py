@@ -1,5 +1,4 @@
-"""A run's name, the same in every process: a tick's time in UTC, or a run-now trigger made
-readable with a hash of it and the run before."""
+"""A run's name, the same in every process: a tick's time, or a run-now trigger with a hash."""
 
 from __future__ import annotations
 

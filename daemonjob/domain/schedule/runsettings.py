@@ -1,5 +1,7 @@
-"""spec.schedule, spec.timeZone, spec.concurrencyPolicy and spec.startingDeadlineSeconds read
-once into `Runs`, with every problem of them."""
+"""The schedule fields of the spec read once into `Runs`, with every problem of them.
+
+spec.schedule, spec.timeZone, spec.concurrencyPolicy and spec.startingDeadlineSeconds.
+"""
 
 from __future__ import annotations
 

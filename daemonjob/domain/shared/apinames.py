@@ -1,5 +1,7 @@
-"""The DaemonJob API's names: its group, version, kind and resource, and the `daemonjob.io/`
-labels and annotations its Jobs carry (what a Job is found, tied and read by: jobs/contract.py)."""
+"""The DaemonJob API's names: its group, kind and resource, and the labels and annotations of its Jobs.
+
+What a Job is found, tied and read by (jobs/contract.py reads them).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Label keys and values as the API server checks them, and the error a refused selector raises
-(`InvalidSelector`, a kubectl-style message: field path, problem, offending value)."""
+"""Label keys and values as the API server checks them, and the error a refused selector raises.
+
+`InvalidSelector` carries a kubectl-style message: field path, problem, offending value.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""spec.results read into the typed spec: how results are grouped (`groupBy`) and whether
-succeeded Jobs are deleted once their result is recorded (`deleteSucceededJobs`)."""
+"""spec.results read into the typed spec: `groupBy` and `deleteSucceededJobs`."""
 
 from __future__ import annotations
 
