@@ -7,7 +7,7 @@ import re
 
 from daemonjob import defaults
 from daemonjob.domain.nodework.disruption import protected_matcher
-from daemonjob.domain.spec.selectors import InvalidSelector
+from daemonjob.domain.spec.labelrules import InvalidSelector
 
 __all__ = ["add_flags"]
 

@@ -28,7 +28,7 @@ from daemonjob.controller.runtime.events import EventRecorder
 from daemonjob.controller.runtime.fence import Fence
 from daemonjob.controller.runtime.turnseal import TurnSeal, load_key
 from daemonjob.controller.wiring.controller import Controller
-from daemonjob.domain.jobs.contract import API_VERSION, GROUP
+from daemonjob.domain.shared.apinames import API_VERSION, GROUP
 from daemonjob.flags import parser, read_flags
 from daemonjob.machinery.cache.gcpolicy import FreezeSurvivors
 from daemonjob.machinery.client.kube import ApiError, ConfigError, Kube

@@ -34,9 +34,10 @@ from daemonjob import defaults, logsetup
 from daemonjob.controller.nodework.cordonstop import server_now, stop_cordons, stop_for
 from daemonjob.controller.nodework.nodecontrol import KubeNodeControl, NodeControl
 from daemonjob.controller.nodework.work import release_node
-from daemonjob.domain.jobs.contract import API_VERSION, PLURAL, format_time
 from daemonjob.domain.nodework.maintenance import FINALIZER, has_finalizer
-from daemonjob.domain.nodework.noderecord import record_of
+from daemonjob.domain.shared.apinames import API_VERSION, PLURAL
+from daemonjob.domain.shared.noderecord import record_of
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.machinery.client.conflicts import retry_on_conflict
 from daemonjob.machinery.client.kube import ApiError, ConfigError, Kube, path_for
 from daemonjob.machinery.process.podidentity import own_namespace

@@ -40,8 +40,8 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.domain.nodework.nodecheck import ANNOTATION_NODE_CHECK
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE_CHECK
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.sim.nodewatch import NodeWatcher
 from daemonjob.testing.sim.simpod import ANNOTATION_DURATION, ANNOTATION_MESSAGES, ANNOTATION_OUTPUT

@@ -22,7 +22,9 @@ import test_node_maintenance as maintenance
 from harness import CONTROLLER_NS, EXTERNAL, Cluster, Nodes, metric_value, wait_for
 from test_node_maintenance import _maintained, _uncordoned_without_record
 
-from daemonjob.domain.jobs.contract import API_VERSION, build_job, job_node
+from daemonjob.domain.jobs.contract import job_node
+from daemonjob.domain.jobs.jobbody import build_job
+from daemonjob.domain.shared.apinames import API_VERSION
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.audit import AuditLog
 from daemonjob.testing.doubles.builders import revision_of

@@ -33,8 +33,8 @@ from harness import (
 
 from daemonjob.domain.jobs.contract import job_node, job_revision
 from daemonjob.domain.nodework.maintenance import FINALIZER
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, outcomes_of
 from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, outcomes_of
 from daemonjob.kubectl.cli import parse
 from daemonjob.kubectl.cluster.client import PluginError, Target
 from daemonjob.kubectl.commands import release

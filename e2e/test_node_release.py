@@ -27,7 +27,7 @@ from daemonjob.controller.runtime.jobcontrol import KubeJobControl
 from daemonjob.controller.runtime.transforms import node_transform
 from daemonjob.controller.wiring.controller import Controller
 from daemonjob.domain.nodework.maintenance import FINALIZER
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, record_of
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, record_of
 from daemonjob.machinery.cache.frozen import freeze
 from daemonjob.machinery.cache.informer import Informer
 from daemonjob.machinery.client.kube import PATCH_MERGE, Kube, path_for

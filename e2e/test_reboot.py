@@ -27,7 +27,7 @@ from harness import (
 )
 
 from daemonjob.domain.gates.health import NODE_NOT_BACK, NODE_UNHEALTHY, WAITING_FOR_NODE_HEALTH
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.sim.nodewatch import NodeWatcher
 from daemonjob.testing.sim.simpod import ANNOTATION_READY

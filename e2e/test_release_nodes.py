@@ -20,8 +20,8 @@ from harness import CONTROLLER_NS, EXTERNAL, Cluster, Nodes, wait_for
 from test_node_maintenance import _maintained
 
 from daemonjob.controller.nodework.cordonstop import STOP_ANNOTATION, LeaseStop, stopped_until
-from daemonjob.domain.jobs.contract import format_time, parse_time
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, record_of
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, NodeRecord, record_of
+from daemonjob.domain.shared.timestamps import format_time, parse_time
 from daemonjob.machinery.client.kube import PATCH_MERGE, ApiError, Kube, path_for
 from daemonjob.testing.process import ControllerProcess
 

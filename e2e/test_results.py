@@ -16,7 +16,7 @@ from typing import Any
 
 from harness import OK, Cluster, Nodes, daemonjob, wait_for
 
-from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME
+from daemonjob.domain.shared.apinames import API_VERSION, LABEL_NAME
 from daemonjob.machinery.client.kube import path_for
 from daemonjob.testing.clusterpki import kubeconfig_text
 from daemonjob.testing.sim.simpod import (

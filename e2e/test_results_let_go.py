@@ -20,7 +20,8 @@ import pytest
 from harness import Cluster, Nodes, wait_for
 from test_results import audit, plugin, reports, wait_recorded
 
-from daemonjob.domain.jobs.contract import LABEL_NAME, job_node, job_revision
+from daemonjob.domain.jobs.contract import job_node, job_revision
+from daemonjob.domain.shared.apinames import LABEL_NAME
 from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.follow import Follower
 

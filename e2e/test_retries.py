@@ -23,7 +23,7 @@ from harness import (
     wait_for,
 )
 
-from daemonjob.domain.jobs.contract import parse_time
+from daemonjob.domain.shared.timestamps import parse_time
 
 LABEL_ATTEMPT = "daemonjob.io/attempt"
 FAIL_ATTEMPTS = "sim.daemonjob.io/fail-attempts"

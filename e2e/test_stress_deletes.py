@@ -41,7 +41,7 @@ from harness import (
     job_node,
 )
 
-from daemonjob.domain.jobs.contract import API_VERSION
+from daemonjob.domain.shared.apinames import API_VERSION
 from daemonjob.machinery.cache.informer import Informer
 from daemonjob.machinery.client.kube import ApiError, path_for
 

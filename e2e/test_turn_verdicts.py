@@ -30,8 +30,8 @@ from harness import (
 
 from daemonjob.controller.runtime.turnseal import ANNOTATION_NODE_CHECK_SEAL
 from daemonjob.domain.gates.health import NODE_UNHEALTHY, WAITING_FOR_NODE_HEALTH
-from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
+from daemonjob.domain.shared.apinames import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.client.kube import PATCH_MERGE, Kube, path_for
 from daemonjob.testing.controllerusers import CONTROLLER_NAMESPACE
 from daemonjob.testing.sim.simpod import ANNOTATION_READY

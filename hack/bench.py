@@ -47,8 +47,9 @@ from typing import Any
 import benchlib
 import urllib3
 
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME, PLURAL, job_run
+from daemonjob.domain.jobs.contract import job_run
 from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME, PLURAL
 from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster, free_port
 from daemonjob.testing.sim.jobcontroller import SimJobController

@@ -25,13 +25,7 @@ import benchlib
 
 from daemonjob.controller.runtime.informers import JOB_INDEXERS
 from daemonjob.controller.runtime.transforms import job_transform, node_transform
-from daemonjob.domain.jobs.contract import (
-    ANNOTATION_NODE,
-    API_VERSION,
-    KIND,
-    LABEL_NAME,
-    LABEL_REVISION,
-)
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE, API_VERSION, KIND, LABEL_NAME, LABEL_REVISION
 from daemonjob.machinery.cache.informer import Handlers, Informer
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_informer
 import benchlib
 
-from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME
+from daemonjob.domain.shared.apinames import API_VERSION, LABEL_NAME
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster
 

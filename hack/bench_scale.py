@@ -39,7 +39,7 @@ import urllib3
 from bench import ControllerProcess, Results
 
 from daemonjob import defaults
-from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME
+from daemonjob.domain.shared.apinames import API_VERSION, LABEL_NAME
 from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.cluster import ClusterOptions, LocalCluster
 from daemonjob.testing.sim.jobcontroller import SimJobController

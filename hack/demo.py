@@ -23,7 +23,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION, job_state  # noqa: E402 - imported once sys.path has the checkout
+from daemonjob.domain.jobs.contract import job_state  # noqa: E402 - imported once sys.path has the checkout
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION  # noqa: E402 - imported once sys.path has the checkout
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for  # noqa: E402 - imported once sys.path has the checkout
 from daemonjob.testing.cluster import LocalCluster, free_port, stop_pid  # noqa: E402 - imported once sys.path has the checkout
 from daemonjob.testing.crd import install_crd  # noqa: E402 - imported once sys.path has the checkout

@@ -35,7 +35,8 @@ import daemonjob
 import daemonjob.cli
 from daemonjob import logsetup
 from daemonjob.controller.wiring.controller import Controller
-from daemonjob.domain.jobs.contract import API_VERSION, KIND, build_job
+from daemonjob.domain.jobs.jobbody import build_job
+from daemonjob.domain.shared.apinames import API_VERSION, KIND
 from daemonjob.domain.spec.revision import template_revision
 from daemonjob.machinery.process.clock import FakeClock
 from daemonjob.machinery.process.malloc import limit_malloc_arenas

@@ -4,7 +4,7 @@ The rule book knows the DaemonJob's own rules; the Job API's validation (a templ
 containers, a container without an image, an invalid label) and the namespace's admission
 (Pod Security, quotas' object counts, other webhooks) are the API server's to tell. So the
 webhook asks it: it creates, with `dryRun=All`, the Job the controller would make for a
-representative eligible node (built by `domain/jobs/contract.py`, as the controller builds it), then
+representative eligible node (built by `domain/jobs/jobbody.py`, as the controller builds it), then
 the pod the Job controller would make of it, since Pod Security enforces on pods only (on a
 Job it only warns). Nothing is persisted. Their refusals come back as problems whose field
 paths are mapped to the DaemonJob's (`spec.template.spec.containers` of the Job is
@@ -34,7 +34,7 @@ from typing import Any
 import structlog
 
 from daemonjob import defaults
-from daemonjob.domain.jobs.contract import build_job
+from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.domain.spec.nodeparams import node_values
 from daemonjob.domain.spec.problems import Problem
 from daemonjob.domain.spec.revision import template_revision

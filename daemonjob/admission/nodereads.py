@@ -26,9 +26,9 @@ from typing import Any
 import structlog
 
 from daemonjob.admission.powers import AccessReviewer, AccessReviewsThrottled, Permission, beyond_gc_fields
+from daemonjob.domain.spec.labelrules import InvalidSelector, validate_label_key
 from daemonjob.domain.spec.nodeparams import LABEL, PATH, NodeParameter
 from daemonjob.domain.spec.problems import Problem, show
-from daemonjob.domain.spec.selectors import InvalidSelector, validate_label_key
 from daemonjob.domain.spec.validate import read_spec
 
 __all__ = ["AllowedKeys", "GET_NODES", "NODE_READ_MISSING", "allowed_keys", "node_reads_problems", "unallowed"]

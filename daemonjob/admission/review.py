@@ -34,8 +34,8 @@ from typing import Any
 import structlog
 
 from daemonjob.admission.dryrun import REFUSED_BY_CLUSTER, DryRun, changes_what_runs
-from daemonjob.domain.jobs.contract import GROUP, KIND
 from daemonjob.domain.nodework.allowance import maintenance_refusal
+from daemonjob.domain.shared.apinames import GROUP, KIND
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import Problem, validate
 from daemonjob.domain.spec.warnings import no_effect

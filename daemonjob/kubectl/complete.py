@@ -147,7 +147,7 @@ def cluster_lookup(what: str, connection: argparse.Namespace) -> list[str]:
     """Names from the kubeconfig (contexts) or one list call (namespaces, DaemonJobs)."""
     from kubernetes import config as k8s_config
 
-    from daemonjob.domain.jobs.contract import API_VERSION
+    from daemonjob.domain.shared.apinames import API_VERSION
     from daemonjob.kubectl.cluster import client
     from daemonjob.kubectl.cluster.connection import Connection
     from daemonjob.machinery.client.kube import path_for

@@ -27,7 +27,7 @@ from test_helm_cluster import CRD, DJ_API, deployment_args, service_account_kube
 
 from daemonjob.controller.nodework.cordonstop import STOP_ANNOTATION, stopped_until
 from daemonjob.domain.nodework.maintenance import FINALIZER
-from daemonjob.domain.nodework.noderecord import record_of
+from daemonjob.domain.shared.noderecord import record_of
 from daemonjob.machinery.client.kube import PATCH_MERGE, PATCH_STRATEGIC, ApiError, Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.doubles.builders import daemonjob, job_template

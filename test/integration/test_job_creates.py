@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from daemonjob.controller.runtime.jobcontrol import KubeJobControl
-from daemonjob.domain.jobs.contract import build_job
+from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.testing.doubles.builders import daemonjob
 

@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 from daemonjob.controller.wiring.controller import Controller
-from daemonjob.domain.jobs.contract import LABEL_NAME, job_node, job_state
+from daemonjob.domain.jobs.contract import job_node, job_state
+from daemonjob.domain.shared.apinames import LABEL_NAME
 from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.cluster import LocalCluster
 from daemonjob.testing.doubles.builders import daemonjob, job_template

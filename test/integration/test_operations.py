@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
 from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.cluster import LocalCluster, kubeconfig_text
 from daemonjob.testing.doubles.builders import daemonjob, job_template

@@ -20,7 +20,7 @@ import pytest
 from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.controller.runtime.transforms import job_transform
 from daemonjob.controller.wiring.controller import Controller
-from daemonjob.domain.jobs.contract import LABEL_NAME
+from daemonjob.domain.shared.apinames import LABEL_NAME
 from daemonjob.machinery.cache.informer import Backoff, Handlers, Informer, InformerHooks
 from daemonjob.machinery.client.kube import PATCH_STRATEGIC, Kube, path_for
 from daemonjob.machinery.process.clock import RealClock

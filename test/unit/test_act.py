@@ -11,8 +11,9 @@ from daemonjob.controller.runtime.jobcontrol import NotLeader
 from daemonjob.controller.wiring import onepass
 from daemonjob.controller.wiring.controller import ReconcileError
 from daemonjob.domain.decision.decide import Decision, decide
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, build_job
+from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.domain.rollout.inputs import ApiTroubles, DecisionInput
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE, LABEL_NAME
 from daemonjob.domain.spec.revision import template_revision
 from daemonjob.testing.doubles.actbed import ActBed
 from daemonjob.testing.doubles.builders import daemonjob, node, revision_of

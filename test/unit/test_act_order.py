@@ -11,7 +11,8 @@ import pytest
 from daemonjob import defaults
 from daemonjob.controller.order.index import OrderIndex
 from daemonjob.controller.wiring.controller import ReconcileError
-from daemonjob.domain.jobs.contract import format_time, job_node
+from daemonjob.domain.jobs.contract import job_node
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.machinery.cache.frozen import thaw
 from daemonjob.testing.doubles.actbed import ActBed
 from daemonjob.testing.doubles.builders import daemonjob, node

@@ -13,10 +13,13 @@ import pytest
 from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.controller.passes.history import HistoryCleaner
 from daemonjob.controller.wiring.controller import Controller
-from daemonjob.domain.jobs.contract import LABEL_RUN, format_time, job_node
-from daemonjob.domain.rollout.actions import DeleteJob
+from daemonjob.domain.jobs.changes import DeleteJob
+from daemonjob.domain.jobs.contract import job_node
 from daemonjob.domain.rollout.plan import HISTORY
-from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW, SKIP_FORBID, tick_run_id
+from daemonjob.domain.schedule.runids import tick_run_id
+from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW, SKIP_FORBID
+from daemonjob.domain.shared.apinames import LABEL_RUN
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.machinery.process.clock import FAKE_WALL_START
 from daemonjob.testing.doubles import builders
 from daemonjob.testing.doubles.actbed import ActBed

@@ -21,7 +21,7 @@ from daemonjob.admission.dryrun import (
     representative_node,
 )
 from daemonjob.admission.review import Checks, decide
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE
 from daemonjob.domain.spec.problems import Problem
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import read_spec

@@ -11,11 +11,13 @@ import pytest
 
 from daemonjob.domain.decision.decide import decide
 from daemonjob.domain.jobs.attempts import DeletedJobs, assign, next_attempt, recorded_attempts, rollout_of
-from daemonjob.domain.jobs.contract import LABEL_ATTEMPT, build_job, job_attempt
-from daemonjob.domain.rollout.actions import CreateJob
+from daemonjob.domain.jobs.changes import CreateJob
+from daemonjob.domain.jobs.contract import job_attempt
+from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.domain.rollout.inputs import DecisionInput
 from daemonjob.domain.rollout.keptplan import KeptPlan
 from daemonjob.domain.rollout.plan import JobView
+from daemonjob.domain.shared.apinames import LABEL_ATTEMPT
 from daemonjob.domain.spec.revision import NAME_MAX, job_name
 from daemonjob.testing.doubles.builders import daemonjob, job, node, nodes, revision_of
 

@@ -9,8 +9,8 @@ import pytest
 
 from daemonjob import defaults
 from daemonjob.controller.runtime.expectations import Expectations
-from daemonjob.domain.jobs.contract import LABEL_ATTEMPT, LABEL_REVISION
-from daemonjob.domain.rollout.conditions import CacheWait, with_cache_wait
+from daemonjob.domain.rollout.cachewait import CacheWait, with_cache_wait
+from daemonjob.domain.shared.apinames import LABEL_ATTEMPT, LABEL_REVISION
 from daemonjob.domain.spec.revision import job_name
 from daemonjob.machinery.process.clock import FakeClock
 from daemonjob.testing.doubles.actbed import ActBed

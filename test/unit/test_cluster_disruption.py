@@ -18,7 +18,7 @@ from daemonjob.controller.runtime.transforms import node_transform
 from daemonjob.controller.wiring.controller import Controller
 from daemonjob.domain.nodework.disruption import protected_matcher
 from daemonjob.domain.nodework.maintenance import Cordon
-from daemonjob.domain.nodework.noderecord import NodeRecord
+from daemonjob.domain.shared.noderecord import NodeRecord
 from daemonjob.machinery.process.clock import FakeClock
 from daemonjob.testing.doubles.builders import daemonjob, node
 from daemonjob.testing.doubles.fakes import FakeInformer, FakeJobControl, fake_informers

@@ -19,8 +19,8 @@ from daemonjob.controller.nodework.recordwrites import keep_node
 from daemonjob.controller.nodework.work import NodeActs, release_node
 from daemonjob.controller.passes.observe import Observation
 from daemonjob.domain.nodework.maintenance import FINALIZER, Cordon, NodeWork
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.rollout.inputs import ConfigMapsRead
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.machinery.client.kube import ApiError
 from daemonjob.machinery.process.clock import FakeClock
 from daemonjob.release import release_all

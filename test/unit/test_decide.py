@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_REVISION, build_job, format_time
+from daemonjob.domain.jobs.jobbody import build_job
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE, LABEL_REVISION
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.domain.spec.revision import job_name
 from daemonjob.testing.doubles import builders
 from daemonjob.testing.doubles.builders import job, job_template, node, nodes, revision_of

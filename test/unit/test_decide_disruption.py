@@ -12,7 +12,8 @@ import pytest
 from daemonjob.domain.decision.decide import Decision
 from daemonjob.domain.nodework.disruption import Disruption, admit, out_of_service
 from daemonjob.domain.nodework.maintenance import MaintenanceInput
-from daemonjob.domain.spec.selectors import compile_label_selector, parse_selector_text
+from daemonjob.domain.spec.selectors import compile_label_selector
+from daemonjob.domain.spec.selectortext import parse_selector_text
 from daemonjob.testing.doubles.builders import NS, daemonjob, job_template, node
 from daemonjob.testing.doubles.decisions import Given, decide_over
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import format_time
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.domain.spec.validate import parse_duration, validate
 from daemonjob.testing.doubles.builders import daemonjob, job, nodes
 from daemonjob.testing.doubles.decisions import Given, decide_over

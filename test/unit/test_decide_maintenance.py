@@ -7,9 +7,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import CORDON_TOLERATION, format_time
+from daemonjob.domain.jobs.jobbody import CORDON_TOLERATION
 from daemonjob.domain.nodework.allowance import NODE_MAINTENANCE_NOT_ALLOWED
-from daemonjob.domain.nodework.maintenance import (
+from daemonjob.domain.nodework.maintenance import DrainProgress, MaintenanceInput
+from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_text
+from daemonjob.domain.nodework.releasing import (
     DRAIN_TIMED_OUT,
     JOB_FAILED,
     JOB_SUCCEEDED,
@@ -17,11 +19,9 @@ from daemonjob.domain.nodework.maintenance import (
     OLDER_ROLLOUT,
     RELEASE_ASKED,
     STOPPED,
-    DrainProgress,
-    MaintenanceInput,
 )
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
-from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_text
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.testing.doubles.builders import NS, UID, daemonjob, job, job_template, node, revision_of
 from daemonjob.testing.doubles.decisions import Given, decide_over
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import LABEL_REVISION, LABEL_TEMPLATE_HASH
+from daemonjob.domain.shared.apinames import LABEL_REVISION, LABEL_TEMPLATE_HASH
 from daemonjob.domain.spec.revision import template_revision
 from daemonjob.testing.doubles import builders
 from daemonjob.testing.doubles.builders import EARLIER, job, job_template, node, nodes

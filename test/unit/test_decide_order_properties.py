@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import format_time, job_node, job_state
+from daemonjob.domain.jobs.contract import job_node, job_state
 from daemonjob.domain.order.rules import OrderInput, order_key
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.testing.doubles import builders
 from daemonjob.testing.doubles.decisions import Given, apply, decide_over
 

@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 
 from daemonjob.controller.runtime.transforms import job_transform, node_transform
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import build_job, format_time, job_node, job_revision, job_state, parse_time
+from daemonjob.domain.jobs.contract import job_node, job_revision, job_state
+from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.domain.rollout.inputs import FiringAlerts
 from daemonjob.domain.rollout.keptplan import KeptPlan
 from daemonjob.domain.rollout.plan import job_view
+from daemonjob.domain.shared.timestamps import format_time, parse_time
 from daemonjob.domain.spec.eligibility import InvalidSpec, compile_eligibility
 from daemonjob.domain.spec.revision import template_revision
 from daemonjob.domain.spec.validate import parse_duration

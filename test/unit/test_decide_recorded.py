@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from daemonjob.domain.decision.decide import Decision
+from daemonjob.domain.jobs.standins import standin_of
 from daemonjob.domain.results.noderesult import result_of
-from daemonjob.domain.results.recorded import standin_of
 from daemonjob.domain.rollout.keptplan import KeptPlan, node_views
 from daemonjob.domain.rollout.plan import HISTORY, RECORDED, PlanContext
 from daemonjob.domain.spec.validate import validate

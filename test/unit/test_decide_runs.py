@@ -12,9 +12,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from daemonjob.domain.decision.decide import RUN_SUCCEEDED, Decision
-from daemonjob.domain.jobs.contract import LABEL_RUN, format_time, job_node, job_run
+from daemonjob.domain.jobs.contract import job_node, job_run
 from daemonjob.domain.rollout.plan import HISTORY, OLD_REVISION, OLD_RUN
-from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW, SKIP_FORBID, SKIP_SUSPENDED, tick_run_id
+from daemonjob.domain.schedule.runids import tick_run_id
+from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW, SKIP_FORBID, SKIP_SUSPENDED
+from daemonjob.domain.shared.apinames import LABEL_RUN
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.testing.doubles import builders
 from daemonjob.testing.doubles.builders import node
 from daemonjob.testing.doubles.decisions import Given, decide_over

@@ -12,7 +12,7 @@ from typing import Any
 from daemonjob.controller.nodework.options import NodeMaintenanceOptions
 from daemonjob.controller.runtime.errors import ReconcileError
 from daemonjob.domain.nodework.maintenance import FINALIZER
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.testing.doubles.actbed import ActBed
 from daemonjob.testing.doubles.builders import NS, daemonjob, node
 from daemonjob.testing.doubles.nodefakes import FakeNodeControl
@@ -120,7 +120,7 @@ def test_1500_timed_out_drains_are_each_released_once_and_the_controller_settles
 
 
 def test_a_deleted_daemonjob_leaves_no_drain_outcome_on_its_nodes() -> None:
-    from daemonjob.domain.nodework.noderecord import DrainOutcome, outcomes_of
+    from daemonjob.domain.shared.noderecord import DrainOutcome, outcomes_of
 
     mine = DrainOutcome(f"{NS}/audit", "dj-uid", "r1", None, "Skip")
     theirs = DrainOutcome(f"{NS}/other", "other-uid", "r1", None, "Fail")

@@ -12,7 +12,7 @@ from daemonjob.domain.spec.eligibility import (
     compile_eligibility,
     compile_tolerations,
 )
-from daemonjob.domain.spec.selectors import InvalidSelector
+from daemonjob.domain.spec.labelrules import InvalidSelector
 from daemonjob.machinery.cache.frozen import freeze
 from daemonjob.machinery.cache.memo import object_memo
 from daemonjob.testing.doubles.builders import daemonjob, job_template

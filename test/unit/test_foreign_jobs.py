@@ -13,7 +13,8 @@ from structlog.testing import capture_logs
 from daemonjob.controller.order.succeeded import SucceededNodes
 from daemonjob.controller.runtime.informers import JOB_INDEXERS, NODE_INDEX, OWNER_INDEX, RUNNING_INDEX
 from daemonjob.controller.runtime.ownership import ForeignJobs
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, job_owner_id, owner_id
+from daemonjob.domain.jobs.owners import job_owner_id, owner_id
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE
 from daemonjob.machinery.cache.store import Store
 from daemonjob.testing.doubles.actbed import ActBed
 from daemonjob.testing.doubles.builders import NS, UID, daemonjob, job, revision_of

@@ -1,5 +1,5 @@
 """Every gate of daemonjob/domain/gates/ runs: each module of the package is either part of
-the step's framework or a gate listed in its precedence."""
+the step's framework (or the order's reading of the gates) or a gate listed in its precedence."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)  # outside a window opening at 22:00
 
-FRAMEWORK = {"hold", "step"}  # the protocol and the step that runs the gates
+# the protocol, the step that runs the gates, and what another DaemonJob's gate in force means to the order
+FRAMEWORK = {"hold", "step", "orderview"}
 
 
 def test_every_gate_module_is_in_the_precedence_list() -> None:

@@ -13,7 +13,7 @@ import pytest
 from daemonjob import defaults
 from daemonjob.controller.metrics.metrics import Metrics
 from daemonjob.controller.passes.history import HistoryCleaner
-from daemonjob.domain.rollout.actions import DeleteJob
+from daemonjob.domain.jobs.changes import DeleteJob
 from daemonjob.domain.rollout.plan import HISTORY
 from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW
 from daemonjob.machinery.client.apierror import ApiError

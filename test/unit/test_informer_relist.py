@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from daemonjob.controller.runtime.transforms import job_transform, node_transform
-from daemonjob.domain.jobs.contract import build_job
+from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.machinery.cache.frozen import freeze, thaw
 from daemonjob.machinery.cache.informer import Handlers, Informer, Tombstone, diff_relist
 from daemonjob.machinery.cache.memo import object_memo

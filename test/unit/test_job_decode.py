@@ -7,8 +7,15 @@ import pytest
 
 from daemonjob.controller.runtime.jobdecode import decode_job_event
 from daemonjob.controller.runtime.transforms import Interner, job_transform
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_ATTEMPT, LABEL_RUN, LABEL_TEMPLATE_HASH, build_job
-from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
+from daemonjob.domain.jobs.jobbody import build_job
+from daemonjob.domain.shared.apinames import (
+    ANNOTATION_BOOT_ID,
+    ANNOTATION_NODE,
+    ANNOTATION_NODE_CHECK,
+    LABEL_ATTEMPT,
+    LABEL_RUN,
+    LABEL_TEMPLATE_HASH,
+)
 from daemonjob.testing.doubles.builders import daemonjob, job_template
 
 DJ = daemonjob(resource_version=None, template=job_template(labels={"team": "sre"}, backoff_limit=None))

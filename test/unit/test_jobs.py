@@ -8,20 +8,11 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.jobs.contract import (
-    ANNOTATION_NODE,
-    LABEL_NAME,
-    LABEL_REVISION,
-    build_job,
-    daemonjob_ref,
-    format_time,
-    job_created,
-    job_finish_time,
-    job_node,
-    job_revision,
-    job_state,
-    parse_time,
-)
+from daemonjob.domain.jobs.contract import job_created, job_finish_time, job_node, job_revision, job_state
+from daemonjob.domain.jobs.jobbody import build_job
+from daemonjob.domain.jobs.owners import daemonjob_ref
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
+from daemonjob.domain.shared.timestamps import format_time, parse_time
 from daemonjob.domain.spec.revision import job_name
 from daemonjob.testing.doubles.builders import daemonjob
 

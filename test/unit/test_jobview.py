@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_ATTEMPT, SUCCEEDED
+from daemonjob.domain.jobs.contract import SUCCEEDED
 from daemonjob.domain.jobs.jobview import PLAIN, JobView
-from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID
+from daemonjob.domain.shared.apinames import ANNOTATION_BOOT_ID, ANNOTATION_NODE, LABEL_ATTEMPT
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from daemonjob import __version__, cli
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
 from daemonjob.kubectl.cli import parse
 from daemonjob.kubectl.cluster import connection
 from daemonjob.kubectl.cluster.client import EXIT_ERROR, EXIT_FAILED, EXIT_OK, EXIT_USAGE, PluginError, Target

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE, LABEL_NAME, LABEL_REVISION
 from daemonjob.kubectl.cli import parse
 from daemonjob.kubectl.cluster.client import PluginError
 from daemonjob.kubectl.commands.create import build_manifest, parse_selector

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_requests
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.kubectl.cli import parse
 from daemonjob.kubectl.cluster.client import PluginError, Target
 from daemonjob.kubectl.commands import release
@@ -139,7 +139,7 @@ def test_release_requests_read_what_the_plugin_writes_and_ignore_anything_else()
 
 
 def test_status_names_a_kept_node_and_a_drain_timeout_the_status_lists_leave_out() -> None:
-    from daemonjob.domain.nodework.noderecord import DrainOutcome
+    from daemonjob.domain.shared.noderecord import DrainOutcome
     from daemonjob.kubectl.views.nodes import build_view, current_revision
 
     d = _dj()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from daemonjob import defaults
-from daemonjob.domain.rollout.conditions import Condition, render, turned_true
+from daemonjob.domain.rollout.condition import Condition, render, turned_true
 from daemonjob.domain.shared.messages import condition_message, event_message, truncate
 
 

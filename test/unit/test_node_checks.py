@@ -16,20 +16,16 @@ from daemonjob.domain.gates.health import (
     NODE_UNHEALTHY,
     WAITING_FOR_NODE_HEALTH,
 )
-from daemonjob.domain.jobs.contract import build_job, format_time
+from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.domain.jobs.jobview import JobView
-from daemonjob.domain.nodework.maintenance import JOB_SUCCEEDED, MaintenanceInput
-from daemonjob.domain.nodework.nodecheck import (
-    ANNOTATION_BOOT_ID,
-    ANNOTATION_NODE_CHECK,
-    FAILED_CHECK,
-    PASSED,
-    DaemonSetPod,
-    HealthInput,
-    Verdict,
-)
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
+from daemonjob.domain.jobs.turnverdict import FAILED_CHECK, PASSED, Verdict
+from daemonjob.domain.nodework.maintenance import MaintenanceInput
+from daemonjob.domain.nodework.nodecheck import DaemonSetPod, HealthInput
+from daemonjob.domain.nodework.releasing import JOB_SUCCEEDED
 from daemonjob.domain.results.noderesult import result_of
+from daemonjob.domain.shared.apinames import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.domain.spec.validate import validate
 from daemonjob.testing.doubles.builders import NS, daemonjob, job, job_template, node, revision_of
 from daemonjob.testing.doubles.decisions import Given, decide_over
@@ -361,7 +357,7 @@ def test_the_act_layer_writes_verdicts_and_reads_daemonset_pods_only_of_checked_
 
 
 def test_after_reads_a_checked_turn_by_its_verdict() -> None:
-    from daemonjob.domain.nodework.nodecheck import turn_succeeded
+    from daemonjob.domain.jobs.turnverdict import turn_succeeded
 
     dj = rebooting()
     lost = checked_job(dj, "a", "boot-1", "failed", created=NOW)
@@ -434,7 +430,7 @@ def test_a_checked_jobs_failure_gets_its_verdict_and_a_result_follows_the_verdic
 
 
 def test_a_checked_job_that_failed_shows_and_records_its_own_failure() -> None:
-    from daemonjob.domain.nodework.nodecheck import turn_shown
+    from daemonjob.domain.jobs.turnverdict import turn_shown
 
     dj = daemonjob(maxParallel=1, healthCheck=HEALTH)
     failed = checked_job(dj, "a", "boot-1", "failed", created=NOW - timedelta(minutes=3), finished=NOW)

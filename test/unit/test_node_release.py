@@ -21,8 +21,8 @@ from daemonjob.controller.nodework.work import NodeActs
 from daemonjob.controller.passes.observe import Observation
 from daemonjob.controller.runtime.informers import NODE_INDEXERS
 from daemonjob.domain.nodework.maintenance import FINALIZER, Cordon, NodeWork
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
 from daemonjob.domain.rollout.inputs import ConfigMapsRead
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, outcomes_of
 from daemonjob.machinery.process.clock import FakeClock
 from daemonjob.release import release_all
 from daemonjob.testing.doubles.actbed import ActBed

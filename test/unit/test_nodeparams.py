@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from daemonjob.domain.jobs.contract import build_job
+from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.domain.spec.nodeparams import ENV_NODE_NAME, NodeParameter, node_values
 from daemonjob.domain.spec.validate import read_spec, validate
 from daemonjob.testing.doubles.builders import daemonjob, job_template, node

@@ -12,8 +12,8 @@ from daemonjob.controller.nodework.work import NodeActs, release_node
 from daemonjob.controller.passes.observe import Observation
 from daemonjob.domain.nodework.drainpods import pods_to_evict
 from daemonjob.domain.nodework.maintenance import Cordon, DrainNode, NodeWork, Release
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.rollout.inputs import ConfigMapsRead
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.spec.maintenancespec import DrainOptions
 from daemonjob.domain.spec.selectors import compile_label_selector
 from daemonjob.machinery.process.clock import FakeClock
@@ -239,8 +239,8 @@ def test_a_later_cordon_of_the_node_is_a_new_drain_even_if_the_release_was_not_s
 
 
 def test_a_timed_out_release_writes_its_outcome_in_the_same_patch_and_a_later_cordon_removes_it() -> None:
-    from daemonjob.domain.nodework.maintenance import DRAIN_TIMED_OUT
-    from daemonjob.domain.nodework.noderecord import DrainOutcome, outcomes_of
+    from daemonjob.domain.nodework.releasing import DRAIN_TIMED_OUT
+    from daemonjob.domain.shared.noderecord import DrainOutcome, outcomes_of
 
     held = {ANNOTATION_MAINTENANCE: RECORD.text()}
     control = FakeNodeControl({"a": {"metadata": {"name": "a", "annotations": held}, "spec": {"unschedulable": True}}})

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 import yaml
 
+from daemonjob.domain.gates.orderview import order_input
 from daemonjob.domain.nodework.disruption import disruption_of
 from daemonjob.domain.nodework.drainpods import budgets_of, refusing_budgets
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.order.rules import OrderInput
-from daemonjob.domain.order.view import order_input
 from daemonjob.domain.preview.preview import Preview, PreviewInput, preview, with_applied
 from daemonjob.domain.results.noderesult import result_of
 from daemonjob.domain.rollout.inputs import FiringAlerts
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, NodeRecord
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import read_spec
 from daemonjob.kubectl import cli

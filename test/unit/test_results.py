@@ -14,10 +14,11 @@ from daemonjob import defaults
 from daemonjob.controller.results.recorder import ResultRecorder
 from daemonjob.controller.results.status import wire_recorded
 from daemonjob.controller.runtime.specs import SpecCache
-from daemonjob.domain.jobs.contract import LABEL_ATTEMPT, owner_id
+from daemonjob.domain.jobs.owners import owner_id
 from daemonjob.domain.results.noderesult import NOT_JSON, cut_message, outcome_of, result_of
 from daemonjob.domain.results.outcomes import Outcomes, summary
 from daemonjob.domain.results.reports import append_patch, pack, report_name, result_size
+from daemonjob.domain.shared.apinames import LABEL_ATTEMPT
 from daemonjob.domain.spec.validate import read_spec
 from daemonjob.machinery.client.apierror import ApiError
 from daemonjob.machinery.process.clock import FakeClock
@@ -389,7 +390,7 @@ def test_the_plugin_shows_a_retried_nodes_latest_attempt_and_writes_csv() -> Non
 def test_history_cleanup_holds_a_finished_job_until_its_result_is_recorded(dj: dict[str, Any]) -> None:
     from daemonjob.controller.metrics.metrics import Metrics
     from daemonjob.controller.passes.history import HistoryCleaner
-    from daemonjob.domain.rollout.actions import DeleteJob
+    from daemonjob.domain.jobs.changes import DeleteJob
     from daemonjob.testing.doubles.fakes import FakeJobControl
 
     store = FakeStore()
@@ -537,7 +538,7 @@ def test_a_let_go_delete_waiting_longer_than_the_ttl_in_the_cleaners_queue_is_no
     from daemonjob import defaults
     from daemonjob.controller.metrics.metrics import Metrics
     from daemonjob.controller.passes.history import HistoryCleaner
-    from daemonjob.domain.rollout.actions import DeleteJob
+    from daemonjob.domain.jobs.changes import DeleteJob
     from daemonjob.domain.rollout.plan import RECORDED
     from daemonjob.testing.doubles.fakes import FakeJobControl
 

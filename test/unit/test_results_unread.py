@@ -19,7 +19,7 @@ from daemonjob.domain.results.unreadable import (
     with_results_unread,
     with_unread_conditions,
 )
-from daemonjob.domain.rollout.conditions import RECONCILING, STALLED
+from daemonjob.domain.rollout.condition import RECONCILING, STALLED
 from daemonjob.machinery.client.apierror import ApiError
 from daemonjob.testing.doubles.actbed import ActBed
 from daemonjob.testing.doubles.builders import daemonjob

@@ -17,7 +17,7 @@ import pytest
 from daemonjob import defaults
 from daemonjob.controller.results.recorder import ResultRecorder
 from daemonjob.controller.runtime.informers import RUNNING_INDEX, running_index
-from daemonjob.domain.jobs.contract import owner_id
+from daemonjob.domain.jobs.owners import owner_id
 from daemonjob.machinery.cache.store import Store
 from daemonjob.machinery.process.clock import FakeClock
 from daemonjob.testing.doubles.actbed import ActBed

@@ -12,9 +12,11 @@ import structlog
 from daemonjob.controller.passes.observe import Observation
 from daemonjob.controller.passes.startchecks import StartChecks, pod_verdict
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import ANNOTATION_START_FAILURE, ANNOTATION_STARTED, build_job, format_time
+from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.domain.rollout.inputs import ConfigMapsRead
 from daemonjob.domain.rollout.starts import StartCheck
+from daemonjob.domain.shared.apinames import ANNOTATION_START_FAILURE, ANNOTATION_STARTED
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.domain.spec.retryspec import Retry, backoff_delay
 from daemonjob.domain.spec.revision import job_name
 from daemonjob.domain.spec.validate import validate

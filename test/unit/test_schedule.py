@@ -8,19 +8,13 @@ from typing import Any
 
 import pytest
 
+from daemonjob.domain.jobs.contract import job_run
+from daemonjob.domain.schedule import cron
 from daemonjob.domain.schedule import runs as sch
-from daemonjob.domain.schedule.runs import (
-    ANNOTATION_RUN_NOW,
-    SKIP_DEADLINE,
-    SKIP_FORBID,
-    SKIP_MISSED,
-    SKIP_SUSPENDED,
-    InvalidSchedule,
-    due_tick,
-    parse_schedule,
-    tick_run_id,
-    trigger_run_id,
-)
+from daemonjob.domain.schedule.cron import InvalidSchedule, due_tick, parse_schedule
+from daemonjob.domain.schedule.runids import tick_run_id, trigger_run_id
+from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW, SKIP_DEADLINE, SKIP_FORBID, SKIP_MISSED, SKIP_SUSPENDED
+from daemonjob.domain.shared.apinames import LABEL_RUN
 from daemonjob.domain.spec.validate import read_spec
 from daemonjob.testing.doubles.builders import daemonjob
 
@@ -226,7 +220,7 @@ def test_a_long_downtime_is_not_walked_tick_by_tick() -> None:
     s = parse_schedule("* * * * *")
     due = due_tick(s, at("2026-01-01 00:00"), at("2026-01-05 12:34:56"), None)
     assert due.tick == at("2026-01-05 12:34")
-    assert due.more and due.count == sch.MISSED_COUNT_LIMIT
+    assert due.more and due.count == cron.MISSED_COUNT_LIMIT
     assert due.previous == at("2026-01-05 12:33")
 
 
@@ -234,7 +228,7 @@ def test_a_clock_jumping_back_never_yields_a_tick_at_or_before_the_last() -> Non
     s = parse_schedule("0 * * * *")
     last = at("2026-01-01 05:00")
     for now in (at("2026-01-01 05:00"), at("2026-01-01 04:10"), at("2025-12-31 23:00")):
-        assert due_tick(s, last, now, None) == sch.DueTick(None, None, 0, False)
+        assert due_tick(s, last, now, None) == cron.DueTick(None, None, 0, False)
 
 
 # ---------------------------------------------------------------- run identity
@@ -520,8 +514,8 @@ def test_naive_times_are_refused() -> None:
 
 
 def test_job_run_reads_the_label() -> None:
-    assert sch.job_run({"metadata": {"labels": {sch.LABEL_RUN: "20261123t030000z"}}}) == "20261123t030000z"
-    assert sch.job_run({"metadata": {}}) is None
+    assert job_run({"metadata": {"labels": {LABEL_RUN: "20261123t030000z"}}}) == "20261123t030000z"
+    assert job_run({"metadata": {}}) is None
 
 
 def test_schedule_math_is_fast_enough_to_run_in_every_reconcile() -> None:

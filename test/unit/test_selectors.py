@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from daemonjob.domain.spec.selectors import (
-    InvalidSelector,
-    compile_label_map,
-    compile_label_selector,
-    compile_node_selector,
-)
+from daemonjob.domain.spec.labelrules import InvalidSelector
+from daemonjob.domain.spec.selectors import compile_label_map, compile_label_selector, compile_node_selector
 
 
 @pytest.mark.parametrize("selector", [None, {}, {"matchLabels": {}}, {"matchExpressions": []}])

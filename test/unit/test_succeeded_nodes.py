@@ -12,15 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daemonjob.controller.order.succeeded import SucceededNodes
-from daemonjob.domain.jobs.contract import (
-    SUCCEEDED,
-    job_node,
-    job_owner_id,
-    job_revision,
-    job_run,
-    job_state,
-    owner_uid,
-)
+from daemonjob.domain.jobs.contract import SUCCEEDED, job_node, job_revision, job_run, job_state
+from daemonjob.domain.jobs.owners import job_owner_id, owner_uid
 from daemonjob.testing.doubles.builders import NS, daemonjob, job
 
 DJS = [daemonjob(name, uid=f"uid-{name}") for name in ("a", "b")]

@@ -1,7 +1,8 @@
 import copy
 
 from daemonjob.controller.runtime.transforms import Interner, job_transform, node_transform
-from daemonjob.domain.jobs.contract import build_job, job_finish_time, job_node, job_revision, job_state, job_ttl
+from daemonjob.domain.jobs.contract import job_finish_time, job_node, job_revision, job_state, job_ttl
+from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.machinery.cache.frozen import freeze, thaw
 from daemonjob.testing.doubles.builders import daemonjob, job_template
 

@@ -22,9 +22,11 @@ from daemonjob.controller.runtime.turnseal import (
     load_key,
 )
 from daemonjob.domain.gates.health import WAITING_FOR_NODE_HEALTH
-from daemonjob.domain.jobs.contract import build_job, format_time
+from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.domain.jobs.jobview import JobView
-from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK, FAILED_CHECK, PASSED, Verdict
+from daemonjob.domain.jobs.turnverdict import FAILED_CHECK, PASSED, Verdict
+from daemonjob.domain.shared.apinames import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.machinery.cache.frozen import thaw
 from daemonjob.machinery.client.kube import ApiError
 from daemonjob.machinery.process.clock import FAKE_WALL_START

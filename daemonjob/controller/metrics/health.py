@@ -16,7 +16,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge
 
 from daemonjob.domain.decision.decide import NODE_COUNT_FIELDS
-from daemonjob.domain.jobs.contract import parse_time
+from daemonjob.domain.shared.timestamps import parse_time
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import read_spec
 

@@ -17,8 +17,8 @@ from daemonjob.controller.metrics.health import HealthMetrics
 from daemonjob.controller.metrics.limiter import limiter_wait_histogram
 from daemonjob.domain.decision.decide import NODE_COUNT_FIELDS
 from daemonjob.domain.gates import GATES, gate_in_force
-from daemonjob.domain.jobs.contract import parse_time
 from daemonjob.domain.schedule.runs import SKIP_DEADLINE, SKIP_FORBID, SKIP_MISSED, SKIP_SUSPENDED
+from daemonjob.domain.shared.timestamps import parse_time
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import read_spec
 from daemonjob.machinery.queue.queuemetrics import PrometheusMetricsProvider

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from daemonjob.domain.jobs.contract import format_time, parse_time
+from daemonjob.domain.shared.timestamps import format_time, parse_time
 from daemonjob.machinery.client.conflicts import retry_on_conflict
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 

@@ -10,8 +10,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from daemonjob.controller.runtime.informers import MAINTENANCE_INDEX, NODE_INDEX
-from daemonjob.domain.jobs.contract import ACTIVE, LABEL_NAME, TERMINATING, job_finish_time, job_state, parse_time
-from daemonjob.domain.nodework.noderecord import record_of
+from daemonjob.domain.jobs.contract import ACTIVE, TERMINATING, job_finish_time, job_state
+from daemonjob.domain.shared.apinames import LABEL_NAME
+from daemonjob.domain.shared.noderecord import record_of
+from daemonjob.domain.shared.timestamps import parse_time
 from daemonjob.machinery.cache.informer import SharedInformer
 
 __all__ = ["HeldNodesCollector", "job_runs_on", "register_held_nodes", "split_key"]

@@ -19,7 +19,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from daemonjob.domain.nodework.maintenance import DrainProgress
-from daemonjob.domain.nodework.noderecord import DrainOutcome
+from daemonjob.domain.shared.noderecord import DrainOutcome
 
 __all__ = ["KeptDrains"]
 

@@ -24,10 +24,10 @@ from daemonjob.controller.runtime.errors import ReconcileError
 from daemonjob.controller.runtime.informers import MAINTENANCE_INDEX, OUTCOME_INDEX
 from daemonjob.controller.runtime.specs import SpecCache
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import parse_time
 from daemonjob.domain.nodework.maintenance import FINALIZER, MaintenanceInput, has_finalizer, releases_on_delete
-from daemonjob.domain.nodework.noderecord import DrainOutcome, NodeRecord, outcomes_of, record_of
 from daemonjob.domain.rollout.inputs import DecisionInput
+from daemonjob.domain.shared.noderecord import DrainOutcome, NodeRecord, outcomes_of, record_of
+from daemonjob.domain.shared.timestamps import parse_time
 from daemonjob.machinery.cache.informer import SharedInformer
 from daemonjob.machinery.client.kube import ApiError
 from daemonjob.machinery.process.clock import Clock

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from daemonjob.controller.runtime.fence import Fence, always, as_fence
-from daemonjob.domain.jobs.contract import API_VERSION, PLURAL
+from daemonjob.domain.shared.apinames import API_VERSION, PLURAL
 from daemonjob.machinery.client.kube import PATCH_MERGE, ApiError, Kube, path_for
 
 __all__ = ["NodeControl", "KubeNodeControl"]

@@ -26,7 +26,7 @@ from daemonjob.controller.nodework.recordwrites import forget_outcome
 from daemonjob.controller.nodework.work import release_node
 from daemonjob.controller.runtime.errors import ReconcileError
 from daemonjob.controller.runtime.informers import Informers
-from daemonjob.domain.nodework.noderecord import NodeRecord, outcomes_of, record_of
+from daemonjob.domain.shared.noderecord import NodeRecord, outcomes_of, record_of
 from daemonjob.machinery.cache.informer import SharedInformer
 from daemonjob.machinery.client.kube import ApiError
 

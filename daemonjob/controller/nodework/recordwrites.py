@@ -6,7 +6,7 @@ Node write of node maintenance is."""
 from __future__ import annotations
 
 from daemonjob.controller.nodework.nodecontrol import NodeControl
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, record_of
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, DrainOutcome, NodeRecord, record_of
 from daemonjob.machinery.client.conflicts import retry_on_conflict
 from daemonjob.machinery.client.kube import ApiError
 

@@ -22,9 +22,10 @@ from daemonjob.controller.runtime.events import error_message
 from daemonjob.controller.runtime.jobcontrol import JobControl
 from daemonjob.controller.runtime.turnseal import TurnSeal
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import controller_ref, parse_time
+from daemonjob.domain.jobs.owners import controller_ref
 from daemonjob.domain.nodework.nodecheck import DaemonSetPod, HealthInput
 from daemonjob.domain.shared.events import EventSpec
+from daemonjob.domain.shared.timestamps import parse_time
 from daemonjob.machinery.client.kube import ApiError
 
 __all__ = ["TurnChecks", "ChecksActed", "daemon_set_pods"]

@@ -33,17 +33,17 @@ from daemonjob.controller.nodework.nodecontrol import NodeControl
 from daemonjob.controller.nodework.recordwrites import keep_node
 from daemonjob.controller.passes.observe import Observation
 from daemonjob.controller.runtime.events import error_message, names_shown
-from daemonjob.domain.jobs.contract import parse_time
 from daemonjob.domain.nodework.drainpods import pods_to_evict
 from daemonjob.domain.nodework.maintenance import FINALIZER, Cordon, DrainNode, DrainProgress, Keep, NodeWork, Release
-from daemonjob.domain.nodework.noderecord import (
+from daemonjob.domain.shared.events import NORMAL, WARNING, EventSpec
+from daemonjob.domain.shared.noderecord import (
     ANNOTATION_MAINTENANCE,
     DrainOutcome,
     NodeRecord,
     outcome_annotation,
     record_of,
 )
-from daemonjob.domain.shared.events import NORMAL, WARNING, EventSpec
+from daemonjob.domain.shared.timestamps import parse_time
 from daemonjob.domain.spec.maintenancespec import DrainOptions
 from daemonjob.machinery.client.conflicts import retry_on_conflict
 from daemonjob.machinery.client.kube import ApiError

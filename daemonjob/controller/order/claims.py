@@ -25,8 +25,9 @@ from daemonjob import defaults
 from daemonjob.controller.order.index import OrderIndex
 from daemonjob.controller.runtime.informers import RUNNING_INDEX
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import job_node, owner_id
-from daemonjob.domain.rollout.actions import CreateJob
+from daemonjob.domain.jobs.changes import CreateJob
+from daemonjob.domain.jobs.contract import job_node
+from daemonjob.domain.jobs.owners import owner_id
 from daemonjob.machinery.cache.informer import SharedInformer
 
 __all__ = ["NodeClaims"]

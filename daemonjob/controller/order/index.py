@@ -19,7 +19,7 @@ from typing import Any
 from daemonjob.controller.order.succeeded import SucceededNodes
 from daemonjob.controller.runtime.informers import OWNER_INDEX
 from daemonjob.controller.runtime.specs import SpecCache
-from daemonjob.domain.order.view import done_view, waits_for_turns
+from daemonjob.domain.gates.orderview import done_view, waits_for_turns
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.machinery.cache.informer import SharedInformer
 from daemonjob.machinery.cache.store import meta_namespace_key

@@ -1,6 +1,6 @@
 """One DaemonJob's `OrderInput` (domain/order/rules.py) as the caches show it.
 
-The rules are domain/order/view.py's; this reads the facts they need from the caches, at a
+The rules are domain/gates/orderview.py's; this reads the facts they need from the caches, at a
 cost of what the group and the dependencies hold: the other members' Jobs that may still
 run (the Jobs cache's RUNNING_INDEX, a few per member) and their creates the cache does not
 show yet (claims.py), the nodes where older members wait for their turn (their kept plans'
@@ -17,9 +17,10 @@ from daemonjob.controller.order.claims import NodeClaims
 from daemonjob.controller.order.index import OrderIndex, ns_name
 from daemonjob.controller.runtime.informers import RUNNING_INDEX
 from daemonjob.controller.runtime.keptplans import KeptPlans
-from daemonjob.domain.jobs.contract import job_node, owner_id
+from daemonjob.domain.gates.orderview import done_view, order_input
+from daemonjob.domain.jobs.contract import job_node
+from daemonjob.domain.jobs.owners import owner_id
 from daemonjob.domain.order.rules import OrderInput
-from daemonjob.domain.order.view import done_view, order_input
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.machinery.cache.informer import SharedInformer
 

@@ -26,8 +26,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from daemonjob.domain.jobs.contract import daemonjob_ref, job_node, job_owner_id, job_revision, job_run, owner_id
-from daemonjob.domain.nodework.nodecheck import turn_succeeded
+from daemonjob.domain.jobs.contract import job_node, job_revision, job_run
+from daemonjob.domain.jobs.owners import daemonjob_ref, job_owner_id, owner_id
+from daemonjob.domain.jobs.turnverdict import turn_succeeded
 
 __all__ = ["SucceededNodes"]
 

@@ -17,8 +17,9 @@ from daemonjob.controller.order.index import OrderIndex, done_view, waits_for_tu
 from daemonjob.controller.runtime.informers import RUNNING_INDEX, running_index
 from daemonjob.controller.runtime.keptplans import TURN, KeptPlans
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import job_node, owner_id
-from daemonjob.domain.nodework.nodecheck import turn_succeeded
+from daemonjob.domain.jobs.contract import job_node
+from daemonjob.domain.jobs.owners import owner_id
+from daemonjob.domain.jobs.turnverdict import turn_succeeded
 from daemonjob.domain.order.rules import order_key
 from daemonjob.domain.spec.eligibility import Eligibility
 from daemonjob.machinery.cache.informer import SharedInformer

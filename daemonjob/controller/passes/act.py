@@ -31,10 +31,11 @@ from daemonjob.controller.runtime.events import error_message, names_shown
 from daemonjob.controller.runtime.expectations import Expectations
 from daemonjob.controller.runtime.jobcontrol import JobControl, NotLeader
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import controller_ref, job_node
-from daemonjob.domain.rollout.actions import CreateJob, DeleteJob
-from daemonjob.domain.rollout.conditions import JOB_REJECTED
+from daemonjob.domain.jobs.changes import CreateJob, DeleteJob
+from daemonjob.domain.jobs.contract import job_node
+from daemonjob.domain.jobs.owners import controller_ref
 from daemonjob.domain.rollout.plan import HISTORY, RECORDED
+from daemonjob.domain.rollout.stalls import JOB_REJECTED
 from daemonjob.domain.shared.events import NORMAL, WARNING, EventSpec
 from daemonjob.domain.spec.revision import job_name
 from daemonjob.machinery.client.kube import ApiError

@@ -17,16 +17,16 @@ from daemonjob.controller.passes.conflict import Conflict
 from daemonjob.controller.passes.observe import Observation
 from daemonjob.controller.passes.troubles import Troubles
 from daemonjob.controller.runtime.jobcontrol import JobControl
-from daemonjob.domain.jobs.contract import (
+from daemonjob.domain.jobs.changes import CreateJob
+from daemonjob.domain.jobs.owners import controller_ref
+from daemonjob.domain.shared.apinames import (
     ANNOTATION_NODE,
     LABEL_ATTEMPT,
     LABEL_NAME,
     LABEL_REVISION,
     LABEL_RUN,
     LABEL_TEMPLATE_HASH,
-    controller_ref,
 )
-from daemonjob.domain.rollout.actions import CreateJob
 from daemonjob.domain.shared.events import WARNING, EventSpec
 from daemonjob.machinery.client.kube import ApiError
 

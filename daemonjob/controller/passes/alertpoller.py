@@ -23,8 +23,8 @@ import structlog
 import urllib3
 
 from daemonjob import defaults
-from daemonjob.domain.jobs.contract import format_time
 from daemonjob.domain.rollout.inputs import FiringAlerts
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.machinery.process.clock import Clock, RealClock
 
 __all__ = ["AlertPoller", "AnswerTooLarge", "HttpGet", "urllib3_get", "parse_alerts", "NOT_READ_YET"]

@@ -23,7 +23,7 @@ from daemonjob.controller.runtime.expectations import Expectations, Waiting
 from daemonjob.controller.runtime.informers import OWNER_INDEX, Informers
 from daemonjob.controller.runtime.jobcontrol import JobControl
 from daemonjob.controller.runtime.specs import SpecCache
-from daemonjob.domain.jobs.contract import owner_id, owner_reference
+from daemonjob.domain.jobs.owners import owner_id, owner_reference
 from daemonjob.domain.rollout.inputs import ConfigMapsRead
 from daemonjob.domain.rollout.keptplan import KeptPlan
 from daemonjob.domain.rollout.plan import JobView

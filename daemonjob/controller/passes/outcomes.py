@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from daemonjob.controller.runtime.events import error_message
-from daemonjob.domain.rollout.actions import CreateJob, DeleteJob
+from daemonjob.domain.jobs.changes import CreateJob, DeleteJob
 from daemonjob.domain.shared.events import EventSpec
 from daemonjob.machinery.client.kube import ApiError
 

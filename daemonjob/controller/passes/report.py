@@ -23,9 +23,9 @@ from daemonjob.controller.passes.observe import Observation
 from daemonjob.controller.runtime.expectations import Waiting
 from daemonjob.controller.runtime.jobcontrol import JobControl
 from daemonjob.domain.decision.decide import NODE_COUNT_FIELDS, Decision
-from daemonjob.domain.jobs.contract import format_time
-from daemonjob.domain.rollout.conditions import CacheWait, with_cache_wait
+from daemonjob.domain.rollout.cachewait import CacheWait, with_cache_wait
 from daemonjob.domain.shared.events import EventSpec
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.machinery.cache.frozen import thaw
 from daemonjob.machinery.client.kube import ApiError
 from daemonjob.machinery.process.clock import Clock

@@ -22,9 +22,10 @@ from cachetools import TTLCache
 from daemonjob import defaults
 from daemonjob.controller.passes.observe import Observation
 from daemonjob.controller.runtime.jobcontrol import JobControl, NotLeader
-from daemonjob.domain.jobs.contract import ANNOTATION_START_FAILURE, ANNOTATION_STARTED, format_time
 from daemonjob.domain.rollout.starts import StartCheck
+from daemonjob.domain.shared.apinames import ANNOTATION_START_FAILURE, ANNOTATION_STARTED
 from daemonjob.domain.shared.events import WARNING, EventSpec
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.machinery.client.kube import ApiError
 from daemonjob.machinery.process.clock import RealClock
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemonjob import defaults
+from daemonjob.domain.jobs.standins import newer, standin_of
 from daemonjob.domain.results.noderesult import rollout_key
 from daemonjob.domain.results.outcomes import Outcomes
-from daemonjob.domain.results.recorded import newer, standin_of
 from daemonjob.domain.results.reports import LABEL_CHUNK, LABEL_ROLLOUT, result_size
 from daemonjob.domain.results.unreadable import ResultsUnread
 from daemonjob.domain.rollout.plan import JobView
@@ -45,7 +45,7 @@ class Rollout:
 
 
 class Successes:
-    """Each node's newest recorded success as a stand-in view (domain/results/recorded.py): one per
+    """Each node's newest recorded success as a stand-in view (domain/jobs/standins.py): one per
     node, whichever rollout it is of, so it costs a view per node, not per result."""
 
     def __init__(self) -> None:

@@ -26,15 +26,9 @@ from daemonjob.controller.results.due import sooner_than, writes_due
 from daemonjob.controller.results.flush import ReportFlush
 from daemonjob.controller.results.kept import Kept
 from daemonjob.controller.results.store import ReportsServed, ResultStore
-from daemonjob.domain.jobs.contract import (
-    FAILED,
-    SUCCEEDED,
-    TERMINATING,
-    daemonjob_ref,
-    job_finish_time,
-    job_owner_id,
-)
-from daemonjob.domain.nodework.nodecheck import turn_of
+from daemonjob.domain.jobs.contract import FAILED, SUCCEEDED, TERMINATING, job_finish_time
+from daemonjob.domain.jobs.owners import daemonjob_ref, job_owner_id
+from daemonjob.domain.jobs.turnverdict import turn_of
 from daemonjob.domain.results.noderesult import rollout_key
 from daemonjob.domain.results.outcomes import Outcomes, summary
 from daemonjob.domain.results.unreadable import ResultsUnread

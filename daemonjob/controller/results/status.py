@@ -17,7 +17,7 @@ from daemonjob.controller.runtime.informers import RUNNING_INDEX, Informers
 from daemonjob.controller.runtime.keptplans import KeptPlans
 from daemonjob.controller.runtime.specs import SpecCache
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.contract import format_time, owner_id
+from daemonjob.domain.jobs.owners import owner_id
 from daemonjob.domain.results.unreadable import (
     ResultsUnread,
     with_recorded_condition,
@@ -25,6 +25,7 @@ from daemonjob.domain.results.unreadable import (
     with_unread_conditions,
 )
 from daemonjob.domain.rollout.plan import JobView
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.machinery.cache.frozen import thaw
 from daemonjob.machinery.process.clock import Clock
 from daemonjob.machinery.queue.workqueue import DelayingQueue

@@ -18,9 +18,9 @@ import structlog
 
 from daemonjob import defaults
 from daemonjob.controller.runtime.fence import Fence, always, as_fence
-from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME
 from daemonjob.domain.results.noderesult import pod_of_job, result_of
 from daemonjob.domain.results.reports import PLURAL
+from daemonjob.domain.shared.apinames import API_VERSION, LABEL_NAME
 from daemonjob.machinery.client.kube import Kube, path_for
 
 __all__ = ["ResultStore", "KubeResultStore", "POD_JOB_LABEL", "PATCH_JSON", "ReportsServed", "read_results"]

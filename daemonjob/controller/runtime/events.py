@@ -17,8 +17,9 @@ import structlog
 from cachetools import TTLCache
 
 from daemonjob.controller.runtime.fence import Fence, NotLeader, always, as_fence
-from daemonjob.domain.jobs.contract import API_VERSION, KIND, format_time
+from daemonjob.domain.shared.apinames import API_VERSION, KIND
 from daemonjob.domain.shared.messages import event_message
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 from daemonjob.machinery.process.clock import Clock, RealClock
 

@@ -16,19 +16,10 @@ from typing import Any
 from daemonjob.controller.runtime.jobdecode import decode_job_event
 from daemonjob.controller.runtime.transforms import job_transform, node_transform
 from daemonjob.controller.runtime.turnseal import TurnSeal
-from daemonjob.domain.jobs.contract import (
-    ACTIVE,
-    API_VERSION,
-    LABEL_NAME,
-    PLURAL,
-    TERMINATING,
-    controller_ref,
-    job_finish_time,
-    job_node,
-    job_owner_id,
-    job_state,
-)
-from daemonjob.domain.nodework.noderecord import outcomes_of, record_of
+from daemonjob.domain.jobs.contract import ACTIVE, TERMINATING, job_finish_time, job_node, job_state
+from daemonjob.domain.jobs.owners import controller_ref, job_owner_id
+from daemonjob.domain.shared.apinames import API_VERSION, LABEL_NAME, PLURAL
+from daemonjob.domain.shared.noderecord import outcomes_of, record_of
 from daemonjob.machinery.cache.informer import Informer, InformerHooks, SharedInformer
 from daemonjob.machinery.cache.store import IndexFunc, Tagged
 from daemonjob.machinery.client.kube import Kube

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from daemonjob.controller.runtime.events import EventRecorder
 from daemonjob.controller.runtime.fence import Fence, NotLeader, always, as_fence
-from daemonjob.domain.jobs.contract import API_VERSION, PLURAL
+from daemonjob.domain.shared.apinames import API_VERSION, PLURAL
 from daemonjob.machinery.client.kube import PATCH_MERGE, PATCH_STRATEGIC, Kube, path_for
 
 __all__ = ["JobControl", "KubeJobControl", "NotLeader", "always"]

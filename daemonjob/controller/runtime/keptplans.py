@@ -20,10 +20,11 @@ from typing import Any
 
 from daemonjob import defaults
 from daemonjob.controller.runtime.informers import NODE_INDEX, OWNER_INDEX
-from daemonjob.domain.jobs.contract import daemonjob_ref, job_node, owner_id
-from daemonjob.domain.rollout.actions import Turn
+from daemonjob.domain.jobs.contract import job_node
+from daemonjob.domain.jobs.owners import daemonjob_ref, owner_id
 from daemonjob.domain.rollout.keptplan import KeptPlan, node_views
 from daemonjob.domain.rollout.plan import JobView, job_view
+from daemonjob.domain.rollout.turns import Turn
 from daemonjob.domain.shared.memo import Memo
 from daemonjob.machinery.cache.informer import SharedInformer
 

@@ -24,7 +24,7 @@ from cachetools import TTLCache
 
 from daemonjob import defaults
 from daemonjob.controller.runtime.informers import UID_INDEX
-from daemonjob.domain.jobs.contract import daemonjob_ref
+from daemonjob.domain.jobs.owners import daemonjob_ref
 from daemonjob.machinery.cache.informer import SharedInformer
 
 __all__ = ["ForeignJobs"]

@@ -16,17 +16,18 @@ from typing import Any
 
 from daemonjob import defaults
 from daemonjob.controller.runtime.turnseal import TurnSeal
-from daemonjob.domain.jobs.contract import (
+from daemonjob.domain.jobs.jobview import JOB_VIEW_KEY
+from daemonjob.domain.shared.apinames import (
+    ANNOTATION_BOOT_ID,
     ANNOTATION_NODE,
+    ANNOTATION_NODE_CHECK,
     LABEL_ATTEMPT,
     LABEL_NAME,
     LABEL_REVISION,
     LABEL_RUN,
     LABEL_TEMPLATE_HASH,
 )
-from daemonjob.domain.jobs.jobview import JOB_VIEW_KEY
-from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE, DRAIN_OUTCOME_PREFIX
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE, DRAIN_OUTCOME_PREFIX
 from daemonjob.machinery.cache.frozen import freeze
 from daemonjob.machinery.cache.record import FrozenRecord
 

@@ -38,8 +38,8 @@ from typing import Any
 
 import structlog
 
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, daemonjob_ref
-from daemonjob.domain.nodework.nodecheck import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
+from daemonjob.domain.jobs.owners import daemonjob_ref
+from daemonjob.domain.shared.apinames import ANNOTATION_BOOT_ID, ANNOTATION_NODE, ANNOTATION_NODE_CHECK
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for
 
 __all__ = [

@@ -30,8 +30,8 @@ from daemonjob.controller.runtime.keptplans import KeptPlans
 from daemonjob.controller.runtime.ownership import ForeignJobs
 from daemonjob.controller.runtime.specs import SpecCache
 from daemonjob.domain.jobs.attempts import STATUS_FIELD as ATTEMPTS_FIELD
-from daemonjob.domain.jobs.contract import daemonjob_ref, owner_uid
-from daemonjob.domain.nodework.noderecord import record_of
+from daemonjob.domain.jobs.owners import daemonjob_ref, owner_uid
+from daemonjob.domain.shared.noderecord import record_of
 from daemonjob.domain.spec.eligibility import Eligibility
 from daemonjob.machinery.cache.informer import Handlers, Tombstone, deleted_object
 from daemonjob.machinery.cache.memo import MEMO_CAPACITY, ObjectMemo

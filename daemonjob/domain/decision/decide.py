@@ -33,26 +33,25 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from daemonjob.domain.gates.canary import ANNOTATION_PROMOTE, canary_state
 from daemonjob.domain.gates.health import GATE_HEALTH, MarkJob, with_boot_ids
 from daemonjob.domain.gates.maintenance import GATE_MAINTENANCE, drain_timeout_events, with_node_work
-from daemonjob.domain.gates.step import Gating, gate_problems, run_gates
+from daemonjob.domain.gates.step import gate_problems, run_gates
 from daemonjob.domain.jobs.attempts import STATUS_FIELD as ATTEMPTS_FIELD
 from daemonjob.domain.jobs.attempts import assign as assign_attempts
-from daemonjob.domain.nodework.maintenance import NodeWork, drain_timeouts, with_drain_timeouts
-from daemonjob.domain.rollout.actions import CreateJob, DeleteJob, Origin, choose_actions
-from daemonjob.domain.rollout.conditions import (
-    FAILED_NODE_NAMES_MAX,
-    FailureBudget,
-    evaluate,
-    failure_budget,
-    stall_for,
-)
+from daemonjob.domain.jobs.changes import CreateJob, DeleteJob
+from daemonjob.domain.nodework.draintimeouts import drain_timeouts
+from daemonjob.domain.nodework.maintenance import NodeWork
+from daemonjob.domain.rollout.actions import Origin, choose_actions
+from daemonjob.domain.rollout.canarystate import ANNOTATION_PROMOTE, canary_state
+from daemonjob.domain.rollout.conditions import FAILED_NODE_NAMES_MAX, evaluate, noted
+from daemonjob.domain.rollout.drained import with_drain_timeouts
+from daemonjob.domain.rollout.gating import Gating
 from daemonjob.domain.rollout.inputs import ApiTroubles, DecisionInput
 from daemonjob.domain.rollout.plan import JobView, PlanContext
 from daemonjob.domain.rollout.reading import Reading
 from daemonjob.domain.rollout.retries import STATUS_FIELD as RETRYING_FIELD
-from daemonjob.domain.rollout.retries import next_retry, noted, retrying_status
+from daemonjob.domain.rollout.retries import next_retry, retrying_status
+from daemonjob.domain.rollout.stalls import FailureBudget, failure_budget, stall_for
 from daemonjob.domain.rollout.starts import StartCheck, due_start_checks
 from daemonjob.domain.rollout.status import (
     NODE_COUNT_FIELDS,

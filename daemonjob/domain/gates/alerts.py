@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from daemonjob.domain.gates.hold import Gate, GateContext, Hold
+from daemonjob.domain.gates.hold import Gate, GateContext
+from daemonjob.domain.rollout.gating import Hold
 from daemonjob.domain.rollout.inputs import FiringAlerts
 from daemonjob.domain.spec.validate import AlertMatcher
 

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from daemonjob.domain.gates.hold import Gate, GateContext, Hold
+from daemonjob.domain.gates.hold import Gate, GateContext
 from daemonjob.domain.nodework.disruption import Disruption, is_protected
-from daemonjob.domain.rollout.actions import Turns
+from daemonjob.domain.rollout.gating import Hold
+from daemonjob.domain.rollout.turns import Turns
 
 __all__ = ["GATE", "GATE_DISRUPTION", "CLUSTER_DISRUPTION_BUDGET", "protected_message"]
 

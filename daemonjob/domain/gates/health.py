@@ -21,28 +21,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from daemonjob.domain.gates.hold import Gate, GateContext, Hold, duration_text
-from daemonjob.domain.jobs.contract import format_time
-from daemonjob.domain.nodework.nodecheck import (
-    FAILED_CHECK,
-    JOB_FAILED,
-    PASSED,
-    Awaiting,
-    DaemonSetPod,
-    Verdict,
-    boot_id,
-    node_ready,
-    ready_since,
-    unhealthy_taints,
-)
-from daemonjob.domain.rollout.actions import CreateJob
+from daemonjob.domain.gates.hold import Gate, GateContext, duration_text
+from daemonjob.domain.jobs.changes import CreateJob
+from daemonjob.domain.jobs.turnverdict import FAILED_CHECK, JOB_FAILED, PASSED, Awaiting, Verdict
+from daemonjob.domain.nodework.nodecheck import DaemonSetPod, boot_id, node_ready, ready_since, unhealthy_taints
+from daemonjob.domain.rollout.gating import Hold
+from daemonjob.domain.rollout.reading import Reading
 from daemonjob.domain.shared.events import WARNING, EventSpec
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.domain.spec.nodecheckspec import NodeChecks
-
-if TYPE_CHECKING:
-    from daemonjob.domain.rollout.reading import Reading
 
 __all__ = [
     "GATE",

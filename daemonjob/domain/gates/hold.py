@@ -1,4 +1,5 @@
-"""The one answer every rollout gate gives (`Hold`) and what it is asked with (`GateContext`).
+"""What a rollout gate is asked with (`GateContext`) and how the gate step runs it (`Gate`); the
+one answer every gate gives, `Hold`, is rollout/gating.py's.
 
 A gate holds back only new node Jobs (and the delete of a running older Job that would make
 way for one); a running Job is never stopped by a gate. Each gate is a pure function of the
@@ -9,19 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
 
-from daemonjob.domain.rollout.actions import Actions, Turns
+from daemonjob.domain.rollout.condition import Stall
+from daemonjob.domain.rollout.gating import Hold
+from daemonjob.domain.rollout.inputs import DecisionInput
+from daemonjob.domain.rollout.reading import Reading
+from daemonjob.domain.rollout.turns import Turns
+from daemonjob.domain.spec.validate import Problem
 
-if TYPE_CHECKING:
-    from daemonjob.domain.nodework.maintenance import NodeWork
-    from daemonjob.domain.rollout.conditions import Stall
-    from daemonjob.domain.rollout.inputs import DecisionInput
-    from daemonjob.domain.rollout.reading import Reading
-    from daemonjob.domain.spec.validate import Problem
-
-__all__ = ["GateContext", "Hold", "Gate", "duration_text"]
+__all__ = ["GateContext", "Gate", "duration_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,43 +30,6 @@ class GateContext:
     stall: Stall | None
     turns: Turns
     slots: int | None  # maxParallel as a number of nodes (None: no limit)
-
-
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """One gate's answer. What it holds back: every new node (`blocks`), all but `limit` turns,
-    some nodes (`turns`, the turns it lets through; None: all of them), `slots` maxParallel
-    slots; until when (`wake`: when to look again, None: nothing to wait for by the clock);
-    what Reconciling says while it is the gate in force (`reason`, `message`; none: never
-    named); `work`: the Node writes it asks for (node maintenance); `marks`, `reads`: the
-    health check's Job writes and pod reads."""
-
-    gate: str = ""
-    blocks: bool = False
-    limit: int | None = None
-    turns: Turns | None = None
-    slots: int = 0
-    reason: str = ""
-    message: str = ""
-    wake: datetime | None = None
-    work: NodeWork | None = None
-    marks: tuple[Any, ...] = ()  # verdicts to write on Jobs (the health check's MarkJob)
-    reads: tuple[str, ...] = ()  # nodes whose pods the act layer reads for the next decision
-
-    def in_force(self, actions: Actions, held: int, slots: int | None) -> bool:
-        """Whether this hold is what keeps turns waiting in `actions`. `held`: the slots held
-        by running nodes and by every gate; `slots`: maxParallel."""
-        if not self.reason:
-            return False
-        if self.turns is not None:
-            return True  # nodes it took out of the turns wait for it, whatever the slots say
-        if not actions.waiting_turns:
-            return False
-        if self.blocks:
-            return True
-        if self.limit is not None and actions.limited:
-            return True
-        return bool(self.slots) and slots is not None and held - self.slots < slots and not actions.free_slots
 
 
 def _no_problems(inp: DecisionInput) -> list[Problem]:

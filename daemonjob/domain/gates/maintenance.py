@@ -5,19 +5,20 @@ in Reconciling (the status's nodeMaintenance says what each node waits for)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from daemonjob.domain.gates.hold import Gate, GateContext, Hold
+from daemonjob.domain.gates.hold import Gate, GateContext
+from daemonjob.domain.jobs.changes import CreateJob
 from daemonjob.domain.nodework.allowance import maintenance_refusal
-from daemonjob.domain.nodework.maintenance import NodeWork, Situation, cordons_for, has_finalizer, node_work
-from daemonjob.domain.rollout.actions import Actions, CreateJob
+from daemonjob.domain.nodework.maintenance import NodeWork, cordons_for, has_finalizer
+from daemonjob.domain.nodework.releasing import Situation, node_work
+from daemonjob.domain.rollout.gating import Hold
 from daemonjob.domain.rollout.inputs import DecisionInput
+from daemonjob.domain.rollout.reading import Reading
+from daemonjob.domain.rollout.turns import Actions
 from daemonjob.domain.shared.events import WARNING, EventSpec
 from daemonjob.domain.spec.revision import job_name
 from daemonjob.domain.spec.validate import Problem
-
-if TYPE_CHECKING:
-    from daemonjob.domain.rollout.reading import Reading
 
 __all__ = ["GATE", "GATE_MAINTENANCE", "EVENT_DRAIN_TIMED_OUT", "with_node_work", "drain_timeout_events"]
 
@@ -71,9 +72,13 @@ def hold(at: GateContext) -> Hold:
         awaiting,
         states,
     )
-    work = node_work(situation, inp.maintenance, reading.drain_timeouts, at.turns)
+    work = node_work(situation, inp.maintenance, reading.drain_timeouts)
     work.add_finalizer = situation.spec is not None and not has_finalizer(inp.dj)
-    return Hold(GATE_MAINTENANCE, turns=work.turns, slots=work.held, work=work)
+    turns = at.turns
+    if inp.maintenance.records:  # a node carrying a record takes no new turn until its release is seen
+        turns = replace(turns, starting=[t for t in turns.starting if t.node not in inp.maintenance.records])
+    # the slots `held` counts are added by the gate step
+    return Hold(GATE_MAINTENANCE, turns=turns, slots=work.held, work=work)
 
 
 def with_node_work(reading: Reading, work: NodeWork, actions: Actions) -> Actions:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from daemonjob.domain.gates.hold import Gate, GateContext, Hold
+from daemonjob.domain.gates.hold import Gate, GateContext
 from daemonjob.domain.order.rules import (
     DEPENDENCY_CYCLE,
     DEPENDENCY_NOT_FOUND,
@@ -17,8 +17,9 @@ from daemonjob.domain.order.rules import (
     WAITING_FOR_EXCLUSION_GROUP,
     OrderInput,
 )
-from daemonjob.domain.rollout.actions import Turn, Turns
+from daemonjob.domain.rollout.gating import Hold
 from daemonjob.domain.rollout.inputs import DecisionInput
+from daemonjob.domain.rollout.turns import Turn, Turns
 from daemonjob.domain.spec.validate import Problem
 
 __all__ = ["GATE", "OrderHold", "order_hold", "order_problems"]

@@ -10,9 +10,10 @@ import bisect
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from daemonjob.domain.gates.hold import Gate, GateContext, Hold, duration_text
-from daemonjob.domain.jobs.contract import format_time
+from daemonjob.domain.gates.hold import Gate, GateContext, duration_text
+from daemonjob.domain.rollout.gating import Hold
 from daemonjob.domain.rollout.plan import Plan
+from daemonjob.domain.shared.timestamps import format_time
 
 __all__ = ["GATE", "GATE_PAUSE", "PAUSING_BETWEEN_NODES", "PauseHold", "pause_hold"]
 

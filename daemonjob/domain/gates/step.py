@@ -12,20 +12,19 @@ through the gates in the same order, each taking out the nodes it holds.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
 from daemonjob.domain.gates import alerts, canary, disruption, health, maintenance, order, pause, window
-from daemonjob.domain.gates.hold import Gate, GateContext, Hold
-from daemonjob.domain.rollout.actions import Actions, Turns
+from daemonjob.domain.gates.hold import Gate, GateContext
+from daemonjob.domain.rollout.condition import Stall
+from daemonjob.domain.rollout.gating import Gating
+from daemonjob.domain.rollout.inputs import DecisionInput
+from daemonjob.domain.rollout.reading import Reading
+from daemonjob.domain.rollout.turns import Turns
 from daemonjob.domain.spec.validate import Problem, scaled
 
-if TYPE_CHECKING:
-    from daemonjob.domain.rollout.conditions import Stall
-    from daemonjob.domain.rollout.inputs import DecisionInput
-    from daemonjob.domain.rollout.reading import Reading
-
-__all__ = ["PRECEDENCE", "GATES", "Gating", "run_gates", "gate_problems", "gate_in_force", "slots_of"]
+__all__ = ["PRECEDENCE", "GATES", "run_gates", "gate_problems", "gate_in_force", "slots_of"]
 
 # Every gate, first the one named before the others. A new gate: its module, and its entry here.
 PRECEDENCE: tuple[Gate, ...] = (
@@ -42,37 +41,6 @@ PRECEDENCE: tuple[Gate, ...] = (
 # Gate names (the status and metrics name the gate in force)
 GATES: tuple[str, ...] = tuple(dict.fromkeys(name for gate in PRECEDENCE for name in gate.names))
 _GATE_OF_REASON: dict[str, str] = {reason: name for gate in PRECEDENCE for reason, name in gate.reasons.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class Gating:
-    """Every gate's hold, in precedence order, and what they leave to choose from: `turns` (the
-    slots the gates hold added), `slots` (maxParallel). `stopped`: suspend, the failure budget, no
-    run yet, an unrecorded revision or a blocking stall: nothing starts; `probing`: the API server
-    rejects creates, so one create probes and nothing is torn down."""
-
-    holds: tuple[Hold, ...]
-    turns: Turns
-    slots: int | None
-    stopped: bool = False
-    probing: bool = False
-
-    @property
-    def blocked(self) -> bool:
-        """Nothing starts and nothing running is torn down."""
-        return self.stopped or any(h.blocks for h in self.holds)
-
-    @property
-    def limit(self) -> int | None:
-        """At most this many turns are taken (None: the slots alone say)."""
-        return min((h.limit for h in self.holds if h.limit is not None), default=None)
-
-    def in_force(self, actions: Actions) -> Hold | None:
-        """The gate that holds waiting turns back in `actions`, the first by precedence."""
-        return next((h for h in self.holds if h.in_force(actions, self.turns.held, self.slots)), None)
-
-    def hold(self, gate: str) -> Hold | None:
-        return next((h for h in self.holds if h.gate == gate), None)
 
 
 def slots_of(reading: Reading) -> int | None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from daemonjob.domain.gates.hold import Gate, GateContext, Hold, duration_text
-from daemonjob.domain.jobs.contract import format_time
+from daemonjob.domain.gates.hold import Gate, GateContext, duration_text
+from daemonjob.domain.rollout.gating import Hold
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.domain.spec.validate import Window
 
 __all__ = ["GATE", "GATE_WINDOW", "WAITING_FOR_WINDOW", "WindowState", "window_state"]

@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from daemonjob.domain.jobs.changes import CreateJob
 from daemonjob.domain.jobs.jobview import JobView
-from daemonjob.domain.rollout.actions import CreateJob
 from daemonjob.domain.spec.revision import job_name
 
 __all__ = ["STATUS_FIELD", "DeletedJobs", "Assigned", "rollout_of", "recorded_attempts", "next_attempt", "assign"]

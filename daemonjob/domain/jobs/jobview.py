@@ -21,16 +21,11 @@ from daemonjob.domain.jobs.contract import (
     job_suspended,
     job_template_hash,
     job_ttl,
-    parse_time,
 )
-from daemonjob.domain.nodework.nodecheck import (
-    ANNOTATION_BOOT_ID,
-    ANNOTATION_NODE_CHECK,
-    Awaiting,
-    Verdict,
-    turn_state,
-)
+from daemonjob.domain.jobs.turnverdict import Awaiting, Verdict, turn_state
+from daemonjob.domain.shared.apinames import ANNOTATION_BOOT_ID, ANNOTATION_NODE_CHECK
 from daemonjob.domain.shared.memo import Memo, no_memo
+from daemonjob.domain.shared.timestamps import parse_time
 
 __all__ = ["JOB_VIEW_KEY", "OLDEST", "PLAIN", "JobView", "Rare", "checked_state", "job_view", "node_inputs"]
 
@@ -188,7 +183,7 @@ class JobView:
 
     @property
     def turn(self) -> str:
-        """The state of the node's turn this Job stands for (nodecheck.turn_state): what retries,
+        """The state of the node's turn this Job stands for (turnverdict.turn_state): what retries,
         the failure budget, the failed nodes and the results count, not the Job's own state."""
         rare = self.rare
         if rare.verdict is None and rare.boot_id is None:

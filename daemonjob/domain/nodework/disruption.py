@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemonjob.domain.spec.eligibility import NOT_READY_TAINT_KEYS
-from daemonjob.domain.spec.selectors import LabelMatcher, compile_label_selector, parse_selector_text
+from daemonjob.domain.spec.selectors import LabelMatcher, compile_label_selector
+from daemonjob.domain.spec.selectortext import parse_selector_text
 from daemonjob.domain.spec.validate import scaled
 
 __all__ = ["Disruption", "Admission", "admit", "out_of_service", "is_protected", "protected_matcher", "disruption_of"]

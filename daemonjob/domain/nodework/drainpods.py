@@ -13,9 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from daemonjob.domain.jobs.contract import LABEL_NAME
+from daemonjob.domain.shared.apinames import LABEL_NAME
+from daemonjob.domain.spec.labelrules import InvalidSelector
 from daemonjob.domain.spec.maintenancespec import DrainOptions
-from daemonjob.domain.spec.selectors import InvalidSelector, LabelMatcher, compile_label_selector
+from daemonjob.domain.spec.selectors import LabelMatcher, compile_label_selector
 
 __all__ = ["MIRROR_ANNOTATION", "PodVerdicts", "pods_to_evict", "Budget", "budgets_of", "refusing_budgets"]
 

@@ -1,3 +1,4 @@
-"""Order across the DaemonJobs of a namespace: spec.exclusionGroup and spec.after, and one
-DaemonJob's `OrderInput` composed from what the others show. May import `spec` and below.
+"""Order across the DaemonJobs of a namespace: spec.exclusionGroup and spec.after, their
+reasons and the `OrderInput` the order gate reads (composed in gates/orderview.py, which reads
+the others' gate in force). May import `spec` and below.
 """

@@ -19,14 +19,13 @@ from typing import Any
 
 from daemonjob.domain.decision.decide import Decision, decide
 from daemonjob.domain.gates.alerts import GATE_ALERTS
-from daemonjob.domain.gates.canary import canary_nodes
 from daemonjob.domain.gates.maintenance import GATE_MAINTENANCE
 from daemonjob.domain.gates.window import GATE_WINDOW, WindowState, window_state
-from daemonjob.domain.jobs.contract import ACTIVE, FAILED, SUCCEEDED, format_time
+from daemonjob.domain.jobs.contract import ACTIVE, FAILED, SUCCEEDED
+from daemonjob.domain.jobs.standins import standins
 from daemonjob.domain.nodework.disruption import Disruption
 from daemonjob.domain.nodework.drainpods import budgets_of, pods_to_evict, refusing_budgets
 from daemonjob.domain.nodework.maintenance import MaintenanceInput
-from daemonjob.domain.nodework.noderecord import outcomes_of, record_of
 from daemonjob.domain.order.rules import OrderInput
 from daemonjob.domain.preview.report import (
     DONE,
@@ -47,11 +46,13 @@ from daemonjob.domain.preview.report import (
     Preview,
     WindowLine,
 )
-from daemonjob.domain.results.recorded import standins
-from daemonjob.domain.rollout.actions import Turns
+from daemonjob.domain.rollout.canarystate import canary_nodes
 from daemonjob.domain.rollout.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.rollout.keptplan import KeptPlan
 from daemonjob.domain.rollout.plan import OLD_REVISION, OLD_RUN
+from daemonjob.domain.rollout.turns import Turns
+from daemonjob.domain.shared.noderecord import outcomes_of, record_of
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.domain.spec.eligibility import POD_SPEC_PATH, Ineligible
 from daemonjob.domain.spec.validate import Validation, validate
 

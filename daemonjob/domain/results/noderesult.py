@@ -25,7 +25,7 @@ from daemonjob.domain.jobs.contract import (
     job_state,
     job_template_hash,
 )
-from daemonjob.domain.nodework.nodecheck import FAILED_CHECK, JOB_FAILED, turn_of
+from daemonjob.domain.jobs.turnverdict import FAILED_CHECK, JOB_FAILED, turn_of
 
 __all__ = [
     "NO_FIELD",

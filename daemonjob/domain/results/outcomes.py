@@ -139,10 +139,3 @@ def summary(outcomes: Outcomes, revision: str, run: str | None, limit: int = def
     else:
         out["summary"] = f"{len(groups)} outcomes; odd ones: {_odd_ones(groups)}"
     return out
-
-
-def read_group_by(spec: Mapping[str, Any]) -> str | None:
-    """spec.results.groupBy: a `.field` path (the schema checks it); anything else groups by the message."""
-    results = spec.get("results")
-    value = results.get("groupBy") if isinstance(results, Mapping) else None
-    return value if isinstance(value, str) and value.startswith(".") and len(value) > 1 else None

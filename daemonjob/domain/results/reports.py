@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 
 from daemonjob import defaults
-from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME, LABEL_REVISION, LABEL_RUN, owner_reference
+from daemonjob.domain.jobs.owners import owner_reference
+from daemonjob.domain.shared.apinames import API_VERSION, LABEL_NAME, LABEL_REVISION, LABEL_RUN
 
 __all__ = [
     "KIND",

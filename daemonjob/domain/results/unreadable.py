@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from daemonjob.domain.rollout.conditions import RECONCILING, STALLED, Condition, render, turned_true
+from daemonjob.domain.rollout.condition import RECONCILING, STALLED, Condition, render, turned_true
 from daemonjob.domain.shared.events import WARNING, EventSpec
 
 __all__ = [

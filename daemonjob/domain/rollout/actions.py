@@ -14,101 +14,19 @@ node's turn), and every other turn takes a free slot, in node-name order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from daemonjob.domain.jobs.contract import build_job
-from daemonjob.domain.spec.nodeparams import Env
+from daemonjob.domain.jobs.changes import CreateJob
+from daemonjob.domain.rollout.gating import Gating
+from daemonjob.domain.rollout.turns import Actions, Turn
 from daemonjob.domain.spec.revision import Revision, job_name
 
-if TYPE_CHECKING:
-    from daemonjob.domain.gates.step import Gating
-
-__all__ = ["CreateJob", "DeleteJob", "Turn", "Turns", "Actions", "Origin", "choose_actions"]
+__all__ = ["Origin", "choose_actions"]
 
 # While the API server keeps rejecting creates, try one node per reconcile, not all.
 STALLED_CREATE_PROBES = 1
-
-
-@dataclass(frozen=True, slots=True)
-class CreateJob:
-    """A Job to create; its body is built when read, so thousands of creates hold no bodies."""
-
-    node: str
-    name: str
-    revision: str
-    dj: Mapping[str, Any] = field(repr=False, compare=False)
-    run: str | None = None
-    template_hash: str | None = None
-    tolerate_cordon: bool = False  # the node is cordoned for this Job (spec.nodeMaintenance)
-    template: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)  # spec.jobTemplate as read
-    attempt: int = 0  # above 0: the node's Job re-created after a delete (attempts.py)
-    follows: int | None = None  # the attempt of the node's Job the controller saw go, if it did
-    node_env: Env = ()  # the node's values of spec.nodeParameters, read when the create was decided
-    boot_id: str | None = None  # a checked turn (nodecheck.py): its node's boot ID now, recorded on the Job
-    reboot: bool = False  # the Job reboots its node: built to run once (nodecheck.with_reboot_fields)
-
-    @property
-    def body(self) -> dict[str, Any]:
-        """A fresh Job body on each read (the caller may change it)."""
-        return build_job(
-            self.dj,
-            self.node,
-            self.revision,
-            self.run,
-            self.template_hash,
-            self.tolerate_cordon,
-            self.template,
-            attempt=self.attempt,
-            node_env=self.node_env,
-            boot_id=self.boot_id,
-            reboot=self.reboot,
-            name=self.name,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteJob:
-    """`uid` lets the act layer delete with a UID precondition (never a newer namesake)."""
-
-    name: str
-    node: str | None
-    reason: str
-    uid: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """An eligible node that needs the current revision (and run): a create, or first `replace`
-    (deletes of its running Job of an older revision, or of another run under Replace)."""
-
-    node: str
-    replace: tuple[DeleteJob, ...] = ()
-
-
-@dataclass(slots=True)
-class Actions:
-    creates: list[CreateJob] = field(default_factory=list)
-    deletes: list[DeleteJob] = field(default_factory=list)
-    free_slots: int | None = None  # None: no maxParallel
-    waiting_turns: int = 0  # nodes whose turn did not come in this decision
-    limited: bool = False  # Gating.limit kept turns back that the slots would have let through
-
-
-@dataclass(frozen=True, slots=True)
-class Turns:
-    """What actions are chosen from (`Plan.turns`): the turns in the order nodes take them
-    (`replacing` first delete a node's running older Job, `starting` create), the deletes
-    that are always safe (NodeGone, History), running older Jobs on nodes that already have
-    their current Job (`extra_old`), and the slots already held."""
-
-    replacing: Sequence[Turn]
-    starting: Sequence[Turn]
-    always: Sequence[DeleteJob]
-    extra_old: Sequence[DeleteJob]
-    held: int
-    refused: Mapping[str, str] | None = None  # nodes the API server refused that still need their Job
 
 
 @dataclass(frozen=True, slots=True)

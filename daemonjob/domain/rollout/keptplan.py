@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from daemonjob.domain.jobs.contract import ACTIVE
-from daemonjob.domain.results.recorded import with_recorded
+from daemonjob.domain.jobs.standins import with_recorded
 from daemonjob.domain.rollout.plan import JobView, NodePlan, Plan, PlanContext, node_inputs, plan_node
 from daemonjob.domain.shared.memo import Memo, no_memo
 
@@ -59,7 +59,7 @@ class KeptPlan:
         recorded: Mapping[str, JobView] | None = None,
     ) -> KeptPlan:
         """Everything at once, from the caches' content; `recorded`: each node's newest
-        recorded success, with spec.results.deleteSucceededJobs (recorded.py)."""
+        recorded success, with spec.results.deleteSucceededJobs (jobs/standins.py)."""
         state = cls()
         for name, (node, views) in node_inputs(jobs, nodes, memo).items():
             state.set_node(name, node, node_views(node, views, recorded.get(name) if recorded else None))

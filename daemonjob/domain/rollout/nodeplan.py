@@ -13,12 +13,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from daemonjob.domain.jobs.changes import DeleteJob
 from daemonjob.domain.jobs.contract import ACTIVE, FAILED, SUCCEEDED, TERMINATING
 from daemonjob.domain.jobs.jobview import JobView, checked_state
-from daemonjob.domain.nodework.nodecheck import Awaiting
-from daemonjob.domain.rollout.actions import DeleteJob, Turn
+from daemonjob.domain.jobs.turnverdict import Awaiting
 from daemonjob.domain.rollout.retries import Retrying, retry_of
 from daemonjob.domain.rollout.starts import Unstarted, watched
+from daemonjob.domain.rollout.turns import Turn
 from daemonjob.domain.shared.memo import Memo, no_memo
 from daemonjob.domain.spec.eligibility import Eligibility
 from daemonjob.domain.spec.retryspec import Retry

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from daemonjob.domain.jobs.changes import DeleteJob
 from daemonjob.domain.jobs.contract import ACTIVE, FAILED, SUCCEEDED
 from daemonjob.domain.jobs.jobview import JobView, job_view, node_inputs
-from daemonjob.domain.nodework.nodecheck import Awaiting
-from daemonjob.domain.rollout.actions import DeleteJob, Turn, Turns
+from daemonjob.domain.jobs.turnverdict import Awaiting
 from daemonjob.domain.rollout.nodeplan import (
     HISTORY,
     NODE_GONE,
@@ -36,6 +36,7 @@ from daemonjob.domain.rollout.nodeplan import (
 )
 from daemonjob.domain.rollout.retries import Retrying
 from daemonjob.domain.rollout.starts import Unstarted
+from daemonjob.domain.rollout.turns import Turn, Turns
 from daemonjob.domain.shared.memo import Memo, no_memo
 from daemonjob.domain.shared.sortedparts import sorted_apply
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from daemonjob.domain.gates.canary import CanaryState
-from daemonjob.domain.nodework.maintenance import DrainTimeouts
-from daemonjob.domain.rollout.conditions import FailureBudget
+from daemonjob.domain.nodework.draintimeouts import DrainTimeouts
+from daemonjob.domain.rollout.canarystate import CanaryState
 from daemonjob.domain.rollout.inputs import DecisionInput
 from daemonjob.domain.rollout.plan import Plan
+from daemonjob.domain.rollout.stalls import FailureBudget
 from daemonjob.domain.schedule.runs import ScheduleStep
 from daemonjob.domain.spec.revision import Revision
 from daemonjob.domain.spec.validate import Validation

@@ -16,19 +16,15 @@ name and label (attempts.py), never the failed Job's name.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
-from daemonjob.domain.jobs.contract import FAILED, format_time
+from daemonjob.domain.jobs.contract import FAILED
 from daemonjob.domain.jobs.jobview import JobView
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.domain.spec.retryspec import Retry, backoff_delay
 
-if TYPE_CHECKING:
-    from daemonjob.domain.rollout.conditions import Conditions
-    from daemonjob.domain.rollout.plan import Plan
-
-__all__ = ["noted", "next_retry", "Retrying", "retry_of", "retrying_status", "STATUS_FIELD", "RETRY_BACKOFF"]
+__all__ = ["next_retry", "Retrying", "retry_of", "retrying_status", "STATUS_FIELD", "RETRY_BACKOFF"]
 
 STATUS_FIELD = "retryingNodes"
 RETRY_BACKOFF = "RetryBackoff"  # Reconciling's reason while only retries wait for their backoff
@@ -82,28 +78,3 @@ def retrying_status(retrying: Sequence[Retrying], limit: int, cap: int) -> list[
 def next_retry(retrying: Sequence[Retrying], now: datetime) -> datetime | None:
     """When the soonest retry still backing off at `now` becomes due (the pass to wake then)."""
     return min((r.at for r in retrying if r.at > now), default=None)
-
-
-def noted(conditions: Conditions, plan: Plan, now: datetime, creating: bool, cap: int) -> Conditions:
-    """Reconciling names what holds nodes that the rollout's other reasons do not: node Jobs
-    suspended by someone else (JobSuspendedExternally), else retries waiting for their backoff
-    while nothing else moves (RetryBackoff)."""
-    from daemonjob.domain.rollout.conditions import Condition
-    from daemonjob.domain.rollout.starts import SUSPENDED_EXTERNALLY, suspended_message
-
-    current = conditions.reconciling
-    if not current.status:
-        return conditions
-    if plan.suspended:
-        message = f"{current.message}; {suspended_message(plan.suspended, cap)}"
-        return replace(conditions, reconciling=Condition(True, SUSPENDED_EXTERNALLY, message))
-    waiting = [r for r in plan.retrying if r.at > now]
-    if waiting and not creating and plan.active == 0 and current.reason == "RollingOut":
-        soonest = min(waiting)
-        shown = ", ".join(
-            f"{r.node} (failed {r.failures}x, next at {format_time(r.at)})"
-            for r in sorted(waiting, key=lambda r: r.node)[:cap]
-        )
-        message = f"{current.message}; waiting to retry failed nodes: {shown}; next retry at {format_time(soonest.at)}"
-        return replace(conditions, reconciling=Condition(True, RETRY_BACKOFF, message))
-    return conditions

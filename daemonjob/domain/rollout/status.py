@@ -5,19 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from daemonjob.domain.jobs.contract import format_time, parse_time
-from daemonjob.domain.rollout.conditions import (
-    COMPLETE,
-    FAILED_CONDITION,
-    FAILED_NODE_NAMES_MAX,
-    STALLED,
-    Conditions,
-    render,
-    turned_true,
-)
+from daemonjob.domain.rollout.condition import COMPLETE, FAILED_CONDITION, STALLED, Conditions, render, turned_true
+from daemonjob.domain.rollout.conditions import FAILED_NODE_NAMES_MAX
 from daemonjob.domain.rollout.inputs import Recorded
 from daemonjob.domain.rollout.reading import Reading
 from daemonjob.domain.shared.events import NORMAL, WARNING, EventSpec
+from daemonjob.domain.shared.timestamps import format_time, parse_time
 
 __all__ = ["NODE_COUNT_FIELDS", "RUN_SUCCEEDED", "RUN_FAILED", "status_of", "events_of", "run_finished"]
 

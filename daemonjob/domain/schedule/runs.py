@@ -15,62 +15,30 @@ consumed (it never starts late), and a schedule edit takes effect from its next 
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any
 
-from daemonjob.domain.jobs.contract import LABEL_RUN, format_time, job_run, parse_time
-from daemonjob.domain.schedule.cron import (
-    DEFAULT_TIME_ZONE,
-    MISSED_COUNT_LIMIT,
-    DueTick,
-    InvalidSchedule,
-    Schedule,
-    aware,
-    due_tick,
-    parse_schedule,
-    quoted,
-    time_zone_of,
-)
+from daemonjob.domain.schedule.cron import InvalidSchedule, Schedule, aware, due_tick, quoted
+from daemonjob.domain.schedule.runids import tick_run_id, trigger_run_id
+from daemonjob.domain.schedule.runsettings import FORBID, REPLACE, Runs
 from daemonjob.domain.shared.events import NORMAL, WARNING, EventSpec
+from daemonjob.domain.shared.timestamps import format_time, parse_time
 
 __all__ = [
     "ANNOTATION_RUN_NOW",
-    "LABEL_RUN",
-    "FORBID",
-    "REPLACE",
-    "CONCURRENCY_POLICIES",
-    "DEFAULT_TIME_ZONE",
-    "MISSED_COUNT_LIMIT",
     "SKIP_FORBID",
     "SKIP_DEADLINE",
     "SKIP_MISSED",
     "SKIP_SUSPENDED",
-    "InvalidSchedule",
-    "Schedule",
-    "parse_schedule",
-    "DueTick",
-    "due_tick",
-    "tick_run_id",
-    "trigger_run_id",
-    "job_run",
     "RunStart",
     "SkippedTicks",
     "ScheduleStep",
     "schedule_step",
-    "Runs",
-    "read_runs",
 ]
 
 ANNOTATION_RUN_NOW = "daemonjob.io/run-now"
-
-FORBID = "Forbid"
-REPLACE = "Replace"
-CONCURRENCY_POLICIES = (FORBID, REPLACE)
-DEFAULT_CONCURRENCY_POLICY = FORBID
 
 # Why a tick did not start a run (the reason of its Event, a metric label).
 SKIP_FORBID = "ConcurrencyForbid"
@@ -78,37 +46,8 @@ SKIP_DEADLINE = "MissedDeadline"
 SKIP_MISSED = "Missed"
 SKIP_SUSPENDED = "Suspended"
 
-INVALID_SCHEDULE_SPEC = "InvalidSpec"
-
 EVENT_RUN_STARTED = "RunStarted"
 EVENT_RUN_NOW_WAITING = "RunNowWaiting"
-
-_RUN_ID_FORMAT = "%Y%m%dt%H%M%Sz"
-_TRIGGER_TEXT = re.compile(r"[^a-z0-9]+")
-_TRIGGER_PREFIX_MAX = 40
-_HASH_LENGTH = 10
-_T = TypeVar("_T")
-
-
-# ---------------------------------------------------------------- run identity
-
-
-def tick_run_id(tick: datetime) -> str:
-    """`20261123t030000z`: the tick in UTC, a label value that sorts by time."""
-    return aware(tick).astimezone(timezone.utc).strftime(_RUN_ID_FORMAT)
-
-
-def trigger_run_id(previous_run: str | None, trigger: str) -> str:
-    """`now-<readable trigger>-<hash>`: deterministic, so a restart mid-start finds the same run.
-
-    The hash covers the previous run too, so reusing an old trigger value later is a new run.
-    """
-    readable = _TRIGGER_TEXT.sub("-", trigger.lower()).strip("-")[:_TRIGGER_PREFIX_MAX].strip("-")
-    digest = hashlib.sha256(f"{previous_run or ''}\x00{trigger}".encode()).hexdigest()[:_HASH_LENGTH]
-    return f"now-{readable}-{digest}" if readable else f"now-{digest}"
-
-
-# ---------------------------------------------------------------- the step
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,93 +121,6 @@ FORGOTTEN_WITH_THE_SCHEDULE = (
     "lastSkippedTime",
     "lastSkipReason",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Runs:
-    """spec.schedule, spec.timeZone, spec.concurrencyPolicy and spec.startingDeadlineSeconds, read
-    once (`read_runs`): `problem` is the first thing wrong with them, as the schedule step stops at it."""
-
-    expression: Any = None  # spec.schedule as written (None: no schedule)
-    time_zone: Any = None  # spec.timeZone as written
-    schedule: Schedule | None = None  # the two parsed, None when unset or invalid
-    policy: str = DEFAULT_CONCURRENCY_POLICY
-    deadline: int | None = None  # startingDeadlineSeconds
-    problem: InvalidSchedule | None = None
-    suspended: bool = False  # spec.suspend is true: a tick is consumed, no run starts
-
-    @property
-    def scheduled(self) -> bool:
-        return self.expression is not None
-
-    @property
-    def replaces(self) -> bool:
-        """Replace: an active Job of another run than status.currentRun is deleted (its node then
-        starts the current run). Forbid: no new run starts while one is active, so none exists
-        unless the policy changed mid-run; such a Job is left to finish and its node waits."""
-        return self.policy == REPLACE
-
-
-def _deadline(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if value is None:
-        return None
-    raise InvalidSchedule(
-        INVALID_SCHEDULE_SPEC,
-        f"spec.startingDeadlineSeconds: Invalid value: {quoted(value)}: must be an integer >= 0",
-    )
-
-
-def _policy(value: Any) -> str:
-    if value is None:
-        return DEFAULT_CONCURRENCY_POLICY
-    if value in CONCURRENCY_POLICIES:
-        return str(value)
-    supported = ", ".join(quoted(p) for p in CONCURRENCY_POLICIES)
-    raise InvalidSchedule(
-        INVALID_SCHEDULE_SPEC,
-        f"spec.concurrencyPolicy: Unsupported value: {quoted(value)}: supported values: {supported}",
-    )
-
-
-def _checked(check: Callable[[], _T], problems: list[InvalidSchedule]) -> _T | None:
-    try:
-        return check()
-    except InvalidSchedule as e:
-        problems.append(e)
-        return None
-
-
-def read_runs(
-    expression: Any, time_zone: Any, policy: Any, deadline: Any, suspend: Any
-) -> tuple[Runs, list[InvalidSchedule]]:
-    """The schedule fields' values (as written) read, and every problem of them at once."""
-    problems: list[InvalidSchedule] = []
-    read_policy = _checked(lambda: _policy(policy), problems)
-    read_deadline = _checked(lambda: _deadline(deadline), problems)
-    ahead = list(problems)
-    _checked(lambda: time_zone_of(time_zone), problems)
-    if expression is not None:
-        _checked(lambda: parse_schedule(expression), problems)
-    # The step stops at the first problem: the policy, the deadline, then the schedule in its
-    # zone (the zone's problem first), or the zone alone without a schedule.
-    timed = problems[len(ahead) :]
-    schedule = None
-    if expression is not None:
-        timed = []
-        schedule = _checked(lambda: parse_schedule(expression, time_zone), timed)
-    first = [*ahead, *timed]
-    runs = Runs(
-        expression,
-        time_zone,
-        schedule,
-        read_policy or DEFAULT_CONCURRENCY_POLICY,
-        read_deadline,
-        first[0] if first else None,
-        suspend is True,
-    )
-    return runs, problems
 
 
 def observed_schedule(schedule: Schedule) -> str:

@@ -18,18 +18,17 @@ from typing import Any
 
 import orjson
 
-from daemonjob.domain.jobs.contract import REQUIRED_AFFINITY
-from daemonjob.domain.nodework.noderecord import record_of
 from daemonjob.domain.shared.memo import Memo, no_memo
+from daemonjob.domain.shared.noderecord import record_of
+from daemonjob.domain.spec.labelrules import InvalidSelector, validate_label_key
 from daemonjob.domain.spec.maintenancespec import wants_maintenance
 from daemonjob.domain.spec.selectors import (
-    InvalidSelector,
+    REQUIRED_AFFINITY,
     LabelMatcher,
     NodeMatcher,
     compile_label_map,
     compile_label_selector,
     compile_node_selector,
-    validate_label_key,
 )
 
 _RULES = "eligibility"  # tags the memo key of eligibility answers on cached nodes

@@ -13,10 +13,11 @@ from datetime import timedelta
 from typing import Any
 
 from daemonjob import defaults
+from daemonjob.domain.spec.labelrules import InvalidSelector
 from daemonjob.domain.spec.problems import INVALID_SELECTOR, INVALID_SPEC, Problem, is_int
 from daemonjob.domain.spec.problems import show as _show
 from daemonjob.domain.spec.rolloutspec import read_duration
-from daemonjob.domain.spec.selectors import InvalidSelector, LabelMatcher, compile_label_selector
+from daemonjob.domain.spec.selectors import LabelMatcher, compile_label_selector
 
 __all__ = [
     "DrainOptions",

@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from daemonjob.domain.spec.labelrules import InvalidSelector, validate_label_key
 from daemonjob.domain.spec.problems import INVALID_SPEC, Problem, show
-from daemonjob.domain.spec.selectors import InvalidSelector, validate_label_key
 
 __all__ = [
     "ENV_NODE_NAME",

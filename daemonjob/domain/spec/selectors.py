@@ -13,16 +13,21 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+from daemonjob.domain.spec.labelrules import (
+    InvalidSelector,
+    invalid_value,
+    unsupported_value,
+    validate_label_key,
+    validate_label_value,
+)
+
 __all__ = [
-    "InvalidSelector",
     "LabelMatcher",
     "NodeMatcher",
     "compile_label_selector",
     "compile_label_map",
     "compile_node_selector",
-    "validate_label_key",
-    "validate_label_value",
-    "parse_selector_text",
+    "REQUIRED_AFFINITY",
 ]
 
 LabelMatcher = Callable[[Mapping[str, str]], bool]
@@ -33,86 +38,17 @@ LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 NODE_FIELD_OPERATORS = ("In", "NotIn")
 NODE_FIELD_KEYS = ("metadata.name",)
-
-LABEL_NAME_MAX = 63
-LABEL_PREFIX_MAX = 253
-_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# The node affinity a Job's pod must match (the pod template's, then the one pinning it to its node)
+REQUIRED_AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
 _INT_RE = re.compile(r"^[+-]?[0-9]+$")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-_NAME_HINT = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-    "with an alphanumeric character (e.g. 'MyName', or 'my.name', or '123-abc')"
-)
-
-
-class InvalidSelector(ValueError):
-    """A selector the API server would reject; `message` is meant for users."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-def _quote(value: Any) -> str:
-    return f'"{value}"' if isinstance(value, str) else repr(value)
-
-
-def _invalid(path: str, value: Any, detail: str) -> InvalidSelector:
-    return InvalidSelector(f"{path}: Invalid value: {_quote(value)}: {detail}")
-
-
-def _unsupported(path: str, value: Any, supported: tuple[str, ...]) -> InvalidSelector:
-    allowed = ", ".join(f'"{s}"' for s in supported)
-    return InvalidSelector(f"{path}: Unsupported value: {_quote(value)}: supported values: {allowed}")
-
-
-def validate_label_key(key: Any, path: str) -> str:
-    """Check a qualified label name (`[prefix/]name`) as the API server does."""
-    if not isinstance(key, str):
-        raise _invalid(path, key, "must be a string")
-    prefix, sep, name = key.rpartition("/")
-    if sep:
-        if not prefix:
-            raise _invalid(path, key, "prefix part must be non-empty")
-        if len(prefix) > LABEL_PREFIX_MAX:
-            raise _invalid(path, key, f"prefix part must be no more than {LABEL_PREFIX_MAX} characters")
-        if not _DNS1123_SUBDOMAIN_RE.match(prefix):
-            raise _invalid(
-                path,
-                key,
-                "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
-                "alphanumeric characters, '-' or '.', and must start and end with an "
-                "alphanumeric character (e.g. 'example.com')",
-            )
-    if not name:
-        raise _invalid(path, key, "name part must be non-empty")
-    if len(name) > LABEL_NAME_MAX:
-        raise _invalid(path, key, f"name part must be no more than {LABEL_NAME_MAX} characters")
-    if not _NAME_RE.match(name):
-        raise _invalid(path, key, f"name part {_NAME_HINT}")
-    return key
-
-
-def validate_label_value(value: Any, path: str) -> str:
-    """Check a label value: empty, or at most 63 name characters."""
-    if not isinstance(value, str):
-        raise _invalid(path, value, "must be a string")
-    if value == "":
-        return value
-    if len(value) > LABEL_NAME_MAX:
-        raise _invalid(path, value, f"must be no more than {LABEL_NAME_MAX} characters")
-    if not _NAME_RE.match(value):
-        raise _invalid(path, value, f"a valid label {_NAME_HINT}")
-    return value
 
 
 def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
     if obj is None:
         return {}
     if not isinstance(obj, Mapping):
-        raise _invalid(path, type(obj).__name__, "must be an object")
+        raise invalid_value(path, type(obj).__name__, "must be an object")
     return obj
 
 
@@ -120,7 +56,7 @@ def _list(obj: Any, path: str) -> list[Any]:
     if obj is None:
         return []
     if not isinstance(obj, list):
-        raise _invalid(path, type(obj).__name__, "must be a list")
+        raise invalid_value(path, type(obj).__name__, "must be a list")
     return obj
 
 
@@ -128,7 +64,7 @@ def _string_values(values: Any, path: str) -> list[str]:
     values = _list(values, path)
     for i, v in enumerate(values):
         if not isinstance(v, str):
-            raise _invalid(f"{path}[{i}]", v, "must be a string")
+            raise invalid_value(f"{path}[{i}]", v, "must be a string")
     return values
 
 
@@ -147,7 +83,7 @@ def _expression(expr: Any, path: str, operators: tuple[str, ...]) -> tuple[str, 
     key = validate_label_key(expr.get("key"), f"{path}.key")
     op = expr.get("operator")
     if op not in operators:
-        raise _unsupported(f"{path}.operator", op, operators)
+        raise unsupported_value(f"{path}.operator", op, operators)
     values = _string_values(expr.get("values"), f"{path}.values")
     _check_value_count(op, values, f"{path}.values")
     return key, op, values
@@ -241,7 +177,7 @@ def _compile_node_expressions(exprs: Any, path: str) -> list[LabelMatcher]:
         epath = f"{path}[{i}]"
         key, op, values = _expression(expr, epath, NODE_SELECTOR_OPERATORS)
         if op in ("Gt", "Lt") and _parse_int64(values[0]) is None:
-            raise _invalid(f"{epath}.values[0]", values[0], "must be an integer")
+            raise invalid_value(f"{epath}.values[0]", values[0], "must be an integer")
         tests.append(_requirement(key, op, values))
     return tests
 
@@ -253,10 +189,10 @@ def _compile_node_fields(fields: Any, path: str) -> list[Callable[[str], bool]]:
         expr = _mapping(expr, epath)
         key = expr.get("key")
         if key not in NODE_FIELD_KEYS:
-            raise _unsupported(f"{epath}.key", key, NODE_FIELD_KEYS)
+            raise unsupported_value(f"{epath}.key", key, NODE_FIELD_KEYS)
         op = expr.get("operator")
         if op not in NODE_FIELD_OPERATORS:
-            raise _unsupported(f"{epath}.operator", op, NODE_FIELD_OPERATORS)
+            raise unsupported_value(f"{epath}.operator", op, NODE_FIELD_OPERATORS)
         values = _string_values(expr.get("values"), f"{epath}.values")
         if len(values) != 1:
             raise InvalidSelector(
@@ -303,55 +239,3 @@ def compile_node_selector(selector: Any, path: str = "nodeSelector") -> NodeMatc
         )
 
     return match
-
-
-_SET_OP = re.compile(r"^(?P<key>[^\s!=]+)\s+(?P<op>in|notin)\s*\((?P<values>[^)]*)\)$")
-
-
-def _split_terms(text: str) -> list[str]:
-    """Split at commas outside parentheses."""
-    terms, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            terms.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        terms.append(cur.strip())
-    return terms
-
-
-def parse_selector_text(text: str) -> dict[str, Any]:
-    """A selector as kubectl's `-l` writes it (`a=b,c!=d,e in (x,y),f,!g`) as a
-    metav1.LabelSelector; `compile_label_selector` validates its keys and values."""
-    match_labels: dict[str, str] = {}
-    exprs: list[dict[str, Any]] = []
-    for term in _split_terms(text):
-        if not term:
-            raise InvalidSelector(f"invalid selector {text!r}: empty requirement")
-        if m := _SET_OP.match(term):
-            values = [v.strip() for v in m["values"].split(",") if v.strip()]
-            exprs.append({"key": m["key"], "operator": "In" if m["op"] == "in" else "NotIn", "values": values})
-        elif "!=" in term:
-            key, value = (s.strip() for s in term.split("!=", 1))
-            exprs.append({"key": key, "operator": "NotIn", "values": [value]})
-        elif "=" in term:
-            key, value = (s.strip() for s in term.replace("==", "=").split("=", 1))
-            match_labels[key] = value
-        elif term.startswith("!"):
-            exprs.append({"key": term[1:].strip(), "operator": "DoesNotExist"})
-        elif re.fullmatch(r"[^\s(),]+", term):
-            exprs.append({"key": term, "operator": "Exists"})
-        else:
-            raise InvalidSelector(f"invalid selector {text!r}: cannot parse {term!r}")
-    selector: dict[str, Any] = {}
-    if match_labels:
-        selector["matchLabels"] = match_labels
-    if exprs:
-        selector["matchExpressions"] = exprs
-    return selector

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from daemonjob import defaults
-from daemonjob.domain.schedule.runs import Runs
+from daemonjob.domain.schedule.runsettings import Runs
 from daemonjob.domain.spec.eligibility import Eligibility
 from daemonjob.domain.spec.maintenancespec import Maintenance
 from daemonjob.domain.spec.nodecheckspec import NodeChecks

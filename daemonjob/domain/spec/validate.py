@@ -23,10 +23,10 @@ from typing import Any
 import orjson
 
 from daemonjob import defaults
-from daemonjob.domain.jobs.contract import LABEL_NAME
-from daemonjob.domain.results.recorded import read_results
-from daemonjob.domain.schedule.runs import read_runs
+from daemonjob.domain.schedule.runsettings import read_runs
+from daemonjob.domain.shared.apinames import LABEL_NAME
 from daemonjob.domain.spec.eligibility import POD_SPEC_PATH, Eligibility, InvalidSpec, compile_eligibility
+from daemonjob.domain.spec.labelrules import InvalidSelector, validate_label_value
 from daemonjob.domain.spec.maintenancespec import Maintenance, validate_maintenance, wants_maintenance
 from daemonjob.domain.spec.nodecheckspec import read_node_checks
 from daemonjob.domain.spec.nodeparams import read_node_parameters
@@ -43,6 +43,7 @@ from daemonjob.domain.spec.problems import (
     too_many,
 )
 from daemonjob.domain.spec.problems import show as _show
+from daemonjob.domain.spec.resultsspec import read_results
 from daemonjob.domain.spec.retryspec import check_managed_by, read_retry, read_start_timeout
 from daemonjob.domain.spec.rolloutspec import (
     PERCENT_RE,
@@ -52,7 +53,6 @@ from daemonjob.domain.spec.rolloutspec import (
     parse_duration,
     read_rollout,
 )
-from daemonjob.domain.spec.selectors import InvalidSelector, validate_label_value
 from daemonjob.domain.spec.spec import RERUN_NEVER, RERUN_ON_TEMPLATE_CHANGE, RERUN_POLICIES, DaemonJobSpec, Settings
 
 __all__ = [

@@ -19,7 +19,7 @@ from typing import Any
 import urllib3
 from kubernetes import config as k8s_config
 
-from daemonjob.domain.jobs.contract import API_VERSION, LABEL_NAME, PLURAL
+from daemonjob.domain.shared.apinames import API_VERSION, LABEL_NAME, PLURAL
 from daemonjob.kubectl.cluster import connection
 from daemonjob.machinery.client.kube import ApiError, ConfigError, Kube, path_for
 

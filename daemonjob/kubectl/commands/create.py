@@ -12,8 +12,9 @@ import argparse
 import re
 from typing import Any
 
-from daemonjob.domain.jobs.contract import API_VERSION, KIND
-from daemonjob.domain.spec.selectors import InvalidSelector, parse_selector_text
+from daemonjob.domain.shared.apinames import API_VERSION, KIND
+from daemonjob.domain.spec.labelrules import InvalidSelector
+from daemonjob.domain.spec.selectortext import parse_selector_text
 from daemonjob.domain.spec.validate import problems_of
 from daemonjob.domain.spec.warnings import no_effect
 from daemonjob.kubectl.cluster import client

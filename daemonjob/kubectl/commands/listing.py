@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.jobs.contract import API_VERSION, parse_time
+from daemonjob.domain.shared.apinames import API_VERSION
+from daemonjob.domain.shared.timestamps import parse_time
 from daemonjob.domain.spec.validate import read_spec
 from daemonjob.kubectl.cluster import client
 from daemonjob.kubectl.commands.wait import progress_of

@@ -26,28 +26,24 @@ import yaml
 from daemonjob.admission import review
 from daemonjob.controller.passes.alertpoller import AlertPoller
 from daemonjob.domain.decision.decide import decide
+from daemonjob.domain.gates.orderview import done_view, order_input
 from daemonjob.domain.jobs.contract import (
     ACTIVE,
-    API_VERSION,
-    GROUP,
-    KIND,
-    LABEL_NAME,
-    PLURAL,
     SUCCEEDED,
     TERMINATING,
-    controller_ref,
     job_finish_time,
     job_node,
     job_revision,
     job_run,
     job_state,
 )
+from daemonjob.domain.jobs.owners import controller_ref
 from daemonjob.domain.nodework.allowance import NODE_MAINTENANCE_NOT_ALLOWED
 from daemonjob.domain.nodework.disruption import disruption_of
-from daemonjob.domain.order.view import done_view, order_input
 from daemonjob.domain.preview.preview import Preview, PreviewInput, preview, with_applied
 from daemonjob.domain.rollout.inputs import DecisionInput, FiringAlerts
 from daemonjob.domain.rollout.keptplan import KeptPlan
+from daemonjob.domain.shared.apinames import API_VERSION, GROUP, KIND, LABEL_NAME, PLURAL
 from daemonjob.domain.spec.spec import DaemonJobSpec
 from daemonjob.domain.spec.validate import read_spec
 from daemonjob.domain.spec.warnings import no_effect

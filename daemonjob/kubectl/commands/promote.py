@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from daemonjob.domain.gates import ANNOTATION_PROMOTE
-from daemonjob.domain.jobs.contract import API_VERSION
+from daemonjob.domain.rollout.canarystate import ANNOTATION_PROMOTE
+from daemonjob.domain.shared.apinames import API_VERSION
 from daemonjob.kubectl.cluster import client
 from daemonjob.kubectl.cluster.client import PluginError
 from daemonjob.machinery.client.kube import path_for

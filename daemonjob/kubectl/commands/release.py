@@ -16,9 +16,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from daemonjob.domain.jobs.contract import API_VERSION
-from daemonjob.domain.nodework.noderecord import NodeRecord, record_of
 from daemonjob.domain.nodework.releases import ANNOTATION_RELEASE, release_requests, release_text
+from daemonjob.domain.shared.apinames import API_VERSION
+from daemonjob.domain.shared.noderecord import NodeRecord, record_of
 from daemonjob.kubectl.cluster import client
 from daemonjob.kubectl.cluster.client import PluginError
 from daemonjob.machinery.client.conflicts import retry_on_conflict

@@ -15,7 +15,9 @@ import argparse
 import sys
 from datetime import datetime, timezone
 
-from daemonjob.domain.jobs.contract import API_VERSION, FAILED, SUCCEEDED, format_time
+from daemonjob.domain.jobs.contract import FAILED, SUCCEEDED
+from daemonjob.domain.shared.apinames import API_VERSION
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.kubectl.cluster import client
 from daemonjob.kubectl.commands.status import load_view
 from daemonjob.kubectl.formats.output import is_terminal

@@ -16,10 +16,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from daemonjob import defaults
-from daemonjob.domain.jobs.contract import API_VERSION, FAILED, LABEL_NAME, parse_time
+from daemonjob.domain.jobs.contract import FAILED
 from daemonjob.domain.results.noderesult import rollout_key
 from daemonjob.domain.results.outcomes import Group, Outcomes
 from daemonjob.domain.results.reports import LABEL_ROLLOUT, PLURAL
+from daemonjob.domain.shared.apinames import API_VERSION, LABEL_NAME
+from daemonjob.domain.shared.timestamps import parse_time
 from daemonjob.kubectl.cluster import client
 from daemonjob.kubectl.formats import output
 from daemonjob.kubectl.formats.timefmt import between

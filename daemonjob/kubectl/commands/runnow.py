@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.jobs.contract import API_VERSION
 from daemonjob.domain.schedule.runs import ANNOTATION_RUN_NOW
+from daemonjob.domain.shared.apinames import API_VERSION
 from daemonjob.domain.spec.validate import read_spec
 from daemonjob.kubectl.cluster import client
 from daemonjob.kubectl.cluster.client import PluginError

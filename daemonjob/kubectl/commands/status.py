@@ -11,7 +11,8 @@ from typing import Any
 
 from daemonjob import defaults
 from daemonjob.domain.gates import gate_in_force
-from daemonjob.domain.jobs.contract import FAILED, SUCCEEDED, parse_time
+from daemonjob.domain.jobs.contract import FAILED, SUCCEEDED
+from daemonjob.domain.shared.timestamps import parse_time
 from daemonjob.domain.spec.validate import read_spec
 from daemonjob.kubectl.cluster import client
 from daemonjob.kubectl.commands import results

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from daemonjob.domain.jobs.contract import API_VERSION
+from daemonjob.domain.shared.apinames import API_VERSION
 from daemonjob.domain.spec.validate import read_spec
 from daemonjob.kubectl.cluster import client
 from daemonjob.kubectl.cluster.client import PluginError

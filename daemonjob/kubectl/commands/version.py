@@ -20,7 +20,7 @@ from typing import Any
 import urllib3
 
 from daemonjob import __version__
-from daemonjob.domain.jobs.contract import GROUP, PLURAL
+from daemonjob.domain.shared.apinames import GROUP, PLURAL
 from daemonjob.kubectl.cluster import client
 from daemonjob.kubectl.formats import output
 from daemonjob.machinery.client.kube import ApiError, Kube, path_for

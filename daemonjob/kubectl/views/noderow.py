@@ -12,19 +12,18 @@ from typing import Any
 
 from daemonjob.domain.jobs.contract import (
     ACTIVE,
-    ANNOTATION_START_FAILURE,
     FAILED,
     SUCCEEDED,
     TERMINATING,
-    format_time,
     job_attempt,
     job_created,
     job_finish_time,
     job_revision,
     job_state,
-    parse_time,
 )
-from daemonjob.domain.nodework.nodecheck import turn_shown
+from daemonjob.domain.jobs.turnverdict import turn_shown
+from daemonjob.domain.shared.apinames import ANNOTATION_START_FAILURE
+from daemonjob.domain.shared.timestamps import format_time, parse_time
 
 __all__ = ["PENDING", "INELIGIBLE", "STATES", "NodeRow", "job_row", "pods_by_job", "retrying_row"]
 

@@ -12,17 +12,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.jobs.contract import (
-    ACTIVE,
-    FAILED,
-    LABEL_REVISION,
-    LABEL_RUN,
-    TERMINATING,
-    job_attempt,
-    job_created,
-    job_node,
-)
-from daemonjob.domain.nodework.noderecord import outcomes_of, record_of
+from daemonjob.domain.jobs.contract import ACTIVE, FAILED, TERMINATING, job_attempt, job_created, job_node
+from daemonjob.domain.shared.apinames import LABEL_REVISION, LABEL_RUN
+from daemonjob.domain.shared.noderecord import outcomes_of, record_of
 from daemonjob.domain.spec.eligibility import (
     NOT_READY,
     NOT_SELECTED,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from daemonjob.controller.wiring.controller import Controller
-from daemonjob.domain.jobs.contract import format_time
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.machinery.cache.frozen import thaw
 from daemonjob.machinery.process.clock import FakeClock
 from daemonjob.testing.doubles.builders import node

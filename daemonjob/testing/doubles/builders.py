@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemonjob.domain.jobs.contract import API_VERSION, KIND, build_job
+from daemonjob.domain.jobs.jobbody import build_job
+from daemonjob.domain.shared.apinames import API_VERSION, KIND
 from daemonjob.domain.spec.revision import template_revision
 from daemonjob.domain.spec.validate import read_spec
 

@@ -10,15 +10,15 @@ from datetime import datetime
 from typing import Any
 
 from daemonjob.domain.decision.decide import Decision, decide
-from daemonjob.domain.jobs.contract import format_time
+from daemonjob.domain.jobs.standins import standin_of
 from daemonjob.domain.nodework.disruption import Disruption
 from daemonjob.domain.nodework.maintenance import MaintenanceInput
 from daemonjob.domain.nodework.nodecheck import HealthInput
 from daemonjob.domain.order.rules import OrderInput
-from daemonjob.domain.results.recorded import standin_of
 from daemonjob.domain.rollout.inputs import ApiTroubles, ConfigMapsRead, DecisionInput, FiringAlerts
 from daemonjob.domain.rollout.keptplan import KeptPlan
 from daemonjob.domain.shared.memo import Memo, no_memo
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.domain.spec.eligibility import Eligibility
 
 __all__ = ["Given", "decide_over", "apply"]

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from daemonjob.domain.nodework.noderecord import ANNOTATION_MAINTENANCE
+from daemonjob.domain.shared.noderecord import ANNOTATION_MAINTENANCE
 from daemonjob.machinery.client.kube import Kube, path_for
 from daemonjob.testing.follow import Follower
 

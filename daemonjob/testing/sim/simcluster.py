@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from daemonjob.controller.results.store import POD_JOB_LABEL
-from daemonjob.domain.jobs.contract import ANNOTATION_NODE, LABEL_NAME
 from daemonjob.domain.results.reports import PLURAL as REPORTS
+from daemonjob.domain.shared.apinames import ANNOTATION_NODE, LABEL_NAME
 from daemonjob.machinery.client.watchstream import Decode
 from daemonjob.testing.sim.memapi import Answer, MemStream, Request, Watches, status_error
 from daemonjob.testing.sim.simjobs import (

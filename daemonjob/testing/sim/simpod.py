@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from daemonjob.domain.jobs.contract import format_time
+from daemonjob.domain.shared.timestamps import format_time
 from daemonjob.machinery.client.kube import micro_time
 
 __all__ = [

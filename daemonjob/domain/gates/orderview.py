@@ -1,4 +1,5 @@
-"""One DaemonJob's `OrderInput` (order.py) composed from what the other DaemonJobs show.
+"""One DaemonJob's `OrderInput` (order/rules.py) composed from what the other DaemonJobs show,
+their gate in force among it: so it sits with the gates, above the order's rules.
 
 The rules of what the order reads (who is busy on a node, which older member goes first
 there, where a dependency counts as done, a cycle of spec.after) live here once; where the
