@@ -27,6 +27,7 @@ from daemonjob.controller.passes.observe import Observation
 from daemonjob.controller.passes.outcomes import Acted, CreateOutcome, DeleteOutcome
 from daemonjob.controller.passes.startchecks import StartChecks
 from daemonjob.controller.passes.troubles import Troubles
+from daemonjob.controller.runtime.backpressure import CreateBackPressure
 from daemonjob.controller.runtime.events import error_message, names_shown
 from daemonjob.controller.runtime.expectations import Expectations
 from daemonjob.controller.runtime.jobcontrol import JobControl, NotLeader
@@ -60,13 +61,15 @@ class Act:
         troubles: Troubles,
         claims: NodeClaims | None = None,
         starts: StartChecks | None = None,
+        backpressure: CreateBackPressure | None = None,
         parallel: int = defaults.CREATE_CONCURRENCY,
         pipeline: int = defaults.CREATE_PIPELINE,
         seal: Callable[[dict[str, Any]], dict[str, Any]] = lambda body: body,
     ) -> None:
         """`parallel`: the writer threads `run_all` maps over; a batch of more creates than
         that sends up to `pipeline` of them together on one connection. `seal`: a Job body as it is
-        sent, its checked turn's boot ID sealed (turnseal.py)."""
+        sent, its checked turn's boot ID sealed (turnseal.py). `backpressure`: how many creates
+        may go while the Job watch is behind this controller's writes; without it, all."""
         self.seal = seal
         self.control = control
         self.parallel, self.pipeline = max(1, parallel), max(1, pipeline)
@@ -78,6 +81,7 @@ class Act:
         self.troubles = troubles
         self.claims = claims  # an exclusion group's nodes taken by creates not in the cache yet
         self.starts = starts if starts is not None else StartChecks(control)  # spec.startTimeout
+        self.backpressure = backpressure
 
     def carry(self, observed: Observation, decision: Decision) -> Acted:
         """Carry out `decision`: what failed, and what to say."""
@@ -148,8 +152,13 @@ class Act:
 
     def _create(self, observed: Observation, decision: Decision, acted: Acted) -> list[Exception]:
         uid, generation = observed.uid, observed.generation
-        with self.history.creates_first() if decision.creates else nullcontext():
-            outcome = self.create_jobs(uid, observed.namespace, decision.creates)
+        creates = self._admitted(observed, decision.creates)
+        try:
+            with self.history.creates_first() if creates else nullcontext():
+                outcome = self.create_jobs(uid, observed.namespace, creates)
+        finally:
+            if self.backpressure is not None:
+                self.backpressure.sent(len(creates))
         if self.claims is not None:
             self.claims.settle(uid, decision.creates, outcome.created)
         revision = decision.status.get("currentRevision")
@@ -188,6 +197,20 @@ class Act:
                     uid, generation, JOB_REJECTED, f"the API server rejected the Job of node {failed_node}: {message}"
                 )
         return [outcome.error]
+
+    def _admitted(self, observed: Observation, creates: list[CreateJob]) -> list[CreateJob]:
+        """The creates that fit under the bound on creates the Job watch has not shown yet; the
+        rest wait for it to catch up (the DaemonJob is queued again then: backpressure.py)."""
+        if self.backpressure is None or not creates:
+            return creates
+        room = self.backpressure.admit(observed.key, len(creates))
+        if room < len(creates):
+            observed.log.info(
+                "creates held: the Job watch is behind this controller's creates",
+                held=len(creates) - room,
+                unseen_creates=self.expectations.unseen_creates(),
+            )
+        return creates[:room]
 
     def _clean_history(self, observed: Observation, decision: Decision, acted: Acted) -> None:
         """After the creates, at the cleaner's own pace: old runs never delay the next one."""
@@ -256,12 +279,13 @@ class Act:
             results: list[Exception | bool] = []
             for c, error in zip(group, errors, strict=True):
                 if error is None:
+                    self.expectations.create_answered(uid, c.name)
                     self.metrics.jobs_created.inc()
                     if c.attempt:
                         self.metrics.jobs_rerun.inc()
                     results.append(True)
                     continue
-                self.expectations.creation_observed(uid, c.name)
+                self.expectations.creation_cancelled(uid, c.name)
                 results.append(False if isinstance(error, ApiError) and error.already_exists else error)
             return results
 
