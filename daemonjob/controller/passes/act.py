@@ -153,12 +153,8 @@ class Act:
     def _create(self, observed: Observation, decision: Decision, acted: Acted) -> list[Exception]:
         uid, generation = observed.uid, observed.generation
         creates = self._admitted(observed, decision.creates)
-        try:
-            with self.history.creates_first() if creates else nullcontext():
-                outcome = self.create_jobs(uid, observed.namespace, creates)
-        finally:
-            if self.backpressure is not None:
-                self.backpressure.sent(len(creates))
+        with self.history.creates_first() if creates else nullcontext():
+            outcome = self.create_jobs(uid, observed.namespace, creates)
         if self.claims is not None:
             self.claims.settle(uid, decision.creates, outcome.created)
         revision = decision.status.get("currentRevision")
@@ -211,6 +207,10 @@ class Act:
                 unseen_creates=self.expectations.unseen_creates(),
             )
         return creates[:room]
+
+    def _admitted_sent(self, count: int) -> None:
+        if self.backpressure is not None and count:
+            self.backpressure.sent(count)
 
     def _clean_history(self, observed: Observation, decision: Decision, acted: Acted) -> None:
         """After the creates, at the cleaner's own pace: old runs never delay the next one."""
@@ -265,7 +265,8 @@ class Act:
 
     # -- creates -------------------------------------------------------------------------
     def create_jobs(self, uid: str, namespace: str, creates: Sequence[CreateJob]) -> CreateOutcome:
-        """Slow-start batches; stop at the first failure or as soon as writing is not allowed."""
+        """Slow-start batches; stop at the first failure or as soon as writing is not allowed.
+        `creates` were admitted by the back-pressure: each counts there until its expectation is raised."""
         outcome = CreateOutcome()
         remaining = list(creates)
         batch = defaults.SLOW_START_INITIAL_BATCH
@@ -289,22 +290,26 @@ class Act:
                 results.append(False if isinstance(error, ApiError) and error.already_exists else error)
             return results
 
-        while remaining and outcome.error is None:
-            chunk, remaining = remaining[:batch], remaining[batch:]
-            self.expectations.expect_creations(uid, [c.name for c in chunk])
-            # Together only when there are more creates than threads: a batch keeps its parallelism.
-            size = min(self.pipeline, -(-len(chunk) // self.parallel))
-            groups = [chunk[i : i + size] for i in range(0, len(chunk), size)]
-            for group, results in zip(groups, self._map(create, groups), strict=True):
-                for c, result in zip(group, results, strict=True):
-                    if result is True:
-                        outcome.created.append(c)
-                    elif result is False:
-                        outcome.existed.append(c)
-                    elif isinstance(result, Exception):
-                        outcome.failed.append((c, result))
-                        outcome.error = outcome.error or result
-            batch *= 2
+        try:
+            while remaining and outcome.error is None:
+                chunk, remaining = remaining[:batch], remaining[batch:]
+                self.expectations.expect_creations(uid, [c.name for c in chunk])
+                self._admitted_sent(len(chunk))  # counted as unseen now
+                # Together only when there are more creates than threads: a batch keeps its parallelism.
+                size = min(self.pipeline, -(-len(chunk) // self.parallel))
+                groups = [chunk[i : i + size] for i in range(0, len(chunk), size)]
+                for group, results in zip(groups, self._map(create, groups), strict=True):
+                    for c, result in zip(group, results, strict=True):
+                        if result is True:
+                            outcome.created.append(c)
+                        elif result is False:
+                            outcome.existed.append(c)
+                        elif isinstance(result, Exception):
+                            outcome.failed.append((c, result))
+                            outcome.error = outcome.error or result
+                batch *= 2
+        finally:
+            self._admitted_sent(len(remaining))  # never sent
         outcome.skipped = len(remaining)
         if isinstance(outcome.error, ApiError):
             self.metrics.job_create_errors.inc()
