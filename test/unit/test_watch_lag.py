@@ -122,7 +122,10 @@ def test_a_create_expires_once_the_watch_shows_one_sent_after_its_answer() -> No
     assert exp.pending("u") == (1, 0), "the watch has not passed it: behind, not lost"
     exp.create_answered("v", "after")
     exp.creation_observed("v", "after")
+    fell: list[int] = []
+    exp.on_seen = lambda: fell.append(exp.unseen_creates())
     assert exp.satisfied("u") and exp.unseen_creates() == 0, "shown a later create: its event was lost"
+    assert fell == [0], "its expiry makes room for creates held back"
 
 
 # -- back-pressure --------------------------------------------------------------------------------

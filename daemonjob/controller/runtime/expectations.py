@@ -125,7 +125,11 @@ class Expectations:
     def satisfied(self, key: str) -> bool:
         """True when nothing is pending for `key` (or what was pending has expired)."""
         with self._lock:
-            return self._live(key) is None
+            unseen = self._unseen
+            live = self._live(key)
+        if self._unseen < unseen:  # lost creates expired: room for creates held back
+            self.on_seen()
+        return live is None
 
     def pending(self, key: str) -> tuple[int, int]:
         with self._lock:
