@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from daemonjob import defaults
-from daemonjob.controller.runtime.backpressure import CreateBackPressure
+from daemonjob.controller.runtime.backpressure import HELD_MESSAGE, CreateBackPressure
 from daemonjob.controller.runtime.expectations import Expectations
 from daemonjob.machinery.cache.frozen import freeze
 from daemonjob.machinery.cache.informer import diff_relist
@@ -137,6 +137,8 @@ def test_back_pressure_holds_past_the_bound_and_releases_when_the_watch_catches_
     bed.ctl.reconcile(second)
     assert len(bed.created_names()) == 4, "4 creates the watch has not shown: the bound"
     assert gauge(bed, "daemonjob_creates_held") == 2 and gauge(bed, "daemonjob_job_creates_unseen") == 4
+    held = reconciling(bed.last_status())
+    assert held["status"] == "True" and held["message"].endswith(HELD_MESSAGE), "a held rollout says why"
     watch_shows(bed, 1)
     assert queued(bed) == [], "3 unseen: above where creates resume"
     watch_shows(bed, 1)

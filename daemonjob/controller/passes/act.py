@@ -153,6 +153,7 @@ class Act:
     def _create(self, observed: Observation, decision: Decision, acted: Acted) -> list[Exception]:
         uid, generation = observed.uid, observed.generation
         creates = self._admitted(observed, decision.creates)
+        acted.held = len(decision.creates) - len(creates)
         with self.history.creates_first() if creates else nullcontext():
             outcome = self.create_jobs(uid, observed.namespace, creates)
         if self.claims is not None:

@@ -6,20 +6,33 @@ writes. Past `defaults.MAX_UNSEEN_CREATES` a pass creates only what fits under t
 the DaemonJob is held; once the watch has shown enough of them (down to
 `defaults.UNSEEN_CREATES_RESUME`), every held DaemonJob is queued again at once, not at the
 next resync. A DaemonJob whose own creates went out is queued again by their events anyway.
-A held rollout says why: `daemonjob_creates_held` and `daemonjob_job_creates_unseen`, and a
-log line naming it.
+A held rollout says why: its Reconciling condition's message (`with_creates_held`),
+`daemonjob_creates_held` and `daemonjob_job_creates_unseen`, and a log line naming it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
 from daemonjob import defaults
 
-__all__ = ["CreateBackPressure"]
+__all__ = ["CreateBackPressure", "HELD_MESSAGE", "with_creates_held"]
+
+HELD_MESSAGE = "new node Jobs are held back until the Job watch shows this controller's earlier creates"
+
+
+def with_creates_held(status: Mapping[str, Any]) -> dict[str, Any]:
+    """`status` with a True Reconciling condition saying that creates are held (its reason kept)."""
+    conditions = []
+    for c in status.get("conditions") or ():
+        if c.get("type") == "Reconciling" and c.get("status") == "True" and HELD_MESSAGE not in c.get("message", ""):
+            c = {**c, "message": f"{c['message']}; {HELD_MESSAGE}" if c.get("message") else HELD_MESSAGE}
+        conditions.append(c)
+    return {**status, "conditions": conditions}
 
 
 class CreateBackPressure:
