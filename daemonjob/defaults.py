@@ -41,6 +41,16 @@ EXPECTATIONS_TTL = 300.0  # seconds, as the DaemonSet controller
 # every EXPECTATIONS_RECHECK seconds until the TTL.
 EXPECTATIONS_DEADLINE = 15.0
 EXPECTATIONS_RECHECK = 5.0
+# Creates the Job watch has not shown yet, over every DaemonJob, past which new creates are
+# held back until it has shown them down to UNSEEN_CREATES_RESUME (then the held DaemonJobs are
+# queued again). The DaemonSet controller caps one sync at burstReplicas (250) creates and waits
+# for the watch to show them before the next: writes never run far ahead of what the watch
+# shows. Here a DaemonJob waits for its own creates the same way, and this bound keeps many
+# DaemonJobs together from putting the watch minutes behind (650,000 unseen creates at
+# 65,000 nodes x 10 without it); a few seconds of events at the watch's pace, many slow-start
+# batches of any one DaemonJob.
+MAX_UNSEEN_CREATES = 5000
+UNSEEN_CREATES_RESUME = 2500
 # A node's Job seen deleted is remembered this long (seconds) for its next attempt's name; the
 # DaemonJob's status records that attempt in the next pass (daemonjob/domain/jobs/attempts.py).
 DELETED_JOBS_TTL = 3600.0

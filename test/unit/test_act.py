@@ -129,8 +129,15 @@ def test_expectations_expire_on_the_clock_when_an_event_is_lost(bed: ActBed) -> 
     bed.add_nodes(1)
     bed.add_dj(daemonjob())
     bed.ctl.reconcile(KEY)
+    bed.control._pending.clear()  # the watch never shows it
     bed.control.reset()
     assert bed.ctl.reconcile(KEY) is None
+    bed.clock.step(301)
+    assert bed.ctl.reconcile(KEY) is None, "the watch has shown nothing later: it is behind, nothing is lost"
+    bed.add_dj(daemonjob("later", uid="later-uid"))
+    bed.ctl.reconcile(f"{NS}/later")
+    bed.control.deliver()  # the watch shows a create sent after the first was answered
+    bed.control.reset()
     bed.clock.step(301)
     bed.ctl.reconcile(KEY)  # the lost event no longer wedges the DaemonJob
     assert bed.control.of("create")  # AlreadyExists then: it is ours, nothing else happens

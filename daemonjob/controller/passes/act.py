@@ -27,6 +27,7 @@ from daemonjob.controller.passes.observe import Observation
 from daemonjob.controller.passes.outcomes import Acted, CreateOutcome, DeleteOutcome
 from daemonjob.controller.passes.startchecks import StartChecks
 from daemonjob.controller.passes.troubles import Troubles
+from daemonjob.controller.runtime.backpressure import CreateBackPressure
 from daemonjob.controller.runtime.events import error_message, names_shown
 from daemonjob.controller.runtime.expectations import Expectations
 from daemonjob.controller.runtime.jobcontrol import JobControl, NotLeader
@@ -61,13 +62,15 @@ class Act:
         troubles: Troubles,
         claims: NodeClaims | None = None,
         starts: StartChecks | None = None,
+        backpressure: CreateBackPressure | None = None,
         parallel: int = defaults.CREATE_CONCURRENCY,
         pipeline: int = defaults.CREATE_PIPELINE,
         seal: Callable[[dict[str, Any]], dict[str, Any]] = lambda body: body,
     ) -> None:
         """`parallel`: the writer threads `run_all` maps over; a batch of more creates than
         that sends up to `pipeline` of them together on one connection. `seal`: a Job body as it is
-        sent, its checked turn's boot ID sealed (turnseal.py)."""
+        sent, its checked turn's boot ID sealed (turnseal.py). `backpressure`: how many creates
+        may go while the Job watch is behind this controller's writes; without it, all."""
         self.seal = seal
         self.control = control
         self.parallel, self.pipeline = max(1, parallel), max(1, pipeline)
@@ -79,6 +82,7 @@ class Act:
         self.troubles = troubles
         self.claims = claims  # an exclusion group's nodes taken by creates not in the cache yet
         self.starts = starts if starts is not None else StartChecks(control)  # spec.startTimeout
+        self.backpressure = backpressure
 
     def carry(self, observed: Observation, decision: Decision) -> Acted:
         """Carry out `decision`: what failed, and what to say."""
@@ -149,8 +153,10 @@ class Act:
 
     def _create(self, observed: Observation, decision: Decision, acted: Acted) -> list[Exception]:
         uid, generation = observed.uid, observed.generation
-        with self.history.creates_first() if decision.creates else nullcontext():
-            outcome = self.create_jobs(uid, observed.namespace, decision.creates)
+        creates = self._admitted(observed, decision.creates)
+        acted.held = len(decision.creates) - len(creates)
+        with self.history.creates_first() if creates else nullcontext():
+            outcome = self.create_jobs(uid, observed.namespace, creates)
         if self.claims is not None:
             self.claims.settle(uid, decision.creates, outcome.created)
         revision = decision.status.get("currentRevision")
@@ -189,6 +195,24 @@ class Act:
                     uid, generation, JOB_REJECTED, f"the API server rejected the Job of node {failed_node}: {message}"
                 )
         return [outcome.error]
+
+    def _admitted(self, observed: Observation, creates: list[CreateJob]) -> list[CreateJob]:
+        """The creates that fit under the bound on creates the Job watch has not shown yet; the
+        rest wait for it to catch up (the DaemonJob is queued again then: backpressure.py)."""
+        if self.backpressure is None or not creates:
+            return creates
+        room = self.backpressure.admit(observed.key, len(creates))
+        if room < len(creates):
+            observed.log.info(
+                "creates held: the Job watch is behind this controller's creates",
+                held=len(creates) - room,
+                unseen_creates=self.expectations.unseen_creates(),
+            )
+        return creates[:room]
+
+    def _admitted_sent(self, count: int) -> None:
+        if self.backpressure is not None and count:
+            self.backpressure.sent(count)
 
     def _clean_history(self, observed: Observation, decision: Decision, acted: Acted) -> None:
         """After the creates, at the cleaner's own pace: old runs never delay the next one."""
@@ -243,7 +267,8 @@ class Act:
 
     # -- creates -------------------------------------------------------------------------
     def create_jobs(self, uid: str, namespace: str, creates: Sequence[CreateJob]) -> CreateOutcome:
-        """Slow-start batches; stop at the first failure or as soon as writing is not allowed."""
+        """Slow-start batches; stop at the first failure or as soon as writing is not allowed.
+        `creates` were admitted by the back-pressure: each counts there until its expectation is raised."""
         outcome = CreateOutcome()
         remaining = list(creates)
         batch = defaults.SLOW_START_INITIAL_BATCH
@@ -257,31 +282,36 @@ class Act:
             results: list[Exception | bool] = []
             for c, error in zip(group, errors, strict=True):
                 if error is None:
+                    self.expectations.create_answered(uid, c.name)
                     self.metrics.jobs_created.inc()
                     if c.attempt:
                         self.metrics.jobs_rerun.inc()
                     results.append(True)
                     continue
-                self.expectations.creation_observed(uid, c.name)
+                self.expectations.creation_cancelled(uid, c.name)
                 results.append(False if isinstance(error, ApiError) and error.already_exists else error)
             return results
 
-        while remaining and outcome.error is None:
-            chunk, remaining = remaining[:batch], remaining[batch:]
-            self.expectations.expect_creations(uid, [c.name for c in chunk])
-            # Together only when there are more creates than threads: a batch keeps its parallelism.
-            size = min(self.pipeline, -(-len(chunk) // self.parallel))
-            groups = [chunk[i : i + size] for i in range(0, len(chunk), size)]
-            for group, results in zip(groups, self._map(create, groups), strict=True):
-                for c, result in zip(group, results, strict=True):
-                    if result is True:
-                        outcome.created.append(c)
-                    elif result is False:
-                        outcome.existed.append(c)
-                    elif isinstance(result, Exception):
-                        outcome.failed.append((c, result))
-                        outcome.error = outcome.error or result
-            batch *= 2
+        try:
+            while remaining and outcome.error is None:
+                chunk, remaining = remaining[:batch], remaining[batch:]
+                self.expectations.expect_creations(uid, [c.name for c in chunk])
+                self._admitted_sent(len(chunk))  # counted as unseen now
+                # Together only when there are more creates than threads: a batch keeps its parallelism.
+                size = min(self.pipeline, -(-len(chunk) // self.parallel))
+                groups = [chunk[i : i + size] for i in range(0, len(chunk), size)]
+                for group, results in zip(groups, self._map(create, groups), strict=True):
+                    for c, result in zip(group, results, strict=True):
+                        if result is True:
+                            outcome.created.append(c)
+                        elif result is False:
+                            outcome.existed.append(c)
+                        elif isinstance(result, Exception):
+                            outcome.failed.append((c, result))
+                            outcome.error = outcome.error or result
+                batch *= 2
+        finally:
+            self._admitted_sent(len(remaining))  # never sent
         outcome.skipped = len(remaining)
         if isinstance(outcome.error, ApiError):
             self.metrics.job_create_errors.inc()

@@ -212,7 +212,9 @@ class Observer:
                         and not fresh["metadata"].get("deletionTimestamp")
                         and fresh["metadata"].get("uid") == cached["metadata"].get("uid")
                     )
-            if agree:
-                (self.expectations.creation_observed if created else self.expectations.deletion_observed)(uid, name)
+            if agree and created:  # shown by the cache (a relist), or absent from both
+                (self.expectations.creation_observed if shown else self.expectations.creation_cancelled)(uid, name)
+            elif agree:
+                self.expectations.deletion_observed(uid, name)
             behind = behind or not agree
             self.metrics.expectation_checks.labels("cleared" if agree else "waiting").inc()

@@ -39,8 +39,9 @@ class CreateOutcome:
 @dataclass(slots=True)
 class Acted:
     """A pass's act step: the errors of what failed (the rest was done), the Events that say
-    what was done, and how many Jobs it created."""
+    what was done, and how many Jobs it created (and held back: backpressure.py)."""
 
     errors: list[Exception] = field(default_factory=list)
     created: int = 0
+    held: int = 0
     events: list[EventSpec] = field(default_factory=list)

@@ -39,6 +39,7 @@ from daemonjob.controller.passes.selfcheck import PlanSelfCheck
 from daemonjob.controller.passes.troubles import Troubles
 from daemonjob.controller.results.status import recorder_for, wire_recorded
 from daemonjob.controller.results.store import KubeResultStore, ResultStore
+from daemonjob.controller.runtime.backpressure import CreateBackPressure
 from daemonjob.controller.runtime.configmaps import (
     ConfigMapLimits,
     ConfigMapTracker,
@@ -90,6 +91,7 @@ class Controller(OnePass):
         result_store: ResultStore | None = None,
         result_chunk_bytes: int = defaults.RESULT_CHUNK_BYTES,
         history_result_wait: float = defaults.HISTORY_RESULT_WAIT,
+        expectations: Expectations | None = None,
     ):
         """`configmap_informers` makes the informer of one ConfigMap (namespace, name), for
         DaemonJobs with rerunOnConfigChange; without it their ConfigMaps are not read.
@@ -100,13 +102,15 @@ class Controller(OnePass):
         stops cordons; with it the orphan sweep (orphans.py) runs at start-up and after each
         DaemonJob deleted;
         `result_store`: where each node's result is recorded (results.py); without it, nowhere;
-        `history_result_wait`: how long history cleanup holds a Job whose result is not recorded."""
+        `history_result_wait`: how long history cleanup holds a Job whose result is not recorded;
+        `expectations`: replaces the default ones (tests give a short TTL and deadline)."""
         self.informers = informers
         self.control = control
         self.clock = clock or RealClock()
         self.metrics = metrics or Metrics()
         self.workers = workers
-        self.expectations = Expectations(timer=self.clock.now)  # keyed by DaemonJob uid
+        # keyed by DaemonJob uid
+        self.expectations = expectations if expectations is not None else Expectations(timer=self.clock.now)
         self.deleted_jobs = DeletedJobsSeen(timer=self.clock.now)  # keyed by DaemonJob uid
         self.metrics.expectations_overdue.set_function(self.expectations.overdue)
         self.queue = RateLimitingQueue(
@@ -132,6 +136,9 @@ class Controller(OnePass):
         self.claims = NodeClaims(informers.daemonjobs, informers.jobs, self.order_index, self.queue.add, self.clock.now)
         self.seal = informers.seal if informers.seal is not None else TurnSeal.random()
         self.seal.broken = broken_reporter(self.metrics.turn_seals_broken)
+        self.backpressure = CreateBackPressure(self.expectations.unseen_creates, self.queue.add)
+        self.expectations.on_seen = self.backpressure.seen
+        self.backpressure.register(self.metrics.registry)
         self.act = Act(
             control,
             self.expectations,
@@ -143,6 +150,7 @@ class Controller(OnePass):
             claims=self.claims,
             parallel=self._writers.width,
             seal=self.seal.sealed,
+            backpressure=self.backpressure,
         )
         make, limits = configmap_informers, configmap_limits
         self.configmaps = None if make is None else ConfigMapTracker(make, self.queue.add, limits)

@@ -16,6 +16,7 @@ controller's syncDaemonSet reads:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -36,6 +37,7 @@ from daemonjob.controller.passes.selfcheck import PlanSelfCheck
 from daemonjob.controller.passes.troubles import Troubles
 from daemonjob.controller.results.recorder import ResultRecorder
 from daemonjob.controller.results.status import recorded_for, with_results
+from daemonjob.controller.runtime.backpressure import with_creates_held
 from daemonjob.controller.runtime.errors import ReconcileError
 from daemonjob.controller.runtime.informers import ORPHAN_INDEX
 from daemonjob.controller.runtime.keptplans import KeptPlans
@@ -134,6 +136,8 @@ class OnePass:
                 decision, repaired = self.self_check.check(observed, decision)
                 look_again.append(0.0 if repaired else None)
             decision = with_results(self.results, observed, decision, inp.now)
+            if acted.held:  # the rollout says why it does not go faster
+                decision = dataclasses.replace(decision, status=with_creates_held(decision.status))
             self.reporter.report(
                 observed,
                 decision,

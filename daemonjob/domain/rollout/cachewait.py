@@ -33,7 +33,8 @@ def cache_wait_condition(wait: CacheWait) -> Condition:
             parts.append(f"{plural(len(names), what + ' Job')}: {shown}")
     message = (
         f"waiting for the cache to show {' and '.join(parts)} (for {wait.seconds:.0f}s); "
-        "nothing new is started for this DaemonJob until the watch delivers it or the expectation expires"
+        "nothing new is started for this DaemonJob until the watch delivers it, or it proves lost "
+        "(the API server does not hold it, or the watch has shown later writes)"
     )
     return Condition(True, WAITING_FOR_CACHE, message)
 

@@ -1,0 +1,193 @@
+"""A Job watch far behind the controller's own creates: no Job is created twice, new creates
+are held back while it is behind, and they go on as soon as it catches up (or relists)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from daemonjob import defaults
+from daemonjob.controller.runtime.backpressure import HELD_MESSAGE, CreateBackPressure
+from daemonjob.controller.runtime.expectations import Expectations
+from daemonjob.machinery.cache.frozen import freeze
+from daemonjob.machinery.cache.informer import diff_relist
+from daemonjob.machinery.process.clock import FakeClock
+from daemonjob.testing.doubles.actbed import ActBed
+from daemonjob.testing.doubles.builders import daemonjob
+
+NS = "ops"
+
+
+@pytest.fixture
+def bed() -> Iterator[ActBed]:
+    bed = ActBed.start()
+    bed.add_nodes(6)
+    yield bed
+    bed.stop()
+
+
+def add(bed: ActBed, name: str) -> str:
+    bed.add_dj(daemonjob(name, NS, uid=f"uid-{name}"))
+    return f"{NS}/{name}"
+
+
+def queued(bed: ActBed) -> list[str]:
+    """The keys due now (nothing of the fake clock's future), taken off the queue."""
+    bed.settle()
+    keys = []
+    while len(bed.ctl.queue):
+        key, _ = bed.ctl.queue.get()
+        bed.ctl.queue.done(key)
+        keys.append(key)
+    return sorted(keys)
+
+
+def watch_shows(bed: ActBed, count: int | None = None) -> None:
+    """The Job watch delivers the first `count` writes it has not shown yet (all: None)."""
+    pending = bed.control._pending
+    shown, bed.control._pending = pending[:count], pending[len(pending) if count is None else count :]
+    for _, job in shown:
+        bed.jobs.add(job)
+
+
+def already_exists(bed: ActBed) -> int:
+    """Creates of a name created before (no Job is deleted in these tests: each was refused)."""
+    names = bed.created_names()
+    return len(names) - len(set(names))
+
+
+def reconciling(status: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == "Reconciling")
+
+
+def gauge(bed: ActBed, name: str) -> float:
+    return bed.ctl.metrics.registry.get_sample_value(name) or 0.0
+
+
+# -- the expectation's TTL passes while the watch is behind ----------------------------------------
+def test_creates_past_the_ttl_the_watch_has_not_shown_are_not_made_again(bed: ActBed) -> None:
+    key = add(bed, "audit")
+    bed.drain()
+    bed.ctl.reconcile(key)
+    assert len(bed.created_names()) == 6
+    for _ in range(3):  # rechecked past the deadline and past the TTL: the API server holds them
+        bed.clock.step(defaults.EXPECTATIONS_TTL / 2)
+        bed.ctl.reconcile(key)
+    assert len(bed.created_names()) == 6 and already_exists(bed) == 0, "a watch behind is not a lost event"
+    assert "waiting for the cache to show 6 created Jobs" in reconciling(bed.last_status())["message"]
+    watch_shows(bed)
+    bed.ctl.reconcile(key)
+    assert len(bed.created_names()) == 6
+    assert bed.ctl.expectations.satisfied("uid-audit")
+
+
+def test_a_create_the_api_server_does_not_hold_is_made_again_past_the_deadline(bed: ActBed) -> None:
+    """A lost create (the Job deleted before the watch showed it) still converges."""
+    key = add(bed, "audit")
+    bed.drain()
+    bed.ctl.reconcile(key)
+    first = bed.created_names()[0]
+    bed.control.objects.pop(f"{NS}/{first}")
+    bed.control._pending = [(op, j) for op, j in bed.control._pending if j["metadata"]["name"] != first]
+    watch_shows(bed)
+    bed.clock.step(defaults.EXPECTATIONS_DEADLINE)
+    bed.ctl.reconcile(key)
+    assert bed.created_names()[6:] == [first] and f"{NS}/{first}" in bed.control.objects
+
+
+def test_deletes_still_expire_after_the_ttl() -> None:
+    clock = FakeClock()
+    exp = Expectations(ttl=300, timer=clock.now)
+    exp.expect_creations("u", ["new"])
+    exp.expect_deletions("u", ["old"])
+    clock.step(301)
+    assert exp.pending("u") == (1, 0) and exp.unseen_creates() == 1
+    exp.creation_observed("u", "new")
+    assert exp.satisfied("u") and exp.unseen_creates() == 0
+
+
+def test_a_create_expires_once_the_watch_shows_one_sent_after_its_answer() -> None:
+    clock = FakeClock()
+    exp = Expectations(ttl=300, timer=clock.now)
+    exp.expect_creations("u", ["lost"])
+    exp.expect_creations("v", ["sent-before-the-answer"])
+    exp.create_answered("u", "lost")
+    exp.expect_creations("v", ["refused", "after"])
+    exp.create_answered("v", "sent-before-the-answer")
+    clock.step(301)
+    exp.creation_observed("v", "sent-before-the-answer")  # may be earlier in the watch than "lost"
+    exp.creation_cancelled("v", "refused")  # never in the watch
+    assert exp.pending("u") == (1, 0), "the watch has not passed it: behind, not lost"
+    exp.create_answered("v", "after")
+    exp.creation_observed("v", "after")
+    fell: list[int] = []
+    exp.on_seen = lambda: fell.append(exp.unseen_creates())
+    assert exp.satisfied("u") and exp.unseen_creates() == 0, "shown a later create: its event was lost"
+    assert fell == [0], "its expiry makes room for creates held back"
+
+
+# -- back-pressure --------------------------------------------------------------------------------
+def test_back_pressure_holds_past_the_bound_and_releases_when_the_watch_catches_up(bed: ActBed) -> None:
+    bed.ctl.backpressure.limit, bed.ctl.backpressure.resume = 4, 2
+    first, second = add(bed, "first"), add(bed, "second")
+    queued(bed)
+    bed.ctl.reconcile(first)
+    bed.ctl.reconcile(second)
+    assert len(bed.created_names()) == 4, "4 creates the watch has not shown: the bound"
+    assert gauge(bed, "daemonjob_creates_held") == 2 and gauge(bed, "daemonjob_job_creates_unseen") == 4
+    held = reconciling(bed.last_status())
+    assert held["status"] == "True" and held["message"].endswith(HELD_MESSAGE), "a held rollout says why"
+    watch_shows(bed, 1)
+    assert queued(bed) == [], "3 unseen: above where creates resume"
+    watch_shows(bed, 1)
+    assert queued(bed) == [first, second], "released at once, without a resync"
+    assert gauge(bed, "daemonjob_creates_held") == 0
+    bed.ctl.reconcile(second)  # first still waits for its own 2 unseen creates
+    assert len(bed.created_names()) == 6 and gauge(bed, "daemonjob_creates_held") == 1
+    for _ in range(10):
+        watch_shows(bed)
+        bed.clock.step(defaults.JOB_EVENT_DELAY_MAX)
+        for key in queued(bed):
+            bed.ctl.reconcile(key)
+    assert len(bed.created_names()) == 12 and already_exists(bed) == 0, "both rolled out, each Job once"
+    assert gauge(bed, "daemonjob_creates_held") == 0
+
+
+def test_a_relist_shows_the_lost_creates_and_releases_the_held(bed: ActBed) -> None:
+    bed.ctl.backpressure.limit, bed.ctl.backpressure.resume = 6, 0
+    first, second = add(bed, "first"), add(bed, "second")
+    queued(bed)
+    bed.ctl.reconcile(first)
+    bed.ctl.reconcile(second)
+    assert len(bed.created_names()) == 6 and gauge(bed, "daemonjob_creates_held") == 1
+    bed.control._pending = []  # the watch lost them (a 410 Gone): the informer relists
+    listed = [freeze(bed.jobs._prepare(j)) for j in bed.control.objects.values()]
+    diff = diff_relist(dict(bed.jobs.store.items()), listed)
+    for _, job in diff.changes:  # what the informer's relist hands the handlers: each as ADDED
+        bed.jobs.add(job)
+    assert queued(bed) == [second], "the list is the truth: nothing left unseen"
+    bed.ctl.reconcile(second)
+    assert len(bed.created_names()) == 12 and already_exists(bed) == 0
+
+
+def test_the_bound_counts_creates_admitted_and_not_sent_yet() -> None:
+    unseen = [0]
+    woken: list[str] = []
+    bp = CreateBackPressure(lambda: unseen[0], woken.append, limit=10, resume=5)
+    assert bp.admit("a", 8) == 8
+    assert bp.admit("b", 8) == 2, "a's 8 are on their way"
+    bp.sent(8)
+    unseen[0] = 8
+    bp.sent(2)
+    unseen[0] = 10
+    assert bp.admit("c", 1) == 0 and bp.held() == 2
+    unseen[0] = 6
+    bp.seen()
+    assert woken == []
+    unseen[0] = 5
+    bp.seen()
+    assert woken == ["b", "c"] and bp.held() == 0
+    bp.seen()
+    assert woken == ["b", "c"]
