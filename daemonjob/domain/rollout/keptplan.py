@@ -23,6 +23,11 @@ from daemonjob.domain.shared.memo import Memo, no_memo
 __all__ = ["KeptPlan", "node_views"]
 
 Inputs = tuple[Mapping[str, Any] | None, tuple[JobView, ...]]
+Views = JobView | tuple[JobView, ...]  # a node's one Job's view, or its Jobs' views (none, or several)
+
+
+def _unpacked(views: Views) -> tuple[JobView, ...]:
+    return views if isinstance(views, tuple) else (views,)
 
 
 def node_views(
@@ -41,8 +46,9 @@ class KeptPlan:
     def __init__(self) -> None:
         # A node's object and its Jobs' views in two maps, not one of pairs: a pair per node of
         # each DaemonJob was 72 bytes, an entry ~30 (10 DaemonJobs over 5000 nodes: 2 MB).
+        # A node's one Job (most nodes) is its view itself, not a tuple of one (48 bytes a Job).
         self._nodes: dict[str, Mapping[str, Any] | None] = {}
-        self._views: dict[str, tuple[JobView, ...]] = {}
+        self._views: dict[str, Views] = {}
         self._parts: dict[str, NodePlan] = {}
         self._dirty: set[str] = set()
         self._runs: Counter[str | None] = Counter()  # active Jobs per run: the schedule's step reads it
@@ -69,14 +75,14 @@ class KeptPlan:
         """`name`'s node object now (None: deleted) and its Jobs of this DaemonJob now."""
         old = self._views.get(name)
         if old is not None:
-            self._count_runs(old, -1)
+            self._count_runs(_unpacked(old), -1)
         views = tuple(jobs)
         if node is None and not views:
             self._nodes.pop(name, None)
             self._views.pop(name, None)
         else:
             self._nodes[name] = node
-            self._views[name] = views
+            self._views[name] = views[0] if len(views) == 1 else views
             self._count_runs(views, 1)
         self._dirty.add(name)
 
@@ -94,7 +100,7 @@ class KeptPlan:
     def node(self, name: str) -> Inputs | None:
         """`name`'s node object (None: deleted) and its Jobs of this DaemonJob, as last told."""
         views = self._views.get(name)
-        return None if views is None else (self._nodes[name], views)
+        return None if views is None else (self._nodes[name], _unpacked(views))
 
     def part(self, name: str) -> NodePlan | None:
         """`name`'s part of the plan last made by `plan_for`."""
@@ -102,13 +108,15 @@ class KeptPlan:
 
     def job_views(self) -> Iterator[JobView]:
         for views in self._views.values():
-            yield from views
+            yield from _unpacked(views)
 
     def plan_for(self, ctx: PlanContext, memo: Memo = no_memo) -> Plan:
         """The plan in `ctx`: the changed nodes' parts recomputed, or all of them in a new context."""
         if ctx != self._ctx:
             views = self._views
-            self._parts = {name: plan_node(name, node, views[name], ctx, memo) for name, node in self._nodes.items()}
+            self._parts = {
+                name: plan_node(name, node, _unpacked(views[name]), ctx, memo) for name, node in self._nodes.items()
+            }
             self.plan = Plan.of(self._parts.items())
             self._ctx = ctx
         else:
@@ -117,7 +125,8 @@ class KeptPlan:
                 if before is not None:
                     self.plan.remove(name, before)
                 if name in self._nodes:
-                    part = self._parts[name] = plan_node(name, self._nodes[name], self._views[name], ctx, memo)
+                    jobs = _unpacked(self._views[name])
+                    part = self._parts[name] = plan_node(name, self._nodes[name], jobs, ctx, memo)
                     self.plan.add(name, part)
         self._dirty.clear()
         self.planned += 1

@@ -1,0 +1,54 @@
+"""The kept plan's records: a node's one Job is kept as its view, several as a tuple, and every
+reader sees a node's Jobs as a tuple either way."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from daemonjob.domain.rollout.keptplan import KeptPlan
+from daemonjob.domain.rollout.plan import JobView, PlanContext, plan_node
+
+NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+NODE = {"metadata": {"name": "n1"}}
+CTX = PlanContext(None, "rev", never=False, history_limit=3)
+
+
+def view(name: str, state: str = "active", run: str | None = "r1") -> JobView:
+    return JobView(name, f"uid-{name}", "n1", "rev", state, NOW, None, run=run)
+
+
+def test_a_nodes_jobs_read_as_a_tuple_whether_one_or_several_are_kept() -> None:
+    kept = KeptPlan()
+    one, two = view("a"), view("b", "succeeded")
+    kept.set_node("n1", NODE, [one])
+    assert kept._views["n1"] is one  # kept without a tuple around it
+    assert kept.node("n1") == (NODE, (one,)) and list(kept.job_views()) == [one]
+    kept.set_node("n1", NODE, [one, two])
+    assert kept.node("n1") == (NODE, (one, two)) and list(kept.job_views()) == [one, two]
+    kept.set_node("n1", NODE, [])
+    assert kept.node("n1") == (NODE, ()) and list(kept.job_views()) == []
+    kept.set_node("n1", None, [])
+    assert kept.node("n1") is None
+
+
+def test_active_runs_follow_a_node_going_from_one_job_to_several_and_back() -> None:
+    kept = KeptPlan()
+    kept.set_node("n1", NODE, [view("a", run="r1")])
+    assert kept.active_runs() == {"r1"}
+    kept.set_node("n1", NODE, [view("a", run="r1"), view("b", run="r2")])
+    assert kept.active_runs() == {"r1", "r2"}
+    kept.set_node("n1", NODE, [view("b", run="r2")])
+    assert kept.active_runs() == {"r2"}
+    kept.set_node("n1", NODE, [view("b", "succeeded", run="r2")])
+    assert kept.active_runs() == set()
+
+
+def test_a_part_planned_from_one_kept_view_equals_the_part_from_its_tuple() -> None:
+    kept = KeptPlan()
+    one = view("a", "succeeded")
+    kept.set_node("n1", NODE, [one])
+    kept.plan_for(CTX)
+    assert kept.part("n1") == plan_node("n1", NODE, (one,), CTX)
+    kept.set_node("n1", NODE, [one, view("b")])
+    kept.plan_for(CTX)
+    assert kept.part("n1") == plan_node("n1", NODE, (one, view("b")), CTX)
