@@ -1,6 +1,6 @@
 import copy
 
-from daemonjob.controller.runtime.transforms import Interner, job_transform, node_transform
+from daemonjob.controller.runtime.transforms import CachedNode, Interner, job_transform, node_transform
 from daemonjob.domain.jobs.contract import build_job, job_finish_time, job_node, job_revision, job_state, job_ttl
 from daemonjob.machinery.cache.frozen import freeze, thaw
 from daemonjob.testing.doubles.builders import daemonjob, job_template
@@ -167,4 +167,7 @@ def test_nodes_share_what_they_have_in_common_and_keep_what_is_their_own() -> No
     }
     assert b["status"]["nodeInfo"]["bootID"] == "boot-b" and b["metadata"]["uid"] == "uid-b"
     later = freeze(node_transform(server_node("a", "boot-a")))  # a heartbeat: equal, so no change
-    assert later == a and hash(later) == hash(a)
+    assert later == a and hash(later) == hash(a) and later is not a
+    assert isinstance(a, CachedNode) and freeze(a) is a  # a record: frozen as it is
+    assert a != freeze(node_transform(server_node("a", "boot-2")))  # a reboot is a change
+    assert "status" not in node_transform({"metadata": {"name": "bare"}})
