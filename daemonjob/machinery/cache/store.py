@@ -38,7 +38,7 @@ def _tags(pairs: Iterable[tuple[str, str]]) -> Entries:
     """A tagged index's entries, each tag one shared string: a tag is one of a few values (an
     owner id) that an index function builds anew for each object, and each entry would keep
     its own copy (about 100 bytes a Job at 10 DaemonJobs)."""
-    return {value: sys.intern(tag) for value, tag in pairs}
+    return {value: sys.intern(tag) if type(tag) is str else tag for value, tag in pairs}
 
 
 def meta_namespace_key(obj: Mapping[str, Any]) -> str:
