@@ -118,6 +118,22 @@ def test_a_json_field_groups_nodes() -> None:
     assert outcome_of(rs[0], ".cpu") == (None, "4")
 
 
+def test_nodes_ending_alike_share_one_record_and_a_group_made_again_is_not_mistaken_for_the_old() -> None:
+    o = Outcomes()
+    done = {"state": "succeeded", "exitCode": 0, "message": "ok", "finishTime": "2026-11-28T10:00:00Z"}
+    o.extend(
+        [{**done, "node": "a"}, {**done, "node": "b"}, {**done, "node": "c", "finishTime": "2026-11-28T10:00:01Z"}]
+    )
+    assert o._latest["a"] is o._latest["b"] and o._latest["c"] is not o._latest["a"]
+    o.add({**done, "node": "a", "attempt": 1, "message": "other"})
+    o.add({**done, "node": "b", "attempt": 1, "message": "other"})
+    o.add({**done, "node": "c", "attempt": 1, "message": "other"})  # the group "ok" emptied: gone
+    o.add({**done, "node": "d"})  # "ok" again: a new group, not the record of the old one
+    ok = next(g for g in o.groups() if g.message == "ok")
+    assert o._latest["d"][2] is ok and (ok.count, ok.nodes) == (1, ["d"])
+    assert [(g.message, g.count) for g in o.groups()] == [("other", 3), ("ok", 1)] and o.total == 4
+
+
 def test_a_retried_node_counts_once_by_its_latest_attempt() -> None:
     o = Outcomes()
     o.add({"node": "a", "state": "failed", "exitCode": 1, "message": "boom"})

@@ -273,6 +273,28 @@ def test_a_tagged_index_reads_one_tag_under_a_value_and_follows_updates_deletes_
     assert not s._indices["node"]  # emptied values are dropped
 
 
+def test_a_tagged_index_keeps_one_tag_string_for_all_its_entries_through_adds_updates_and_relists():
+    """Each index call builds its tag anew (an owner id): every entry refers to one shared
+    string instead of a copy of its own."""
+
+    def fresh_tag(obj) -> list[tuple[str, str]]:
+        return [(by_node(obj)[0], "".join(["ops/", by_owner(obj)[0]]))]  # a new string each call
+
+    s = Store({"node": Tagged(fresh_tag)})
+    s.add(job("a", "u1", node="n1"))
+    s.add(job("b", "u1", node="n1"))
+    s.add(job("c", "u1", node="n2"))
+    s.update(job("b", "u1", node="n2"))
+
+    def tags() -> list[str]:
+        return [t for entries in s._indices["node"].values() for t in entries.values()]
+
+    assert tags() == ["ops/u1"] * 3 and len({id(t) for t in tags()}) == 1
+    s.replace([job("x", "u1", node="n1"), job("y", "u1", node="n3")])
+    assert tags() == ["ops/u1"] * 2 and len({id(t) for t in tags()}) == 1
+    assert keys_of(s.by_index("node", "n3", "ops/u1")) == ["ops/y"]
+
+
 def test_replace_returns_vanished_and_rebuilds_indexes(store):
     store.add(job("a", "u1"))
     store.add(job("b", "u1"))

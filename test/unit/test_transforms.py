@@ -1,6 +1,6 @@
 import copy
 
-from daemonjob.controller.runtime.transforms import Interner, job_transform, node_transform
+from daemonjob.controller.runtime.transforms import CachedNode, Interner, job_transform, node_transform
 from daemonjob.domain.jobs.contract import job_finish_time, job_node, job_revision, job_state, job_ttl
 from daemonjob.domain.jobs.jobbody import build_job
 from daemonjob.machinery.cache.frozen import freeze, thaw
@@ -118,7 +118,7 @@ def test_a_node_keeps_labels_taints_and_cordon():
         "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": True, "podCIDR": "10.0.0.0/24"},
         "status": {"images": ["many"]},
     }
-    assert node_transform(node) == {
+    assert thaw(node_transform(node)) == {
         "metadata": {"name": "n1", "uid": "u", "labels": {"a": "b"}, "annotations": {"zone.example.com/rack": "r7"}},
         "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": True},
     }
@@ -132,10 +132,43 @@ def test_a_node_keeps_only_its_ready_condition_and_boot_id_so_a_heartbeat_is_no_
         ]
         return {"metadata": {"name": "n1"}, "spec": {}, "status": {"conditions": conditions}}
 
-    first, later = node_transform(reported("True", "t1")), node_transform(reported("True", "t2"))
+    first, later = thaw(node_transform(reported("True", "t1"))), thaw(node_transform(reported("True", "t2")))
     assert (
         first
         == later
         == {"metadata": {"name": "n1"}, "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
     )
     assert node_transform(reported("Unknown", "t3"))["status"]["conditions"][0]["status"] == "Unknown"
+
+
+def test_nodes_share_what_they_have_in_common_and_keep_what_is_their_own() -> None:
+    """The spec of untainted nodes, a Ready condition that changed in the same second and short
+    label values are one object for every node; a node's name is its hostname label's value."""
+
+    def server_node(name: str, boot: str) -> dict:
+        ready = {"type": "Ready", "status": "True", "lastTransitionTime": "t1", "lastHeartbeatTime": name}
+        return {
+            "metadata": {
+                "name": "".join(["node-", name]),
+                "uid": f"uid-{name}",
+                "resourceVersion": name,
+                "labels": {"kubernetes.io/hostname": "".join(["node-", name]), "kubernetes.io/os": "linux"},
+            },
+            "spec": {"taints": [], "unschedulable": False},
+            "status": {"conditions": [ready], "nodeInfo": {"bootID": boot, "machineID": name}},
+        }
+
+    a, b = (freeze(node_transform(server_node(n, f"boot-{n}"))) for n in ("a", "b"))
+    assert a["spec"] is b["spec"] and a["status"]["conditions"] is b["status"]["conditions"]
+    assert a["metadata"]["labels"]["kubernetes.io/os"] is b["metadata"]["labels"]["kubernetes.io/os"]
+    assert a["metadata"]["labels"]["kubernetes.io/hostname"] is a["metadata"]["name"]
+    assert thaw(a["status"]) == {
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "t1"}],
+        "nodeInfo": {"bootID": "boot-a"},
+    }
+    assert b["status"]["nodeInfo"]["bootID"] == "boot-b" and b["metadata"]["uid"] == "uid-b"
+    later = freeze(node_transform(server_node("a", "boot-a")))  # a heartbeat: equal, so no change
+    assert later == a and hash(later) == hash(a) and later is not a
+    assert isinstance(a, CachedNode) and freeze(a) is a  # a record: frozen as it is
+    assert a != freeze(node_transform(server_node("a", "boot-2")))  # a reboot is a change
+    assert "status" not in node_transform({"metadata": {"name": "bare"}})

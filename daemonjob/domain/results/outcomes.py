@@ -20,6 +20,8 @@ from daemonjob.domain.results.noderesult import outcome_of
 
 __all__ = ["Group", "Outcomes", "summary"]
 
+SHARED_RECORDS = 4096  # distinct (attempt, finish second, outcome) records an Outcomes shares at most
+
 
 @dataclass(slots=True)
 class Group:
@@ -39,6 +41,9 @@ class Group:
         return out
 
 
+Latest = tuple[int, str, Group, bool]  # a node's latest result: attempt, finishTime, its group, failed
+
+
 class Outcomes:
     """Node counts per outcome. `names`: node names kept per group (None: all); `sample`:
     characters of the message kept (None: all). Not thread-safe: its owner locks."""
@@ -50,7 +55,8 @@ class Outcomes:
         self.names = names
         self.sample = sample
         self._groups: dict[bytes, Group] = {}
-        self._latest: dict[str, tuple[int, str, Group, bool]] = {}  # node: (attempt, finishTime, group, failed)
+        self._latest: dict[str, Latest] = {}  # node: (attempt, finishTime, group, failed)
+        self._shared: dict[tuple[int, str, bytes, bool], Latest] = {}  # one record per distinct value
         self.total = 0
         self.failed = 0
 
@@ -70,9 +76,7 @@ class Outcomes:
         if group is None:
             text = message if self.sample is None else message[: self.sample]
             group = self._groups[digest] = Group(code, text, digest)
-        # one flat tuple per node, the group shared and the time interned (Jobs that end in the
-        # same second share it): a rollout of N nodes keeps N of these for as long as it is kept
-        self._latest[node] = (attempt, sys.intern(finished), group, failed)
+        self._latest[node] = self._record(attempt, finished, group, failed)
         group.count += 1
         self.total += 1
         if failed:
@@ -80,6 +84,18 @@ class Outcomes:
             self.failed += 1
         if self.names is None or len(group.nodes) < self.names:
             group.nodes.append(node)
+
+    def _record(self, attempt: int, finished: str, group: Group, failed: bool) -> Latest:
+        """One flat tuple, shared by the nodes whose Jobs ended in the same second with the same
+        outcome (a rollout of N nodes keeps N records for as long as it is kept; shared, each
+        costs its entry, not 72 bytes more). Bounded: past SHARED_RECORDS it starts over."""
+        key = (attempt, finished, group.digest, failed)
+        record = self._shared.get(key)
+        if record is None or record[2] is not group:  # a group emptied and made again is a new one
+            if len(self._shared) >= SHARED_RECORDS:
+                self._shared.clear()
+            record = self._shared[key] = (attempt, sys.intern(finished), group, failed)
+        return record
 
     def _drop(self, node: str, group: Group, failed: bool) -> None:
         group.count -= 1

@@ -101,6 +101,10 @@ def freeze(obj: Any) -> Any:
         return obj
     if isinstance(obj, Mapping):
         return FrozenDict(obj)
+    if kind is tuple:
+        items = tuple([v if type(v) in _SCALARS else freeze(v) for v in obj])
+        # frozen already (a shared part): the same tuple, so every object holding it shares it
+        return obj if all(a is b for a, b in zip(items, obj, strict=True)) else items
     if isinstance(obj, (list, tuple)):
         return tuple(freeze(item) for item in obj)
     if isinstance(obj, (set, frozenset)):

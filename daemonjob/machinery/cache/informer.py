@@ -2,10 +2,8 @@
 
 Follows client-go's reflector: list, watch from the list's resourceVersion with bookmarks,
 randomised server-side timeouts, relist on 410 Gone, re-watch with backoff on connection
-errors; deletes missed while disconnected come out of the relist as tombstones.
-
-A relist compares content, not resourceVersions: a transform may drop the resourceVersion
-to save memory, and a change missed while the watch was down must still be delivered.
+errors (backoff.py); deletes missed while disconnected come out of the relist as
+tombstones (relist.py). What a consumer registers and reads is in handlers.py.
 """
 
 from __future__ import annotations
@@ -13,18 +11,34 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 import urllib3
 
 from daemonjob import defaults
+from daemonjob.machinery.cache.backoff import Backoff
 from daemonjob.machinery.cache.frozen import FrozenDict, freeze
+from daemonjob.machinery.cache.handlers import Handlers, InformerHooks, SharedInformer
+from daemonjob.machinery.cache.relist import RelistDiff, Tombstone, deleted_object, diff_relist
 from daemonjob.machinery.cache.store import IndexFunc, Store, meta_namespace_key
 from daemonjob.machinery.client.kube import ApiError, Kube, WatchStream, path_for
 from daemonjob.machinery.client.watchstream import Decode
 from daemonjob.machinery.process.clock import Clock, RealClock
+
+__all__ = [  # the consumer's side and the relist's are re-exported: readers import them from here
+    "Backoff",
+    "Handlers",
+    "Informer",
+    "InformerHooks",
+    "RelistDiff",
+    "SharedInformer",
+    "Tombstone",
+    "Transform",
+    "deleted_object",
+    "diff_relist",
+    "drop_managed_fields",
+]
 
 log = structlog.get_logger("daemonjob.machinery.cache.informer")
 
@@ -32,124 +46,9 @@ Obj = Mapping[str, Any]
 Transform = Callable[[dict[str, Any]], Mapping[str, Any]]  # a trimmed dict, or a record (machinery/cache/record.py)
 
 
-@dataclass(frozen=True)
-class Tombstone:
-    """A delete seen only through a relist: `obj` is the last state the cache knew."""
-
-    key: str
-    obj: Obj
-
-
-def deleted_object(obj: Obj | Tombstone) -> Obj:
-    """The object a delete handler was given, whether seen by the watch or by a relist."""
-    return obj.obj if isinstance(obj, Tombstone) else obj
-
-
-@dataclass
-class Handlers:
-    on_add: Callable[[Obj], None] | None = None
-    on_update: Callable[[Obj, Obj], None] | None = None
-    on_delete: Callable[[Obj | Tombstone], None] | None = None
-
-
-@dataclass
-class InformerHooks:
-    """Observation points for metrics; each gets the informer's name."""
-
-    on_list: Callable[[str], None] | None = None
-    on_relist: Callable[[str], None] | None = None
-    on_watch_restart: Callable[[str, str], None] | None = None  # name, cause
-
-
-class SharedInformer(Protocol):
-    """What a consumer of an informer uses; `Informer` is the real one, tests pass fakes."""
-
-    name: str
-    store: Store
-
-    def add_handlers(self, handlers: Handlers) -> None: ...
-
-    def start(self) -> None: ...
-
-    def stop(self, timeout: float = 5.0) -> None: ...
-
-    def has_synced(self) -> bool: ...
-
-    def wait_for_sync(self, timeout: float | None = None) -> bool: ...
-
-    def sync_error(self) -> str | None:
-        """Why the informer has not synced yet (its last list failed), else None."""
-        ...
-
-    def add_sync_listener(self, listener: Callable[[], None]) -> None:
-        """Called when the informer syncs, and when a failed first list fails differently."""
-        ...
-
-    def alive(self) -> bool:
-        """False when started and its thread has died."""
-        ...
-
-
-@dataclass
-class RelistDiff:
-    """What a relist changed: the new cache content and the events it owes the handlers."""
-
-    objects: list[FrozenDict]  # unchanged objects are the cached instances, kept with their memos
-    changes: list[tuple[FrozenDict | None, FrozenDict]]  # (before, now) in list order; before None: added
-    deleted: list[Tombstone]
-
-
-def diff_relist(cached: Mapping[str, FrozenDict], listed: list[FrozenDict]) -> RelistDiff:
-    """Compare a fresh list with the cache by content (what handlers read), key by key.
-
-    Cached objects are frozen and share interned parts, so comparing equal ones mostly
-    stops at identical sub-objects. Equal content keeps the cached instance: values
-    derived from it stay memoised and the listed copy can be freed at once.
-    """
-    remaining = dict(cached)
-    objects: list[FrozenDict] = []
-    changes: list[tuple[FrozenDict | None, FrozenDict]] = []
-    for obj in listed:
-        before = remaining.pop(meta_namespace_key(obj), None)
-        if before is not None and before == obj:
-            objects.append(before)
-            continue
-        objects.append(obj)
-        changes.append((before, obj))
-    deleted = [Tombstone(key, before) for key, before in remaining.items()]
-    return RelistDiff(objects, changes, deleted)
-
-
 def drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     obj.get("metadata", {}).pop("managedFields", None)
     return obj
-
-
-class Backoff:
-    """Exponential backoff with jitter that resets after a healthy period (client-go's)."""
-
-    def __init__(
-        self,
-        clock: Clock,
-        initial: float = defaults.WATCH_BACKOFF_INITIAL,
-        cap: float = defaults.WATCH_BACKOFF_MAX,
-        reset_after: float = defaults.WATCH_BACKOFF_RESET,
-        jitter: float = 1.0,
-        rng: random.Random | None = None,
-    ):
-        self.clock, self.initial, self.cap, self.reset_after, self.jitter = clock, initial, cap, reset_after, jitter
-        self.rng = rng or random.Random()
-        self._current = 0.0
-        self._last = -float("inf")
-
-    def next(self) -> float:
-        now = self.clock.now()
-        if now - self._last > self.reset_after:
-            self._current = self.initial
-        else:
-            self._current = min(self._current * 2 or self.initial, self.cap)
-        self._last = now
-        return self._current * (1 + self.jitter * self.rng.random())
 
 
 class Informer:

@@ -6,6 +6,7 @@ Objects are frozen on insert (`daemonjob.machinery.cache.frozen`) instead of cop
 from __future__ import annotations
 
 import builtins
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,13 @@ class Tagged:
 
 IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]] | Tagged
 Entries = dict[str, str | None]  # an index value's object keys, each with its tag (None: untagged)
+
+
+def _tags(pairs: Iterable[tuple[str, str]]) -> Entries:
+    """A tagged index's entries, each tag one shared string: a tag is one of a few values (an
+    owner id) that an index function builds anew for each object, and each entry would keep
+    its own copy (about 100 bytes a Job at 10 DaemonJobs)."""
+    return {value: sys.intern(tag) if type(tag) is str else tag for value, tag in pairs}
 
 
 def meta_namespace_key(obj: Mapping[str, Any]) -> str:
@@ -178,7 +186,7 @@ class Store:
     def _index_values(self, obj: FrozenDict) -> dict[str, Entries]:
         # Computed before any change, so a failing index function leaves the store as it was.
         return {
-            name: dict(func.func(obj)) if isinstance(func, Tagged) else dict.fromkeys(func(obj))
+            name: _tags(func.func(obj)) if isinstance(func, Tagged) else dict.fromkeys(func(obj))
             for name, func in self._indexers.items()
         }
 
