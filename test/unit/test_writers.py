@@ -51,3 +51,31 @@ def test_every_item_is_tried_and_the_first_error_is_raised_at_the_end() -> None:
         assert sorted(tried) == list(range(20))
     finally:
         pool.shutdown()
+
+
+def test_a_call_moves_while_every_writer_serves_another_calls_batch() -> None:
+    """A node join's one create must not wait behind a large batch holding every thread."""
+    pool = WriterPool(2, "test")
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def held(i: int) -> int:
+        started.release()
+        release.wait(10)
+        return i
+
+    big = threading.Thread(target=pool.map, args=(held, range(10)))
+    big.start()
+    try:
+        for _ in range(2):  # the batch holds both of its drainers, the pool's thread among them
+            assert started.acquire(timeout=5)
+        answered: list[list[int]] = []
+        small = threading.Thread(target=lambda: answered.append(pool.map(lambda i: i + 1, [1])))
+        small.start()
+        small.join(5)
+        assert answered == [[2]], "the one write waited for the batch"
+        assert not release.is_set()
+    finally:
+        release.set()
+        big.join(10)
+        pool.shutdown()

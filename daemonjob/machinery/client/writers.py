@@ -3,6 +3,12 @@
 `Executor.map` makes a Future, with its Condition and lock, for every item: at thousands
 of Job creates per pass that bookkeeping costs as much as preparing the requests. Here a
 call hands the threads at most `width` drainers that take items from one shared iterator.
+
+The calling thread drains too. The threads are shared by every worker, and a drainer holds
+its thread until its call's items are all taken, so a pass that creates a thousand Jobs
+keeps the threads for its whole batch: a node join's one create would otherwise wait behind
+it. Draining on the caller, a pass's writes always move, and a pass of one write (a node
+join, per DaemonJob) never waits for a thread at all.
 """
 
 from __future__ import annotations
@@ -50,8 +56,10 @@ class WriterPool:
                     with lock:
                         errors.append(exc)
 
-        for drainer in [self._executor.submit(drain) for _ in range(min(self.width, len(todo)))]:
-            drainer.result()
+        helpers = [self._executor.submit(drain) for _ in range(min(self.width, len(todo)) - 1)]
+        drain()  # on the calling thread: its items move even while every writer serves other passes
+        for helper in helpers:
+            helper.result()
         if errors:
             raise errors[0]
         return results  # type: ignore[return-value]  # every slot was filled
