@@ -51,6 +51,9 @@ EXPECTATIONS_RECHECK = 5.0
 # batches of any one DaemonJob.
 MAX_UNSEEN_CREATES = 5000
 UNSEEN_CREATES_RESUME = 2500
+# Seconds after which the next held DaemonJob is queued again when those woken before it took
+# the room (backpressure.py): it moves on even if they create nothing.
+HELD_RECHECK = 1.0
 # A node's Job seen deleted is remembered this long (seconds) for its next attempt's name; the
 # DaemonJob's status records that attempt in the next pass (daemonjob/domain/jobs/attempts.py).
 DELETED_JOBS_TTL = 3600.0

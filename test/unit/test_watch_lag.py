@@ -142,8 +142,11 @@ def test_back_pressure_holds_past_the_bound_and_releases_when_the_watch_catches_
     watch_shows(bed, 1)
     assert queued(bed) == [], "3 unseen: above where creates resume"
     watch_shows(bed, 1)
-    assert queued(bed) == [first, second], "released at once, without a resync"
-    assert gauge(bed, "daemonjob_creates_held") == 0
+    assert queued(bed) == [first], "the longest held, at once without a resync: it wants all the room"
+    assert gauge(bed, "daemonjob_creates_held") == 1
+    bed.clock.step(defaults.HELD_RECHECK)
+    assert second in queued(bed), "the next a moment later, even if the first creates nothing"
+    assert gauge(bed, "daemonjob_creates_held") == 1, "held until its own pass finds room"
     bed.ctl.reconcile(second)  # first still waits for its own 2 unseen creates
     assert len(bed.created_names()) == 6 and gauge(bed, "daemonjob_creates_held") == 1
     for _ in range(10):
@@ -191,3 +194,39 @@ def test_the_bound_counts_creates_admitted_and_not_sent_yet() -> None:
     assert woken == ["b", "c"] and bp.held() == 0
     bp.seen()
     assert woken == ["b", "c"]
+
+
+def test_only_as_many_held_as_the_room_takes_are_woken_the_longest_held_first() -> None:
+    """Each DaemonJob over many nodes wants more than the whole room: waking every held one
+    made all but the first decide over all their nodes only to be held again."""
+    unseen = [0]
+    woken: list[str] = []
+    later: list[tuple[str, float]] = []
+    bp = CreateBackPressure(lambda: unseen[0], woken.append, lambda k, s: later.append((k, s)), limit=10, resume=5)
+    unseen[0] = 10
+    for key in ("a", "b", "c"):
+        assert bp.admit(key, 30) == 0
+    assert bp.held() == 3
+    unseen[0] = 5
+    bp.seen()
+    assert woken == ["a"], "a alone wants more than the room of 5"
+    assert later == [("b", defaults.HELD_RECHECK)], "the next one moves on even if a creates nothing"
+    assert bp.admit("a", 30) == 5 and bp.held() == 3, "a takes the room and waits again, behind b and c"
+    bp.sent(5)
+    unseen[0] = 10
+    assert bp.admit("b", 30) == 0, "b's later pass found no room: held again, now last"
+    unseen[0] = 2
+    bp.seen()
+    assert woken == ["a", "c"] and later[-1] == ("a", defaults.HELD_RECHECK)
+    assert bp.admit("c", 3) == 3 and bp.held() == 2
+
+
+def test_small_wants_wake_together_until_the_room_is_taken() -> None:
+    unseen = [10]
+    woken: list[str] = []
+    bp = CreateBackPressure(lambda: unseen[0], woken.append, lambda k, s: None, limit=10, resume=5)
+    for key in ("a", "b", "c", "d"):
+        assert bp.admit(key, 2) == 0
+    unseen[0] = 4  # room for 6: three wants of 2
+    bp.seen()
+    assert woken == ["a", "b", "c"] and bp.held() == 1

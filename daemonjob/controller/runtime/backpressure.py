@@ -4,8 +4,13 @@ Every create the API server accepted stays an expectation until the Job watch sh
 (expectations.py), so their count is how far the watch is behind the controller's own
 writes. Past `defaults.MAX_UNSEEN_CREATES` a pass creates only what fits under the bound and
 the DaemonJob is held; once the watch has shown enough of them (down to
-`defaults.UNSEEN_CREATES_RESUME`), every held DaemonJob is queued again at once, not at the
-next resync. A DaemonJob whose own creates went out is queued again by their events anyway.
+`defaults.UNSEEN_CREATES_RESUME`), the held DaemonJobs are queued again, not at the next
+resync: the longest held first, and only as many as the room takes, since a DaemonJob over
+tens of thousands of nodes wants more than the whole room, and the others, woken with it,
+would decide over all their nodes only to be held again. The next one held is queued after
+`defaults.HELD_RECHECK` as well, so the held move on even if those woken create nothing
+(deleted, suspended, or their nodes gone). A DaemonJob whose own creates went out is queued
+again by their events anyway.
 A held rollout says why: its Reconciling condition's message (`with_creates_held`),
 `daemonjob_creates_held` and `daemonjob_job_creates_unseen`, and a log line naming it.
 """
@@ -42,13 +47,15 @@ class CreateBackPressure:
         self,
         unseen: Callable[[], int],
         wake: Callable[[str], None],
+        wake_later: Callable[[str, float], None] | None = None,
         limit: int = defaults.MAX_UNSEEN_CREATES,
         resume: int = defaults.UNSEEN_CREATES_RESUME,
     ) -> None:
-        """`unseen`: the creates the watch has not shown yet; `wake`: queues a DaemonJob again."""
-        self._unseen, self._wake = unseen, wake
+        """`unseen`: the creates the watch has not shown yet; `wake`: queues a DaemonJob again;
+        `wake_later`: after a delay (without it, every held DaemonJob is woken at once)."""
+        self._unseen, self._wake, self._wake_later = unseen, wake, wake_later
         self.limit, self.resume = max(1, limit), max(0, min(resume, limit - 1))
-        self._held: set[str] = set()
+        self._held: dict[str, int] = {}  # key -> the creates it was refused, the longest held first
         self._sending = 0  # admitted creates whose expectations may not be raised yet
         self._lock = threading.Lock()
 
@@ -59,8 +66,9 @@ class CreateBackPressure:
             return 0
         with self._lock:
             room = max(0, self.limit - self._unseen() - self._sending)
+            self._held.pop(key, None)
             if room < wanted:
-                self._held.add(key)  # under the lock: a `seen` after the read above finds it
+                self._held[key] = wanted - room  # under the lock: a `seen` after the read above finds it
             admitted = min(room, wanted)
             self._sending += admitted
             return admitted
@@ -71,15 +79,27 @@ class CreateBackPressure:
             self._sending -= admitted
 
     def seen(self) -> None:
-        """The watch showed creates (or they were cleared): release the held once down to `resume`."""
+        """The watch showed creates (or they were cleared): once down to `resume`, wake the
+        longest held, as many as the room takes, and the next one a little later."""
         if not self._held:  # the common case, on every Job event: no lock
             return
         with self._lock:
-            if not self._held or self._unseen() > self.resume:
+            unseen = self._unseen()
+            if not self._held or unseen > self.resume:
                 return
-            keys, self._held = self._held, set()
-        for key in sorted(keys):
+            room = max(1, self.limit - unseen - self._sending)
+            woken: list[str] = []
+            for key, refused in list(self._held.items()):
+                if room <= 0 and self._wake_later is not None:
+                    break
+                woken.append(key)
+                room -= refused
+                del self._held[key]
+            watchdog = next(iter(self._held), None)
+        for key in woken:
             self._wake(key)
+        if watchdog is not None and self._wake_later is not None:
+            self._wake_later(watchdog, defaults.HELD_RECHECK)
 
     def held(self) -> int:
         return len(self._held)

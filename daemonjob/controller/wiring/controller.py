@@ -136,7 +136,7 @@ class Controller(OnePass):
         self.claims = NodeClaims(informers.daemonjobs, informers.jobs, self.order_index, self.queue.add, self.clock.now)
         self.seal = informers.seal if informers.seal is not None else TurnSeal.random()
         self.seal.broken = broken_reporter(self.metrics.turn_seals_broken)
-        self.backpressure = CreateBackPressure(self.expectations.unseen_creates, self.queue.add)
+        self.backpressure = CreateBackPressure(self.expectations.unseen_creates, self.queue.add, self.queue.add_after)
         self.expectations.on_seen = self.backpressure.seen
         self.backpressure.register(self.metrics.registry)
         self.act = Act(
