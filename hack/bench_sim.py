@@ -12,7 +12,9 @@ the controller's.
 Prints, per size: peak RSS (VmHWM of the process: the simulation's share is small, it
 keeps no Job), controller CPU per Job watch event over the rollouts, a join's latency (its
 node's ADDED event to its DJS Job creates) p50 / p99 with its CPU and its decisions' CPU,
-and the writes of one rollout by verb and resource. Without --nodes, each size runs in a
+and the writes of one rollout by verb and resource. With --delete-succeeded-jobs the
+DaemonJobs set spec.results.deleteSucceededJobs: a rollout ends once its Jobs are deleted,
+and the joins meet DaemonJobs whose recorded results stand for their Jobs. Without --nodes, each size runs in a
 process of its own (peak RSS only grows) and a table ends the output.
 """
 
@@ -44,6 +46,23 @@ def _thread_cpu(native_id: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _pool(name: str) -> str:
+    """A thread's pool: `api-writer_3` is `api-writer`."""
+    return name.rstrip("0123456789").rstrip("_-")
+
+
+def _threads_cpu(kube: Any, sim: Any) -> Counter[str]:
+    """The controller's CPU seconds by thread (the simulation's taken off)."""
+    out: Counter[str] = Counter()
+    for t in threading.enumerate():
+        if t is not sim.thread:
+            out[_pool(t.name)] += _thread_cpu(t.native_id)
+    with kube._cpu_lock:
+        for name, seconds in kube.server_cpu_by_thread.items():
+            out[_pool(name)] -= seconds
+    return out
+
+
 class Meter:
     """The controller's CPU seconds: the process's, less the simulation's."""
 
@@ -72,7 +91,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     logsetup.configure(args.log_level, "json")
     limit_malloc_arenas()
     n, d = args.nodes, args.daemonjobs
-    out: dict[str, Any] = {"nodes": n, "daemonjobs": d}
+    out: dict[str, Any] = {"nodes": n, "daemonjobs": d, "delete_succeeded_jobs": args.delete_succeeded_jobs}
     sim = SimCluster(n, job_seconds=args.job_seconds)
     kube = MemKube(sim, TokenBucket(args.kube_api_qps, args.kube_api_burst))
     clock = RealClock()
@@ -138,21 +157,25 @@ def rollout(args: argparse.Namespace, sim: Any, kube: Any, meter: Meter, out: di
     n, d = args.nodes, args.daemonjobs
     gc.collect()
     requests0, cpu0, events0, t0 = Counter(kube.requests), meter.now(), sim.watches["jobs"].sent, time.monotonic()
+    threads0 = _threads_cpu(kube, sim)
     stop_sampling = _sample_backlog(sim)
     keys = []
     for i in range(d):
         name = f"bench-{i:02d}"
-        sim.add_daemonjob(daemonjob(name, "bench", uid=f"00000000-0000-4000-9000-{i:012d}"))
+        spec = {"results": {"deleteSucceededJobs": True}} if args.delete_succeeded_jobs else {}
+        sim.add_daemonjob(daemonjob(name, "bench", uid=f"00000000-0000-4000-9000-{i:012d}", **spec))
         keys.append(f"bench/{name}")
 
     def done() -> bool:
-        return sim.finished >= n * d and sim.results >= n * d and all(sim.complete(k) for k in keys)
+        deleted = sim.deleted >= n * d or not args.delete_succeeded_jobs
+        return sim.finished >= n * d and sim.results >= n * d and deleted and all(sim.complete(k) for k in keys)
 
     try:
         if not sim.wait(done, args.timeout):
             raise TimeoutError(
-                f"rollouts: {sim.created} Jobs created, {sim.finished} finished, {sim.results} results"
-                f" of {n * d}, {sum(sim.complete(k) for k in keys)} of {d} Complete after {args.timeout:.0f} s"
+                f"rollouts: {sim.created} Jobs created, {sim.finished} finished, {sim.results} results,"
+                f" {sim.deleted} deleted of {n * d}, {sum(sim.complete(k) for k in keys)} of {d} Complete"
+                f" after {args.timeout:.0f} s"
             )
     finally:
         stop_sampling()
@@ -163,7 +186,10 @@ def rollout(args: argparse.Namespace, sim: Any, kube: Any, meter: Meter, out: di
         for (verb, res), c in sorted(kube.requests.items())
         if c - requests0[(verb, res)] > 0 and verb != "watch"
     }
+    threads = _threads_cpu(kube, sim)
+    threads.subtract(threads0)
     out.update(
+        rollout_thread_cpu_s={k: round(v, 1) for k, v in threads.most_common() if v >= 0.5},
         rollout_s=seconds,
         rollout_cpu_s=cpu,
         job_events=job_events,
@@ -258,12 +284,16 @@ def cell(figures: dict[str, Any], keys: Any, fmt: str) -> str:
 
 
 def print_one(f: dict[str, Any]) -> None:
-    print(f"nodes={f['nodes']} daemonjobs={f['daemonjobs']}")
+    deleting = " deleteSucceededJobs" if f.get("delete_succeeded_jobs") else ""
+    print(f"nodes={f['nodes']} daemonjobs={f['daemonjobs']}{deleting}")
     for label, keys, fmt in ROWS:
         print(f"  {label}: {cell(f, keys, fmt)}")
     if "requests_per_rollout" in f:
         parts = ", ".join(f"{k} {v:.0f}" for k, v in f["requests_per_rollout"].items())
         print(f"  requests per rollout: {parts}")
+    if "rollout_thread_cpu_s" in f:
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in f["rollout_thread_cpu_s"].items())
+        print(f"  controller CPU s by thread over the rollouts: {parts}")
     if "join_latencies" in f:
         print(f"  join latencies (s): {' '.join(str(x) for x in f['join_latencies'])}")
     print(
@@ -295,6 +325,11 @@ def main() -> None:
     p.add_argument("--join-interval", type=float, default=0.5, help="seconds between two joins")
     p.add_argument("--job-seconds", type=float, default=1.0, help="how long a simulated Job runs")
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument(
+        "--delete-succeeded-jobs",
+        action="store_true",
+        help="the DaemonJobs set spec.results.deleteSucceededJobs (a rollout ends with its Jobs deleted)",
+    )
     p.add_argument("--kube-api-qps", type=float, default=5000.0, help="the client's rate limit, as the benches run it")
     p.add_argument("--kube-api-burst", type=int, default=5000)
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds each phase may take")

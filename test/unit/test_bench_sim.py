@@ -22,17 +22,21 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "hack" / "bench_sim.py"
 
 
-@pytest.fixture(scope="module")
-def figures() -> dict[str, Any]:
+def _bench(*extra: str) -> dict[str, Any]:
     argv = ["--nodes", "50", "--daemonjobs", "2", "--joins", "3", "--join-interval", "0.1", "--job-seconds", "0.2"]
     proc = subprocess.run(
-        [sys.executable, str(BENCH), *argv, "--timeout", "60", "--log-level", "warning", "--json"],
+        [sys.executable, str(BENCH), *argv, *extra, "--timeout", "60", "--log-level", "warning", "--json"],
         capture_output=True,
         timeout=120,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     return dict(orjson.loads(proc.stdout.decode().strip().splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
+def figures() -> dict[str, Any]:
+    return _bench()
 
 
 def test_every_node_gets_its_job_and_the_figures_are_plausible(figures: dict[str, Any]) -> None:
@@ -43,6 +47,20 @@ def test_every_node_gets_its_job_and_the_figures_are_plausible(figures: dict[str
     assert 0 < figures["cpu_us_per_job_event"] < 100_000
     assert figures["writes_per_rollout"] >= 50
     assert 0 < figures["peak_rss_mb"] < 2048
+    threads = figures["rollout_thread_cpu_s"]
+    assert set(threads) <= {"informer-jobs", "worker", "api-writer", "results", "MainThread", "manager"}, threads
+
+
+def test_with_delete_succeeded_jobs_every_job_is_deleted_once_recorded_and_joins_run_on_the_records() -> None:
+    """The mode the joins of DaemonJobs whose Jobs are gone are measured in: a rollout ends
+    with its Jobs deleted, no node runs twice, and each join still gets its Jobs."""
+    figures = _bench("--delete-succeeded-jobs")
+    assert "not_measured_further" not in figures and figures["delete_succeeded_jobs"] is True
+    assert figures["requests_per_rollout"]["create jobs"] == 50 and figures["duplicate_creates"] == 0
+    assert figures["requests_per_rollout"]["delete jobs"] == 50
+    assert figures["unexpected_requests"] == {}
+    assert figures["job_events"] == 2 * 50 * 5  # added, started, ended, terminating, deleted
+    assert len(figures["join_latencies"]) == 3
 
 
 def test_each_join_is_measured(figures: dict[str, Any]) -> None:
@@ -127,6 +145,35 @@ def test_jobs_are_sent_added_started_and_ended_on_the_watch() -> None:
     assert events[0]["object"]["metadata"]["managedFields"]  # as the API server sends a Job
     pods = KubeResultStore(kube).list_pods("ops", [job_uid(0, 2), job_uid(0, 1)])  # type: ignore[arg-type]
     assert [p["metadata"]["labels"]["controller-uid"] for p in pods] == [job_uid(0, 2)]  # finished ones only
+
+
+def test_a_finished_jobs_delete_is_sent_terminating_then_deleted_and_then_not_found() -> None:
+    sim, kube = _cluster()
+    control = KubeJobControl(kube)  # type: ignore[arg-type]
+    stream = iter(kube.watch("/apis/batch/v1/jobs", {"resourceVersion": "0"}, read_timeout=5))
+    control.create_job("ops", _job("audit-node-000001-abc", node_name(1)))
+    control.create_job("ops", _job("audit-node-000002-abc", node_name(2)))
+    sim.start()
+    try:
+        assert sim.wait(lambda: sim.finished == 2, 5)
+        control.delete_job("ops", "audit-node-000001-abc", job_uid(0, 1))
+        assert sim.wait(lambda: sim.deleted == 1, 5)
+        events = [next(stream) for _ in range(8)]
+    finally:
+        sim.stop()
+    mine = [e for e in events if e["object"]["metadata"]["name"] == "audit-node-000001-abc"]
+    assert [e["type"] for e in mine] == ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED"]
+    assert "deletionTimestamp" not in mine[2]["object"]["metadata"]
+    assert mine[3]["object"]["metadata"]["deletionTimestamp"] and mine[4]["object"]["metadata"]["finalizers"]
+    assert mine[4]["object"]["status"]["succeeded"] == 1
+    with pytest.raises(ApiError) as err:
+        control.get_job("ops", "audit-node-000001-abc")
+    assert err.value.status == 404
+    with pytest.raises(ApiError) as err:
+        control.delete_job("ops", "audit-node-000001-abc", job_uid(0, 1))  # gone already
+    assert err.value.status == 404
+    assert control.get_job("ops", "audit-node-000002-abc")["status"]["succeeded"] == 1
+    assert sim.deleted == 1 and sim.unexpected == {}
 
 
 def test_nodes_are_listed_in_pages_and_joins_sent() -> None:

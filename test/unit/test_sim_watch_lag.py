@@ -129,8 +129,8 @@ def test_creates_are_held_within_the_bound_and_every_rollout_completes(bounded: 
         plain_answered(key, name)
         most[0] = max(most[0], exp.unseen_creates())
 
-    def admit(key: str, wanted: int) -> int:
-        room = plain_admit(key, wanted)
+    def admit(key: str, wanted: int, ready: int | None = None) -> int:
+        room = plain_admit(key, wanted, ready)
         held[0] += wanted - room
         return room
 

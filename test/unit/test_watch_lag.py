@@ -3,7 +3,9 @@ are held back while it is behind, and they go on as soon as it catches up (or re
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -15,7 +17,9 @@ from daemonjob.machinery.cache.frozen import freeze
 from daemonjob.machinery.cache.informer import diff_relist
 from daemonjob.machinery.process.clock import FakeClock
 from daemonjob.testing.doubles.actbed import ActBed
-from daemonjob.testing.doubles.builders import daemonjob
+from daemonjob.testing.doubles.builders import daemonjob, nodes
+from daemonjob.testing.doubles.builders import job as job_of
+from daemonjob.testing.doubles.decisions import Given, decide_over
 
 NS = "ops"
 
@@ -230,3 +234,54 @@ def test_small_wants_wake_together_until_the_room_is_taken() -> None:
     unseen[0] = 4  # room for 6: three wants of 2
     bp.seen()
     assert woken == ["a", "b", "c"] and bp.held() == 1
+
+
+# -- the decision is cut to the room ----------------------------------------------------------------
+NOW = datetime(2024, 3, 6, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def test_a_decision_builds_only_the_creates_the_room_takes_and_says_what_it_would_without_a_bound() -> None:
+    """At 65,000 nodes every pass named and built the Jobs of every node still to start, only
+    for the act layer to hold all but a few hundred back: most of the controller's CPU."""
+    dj = daemonjob("audit", NS, generation=2)
+    old = job_of(daemonjob("audit", NS), "n1", revision="old-rev")  # running an older revision
+    given = Given(dj, [old], nodes("n1", "n2", "n3", "n4", "n5", "n6"), NOW)
+    free = decide_over(given)
+    cut = decide_over(dataclasses.replace(given.input(), create_room=2))
+    none = decide_over(dataclasses.replace(given.input(), create_room=0))
+    assert [c.node for c in free.creates] == ["n2", "n3", "n4", "n5", "n6"] and free.capped == 0
+    assert [c.node for c in cut.creates] == ["n2", "n3"] and cut.capped == 3
+    assert none.creates == [] and none.capped == 5
+    for d in (cut, none):
+        assert [x.name for x in d.deletes] == [x.name for x in free.deletes] == [old["metadata"]["name"]]
+        assert d.status["conditions"] == free.status["conditions"], "held by the watch, not by a rollout rule"
+
+
+def test_a_pass_with_no_room_builds_no_create_and_is_held_until_the_watch_catches_up(bed: ActBed) -> None:
+    bed.ctl.backpressure.limit, bed.ctl.backpressure.resume = 4, 2
+    first, second = add(bed, "first"), add(bed, "second")
+    queued(bed)
+    one = bed.ctl.reconcile(first)
+    two = bed.ctl.reconcile(second)
+    assert one is not None and len(one.creates) == 4 and one.capped == 2
+    assert two is not None and two.creates == [] and two.capped == 6, "no room: nothing named, all held"
+    assert gauge(bed, "daemonjob_creates_held") == 2 and len(bed.created_names()) == 4
+    assert reconciling(bed.last_status())["message"].endswith(HELD_MESSAGE)
+    for _ in range(10):
+        watch_shows(bed)
+        bed.clock.step(defaults.HELD_RECHECK)
+        for key in queued(bed):
+            bed.ctl.reconcile(key)
+    assert len(bed.created_names()) == 12 and already_exists(bed) == 0
+    assert gauge(bed, "daemonjob_creates_held") == 0
+
+
+def test_a_decision_cut_to_a_room_that_grew_meanwhile_is_queued_again_at_once() -> None:
+    """No `seen` may come to wake it: the watch caught up between its decision and its act."""
+    woken: list[str] = []
+    bp = CreateBackPressure(lambda: 0, woken.append, lambda k, s: None, limit=10, resume=5)
+    assert bp.admit("a", wanted=30, ready=0) == 0 and woken == ["a"] and bp.held() == 0
+    assert bp.admit("b", wanted=30, ready=4) == 4 and woken == ["a", "b"]
+    bp.sent(4)
+    assert bp.room() == 10
+    assert bp.admit("c", wanted=30, ready=10) == 10 and woken == ["a", "b"] and bp.held() == 1, "room taken: held"

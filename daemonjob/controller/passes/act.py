@@ -153,8 +153,8 @@ class Act:
 
     def _create(self, observed: Observation, decision: Decision, acted: Acted) -> list[Exception]:
         uid, generation = observed.uid, observed.generation
-        creates = self._admitted(observed, decision.creates)
-        acted.held = len(decision.creates) - len(creates)
+        creates = self._admitted(observed, decision.creates, decision.capped)
+        acted.held = len(decision.creates) + decision.capped - len(creates)
         with self.history.creates_first() if creates else nullcontext():
             outcome = self.create_jobs(uid, observed.namespace, creates)
         if self.claims is not None:
@@ -196,16 +196,18 @@ class Act:
                 )
         return [outcome.error]
 
-    def _admitted(self, observed: Observation, creates: list[CreateJob]) -> list[CreateJob]:
+    def _admitted(self, observed: Observation, creates: list[CreateJob], capped: int) -> list[CreateJob]:
         """The creates that fit under the bound on creates the Job watch has not shown yet; the
-        rest wait for it to catch up (the DaemonJob is queued again then: backpressure.py)."""
-        if self.backpressure is None or not creates:
+        rest, and the `capped` ones the decision left out for want of room, wait for it to catch
+        up (the DaemonJob is queued again then: backpressure.py)."""
+        if self.backpressure is None or not (creates or capped):
             return creates
-        room = self.backpressure.admit(observed.key, len(creates))
-        if room < len(creates):
+        wanted = len(creates) + capped
+        room = self.backpressure.admit(observed.key, wanted, len(creates))
+        if room < wanted:
             observed.log.info(
                 "creates held: the Job watch is behind this controller's creates",
-                held=len(creates) - room,
+                held=wanted - room,
                 unseen_creates=self.expectations.unseen_creates(),
             )
         return creates[:room]

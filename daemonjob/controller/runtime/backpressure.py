@@ -3,7 +3,8 @@
 Every create the API server accepted stays an expectation until the Job watch shows it
 (expectations.py), so their count is how far the watch is behind the controller's own
 writes. Past `defaults.MAX_UNSEEN_CREATES` a pass creates only what fits under the bound and
-the DaemonJob is held; once the watch has shown enough of them (down to
+the DaemonJob is held. The decision is told the room first (`room`), so it names and builds
+only the Jobs that may go, not those of every node still to start; once the watch has shown enough of them (down to
 `defaults.UNSEEN_CREATES_RESUME`), the held DaemonJobs are queued again, not at the next
 resync: the longest held first, and only as many as the room takes, since a DaemonJob over
 tens of thousands of nodes wants more than the whole room, and the others, woken with it,
@@ -59,19 +60,30 @@ class CreateBackPressure:
         self._sending = 0  # admitted creates whose expectations may not be raised yet
         self._lock = threading.Lock()
 
-    def admit(self, key: str, wanted: int) -> int:
-        """How many of `wanted` creates may go now; fewer holds `key` until the watch catches up.
-        The caller hands the count back to `sent` once they went (or failed)."""
+    def room(self) -> int:
+        """How many creates would fit under the bound now (a pass's decision is cut to it)."""
+        with self._lock:
+            return max(0, self.limit - self._unseen() - self._sending)
+
+    def admit(self, key: str, wanted: int, ready: int | None = None) -> int:
+        """How many of the `ready` creates (all `wanted` if None) may go now; room for fewer than
+        `wanted` holds `key` until the watch catches up. The caller hands the count back to `sent`
+        once they went (or failed). A decision cut to a room that has grown since is queued again
+        at once: the room is there, and no `seen` may come to wake it."""
+        ready = wanted if ready is None else min(ready, wanted)
         if wanted <= 0:
             return 0
         with self._lock:
             room = max(0, self.limit - self._unseen() - self._sending)
             self._held.pop(key, None)
-            if room < wanted:
+            admitted = min(room, ready)
+            again = ready < wanted and room > admitted
+            if room < wanted and not again:
                 self._held[key] = wanted - room  # under the lock: a `seen` after the read above finds it
-            admitted = min(room, wanted)
             self._sending += admitted
-            return admitted
+        if again:
+            self._wake(key)
+        return admitted
 
     def sent(self, admitted: int) -> None:
         """The admitted creates went: each is an expectation now, or failed (and counts no more)."""

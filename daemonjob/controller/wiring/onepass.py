@@ -37,7 +37,7 @@ from daemonjob.controller.passes.selfcheck import PlanSelfCheck
 from daemonjob.controller.passes.troubles import Troubles
 from daemonjob.controller.results.recorder import ResultRecorder
 from daemonjob.controller.results.status import recorded_for, with_results
-from daemonjob.controller.runtime.backpressure import with_creates_held
+from daemonjob.controller.runtime.backpressure import CreateBackPressure, with_creates_held
 from daemonjob.controller.runtime.errors import ReconcileError
 from daemonjob.controller.runtime.informers import ORPHAN_INDEX
 from daemonjob.controller.runtime.keptplans import KeptPlans
@@ -71,6 +71,7 @@ class OnePass:
     deleted_jobs: DeletedJobsSeen
     order_reader: OrderReader
     act: Act
+    backpressure: CreateBackPressure
     reporter: Reporter
     self_check: PlanSelfCheck
     router: Router
@@ -176,6 +177,7 @@ class OnePass:
             maintenance=self.maintenance.input(observed.uid),
             disruption=self.disruption.snapshot(),
             health=self.turn_checks.input(observed.uid),
+            create_room=self.backpressure.room(),
         )
 
     def _decide(self, key: str, inp: DecisionInput) -> Decision:

@@ -101,6 +101,7 @@ class Decision:
 
     creates: list[CreateJob] = field(default_factory=list)
     deletes: list[DeleteJob] = field(default_factory=list)
+    capped: int = 0  # creates beyond the input's create_room: the act layer holds the DaemonJob for them
     status: dict[str, Any] = field(default_factory=dict)
     events: list[EventSpec] = field(default_factory=list)
     run_started: str | None = None
@@ -240,7 +241,8 @@ def _conclude(reading: Reading) -> Decision:
     turns = reading.plan.turns(inp.troubles.conflicts, inp.troubles.rejected, inp.now)
     stall = stall_for(inp, reading.checked, reading.plan, reading.missing, turns.refused)
     gating = run_gates(reading, stall, turns)
-    actions = choose_actions(Origin(inp.dj, reading.revision, run, reading.checked.spec.job_template), gating)
+    origin = Origin(inp.dj, reading.revision, run, reading.checked.spec.job_template)
+    actions = choose_actions(origin, gating, inp.create_room)
     maintenance = gating.hold(GATE_MAINTENANCE)
     work = maintenance.work if maintenance is not None else None
     if work is not None:
@@ -251,7 +253,8 @@ def _conclude(reading: Reading) -> Decision:
     actions = replace(actions, creates=with_boot_ids(reading, _with_node_env(reading, attempts.creates)))
     waiting = gating.in_force(actions)
     conditions = evaluate(reading, actions, stall, gating)
-    conditions = noted(conditions, reading.plan, inp.now, bool(actions.creates), FAILED_NODE_NAMES_MAX)
+    creating = bool(actions.creates or actions.capped)
+    conditions = noted(conditions, reading.plan, inp.now, creating, FAILED_NODE_NAMES_MAX)
     run_changed = run != inp.recorded.status.get("currentRun")
     status = status_of(reading, conditions, run_changed)
     if attempts.status is not None:
@@ -271,6 +274,7 @@ def _conclude(reading: Reading) -> Decision:
     return Decision(
         creates=actions.creates,
         deletes=actions.deletes,
+        capped=actions.capped,
         status=status,
         events=events,
         run_started=step.start.run if step.start is not None else None,

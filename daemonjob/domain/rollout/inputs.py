@@ -103,6 +103,8 @@ class DecisionInput:
     checked: Validation | None = None  # `dj`'s spec as the rule book read it (read by decide if None)
     # what the caches saw go
     deleted: DeletedJobs = DeletedJobs()  # its Jobs seen deleted, until the status records the next attempt
+    # the controller's bound: creates the Job watch's lag leaves room for now (None: no bound)
+    create_room: int | None = None
     recorded: Recorded = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

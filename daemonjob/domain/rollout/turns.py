@@ -26,6 +26,7 @@ class Actions:
     free_slots: int | None = None  # None: no maxParallel
     waiting_turns: int = 0  # nodes whose turn did not come in this decision
     limited: bool = False  # Gating.limit kept turns back that the slots would have let through
+    capped: int = 0  # creates the pass's room (create back-pressure) left to a later pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,10 @@ benchmarks at 65,000 nodes on one machine.
 Nodes are numbered and made when listed or joined, never stored. Jobs are sent on the watch
 as the API server sends them (pod template, managedFields) and then forgotten: the Job
 controller's stand-in here starts each one (`active: 1`) and ends it Complete `job_seconds`
-later, each a MODIFIED event; what is kept is a byte per (DaemonJob, node). A Job's uid
+later, each a MODIFIED event; what is kept is a byte per (DaemonJob, node). A finished Job's
+delete (spec.results.deleteSucceededJobs) is answered as the API server and the garbage
+collector answer it: a MODIFIED event with its deletionTimestamp, the DELETED one
+`delete_seconds` later. A Job's uid
 names its DaemonJob and node, so the pods a result read asks for (`controller-uid in (...)`)
 are made from the uid alone. DaemonJobs are kept whole (their status patches merged);
 report objects and Events are counted, not kept.
@@ -39,23 +42,26 @@ from daemonjob.testing.sim.simresults import FINISHED, SimReports, finished_pods
 
 __all__ = ["SimCluster"]
 
-NONE, CREATED_STATE = 0, 1
+NONE, CREATED_STATE, DELETED = 0, 1, 3
 
 
 class SimCluster:
     """Nodes, DaemonJobs, their Jobs, pods and reports as one API server answers for them."""
 
-    def __init__(self, nodes: int, job_seconds: float = 1.0, start_seconds: float = 0.1) -> None:
+    def __init__(
+        self, nodes: int, job_seconds: float = 1.0, start_seconds: float = 0.1, delete_seconds: float = 0.1
+    ) -> None:
         self.nodes = nodes  # nodes 0..nodes-1 exist
-        self.job_seconds, self.start_seconds = job_seconds, start_seconds
+        self.job_seconds, self.start_seconds, self.delete_seconds = job_seconds, start_seconds, delete_seconds
         self._lock = threading.Condition()
         self._rv = 1
         self.watches = {kind: Watches() for kind in ("nodes", "jobs", "daemonjobs")}
         self.daemonjobs: dict[str, dict[str, Any]] = {}  # ns/name -> the object
         self._dj_index: dict[str, int] = {}  # name -> its index in `states`
-        self.states: list[bytearray] = []  # per DaemonJob, per node: NONE, CREATED_STATE, FINISHED
+        self.states: list[bytearray] = []  # per DaemonJob, per node: NONE, CREATED_STATE, FINISHED, DELETED
         self.created = 0
         self.finished = 0
+        self.deleted = 0  # finished Jobs deleted (their DELETED event sent)
         self.duplicates = 0  # creates of a second Job for one (DaemonJob, node)
         self.created_at: dict[int, list[float]] = {}  # joined node -> monotonic times of its Jobs' creates
         self.reports = SimReports()
@@ -64,6 +70,7 @@ class SimCluster:
         # due, DaemonJob, node, name, creationTimestamp
         self._starting: collections.deque[tuple[float, int, int, str, str]] = collections.deque()
         self._running: collections.deque[tuple[float, int, int, str, str]] = collections.deque()
+        self._deleting: collections.deque[tuple[float, int, int, str, str]] = collections.deque()
         self.in_flight_max = 0
         self._stopped = threading.Event()
         self.thread = threading.Thread(target=self._job_controller, name="sim-job-controller", daemon=True)
@@ -182,17 +189,22 @@ class SimCluster:
             return self._create_job(r)
         if r.method == "GET" and r.name is not None:
             return self._get_job(r.name)
+        if r.method == "DELETE" and r.name is not None:
+            return self._delete_job(r)
         self.unexpected[f"{r.method} jobs"] += 1
         return 200, b"{}"
 
-    def _get_job(self, name: str) -> Answer:
-        """A fresh read (the controller checks a late cache against it): the Job as it is now.
-        Its DaemonJob and node are read from its name (`<daemonjob>-node-<n>-<hash>`)."""
+    def _named(self, name: str) -> tuple[int | None, int]:
+        """A Job's DaemonJob and node, read from its name (`<daemonjob>-node-<n>-<hash>`)."""
         dj_name, _, rest = name.partition("-node-")
-        dj, template = self._dj_index.get(dj_name), None
         node = int(rest.split("-")[0]) if rest.split("-")[0].isdigit() else -1
+        return self._dj_index.get(dj_name), node
+
+    def _get_job(self, name: str) -> Answer:
+        """A fresh read (the controller checks a late cache against it): the Job as it is now."""
+        (dj, node), template = self._named(name), None
         with self._lock:
-            if dj is not None and 0 <= node < len(self.states[dj]) and self.states[dj][node] != NONE:
+            if dj is not None and 0 <= node < len(self.states[dj]) and self.states[dj][node] not in (NONE, DELETED):
                 template, state, rv = self._templates[dj], self.states[dj][node], self._rv
         if template is None or dj is None:
             return status_error(404, "NotFound", f'jobs.batch "{name}" not found')
@@ -226,6 +238,26 @@ class SimCluster:
             self._lock.notify_all()
         return 201, r.body or b"{}"  # what the client asks not to decode (the watch brings the Job)
 
+    def _delete_job(self, r: Request) -> Answer:
+        """A finished Job's delete: MODIFIED with its deletionTimestamp now, DELETED a little later
+        (its pod gone); a Job still running is not the controller's to delete here."""
+        (dj, node), name = self._named(r.name or ""), r.name or ""
+        with self._lock:
+            state = self.states[dj][node] if dj is not None and 0 <= node < len(self.states[dj]) else NONE
+            if dj is None or state != FINISHED:
+                if state == CREATED_STATE:
+                    self.unexpected["delete of a running Job"] += 1
+                return status_error(404, "NotFound", f'jobs.batch "{name}" not found')
+            self.states[dj][node] = DELETED
+            stamp = api_time()
+            created = stamp  # its creationTimestamp is not kept; nothing reads it of a deleted Job
+            rv = self._next_rv()
+            body = self._templates[dj].render(name, node, dj, rv, self._ended(stamp.encode()), created)
+            self.watches["jobs"].send(rv, r.namespace, "MODIFIED", _terminating(body, stamp))
+            self._deleting.append((time.monotonic() + self.delete_seconds, dj, node, name, created))
+            self._lock.notify_all()
+        return 200, b"{}"
+
     def _job_controller(self) -> None:
         """Starts each Job `start_seconds` after its create, ends it `job_seconds` later."""
         while not self._stopped.is_set():
@@ -233,6 +265,7 @@ class SimCluster:
             with self._lock:
                 due = [self._starting.popleft() for _ in range(len(self._starting)) if self._starting[0][0] <= now]
                 done = [self._running.popleft() for _ in range(len(self._running)) if self._running[0][0] <= now]
+                gone = [self._deleting.popleft() for _ in range(len(self._deleting)) if self._deleting[0][0] <= now]
                 stamp = api_time().encode()
                 started = b'{"active":1,"ready":0,"startTime":"' + stamp + b'"}'
                 ended = self._ended(stamp)
@@ -243,9 +276,14 @@ class SimCluster:
                     self._modify(dj, node, name, ended, created)
                     self.states[dj][node] = FINISHED
                     self.finished += 1
-                if done:
+                for _, dj, node, name, created in gone:
+                    rv = self._next_rv()
+                    body = self._templates[dj].render(name, node, dj, rv, ended, created)
+                    self.watches["jobs"].send(rv, self._templates[dj].namespace, "DELETED", _terminating(body, created))
+                    self.deleted += 1
+                if done or gone:
                     self._lock.notify_all()
-            if not due and not done:
+            if not due and not done and not gone:
                 self._stopped.wait(0.02)
 
     @staticmethod
@@ -308,6 +346,13 @@ class SimCluster:
                 return answer
         self.unexpected[f"{r.method} {REPORTS}"] += 1
         return status_error(404, "NotFound", f'{REPORTS} "{r.name}" not found')
+
+
+def _terminating(body: bytes, stamp: str) -> bytes:
+    """A Job's encoding with its deletionTimestamp and the foreground deletion's finalizer."""
+    job = orjson.loads(body)
+    job["metadata"].update(deletionTimestamp=stamp, finalizers=["foregroundDeletion"])
+    return orjson.dumps(job)
 
 
 def _merged(current: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
