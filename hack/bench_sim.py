@@ -75,7 +75,7 @@ class Meter:
 
 def run_one(args: argparse.Namespace) -> dict[str, Any]:
     """One size, in this process; the figures as a dict."""
-    from daemonjob import logsetup
+    from daemonjob import defaults, logsetup
     from daemonjob.controller.metrics.metrics import Metrics
     from daemonjob.controller.runtime.events import EventRecorder
     from daemonjob.controller.wiring.controller import Controller
@@ -89,6 +89,8 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     from daemonjob.testing.sim.simcluster import SimCluster
 
     logsetup.configure(args.log_level, "json")
+    qps = args.recorded_delete_qps  # read by the history cleaner when it is made
+    defaults.RECORDED_DELETE_QPS, defaults.RECORDED_DELETE_BURST = qps, max(1, int(qps))
     limit_malloc_arenas()
     n, d = args.nodes, args.daemonjobs
     out: dict[str, Any] = {"nodes": n, "daemonjobs": d, "delete_succeeded_jobs": args.delete_succeeded_jobs}
@@ -329,6 +331,13 @@ def main() -> None:
         "--delete-succeeded-jobs",
         action="store_true",
         help="the DaemonJobs set spec.results.deleteSucceededJobs (a rollout ends with its Jobs deleted)",
+    )
+    p.add_argument(
+        "--recorded-delete-qps",
+        type=float,
+        default=1000.0,
+        help="the pace of deletes of recorded Jobs (the controller's default is"
+        " defaults.RECORDED_DELETE_QPS; faster here, so a rollout's let-go does not take minutes)",
     )
     p.add_argument("--kube-api-qps", type=float, default=5000.0, help="the client's rate limit, as the benches run it")
     p.add_argument("--kube-api-burst", type=int, default=5000)

@@ -95,6 +95,23 @@ def test_a_finished_job_deleted_by_hand_is_recreated_under_a_new_name(bed: ActBe
     assert rerun_after_delete(bed, name)["metadata"]["name"] != name
 
 
+def test_a_succeeded_job_let_go_for_its_recorded_result_is_not_noted_as_a_lost_attempt(bed: ActBed) -> None:
+    """spec.results.deleteSucceededJobs lets every node's Job go once its result is recorded:
+    noted as lost attempts, all of them were read by each pass for an hour (0.9 s of CPU per
+    node join at 10,000 nodes x 10 DaemonJobs). The record stands for such a Job instead;
+    one deleted by hand is still a lost attempt."""
+    name = rolled_out(bed)
+    bed.jobs.update(finished(bed.control.objects[f"{NS}/{name}"]))
+    let_go = bed.control.objects[f"{NS}/{name}"]["metadata"]["uid"]
+    bed.ctl.router.recorded_success = lambda job: job["metadata"]["uid"] == let_go
+    bed.user_deletes(name)
+    assert bed.ctl.deleted_jobs.of(UID).attempts == {}
+    assert rolled_out(bed) == name, "no record here (no recorder): the node runs again, its first attempt"
+    bed.ctl.router.recorded_success = lambda job: False
+    bed.user_deletes(name)
+    assert list(bed.ctl.deleted_jobs.of(UID).attempts.values()) == [{"node-00": 0}]
+
+
 def test_every_rerun_of_a_node_takes_the_next_attempt(bed: ActBed) -> None:
     names = [rolled_out(bed)]
     for attempt in (1, 2, 3):

@@ -12,7 +12,7 @@ import pytest
 
 from daemonjob import defaults
 from daemonjob.controller.results.recorder import ResultRecorder
-from daemonjob.controller.results.status import wire_recorded
+from daemonjob.controller.results.status import recorded_success, wire_recorded
 from daemonjob.controller.runtime.specs import SpecCache
 from daemonjob.domain.jobs.owners import owner_id
 from daemonjob.domain.results.noderesult import NOT_JSON, cut_message, outcome_of, result_of
@@ -541,6 +541,27 @@ def test_after_reads_where_a_dependency_let_go_of_its_jobs_from_its_records() ->
     assert order.recorded(dep, revision, None) == {"a", "b"}
     assert order.recorded(dep, "another-revision", None) == frozenset()
     assert order.recorded(daemonjob(historyLimit=1), revision, None) == frozenset()  # the field off: its Jobs tell
+
+
+def test_a_deleted_job_is_a_let_go_only_if_it_is_its_nodes_newest_recorded_success() -> None:
+    """The router notes a deleted Job as a lost attempt unless its record stands for it."""
+    dep = daemonjob(historyLimit=1, results={"deleteSucceededJobs": True})
+    uid = owner(dep)
+    store = FakeStore()
+    rec, _ = recorder(store, dep)
+    let_go = recorded_success(rec)
+    assert not let_go(job(dep, "a", "succeeded")), "the reports not read yet: nothing stands"
+    assert rec.successes(uid, "ops", "audit") is None  # a pass asks for the read
+    rec.flush(uid)
+    finish(store, rec, dep, ["a"])
+    rec.flush(uid)
+    assert let_go(job(dep, "a", "succeeded"))
+    again = job(dep, "a", "succeeded")
+    again["metadata"]["uid"] = "a-later-job-of-node-a"
+    assert not let_go(again), "not the Job the record is of"
+    assert not let_go(job(dep, "b", "succeeded")), "nothing recorded for node b"
+    assert not let_go(job(daemonjob(uid="another-daemonjob", historyLimit=1), "a", "succeeded"))
+    assert not recorded_success(None)(job(dep, "a", "succeeded")), "no recorder, nothing recorded"
 
 
 def test_a_let_go_delete_waiting_longer_than_the_ttl_in_the_cleaners_queue_is_not_queued_again() -> None:

@@ -190,6 +190,16 @@ class ResultRecorder(ReportFlush):
                 self._cond.notify()
             return None
 
+    def stands_for(self, owner: str, node: str, job_uid: str) -> bool:
+        """Whether the Job `job_uid` is `node`'s newest recorded success of `owner` (its let-go
+        under spec.results.deleteSucceededJobs leaves the record standing for it). Reads only."""
+        with self._lock:
+            kept = self._kept.get(owner)
+            if kept is None or not kept.loaded or kept.successes is None:
+                return False
+            view = kept.successes.nodes.get(node)
+        return view is not None and view.uid == job_uid
+
     def start(self) -> None:
         with self._lock:
             if self._thread is None and not self._stopped:

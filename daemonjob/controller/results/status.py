@@ -17,7 +17,8 @@ from daemonjob.controller.runtime.informers import RUNNING_INDEX, Informers
 from daemonjob.controller.runtime.keptplans import KeptPlans
 from daemonjob.controller.runtime.specs import SpecCache
 from daemonjob.domain.decision.decide import Decision
-from daemonjob.domain.jobs.owners import owner_id
+from daemonjob.domain.jobs.contract import job_node
+from daemonjob.domain.jobs.owners import owner_id, owner_uid
 from daemonjob.domain.results.unreadable import (
     ResultsUnread,
     with_recorded_condition,
@@ -129,6 +130,20 @@ def wire_recorded(
     recorder.told = told
     observer.recorded = lambda o: recorded_for(recorder, o, specs)[1]
     order.recorded = done
+
+
+def recorded_success(recorder: ResultRecorder | None) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether a deleted Job is its node's newest recorded success (router.py: its delete is
+    the let-go of spec.results.deleteSucceededJobs, not a lost attempt)."""
+
+    def check(job: Mapping[str, Any]) -> bool:
+        meta = job.get("metadata") or {}
+        node, uid = job_node(job), meta.get("uid")
+        if recorder is None or not node or not uid:
+            return False
+        return recorder.stands_for(owner_id(meta.get("namespace") or "", owner_uid(job)), node, uid)
+
+    return check
 
 
 def with_results(

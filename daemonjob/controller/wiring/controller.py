@@ -37,7 +37,7 @@ from daemonjob.controller.passes.observe import Observer
 from daemonjob.controller.passes.report import Reporter
 from daemonjob.controller.passes.selfcheck import PlanSelfCheck
 from daemonjob.controller.passes.troubles import Troubles
-from daemonjob.controller.results.status import recorder_for, wire_recorded
+from daemonjob.controller.results.status import recorded_success, recorder_for, wire_recorded
 from daemonjob.controller.results.store import KubeResultStore, ResultStore
 from daemonjob.controller.runtime.backpressure import CreateBackPressure
 from daemonjob.controller.runtime.configmaps import (
@@ -206,6 +206,7 @@ class Controller(OnePass):
         self.self_check = PlanSelfCheck(self.plans, self.observer, self.metrics)
         wake = self.router.order_wakes.done_changed
         wire_recorded(self.results, self.plans, self.observer, self.specs, self.order_reader, wake)
+        self.router.recorded_success = recorded_success(self.results)
         self.threads = Workers(
             self.queue,
             lambda key: self.reconcile(key),  # looked up per pass: tests replace it

@@ -102,6 +102,8 @@ class Router:
         self.metrics = metrics
         self.configmaps = configmaps
         self.forget_uid = forget_uid
+        # whether a deleted Job's recorded success stands for it (results/status.py wires it)
+        self.recorded_success: Callable[[Obj], bool] = lambda job: False
         self.order_index = order_index if order_index is not None else OrderIndex(informers.jobs)
         self.claims = claims
         self.memo = memo  # sized here to the node rule sets in use: one memo entry each per node
@@ -213,7 +215,7 @@ class Router:
             # the delete and the create were observed.
             if before is not None:
                 self.expectations.deletion_observed(owner_uid(old), old["metadata"]["name"])
-                self.deleted_jobs.note(owner_uid(old), old)
+                self._note_deleted(owner_uid(old), old)
             self.expectations.creation_observed(owner_uid(new), new["metadata"]["name"])
             if self.claims is not None:
                 self.claims.observed(owner_uid(new), new["metadata"]["name"])
@@ -238,9 +240,16 @@ class Router:
         self.order_index.succeeded.job_changed(job, None)
         uid, name = owner_uid(job), job["metadata"]["name"]
         self.expectations.deletion_observed(uid, name)
-        self.deleted_jobs.note(uid, job)  # its node's next Job is the next attempt, under a new name
+        self._note_deleted(uid, job)
         self.queue.add_after(key, self._job_event_delay(key))
         self.order_wakes.job_changed(key, job, None)
+
+    def _note_deleted(self, uid: str, job: Obj) -> None:
+        """Its node's next Job is the next attempt, under a new name; but a succeeded Job let go
+        once its result was recorded needs none: the record stands for it. Noting those (every
+        node of a rollout) made each pass of the DaemonJob read them all for an hour."""
+        if not self.recorded_success(job):
+            self.deleted_jobs.note(uid, job)
 
     def alerts_changed(self) -> None:
         """The firing alerts changed: pass over every DaemonJob that halts on alerts."""
