@@ -57,9 +57,8 @@ def _threads_cpu(kube: Any, sim: Any) -> Counter[str]:
     for t in threading.enumerate():
         if t is not sim.thread:
             out[_pool(t.name)] += _thread_cpu(t.native_id)
-    with kube._cpu_lock:
-        for name, seconds in kube.server_cpu_by_thread.items():
-            out[_pool(name)] -= seconds
+    for name, seconds in kube.server_cpu_by_thread().items():
+        out[_pool(name)] -= seconds
     return out
 
 

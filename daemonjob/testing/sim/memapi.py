@@ -179,16 +179,21 @@ class MemKube(Kube):
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
         self._cpu_lock = threading.Lock()
         self._server_cpu = 0.0
-        self.server_cpu_by_thread: dict[str, float] = collections.defaultdict(float)  # by the calling thread's name
+        self._server_cpu_by_thread: dict[str, float] = collections.defaultdict(float)  # by the calling thread's name
 
     def server_cpu(self) -> float:
         with self._cpu_lock:
             return self._server_cpu
 
+    def server_cpu_by_thread(self) -> dict[str, float]:
+        """The server's CPU seconds by the name of the thread that called it."""
+        with self._cpu_lock:
+            return dict(self._server_cpu_by_thread)
+
     def _charge(self, seconds: float) -> None:
         with self._cpu_lock:
             self._server_cpu += seconds
-            self.server_cpu_by_thread[threading.current_thread().name] += seconds
+            self._server_cpu_by_thread[threading.current_thread().name] += seconds
 
     def _serve(self, fn: Callable[[], Any]) -> Any:
         started = time.thread_time()
